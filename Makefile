@@ -1,0 +1,35 @@
+GO      ?= go
+BIN     := bin/raftmq
+PKGS    := ./...
+export PATH := $(shell $(GO) env GOPATH)/bin:$(PATH)
+
+.PHONY: all build test test-short lint proto bench chaos image up down demo demo-docker clean fuzz
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/raftmq
+
+proto:
+	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.1
+	protoc --go_out=. --go_opt=paths=source_relative \
+	       --go-grpc_out=. --go-grpc_opt=paths=source_relative api/raftmq.proto
+
+test: build
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 25m $(PKGS)
+
+test-short:
+	$(GO) test -short -count=1 $(PKGS)
+
+lint:
+	gofmt -l . | tee /dev/stderr | (! read)
+	$(GO) vet $(PKGS)
+
+demo: build
+	$(BIN) demo
+
+clean:
+	rm -rf bin

@@ -1,0 +1,182 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/store"
+)
+
+// Topics lists the topics this node has applied.
+func (b *Broker) Topics() []store.TopicInfo { return b.fsm.Topics() }
+
+// Topic describes one topic as this node has applied it.
+func (b *Broker) Topic(name string) (store.TopicInfo, error) {
+	if err := store.ValidateName("topic", name); err != nil {
+		return store.TopicInfo{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	ti, err := b.fsm.Topic(name)
+	return ti, storeErr(err)
+}
+
+// NodeStatus is one node in a status report.
+type NodeStatus struct {
+	ID          string
+	Role        string
+	RaftAddr    string
+	ClientAddr  string
+	HTTPAddr    string
+	Voter       bool
+	Healthy     bool
+	Applied     uint64
+	Commit      uint64
+	Last        uint64
+	First       uint64
+	Term        uint64
+	Load        float64
+	Lag         uint64
+	LastSeen    time.Time
+	Error       string
+}
+
+// Status is the group as this node sees it.
+type Status struct {
+	Group         string
+	Term          uint64
+	LeaderID      string
+	LeaderAddr    string
+	Nodes         []NodeStatus
+	AnsweredBy    string
+	LeaderChanges uint64
+}
+
+// Status reports the group: this node's own figures and the latest heard
+// from every other member.
+func (b *Broker) Status() (Status, error) {
+	st := b.node.Stats()
+	s := Status{Group: b.cfg.Group, Term: st.Term, LeaderID: st.LeaderID, AnsweredBy: b.cfg.NodeID, LeaderChanges: st.LeaderChanges}
+	if n, ok := b.fsm.Node(st.LeaderID); ok {
+		s.LeaderAddr = n.ClientAddr
+	}
+	servers, err := b.node.Servers()
+	if err != nil {
+		return Status{}, b.raftErr(err)
+	}
+	self := b.NodeState()
+	leaderApplied := self.Applied
+	if st.LeaderID != "" && st.LeaderID != b.cfg.NodeID {
+		if p, ok := b.view.get(st.LeaderID); ok {
+			leaderApplied = p.state.Applied
+		}
+	}
+	for _, srv := range servers {
+		ns := NodeStatus{ID: srv.ID, RaftAddr: srv.Addr, Voter: srv.Voter}
+		if n, ok := b.fsm.Node(srv.ID); ok {
+			ns.ClientAddr, ns.HTTPAddr = n.ClientAddr, n.HTTPAddr
+		}
+		var ps NodeState
+		if srv.ID == b.cfg.NodeID {
+			ps, ns.Healthy, ns.LastSeen = self, true, time.Now()
+			if ns.ClientAddr == "" {
+				ns.ClientAddr = b.cfg.ClientAddr
+			}
+		} else if p, ok := b.view.get(srv.ID); ok {
+			ps, ns.LastSeen, ns.Error = p.state, p.lastOK, p.err
+			ns.Healthy = time.Since(p.lastOK) <= b.fresh()
+		} else {
+			ns.Error = "no state heard yet"
+		}
+		ns.Role, ns.Applied, ns.Commit, ns.Last, ns.First, ns.Term, ns.Load = ps.Role, ps.Applied, ps.Commit, ps.Last, ps.First, ps.Term, ps.Load
+		if !ns.Healthy && ns.Role == "" {
+			ns.Role = "unknown"
+		}
+		if leaderApplied > ns.Applied && ns.Applied > 0 {
+			ns.Lag = leaderApplied - ns.Applied
+		}
+		s.Nodes = append(s.Nodes, ns)
+	}
+	return s, nil
+}
+
+// TransferLeader moves leadership to node id, or to the most caught-up
+// follower when id is empty (leader only). It returns the new leader.
+func (b *Broker) TransferLeader(ctx context.Context, id string) (string, time.Duration, error) {
+	if b.node.Role() != election.Leader {
+		return "", 0, b.notLeader()
+	}
+	if id == b.cfg.NodeID {
+		return id, 0, nil
+	}
+	start := time.Now()
+	if err := b.node.Transfer(id); err != nil {
+		return "", 0, b.raftErr(err)
+	}
+	for ctx.Err() == nil {
+		if l := b.node.LeaderID(); l != "" && l != b.cfg.NodeID {
+			return l, time.Since(start), nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return "", 0, fmt.Errorf("%w: no new leader seen", ErrTimeout)
+}
+
+// AddMember adds a node as a non-voter, waits until it has caught up, then
+// promotes it to voter (leader only). The new node must be started first
+// (without --peers) so it can receive the log and register its address.
+func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, error) {
+	if id == "" || raftAddr == "" {
+		return false, invalid("member add needs an id and a raft address")
+	}
+	if err := b.LeaderCheck(); err != nil {
+		return false, err
+	}
+	servers, err := b.node.Servers()
+	if err != nil {
+		return false, b.raftErr(err)
+	}
+	for _, s := range servers {
+		if s.ID == id && s.Voter {
+			return true, nil
+		}
+		if s.ID != id && s.Addr == raftAddr {
+			return false, fmt.Errorf("%w: raft address %s already belongs to %s", ErrAlreadyExists, raftAddr, s.ID)
+		}
+	}
+	if err := b.node.AddNonvoter(id, raftAddr); err != nil {
+		return false, b.raftErr(err)
+	}
+	b.log.Info("added non-voter; waiting for it to catch up", "id", id, "addr", raftAddr)
+	for {
+		if p, ok := b.view.get(id); ok && time.Since(p.lastOK) <= b.fresh() && p.state.Applied+16 >= b.fsm.Applied() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("%w: %s was added as a non-voter but has not caught up (or registered its address) yet; run member add again to promote it", ErrTimeout, id)
+		case <-b.stop:
+			return false, ErrShutdown
+		case <-time.After(b.cfg.StatePeriod):
+		}
+	}
+	if err := b.node.Promote(id, raftAddr); err != nil {
+		return false, b.raftErr(err)
+	}
+	b.log.Info("promoted to voter", "id", id)
+	return true, nil
+}
+
+// RemoveMember removes a node from the group (leader only).
+func (b *Broker) RemoveMember(ctx context.Context, id string, force bool) error {
+	if err := b.LeaderCheck(); err != nil {
+		return err
+	}
+	if err := b.node.Remove(id, force); err != nil {
+		return b.raftErr(err)
+	}
+	if err := b.apply(ctx, store.ForgetNode(id)); err != nil {
+		b.log.Warn("forget removed node's addresses", "id", id, "error", err)
+	}
+	return nil
+}

@@ -1,0 +1,299 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/store"
+)
+
+// Config of a broker node.
+type Config struct {
+	NodeID     string
+	Group      string // name of the broker group, shown in status
+	ClientAddr string // API address told to clients
+	PeerAddr   string // API address other nodes use; defaults to ClientAddr
+	HTTPAddr   string
+
+	AutoCreateTopics bool
+	DefaultQueues    int
+	MaxMessageBytes  int // largest message body
+	MaxBatchBytes    int // group commit closes an entry at this size
+	MaxInflight      int // entries handed to raft and not yet applied
+	WriteTimeout     time.Duration
+
+	// Read routing.
+	ColdReadBytes  uint64  // a consumer further behind than this reads from a follower
+	LoadThreshold  float64 // load at or above this makes the leader "loaded"
+	MaxFollowerLag uint64  // entries; a follower further behind sends consumers to the leader
+	StatePeriod    time.Duration
+
+	// Consumer groups.
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+
+	// PreferredLeader, when set, makes the leader hand leadership to that
+	// node once it is healthy and caught up.
+	PreferredLeader string
+
+	Logger hclog.Logger
+}
+
+// DefaultConfig returns working defaults.
+func DefaultConfig() Config {
+	return Config{
+		Group:             "raftmq",
+		AutoCreateTopics:  true,
+		DefaultQueues:     store.DefaultQueues,
+		MaxMessageBytes:   4 << 20,
+		MaxBatchBytes:     256 << 10,
+		MaxInflight:       32,
+		WriteTimeout:      10 * time.Second,
+		ColdReadBytes:     defaultColdReadBytes(),
+		LoadThreshold:     0.8,
+		MaxFollowerLag:    10000,
+		StatePeriod:       200 * time.Millisecond,
+		SessionTimeout:    6 * time.Second,
+		HeartbeatInterval: time.Second,
+	}
+}
+
+// Validate names the first bad field.
+func (c *Config) Validate() error {
+	switch {
+	case c.NodeID == "":
+		return errors.New("node id: empty")
+	case c.ClientAddr == "":
+		return errors.New("client address: empty")
+	case c.DefaultQueues < 1 || c.DefaultQueues > store.MaxQueues:
+		return fmt.Errorf("default-queues %d: want 1..%d", c.DefaultQueues, store.MaxQueues)
+	case c.MaxMessageBytes < 1 || c.MaxMessageBytes > 64<<20:
+		return fmt.Errorf("max-message-bytes %d: want 1..%d", c.MaxMessageBytes, 64<<20)
+	case c.MaxBatchBytes < 1024:
+		return fmt.Errorf("max-batch-bytes %d: want at least 1024", c.MaxBatchBytes)
+	case c.MaxInflight < 1:
+		return fmt.Errorf("max-inflight %d: want at least 1", c.MaxInflight)
+	case c.LoadThreshold <= 0:
+		return fmt.Errorf("load-threshold %v: want > 0", c.LoadThreshold)
+	case c.StatePeriod <= 0:
+		return fmt.Errorf("state period %s: want > 0", c.StatePeriod)
+	case c.SessionTimeout <= c.HeartbeatInterval:
+		return fmt.Errorf("session timeout %s: must exceed the heartbeat interval %s", c.SessionTimeout, c.HeartbeatInterval)
+	}
+	return nil
+}
+
+// Log is how the broker reads message bodies back out of the Raft log.
+// *raftlog.Stores implements it.
+type Log interface {
+	Read(index uint64) ([]byte, error)
+	FirstIndex() uint64
+	LastIndex() uint64
+}
+
+// PeerClient is how a node talks to the other nodes. The wire layer
+// implements it.
+type PeerClient interface {
+	NodeState(ctx context.Context, addr string) (NodeState, error)
+	Register(ctx context.Context, addr string, n store.NodeInfo) error
+}
+
+// Broker is one node's service.
+type Broker struct {
+	cfg   Config
+	log   hclog.Logger
+	node  *election.Node
+	fsm   *store.FSM
+	rlog  Log
+	peers PeerClient
+	m     *metrics
+
+	produceCh chan *pending
+	inflight  chan inflightEntry
+	rr        atomic.Uint64 // round-robin queue choice
+
+	view   *clusterView
+	groups *groups
+	load   *loadMeter
+
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	closed atomic.Bool
+}
+
+// New starts a broker over a running raft node, its FSM and its log.
+func New(cfg Config, node *election.Node, fsm *store.FSM, rlog Log, peers PeerClient) (*Broker, error) {
+	if cfg.PeerAddr == "" {
+		cfg.PeerAddr = cfg.ClientAddr
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	b := &Broker{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		node:      node,
+		fsm:       fsm,
+		rlog:      rlog,
+		peers:     peers,
+		produceCh: make(chan *pending, 4096),
+		inflight:  make(chan inflightEntry, cfg.MaxInflight),
+		stop:      make(chan struct{}),
+		load:      newLoadMeter(),
+	}
+	b.view = newClusterView()
+	b.groups = newGroups()
+	b.m = newMetrics(b)
+	node.OnChange(b.onRoleChange)
+	b.goFunc(b.batchLoop)
+	b.goFunc(b.completeLoop)
+	b.goFunc(b.stateLoop)
+	return b, nil
+}
+
+func (b *Broker) goFunc(f func()) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f()
+	}()
+}
+
+// ID is this node's id.
+func (b *Broker) ID() string { return b.cfg.NodeID }
+
+// Config returns the broker's configuration.
+func (b *Broker) Config() Config { return b.cfg }
+
+// Close stops the broker's loops; callers close raft and the stores after.
+// Pending produce requests fail with ErrShutdown. Close is idempotent.
+func (b *Broker) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	close(b.stop)
+	b.wg.Wait()
+	return nil
+}
+
+func (b *Broker) onRoleChange(ev election.Event) {
+	b.m.roleChanges.WithLabelValues(string(ev.Role)).Inc()
+	if ev.Role == election.Leader && ev.Ready {
+		b.groups.reset(ev.Term)
+		b.goFunc(func() { b.registerSelf() })
+	}
+}
+
+// info is this node's registry entry.
+func (b *Broker) info() store.NodeInfo {
+	return store.NodeInfo{ID: b.cfg.NodeID, ClientAddr: b.cfg.ClientAddr, PeerAddr: b.cfg.PeerAddr, HTTPAddr: b.cfg.HTTPAddr}
+}
+
+// registerSelf records this (leader) node's addresses in the replicated
+// registry when they are missing or changed.
+func (b *Broker) registerSelf() {
+	if cur, ok := b.fsm.Node(b.cfg.NodeID); ok && cur == b.info() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.register(ctx, b.info()); err != nil {
+		b.log.Warn("register self", "error", err)
+	}
+}
+
+// Register records a node's addresses (leader only).
+func (b *Broker) Register(ctx context.Context, n store.NodeInfo) error {
+	if n.ID == "" || n.ClientAddr == "" {
+		return invalid("register: id and client address are required")
+	}
+	if err := b.LeaderCheck(); err != nil {
+		return err
+	}
+	if cur, ok := b.fsm.Node(n.ID); ok && cur == n {
+		return nil
+	}
+	return b.register(ctx, n)
+}
+
+func (b *Broker) register(ctx context.Context, n store.NodeInfo) error {
+	res, _, err := b.node.Apply(ctx, store.RegisterNode(n))
+	if err != nil {
+		return b.raftErr(err)
+	}
+	if err, ok := res.(error); ok {
+		return err
+	}
+	b.log.Info("registered node", "id", n.ID, "client", n.ClientAddr, "peer", n.PeerAddr)
+	return nil
+}
+
+// LeaderCheck returns nil on a ready leader, else a NotLeaderError or
+// ErrUnavailable.
+func (b *Broker) LeaderCheck() error {
+	if b.closed.Load() {
+		return ErrShutdown
+	}
+	if b.node.Ready() {
+		return nil
+	}
+	if b.node.Role() == election.Leader {
+		return fmt.Errorf("%w: new leader is still applying earlier entries", ErrUnavailable)
+	}
+	return b.notLeader()
+}
+
+func (b *Broker) notLeader() error {
+	id := b.node.LeaderID()
+	e := &NotLeaderError{LeaderID: id}
+	if id != "" {
+		if n, ok := b.fsm.Node(id); ok {
+			e.PeerAddr, e.ClientAddr = n.PeerAddr, n.ClientAddr
+		}
+	}
+	return e
+}
+
+// raftErr maps election errors to broker errors.
+func (b *Broker) raftErr(err error) error {
+	switch {
+	case errors.Is(err, election.ErrNotLeader):
+		return b.notLeader()
+	case errors.Is(err, election.ErrUnknownOutcome):
+		return fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+	case errors.Is(err, election.ErrTimeout):
+		return fmt.Errorf("%w: %v", ErrTimeout, err)
+	case errors.Is(err, election.ErrShutdown):
+		return ErrShutdown
+	case errors.Is(err, election.ErrNoSuchServer):
+		return fmt.Errorf("%w: %v", ErrNotFound, err)
+	case errors.Is(err, election.ErrRefused):
+		return fmt.Errorf("%w: %v", ErrFailedPrecondition, err)
+	}
+	return err
+}
+
+// storeErr maps FSM errors to broker errors.
+func storeErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrUnknownTopic):
+		return fmt.Errorf("%w: %v", ErrNotFound, err)
+	case errors.Is(err, store.ErrTopicExists):
+		return fmt.Errorf("%w: %v", ErrAlreadyExists, err)
+	case errors.Is(err, store.ErrInvalidName), errors.Is(err, store.ErrInvalidQueue), errors.Is(err, store.ErrStaleSequence):
+		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	return err
+}

@@ -1,0 +1,11 @@
+// Package broker is one raftmq node as a Go service: produce with group
+// commit, pull with long-polling and read routing (the suggestion), consumer
+// offsets and groups, topics, status and membership. It wires election (raft),
+// store (the FSM) and raftlog (the log as message store) together.
+//
+// It must never depend on a wire protocol: gRPC lives in broker/grpcapi, and
+// a second protocol (RocketMQ remoting) can sit beside it. Lower packages
+// never import broker.
+//
+// See DESIGN.md in this directory for its goroutines and locks.
+package broker

@@ -1,0 +1,57 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of the broker service. A wire protocol maps each to its own codes;
+// none of them carries raft or gRPC types.
+var (
+	// ErrNotLeader: the operation must run on the leader. The error is a
+	// *NotLeaderError naming the leader when one is known.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrUnavailable: no leader is known right now, or the new leader is
+	// still applying earlier entries. Retry shortly.
+	ErrUnavailable = errors.New("group unavailable")
+	// ErrUnknownOutcome: the write may or may not have been committed.
+	// Retry with the same producer id and sequence.
+	ErrUnknownOutcome = errors.New("outcome unknown")
+	// ErrInvalidArgument: the request is malformed; retrying will not help.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrNotFound: an unknown topic or group.
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists: the topic exists with another queue count.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrOutOfRange: an offset past the end of a queue.
+	ErrOutOfRange = errors.New("offset out of range")
+	// ErrTooLarge: a message or request above the configured limits.
+	ErrTooLarge = errors.New("too large")
+	// ErrFailedPrecondition: the operation conflicts with the current state.
+	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrShutdown: the node is stopping.
+	ErrShutdown = errors.New("node is shutting down")
+	// ErrTimeout: the operation did not finish within its deadline.
+	ErrTimeout = errors.New("timeout")
+)
+
+// NotLeaderError says where the leader is, as far as this node knows.
+type NotLeaderError struct {
+	LeaderID   string
+	PeerAddr   string // the leader's API address as nodes reach it
+	ClientAddr string // the leader's API address as clients reach it
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == "" {
+		return "not the leader, and no leader is known"
+	}
+	return fmt.Sprintf("not the leader; the leader is %s at %s", e.LeaderID, e.ClientAddr)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) true.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,361 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/raftmq/raftmq/store"
+)
+
+// Consumer group membership is soft state on the leader: members heartbeat
+// with JoinGroup, the leader assigns each queue of a topic to exactly one
+// member, and a member silent for SessionTimeout is dropped. After a leader
+// change the new leader starts empty and members re-register with their next
+// heartbeat. Committed offsets are not soft: they go through Raft.
+
+// Assignment is the queues of one topic given to one member.
+type Assignment struct {
+	Topic  string
+	Queues []int32
+}
+
+// JoinResult is a member's current assignment.
+type JoinResult struct {
+	Generation        uint64
+	Assignments       []Assignment
+	HeartbeatInterval time.Duration
+	SessionTimeout    time.Duration
+}
+
+type member struct {
+	id       string
+	topics   []string
+	lastSeen time.Time
+}
+
+type groupState struct {
+	members    map[string]*member
+	generation uint64
+	assigned   map[string][]Assignment // member -> assignment
+}
+
+type groups struct {
+	mu     sync.Mutex
+	term   uint64
+	groups map[string]*groupState
+}
+
+func newGroups() *groups { return &groups{groups: map[string]*groupState{}} }
+
+// reset forgets all members; a new leader starts from scratch.
+func (g *groups) reset(term uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.term = term
+	g.groups = map[string]*groupState{}
+}
+
+// JoinGroup registers or refreshes a member and returns its assignment
+// (leader only).
+func (b *Broker) JoinGroup(ctx context.Context, group, memberID string, topics []string) (JoinResult, error) {
+	if err := store.ValidateName("group", group); err != nil {
+		return JoinResult{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	if memberID == "" || len(memberID) > 255 {
+		return JoinResult{}, invalid("member id must be 1..255 bytes")
+	}
+	if len(topics) == 0 {
+		return JoinResult{}, invalid("join group %q: no topics", group)
+	}
+	for _, t := range topics {
+		if err := store.ValidateName("topic", t); err != nil {
+			return JoinResult{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		}
+		if b.fsm.QueueCount(t) == 0 {
+			return JoinResult{}, fmt.Errorf("%w: topic %q", ErrNotFound, t)
+		}
+	}
+	if err := b.LeaderCheck(); err != nil {
+		return JoinResult{}, err
+	}
+	now := time.Now()
+	g := b.groups
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gs := g.groups[group]
+	if gs == nil {
+		gs = &groupState{members: map[string]*member{}}
+		g.groups[group] = gs
+	}
+	changed := b.expireLocked(gs, now)
+	m := gs.members[memberID]
+	sorted := append([]string{}, topics...)
+	sort.Strings(sorted)
+	if m == nil || fmt.Sprint(m.topics) != fmt.Sprint(sorted) {
+		changed = true
+		m = &member{id: memberID, topics: sorted}
+		gs.members[memberID] = m
+	}
+	m.lastSeen = now
+	if changed || gs.assigned == nil {
+		b.rebalanceLocked(gs, g.term)
+	}
+	return JoinResult{
+		Generation:        gs.generation,
+		Assignments:       gs.assigned[memberID],
+		HeartbeatInterval: b.cfg.HeartbeatInterval,
+		SessionTimeout:    b.cfg.SessionTimeout,
+	}, nil
+}
+
+// LeaveGroup removes a member at once (leader only).
+func (b *Broker) LeaveGroup(ctx context.Context, group, memberID string) error {
+	if err := b.LeaderCheck(); err != nil {
+		return err
+	}
+	g := b.groups
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gs := g.groups[group]; gs != nil && gs.members[memberID] != nil {
+		delete(gs.members, memberID)
+		b.rebalanceLocked(gs, g.term)
+	}
+	return nil
+}
+
+func (b *Broker) expireLocked(gs *groupState, now time.Time) bool {
+	changed := false
+	for id, m := range gs.members {
+		if now.Sub(m.lastSeen) > b.cfg.SessionTimeout {
+			delete(gs.members, id)
+			changed = true
+			b.log.Info("consumer group member expired", "member", id)
+		}
+	}
+	return changed
+}
+
+// rebalanceLocked assigns every queue of every subscribed topic to exactly
+// one subscribed member: queues and members sorted, queue i to member
+// i mod n. Deterministic and balanced to within one queue.
+func (b *Broker) rebalanceLocked(gs *groupState, term uint64) {
+	gs.generation = term<<32 | (gs.generation&0xffffffff + 1)
+	gs.assigned = map[string][]Assignment{}
+	subs := map[string][]string{}
+	for id, m := range gs.members {
+		for _, t := range m.topics {
+			subs[t] = append(subs[t], id)
+		}
+	}
+	for t, ids := range subs {
+		sort.Strings(ids)
+		nq := b.fsm.QueueCount(t)
+		per := map[string][]int32{}
+		for q := 0; q < nq; q++ {
+			id := ids[q%len(ids)]
+			per[id] = append(per[id], int32(q))
+		}
+		for id, qs := range per {
+			gs.assigned[id] = append(gs.assigned[id], Assignment{Topic: t, Queues: qs})
+		}
+	}
+	for id := range gs.assigned {
+		as := gs.assigned[id]
+		sort.Slice(as, func(i, j int) bool { return as[i].Topic < as[j].Topic })
+	}
+}
+
+// GroupQueue is one queue's state in a group.
+type GroupQueue struct {
+	Topic     string
+	Queue     int32
+	Committed int64 // -1 when nothing is committed
+	MaxOffset uint64
+	Lag       uint64
+	Member    string
+}
+
+// GroupMember is one live member.
+type GroupMember struct {
+	ID          string
+	Assignments []Assignment
+	LastSeen    time.Time
+}
+
+// GroupInfo describes a consumer group.
+type GroupInfo struct {
+	Group      string
+	Generation uint64
+	Members    []GroupMember
+	Queues     []GroupQueue
+}
+
+// ListGroups lists groups known by committed offsets or live members.
+func (b *Broker) ListGroups() []string {
+	set := map[string]bool{}
+	for _, g := range b.fsm.Groups() {
+		set[g] = true
+	}
+	b.groups.mu.Lock()
+	for g, gs := range b.groups.groups {
+		if len(gs.members) > 0 {
+			set[g] = true
+		}
+	}
+	b.groups.mu.Unlock()
+	out := make([]string, 0, len(set))
+	for g := range set {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DescribeGroup returns members (as the leader knows them), committed offsets
+// and lag per queue.
+func (b *Broker) DescribeGroup(group string) (GroupInfo, error) {
+	if err := store.ValidateName("group", group); err != nil {
+		return GroupInfo{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	info := GroupInfo{Group: group}
+	owner := map[string]string{} // topic/queue -> member
+	topics := map[string]bool{}
+	for _, t := range b.fsm.GroupTopics(group) {
+		topics[t] = true
+	}
+	b.groups.mu.Lock()
+	if gs := b.groups.groups[group]; gs != nil {
+		b.expireLocked(gs, time.Now())
+		info.Generation = gs.generation
+		for id, m := range gs.members {
+			gm := GroupMember{ID: id, Assignments: gs.assigned[id], LastSeen: m.lastSeen}
+			info.Members = append(info.Members, gm)
+			for _, t := range m.topics {
+				topics[t] = true
+			}
+			for _, a := range gs.assigned[id] {
+				for _, q := range a.Queues {
+					owner[a.Topic+"/"+strconv.Itoa(int(q))] = id
+				}
+			}
+		}
+	}
+	b.groups.mu.Unlock()
+	if len(topics) == 0 {
+		return GroupInfo{}, fmt.Errorf("%w: consumer group %q has no members and no committed offsets", ErrNotFound, group)
+	}
+	sort.Slice(info.Members, func(i, j int) bool { return info.Members[i].ID < info.Members[j].ID })
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	for _, t := range names {
+		ti, err := b.fsm.Topic(t)
+		if err != nil {
+			continue
+		}
+		offs := b.fsm.Offsets(group, t)
+		for q, rng := range ti.Queues {
+			gq := GroupQueue{Topic: t, Queue: int32(q), Committed: -1, MaxOffset: rng.Max, Member: owner[t+"/"+strconv.Itoa(q)]}
+			start := rng.Min
+			if o, ok := offs[int32(q)]; ok {
+				gq.Committed = int64(o)
+				start = o
+			}
+			if rng.Max > start {
+				gq.Lag = rng.Max - start
+			}
+			info.Queues = append(info.Queues, gq)
+		}
+	}
+	return info, nil
+}
+
+// CommitOffsets stores a group's offsets through Raft (leader only).
+func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []store.OffsetEntry) error {
+	if err := store.ValidateName("group", group); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	if len(offsets) == 0 {
+		return nil
+	}
+	for _, o := range offsets {
+		ti, err := b.fsm.Topic(o.Topic)
+		if err != nil {
+			return storeErr(err)
+		}
+		if o.Queue < 0 || int(o.Queue) >= len(ti.Queues) {
+			return invalid("queue %d of topic %q with %d queues", o.Queue, o.Topic, len(ti.Queues))
+		}
+		if o.Offset > ti.Queues[o.Queue].Max {
+			return fmt.Errorf("%w: commit %d for %s/%d, whose next offset is %d", ErrOutOfRange, o.Offset, o.Topic, o.Queue, ti.Queues[o.Queue].Max)
+		}
+	}
+	if err := b.LeaderCheck(); err != nil {
+		return err
+	}
+	return b.apply(ctx, store.CommitOffsets(group, offsets))
+}
+
+// FetchOffsets returns a group's committed offsets for a topic from this
+// node's state.
+func (b *Broker) FetchOffsets(group, topic string) (map[int32]uint64, error) {
+	if err := store.ValidateName("group", group); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	if b.fsm.QueueCount(topic) == 0 {
+		return nil, fmt.Errorf("%w: topic %q", ErrNotFound, topic)
+	}
+	return b.fsm.Offsets(group, topic), nil
+}
+
+// ResetGroup moves a group's offsets for a topic to earliest, latest or a
+// given offset, only while the group has no live members (leader only).
+func (b *Broker) ResetGroup(ctx context.Context, group, topic, to string) ([]store.OffsetEntry, error) {
+	if err := store.ValidateName("group", group); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	if err := b.LeaderCheck(); err != nil {
+		return nil, err
+	}
+	ti, err := b.fsm.Topic(topic)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	b.groups.mu.Lock()
+	live := 0
+	if gs := b.groups.groups[group]; gs != nil {
+		b.expireLocked(gs, time.Now())
+		live = len(gs.members)
+	}
+	b.groups.mu.Unlock()
+	if live > 0 {
+		return nil, fmt.Errorf("%w: group %q has %d live member(s); stop them first", ErrFailedPrecondition, group, live)
+	}
+	var offsets []store.OffsetEntry
+	for q, rng := range ti.Queues {
+		var o uint64
+		switch to {
+		case "earliest":
+			o = rng.Min
+		case "latest":
+			o = rng.Max
+		default:
+			n, err := strconv.ParseUint(to, 10, 64)
+			if err != nil {
+				return nil, invalid("reset to %q: want earliest, latest or an offset", to)
+			}
+			o = min(max(n, rng.Min), rng.Max)
+		}
+		offsets = append(offsets, store.OffsetEntry{Topic: topic, Queue: int32(q), Offset: o})
+	}
+	if err := b.apply(ctx, store.CommitOffsets(group, offsets)); err != nil {
+		return nil, err
+	}
+	return offsets, nil
+}

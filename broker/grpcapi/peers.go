@@ -1,0 +1,82 @@
+package grpcapi
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/store"
+)
+
+// Peers is a pool of gRPC connections to the other nodes. It implements
+// broker.PeerClient and is what the server forwards through.
+type Peers struct {
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+var _ broker.PeerClient = (*Peers)(nil)
+
+// NewPeers returns an empty pool.
+func NewPeers() *Peers { return &Peers{conns: map[string]*grpc.ClientConn{}} }
+
+// Client returns a client for addr, dialing lazily.
+func (p *Peers) Client(addr string) (api.BrokerClient, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, broker.ErrShutdown
+	}
+	if c, ok := p.conns[addr]; ok {
+		return api.NewBrokerClient(c), nil
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)))
+	if err != nil {
+		return nil, fmt.Errorf("dial peer %s: %w", addr, err)
+	}
+	p.conns[addr] = c
+	return api.NewBrokerClient(c), nil
+}
+
+// NodeState asks a peer for its state.
+func (p *Peers) NodeState(ctx context.Context, addr string) (broker.NodeState, error) {
+	c, err := p.Client(addr)
+	if err != nil {
+		return broker.NodeState{}, err
+	}
+	r, err := c.NodeState(ctx, &api.NodeStateRequest{})
+	if err != nil {
+		return broker.NodeState{}, err
+	}
+	return broker.NodeState{ID: r.Id, Role: r.Role, Term: r.Term, Applied: r.AppliedIndex, Commit: r.CommitIndex,
+		Last: r.LastIndex, First: r.FirstIndex, Load: r.Load, Loaded: r.Loaded, LeaderID: r.LeaderId}, nil
+}
+
+// Register asks the leader at addr to record n.
+func (p *Peers) Register(ctx context.Context, addr string, n store.NodeInfo) error {
+	c, err := p.Client(addr)
+	if err != nil {
+		return err
+	}
+	_, err = c.Register(ctx, &api.RegisterRequest{Id: n.ID, ClientAddress: n.ClientAddr, HttpAddress: n.HTTPAddr, PeerAddress: n.PeerAddr})
+	return err
+}
+
+// Close closes every connection; it is idempotent.
+func (p *Peers) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for a, c := range p.conns {
+		c.Close()
+		delete(p.conns, a)
+	}
+	return nil
+}

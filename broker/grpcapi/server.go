@@ -1,0 +1,363 @@
+// Package grpcapi serves a broker over gRPC (api/raftmq.proto) and is the
+// gRPC client nodes use to reach each other. Requests that only the leader can
+// serve are forwarded to it here, so a client may call any node.
+//
+// It owns only translation: broker types to protobuf and broker errors to
+// gRPC status codes. It never touches raft or the FSM directly.
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/store"
+)
+
+// MaxMessageSize bounds one gRPC message: a produce request of several
+// maximum-size messages, or a pull of up to broker.MaxPullBytes.
+const MaxMessageSize = 80 << 20
+
+const forwardedKey = "raftmq-forwarded-by"
+
+// Server implements api.BrokerServer over a broker.
+type Server struct {
+	api.UnimplementedBrokerServer
+	b     *broker.Broker
+	peers *Peers
+}
+
+// NewServer returns the gRPC face of b; peers is used to forward.
+func NewServer(b *broker.Broker, peers *Peers) *Server { return &Server{b: b, peers: peers} }
+
+// ServerOptions are the options every raftmq gRPC server uses.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize)}
+}
+
+// toStatus maps broker errors to gRPC codes. Clients retry Unavailable and
+// Aborted (the latter with the same producer sequence).
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	code := codes.Internal
+	switch {
+	case errors.Is(err, broker.ErrNotLeader), errors.Is(err, broker.ErrUnavailable), errors.Is(err, broker.ErrShutdown):
+		code = codes.Unavailable
+	case errors.Is(err, broker.ErrUnknownOutcome):
+		code = codes.Aborted
+	case errors.Is(err, broker.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, broker.ErrTooLarge):
+		code = codes.InvalidArgument
+	case errors.Is(err, broker.ErrNotFound):
+		code = codes.NotFound
+	case errors.Is(err, broker.ErrAlreadyExists):
+		code = codes.AlreadyExists
+	case errors.Is(err, broker.ErrOutOfRange):
+		code = codes.OutOfRange
+	case errors.Is(err, broker.ErrFailedPrecondition):
+		code = codes.FailedPrecondition
+	}
+	return status.Error(code, err.Error())
+}
+
+func forwarded(ctx context.Context) bool {
+	md, ok := metadata.FromIncomingContext(ctx)
+	return ok && len(md.Get(forwardedKey)) > 0
+}
+
+// leaderOnly runs local; when this node is not the leader it forwards the
+// call to the leader (once: a forwarded call is never forwarded again). While
+// no leader is known, or a new leader is still applying, it waits briefly.
+func leaderOnly[R any](ctx context.Context, s *Server, local func() (R, error), remote func(context.Context, api.BrokerClient) (R, error)) (R, error) {
+	wait := time.NewTimer(3 * time.Second)
+	defer wait.Stop()
+	for {
+		r, err := local()
+		if err == nil {
+			return r, nil
+		}
+		var nl *broker.NotLeaderError
+		switch {
+		case errors.As(err, &nl) && nl.PeerAddr != "" && !forwarded(ctx):
+			cl, cerr := s.peers.Client(nl.PeerAddr)
+			if cerr != nil {
+				return r, toStatus(err)
+			}
+			fctx := metadata.AppendToOutgoingContext(ctx, forwardedKey, s.b.ID())
+			return remote(fctx, cl)
+		case errors.Is(err, broker.ErrNotLeader) && forwarded(ctx):
+			return r, toStatus(err)
+		case errors.Is(err, broker.ErrNotLeader), errors.Is(err, broker.ErrUnavailable):
+			select {
+			case <-time.After(20 * time.Millisecond):
+				continue
+			case <-wait.C:
+			case <-ctx.Done():
+			}
+		}
+		return r, toStatus(err)
+	}
+}
+
+// Produce appends messages; followers forward to the leader.
+func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.ProduceResponse, error) {
+	breq := broker.ProduceRequest{Topic: req.Topic, ProducerID: req.ProducerId, Seq: req.Sequence,
+		Messages: make([]broker.ProduceMessage, len(req.Messages))}
+	for i, m := range req.Messages {
+		pm := broker.ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body, Timestamp: m.TimestampMs}
+		if m.Queue != nil {
+			pm.Queue, pm.HasQueue = *m.Queue, true
+		}
+		breq.Messages[i] = pm
+	}
+	return leaderOnly(ctx, s, func() (*api.ProduceResponse, error) {
+		res, err := s.b.Produce(ctx, breq)
+		if err != nil {
+			return nil, err
+		}
+		out := &api.ProduceResponse{Duplicate: res.Duplicate, NodeId: s.b.ID(), Acks: make([]*api.Ack, len(res.Acks))}
+		for i, a := range res.Acks {
+			out.Acks[i] = &api.Ack{Queue: int32(a.Queue), Offset: a.Offset, Id: a.ID}
+		}
+		return out, nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.ProduceResponse, error) { return c.Produce(ctx, req) })
+}
+
+// Pull serves from this node, whatever its role.
+func (s *Server) Pull(ctx context.Context, req *api.PullRequest) (*api.PullResponse, error) {
+	res, err := s.b.Pull(ctx, broker.PullRequest{
+		Topic: req.Topic, Queue: req.Queue, Offset: req.Offset, MaxMessages: int(req.MaxMessages),
+		MaxBytes: int(req.MaxBytes), Wait: time.Duration(req.WaitMs) * time.Millisecond, ConsumerID: req.ConsumerId,
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &api.PullResponse{
+		Status: api.PullStatus(res.Status), NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset,
+		ServedBy: res.ServedBy, ServedByLeader: res.ServedByLeader,
+		Suggestion: &api.Suggestion{NodeId: res.Suggestion.NodeID, Address: res.Suggestion.Addr, Reason: res.Suggestion.Reason},
+		Messages:   make([]*api.Message, len(res.Messages)),
+	}
+	for i := range res.Messages {
+		m := &res.Messages[i]
+		out.Messages[i] = &api.Message{Topic: m.Topic, Queue: m.Queue, Offset: m.Offset, Id: m.ID, Key: m.Key, Tag: m.Tag,
+			Properties: m.Properties, Body: m.Body, TimestampMs: m.Timestamp}
+	}
+	return out, nil
+}
+
+// CommitOffsets stores a group's offsets through Raft.
+func (s *Server) CommitOffsets(ctx context.Context, req *api.CommitOffsetsRequest) (*api.CommitOffsetsResponse, error) {
+	offs := make([]store.OffsetEntry, len(req.Offsets))
+	for i, o := range req.Offsets {
+		offs[i] = store.OffsetEntry{Topic: o.Topic, Queue: o.Queue, Offset: o.Offset}
+	}
+	return leaderOnly(ctx, s, func() (*api.CommitOffsetsResponse, error) {
+		return &api.CommitOffsetsResponse{}, s.b.CommitOffsets(ctx, req.Group, offs)
+	}, func(ctx context.Context, c api.BrokerClient) (*api.CommitOffsetsResponse, error) { return c.CommitOffsets(ctx, req) })
+}
+
+// FetchOffsets answers from this node's state.
+func (s *Server) FetchOffsets(ctx context.Context, req *api.FetchOffsetsRequest) (*api.FetchOffsetsResponse, error) {
+	offs, err := s.b.FetchOffsets(req.Group, req.Topic)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &api.FetchOffsetsResponse{}
+	for q, o := range offs {
+		out.Offsets = append(out.Offsets, &api.QueueOffset{Topic: req.Topic, Queue: q, Offset: o})
+	}
+	return out, nil
+}
+
+func topicInfo(ti store.TopicInfo) *api.TopicInfo {
+	out := &api.TopicInfo{Name: ti.Name, Queues: int32(len(ti.Queues))}
+	for i, q := range ti.Queues {
+		out.QueueInfo = append(out.QueueInfo, &api.QueueInfo{Queue: int32(i), MinOffset: q.Min, MaxOffset: q.Max})
+	}
+	return out
+}
+
+// CreateTopic creates a topic.
+func (s *Server) CreateTopic(ctx context.Context, req *api.CreateTopicRequest) (*api.CreateTopicResponse, error) {
+	return leaderOnly(ctx, s, func() (*api.CreateTopicResponse, error) {
+		ti, err := s.b.CreateTopic(ctx, req.Name, req.Queues, req.IfNotExists)
+		if err != nil {
+			return nil, err
+		}
+		return &api.CreateTopicResponse{Topic: topicInfo(ti)}, nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.CreateTopicResponse, error) { return c.CreateTopic(ctx, req) })
+}
+
+// ListTopics answers from this node's state.
+func (s *Server) ListTopics(ctx context.Context, req *api.ListTopicsRequest) (*api.ListTopicsResponse, error) {
+	out := &api.ListTopicsResponse{}
+	for _, ti := range s.b.Topics() {
+		out.Topics = append(out.Topics, topicInfo(ti))
+	}
+	return out, nil
+}
+
+// DescribeTopic answers from this node's state.
+func (s *Server) DescribeTopic(ctx context.Context, req *api.DescribeTopicRequest) (*api.DescribeTopicResponse, error) {
+	ti, err := s.b.Topic(req.Name)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &api.DescribeTopicResponse{Topic: topicInfo(ti)}, nil
+}
+
+func assignments(as []broker.Assignment) []*api.Assignment {
+	out := make([]*api.Assignment, len(as))
+	for i, a := range as {
+		out[i] = &api.Assignment{Topic: a.Topic, Queues: a.Queues}
+	}
+	return out
+}
+
+// JoinGroup registers a member with the leader and returns its queues.
+func (s *Server) JoinGroup(ctx context.Context, req *api.JoinGroupRequest) (*api.JoinGroupResponse, error) {
+	return leaderOnly(ctx, s, func() (*api.JoinGroupResponse, error) {
+		r, err := s.b.JoinGroup(ctx, req.Group, req.MemberId, req.Topics)
+		if err != nil {
+			return nil, err
+		}
+		return &api.JoinGroupResponse{Generation: r.Generation, Assignments: assignments(r.Assignments),
+			HeartbeatIntervalMs: uint32(r.HeartbeatInterval.Milliseconds()), SessionTimeoutMs: uint32(r.SessionTimeout.Milliseconds())}, nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.JoinGroupResponse, error) { return c.JoinGroup(ctx, req) })
+}
+
+// LeaveGroup removes a member.
+func (s *Server) LeaveGroup(ctx context.Context, req *api.LeaveGroupRequest) (*api.LeaveGroupResponse, error) {
+	return leaderOnly(ctx, s, func() (*api.LeaveGroupResponse, error) {
+		return &api.LeaveGroupResponse{}, s.b.LeaveGroup(ctx, req.Group, req.MemberId)
+	}, func(ctx context.Context, c api.BrokerClient) (*api.LeaveGroupResponse, error) { return c.LeaveGroup(ctx, req) })
+}
+
+// ListGroups is answered by the leader, which holds the live members.
+func (s *Server) ListGroups(ctx context.Context, req *api.ListGroupsRequest) (*api.ListGroupsResponse, error) {
+	return leaderOnly(ctx, s, func() (*api.ListGroupsResponse, error) {
+		if err := s.b.LeaderCheck(); err != nil {
+			return nil, err
+		}
+		return &api.ListGroupsResponse{Groups: s.b.ListGroups()}, nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.ListGroupsResponse, error) { return c.ListGroups(ctx, req) })
+}
+
+// DescribeGroup is answered by the leader, which holds the live members.
+func (s *Server) DescribeGroup(ctx context.Context, req *api.DescribeGroupRequest) (*api.DescribeGroupResponse, error) {
+	return leaderOnly(ctx, s, func() (*api.DescribeGroupResponse, error) {
+		if err := s.b.LeaderCheck(); err != nil {
+			return nil, err
+		}
+		g, err := s.b.DescribeGroup(req.Group)
+		if err != nil {
+			return nil, err
+		}
+		out := &api.DescribeGroupResponse{Group: g.Group, Generation: g.Generation}
+		for _, m := range g.Members {
+			out.Members = append(out.Members, &api.GroupMember{MemberId: m.ID, Assignments: assignments(m.Assignments), LastSeenMs: m.LastSeen.UnixMilli()})
+		}
+		for _, q := range g.Queues {
+			out.Queues = append(out.Queues, &api.GroupQueue{Topic: q.Topic, Queue: q.Queue, Committed: q.Committed, MaxOffset: q.MaxOffset, Lag: q.Lag, MemberId: q.Member})
+		}
+		return out, nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.DescribeGroupResponse, error) { return c.DescribeGroup(ctx, req) })
+}
+
+// ResetGroup moves a group's offsets.
+func (s *Server) ResetGroup(ctx context.Context, req *api.ResetGroupRequest) (*api.ResetGroupResponse, error) {
+	return leaderOnly(ctx, s, func() (*api.ResetGroupResponse, error) {
+		offs, err := s.b.ResetGroup(ctx, req.Group, req.Topic, req.To)
+		if err != nil {
+			return nil, err
+		}
+		out := &api.ResetGroupResponse{}
+		for _, o := range offs {
+			out.Offsets = append(out.Offsets, &api.QueueOffset{Topic: o.Topic, Queue: o.Queue, Offset: o.Offset})
+		}
+		return out, nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.ResetGroupResponse, error) { return c.ResetGroup(ctx, req) })
+}
+
+// Status reports the group as this node sees it.
+func (s *Server) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
+	st, err := s.b.Status()
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &api.StatusResponse{Group: st.Group, Term: st.Term, LeaderId: st.LeaderID, LeaderAddress: st.LeaderAddr,
+		AnsweredBy: st.AnsweredBy, LeaderChanges: st.LeaderChanges}
+	for _, n := range st.Nodes {
+		ns := &api.NodeStatus{Id: n.ID, Role: n.Role, RaftAddress: n.RaftAddr, ClientAddress: n.ClientAddr, HttpAddress: n.HTTPAddr,
+			AppliedIndex: n.Applied, CommitIndex: n.Commit, LastIndex: n.Last, FirstIndex: n.First, Healthy: n.Healthy,
+			Voter: n.Voter, Term: n.Term, Load: n.Load, Lag: n.Lag, Error: n.Error}
+		if !n.LastSeen.IsZero() {
+			ns.LastSeenMs = n.LastSeen.UnixMilli()
+		}
+		out.Nodes = append(out.Nodes, ns)
+	}
+	return out, nil
+}
+
+// TransferLeader moves leadership.
+func (s *Server) TransferLeader(ctx context.Context, req *api.TransferLeaderRequest) (*api.TransferLeaderResponse, error) {
+	return leaderOnly(ctx, s, func() (*api.TransferLeaderResponse, error) {
+		id, took, err := s.b.TransferLeader(ctx, req.To)
+		if err != nil {
+			return nil, err
+		}
+		return &api.TransferLeaderResponse{LeaderId: id, TookUs: took.Microseconds()}, nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.TransferLeaderResponse, error) { return c.TransferLeader(ctx, req) })
+}
+
+// AddMember adds a node as non-voter and promotes it once caught up.
+func (s *Server) AddMember(ctx context.Context, req *api.AddMemberRequest) (*api.AddMemberResponse, error) {
+	return leaderOnly(ctx, s, func() (*api.AddMemberResponse, error) {
+		voter, err := s.b.AddMember(ctx, req.Id, req.RaftAddress)
+		if err != nil {
+			return nil, err
+		}
+		return &api.AddMemberResponse{Voter: voter}, nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.AddMemberResponse, error) { return c.AddMember(ctx, req) })
+}
+
+// RemoveMember removes a node.
+func (s *Server) RemoveMember(ctx context.Context, req *api.RemoveMemberRequest) (*api.RemoveMemberResponse, error) {
+	return leaderOnly(ctx, s, func() (*api.RemoveMemberResponse, error) {
+		return &api.RemoveMemberResponse{}, s.b.RemoveMember(ctx, req.Id, req.Force)
+	}, func(ctx context.Context, c api.BrokerClient) (*api.RemoveMemberResponse, error) { return c.RemoveMember(ctx, req) })
+}
+
+// NodeState tells another node this node's role, applied index and load.
+func (s *Server) NodeState(ctx context.Context, req *api.NodeStateRequest) (*api.NodeStateResponse, error) {
+	st := s.b.NodeState()
+	return &api.NodeStateResponse{Id: st.ID, Role: st.Role, Term: st.Term, AppliedIndex: st.Applied, CommitIndex: st.Commit,
+		LastIndex: st.Last, FirstIndex: st.First, Load: st.Load, Loaded: st.Loaded, LeaderId: st.LeaderID}, nil
+}
+
+// Register records a node's addresses (forwarded to the leader).
+func (s *Server) Register(ctx context.Context, req *api.RegisterRequest) (*api.RegisterResponse, error) {
+	n := store.NodeInfo{ID: req.Id, ClientAddr: req.ClientAddress, HTTPAddr: req.HttpAddress, PeerAddr: req.PeerAddress}
+	if n.PeerAddr == "" {
+		n.PeerAddr = n.ClientAddr
+	}
+	return leaderOnly(ctx, s, func() (*api.RegisterResponse, error) {
+		return &api.RegisterResponse{}, s.b.Register(ctx, n)
+	}, func(ctx context.Context, c api.BrokerClient) (*api.RegisterResponse, error) { return c.Register(ctx, req) })
+}

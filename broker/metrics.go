@@ -1,0 +1,69 @@
+package broker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	reg             *prometheus.Registry
+	produceMessages prometheus.Counter
+	produceBytes    prometheus.Counter
+	produceErrors   *prometheus.CounterVec
+	produceLatency  prometheus.Histogram
+	batchRequests   prometheus.Histogram
+	batchBytes      prometheus.Histogram
+	pullMessages    *prometheus.CounterVec
+	suggestions     *prometheus.CounterVec
+	roleChanges     *prometheus.CounterVec
+}
+
+func newMetrics(b *Broker) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		produceMessages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raftmq_produce_messages_total", Help: "Messages acknowledged by this node as leader."}),
+		produceBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raftmq_produce_bytes_total", Help: "Bytes of messages acknowledged by this node as leader."}),
+		produceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raftmq_produce_errors_total", Help: "Produce requests that failed, by kind."}, []string{"kind"}),
+		produceLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "raftmq_produce_seconds", Help: "Time from receiving a produce request to its acknowledgement.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		batchRequests: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "raftmq_batch_requests", Help: "Produce requests per Raft entry (group commit).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
+		batchBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "raftmq_batch_bytes", Help: "Size of Raft entries written by group commit.",
+			Buckets: prometheus.ExponentialBuckets(256, 4, 9)}),
+		pullMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raftmq_pull_messages_total", Help: "Messages served to consumers, by the role of this node."}, []string{"role"}),
+		suggestions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raftmq_pull_suggestions_total", Help: "Next-pull suggestions given, by target (self, leader, follower)."}, []string{"target"}),
+		roleChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raftmq_role_changes_total", Help: "Raft role changes of this node, by new role."}, []string{"role"}),
+	}
+	m.reg.MustRegister(m.produceMessages, m.produceBytes, m.produceErrors, m.produceLatency, m.batchRequests,
+		m.batchBytes, m.pullMessages, m.suggestions, m.roleChanges,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	gauge := func(name, help string, f func() float64) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	}
+	gauge("raftmq_term", "Current Raft term.", func() float64 { return float64(b.node.Stats().Term) })
+	gauge("raftmq_is_leader", "1 when this node is the leader.", func() float64 {
+		if b.node.Ready() {
+			return 1
+		}
+		return 0
+	})
+	gauge("raftmq_applied_index", "Last log index applied to the FSM.", func() float64 { return float64(b.fsm.Applied()) })
+	gauge("raftmq_commit_index", "Raft commit index.", func() float64 { return float64(b.node.Stats().CommitIndex) })
+	gauge("raftmq_last_index", "Last log index stored.", func() float64 { return float64(b.node.Stats().LastIndex) })
+	gauge("raftmq_load", "Leader-load signal used by read routing (0..1+).", func() float64 { return b.load.value(b) })
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "raftmq_leader_changes_total", Help: "Leader changes observed by this node."},
+		func() float64 { return float64(b.node.Stats().LeaderChanges) }))
+	return m
+}
+
+// Registry is the node's Prometheus registry, for /metrics.
+func (b *Broker) Registry() *prometheus.Registry { return b.m.reg }

@@ -1,0 +1,335 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/store"
+)
+
+// ProduceMessage is one message of a produce request.
+type ProduceMessage struct {
+	Key        string
+	Tag        string
+	Properties map[string]string
+	Body       []byte
+	Queue      int32 // used when HasQueue
+	HasQueue   bool
+	Timestamp  int64 // unix ms; 0 = now
+}
+
+// ProduceRequest appends messages to one topic. ProducerID and Seq make a
+// retry idempotent; an empty ProducerID turns dedupe off.
+type ProduceRequest struct {
+	Topic      string
+	ProducerID string
+	Seq        uint64
+	Messages   []ProduceMessage
+}
+
+// ProduceResult acknowledges every message of a request, in order.
+type ProduceResult struct {
+	Acks      []store.Ack
+	Duplicate bool
+}
+
+// Limits of one produce request.
+const (
+	MaxMessagesPerRequest = 65536
+	maxKeyBytes           = 16 << 10
+	maxTagBytes           = 255
+	maxProperties         = 128
+	maxPropertyBytes      = 16 << 10
+)
+
+type pending struct {
+	req    raftlog.Request
+	queues []uint32
+	size   int
+	done   chan outcome
+}
+
+type outcome struct {
+	res *store.ProduceResult
+	err error
+}
+
+type inflightEntry struct {
+	p     election.Pending
+	batch []*pending
+}
+
+// Produce appends a request once it is committed on a quorum and applied
+// here. Only the leader produces; others get a NotLeaderError.
+func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult, error) {
+	start := time.Now()
+	if err := b.validateProduce(&req); err != nil {
+		b.m.produceErrors.WithLabelValues("invalid").Inc()
+		return ProduceResult{}, err
+	}
+	if err := b.LeaderCheck(); err != nil {
+		return ProduceResult{}, err
+	}
+	nq := b.fsm.QueueCount(req.Topic)
+	if nq == 0 {
+		if !b.cfg.AutoCreateTopics {
+			b.m.produceErrors.WithLabelValues("unknown_topic").Inc()
+			return ProduceResult{}, fmt.Errorf("%w: topic %q does not exist and auto-create is off; run `raftmq topic create %s`", ErrNotFound, req.Topic, req.Topic)
+		}
+		if _, err := b.CreateTopic(ctx, req.Topic, int32(b.cfg.DefaultQueues), true); err != nil {
+			return ProduceResult{}, err
+		}
+		nq = b.fsm.QueueCount(req.Topic)
+	}
+	p := &pending{
+		req:    raftlog.Request{ProducerID: req.ProducerID, Seq: req.Seq, Topic: req.Topic, Messages: make([]raftlog.Message, len(req.Messages))},
+		queues: make([]uint32, len(req.Messages)),
+		done:   make(chan outcome, 1),
+	}
+	now := time.Now().UnixMilli()
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		q, err := b.pickQueue(m, nq)
+		if err != nil {
+			b.m.produceErrors.WithLabelValues("invalid").Inc()
+			return ProduceResult{}, err
+		}
+		ts := m.Timestamp
+		if ts == 0 {
+			ts = now
+		}
+		p.req.Messages[i] = raftlog.Message{Queue: q, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
+		p.queues[i] = q
+		p.size += len(m.Body) + len(m.Key) + len(m.Tag) + 16
+	}
+	select {
+	case b.produceCh <- p:
+	case <-ctx.Done():
+		return ProduceResult{}, fmt.Errorf("%w: produce queue full: %v", ErrTimeout, ctx.Err())
+	case <-b.stop:
+		return ProduceResult{}, ErrShutdown
+	}
+	var out outcome
+	select {
+	case out = <-p.done:
+	case <-ctx.Done():
+		// The request is with raft; it may still commit. Report it as
+		// unknown so the client retries with the same sequence.
+		return ProduceResult{}, fmt.Errorf("%w: %v", ErrUnknownOutcome, ctx.Err())
+	}
+	if out.err != nil {
+		b.m.produceErrors.WithLabelValues("raft").Inc()
+		return ProduceResult{}, out.err
+	}
+	if out.res.Err != nil {
+		b.m.produceErrors.WithLabelValues("rejected").Inc()
+		return ProduceResult{}, storeErr(out.res.Err)
+	}
+	b.m.produceMessages.Add(float64(len(req.Messages)))
+	b.m.produceBytes.Add(float64(p.size))
+	b.m.produceLatency.Observe(time.Since(start).Seconds())
+	return ProduceResult{Acks: out.res.Acks(p.queues), Duplicate: out.res.Duplicate}, nil
+}
+
+func (b *Broker) validateProduce(req *ProduceRequest) error {
+	if err := store.ValidateName("topic", req.Topic); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	if len(req.ProducerID) > raftlog.MaxNameLen {
+		return invalid("producer id is %d bytes, at most %d", len(req.ProducerID), raftlog.MaxNameLen)
+	}
+	if len(req.Messages) == 0 {
+		return invalid("produce request has no messages")
+	}
+	if len(req.Messages) > MaxMessagesPerRequest {
+		return invalid("produce request has %d messages, at most %d", len(req.Messages), MaxMessagesPerRequest)
+	}
+	total := 0
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		if len(m.Body) > b.cfg.MaxMessageBytes {
+			return fmt.Errorf("%w: message %d body is %d bytes, the limit (--max-message-bytes) is %d", ErrTooLarge, i, len(m.Body), b.cfg.MaxMessageBytes)
+		}
+		if len(m.Key) > maxKeyBytes {
+			return invalid("message %d key is %d bytes, at most %d", i, len(m.Key), maxKeyBytes)
+		}
+		if len(m.Tag) > maxTagBytes {
+			return invalid("message %d tag is %d bytes, at most %d", i, len(m.Tag), maxTagBytes)
+		}
+		if len(m.Properties) > maxProperties {
+			return invalid("message %d has %d properties, at most %d", i, len(m.Properties), maxProperties)
+		}
+		for k, v := range m.Properties {
+			if k == "" || len(k)+len(v) > maxPropertyBytes {
+				return invalid("message %d property %q: empty name or longer than %d bytes", i, k, maxPropertyBytes)
+			}
+		}
+		total += len(m.Body)
+	}
+	if total > 4*b.cfg.MaxMessageBytes+(16<<20) {
+		return fmt.Errorf("%w: request holds %d bytes of bodies; split it", ErrTooLarge, total)
+	}
+	return nil
+}
+
+// pickQueue: explicit queue, else the key's hash (one key stays in one queue,
+// so it stays ordered), else round robin.
+func (b *Broker) pickQueue(m *ProduceMessage, nq int) (uint32, error) {
+	switch {
+	case m.HasQueue:
+		if m.Queue < 0 || int(m.Queue) >= nq {
+			return 0, invalid("queue %d: the topic has queues 0..%d", m.Queue, nq-1)
+		}
+		return uint32(m.Queue), nil
+	case m.Key != "":
+		h := fnv.New32a()
+		h.Write([]byte(m.Key))
+		return h.Sum32() % uint32(nq), nil
+	default:
+		return uint32(b.rr.Add(1) % uint64(nq)), nil
+	}
+}
+
+// batchLoop is the group commit: it takes every request waiting right now
+// (up to MaxBatchBytes), encodes them as one Raft entry and hands it to raft
+// without waiting, so the next batch forms while this one replicates.
+func (b *Broker) batchLoop() {
+	var next *pending
+	for {
+		first := next
+		next = nil
+		if first == nil {
+			select {
+			case first = <-b.produceCh:
+			case <-b.stop:
+				b.drainProduce()
+				return
+			}
+		}
+		batch := []*pending{first}
+		size := first.size
+	collect:
+		for size < b.cfg.MaxBatchBytes {
+			select {
+			case p := <-b.produceCh:
+				if size+p.size > b.cfg.MaxBatchBytes {
+					next = p
+					break collect
+				}
+				batch = append(batch, p)
+				size += p.size
+			default:
+				break collect
+			}
+		}
+		enc := raftlog.NewBatchBuilder(size + 64*len(batch))
+		for _, p := range batch {
+			enc.Add(&p.req)
+		}
+		data := enc.Finish()
+		b.m.batchRequests.Observe(float64(len(batch)))
+		b.m.batchBytes.Observe(float64(len(data)))
+		ie := inflightEntry{p: b.node.ApplyAsync(data, b.cfg.WriteTimeout), batch: batch}
+		select {
+		case b.inflight <- ie: // bounded: this blocks when MaxInflight entries are in raft
+		case <-b.stop:
+			b.finish(ie)
+			b.drainProduce()
+			return
+		}
+	}
+}
+
+// completeLoop waits for entries in the order they were handed to raft
+// (which is the order raft commits them) and answers their requests.
+func (b *Broker) completeLoop() {
+	for {
+		select {
+		case ie := <-b.inflight:
+			b.finish(ie)
+		case <-b.stop:
+			for {
+				select {
+				case ie := <-b.inflight:
+					b.finish(ie)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (b *Broker) finish(ie inflightEntry) {
+	resp, _, err := ie.p.Wait()
+	if err != nil {
+		err = b.raftErr(err)
+		for _, p := range ie.batch {
+			p.done <- outcome{err: err}
+		}
+		return
+	}
+	results, ok := resp.([]*store.ProduceResult)
+	if !ok || len(results) != len(ie.batch) {
+		if e, isErr := resp.(error); isErr {
+			err = e
+		} else {
+			err = fmt.Errorf("internal: FSM answered %T for a batch of %d", resp, len(ie.batch))
+		}
+		for _, p := range ie.batch {
+			p.done <- outcome{err: err}
+		}
+		return
+	}
+	for i, p := range ie.batch {
+		p.done <- outcome{res: results[i]}
+	}
+}
+
+func (b *Broker) drainProduce() {
+	for {
+		select {
+		case p := <-b.produceCh:
+			p.done <- outcome{err: ErrShutdown}
+		default:
+			return
+		}
+	}
+}
+
+// CreateTopic creates a topic (leader only).
+func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (store.TopicInfo, error) {
+	if err := store.ValidateName("topic", name); err != nil {
+		return store.TopicInfo{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	if queues == 0 {
+		queues = int32(b.cfg.DefaultQueues)
+	}
+	if queues < 1 || queues > store.MaxQueues {
+		return store.TopicInfo{}, invalid("topic %q: %d queues, want 1..%d", name, queues, store.MaxQueues)
+	}
+	if err := b.LeaderCheck(); err != nil {
+		return store.TopicInfo{}, err
+	}
+	if err := b.apply(ctx, store.CreateTopic(name, queues, ifNotExists)); err != nil {
+		return store.TopicInfo{}, err
+	}
+	return b.fsm.Topic(name)
+}
+
+// apply runs a metadata command through raft and returns the FSM's error.
+func (b *Broker) apply(ctx context.Context, cmd []byte) error {
+	res, _, err := b.node.Apply(ctx, cmd)
+	if err != nil {
+		return b.raftErr(err)
+	}
+	if e, ok := res.(error); ok && e != nil {
+		return storeErr(e)
+	}
+	return nil
+}
+

@@ -1,0 +1,256 @@
+// Package server assembles one raftmq node from its parts: the raftlog
+// stores, the store FSM, the election (raft) node, the broker service, its
+// gRPC API and the HTTP endpoints (/metrics, /healthz, /readyz). The CLI's
+// `raftmq server` and the in-process test clusters both start nodes here.
+//
+// It owns start-up order and shutdown order and nothing else.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/grpcapi"
+	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/store"
+)
+
+// Config is everything a node needs.
+type Config struct {
+	DataDir   string
+	LogStore  string // raftlog.KindWAL or raftlog.KindBolt
+	Listen    string // client API bind address
+	HTTP      string // "" disables
+	Raft      election.Config
+	Broker    broker.Config
+	Logger    hclog.Logger
+	SegmentMB int
+}
+
+// DefaultConfig returns a config with every default set; callers fill in
+// the node id, addresses, peers and data directory.
+func DefaultConfig() Config {
+	return Config{LogStore: raftlog.DefaultKind, Raft: election.DefaultConfig(), Broker: broker.DefaultConfig()}
+}
+
+// Server is a running node.
+type Server struct {
+	cfg    Config
+	log    hclog.Logger
+	stores *raftlog.Stores
+	fsm    *store.FSM
+	node   *election.Node
+	broker *broker.Broker
+	peers  *grpcapi.Peers
+	grpc   *grpc.Server
+	lis    net.Listener
+	http   *http.Server
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// Start opens the data directory and starts the node. On error nothing is
+// left running.
+func Start(cfg Config) (s *Server, err error) {
+	log := cfg.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("data directory: empty (--data)")
+	}
+	if cfg.Raft.ID == "" {
+		return nil, errors.New("node id: empty (--id)")
+	}
+	if err := cfg.Raft.Validate(); err != nil {
+		return nil, err
+	}
+	if err := claimDataDir(cfg.DataDir, cfg.Raft.ID); err != nil {
+		return nil, err
+	}
+	s = &Server{cfg: cfg, log: log}
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+
+	s.lis, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("client API listen on %s: %w", cfg.Listen, err)
+	}
+	cleanup = append(cleanup, func() { s.lis.Close() })
+	bc := cfg.Broker
+	bc.NodeID = cfg.Raft.ID
+	if bc.ClientAddr == "" {
+		bc.ClientAddr = s.lis.Addr().String()
+	}
+	bc.Logger = log.Named("broker")
+
+	s.stores, err = raftlog.Open(cfg.DataDir, raftlog.Options{Kind: cfg.LogStore, SegmentSize: cfg.SegmentMB << 20, Logger: log.Named("raftlog")})
+	if err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { s.stores.Close() })
+	s.fsm = store.New(log.Named("store"))
+	rc := cfg.Raft
+	rc.Logger = log.Named("election")
+	s.node, err = election.Start(rc, s.fsm, election.Stores{Log: s.stores.Log, Stable: s.stores.Stable, Snapshots: s.stores.Snapshots})
+	if err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { s.node.Kill() })
+	s.peers = grpcapi.NewPeers()
+	cleanup = append(cleanup, func() { s.peers.Close() })
+	s.broker, err = broker.New(bc, s.node, s.fsm, s.stores, s.peers)
+	if err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { s.broker.Close() })
+
+	if cfg.HTTP != "" {
+		hl, err := net.Listen("tcp", cfg.HTTP)
+		if err != nil {
+			return nil, fmt.Errorf("http listen on %s: %w", cfg.HTTP, err)
+		}
+		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.http.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http server", "error", err)
+			}
+		}()
+	}
+	s.grpc = grpc.NewServer(grpcapi.ServerOptions()...)
+	api.RegisterBrokerServer(s.grpc, grpcapi.NewServer(s.broker, s.peers))
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.grpc.Serve(s.lis); err != nil {
+			log.Error("grpc server", "error", err)
+		}
+	}()
+	log.Info("node started", "id", cfg.Raft.ID, "raft", cfg.Raft.BindAddr, "client", bc.ClientAddr, "http", cfg.HTTP,
+		"data", cfg.DataDir, "log_store", cfg.LogStore)
+	return s, nil
+}
+
+// claimDataDir refuses a data directory that belongs to another node.
+func claimDataDir(dir, id string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create data directory %s: %w", dir, err)
+	}
+	p := filepath.Join(dir, "NODE_ID")
+	b, err := os.ReadFile(p)
+	switch {
+	case err == nil:
+		if got := strings.TrimSpace(string(b)); got != id {
+			return fmt.Errorf("data directory %s belongs to node %q, not %q; use that node's id or another directory", dir, got, id)
+		}
+		return nil
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.WriteFile(p, []byte(id+"\n"), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", p, err)
+		}
+		return nil
+	default:
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+}
+
+func (s *Server) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.broker.Registry(), promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		st := s.node.Stats()
+		if st.LeaderID == "" {
+			http.Error(w, "no leader known", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "ok: %s, leader %s, term %d\n", st.Role, st.LeaderID, st.Term)
+	})
+	return mux
+}
+
+// Addr is the client API address this node listens on.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// Broker is the node's broker service.
+func (s *Server) Broker() *broker.Broker { return s.broker }
+
+// Node is the node's raft side.
+func (s *Server) Node() *election.Node { return s.node }
+
+// FSM is the node's state machine.
+func (s *Server) FSM() *store.FSM { return s.fsm }
+
+// Stores are the node's raft stores.
+func (s *Server) Stores() *raftlog.Stores { return s.stores }
+
+// Close stops the node gracefully: a leader first hands leadership over
+// (clients see a pause of milliseconds), then the API stops taking requests,
+// then raft and the stores close. It is idempotent.
+func (s *Server) Close() error { return s.stop(true) }
+
+// Kill stops the node without handing over leadership, like a crash of the
+// raft side (tests).
+func (s *Server) Kill() error { return s.stop(false) }
+
+func (s *Server) stop(graceful bool) error {
+	var err error
+	s.once.Do(func() {
+		if graceful && s.node.Role() == election.Leader {
+			if _, _, terr := s.broker.TransferLeader(context.Background(), ""); terr != nil {
+				s.log.Warn("leadership transfer before shutdown", "error", terr)
+			}
+		}
+		done := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			s.grpc.Stop()
+			<-done
+		}
+		if s.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			s.http.Shutdown(ctx)
+			cancel()
+		}
+		s.broker.Close()
+		if graceful {
+			err = s.node.Close()
+		} else {
+			err = s.node.Kill()
+		}
+		s.peers.Close()
+		s.wg.Wait()
+		if cerr := s.stores.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		s.log.Info("node stopped", "id", s.cfg.Raft.ID)
+	})
+	return err
+}

@@ -1,0 +1,364 @@
+package broker
+
+import (
+	"context"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/store"
+)
+
+// NodeState is what nodes tell each other a few times a second.
+type NodeState struct {
+	ID         string
+	Role       string
+	Term       uint64
+	Applied    uint64 // last index applied to the FSM
+	Commit     uint64
+	Last       uint64
+	First      uint64 // lowest index whose bodies this node holds
+	Load       float64
+	Loaded     bool
+	LeaderID   string
+	ReceivedAt time.Time // set by the receiver
+}
+
+// NodeState returns this node's state.
+func (b *Broker) NodeState() NodeState {
+	st := b.node.Stats()
+	load := b.load.value(b)
+	return NodeState{
+		ID:       b.cfg.NodeID,
+		Role:     string(st.Role),
+		Term:     st.Term,
+		Applied:  b.fsm.Applied(),
+		Commit:   st.CommitIndex,
+		Last:     st.LastIndex,
+		First:    b.rlog.FirstIndex(),
+		Load:     load,
+		Loaded:   load >= b.cfg.LoadThreshold,
+		LeaderID: st.LeaderID,
+	}
+}
+
+type peerState struct {
+	state  NodeState
+	lastOK time.Time
+	err    string
+}
+
+// clusterView holds the latest state heard from every other node.
+type clusterView struct {
+	mu    sync.Mutex
+	peers map[string]*peerState
+}
+
+func newClusterView() *clusterView { return &clusterView{peers: map[string]*peerState{}} }
+
+func (v *clusterView) set(id string, st NodeState, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	p := v.peers[id]
+	if p == nil {
+		p = &peerState{}
+		v.peers[id] = p
+	}
+	if err != nil {
+		p.err = err.Error()
+		return
+	}
+	p.state, p.lastOK, p.err = st, st.ReceivedAt, ""
+}
+
+func (v *clusterView) get(id string) (peerState, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	p, ok := v.peers[id]
+	if !ok {
+		return peerState{}, false
+	}
+	return *p, true
+}
+
+func (v *clusterView) retain(ids map[string]bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for id := range v.peers {
+		if !ids[id] {
+			delete(v.peers, id)
+		}
+	}
+}
+
+// fresh is how recent a peer's state must be to count as healthy.
+func (b *Broker) fresh() time.Duration { return 5 * b.cfg.StatePeriod }
+
+// stateLoop polls the other nodes, keeps this node registered, samples load
+// and moves leadership to the preferred leader.
+func (b *Broker) stateLoop() {
+	t := time.NewTicker(b.cfg.StatePeriod)
+	defer t.Stop()
+	var lastRegister, lastPreferred time.Time
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		}
+		b.load.sample()
+		b.pollPeers()
+		if time.Since(lastRegister) > 2*time.Second && b.needsRegister() {
+			lastRegister = time.Now()
+			b.goFunc(b.registerWithLeader)
+		}
+		if b.cfg.PreferredLeader != "" && time.Since(lastPreferred) > 2*time.Second && b.preferredReady() {
+			lastPreferred = time.Now()
+			b.log.Info("handing leadership to the preferred leader", "to", b.cfg.PreferredLeader)
+			if err := b.node.Transfer(b.cfg.PreferredLeader); err != nil {
+				b.log.Warn("transfer to preferred leader failed", "to", b.cfg.PreferredLeader, "error", err)
+			}
+		}
+	}
+}
+
+func (b *Broker) pollPeers() {
+	servers, err := b.node.Servers()
+	if err != nil {
+		return
+	}
+	ids := map[string]bool{}
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		ids[s.ID] = true
+		if s.ID == b.cfg.NodeID {
+			continue
+		}
+		n, ok := b.fsm.Node(s.ID)
+		if !ok || n.PeerAddr == "" {
+			continue
+		}
+		wg.Add(1)
+		go func(id, addr string) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*b.cfg.StatePeriod)
+			defer cancel()
+			st, err := b.peers.NodeState(ctx, addr)
+			st.ReceivedAt = time.Now()
+			b.view.set(id, st, err)
+		}(s.ID, n.PeerAddr)
+	}
+	wg.Wait()
+	b.view.retain(ids)
+}
+
+func (b *Broker) needsRegister() bool {
+	if b.node.Role() == election.Leader {
+		return false
+	}
+	cur, ok := b.fsm.Node(b.cfg.NodeID)
+	return !ok || cur != b.info()
+}
+
+func (b *Broker) registerWithLeader() {
+	id := b.node.LeaderID()
+	if id == "" {
+		return
+	}
+	leader, ok := b.fsm.Node(id)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := b.peers.Register(ctx, leader.PeerAddr, b.info()); err != nil {
+		b.log.Debug("register with leader", "leader", id, "error", err)
+	}
+}
+
+func (b *Broker) preferredReady() bool {
+	pref := b.cfg.PreferredLeader
+	if pref == b.cfg.NodeID || !b.node.Ready() {
+		return false
+	}
+	p, ok := b.view.get(pref)
+	if !ok || time.Since(p.lastOK) > b.fresh() {
+		return false
+	}
+	return p.state.Applied+16 >= b.fsm.Applied()
+}
+
+// peerView turns what this node knows of node id into a NodeView.
+func (b *Broker) peerView(id string, leaderApplied uint64) NodeView {
+	v := NodeView{ID: id}
+	if n, ok := b.fsm.Node(id); ok {
+		v.Addr = n.ClientAddr
+	}
+	if id == b.cfg.NodeID {
+		st := b.NodeState()
+		v.Applied, v.Loaded, v.Healthy = st.Applied, st.Loaded, true
+		return v
+	}
+	p, ok := b.view.get(id)
+	if !ok {
+		return v
+	}
+	v.Applied, v.Loaded = p.state.Applied, p.state.Loaded
+	v.Healthy = time.Since(p.lastOK) <= b.fresh() && p.state.Applied+b.cfg.MaxFollowerLag >= leaderApplied &&
+		(p.state.Role == string(election.Follower) || p.state.Role == string(election.Leader))
+	return v
+}
+
+// suggest builds the routing input for a pull and asks the policy.
+func (b *Broker) suggest(req *PullRequest, rng store.QueueRange, next uint64, atTail bool) Suggestion {
+	isLeader := b.node.Role() == election.Leader
+	applied := b.fsm.Applied()
+	in := RouteInput{
+		SelfIsLeader: isLeader,
+		Self:         b.peerView(b.cfg.NodeID, applied),
+		AtTail:       atTail,
+		ColdBytes:    b.cfg.ColdReadBytes,
+		MaxLag:       b.cfg.MaxFollowerLag,
+		ConsumerKey:  req.ConsumerID + "/" + req.Topic + "/" + strconv.Itoa(int(req.Queue)),
+	}
+	if in.Self.Addr == "" {
+		in.Self.Addr = b.cfg.ClientAddr
+	}
+	if next < rng.Max {
+		in.BehindBytes = (rng.Max - next) * b.load.avgMessageBytes()
+		if locs, _, err := b.fsm.Locate(req.Topic, req.Queue, next, 1); err == nil && len(locs) > 0 {
+			in.NeedIndex = locs[0].LogIndex
+		}
+	}
+	if isLeader {
+		if in.NeedIndex == 0 {
+			in.NeedIndex = applied
+		}
+		servers, _ := b.node.Servers()
+		for _, s := range servers {
+			if s.ID != b.cfg.NodeID {
+				in.Followers = append(in.Followers, b.peerView(s.ID, applied))
+			}
+		}
+		return Suggest(in)
+	}
+	if id := b.node.LeaderID(); id != "" {
+		in.Leader = b.peerView(id, 0)
+		if p, ok := b.view.get(id); ok {
+			if p.state.Applied > applied {
+				in.SelfLag = p.state.Applied - applied
+			}
+			if in.NeedIndex == 0 {
+				in.NeedIndex = p.state.Applied
+			}
+		}
+	}
+	return Suggest(in)
+}
+
+func (b *Broker) leaderSuggestion(reason string) Suggestion {
+	id := b.node.LeaderID()
+	if id == "" {
+		return Suggestion{Reason: ReasonNoLeader}
+	}
+	s := Suggestion{NodeID: id, Reason: reason}
+	if n, ok := b.fsm.Node(id); ok {
+		s.Addr = n.ClientAddr
+	}
+	return s
+}
+
+func (b *Broker) self(reason string) Suggestion {
+	return Suggestion{NodeID: b.cfg.NodeID, Addr: b.cfg.ClientAddr, Reason: reason}
+}
+
+// loadMeter computes the leader-load signal:
+//
+//	load = max(process CPU time / (wall time x cores),
+//	           produce queue depth / its capacity,
+//	           messages served per second / readCapacity)
+//
+// sampled every StatePeriod. SetLoadOverride replaces it (tests, operators).
+type loadMeter struct {
+	mu       sync.Mutex
+	lastCPU  time.Duration
+	lastWall time.Time
+	cpu      float64
+	readRate float64
+
+	reads    atomic.Int64
+	override atomic.Uint64 // float64 bits; NaN = none
+	avgBytes atomic.Uint64
+}
+
+// readCapacity is the pull rate (messages/s) counted as fully loaded.
+const readCapacity = 200000
+
+func newLoadMeter() *loadMeter {
+	l := &loadMeter{lastWall: time.Now(), lastCPU: processCPU()}
+	l.override.Store(math.Float64bits(math.NaN()))
+	l.avgBytes.Store(1024)
+	return l
+}
+
+func (l *loadMeter) sample() {
+	now, cpu := time.Now(), processCPU()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	dt := now.Sub(l.lastWall)
+	if dt <= 0 {
+		return
+	}
+	l.cpu = float64(cpu-l.lastCPU) / float64(dt) / float64(runtime.NumCPU())
+	l.readRate = float64(l.reads.Swap(0)) / dt.Seconds()
+	l.lastWall, l.lastCPU = now, cpu
+}
+
+func (l *loadMeter) addRead(n int) { l.reads.Add(int64(n)) }
+
+func (l *loadMeter) value(b *Broker) float64 {
+	if o := math.Float64frombits(l.override.Load()); !math.IsNaN(o) {
+		return o
+	}
+	l.mu.Lock()
+	v := max(l.cpu, l.readRate/readCapacity)
+	l.mu.Unlock()
+	return max(v, float64(len(b.produceCh))/float64(cap(b.produceCh)))
+}
+
+func (l *loadMeter) avgMessageBytes() uint64 { return max(l.avgBytes.Load(), 1) }
+
+// SetLoadOverride fixes the load signal at v (NaN restores measuring). It is
+// a hook for tests and for operators who want to push reads to followers.
+func (b *Broker) SetLoadOverride(v float64) { b.load.override.Store(math.Float64bits(v)) }
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// defaultColdReadBytes is 40% of physical memory, as RocketMQ's
+// accessMessageInMemoryMaxRatio, or 1 GiB when memory cannot be read.
+func defaultColdReadBytes() uint64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+					return kb * 1024 * 40 / 100
+				}
+			}
+		}
+	}
+	return 1 << 30
+}

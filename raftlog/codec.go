@@ -1,0 +1,345 @@
+package raftlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+)
+
+// CommandType is the first byte of every Raft log entry written by raftmq.
+type CommandType uint8
+
+// Command types. Batches are owned by this package; the other types are
+// defined and encoded by store/ and only named here so that the byte values
+// live in one place.
+const (
+	CmdBatch CommandType = 1
+	CmdMeta  CommandType = 2
+)
+
+const (
+	batchVersion   = 1
+	batchHeaderLen = 1 + 1 + 4 + 4 // type, version, crc32c, request count
+)
+
+// Limits enforced by the decoder, so that a corrupt or hostile entry can never
+// make it allocate or loop without bound.
+const (
+	MaxNameLen       = 255
+	MaxKeyLen        = 64 << 10
+	MaxProperties    = 1024
+	MaxRequestsBatch = 1 << 20
+)
+
+// ErrCorrupt is returned (wrapped) for any entry that fails to decode.
+var ErrCorrupt = errors.New("corrupt batch")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Message is one message as a producer hands it to the log. Queue is already
+// chosen by the leader.
+type Message struct {
+	Queue      uint32
+	Timestamp  int64 // unix milliseconds
+	Key        string
+	Tag        string
+	Properties map[string]string
+	Body       []byte
+}
+
+// Request is one produce request: the unit of producer dedupe. All its
+// messages belong to one topic and are appended atomically.
+type Request struct {
+	ProducerID string
+	Seq        uint64
+	Topic      string
+	Messages   []Message
+}
+
+// BatchBuilder encodes many requests into one Raft entry (group commit).
+// The zero value is not usable; call NewBatchBuilder.
+type BatchBuilder struct {
+	buf   []byte
+	count uint32
+}
+
+// NewBatchBuilder returns a builder whose buffer starts with sizeHint bytes of
+// capacity.
+func NewBatchBuilder(sizeHint int) *BatchBuilder {
+	b := &BatchBuilder{buf: make([]byte, batchHeaderLen, batchHeaderLen+sizeHint)}
+	b.buf[0] = byte(CmdBatch)
+	b.buf[1] = batchVersion
+	return b
+}
+
+// Add appends one request.
+func (b *BatchBuilder) Add(r *Request) {
+	b.buf = appendString(b.buf, r.ProducerID)
+	b.buf = binary.AppendUvarint(b.buf, r.Seq)
+	b.buf = appendString(b.buf, r.Topic)
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(r.Messages)))
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		b.buf = binary.AppendUvarint(b.buf, uint64(m.Queue))
+		b.buf = binary.AppendVarint(b.buf, m.Timestamp)
+		b.buf = appendString(b.buf, m.Key)
+		b.buf = appendString(b.buf, m.Tag)
+		b.buf = binary.AppendUvarint(b.buf, uint64(len(m.Properties)))
+		for k, v := range m.Properties {
+			b.buf = appendString(b.buf, k)
+			b.buf = appendString(b.buf, v)
+		}
+		b.buf = binary.AppendUvarint(b.buf, uint64(len(m.Body)))
+		b.buf = append(b.buf, m.Body...)
+	}
+	b.count++
+}
+
+// Len is the encoded size so far.
+func (b *BatchBuilder) Len() int { return len(b.buf) }
+
+// Count is the number of requests added.
+func (b *BatchBuilder) Count() int { return int(b.count) }
+
+// Finish seals the batch and returns the entry bytes. The builder must not be
+// used afterwards.
+func (b *BatchBuilder) Finish() []byte {
+	binary.BigEndian.PutUint32(b.buf[6:10], b.count)
+	binary.BigEndian.PutUint32(b.buf[2:6], crc32.Checksum(b.buf[6:], castagnoli))
+	return b.buf
+}
+
+// EncodeBatch is a convenience for a batch of the given requests.
+func EncodeBatch(reqs ...*Request) []byte {
+	b := NewBatchBuilder(0)
+	for _, r := range reqs {
+		b.Add(r)
+	}
+	return b.Finish()
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// Batch is a verified, lazily decoded view of a batch entry. It references
+// the entry bytes and copies nothing until asked.
+type Batch struct {
+	data  []byte
+	count int
+}
+
+// ParseBatch checks the header and CRC of a batch entry.
+func ParseBatch(data []byte) (Batch, error) {
+	if len(data) < batchHeaderLen {
+		return Batch{}, fmt.Errorf("%w: %d bytes is shorter than the header", ErrCorrupt, len(data))
+	}
+	if CommandType(data[0]) != CmdBatch {
+		return Batch{}, fmt.Errorf("%w: command type %d is not a batch", ErrCorrupt, data[0])
+	}
+	if data[1] != batchVersion {
+		return Batch{}, fmt.Errorf("%w: unknown batch version %d", ErrCorrupt, data[1])
+	}
+	want := binary.BigEndian.Uint32(data[2:6])
+	if got := crc32.Checksum(data[6:], castagnoli); got != want {
+		return Batch{}, fmt.Errorf("%w: crc32c %08x, header says %08x", ErrCorrupt, got, want)
+	}
+	n := binary.BigEndian.Uint32(data[6:10])
+	if n > MaxRequestsBatch {
+		return Batch{}, fmt.Errorf("%w: %d requests", ErrCorrupt, n)
+	}
+	return Batch{data: data, count: int(n)}, nil
+}
+
+// Requests is the number of requests in the batch.
+func (b Batch) Requests() int { return b.count }
+
+// RequestView is one request inside a batch. Strings are copies; message
+// bodies returned by Messages alias the entry.
+type RequestView struct {
+	ProducerID string
+	Seq        uint64
+	Topic      string
+	Count      int
+	msgs       []byte
+}
+
+// MessageView is one message inside a batch. Body aliases the entry bytes;
+// callers that keep it beyond the entry's life must copy it.
+type MessageView struct {
+	Queue     uint32
+	Timestamp int64
+	Key       []byte
+	Tag       []byte
+	props     []byte
+	nprops    int
+	Body      []byte
+}
+
+// Properties decodes the message properties (nil when there are none).
+func (m *MessageView) Properties() map[string]string {
+	if m.nprops == 0 {
+		return nil
+	}
+	out := make(map[string]string, m.nprops)
+	d := decoder{buf: m.props}
+	for i := 0; i < m.nprops; i++ {
+		k := d.bytes(MaxKeyLen)
+		v := d.bytes(math.MaxInt32)
+		out[string(k)] = string(v)
+	}
+	return out
+}
+
+// Each walks the requests in order. fn gets the request number (0-based) and
+// a view; returning false stops the walk. The returned error reports
+// corruption found on the way.
+func (b Batch) Each(fn func(i int, r *RequestView) bool) error {
+	d := decoder{buf: b.data[batchHeaderLen:]}
+	var r RequestView
+	for i := 0; i < b.count; i++ {
+		r.ProducerID = string(d.bytes(MaxNameLen))
+		r.Seq = d.uvarint()
+		r.Topic = string(d.bytes(MaxNameLen))
+		n := d.uvarint()
+		if d.err != nil {
+			return d.wrap(i)
+		}
+		start := d.off
+		// Skip over the messages so that the next request can be found; the
+		// walk doubles as validation of every length on the way.
+		for j := uint64(0); j < n; j++ {
+			var m MessageView
+			if !d.message(&m) {
+				return d.wrap(i)
+			}
+		}
+		r.Count = int(n)
+		r.msgs = d.buf[start:d.off]
+		if !fn(i, &r) {
+			return nil
+		}
+	}
+	if d.off != len(d.buf) {
+		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.buf)-d.off)
+	}
+	return nil
+}
+
+// Messages walks the messages of a request. The view passed to fn is reused
+// between calls. Returning false stops the walk.
+func (r *RequestView) Messages(fn func(j int, m *MessageView) bool) {
+	d := decoder{buf: r.msgs}
+	var m MessageView
+	for j := 0; j < r.Count; j++ {
+		if !d.message(&m) || !fn(j, &m) {
+			return
+		}
+	}
+}
+
+// DecodeBatch fully decodes a batch into requests, copying everything. It is
+// meant for tests and tools; the broker uses the lazy views.
+func DecodeBatch(data []byte) ([]Request, error) {
+	b, err := ParseBatch(data)
+	if err != nil {
+		return nil, err
+	}
+	var out []Request
+	err = b.Each(func(_ int, rv *RequestView) bool {
+		r := Request{ProducerID: rv.ProducerID, Seq: rv.Seq, Topic: rv.Topic}
+		rv.Messages(func(_ int, m *MessageView) bool {
+			r.Messages = append(r.Messages, Message{
+				Queue:      m.Queue,
+				Timestamp:  m.Timestamp,
+				Key:        string(m.Key),
+				Tag:        string(m.Tag),
+				Properties: m.Properties(),
+				Body:       append([]byte{}, m.Body...),
+			})
+			return true
+		})
+		out = append(out, r)
+		return true
+	})
+	return out, err
+}
+
+type decoder struct {
+	buf []byte
+	off int
+	err error
+}
+
+func (d *decoder) wrap(req int) error {
+	return fmt.Errorf("%w: request %d at byte %d: %v", ErrCorrupt, req, d.off+batchHeaderLen, d.err)
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.buf[d.off:])
+	if n <= 0 {
+		d.err = errors.New("bad uvarint")
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.buf[d.off:])
+	if n <= 0 {
+		d.err = errors.New("bad varint")
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *decoder) bytes(max int) []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(max) || n > uint64(len(d.buf)-d.off) {
+		d.err = fmt.Errorf("length %d out of bounds", n)
+		return nil
+	}
+	b := d.buf[d.off : d.off+int(n) : d.off+int(n)]
+	d.off += int(n)
+	return b
+}
+
+func (d *decoder) message(m *MessageView) bool {
+	q := d.uvarint()
+	if q > math.MaxUint32 {
+		d.err = fmt.Errorf("queue %d out of range", q)
+		return false
+	}
+	m.Queue = uint32(q)
+	m.Timestamp = d.varint()
+	m.Key = d.bytes(MaxKeyLen)
+	m.Tag = d.bytes(MaxNameLen)
+	np := d.uvarint()
+	if np > MaxProperties {
+		d.err = fmt.Errorf("%d properties", np)
+		return false
+	}
+	start := d.off
+	for i := uint64(0); i < np && d.err == nil; i++ {
+		d.bytes(MaxKeyLen)
+		d.bytes(math.MaxInt32)
+	}
+	m.props = d.buf[start:d.off]
+	m.nprops = int(np)
+	m.Body = d.bytes(math.MaxInt32)
+	return d.err == nil
+}

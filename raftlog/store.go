@@ -1,0 +1,209 @@
+package raftlog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	wal "github.com/hashicorp/raft-wal"
+)
+
+// Log store kinds accepted by Open.
+const (
+	KindWAL  = "wal"
+	KindBolt = "bolt"
+)
+
+// DefaultKind is the log store used when none is named. docs/BENCHMARKS.md
+// has the measurements behind the choice.
+const DefaultKind = KindWAL
+
+// ErrBelowFloor is returned by Read for an index whose body this node no
+// longer (or never) held.
+var ErrBelowFloor = errors.New("log index below this node's floor")
+
+// Stores are the three raft stores of one node, all under one directory.
+type Stores struct {
+	Log       raft.LogStore // cached; hand this to raft
+	Stable    raft.StableStore
+	Snapshots raft.SnapshotStore
+
+	raw     raft.LogStore
+	closers []func() error
+	floor   atomic.Uint64
+}
+
+// Options for Open.
+type Options struct {
+	Kind        string // KindWAL or KindBolt
+	SegmentSize int    // raft-wal segment size in bytes; 0 = 64 MiB
+	CacheSize   int    // entries kept in raft's LogCache; 0 = 1024
+	Logger      hclog.Logger
+}
+
+// Open opens (creating when missing) the log, stable and snapshot stores in dir.
+func Open(dir string, opts Options) (*Stores, error) {
+	if opts.Kind == "" {
+		opts.Kind = DefaultKind
+	}
+	if opts.SegmentSize == 0 {
+		opts.SegmentSize = 64 << 20
+	}
+	if opts.CacheSize == 0 {
+		opts.CacheSize = 1024
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	s := &Stores{}
+	fail := func(err error) (*Stores, error) {
+		s.Close()
+		return nil, err
+	}
+	for _, sub := range []string{"log", "snapshots"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("create data directory: %w", err)
+		}
+	}
+	stable, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "stable.db")})
+	if err != nil {
+		return nil, fmt.Errorf("open stable store %s: %w", filepath.Join(dir, "stable.db"), err)
+	}
+	s.Stable = stable
+	s.closers = append(s.closers, stable.Close)
+
+	switch opts.Kind {
+	case KindWAL:
+		w, err := wal.Open(filepath.Join(dir, "log"), wal.WithSegmentSize(opts.SegmentSize),
+			wal.WithLogger(opts.Logger.Named("wal")))
+		if err != nil {
+			return fail(fmt.Errorf("open raft-wal log in %s: %w", filepath.Join(dir, "log"), err))
+		}
+		s.raw = w
+		s.closers = append(s.closers, w.Close)
+	case KindBolt:
+		b, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "log", "log.db")})
+		if err != nil {
+			return fail(fmt.Errorf("open bolt log in %s: %w", filepath.Join(dir, "log"), err))
+		}
+		s.raw = b
+		s.closers = append(s.closers, b.Close)
+	default:
+		return fail(fmt.Errorf("log store %q: want %q or %q", opts.Kind, KindWAL, KindBolt))
+	}
+	if kind, err := recordKind(dir, opts.Kind); err != nil {
+		return fail(err)
+	} else if kind != opts.Kind {
+		return fail(fmt.Errorf("data directory %s holds a %q log store, not %q", dir, kind, opts.Kind))
+	}
+	cache, err := raft.NewLogCache(opts.CacheSize, s.raw)
+	if err != nil {
+		return fail(fmt.Errorf("log cache: %w", err))
+	}
+	s.Log = cache
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(dir, "snapshots"), 2, opts.Logger.Named("snapshots"))
+	if err != nil {
+		return fail(fmt.Errorf("open snapshot store: %w", err))
+	}
+	s.Snapshots = snaps
+	return s, nil
+}
+
+// recordKind remembers which log store a directory was created with, so a
+// restart with the other --log-store fails clearly instead of starting empty.
+func recordKind(dir, kind string) (string, error) {
+	p := filepath.Join(dir, "LOGSTORE")
+	b, err := os.ReadFile(p)
+	if err == nil {
+		return string(b), nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read %s: %w", p, err)
+	}
+	if err := os.WriteFile(p, []byte(kind), 0o644); err != nil {
+		return "", fmt.Errorf("write %s: %w", p, err)
+	}
+	return kind, nil
+}
+
+// SetFloor raises the lowest index Read will serve. raft-wal can return
+// entries below FirstIndex after a head truncation, so the floor is ours.
+func (s *Stores) SetFloor(idx uint64) {
+	for {
+		cur := s.floor.Load()
+		if idx <= cur || s.floor.CompareAndSwap(cur, idx) {
+			return
+		}
+	}
+}
+
+// Floor is the lowest index Read serves.
+func (s *Stores) Floor() uint64 { return s.floor.Load() }
+
+// Read returns the data of the command entry at idx. The returned slice is
+// shared with raft's cache and must not be modified.
+func (s *Stores) Read(idx uint64) ([]byte, error) {
+	if idx < s.floor.Load() {
+		return nil, fmt.Errorf("read index %d: %w (floor %d)", idx, ErrBelowFloor, s.floor.Load())
+	}
+	var l raft.Log
+	if err := s.Log.GetLog(idx, &l); err != nil {
+		if errors.Is(err, raft.ErrLogNotFound) {
+			return nil, fmt.Errorf("read index %d: %w", idx, ErrBelowFloor)
+		}
+		return nil, fmt.Errorf("read index %d: %w", idx, err)
+	}
+	return l.Data, nil
+}
+
+// FirstIndex is the first index held by the log store (0 when empty).
+func (s *Stores) FirstIndex() uint64 {
+	i, err := s.raw.FirstIndex()
+	if err != nil {
+		return 0
+	}
+	return max(i, s.floor.Load())
+}
+
+// LastIndex is the last index held by the log store.
+func (s *Stores) LastIndex() uint64 {
+	i, err := s.raw.LastIndex()
+	if err != nil {
+		return 0
+	}
+	return i
+}
+
+// Close closes every store; it is safe to call more than once.
+func (s *Stores) Close() error {
+	var errs []error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
+
+// MessageID names one message: the log index of its entry and its ordinal
+// inside the entry. It is the same on every node.
+func MessageID(logIndex uint64, ordinal uint32) string {
+	const hexdigits = "0123456789ABCDEF"
+	var b [24]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = hexdigits[logIndex&0xF]
+		logIndex >>= 4
+	}
+	o := ordinal
+	for i := 23; i >= 16; i-- {
+		b[i] = hexdigits[o&0xF]
+		o >>= 4
+	}
+	return string(b[:])
+}

@@ -1,0 +1,76 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/raftmq/raftmq/raftlog"
+)
+
+// Metadata commands are rare and small, so they are JSON behind the
+// raftlog.CmdMeta type byte. Produce batches use raftlog's binary codec.
+const (
+	opCreateTopic   = "create_topic"
+	opCommitOffsets = "commit_offsets"
+	opRegisterNode  = "register_node"
+	opForgetNode    = "forget_node"
+)
+
+// OffsetEntry is one committed consumer offset.
+type OffsetEntry struct {
+	Topic  string `json:"topic"`
+	Queue  int32  `json:"queue"`
+	Offset uint64 `json:"offset"`
+}
+
+type metaCmd struct {
+	Op          string        `json:"op"`
+	Topic       string        `json:"topic,omitempty"`
+	Queues      int32         `json:"queues,omitempty"`
+	IfNotExists bool          `json:"if_not_exists,omitempty"`
+	Group       string        `json:"group,omitempty"`
+	Offsets     []OffsetEntry `json:"offsets,omitempty"`
+	Node        *NodeInfo     `json:"node,omitempty"`
+}
+
+func encodeMeta(c *metaCmd) []byte {
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(fmt.Sprintf("encode %s command: %v", c.Op, err)) // only plain fields: cannot fail
+	}
+	return append([]byte{byte(raftlog.CmdMeta)}, b...)
+}
+
+func decodeMeta(data []byte) (*metaCmd, error) {
+	if len(data) < 1 || raftlog.CommandType(data[0]) != raftlog.CmdMeta {
+		return nil, fmt.Errorf("%w: not a metadata command", ErrCorruptCommand)
+	}
+	var c metaCmd
+	if err := json.Unmarshal(data[1:], &c); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorruptCommand, err)
+	}
+	if (c.Op == opRegisterNode || c.Op == opForgetNode) && c.Node == nil {
+		return nil, fmt.Errorf("%w: %s without a node", ErrCorruptCommand, c.Op)
+	}
+	return &c, nil
+}
+
+// CreateTopic encodes a command that creates a topic.
+func CreateTopic(name string, queues int32, ifNotExists bool) []byte {
+	return encodeMeta(&metaCmd{Op: opCreateTopic, Topic: name, Queues: queues, IfNotExists: ifNotExists})
+}
+
+// CommitOffsets encodes a command that sets a group's offsets.
+func CommitOffsets(group string, offsets []OffsetEntry) []byte {
+	return encodeMeta(&metaCmd{Op: opCommitOffsets, Group: group, Offsets: offsets})
+}
+
+// RegisterNode encodes a command that records a node's addresses.
+func RegisterNode(n NodeInfo) []byte {
+	return encodeMeta(&metaCmd{Op: opRegisterNode, Node: &n})
+}
+
+// ForgetNode encodes a command that drops a removed node's addresses.
+func ForgetNode(id string) []byte {
+	return encodeMeta(&metaCmd{Op: opForgetNode, Node: &NodeInfo{ID: id}})
+}

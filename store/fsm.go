@@ -1,0 +1,592 @@
+package store
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/raftmq/raftmq/raftlog"
+)
+
+// Errors returned by the FSM and its readers. The broker maps them to API
+// errors; they never carry raft types.
+var (
+	ErrUnknownTopic   = errors.New("unknown topic")
+	ErrTopicExists    = errors.New("topic exists")
+	ErrInvalidName    = errors.New("invalid name")
+	ErrInvalidQueue   = errors.New("invalid queue")
+	ErrStaleSequence  = errors.New("producer sequence is older than the dedupe window")
+	ErrCorruptCommand = errors.New("corrupt command")
+)
+
+// Limits of the replicated state.
+const (
+	MaxQueues      = 1024
+	MaxNameLen     = 127
+	DedupeWindow   = 1024  // sequences remembered per producer
+	MaxProducers   = 65536 // producers remembered, least recently used evicted
+	DefaultQueues  = 4
+	maxSkipPerRec  = 1 << 16
+	snapshotFormat = 1
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9._%-]+$`)
+
+// ValidateName checks a topic or consumer group name.
+func ValidateName(kind, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: %s name is empty", ErrInvalidName, kind)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w: %s name is %d bytes, at most %d", ErrInvalidName, kind, len(name), MaxNameLen)
+	case !nameRE.MatchString(name):
+		return fmt.Errorf("%w: %s name %q may only hold letters, digits and . _ %% -", ErrInvalidName, kind, name)
+	}
+	return nil
+}
+
+// record is one index record: the messages of one queue inside one Raft
+// entry. skip lists the request numbers of the entry that were not appended
+// (duplicates, errors); it is nil in the common case.
+type record struct {
+	base  uint64
+	index uint64
+	count uint32
+	skip  []uint32
+}
+
+type queue struct {
+	records []record
+	next    uint64 // offset of the next message
+	min     uint64 // lowest retained offset
+}
+
+type topic struct {
+	name   string
+	queues []*queue
+}
+
+// FSM is the replicated state machine: topics, the per-queue index into the
+// Raft log, consumer group offsets, the producer dedupe table and the node
+// registry. Message bodies stay in the log; the FSM only points at them.
+//
+// Apply runs on raft's FSM goroutine; readers take the read lock. Snapshots
+// copy the state under the read lock (index slices are append-only, so their
+// headers are enough).
+type FSM struct {
+	log hclog.Logger
+
+	mu        sync.RWMutex
+	topics    map[string]*topic
+	offsets   map[string]map[string]map[int32]uint64 // group -> topic -> queue -> offset
+	producers map[string]*producer
+	lru       *list.List // of *producer, least recently used first
+	nodes     map[string]NodeInfo
+
+	applied  atomic.Uint64
+	notifyMu sync.Mutex
+	notify   chan struct{}
+}
+
+var (
+	_ raft.FSM         = (*FSM)(nil)
+	_ raft.BatchingFSM = (*FSM)(nil)
+)
+
+// New returns an empty FSM.
+func New(logger hclog.Logger) *FSM {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	f := &FSM{log: logger, notify: make(chan struct{})}
+	f.reset()
+	return f
+}
+
+func (f *FSM) reset() {
+	f.topics = map[string]*topic{}
+	f.offsets = map[string]map[string]map[int32]uint64{}
+	f.producers = map[string]*producer{}
+	f.lru = list.New()
+	f.nodes = map[string]NodeInfo{}
+}
+
+// Applied is the index of the last entry applied to the FSM.
+func (f *FSM) Applied() uint64 { return f.applied.Load() }
+
+// Changed returns a channel that is closed at the next apply. Long polls grab
+// it, check their condition, then wait on it.
+func (f *FSM) Changed() <-chan struct{} {
+	f.notifyMu.Lock()
+	defer f.notifyMu.Unlock()
+	return f.notify
+}
+
+func (f *FSM) wake() {
+	f.notifyMu.Lock()
+	close(f.notify)
+	f.notify = make(chan struct{})
+	f.notifyMu.Unlock()
+}
+
+// Apply applies one committed entry.
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies committed entries in order; raft calls it with up to
+// MaxAppendEntries entries at a time.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	out := make([]interface{}, len(logs))
+	f.mu.Lock()
+	for i, l := range logs {
+		if l.Type == raft.LogCommand {
+			out[i] = f.applyLocked(l.Index, l.Data)
+		}
+	}
+	f.mu.Unlock()
+	if n := len(logs); n > 0 {
+		f.applied.Store(logs[n-1].Index)
+	}
+	f.wake()
+	return out
+}
+
+func (f *FSM) applyLocked(index uint64, data []byte) interface{} {
+	if len(data) == 0 {
+		return fmt.Errorf("entry %d: %w: empty", index, ErrCorruptCommand)
+	}
+	switch raftlog.CommandType(data[0]) {
+	case raftlog.CmdBatch:
+		return f.applyBatchLocked(index, data)
+	case raftlog.CmdMeta:
+		cmd, err := decodeMeta(data)
+		if err != nil {
+			f.log.Error("skipping undecodable command", "index", index, "error", err)
+			return fmt.Errorf("entry %d: %w", index, err)
+		}
+		return f.applyMetaLocked(cmd)
+	default:
+		f.log.Error("skipping unknown command", "index", index, "type", data[0])
+		return fmt.Errorf("entry %d: %w: type %d", index, ErrCorruptCommand, data[0])
+	}
+}
+
+// QueueBase is the offset given to the first message of a request in one queue.
+type QueueBase struct {
+	Queue uint32
+	Base  uint64
+}
+
+// ProduceResult is what the FSM answers for one request of a batch.
+type ProduceResult struct {
+	Err       error
+	Duplicate bool
+	LogIndex  uint64
+	Ordinal   uint32 // ordinal of the request's first message in its entry
+	Bases     []QueueBase
+}
+
+// Ack is the acknowledgement of one message.
+type Ack struct {
+	Queue  uint32
+	Offset uint64
+	ID     string
+}
+
+// Acks turns a result into one ack per message, given each message's queue in
+// request order.
+func (r *ProduceResult) Acks(queues []uint32) []Ack {
+	acks := make([]Ack, len(queues))
+	next := make(map[uint32]uint64, len(r.Bases))
+	for _, b := range r.Bases {
+		next[b.Queue] = b.Base
+	}
+	for i, q := range queues {
+		acks[i] = Ack{Queue: q, Offset: next[q], ID: raftlog.MessageID(r.LogIndex, r.Ordinal+uint32(i))}
+		next[q]++
+	}
+	return acks
+}
+
+// applyBatchLocked assigns offsets to every request of the entry and records
+// one index record per queue touched.
+func (f *FSM) applyBatchLocked(index uint64, data []byte) interface{} {
+	b, err := raftlog.ParseBatch(data)
+	if err != nil {
+		f.log.Error("skipping corrupt batch", "index", index, "error", err)
+		return fmt.Errorf("entry %d: %w", index, err)
+	}
+	results := make([]*ProduceResult, 0, b.Requests())
+	type qkey struct {
+		t *topic
+		q uint32
+	}
+	recs := map[qkey]*record{}
+	var order []qkey
+	var ordinal uint32
+	var skipped []uint32
+	err = b.Each(func(i int, rv *raftlog.RequestView) bool {
+		res := &ProduceResult{LogIndex: index, Ordinal: ordinal}
+		ordinal += uint32(rv.Count)
+		results = append(results, res)
+		t := f.topics[rv.Topic]
+		if t == nil {
+			res.Err = fmt.Errorf("%w: %q", ErrUnknownTopic, rv.Topic)
+		} else if prev, err := f.dedupeLocked(rv.ProducerID, rv.Seq); err != nil {
+			res.Err = err
+		} else if prev != nil {
+			*res = *prev
+			res.Duplicate = true
+		}
+		if res.Err == nil && !res.Duplicate {
+			rv.Messages(func(_ int, m *raftlog.MessageView) bool {
+				if int(m.Queue) >= len(t.queues) {
+					res.Err = fmt.Errorf("%w: queue %d of topic %q with %d queues", ErrInvalidQueue, m.Queue, t.name, len(t.queues))
+					return false
+				}
+				return true
+			})
+		}
+		if res.Err != nil || res.Duplicate {
+			skipped = append(skipped, uint32(i))
+			return true
+		}
+		rv.Messages(func(_ int, m *raftlog.MessageView) bool {
+			k := qkey{t, m.Queue}
+			r := recs[k]
+			if r == nil {
+				q := t.queues[m.Queue]
+				r = &record{base: q.next, index: index}
+				recs[k] = r
+				order = append(order, k)
+			}
+			found := false
+			for _, qb := range res.Bases {
+				if qb.Queue == m.Queue {
+					found = true
+					break
+				}
+			}
+			if !found {
+				res.Bases = append(res.Bases, QueueBase{Queue: m.Queue, Base: r.base + uint64(r.count)})
+			}
+			r.count++
+			return true
+		})
+		if rv.ProducerID != "" {
+			f.rememberLocked(rv.ProducerID, rv.Seq, index, res)
+		}
+		return true
+	})
+	if err != nil {
+		// The CRC matched, so this is an encoder bug, not disk rot. Apply
+		// nothing of the entry so every node agrees.
+		f.log.Error("skipping malformed batch", "index", index, "error", err)
+		return fmt.Errorf("entry %d: %w", index, err)
+	}
+	for _, k := range order {
+		r := recs[k]
+		if len(skipped) > 0 {
+			r.skip = skipped
+		}
+		q := k.t.queues[k.q]
+		q.records = append(q.records, *r)
+		q.next += uint64(r.count)
+	}
+	return results
+}
+
+// NodeInfo is a node's addresses as registered in the replicated state.
+type NodeInfo struct {
+	ID         string `json:"id"`
+	ClientAddr string `json:"client_addr"`
+	PeerAddr   string `json:"peer_addr"`
+	HTTPAddr   string `json:"http_addr"`
+}
+
+func (f *FSM) applyMetaLocked(c *metaCmd) interface{} {
+	switch c.Op {
+	case opCreateTopic:
+		if err := ValidateName("topic", c.Topic); err != nil {
+			return err
+		}
+		if c.Queues < 1 || c.Queues > MaxQueues {
+			return fmt.Errorf("%w: topic %q: %d queues, want 1..%d", ErrInvalidQueue, c.Topic, c.Queues, MaxQueues)
+		}
+		if t, ok := f.topics[c.Topic]; ok {
+			if c.IfNotExists && len(t.queues) == int(c.Queues) {
+				return nil
+			}
+			return fmt.Errorf("%w: %q has %d queues", ErrTopicExists, c.Topic, len(t.queues))
+		}
+		t := &topic{name: c.Topic, queues: make([]*queue, c.Queues)}
+		for i := range t.queues {
+			t.queues[i] = &queue{}
+		}
+		f.topics[c.Topic] = t
+		return nil
+	case opCommitOffsets:
+		if err := ValidateName("group", c.Group); err != nil {
+			return err
+		}
+		g := f.offsets[c.Group]
+		if g == nil {
+			g = map[string]map[int32]uint64{}
+			f.offsets[c.Group] = g
+		}
+		for _, o := range c.Offsets {
+			t := f.topics[o.Topic]
+			if t == nil {
+				return fmt.Errorf("%w: %q", ErrUnknownTopic, o.Topic)
+			}
+			if o.Queue < 0 || int(o.Queue) >= len(t.queues) {
+				return fmt.Errorf("%w: queue %d of topic %q", ErrInvalidQueue, o.Queue, o.Topic)
+			}
+		}
+		for _, o := range c.Offsets {
+			m := g[o.Topic]
+			if m == nil {
+				m = map[int32]uint64{}
+				g[o.Topic] = m
+			}
+			m[o.Queue] = o.Offset
+		}
+		return nil
+	case opRegisterNode:
+		if c.Node == nil || c.Node.ID == "" {
+			return fmt.Errorf("%w: register without a node", ErrCorruptCommand)
+		}
+		f.nodes[c.Node.ID] = *c.Node
+		return nil
+	case opForgetNode:
+		delete(f.nodes, c.Node.ID)
+		return nil
+	default:
+		return fmt.Errorf("%w: unknown op %q", ErrCorruptCommand, c.Op)
+	}
+}
+
+// producer is the dedupe state of one producer id.
+type producer struct {
+	id      string
+	results map[uint64]*ProduceResult
+	ring    []uint64 // sequences in the order they were remembered
+	head    int
+	floor   uint64 // highest sequence forgotten; older ones are refused
+	elem    *list.Element
+}
+
+func (f *FSM) dedupeLocked(id string, seq uint64) (*ProduceResult, error) {
+	if id == "" {
+		return nil, nil
+	}
+	p := f.producers[id]
+	if p == nil {
+		return nil, nil
+	}
+	if r, ok := p.results[seq]; ok {
+		return r, nil
+	}
+	if len(p.ring) == DedupeWindow && seq <= p.floor {
+		return nil, fmt.Errorf("%w: producer %q sequence %d, window starts after %d", ErrStaleSequence, id, seq, p.floor)
+	}
+	return nil, nil
+}
+
+func (f *FSM) rememberLocked(id string, seq, index uint64, res *ProduceResult) {
+	p := f.producers[id]
+	if p == nil {
+		if len(f.producers) >= MaxProducers {
+			old := f.lru.Remove(f.lru.Front()).(*producer)
+			delete(f.producers, old.id)
+		}
+		p = &producer{id: id, results: map[uint64]*ProduceResult{}}
+		p.elem = f.lru.PushBack(p)
+		f.producers[id] = p
+	} else {
+		f.lru.MoveToBack(p.elem)
+	}
+	stored := &ProduceResult{LogIndex: res.LogIndex, Ordinal: res.Ordinal, Bases: res.Bases}
+	if len(p.ring) < DedupeWindow {
+		p.ring = append(p.ring, seq)
+	} else {
+		old := p.ring[p.head]
+		delete(p.results, old)
+		p.floor = max(p.floor, old)
+		p.ring[p.head] = seq
+		p.head = (p.head + 1) % DedupeWindow
+	}
+	p.results[seq] = stored
+}
+
+// Location points at the messages of one queue in one Raft entry.
+type Location struct {
+	Base     uint64   // queue offset of the first message of the queue in the entry
+	LogIndex uint64   // Raft index of the entry
+	Count    uint32   // messages of the queue in the entry
+	Skip     []uint32 // request numbers in the entry that were not appended
+}
+
+// QueueRange is the retained range of a queue: [Min, Max).
+type QueueRange struct {
+	Min, Max uint64
+}
+
+// Locate returns up to limit locations covering offsets from offset on, and
+// the queue's range as this node has applied it.
+func (f *FSM) Locate(topicName string, q int32, offset uint64, limit int) ([]Location, QueueRange, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t := f.topics[topicName]
+	if t == nil {
+		return nil, QueueRange{}, fmt.Errorf("%w: %q", ErrUnknownTopic, topicName)
+	}
+	if q < 0 || int(q) >= len(t.queues) {
+		return nil, QueueRange{}, fmt.Errorf("%w: queue %d of topic %q with %d queues", ErrInvalidQueue, q, topicName, len(t.queues))
+	}
+	qu := t.queues[q]
+	rng := QueueRange{Min: qu.min, Max: qu.next}
+	if offset < qu.min || offset >= qu.next {
+		return nil, rng, nil
+	}
+	recs := qu.records
+	i := sort.Search(len(recs), func(i int) bool { return recs[i].base+uint64(recs[i].count) > offset })
+	var out []Location
+	for ; i < len(recs) && len(out) < limit; i++ {
+		r := recs[i]
+		out = append(out, Location{Base: r.base, LogIndex: r.index, Count: r.count, Skip: r.skip})
+	}
+	return out, rng, nil
+}
+
+// TopicInfo describes a topic as this node has applied it.
+type TopicInfo struct {
+	Name   string
+	Queues []QueueRange
+}
+
+// Topic returns one topic.
+func (f *FSM) Topic(name string) (TopicInfo, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t := f.topics[name]
+	if t == nil {
+		return TopicInfo{}, fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+	}
+	return t.infoLocked(), nil
+}
+
+func (t *topic) infoLocked() TopicInfo {
+	ti := TopicInfo{Name: t.name, Queues: make([]QueueRange, len(t.queues))}
+	for i, q := range t.queues {
+		ti.Queues[i] = QueueRange{Min: q.min, Max: q.next}
+	}
+	return ti
+}
+
+// Topics lists every topic, sorted by name.
+func (f *FSM) Topics() []TopicInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]TopicInfo, 0, len(f.topics))
+	for _, t := range f.topics {
+		out = append(out, t.infoLocked())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// QueueCount returns the number of queues of a topic, or 0 when unknown.
+func (f *FSM) QueueCount(name string) int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if t := f.topics[name]; t != nil {
+		return len(t.queues)
+	}
+	return 0
+}
+
+// Offsets returns a group's committed offsets for a topic (queue -> offset).
+func (f *FSM) Offsets(group, topicName string) map[int32]uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := map[int32]uint64{}
+	for q, o := range f.offsets[group][topicName] {
+		out[q] = o
+	}
+	return out
+}
+
+// Groups lists the consumer groups with committed offsets, sorted.
+func (f *FSM) Groups() []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]string, 0, len(f.offsets))
+	for g := range f.offsets {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// GroupTopics lists the topics a group has committed offsets for, sorted.
+func (f *FSM) GroupTopics(group string) []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []string
+	for t := range f.offsets[group] {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Node returns a registered node.
+func (f *FSM) Node(id string) (NodeInfo, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n, ok := f.nodes[id]
+	return n, ok
+}
+
+// Nodes returns every registered node.
+func (f *FSM) Nodes() map[string]NodeInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make(map[string]NodeInfo, len(f.nodes))
+	for k, v := range f.nodes {
+		out[k] = v
+	}
+	return out
+}
+
+// Snapshot captures the metadata; message bodies stay in the log.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &fsmSnapshot{state: f.captureLocked()}, nil
+}
+
+// Restore replaces the state with a snapshot.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st, err := readSnapshot(rc)
+	if err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	f.mu.Lock()
+	f.reset()
+	f.loadLocked(st)
+	f.mu.Unlock()
+	f.wake()
+	return nil
+}

@@ -1,0 +1,204 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/gob"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/hashicorp/raft"
+)
+
+// The snapshot holds metadata only: topics with their index records,
+// consumer offsets, the dedupe table and the node registry. It is a gob
+// stream followed by a CRC32C of the stream.
+
+type snapRecord struct {
+	Base, Index uint64
+	Count       uint32
+	Skip        []uint32
+}
+
+type snapQueue struct {
+	Next, Min uint64
+	Records   []snapRecord
+}
+
+type snapTopic struct {
+	Name   string
+	Queues []snapQueue
+}
+
+type snapProducer struct {
+	ID      string
+	Floor   uint64
+	Seqs    []uint64 // oldest first
+	Results []snapResult
+}
+
+type snapResult struct {
+	LogIndex uint64
+	Ordinal  uint32
+	Bases    []QueueBase
+}
+
+type snapState struct {
+	Format    int
+	Topics    []snapTopic
+	Offsets   map[string]map[string]map[int32]uint64
+	Producers []snapProducer // least recently used first
+	Nodes     map[string]NodeInfo
+}
+
+// captured is a cheap copy made under the read lock; the encoding happens in
+// Persist, outside the lock.
+type captured struct {
+	topics    []capturedTopic
+	offsets   map[string]map[string]map[int32]uint64
+	producers []snapProducer
+	nodes     map[string]NodeInfo
+}
+
+type capturedTopic struct {
+	name   string
+	queues []queue // records slices are append-only: sharing the header is safe
+}
+
+func (f *FSM) captureLocked() *captured {
+	c := &captured{offsets: map[string]map[string]map[int32]uint64{}, nodes: map[string]NodeInfo{}}
+	for _, t := range f.topics {
+		ct := capturedTopic{name: t.name, queues: make([]queue, len(t.queues))}
+		for i, q := range t.queues {
+			ct.queues[i] = *q
+		}
+		c.topics = append(c.topics, ct)
+	}
+	for g, ts := range f.offsets {
+		c.offsets[g] = map[string]map[int32]uint64{}
+		for t, qs := range ts {
+			m := make(map[int32]uint64, len(qs))
+			for q, o := range qs {
+				m[q] = o
+			}
+			c.offsets[g][t] = m
+		}
+	}
+	for e := f.lru.Front(); e != nil; e = e.Next() {
+		p := e.Value.(*producer)
+		sp := snapProducer{ID: p.id, Floor: p.floor}
+		for i := range p.ring {
+			seq := p.ring[(p.head+i)%len(p.ring)]
+			r := p.results[seq]
+			sp.Seqs = append(sp.Seqs, seq)
+			sp.Results = append(sp.Results, snapResult{LogIndex: r.LogIndex, Ordinal: r.Ordinal, Bases: r.Bases})
+		}
+		c.producers = append(c.producers, sp)
+	}
+	for k, v := range f.nodes {
+		c.nodes[k] = v
+	}
+	return c
+}
+
+func (f *FSM) loadLocked(st *snapState) {
+	for _, st := range st.Topics {
+		t := &topic{name: st.Name, queues: make([]*queue, len(st.Queues))}
+		for i, sq := range st.Queues {
+			q := &queue{next: sq.Next, min: sq.Min, records: make([]record, len(sq.Records))}
+			for j, r := range sq.Records {
+				q.records[j] = record{base: r.Base, index: r.Index, count: r.Count, skip: r.Skip}
+			}
+			t.queues[i] = q
+		}
+		f.topics[t.name] = t
+	}
+	if st.Offsets != nil {
+		f.offsets = st.Offsets
+	}
+	for _, sp := range st.Producers {
+		p := &producer{id: sp.ID, floor: sp.Floor, results: map[uint64]*ProduceResult{}, ring: sp.Seqs}
+		for i, seq := range sp.Seqs {
+			r := sp.Results[i]
+			p.results[seq] = &ProduceResult{LogIndex: r.LogIndex, Ordinal: r.Ordinal, Bases: r.Bases}
+		}
+		p.elem = f.lru.PushBack(p)
+		f.producers[p.id] = p
+	}
+	if st.Nodes != nil {
+		f.nodes = st.Nodes
+	}
+}
+
+type fsmSnapshot struct {
+	state *captured
+}
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := writeSnapshot(sink, s.state); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}
+
+func writeSnapshot(w io.Writer, c *captured) error {
+	st := snapState{Format: snapshotFormat, Offsets: c.offsets, Producers: c.producers, Nodes: c.nodes}
+	for _, ct := range c.topics {
+		t := snapTopic{Name: ct.name, Queues: make([]snapQueue, len(ct.queues))}
+		for i, q := range ct.queues {
+			sq := snapQueue{Next: q.next, Min: q.min, Records: make([]snapRecord, len(q.records))}
+			for j, r := range q.records {
+				sq.Records[j] = snapRecord{Base: r.base, Index: r.index, Count: r.count, Skip: r.skip}
+			}
+			t.Queues[i] = sq
+		}
+		st.Topics = append(st.Topics, t)
+	}
+	h := crc32.New(castagnoli)
+	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 1<<16)
+	if err := gob.NewEncoder(bw).Encode(&st); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	var sum [4]byte
+	crc := h.Sum32()
+	sum[0], sum[1], sum[2], sum[3] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
+	_, err := w.Write(sum[:])
+	return err
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func readSnapshot(r io.Reader) (*snapState, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) < 4 {
+		return nil, fmt.Errorf("%w: snapshot of %d bytes", ErrCorruptCommand, len(data))
+	}
+	body, sum := data[:len(data)-4], data[len(data)-4:]
+	want := uint32(sum[0])<<24 | uint32(sum[1])<<16 | uint32(sum[2])<<8 | uint32(sum[3])
+	if got := crc32.Checksum(body, castagnoli); got != want {
+		return nil, fmt.Errorf("%w: snapshot crc32c %08x, want %08x", ErrCorruptCommand, got, want)
+	}
+	var st snapState
+	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(&st); err != nil {
+		return nil, fmt.Errorf("%w: decode snapshot: %v", ErrCorruptCommand, err)
+	}
+	if st.Format != snapshotFormat {
+		return nil, fmt.Errorf("%w: snapshot format %d, want %d", ErrCorruptCommand, st.Format, snapshotFormat)
+	}
+	for _, p := range st.Producers {
+		if len(p.Seqs) != len(p.Results) || len(p.Seqs) > DedupeWindow {
+			return nil, fmt.Errorf("%w: producer %q has %d sequences and %d results", ErrCorruptCommand, p.ID, len(p.Seqs), len(p.Results))
+		}
+	}
+	return &st, nil
+}
