@@ -23,22 +23,22 @@ func (b *Broker) Topic(name string) (store.TopicInfo, error) {
 
 // NodeStatus is one node in a status report.
 type NodeStatus struct {
-	ID          string
-	Role        string
-	RaftAddr    string
-	ClientAddr  string
-	HTTPAddr    string
-	Voter       bool
-	Healthy     bool
-	Applied     uint64
-	Commit      uint64
-	Last        uint64
-	First       uint64
-	Term        uint64
-	Load        float64
-	Lag         uint64
-	LastSeen    time.Time
-	Error       string
+	ID         string
+	Role       string
+	RaftAddr   string
+	ClientAddr string
+	HTTPAddr   string
+	Voter      bool
+	Healthy    bool
+	Applied    uint64
+	Commit     uint64
+	Last       uint64
+	First      uint64
+	Term       uint64
+	Load       float64
+	Lag        uint64
+	LastSeen   time.Time
+	Error      string
 }
 
 // Status is the group as this node sees it.

@@ -332,4 +332,3 @@ func (b *Broker) apply(ctx context.Context, cmd []byte) error {
 	}
 	return nil
 }
-

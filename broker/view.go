@@ -115,7 +115,7 @@ func (b *Broker) stateLoop() {
 		}
 		b.load.sample()
 		b.pollPeers()
-		if time.Since(lastRegister) > 2*time.Second && b.needsRegister() {
+		if time.Since(lastRegister) > 500*time.Millisecond && b.needsRegister() {
 			lastRegister = time.Now()
 			b.goFunc(b.registerWithLeader)
 		}

@@ -582,6 +582,8 @@ type composeAck struct {
 	Queue  composeUint `json:"queue"`
 	Offset composeUint `json:"offset"`
 	ID     string      `json:"id"`
+	// Body echoes the acknowledged message (newer CLIs print it).
+	Body string `json:"body"`
 }
 
 type composePos struct {
@@ -810,11 +812,19 @@ func (l *composeLedger) record(r composeProduceResult) {
 		}
 		return
 	}
-	for _, b := range r.Bodies {
-		l.uncertain[b] = true
-	}
+	ackedBody := map[string]bool{}
 	for _, a := range r.Acks {
-		l.ackedPos[a.pos()] = true
+		if a.Body != "" {
+			ackedBody[a.Body] = true
+			l.acked[a.Body] = true
+		} else {
+			l.ackedPos[a.pos()] = true
+		}
+	}
+	for _, b := range r.Bodies {
+		if !ackedBody[b] {
+			l.uncertain[b] = true
+		}
 	}
 }
 

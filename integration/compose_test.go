@@ -108,7 +108,11 @@ func (p *composeProducer) run() {
 		p.mu.Unlock()
 		bodies := composeBodies(p.prefix, next, p.batch)
 		next += p.batch
-		r := p.c.composeProduce(composeCLITimeout, addrs, p.topic, bodies)
+		var extra []string
+		if p.c.produceHasTimeout {
+			extra = []string{"--timeout", "20s"}
+		}
+		r := p.c.composeProduce(composeCLITimeout, addrs, p.topic, bodies, extra...)
 		p.ledger.record(r)
 		if !r.ok() {
 			p.mu.Lock()

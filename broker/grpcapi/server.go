@@ -135,7 +135,9 @@ func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.Pro
 			out.Acks[i] = &api.Ack{Queue: int32(a.Queue), Offset: a.Offset, Id: a.ID}
 		}
 		return out, nil
-	}, func(ctx context.Context, c api.BrokerClient) (*api.ProduceResponse, error) { return c.Produce(ctx, req) })
+	}, func(ctx context.Context, c api.BrokerClient) (*api.ProduceResponse, error) {
+		return c.Produce(ctx, req)
+	})
 }
 
 // Pull serves from this node, whatever its role.
@@ -169,7 +171,9 @@ func (s *Server) CommitOffsets(ctx context.Context, req *api.CommitOffsetsReques
 	}
 	return leaderOnly(ctx, s, func() (*api.CommitOffsetsResponse, error) {
 		return &api.CommitOffsetsResponse{}, s.b.CommitOffsets(ctx, req.Group, offs)
-	}, func(ctx context.Context, c api.BrokerClient) (*api.CommitOffsetsResponse, error) { return c.CommitOffsets(ctx, req) })
+	}, func(ctx context.Context, c api.BrokerClient) (*api.CommitOffsetsResponse, error) {
+		return c.CommitOffsets(ctx, req)
+	})
 }
 
 // FetchOffsets answers from this node's state.
@@ -201,7 +205,9 @@ func (s *Server) CreateTopic(ctx context.Context, req *api.CreateTopicRequest) (
 			return nil, err
 		}
 		return &api.CreateTopicResponse{Topic: topicInfo(ti)}, nil
-	}, func(ctx context.Context, c api.BrokerClient) (*api.CreateTopicResponse, error) { return c.CreateTopic(ctx, req) })
+	}, func(ctx context.Context, c api.BrokerClient) (*api.CreateTopicResponse, error) {
+		return c.CreateTopic(ctx, req)
+	})
 }
 
 // ListTopics answers from this node's state.
@@ -239,14 +245,18 @@ func (s *Server) JoinGroup(ctx context.Context, req *api.JoinGroupRequest) (*api
 		}
 		return &api.JoinGroupResponse{Generation: r.Generation, Assignments: assignments(r.Assignments),
 			HeartbeatIntervalMs: uint32(r.HeartbeatInterval.Milliseconds()), SessionTimeoutMs: uint32(r.SessionTimeout.Milliseconds())}, nil
-	}, func(ctx context.Context, c api.BrokerClient) (*api.JoinGroupResponse, error) { return c.JoinGroup(ctx, req) })
+	}, func(ctx context.Context, c api.BrokerClient) (*api.JoinGroupResponse, error) {
+		return c.JoinGroup(ctx, req)
+	})
 }
 
 // LeaveGroup removes a member.
 func (s *Server) LeaveGroup(ctx context.Context, req *api.LeaveGroupRequest) (*api.LeaveGroupResponse, error) {
 	return leaderOnly(ctx, s, func() (*api.LeaveGroupResponse, error) {
 		return &api.LeaveGroupResponse{}, s.b.LeaveGroup(ctx, req.Group, req.MemberId)
-	}, func(ctx context.Context, c api.BrokerClient) (*api.LeaveGroupResponse, error) { return c.LeaveGroup(ctx, req) })
+	}, func(ctx context.Context, c api.BrokerClient) (*api.LeaveGroupResponse, error) {
+		return c.LeaveGroup(ctx, req)
+	})
 }
 
 // ListGroups is answered by the leader, which holds the live members.
@@ -256,7 +266,9 @@ func (s *Server) ListGroups(ctx context.Context, req *api.ListGroupsRequest) (*a
 			return nil, err
 		}
 		return &api.ListGroupsResponse{Groups: s.b.ListGroups()}, nil
-	}, func(ctx context.Context, c api.BrokerClient) (*api.ListGroupsResponse, error) { return c.ListGroups(ctx, req) })
+	}, func(ctx context.Context, c api.BrokerClient) (*api.ListGroupsResponse, error) {
+		return c.ListGroups(ctx, req)
+	})
 }
 
 // DescribeGroup is answered by the leader, which holds the live members.
@@ -277,7 +289,9 @@ func (s *Server) DescribeGroup(ctx context.Context, req *api.DescribeGroupReques
 			out.Queues = append(out.Queues, &api.GroupQueue{Topic: q.Topic, Queue: q.Queue, Committed: q.Committed, MaxOffset: q.MaxOffset, Lag: q.Lag, MemberId: q.Member})
 		}
 		return out, nil
-	}, func(ctx context.Context, c api.BrokerClient) (*api.DescribeGroupResponse, error) { return c.DescribeGroup(ctx, req) })
+	}, func(ctx context.Context, c api.BrokerClient) (*api.DescribeGroupResponse, error) {
+		return c.DescribeGroup(ctx, req)
+	})
 }
 
 // ResetGroup moves a group's offsets.
@@ -292,7 +306,9 @@ func (s *Server) ResetGroup(ctx context.Context, req *api.ResetGroupRequest) (*a
 			out.Offsets = append(out.Offsets, &api.QueueOffset{Topic: o.Topic, Queue: o.Queue, Offset: o.Offset})
 		}
 		return out, nil
-	}, func(ctx context.Context, c api.BrokerClient) (*api.ResetGroupResponse, error) { return c.ResetGroup(ctx, req) })
+	}, func(ctx context.Context, c api.BrokerClient) (*api.ResetGroupResponse, error) {
+		return c.ResetGroup(ctx, req)
+	})
 }
 
 // Status reports the group as this node sees it.
@@ -323,7 +339,9 @@ func (s *Server) TransferLeader(ctx context.Context, req *api.TransferLeaderRequ
 			return nil, err
 		}
 		return &api.TransferLeaderResponse{LeaderId: id, TookUs: took.Microseconds()}, nil
-	}, func(ctx context.Context, c api.BrokerClient) (*api.TransferLeaderResponse, error) { return c.TransferLeader(ctx, req) })
+	}, func(ctx context.Context, c api.BrokerClient) (*api.TransferLeaderResponse, error) {
+		return c.TransferLeader(ctx, req)
+	})
 }
 
 // AddMember adds a node as non-voter and promotes it once caught up.
@@ -334,14 +352,18 @@ func (s *Server) AddMember(ctx context.Context, req *api.AddMemberRequest) (*api
 			return nil, err
 		}
 		return &api.AddMemberResponse{Voter: voter}, nil
-	}, func(ctx context.Context, c api.BrokerClient) (*api.AddMemberResponse, error) { return c.AddMember(ctx, req) })
+	}, func(ctx context.Context, c api.BrokerClient) (*api.AddMemberResponse, error) {
+		return c.AddMember(ctx, req)
+	})
 }
 
 // RemoveMember removes a node.
 func (s *Server) RemoveMember(ctx context.Context, req *api.RemoveMemberRequest) (*api.RemoveMemberResponse, error) {
 	return leaderOnly(ctx, s, func() (*api.RemoveMemberResponse, error) {
 		return &api.RemoveMemberResponse{}, s.b.RemoveMember(ctx, req.Id, req.Force)
-	}, func(ctx context.Context, c api.BrokerClient) (*api.RemoveMemberResponse, error) { return c.RemoveMember(ctx, req) })
+	}, func(ctx context.Context, c api.BrokerClient) (*api.RemoveMemberResponse, error) {
+		return c.RemoveMember(ctx, req)
+	})
 }
 
 // NodeState tells another node this node's role, applied index and load.
@@ -359,5 +381,7 @@ func (s *Server) Register(ctx context.Context, req *api.RegisterRequest) (*api.R
 	}
 	return leaderOnly(ctx, s, func() (*api.RegisterResponse, error) {
 		return &api.RegisterResponse{}, s.b.Register(ctx, n)
-	}, func(ctx context.Context, c api.BrokerClient) (*api.RegisterResponse, error) { return c.Register(ctx, req) })
+	}, func(ctx context.Context, c api.BrokerClient) (*api.RegisterResponse, error) {
+		return c.Register(ctx, req)
+	})
 }

@@ -1,0 +1,395 @@
+// Package client is the Go SDK of raftmq: a Client that finds the leader by
+// itself and survives leader changes, an idempotent Producer, a Consumer that
+// follows the broker's read-routing suggestions and takes part in consumer
+// groups, and the admin calls the CLI is built on.
+//
+// It speaks only the api/ protocol and never imports server packages.
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftmq/raftmq/api"
+)
+
+// Config of a Client.
+type Config struct {
+	// Servers are client API addresses of any nodes of the group.
+	Servers []string
+	// RequestTimeout bounds one attempt of one call (not the retries).
+	RequestTimeout time.Duration
+	// RetryTimeout bounds all attempts of a call whose context has no deadline.
+	RetryTimeout time.Duration
+}
+
+// DefaultConfig returns defaults for everything but Servers.
+func DefaultConfig() Config {
+	return Config{RequestTimeout: 3 * time.Second, RetryTimeout: 30 * time.Second}
+}
+
+// Client is safe for concurrent use.
+type Client struct {
+	cfg Config
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	leader string // client address of the leader, "" when unknown
+	closed bool
+}
+
+// New returns a client; it dials lazily, so it never fails for an
+// unreachable server.
+func New(cfg Config) (*Client, error) {
+	var servers []string
+	for _, s := range cfg.Servers {
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				servers = append(servers, p)
+			}
+		}
+	}
+	if len(servers) == 0 {
+		return nil, errors.New("no servers given (-s/--servers or RAFTMQ_SERVERS)")
+	}
+	cfg.Servers = servers
+	d := DefaultConfig()
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = d.RequestTimeout
+	}
+	if cfg.RetryTimeout <= 0 {
+		cfg.RetryTimeout = d.RetryTimeout
+	}
+	return &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}}, nil
+}
+
+// Close closes every connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for a, conn := range c.conns {
+		conn.Close()
+		delete(c.conns, a)
+	}
+	return nil
+}
+
+const maxMsgSize = 80 << 20
+
+func (c *Client) conn(addr string) (api.BrokerClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errors.New("client is closed")
+	}
+	if cc, ok := c.conns[addr]; ok {
+		return api.NewBrokerClient(cc), nil
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)))
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	c.conns[addr] = cc
+	return api.NewBrokerClient(cc), nil
+}
+
+// Retryable reports whether an error may go away by itself: no leader, a
+// leader change, a timeout of one attempt or an unreachable node.
+func Retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Canceled:
+		return true
+	}
+	return false
+}
+
+func (c *Client) leaderAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leader
+}
+
+func (c *Client) setLeader(addr string) {
+	c.mu.Lock()
+	c.leader = addr
+	c.mu.Unlock()
+}
+
+// candidates lists where to send a leader-bound call: the known leader
+// first, then every configured server.
+func (c *Client) candidates() []string {
+	out := []string{}
+	if l := c.leaderAddr(); l != "" {
+		out = append(out, l)
+	}
+	for _, s := range c.cfg.Servers {
+		if len(out) == 0 || s != out[0] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// refreshLeader asks every server at once who leads and takes the answer
+// with the highest term, so one dead or paused node costs no extra time.
+func (c *Client) refreshLeader(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	addrs := c.candidates()
+	answers := make(chan *api.StatusResponse, len(addrs))
+	for _, a := range addrs {
+		go func(a string) {
+			st, err := c.statusAt(ctx, a)
+			if err != nil {
+				st = nil
+			}
+			answers <- st
+		}(a)
+	}
+	var best *api.StatusResponse
+	for range addrs {
+		st := <-answers
+		if st != nil && st.LeaderAddress != "" && (best == nil || st.Term > best.Term) {
+			best = st
+			if st.LeaderId == st.AnsweredBy {
+				break // the leader itself answered
+			}
+		}
+	}
+	if best != nil {
+		c.setLeader(best.LeaderAddress)
+	} else {
+		c.setLeader("")
+	}
+}
+
+func (c *Client) statusAt(ctx context.Context, addr string) (*api.StatusResponse, error) {
+	cl, err := c.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	actx, cancel := context.WithTimeout(ctx, min(c.cfg.RequestTimeout, 2*time.Second))
+	defer cancel()
+	return cl.Status(actx, &api.StatusRequest{})
+}
+
+// do runs call against the leader (any node forwards, but the leader saves a
+// hop), retrying retryable errors with backoff until ctx or RetryTimeout ends.
+// call must be idempotent across retries (Producer makes sends so).
+func (c *Client) do(ctx context.Context, call func(context.Context, api.BrokerClient) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.RetryTimeout)
+		defer cancel()
+	}
+	backoff := 10 * time.Millisecond
+	var last error
+	for attempt := 0; ; attempt++ {
+		addrs := c.candidates()
+		addr := addrs[attempt%len(addrs)]
+		if attempt > 0 && c.leaderAddr() != "" {
+			addr = c.leaderAddr()
+		}
+		cl, err := c.conn(addr)
+		if err != nil {
+			return err
+		}
+		actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+		err = call(actx, cl)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		if !Retryable(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+		}
+		if status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded {
+			c.setLeader("")
+			c.refreshLeader(ctx)
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+		}
+		backoff = min(backoff*2, 200*time.Millisecond)
+	}
+}
+
+// Status asks any reachable node for the group's status.
+func (c *Client) Status(ctx context.Context) (*api.StatusResponse, error) {
+	var last error
+	for _, addr := range c.candidates() {
+		st, err := c.statusAt(ctx, addr)
+		if err == nil {
+			if st.LeaderAddress != "" {
+				c.setLeader(st.LeaderAddress)
+			}
+			return st, nil
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("no server answered: %w", last)
+}
+
+// StatusOf asks one node for its own view.
+func (c *Client) StatusOf(ctx context.Context, addr string) (*api.StatusResponse, error) {
+	return c.statusAt(ctx, addr)
+}
+
+// CreateTopic creates a topic with n queues.
+func (c *Client) CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (*api.TopicInfo, error) {
+	var out *api.TopicInfo
+	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
+		r, err := cl.CreateTopic(ctx, &api.CreateTopicRequest{Name: name, Queues: queues, IfNotExists: ifNotExists})
+		if err == nil {
+			out = r.Topic
+		}
+		return err
+	})
+	return out, err
+}
+
+// ListTopics lists topics as the leader knows them.
+func (c *Client) ListTopics(ctx context.Context) ([]*api.TopicInfo, error) {
+	var out []*api.TopicInfo
+	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
+		r, err := cl.ListTopics(ctx, &api.ListTopicsRequest{})
+		if err == nil {
+			out = r.Topics
+		}
+		return err
+	})
+	return out, err
+}
+
+// DescribeTopic describes a topic; the answer comes from the leader when one
+// is reachable, so max offsets are current.
+func (c *Client) DescribeTopic(ctx context.Context, name string) (*api.TopicInfo, error) {
+	var out *api.TopicInfo
+	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
+		r, err := cl.DescribeTopic(ctx, &api.DescribeTopicRequest{Name: name})
+		if err == nil {
+			out = r.Topic
+		}
+		return err
+	})
+	return out, err
+}
+
+// CommitOffsets stores a group's offsets.
+func (c *Client) CommitOffsets(ctx context.Context, group string, offsets []*api.QueueOffset) error {
+	return c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
+		_, err := cl.CommitOffsets(ctx, &api.CommitOffsetsRequest{Group: group, Offsets: offsets})
+		return err
+	})
+}
+
+// FetchOffsets returns a group's committed offsets for a topic.
+func (c *Client) FetchOffsets(ctx context.Context, group, topic string) (map[int32]uint64, error) {
+	out := map[int32]uint64{}
+	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
+		r, err := cl.FetchOffsets(ctx, &api.FetchOffsetsRequest{Group: group, Topic: topic})
+		if err == nil {
+			for _, o := range r.Offsets {
+				out[o.Queue] = o.Offset
+			}
+		}
+		return err
+	})
+	return out, err
+}
+
+// TransferLeader moves leadership to id ("" = most caught-up follower).
+func (c *Client) TransferLeader(ctx context.Context, id string) (*api.TransferLeaderResponse, error) {
+	var out *api.TransferLeaderResponse
+	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
+		r, err := cl.TransferLeader(ctx, &api.TransferLeaderRequest{To: id})
+		out = r
+		return err
+	})
+	if err == nil {
+		c.setLeader("")
+	}
+	return out, err
+}
+
+// AddMember adds a node and promotes it to voter once it has caught up.
+func (c *Client) AddMember(ctx context.Context, id, raftAddr string) (*api.AddMemberResponse, error) {
+	var out *api.AddMemberResponse
+	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
+		r, err := cl.AddMember(ctx, &api.AddMemberRequest{Id: id, RaftAddress: raftAddr})
+		out = r
+		return err
+	})
+	return out, err
+}
+
+// RemoveMember removes a node from the group.
+func (c *Client) RemoveMember(ctx context.Context, id string, force bool) error {
+	return c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
+		_, err := cl.RemoveMember(ctx, &api.RemoveMemberRequest{Id: id, Force: force})
+		return err
+	})
+}
+
+// ListGroups lists consumer groups.
+func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
+	var out []string
+	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
+		r, err := cl.ListGroups(ctx, &api.ListGroupsRequest{})
+		if err == nil {
+			out = r.Groups
+		}
+		return err
+	})
+	return out, err
+}
+
+// DescribeGroup describes a consumer group.
+func (c *Client) DescribeGroup(ctx context.Context, group string) (*api.DescribeGroupResponse, error) {
+	var out *api.DescribeGroupResponse
+	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
+		r, err := cl.DescribeGroup(ctx, &api.DescribeGroupRequest{Group: group})
+		out = r
+		return err
+	})
+	return out, err
+}
+
+// ResetGroup moves a group's offsets for a topic to "earliest", "latest" or
+// an offset.
+func (c *Client) ResetGroup(ctx context.Context, group, topic, to string) ([]*api.QueueOffset, error) {
+	var out []*api.QueueOffset
+	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
+		r, err := cl.ResetGroup(ctx, &api.ResetGroupRequest{Group: group, Topic: topic, To: to})
+		if err == nil {
+			out = r.Offsets
+		}
+		return err
+	})
+	return out, err
+}
+
+func randomID(prefix string) string {
+	var b [8]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}

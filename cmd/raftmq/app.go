@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftmq/raftmq/client"
+)
+
+// exitError carries a specific exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
+}
+
+// Run runs the CLI with args (args[0] is the program name).
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	app := &cli.App{
+		Name:  "raftmq",
+		Usage: "a RocketMQ-style message broker whose broker group is one Raft cluster",
+		Description: "Every flag can also be set with an environment variable RAFTMQ_<FLAG>, e.g. RAFTMQ_SERVERS.\n" +
+			"Start with `raftmq demo` to watch a three-node group survive the loss of its leader.",
+		Reader:                 stdin,
+		Writer:                 stdout,
+		ErrWriter:              stderr,
+		HideHelpCommand:        true,
+		Suggest:                true,
+		UseShortOptionHandling: true,
+		ExitErrHandler:         func(*cli.Context, error) {}, // Run returns errors; main prints them
+		Commands: []*cli.Command{
+			serverCommand(),
+			healthCommand(),
+			statusCommand(),
+			topicCommand(),
+			produceCommand(),
+			consumeCommand(),
+			leaderCommand(),
+			memberCommand(),
+			groupCommand(),
+			demoCommand(),
+			benchCommand(),
+		},
+	}
+	for _, c := range app.Commands {
+		addEnv(c)
+	}
+	return app.RunContext(ctx, interspersed(app.Commands, args))
+}
+
+// interspersed moves flags that follow positional arguments in front of
+// them, so `raftmq topic create orders --queues 4` works: urfave/cli stops
+// parsing flags at the first positional argument.
+func interspersed(cmds []*cli.Command, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	out := []string{args[0]}
+	rest := args[1:]
+	var leaf *cli.Command
+	for len(rest) > 0 {
+		var next *cli.Command
+		for _, c := range cmds {
+			if c.HasName(rest[0]) {
+				next = c
+			}
+		}
+		if next == nil {
+			break
+		}
+		leaf, cmds = next, next.Subcommands
+		out = append(out, rest[0])
+		rest = rest[1:]
+	}
+	if leaf == nil {
+		return args
+	}
+	var flags, pos []string
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" {
+			pos = append(pos, rest[i:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		for _, f := range leaf.Flags {
+			for _, n := range f.Names() {
+				if n != name {
+					continue
+				}
+				if _, isBool := f.(*cli.BoolFlag); !isBool && i+1 < len(rest) {
+					i++
+					flags = append(flags, rest[i])
+				}
+			}
+		}
+	}
+	return append(append(out, flags...), pos...)
+}
+
+// addEnv gives every flag of c and its subcommands an RAFTMQ_<NAME> variable.
+func addEnv(c *cli.Command) {
+	for _, f := range c.Flags {
+		name := "RAFTMQ_" + strings.ToUpper(strings.ReplaceAll(f.Names()[0], "-", "_"))
+		switch fl := f.(type) {
+		case *cli.StringFlag:
+			fl.EnvVars = append(fl.EnvVars, name)
+		case *cli.IntFlag:
+			fl.EnvVars = append(fl.EnvVars, name)
+		case *cli.Int64Flag:
+			fl.EnvVars = append(fl.EnvVars, name)
+		case *cli.Uint64Flag:
+			fl.EnvVars = append(fl.EnvVars, name)
+		case *cli.Float64Flag:
+			fl.EnvVars = append(fl.EnvVars, name)
+		case *cli.BoolFlag:
+			fl.EnvVars = append(fl.EnvVars, name)
+		case *cli.DurationFlag:
+			fl.EnvVars = append(fl.EnvVars, name)
+		case *cli.StringSliceFlag:
+			fl.EnvVars = append(fl.EnvVars, name)
+		}
+	}
+	for _, sc := range c.Subcommands {
+		addEnv(sc)
+	}
+}
+
+// Flags shared by the client commands.
+var (
+	serversFlag = &cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: "127.0.0.1:9001",
+		Usage: "comma list of client API addresses of any nodes of the group"}
+	timeoutFlag = &cli.DurationFlag{Name: "timeout", Value: 30 * time.Second,
+		Usage: "give up on a request (after retries across leader changes) after this long"}
+	jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON for machines"}
+)
+
+func clientFlags(extra ...cli.Flag) []cli.Flag {
+	return append([]cli.Flag{serversFlag, timeoutFlag}, extra...)
+}
+
+func newClient(c *cli.Context) (*client.Client, error) {
+	cfg := client.DefaultConfig()
+	cfg.Servers = []string{c.String("servers")}
+	cfg.RetryTimeout = c.Duration("timeout")
+	return client.New(cfg)
+}
+
+// opCtx bounds one CLI operation by --timeout.
+func opCtx(c *cli.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.Context, c.Duration("timeout"))
+}
+
+// clean turns gRPC errors into their message only.
+func clean(err error) error {
+	if err == nil {
+		return nil
+	}
+	if s, ok := status.FromError(err); ok {
+		return errors.New(s.Message())
+	}
+	return err
+}

@@ -1,0 +1,658 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/client"
+)
+
+func healthCommand() *cli.Command {
+	return &cli.Command{
+		Name:        "health",
+		Usage:       "exit 0 when the node at -s answers and knows a leader (for container health checks)",
+		Flags:       []cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: "127.0.0.1:9001", Usage: "the node to check"}},
+		Description: "Only the first address of -s is checked; the check takes at most 2 seconds.",
+		Action: func(c *cli.Context) error {
+			cl, err := client.New(client.Config{Servers: []string{c.String("servers")}, RequestTimeout: 2 * time.Second})
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			addr := strings.Split(c.String("servers"), ",")[0]
+			st, err := cl.StatusOf(c.Context, addr)
+			if err != nil {
+				return &exitError{2, fmt.Errorf("%s does not answer: %w", addr, clean(err))}
+			}
+			if st.LeaderId == "" {
+				return &exitError{3, fmt.Errorf("%s answers but knows no leader", addr)}
+			}
+			fmt.Fprintf(c.App.Writer, "ok: %s, leader %s, term %d\n", st.AnsweredBy, st.LeaderId, st.Term)
+			return nil
+		},
+	}
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show the group: term, leader, and every node's role, indexes, load and health",
+		Flags: clientFlags(jsonFlag),
+		Action: func(c *cli.Context) error {
+			cl, err := newClient(c)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx, cancel := opCtx(c)
+			defer cancel()
+			st, err := cl.Status(ctx)
+			if err != nil {
+				return clean(err)
+			}
+			if c.Bool("json") {
+				return printJSON(c.App.Writer, statusJSON(st))
+			}
+			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+			leader := st.LeaderId
+			if leader == "" {
+				leader = "(none)"
+			}
+			fmt.Fprintf(w, "group %s   term %d   leader %s %s   (answered by %s)\n\n", st.Group, st.Term, leader, st.LeaderAddress, st.AnsweredBy)
+			fmt.Fprintln(w, "ID\tROLE\tHEALTHY\tCLIENT\tRAFT\tAPPLIED\tCOMMIT\tLAST\tLAG\tLOAD\tVOTER")
+			for _, n := range st.Nodes {
+				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%.2f\t%v\n", n.Id, n.Role, n.Healthy, n.ClientAddress, n.RaftAddress,
+					n.AppliedIndex, n.CommitIndex, n.LastIndex, n.Lag, n.Load, n.Voter)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+type nodeJSON struct {
+	ID            string  `json:"id"`
+	Role          string  `json:"role"`
+	RaftAddress   string  `json:"raft_address"`
+	ClientAddress string  `json:"client_address"`
+	HTTPAddress   string  `json:"http_address,omitempty"`
+	AppliedIndex  uint64  `json:"applied_index"`
+	CommitIndex   uint64  `json:"commit_index"`
+	LastIndex     uint64  `json:"last_index"`
+	FirstIndex    uint64  `json:"first_index"`
+	Healthy       bool    `json:"healthy"`
+	Voter         bool    `json:"voter"`
+	Term          uint64  `json:"term"`
+	Load          float64 `json:"load"`
+	Lag           uint64  `json:"lag"`
+	Error         string  `json:"error,omitempty"`
+}
+
+type statusOut struct {
+	Group         string     `json:"group"`
+	Term          uint64     `json:"term"`
+	LeaderID      string     `json:"leader_id"`
+	LeaderAddress string     `json:"leader_address"`
+	AnsweredBy    string     `json:"answered_by"`
+	LeaderChanges uint64     `json:"leader_changes"`
+	Nodes         []nodeJSON `json:"nodes"`
+}
+
+func statusJSON(st *api.StatusResponse) statusOut {
+	out := statusOut{Group: st.Group, Term: st.Term, LeaderID: st.LeaderId, LeaderAddress: st.LeaderAddress,
+		AnsweredBy: st.AnsweredBy, LeaderChanges: st.LeaderChanges, Nodes: []nodeJSON{}}
+	for _, n := range st.Nodes {
+		out.Nodes = append(out.Nodes, nodeJSON{ID: n.Id, Role: n.Role, RaftAddress: n.RaftAddress, ClientAddress: n.ClientAddress,
+			HTTPAddress: n.HttpAddress, AppliedIndex: n.AppliedIndex, CommitIndex: n.CommitIndex, LastIndex: n.LastIndex,
+			FirstIndex: n.FirstIndex, Healthy: n.Healthy, Voter: n.Voter, Term: n.Term, Load: n.Load, Lag: n.Lag, Error: n.Error})
+	}
+	return out
+}
+
+func printJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+func topicCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "topic",
+		Usage: "create, list and describe topics",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "create",
+				Usage:     "create a topic",
+				ArgsUsage: "NAME",
+				Flags: clientFlags(&cli.IntFlag{Name: "queues", Aliases: []string{"q"}, Value: 4, Usage: "number of queues (1..1024)"},
+					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed when the topic exists with the same queue count"}),
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return errors.New("topic create: want exactly one NAME")
+					}
+					return withClient(c, func(ctx context.Context, cl *client.Client) error {
+						ti, err := cl.CreateTopic(ctx, c.Args().First(), int32(c.Int("queues")), c.Bool("if-not-exists"))
+						if err != nil {
+							return clean(err)
+						}
+						fmt.Fprintf(c.App.Writer, "created topic %s with %d queues\n", ti.Name, ti.Queues)
+						return nil
+					})
+				},
+			},
+			{
+				Name:  "list",
+				Usage: "list topics",
+				Flags: clientFlags(jsonFlag),
+				Action: func(c *cli.Context) error {
+					return withClient(c, func(ctx context.Context, cl *client.Client) error {
+						ts, err := cl.ListTopics(ctx)
+						if err != nil {
+							return clean(err)
+						}
+						if c.Bool("json") {
+							return printJSON(c.App.Writer, topicsJSON(ts))
+						}
+						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+						fmt.Fprintln(w, "TOPIC\tQUEUES\tMESSAGES")
+						for _, t := range ts {
+							var n uint64
+							for _, q := range t.QueueInfo {
+								n += q.MaxOffset - q.MinOffset
+							}
+							fmt.Fprintf(w, "%s\t%d\t%d\n", t.Name, t.Queues, n)
+						}
+						return w.Flush()
+					})
+				},
+			},
+			{
+				Name:      "describe",
+				Usage:     "show a topic's queues with their min and max offsets",
+				ArgsUsage: "NAME",
+				Flags:     clientFlags(jsonFlag),
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return errors.New("topic describe: want exactly one NAME")
+					}
+					return withClient(c, func(ctx context.Context, cl *client.Client) error {
+						t, err := cl.DescribeTopic(ctx, c.Args().First())
+						if err != nil {
+							return clean(err)
+						}
+						if c.Bool("json") {
+							return printJSON(c.App.Writer, topicsJSON([]*api.TopicInfo{t})[0])
+						}
+						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+						fmt.Fprintf(w, "topic %s, %d queues\n", t.Name, t.Queues)
+						fmt.Fprintln(w, "QUEUE\tMIN\tMAX")
+						for _, q := range t.QueueInfo {
+							fmt.Fprintf(w, "%d\t%d\t%d\n", q.Queue, q.MinOffset, q.MaxOffset)
+						}
+						return w.Flush()
+					})
+				},
+			},
+		},
+	}
+}
+
+type queueJSON struct {
+	Queue     int32  `json:"queue"`
+	MinOffset uint64 `json:"min_offset"`
+	MaxOffset uint64 `json:"max_offset"`
+}
+
+type topicJSON struct {
+	Name   string      `json:"name"`
+	Queues []queueJSON `json:"queues"`
+}
+
+func topicsJSON(ts []*api.TopicInfo) []topicJSON {
+	out := []topicJSON{}
+	for _, t := range ts {
+		tj := topicJSON{Name: t.Name, Queues: []queueJSON{}}
+		for _, q := range t.QueueInfo {
+			tj.Queues = append(tj.Queues, queueJSON{q.Queue, q.MinOffset, q.MaxOffset})
+		}
+		out = append(out, tj)
+	}
+	return out
+}
+
+func withClient(c *cli.Context, f func(context.Context, *client.Client) error) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := opCtx(c)
+	defer cancel()
+	return f(ctx, cl)
+}
+
+func produceCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "produce",
+		Usage:     "send messages: the arguments, or else one message per line of stdin",
+		ArgsUsage: "[MESSAGE...]",
+		Flags: clientFlags(
+			&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (required)"},
+			&cli.StringFlag{Name: "key", Aliases: []string{"k"}, Usage: "message key: one key goes to one queue, in order"},
+			&cli.StringFlag{Name: "tag", Usage: "message tag"},
+			&cli.IntFlag{Name: "queue", Aliases: []string{"q"}, Value: -1, Usage: "explicit queue (default: by key hash, else round robin)"},
+			&cli.StringSliceFlag{Name: "property", Aliases: []string{"p"}, Usage: "message property k=v (repeatable)"},
+			&cli.IntFlag{Name: "batch", Value: 64, Usage: "stdin lines per request"},
+			&cli.IntFlag{Name: "inflight", Value: 8, Usage: "requests in flight"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (one object per acknowledged message)"},
+		),
+		Action: runProduce,
+	}
+}
+
+type ackJSON struct {
+	Queue  int32  `json:"queue"`
+	Offset uint64 `json:"offset"`
+	ID     string `json:"id"`
+	Body   string `json:"body,omitempty"`
+}
+
+func runProduce(c *cli.Context) error {
+	topic := c.String("topic")
+	if topic == "" {
+		return errors.New("produce: --topic is required")
+	}
+	format := c.String("format")
+	if format != "text" && format != "json" {
+		return fmt.Errorf("--format %q: want text or json", format)
+	}
+	props := map[string]string{}
+	for _, p := range c.StringSlice("property") {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--property %q: want k=v", p)
+		}
+		props[k] = v
+	}
+	if len(props) == 0 {
+		props = nil
+	}
+	var queue *int32
+	if q := c.Int("queue"); q >= 0 {
+		q32 := int32(q)
+		queue = &q32
+	}
+	batchSize, inflight := max(c.Int("batch"), 1), max(c.Int("inflight"), 1)
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	p := cl.NewProducer()
+
+	batches := make(chan []string)
+	go func() {
+		defer close(batches)
+		if c.NArg() > 0 {
+			batches <- c.Args().Slice()
+			return
+		}
+		sc := bufio.NewScanner(c.App.Reader)
+		sc.Buffer(make([]byte, 64<<10), 64<<20)
+		var cur []string
+		for sc.Scan() {
+			cur = append(cur, sc.Text())
+			if len(cur) == batchSize {
+				batches <- cur
+				cur = nil
+			}
+		}
+		if len(cur) > 0 {
+			batches <- cur
+		}
+	}()
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		failed int
+		acked  int
+		first  error
+	)
+	sem := make(chan struct{}, inflight)
+	out := bufio.NewWriter(c.App.Writer)
+	for lines := range batches {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(lines []string) {
+			defer func() { <-sem; wg.Done() }()
+			msgs := make([]client.Message, len(lines))
+			for i, l := range lines {
+				msgs[i] = client.Message{Key: c.String("key"), Tag: c.String("tag"), Properties: props, Body: []byte(l), Queue: queue}
+			}
+			ctx, cancel := opCtx(c)
+			acks, err := p.Send(ctx, topic, msgs...)
+			cancel()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed += len(lines)
+				if first == nil {
+					first = clean(err)
+				}
+				return
+			}
+			acked += len(acks)
+			for i, a := range acks {
+				if format == "json" {
+					b, _ := json.Marshal(ackJSON{Queue: a.Queue, Offset: a.Offset, ID: a.Id, Body: lines[i]})
+					out.Write(append(b, '\n'))
+				} else {
+					fmt.Fprintf(out, "queue %d offset %d id %s\n", a.Queue, a.Offset, a.Id)
+				}
+			}
+		}(lines)
+	}
+	wg.Wait()
+	out.Flush()
+	if failed > 0 {
+		return fmt.Errorf("%d message(s) not acknowledged (%d acknowledged): %w", failed, acked, first)
+	}
+	return nil
+}
+
+func consumeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "consume",
+		Usage: "read messages of a topic as a member of a consumer group",
+		Description: "Without --follow it exits once it has read up to the end every queue had when it started\n" +
+			"(or after --max messages); with --follow it keeps reading until interrupted. Offsets are\n" +
+			"committed for the group as it goes and on exit.",
+		Flags: clientFlags(
+			&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (required)"},
+			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Value: "raftmq-cli", Usage: "consumer group"},
+			&cli.StringFlag{Name: "from", Value: "earliest", Usage: "where a group with no committed offset starts: earliest or latest"},
+			&cli.IntFlag{Name: "max", Aliases: []string{"n"}, Usage: "stop after this many messages (0: no limit)"},
+			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep consuming until interrupted"},
+			&cli.BoolFlag{Name: "follower-reads", Value: true, Usage: "follow the broker's suggestion of which node to pull from"},
+			&cli.IntSliceFlag{Name: "queue", Aliases: []string{"q"}, Usage: "read only these queues, outside the group's assignment"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (one object per message)"},
+		),
+		Action: runConsume,
+	}
+}
+
+type msgJSON struct {
+	Topic      string            `json:"topic"`
+	Queue      int32             `json:"queue"`
+	Offset     uint64            `json:"offset"`
+	ID         string            `json:"id"`
+	Key        string            `json:"key,omitempty"`
+	Tag        string            `json:"tag,omitempty"`
+	Properties map[string]string `json:"properties,omitempty"`
+	Body       string            `json:"body"`
+	Timestamp  int64             `json:"timestamp_ms"`
+	Node       string            `json:"node"`
+}
+
+func runConsume(c *cli.Context) error {
+	topic := c.String("topic")
+	if topic == "" {
+		return errors.New("consume: --topic is required")
+	}
+	format := c.String("format")
+	if format != "text" && format != "json" {
+		return fmt.Errorf("--format %q: want text or json", format)
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	cfg := client.DefaultConsumerConfig(topic, c.String("group"))
+	cfg.From = c.String("from")
+	cfg.FollowerReads = c.Bool("follower-reads")
+	for _, q := range c.IntSlice("queue") {
+		cfg.Queues = append(cfg.Queues, int32(q))
+	}
+	if !c.Bool("follow") {
+		cfg.Wait = 200 * time.Millisecond
+	}
+	cons, err := cl.NewConsumer(cfg)
+	if err != nil {
+		return err
+	}
+	var end map[int32]uint64
+	if !c.Bool("follow") {
+		ctx, cancel := opCtx(c)
+		ti, err := cl.DescribeTopic(ctx, topic)
+		cancel()
+		if err != nil {
+			return clean(err)
+		}
+		end = map[int32]uint64{}
+		for _, q := range ti.QueueInfo {
+			end[q.Queue] = q.MaxOffset
+		}
+	}
+	out := bufio.NewWriter(c.App.Writer)
+	defer out.Flush()
+	limit, n := c.Int("max"), 0
+	ctx := c.Context
+	var runErr error
+	idle := time.Now()
+	for ctx.Err() == nil && (limit == 0 || n < limit) {
+		recs, err := cons.Poll(ctx)
+		if err != nil && ctx.Err() == nil {
+			if !client.Retryable(err) {
+				runErr = clean(err)
+				break
+			}
+			if time.Since(idle) > c.Duration("timeout") {
+				runErr = fmt.Errorf("no progress for %s: %w", c.Duration("timeout"), clean(err))
+				break
+			}
+			continue
+		}
+		if len(recs) > 0 {
+			idle = time.Now()
+		}
+		sort.SliceStable(recs, func(i, j int) bool {
+			if recs[i].Queue != recs[j].Queue {
+				return recs[i].Queue < recs[j].Queue
+			}
+			return recs[i].Offset < recs[j].Offset
+		})
+		for _, r := range recs {
+			if limit > 0 && n >= limit {
+				// Not printed: rewind so that the group does not commit it.
+				cons.Seek(r.Queue, r.Offset)
+				continue
+			}
+			n++
+			if format == "json" {
+				b, _ := json.Marshal(msgJSON{Topic: r.Topic, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Key: r.Key, Tag: r.Tag,
+					Properties: r.Properties, Body: string(r.Body), Timestamp: r.TimestampMs, Node: r.ServedBy})
+				out.Write(append(b, '\n'))
+			} else {
+				fmt.Fprintf(out, "%d:%d\t%s\n", r.Queue, r.Offset, r.Body)
+			}
+		}
+		out.Flush()
+		if end != nil && cons.CaughtUp(end) {
+			break
+		}
+		if end != nil && len(cons.Assigned()) == 0 && time.Since(idle) > 5*time.Second {
+			runErr = errors.New("no queues assigned to this consumer: the group's other members hold them all")
+			break
+		}
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cons.Close(cctx); err != nil && runErr == nil {
+		runErr = clean(err)
+	}
+	return runErr
+}
+
+func leaderCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "leader",
+		Usage: "leadership operations",
+		Subcommands: []*cli.Command{{
+			Name:  "transfer",
+			Usage: "move leadership to another node (default: the most caught-up follower)",
+			Flags: clientFlags(&cli.StringFlag{Name: "to", Usage: "node id of the new leader"}),
+			Action: func(c *cli.Context) error {
+				return withClient(c, func(ctx context.Context, cl *client.Client) error {
+					r, err := cl.TransferLeader(ctx, c.String("to"))
+					if err != nil {
+						return clean(err)
+					}
+					fmt.Fprintf(c.App.Writer, "leader is now %s (transfer took %.1f ms)\n", r.LeaderId, float64(r.TookUs)/1000)
+					return nil
+				})
+			},
+		}},
+	}
+}
+
+func memberCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "member",
+		Usage: "add or remove nodes of the group",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "add",
+				Usage:     "add a node (started without --peers) as a non-voter and promote it once caught up",
+				ArgsUsage: "ID@RAFTADDR",
+				Flags:     clientFlags(),
+				Action: func(c *cli.Context) error {
+					id, addr, ok := strings.Cut(c.Args().First(), "@")
+					if c.NArg() != 1 || !ok || id == "" || addr == "" {
+						return errors.New("member add: want exactly one ID@RAFTADDR")
+					}
+					return withClient(c, func(ctx context.Context, cl *client.Client) error {
+						r, err := cl.AddMember(ctx, id, addr)
+						if err != nil {
+							return clean(err)
+						}
+						fmt.Fprintf(c.App.Writer, "%s added (voter: %v)\n", id, r.Voter)
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "remove",
+				Usage:     "remove a node from the group",
+				ArgsUsage: "ID",
+				Flags:     clientFlags(&cli.BoolFlag{Name: "force", Usage: "remove even the leader, or below a fault-tolerant quorum"}),
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return errors.New("member remove: want exactly one ID")
+					}
+					return withClient(c, func(ctx context.Context, cl *client.Client) error {
+						if err := cl.RemoveMember(ctx, c.Args().First(), c.Bool("force")); err != nil {
+							return clean(err)
+						}
+						fmt.Fprintf(c.App.Writer, "%s removed\n", c.Args().First())
+						return nil
+					})
+				},
+			},
+		},
+	}
+}
+
+func groupCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "group",
+		Usage: "list, describe and reset consumer groups",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "list",
+				Usage: "list consumer groups",
+				Flags: clientFlags(),
+				Action: func(c *cli.Context) error {
+					return withClient(c, func(ctx context.Context, cl *client.Client) error {
+						gs, err := cl.ListGroups(ctx)
+						if err != nil {
+							return clean(err)
+						}
+						for _, g := range gs {
+							fmt.Fprintln(c.App.Writer, g)
+						}
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "describe",
+				Usage:     "show a group's members, assigned queues, committed offsets and lag",
+				ArgsUsage: "GROUP",
+				Flags:     clientFlags(jsonFlag),
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return errors.New("group describe: want exactly one GROUP")
+					}
+					return withClient(c, func(ctx context.Context, cl *client.Client) error {
+						g, err := cl.DescribeGroup(ctx, c.Args().First())
+						if err != nil {
+							return clean(err)
+						}
+						if c.Bool("json") {
+							return printJSON(c.App.Writer, g)
+						}
+						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+						fmt.Fprintf(w, "group %s, generation %d, %d member(s)\n", g.Group, g.Generation, len(g.Members))
+						fmt.Fprintln(w, "TOPIC\tQUEUE\tCOMMITTED\tMAX\tLAG\tMEMBER")
+						for _, q := range g.Queues {
+							committed := "-"
+							if q.Committed >= 0 {
+								committed = strconv.FormatInt(q.Committed, 10)
+							}
+							fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%s\n", q.Topic, q.Queue, committed, q.MaxOffset, q.Lag, q.MemberId)
+						}
+						return w.Flush()
+					})
+				},
+			},
+			{
+				Name:      "reset",
+				Usage:     "move a group's offsets (only while it has no members)",
+				ArgsUsage: "GROUP",
+				Flags: clientFlags(&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (required)"},
+					&cli.StringFlag{Name: "to", Value: "earliest", Usage: "earliest, latest or an offset"}),
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 || c.String("topic") == "" {
+						return errors.New("group reset: want GROUP and --topic")
+					}
+					return withClient(c, func(ctx context.Context, cl *client.Client) error {
+						offs, err := cl.ResetGroup(ctx, c.Args().First(), c.String("topic"), c.String("to"))
+						if err != nil {
+							return clean(err)
+						}
+						for _, o := range offs {
+							fmt.Fprintf(c.App.Writer, "%s queue %d -> %d\n", o.Topic, o.Queue, o.Offset)
+						}
+						return nil
+					})
+				},
+			},
+		},
+	}
+}

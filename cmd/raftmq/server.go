@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/raftlog"
+)
+
+func serverCommand() *cli.Command {
+	d := server.DefaultConfig()
+	return &cli.Command{
+		Name:  "server",
+		Usage: "run a node of a broker group",
+		Description: "Start the three nodes of a group with the same --peers list; a node bootstraps the group\n" +
+			"only when its data directory is empty, and rejoins with its data otherwise.\n\n" +
+			"   raftmq server --id n1 --data /tmp/g/n1 --raft 127.0.0.1:7001 --listen 127.0.0.1:9001 \\\n" +
+			"       --http 127.0.0.1:8001 --peers n1@127.0.0.1:7001,n2@127.0.0.1:7002,n3@127.0.0.1:7003\n\n" +
+			"A node added later with `raftmq member add` is started without --peers.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "id", Usage: "unique node id (required)"},
+			&cli.StringFlag{Name: "data", Usage: "data directory (required)"},
+			&cli.StringFlag{Name: "group", Value: d.Broker.Group, Usage: "broker group name"},
+			&cli.StringFlag{Name: "raft", Value: "127.0.0.1:7001", Usage: "Raft listen address"},
+			&cli.StringFlag{Name: "raft-advertise", Usage: "Raft address other nodes dial (default: --raft)"},
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9001", Usage: "client API (gRPC) listen address"},
+			&cli.StringFlag{Name: "advertise", Usage: "client API address told to clients (default: --listen)"},
+			&cli.StringFlag{Name: "peer-advertise", Usage: "client API address other nodes use (default: --advertise)"},
+			&cli.StringFlag{Name: "http", Value: "127.0.0.1:8001", Usage: "HTTP address for /metrics, /healthz and /readyz (empty: off)"},
+			&cli.StringFlag{Name: "peers", Usage: "initial voters as ID@RAFTADDR,... (must include this node)"},
+			&cli.StringFlag{Name: "log-store", Value: d.LogStore, Usage: "Raft log store: wal (raft-wal) or bolt (raft-boltdb)"},
+			&cli.DurationFlag{Name: "heartbeat-timeout", Value: d.Raft.HeartbeatTimeout, Usage: "Raft heartbeat timeout"},
+			&cli.DurationFlag{Name: "election-timeout", Value: d.Raft.ElectionTimeout, Usage: "Raft election timeout"},
+			&cli.DurationFlag{Name: "commit-timeout", Value: d.Raft.CommitTimeout, Usage: "Raft commit timeout (follower visibility)"},
+			&cli.StringFlag{Name: "preferred-leader", Usage: "hand leadership to this node id whenever it is healthy and caught up"},
+			&cli.BoolFlag{Name: "auto-create-topics", Value: d.Broker.AutoCreateTopics, Usage: "create unknown topics on first produce"},
+			&cli.IntFlag{Name: "default-queues", Value: d.Broker.DefaultQueues, Usage: "queues of auto-created topics"},
+			&cli.IntFlag{Name: "max-message-bytes", Value: d.Broker.MaxMessageBytes, Usage: "largest accepted message body"},
+			&cli.IntFlag{Name: "max-batch-bytes", Value: d.Broker.MaxBatchBytes, Usage: "group commit closes a Raft entry at this size"},
+			&cli.Uint64Flag{Name: "cold-read-bytes", Value: d.Broker.ColdReadBytes, Usage: "a consumer further behind than this is sent to a follower (default 40% of RAM)"},
+			&cli.Float64Flag{Name: "load-threshold", Value: d.Broker.LoadThreshold, Usage: "leader load (max of CPU share, produce queue fill, read rate/200k msg/s) above which consumers go to followers"},
+			&cli.Uint64Flag{Name: "max-follower-lag", Value: d.Broker.MaxFollowerLag, Usage: "log entries a follower may lag before it sends consumers to the leader"},
+			&cli.Uint64Flag{Name: "snapshot-threshold", Value: d.Raft.SnapshotThreshold, Usage: "log entries between FSM snapshots (bounds restart replay)"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
+		},
+		Action: runServer,
+	}
+}
+
+func runServer(c *cli.Context) error {
+	cfg := server.DefaultConfig()
+	cfg.DataDir = c.String("data")
+	cfg.LogStore = c.String("log-store")
+	cfg.Listen = c.String("listen")
+	cfg.HTTP = c.String("http")
+	if cfg.LogStore != raftlog.KindWAL && cfg.LogStore != raftlog.KindBolt {
+		return fmt.Errorf("--log-store %q: want wal or bolt", cfg.LogStore)
+	}
+	var err error
+	if c.String("peers") != "" {
+		if cfg.Raft.Peers, err = election.ParsePeers(c.String("peers")); err != nil {
+			return fmt.Errorf("--peers: %w", err)
+		}
+	}
+	cfg.Raft.ID = c.String("id")
+	cfg.Raft.BindAddr = c.String("raft")
+	cfg.Raft.AdvertiseAddr = c.String("raft-advertise")
+	cfg.Raft.HeartbeatTimeout = c.Duration("heartbeat-timeout")
+	cfg.Raft.ElectionTimeout = c.Duration("election-timeout")
+	cfg.Raft.CommitTimeout = c.Duration("commit-timeout")
+	cfg.Raft.SnapshotThreshold = c.Uint64("snapshot-threshold")
+	if cfg.Raft.LeaderLeaseTimeout > cfg.Raft.HeartbeatTimeout || c.IsSet("heartbeat-timeout") {
+		cfg.Raft.LeaderLeaseTimeout = cfg.Raft.HeartbeatTimeout / 2
+	}
+	cfg.Broker.Group = c.String("group")
+	cfg.Broker.ClientAddr = c.String("advertise")
+	if cfg.Broker.ClientAddr == "" {
+		cfg.Broker.ClientAddr = cfg.Listen
+	}
+	cfg.Broker.PeerAddr = c.String("peer-advertise")
+	cfg.Broker.HTTPAddr = cfg.HTTP
+	cfg.Broker.PreferredLeader = c.String("preferred-leader")
+	cfg.Broker.AutoCreateTopics = c.Bool("auto-create-topics")
+	cfg.Broker.DefaultQueues = c.Int("default-queues")
+	cfg.Broker.MaxMessageBytes = c.Int("max-message-bytes")
+	cfg.Broker.MaxBatchBytes = c.Int("max-batch-bytes")
+	cfg.Broker.ColdReadBytes = c.Uint64("cold-read-bytes")
+	cfg.Broker.LoadThreshold = c.Float64("load-threshold")
+	cfg.Broker.MaxFollowerLag = c.Uint64("max-follower-lag")
+	level := hclog.LevelFromString(c.String("log-level"))
+	if level == hclog.NoLevel {
+		return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
+	}
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: cfg.Raft.ID, Level: level, Output: c.App.ErrWriter, TimeFormat: "15:04:05.000"})
+
+	s, err := server.Start(cfg)
+	if err != nil {
+		return err
+	}
+	<-c.Context.Done()
+	cfg.Logger.Info("signal received: stopping (a leader hands over leadership first)")
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(15 * time.Second):
+		fmt.Fprintln(os.Stderr, "raftmq: shutdown took longer than 15s; exiting")
+		return nil
+	}
+}
