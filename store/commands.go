@@ -1,14 +1,16 @@
 package store
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 
 	"github.com/raftmq/raftmq/raftlog"
 )
 
 // Metadata commands are rare and small, so they are JSON behind the
-// raftlog.CmdMeta type byte. Produce batches use raftlog's binary codec.
+// raftlog.CmdMeta type byte and a CRC32C of the JSON. Produce batches use raftlog's binary codec.
 const (
 	opCreateTopic   = "create_topic"
 	opCommitOffsets = "commit_offsets"
@@ -38,15 +40,21 @@ func encodeMeta(c *metaCmd) []byte {
 	if err != nil {
 		panic(fmt.Sprintf("encode %s command: %v", c.Op, err)) // only plain fields: cannot fail
 	}
-	return append([]byte{byte(raftlog.CmdMeta)}, b...)
+	out := make([]byte, 5, 5+len(b))
+	out[0] = byte(raftlog.CmdMeta)
+	binary.BigEndian.PutUint32(out[1:5], crc32.Checksum(b, castagnoli))
+	return append(out, b...)
 }
 
 func decodeMeta(data []byte) (*metaCmd, error) {
-	if len(data) < 1 || raftlog.CommandType(data[0]) != raftlog.CmdMeta {
+	if len(data) < 5 || raftlog.CommandType(data[0]) != raftlog.CmdMeta {
 		return nil, fmt.Errorf("%w: not a metadata command", ErrCorruptCommand)
 	}
+	if got, want := crc32.Checksum(data[5:], castagnoli), binary.BigEndian.Uint32(data[1:5]); got != want {
+		return nil, fmt.Errorf("%w: metadata crc32c %08x, header says %08x", ErrCorruptCommand, got, want)
+	}
 	var c metaCmd
-	if err := json.Unmarshal(data[1:], &c); err != nil {
+	if err := json.Unmarshal(data[5:], &c); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorruptCommand, err)
 	}
 	if (c.Op == opRegisterNode || c.Op == opForgetNode) && c.Node == nil {

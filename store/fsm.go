@@ -180,6 +180,26 @@ func (f *FSM) applyLocked(index uint64, data []byte) interface{} {
 	}
 }
 
+// CheckCommand validates the encoding of any raftmq command without applying
+// it (used to verify a log at start).
+func CheckCommand(data []byte) error {
+	if len(data) == 0 {
+		return fmt.Errorf("%w: empty", ErrCorruptCommand)
+	}
+	switch raftlog.CommandType(data[0]) {
+	case raftlog.CmdBatch:
+		b, err := raftlog.ParseBatch(data)
+		if err == nil {
+			err = b.Each(func(int, *raftlog.RequestView) bool { return true })
+		}
+		return err
+	case raftlog.CmdMeta:
+		_, err := decodeMeta(data)
+		return err
+	}
+	return fmt.Errorf("%w: type %d", ErrCorruptCommand, data[0])
+}
+
 // QueueBase is the offset given to the first message of a request in one queue.
 type QueueBase struct {
 	Queue uint32

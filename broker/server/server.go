@@ -40,12 +40,15 @@ type Config struct {
 	Broker    broker.Config
 	Logger    hclog.Logger
 	SegmentMB int
+	// VerifyLog checks every log entry at start and refuses to start on
+	// corruption (see raftlog.Stores.Verify).
+	VerifyLog bool
 }
 
 // DefaultConfig returns a config with every default set; callers fill in
 // the node id, addresses, peers and data directory.
 func DefaultConfig() Config {
-	return Config{LogStore: raftlog.DefaultKind, Raft: election.DefaultConfig(), Broker: broker.DefaultConfig()}
+	return Config{LogStore: raftlog.DefaultKind, Raft: election.DefaultConfig(), Broker: broker.DefaultConfig(), VerifyLog: true}
 }
 
 // Server is a running node.
@@ -110,6 +113,16 @@ func Start(cfg Config) (s *Server, err error) {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { s.stores.Close() })
+	if cfg.VerifyLog {
+		start := time.Now()
+		n, err := s.stores.Verify(store.CheckCommand)
+		if err != nil {
+			return nil, fmt.Errorf("%w\nthis node's log is damaged and it will not start: it must not serve or replicate corrupt data.\n"+
+				"To repair: stop it, run `raftmq member remove %s` against the group, move %s away, start it empty without --peers and run `raftmq member add %s@%s`",
+				err, cfg.Raft.ID, cfg.DataDir, cfg.Raft.ID, cfg.Raft.BindAddr)
+		}
+		log.Info("log verified", "entries", n, "took", time.Since(start))
+	}
 	s.fsm = store.New(log.Named("store"))
 	rc := cfg.Raft
 	rc.Logger = log.Named("election")

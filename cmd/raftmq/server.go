@@ -47,6 +47,8 @@ func serverCommand() *cli.Command {
 			&cli.Float64Flag{Name: "load-threshold", Value: d.Broker.LoadThreshold, Usage: "leader load (max of CPU share, produce queue fill, read rate/200k msg/s) above which consumers go to followers"},
 			&cli.Uint64Flag{Name: "max-follower-lag", Value: d.Broker.MaxFollowerLag, Usage: "log entries a follower may lag before it sends consumers to the leader"},
 			&cli.Uint64Flag{Name: "snapshot-threshold", Value: d.Raft.SnapshotThreshold, Usage: "log entries between FSM snapshots (bounds restart replay)"},
+			&cli.StringFlag{Name: "raft-dial", Hidden: true, Usage: "fault injection only: ID=ADDR,... dial these addresses for those peers"},
+			&cli.BoolFlag{Name: "verify-log", Value: true, Usage: "check every log entry's checksum at start; refuse to start on corruption"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
 		},
 		Action: runServer,
@@ -68,6 +70,10 @@ func runServer(c *cli.Context) error {
 			return fmt.Errorf("--peers: %w", err)
 		}
 	}
+	if cfg.Raft.DialOverrides, err = election.ParseDialOverrides(c.String("raft-dial")); err != nil {
+		return fmt.Errorf("--raft-dial: %w", err)
+	}
+	cfg.VerifyLog = c.Bool("verify-log")
 	cfg.Raft.ID = c.String("id")
 	cfg.Raft.BindAddr = c.String("raft")
 	cfg.Raft.AdvertiseAddr = c.String("raft-advertise")
