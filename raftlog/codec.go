@@ -343,3 +343,5 @@ func (d *decoder) message(m *MessageView) bool {
 	m.Body = d.bytes(math.MaxInt32)
 	return d.err == nil
 }
+
+func crc32Of(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

@@ -101,7 +101,12 @@ func Open(dir string, opts Options) (*Stores, error) {
 	} else if kind != opts.Kind {
 		return fail(fmt.Errorf("data directory %s holds a %q log store, not %q", dir, kind, opts.Kind))
 	}
-	cache, err := raft.NewLogCache(opts.CacheSize, s.raw)
+	g, err := newGuard(s.raw, filepath.Join(dir, "LOG_WATERMARK"))
+	if err != nil {
+		return fail(fmt.Errorf("open log in %s: %w", dir, err))
+	}
+	s.closers = append(s.closers, func() error { g.close(); return nil })
+	cache, err := raft.NewLogCache(opts.CacheSize, g)
 	if err != nil {
 		return fail(fmt.Errorf("log cache: %w", err))
 	}

@@ -1,0 +1,159 @@
+package raftlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// guard wraps the raw log store to notice lost entries. raft-wal treats a
+// damaged record in its tail segment as a torn write and silently drops it
+// and everything after it on open (measured: one flipped byte in the first
+// record emptied the whole log). A Raft node that forgets entries it has
+// acknowledged breaks Raft's safety, so guard keeps a durable watermark: an
+// index known to have been fsynced. A log that opens shorter than the
+// watermark is reported as corrupt instead of being used.
+//
+// The watermark is written at most every watermarkEvery (one small fsync),
+// so a crash loses at most that much of it: it is a lower bound, never above
+// what was stored. Tail deletions (raft truncating a conflicting suffix, or
+// clearing the log after installing a snapshot) lower it first, durably.
+type guard struct {
+	raft.LogStore
+	path    string
+	mu      sync.Mutex // serialises file writes
+	stored  atomic.Uint64
+	written atomic.Uint64
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+const watermarkEvery = 100 * time.Millisecond
+
+// ErrLostEntries is returned by Open when the log ends below its watermark.
+var ErrLostEntries = errors.New("log lost entries it had durably stored")
+
+func newGuard(raw raft.LogStore, path string) (*guard, error) {
+	g := &guard{LogStore: raw, path: path, stop: make(chan struct{}), done: make(chan struct{})}
+	w, err := readWatermark(path)
+	if err != nil {
+		return nil, err
+	}
+	last, err := raw.LastIndex()
+	if err != nil {
+		return nil, fmt.Errorf("last index: %w", err)
+	}
+	if last < w {
+		return nil, fmt.Errorf("%w: %w: the log ends at index %d but index %d was stored and synced before; a segment is damaged or truncated",
+			ErrCorrupt, ErrLostEntries, last, w)
+	}
+	g.stored.Store(last)
+	g.written.Store(w)
+	go g.loop()
+	return g, nil
+}
+
+func (g *guard) StoreLogs(logs []*raft.Log) error {
+	if err := g.LogStore.StoreLogs(logs); err != nil {
+		return err
+	}
+	if n := len(logs); n > 0 {
+		g.stored.Store(logs[n-1].Index)
+	}
+	return nil
+}
+
+func (g *guard) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l}) }
+
+func (g *guard) DeleteRange(min, max uint64) error {
+	last, err := g.LogStore.LastIndex()
+	if err != nil {
+		return err
+	}
+	if max >= last && min > 0 { // tail (or everything): lower the watermark first
+		g.mu.Lock()
+		if g.written.Load() > min-1 {
+			if err := writeWatermark(g.path, min-1); err != nil {
+				g.mu.Unlock()
+				return fmt.Errorf("lower log watermark: %w", err)
+			}
+			g.written.Store(min - 1)
+		}
+		g.stored.Store(min - 1)
+		g.mu.Unlock()
+	}
+	return g.LogStore.DeleteRange(min, max)
+}
+
+func (g *guard) loop() {
+	defer close(g.done)
+	t := time.NewTicker(watermarkEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			g.flush()
+			return
+		case <-t.C:
+			g.flush()
+		}
+	}
+}
+
+func (g *guard) flush() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s := g.stored.Load(); s > g.written.Load() {
+		if err := writeWatermark(g.path, s); err == nil {
+			g.written.Store(s)
+		}
+	}
+}
+
+func (g *guard) close() {
+	select {
+	case <-g.stop:
+	default:
+		close(g.stop)
+		<-g.done
+	}
+}
+
+func readWatermark(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) != 12 || crc32Of(b[:8]) != binary.BigEndian.Uint32(b[8:]) {
+		return 0, fmt.Errorf("%w: watermark file %s is damaged", ErrCorrupt, path)
+	}
+	return binary.BigEndian.Uint64(b[:8]), nil
+}
+
+func writeWatermark(path string, idx uint64) error {
+	var b [12]byte
+	binary.BigEndian.PutUint64(b[:8], idx)
+	binary.BigEndian.PutUint32(b[8:], crc32Of(b[:8]))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(b[:], 0); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
