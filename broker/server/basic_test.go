@@ -17,7 +17,7 @@ func TestProducePullEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 10; i++ {
-		res, err := b.Produce(ctx, broker.ProduceRequest{Topic: "orders", ProducerID: "p1", Seq: uint64(i),
+		res, err := c.produce(ctx, broker.ProduceRequest{Topic: "orders", ProducerID: "p1", Seq: uint64(i),
 			Messages: []broker.ProduceMessage{{Key: "k", Body: []byte(fmt.Sprintf("m%d", i))}}})
 		if err != nil {
 			t.Fatal(err)
@@ -27,7 +27,7 @@ func TestProducePullEveryNode(t *testing.T) {
 		}
 	}
 	// retry of seq 3 is a duplicate with the same ack
-	res, err := b.Produce(ctx, broker.ProduceRequest{Topic: "orders", ProducerID: "p1", Seq: 3,
+	res, err := c.produce(ctx, broker.ProduceRequest{Topic: "orders", ProducerID: "p1", Seq: 3,
 		Messages: []broker.ProduceMessage{{Key: "k", Body: []byte("m3")}}})
 	if err != nil || !res.Duplicate || res.Acks[0].Offset != 3 {
 		t.Fatalf("retry: %+v %v", res, err)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/election"
 )
@@ -17,9 +19,10 @@ import (
 // cluster is an in-process group of real nodes: real raft over loopback TCP,
 // real raft-wal with fsync, in temp dirs.
 type cluster struct {
-	t     *testing.T
-	cfgs  []server.Config
-	nodes []*server.Server
+	t       *testing.T
+	cfgs    []server.Config
+	nodes   []*server.Server
+	proxies [][]*proxy // proxies[i][j]: raft traffic that node i sends to node j
 }
 
 func freeAddr(t *testing.T) string {
@@ -40,6 +43,16 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 func newCluster(t *testing.T, n int, mod func(i int, c *server.Config)) *cluster {
+	return startCluster(t, n, false, mod)
+}
+
+// newPartitionableCluster routes each direction of raft traffic between two
+// nodes through its own proxy, so tests can cut any of them.
+func newPartitionableCluster(t *testing.T, n int, mod func(i int, c *server.Config)) *cluster {
+	return startCluster(t, n, true, mod)
+}
+
+func startCluster(t *testing.T, n int, proxied bool, mod func(i int, c *server.Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t}
 	var peers []election.Peer
@@ -55,11 +68,21 @@ func newCluster(t *testing.T, n int, mod func(i int, c *server.Config)) *cluster
 		cfg.Raft.ID = peers[i].ID
 		cfg.Raft.BindAddr = raftAddrs[i]
 		cfg.Raft.Peers = peers
-		cfg.Raft.HeartbeatTimeout = 100 * time.Millisecond
-		cfg.Raft.ElectionTimeout = 100 * time.Millisecond
-		cfg.Raft.LeaderLeaseTimeout = 50 * time.Millisecond
 		cfg.Broker.StatePeriod = 50 * time.Millisecond
 		cfg.Broker.ClientAddr = cfg.Listen
+		if proxied {
+			if c.proxies == nil {
+				c.proxies = make([][]*proxy, n)
+			}
+			c.proxies[i] = make([]*proxy, n)
+			cfg.Raft.DialOverrides = map[string]string{}
+			for j := 0; j < n; j++ {
+				if j != i {
+					c.proxies[i][j] = newProxy(t, raftAddrs[j])
+					cfg.Raft.DialOverrides[peers[j].ID] = c.proxies[i][j].addr()
+				}
+			}
+		}
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: peers[i].ID, Level: hclog.Info, Output: testWriter{t}})
 		if mod != nil {
 			mod(i, &cfg)
@@ -103,6 +126,32 @@ func (c *cluster) stop(i int, graceful bool) {
 	c.nodes[i] = nil
 }
 
+// isolate cuts (or with heal, restores) all raft traffic to and from node i.
+func (c *cluster) isolate(i int, cut bool) {
+	for j := range c.proxies {
+		if j != i {
+			c.proxies[i][j].setBlocked(cut)
+			c.proxies[j][i].setBlocked(cut)
+		}
+	}
+}
+
+// leaderExcept waits for a ready leader other than node skip.
+func (c *cluster) leaderExcept(skip int) int {
+	c.t.Helper()
+	var idx int
+	waitFor(c.t, 20*time.Second, "a ready leader", func() bool {
+		for i, s := range c.nodes {
+			if i != skip && s != nil && s.Node().Ready() {
+				idx = i
+				return true
+			}
+		}
+		return false
+	})
+	return idx
+}
+
 // leader waits for a ready leader and returns its index.
 func (c *cluster) leader() int {
 	c.t.Helper()
@@ -137,6 +186,23 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("timed out after %s waiting for %s", d, what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// produce sends one request to whichever node leads, retrying (with the
+// same producer id and sequence) across leader changes, as the client does.
+func (c *cluster) produce(ctx context.Context, req broker.ProduceRequest) (broker.ProduceResult, error) {
+	for {
+		b := c.nodes[c.leader()].Broker()
+		res, err := b.Produce(ctx, req)
+		if err == nil || ctx.Err() != nil {
+			return res, err
+		}
+		if !errors.Is(err, broker.ErrNotLeader) && !errors.Is(err, broker.ErrUnavailable) && !errors.Is(err, broker.ErrUnknownOutcome) {
+			return res, err
+		}
+		c.t.Logf("retrying produce after: %v", err)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

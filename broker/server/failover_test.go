@@ -1,0 +1,479 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/client"
+)
+
+// history records what producers were told.
+type history struct {
+	mu      sync.Mutex
+	acked   map[string]ackRec // body -> ack
+	failed  int
+	perKey  map[string][]string // key -> bodies in send order (acked only)
+	ackedAt []time.Time
+}
+
+type ackRec struct {
+	queue  int32
+	offset uint64
+}
+
+func newHistory() *history {
+	return &history{acked: map[string]ackRec{}, perKey: map[string][]string{}}
+}
+
+func (h *history) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.acked)
+}
+
+var runs atomic.Int64
+
+// runProducers sends numbered messages from n idempotent producers until
+// stop is closed.
+func runProducers(t *testing.T, cl *client.Client, topic string, n int, h *history, stop <-chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	run := runs.Add(1)
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			p := cl.NewProducer()
+			key := fmt.Sprintf("r%d-k%d", run, w)
+			for seq := 0; seq < 100000; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				body := fmt.Sprintf("r%d-w%d-%06d", run, w, seq)
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				acks, err := p.Send(ctx, topic, client.Message{Key: key, Body: []byte(body)})
+				cancel()
+				h.mu.Lock()
+				if err != nil {
+					h.failed++
+				} else {
+					h.acked[body] = ackRec{acks[0].Queue, acks[0].Offset}
+					h.perKey[key] = append(h.perKey[key], body)
+					h.ackedAt = append(h.ackedAt, time.Now())
+				}
+				h.mu.Unlock()
+			}
+		}(w)
+	}
+	return &wg
+}
+
+// consumeAll reads every queue of topic from offset 0 up to the end offsets
+// the leader reports, through the client's consumer pinned to all queues.
+func consumeAll(t *testing.T, cl *client.Client, topic string, followerReads bool) ([]client.Record, *client.Consumer) {
+	t.Helper()
+	ctx := ctxT(t, 60*time.Second)
+	ti, err := cl.DescribeTopic(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := map[int32]uint64{}
+	cfg := client.DefaultConsumerConfig(topic, fmt.Sprintf("check-%d", time.Now().UnixNano()))
+	for _, q := range ti.QueueInfo {
+		end[q.Queue] = q.MaxOffset
+		cfg.Queues = append(cfg.Queues, q.Queue)
+	}
+	cfg.FollowerReads = followerReads
+	cfg.Wait = 100 * time.Millisecond
+	cons, err := cl.NewConsumer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []client.Record
+	for !cons.CaughtUp(end) {
+		if ctx.Err() != nil {
+			t.Fatalf("consume: not caught up (positions %v, end %v)", cons.Positions(), end)
+		}
+		recs, err := cons.Poll(ctx)
+		if err != nil && !client.Retryable(err) {
+			t.Fatalf("poll: %v", err)
+		}
+		all = append(all, recs...)
+	}
+	return all, cons
+}
+
+// checkHistory: every acknowledged message is in the log exactly once at
+// its acknowledged place, nothing is duplicated, offsets are dense and each
+// key's messages keep their send order.
+func checkHistory(t *testing.T, h *history, recs []client.Record) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := map[string]int{}
+	pos := map[string]ackRec{}
+	perQueue := map[int32][]uint64{}
+	for _, r := range recs {
+		seen[string(r.Body)]++
+		pos[string(r.Body)] = ackRec{r.Queue, r.Offset}
+		perQueue[r.Queue] = append(perQueue[r.Queue], r.Offset)
+	}
+	for body, n := range seen {
+		if n > 1 {
+			t.Errorf("duplicate: %s appears %d times", body, n)
+		}
+	}
+	lost := 0
+	for body, a := range h.acked {
+		got, ok := pos[body]
+		if !ok {
+			lost++
+			if lost < 5 {
+				t.Errorf("lost: acknowledged %s (queue %d offset %d) is not in the log", body, a.queue, a.offset)
+			}
+			continue
+		}
+		if got != a {
+			t.Errorf("%s acknowledged at %+v, found at %+v", body, a, got)
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d acknowledged messages lost of %d", lost, len(h.acked))
+	}
+	for q, offs := range perQueue {
+		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+		for i, o := range offs {
+			if o != uint64(i) {
+				t.Fatalf("queue %d: offsets not dense from 0: position %d holds %d", q, i, o)
+			}
+		}
+	}
+	for key, bodies := range h.perKey {
+		var last ackRec
+		for i, b := range bodies {
+			p := pos[b]
+			if i > 0 && (p.queue != last.queue || p.offset <= last.offset) {
+				t.Fatalf("key %s: %s at %+v does not follow %+v", key, b, p, last)
+			}
+			last = p
+		}
+	}
+}
+
+func TestKillLeaderUnderLoad(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	cl, err := client.New(client.Config{Servers: c.addrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.CreateTopic(ctxT(t, 10*time.Second), "f", 4, false); err != nil {
+		t.Fatal(err)
+	}
+	h := newHistory()
+	stop := make(chan struct{})
+	wg := runProducers(t, cl, "f", 4, h, stop)
+	waitFor(t, 30*time.Second, "200 acks", func() bool { return h.count() >= 200 })
+	c.stop(l, false)
+	nl := c.leaderExcept(l)
+	before := h.count()
+	waitFor(t, 30*time.Second, "200 acks after the kill", func() bool { return h.count() >= before+200 })
+	close(stop)
+	wg.Wait()
+	c.start(l)
+	t.Logf("leader %d killed, new leader %d, %d acked, %d failed", l, nl, h.count(), h.failed)
+	recs, _ := consumeAll(t, cl, "f", true)
+	checkHistory(t, h, recs)
+}
+
+func TestPartitionedLeaderAcknowledgesNothing(t *testing.T) {
+	c := newPartitionableCluster(t, 3, nil)
+	l := c.leader()
+	ctx := ctxT(t, 60*time.Second)
+	old := c.nodes[l].Broker()
+	if _, err := old.CreateTopic(ctx, "p", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	send := func(b *broker.Broker, body string, d time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		_, err := b.Produce(ctx, broker.ProduceRequest{Topic: "p", Messages: []broker.ProduceMessage{{Body: []byte(body)}}})
+		return err
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "p", ProducerID: "pp", Seq: uint64(i),
+			Messages: []broker.ProduceMessage{{Body: []byte(fmt.Sprintf("before-%d", i))}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l = c.leader()
+	old = c.nodes[l].Broker()
+	c.isolate(l, true)
+	if err := send(old, "minority", 2*time.Second); err == nil {
+		t.Fatal("the partitioned leader acknowledged a write")
+	}
+	c.leaderExcept(l)
+	for i := 0; i < 5; i++ {
+		if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "p", ProducerID: "pa", Seq: uint64(i),
+			Messages: []broker.ProduceMessage{{Body: []byte(fmt.Sprintf("after-%d", i))}}}); err != nil {
+			t.Fatalf("write to the majority's leader: %v", err)
+		}
+	}
+	// While cut off, the old leader serves only what it had committed.
+	r, err := old.Pull(ctx, broker.PullRequest{Topic: "p", Queue: 0, Offset: 0, MaxMessages: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range r.Messages {
+		if string(m.Body) == "minority" {
+			t.Fatal("the partitioned leader served an uncommitted message")
+		}
+	}
+	c.isolate(l, false)
+	// After healing every node holds the same queue.
+	var want []string
+	waitFor(t, 30*time.Second, "all nodes to hold the same queue", func() bool {
+		var first []string
+		for i, s := range c.nodes {
+			r, err := s.Broker().Pull(ctx, broker.PullRequest{Topic: "p", Queue: 0, Offset: 0, MaxMessages: 100})
+			if err != nil {
+				return false
+			}
+			var got []string
+			for _, m := range r.Messages {
+				got = append(got, string(m.Body))
+			}
+			if i == 0 {
+				first = got
+			} else if fmt.Sprint(got) != fmt.Sprint(first) {
+				return false
+			}
+		}
+		want = first
+		return len(first) == 10
+	})
+	for _, b := range want {
+		if b == "minority" {
+			t.Fatal("an unacknowledged write from the minority survived")
+		}
+	}
+}
+
+func TestFollowerReadsWhenLeaderLoaded(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	cl, err := client.New(client.Config{Servers: c.addrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := cl.CreateTopic(ctx, "r", 2, false); err != nil {
+		t.Fatal(err)
+	}
+	h := newHistory()
+	stop := make(chan struct{})
+	wg := runProducers(t, cl, "r", 2, h, stop)
+	waitFor(t, 30*time.Second, "300 acks", func() bool { return h.count() >= 300 })
+	close(stop)
+	wg.Wait()
+	leaderID := c.nodes[l].Node().ID()
+	c.nodes[l].Broker().SetLoadOverride(1)
+	// Wait until the leader has heard from its followers.
+	waitFor(t, 10*time.Second, "followers seen healthy", func() bool {
+		st, err := c.nodes[l].Broker().Status()
+		if err != nil {
+			return false
+		}
+		healthy := 0
+		for _, n := range st.Nodes {
+			if n.Healthy {
+				healthy++
+			}
+		}
+		return healthy == 3
+	})
+	recs, cons := consumeAll(t, cl, "r", true)
+	checkHistory(t, h, recs)
+	served := cons.ServedBy()
+	if served[leaderID] == len(recs) {
+		t.Fatalf("a loaded leader served every message itself: %v", served)
+	}
+	t.Logf("served by: %v", served)
+
+	// A follower dies: reads carry on (from the other follower or the leader).
+	for i := range c.nodes {
+		if i != l {
+			c.stop(i, false)
+			break
+		}
+	}
+	stop = make(chan struct{})
+	wg = runProducers(t, cl, "r", 2, h, stop)
+	before := h.count()
+	waitFor(t, 30*time.Second, "100 more acks", func() bool { return h.count() >= before+100 })
+	close(stop)
+	wg.Wait()
+	recs, _ = consumeAll(t, cl, "r", true)
+	checkHistory(t, h, recs)
+}
+
+func TestConsumerGroupBalancesQueues(t *testing.T) {
+	c := newCluster(t, 3, func(i int, cfg *server.Config) {
+		cfg.Broker.HeartbeatInterval = 200 * time.Millisecond
+		cfg.Broker.SessionTimeout = 2 * time.Second
+	})
+	c.leader()
+	cl, err := client.New(client.Config{Servers: c.addrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := ctxT(t, 90*time.Second)
+	if _, err := cl.CreateTopic(ctx, "g", 8, false); err != nil {
+		t.Fatal(err)
+	}
+	p := cl.NewProducer()
+	want := map[string]bool{}
+	for i := 0; i < 200; i++ {
+		body := fmt.Sprintf("m%d", i)
+		if _, err := p.Send(ctx, "g", client.Message{Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+		want[body] = true
+	}
+	var mu sync.Mutex
+	got := map[string]bool{}
+	var cons []*client.Consumer
+	stopAll := make(chan struct{})
+	var wg sync.WaitGroup
+	startConsumer := func() (*client.Consumer, chan struct{}) {
+		cfg := client.DefaultConsumerConfig("g", "grp")
+		cfg.Wait = 100 * time.Millisecond
+		cn, err := cl.NewConsumer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-stopAll:
+					return
+				default:
+				}
+				recs, _ := cn.Poll(ctx)
+				mu.Lock()
+				for _, r := range recs {
+					got[string(r.Body)] = true
+				}
+				mu.Unlock()
+			}
+		}()
+		return cn, stop
+	}
+	var stops []chan struct{}
+	for i := 0; i < 3; i++ {
+		cn, st := startConsumer()
+		cons = append(cons, cn)
+		stops = append(stops, st)
+	}
+	balanced := func(cs []*client.Consumer, sizes string) bool {
+		owner := map[int32]int{}
+		var lens []int
+		for i, cn := range cs {
+			a := cn.Assigned()
+			lens = append(lens, len(a))
+			for _, q := range a {
+				if _, dup := owner[q]; dup {
+					return false
+				}
+				owner[q] = i
+			}
+		}
+		sort.Ints(lens)
+		return len(owner) == 8 && fmt.Sprint(lens) == sizes
+	}
+	waitFor(t, 30*time.Second, "3 members holding 8 queues as 2,3,3", func() bool { return balanced(cons, "[2 3 3]") })
+	waitFor(t, 30*time.Second, "all 200 messages consumed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == len(want)
+	})
+	// One member leaves: its queues move to the other two.
+	close(stops[0])
+	if err := cons[0].Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "2 members holding 8 queues as 4,4", func() bool { return balanced(cons[1:], "[4 4]") })
+	for i := 200; i < 300; i++ {
+		body := fmt.Sprintf("m%d", i)
+		if _, err := p.Send(ctx, "g", client.Message{Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+		want[body] = true
+	}
+	waitFor(t, 30*time.Second, "all 300 messages consumed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == len(want)
+	})
+	close(stopAll)
+	wg.Wait()
+	for _, cn := range cons[1:] {
+		cn.Close(ctx)
+	}
+}
+
+func TestRestartAllNodesKeepsEverything(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	ctx := ctxT(t, 60*time.Second)
+	b := c.nodes[l].Broker()
+	if _, err := b.CreateTopic(ctx, "d", 2, false); err != nil {
+		t.Fatal(err)
+	}
+	var first broker.ProduceResult
+	for i := 0; i < 50; i++ {
+		res, err := c.produce(ctx, broker.ProduceRequest{Topic: "d", ProducerID: "px", Seq: uint64(i),
+			Messages: []broker.ProduceMessage{{Key: "k", Body: []byte(fmt.Sprintf("m%d", i))}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 7 {
+			first = res
+		}
+	}
+	for i := range c.nodes {
+		c.stop(i, i%2 == 0) // some crash, some stop gracefully
+	}
+	for i := range c.nodes {
+		c.start(i)
+	}
+	// The dedupe table survived: a late retry of sequence 7 is not appended again.
+	res, err := c.produce(ctx, broker.ProduceRequest{Topic: "d", ProducerID: "px", Seq: 7,
+		Messages: []broker.ProduceMessage{{Key: "k", Body: []byte("m7")}}})
+	if err != nil || !res.Duplicate || res.Acks[0] != first.Acks[0] {
+		t.Fatalf("retry after restart: %+v %v (first %+v)", res, err, first)
+	}
+	q := int32(first.Acks[0].Queue)
+	for i, s := range c.nodes {
+		waitFor(t, 20*time.Second, fmt.Sprintf("node %d to serve all 50", i), func() bool {
+			r, err := s.Broker().Pull(ctx, broker.PullRequest{Topic: "d", Queue: q, MaxMessages: 100})
+			return err == nil && len(r.Messages) == 50
+		})
+	}
+}
