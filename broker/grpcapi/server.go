@@ -210,22 +210,33 @@ func (s *Server) CreateTopic(ctx context.Context, req *api.CreateTopicRequest) (
 	})
 }
 
-// ListTopics answers from this node's state.
+// ListTopics is answered by the leader, so queue ends are current.
 func (s *Server) ListTopics(ctx context.Context, req *api.ListTopicsRequest) (*api.ListTopicsResponse, error) {
-	out := &api.ListTopicsResponse{}
-	for _, ti := range s.b.Topics() {
-		out.Topics = append(out.Topics, topicInfo(ti))
-	}
-	return out, nil
+	return leaderOnly(ctx, s, func() (*api.ListTopicsResponse, error) {
+		if err := s.b.LeaderCheck(); err != nil {
+			return nil, err
+		}
+		out := &api.ListTopicsResponse{}
+		for _, ti := range s.b.Topics() {
+			out.Topics = append(out.Topics, topicInfo(ti))
+		}
+		return out, nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.ListTopicsResponse, error) { return c.ListTopics(ctx, req) })
 }
 
-// DescribeTopic answers from this node's state.
+// DescribeTopic is answered by the leader, so queue ends are current (a
+// consumer that stops at the end must not take a lagging follower's end).
 func (s *Server) DescribeTopic(ctx context.Context, req *api.DescribeTopicRequest) (*api.DescribeTopicResponse, error) {
-	ti, err := s.b.Topic(req.Name)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	return &api.DescribeTopicResponse{Topic: topicInfo(ti)}, nil
+	return leaderOnly(ctx, s, func() (*api.DescribeTopicResponse, error) {
+		if err := s.b.LeaderCheck(); err != nil {
+			return nil, err
+		}
+		ti, err := s.b.Topic(req.Name)
+		if err != nil {
+			return nil, err
+		}
+		return &api.DescribeTopicResponse{Topic: topicInfo(ti)}, nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.DescribeTopicResponse, error) { return c.DescribeTopic(ctx, req) })
 }
 
 func assignments(as []broker.Assignment) []*api.Assignment {
