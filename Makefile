@@ -3,7 +3,7 @@ BIN     := bin/raftmq
 PKGS    := ./...
 export PATH := $(shell $(GO) env GOPATH)/bin:$(PATH)
 
-.PHONY: all build test test-short lint proto bench chaos image up down demo demo-docker clean fuzz
+.PHONY: all build test test-short lint proto demo clean fuzz
 
 all: build
 
@@ -31,5 +31,14 @@ lint:
 demo: build
 	$(BIN) demo
 
+# Short runs of every fuzz target (longer: FUZZTIME=5m make fuzz).
+FUZZTIME ?= 20s
+fuzz:
+	$(GO) test ./raftlog/ -run '^$$' -fuzz FuzzParseBatch -fuzztime $(FUZZTIME)
+	$(GO) test ./store/ -run '^$$' -fuzz FuzzCheckCommand -fuzztime $(FUZZTIME)
+	$(GO) test ./store/ -run '^$$' -fuzz FuzzRestore -fuzztime $(FUZZTIME)
+
 clean:
 	rm -rf bin
+
+-include Makefile.docker Makefile.bench Makefile.chaos
