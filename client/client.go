@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -98,6 +99,10 @@ func (c *Client) conn(addr string) (api.BrokerClient, error) {
 		return api.NewBrokerClient(cc), nil
 	}
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Reconnect to a restarted node within a second, not grpc's default
+		// of up to two minutes.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond,
+			Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}, MinConnectTimeout: 2 * time.Second}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
@@ -190,6 +195,18 @@ func (c *Client) statusAt(ctx context.Context, addr string) (*api.StatusResponse
 // hop), retrying retryable errors with backoff until ctx or RetryTimeout ends.
 // call must be idempotent across retries (Producer makes sends so).
 func (c *Client) do(ctx context.Context, call func(context.Context, api.BrokerClient) error) error {
+	return c.doPatient(ctx, leaderCheckAfter, call)
+}
+
+// leaderCheckAfter is how long an attempt may go unanswered before the
+// client asks the other nodes whether the leader has moved. A paused or
+// partitioned leader does not refuse connections; without this check the
+// client would wait for the whole RequestTimeout.
+const leaderCheckAfter = 400 * time.Millisecond
+
+// doPatient is do with the leader check starting after patience (a long
+// poll legitimately waits).
+func (c *Client) doPatient(ctx context.Context, patience time.Duration, call func(context.Context, api.BrokerClient) error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.RetryTimeout)
@@ -207,9 +224,7 @@ func (c *Client) do(ctx context.Context, call func(context.Context, api.BrokerCl
 		if err != nil {
 			return err
 		}
-		actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-		err = call(actx, cl)
-		cancel()
+		err = c.attempt(ctx, addr, patience, func(actx context.Context) error { return call(actx, cl) })
 		if err == nil {
 			return nil
 		}
@@ -220,7 +235,7 @@ func (c *Client) do(ctx context.Context, call func(context.Context, api.BrokerCl
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
 		}
-		if status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded {
+		if code := status.Code(err); code == codes.Unavailable || code == codes.DeadlineExceeded {
 			c.setLeader("")
 			c.refreshLeader(ctx)
 		}
@@ -231,6 +246,65 @@ func (c *Client) do(ctx context.Context, call func(context.Context, api.BrokerCl
 		}
 		backoff = min(backoff*2, 200*time.Millisecond)
 	}
+}
+
+// attempt runs one call to addr, bounded by RequestTimeout. When it has gone
+// unanswered for patience, it asks the other nodes every leaderCheckAfter
+// whether another node now leads, and gives up early (Unavailable) if so.
+func (c *Client) attempt(ctx context.Context, addr string, patience time.Duration, call func(context.Context) error) error {
+	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout+patience)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- call(actx) }()
+	check := time.NewTimer(patience)
+	defer check.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-check.C:
+			if l := c.leaderElsewhere(ctx, addr); l != "" {
+				cancel()
+				<-done
+				c.setLeader(l)
+				return status.Errorf(codes.Unavailable, "%s did not answer and %s now leads", addr, l)
+			}
+			check.Reset(leaderCheckAfter)
+		}
+	}
+}
+
+// leaderElsewhere asks the nodes other than addr who leads and returns that
+// leader's address when it is not addr.
+func (c *Client) leaderElsewhere(ctx context.Context, addr string) string {
+	ctx, cancel := context.WithTimeout(ctx, leaderCheckAfter)
+	defer cancel()
+	var others []string
+	for _, a := range c.candidates() {
+		if a != addr {
+			others = append(others, a)
+		}
+	}
+	answers := make(chan *api.StatusResponse, len(others))
+	for _, a := range others {
+		go func(a string) {
+			st, err := c.statusAt(ctx, a)
+			if err != nil {
+				st = nil
+			}
+			answers <- st
+		}(a)
+	}
+	var best *api.StatusResponse
+	for range others {
+		if st := <-answers; st != nil && st.LeaderAddress != "" && (best == nil || st.Term > best.Term) {
+			best = st
+		}
+	}
+	if best != nil && best.LeaderAddress != addr {
+		return best.LeaderAddress
+	}
+	return ""
 }
 
 // Status asks any reachable node for the group's status.

@@ -355,7 +355,7 @@ func (cn *Consumer) pullQueue(ctx context.Context, q int32) ([]Record, error) {
 func (cn *Consumer) pullAt(ctx context.Context, node string, req *api.PullRequest) (*api.PullResponse, error) {
 	if node == "" {
 		var r *api.PullResponse
-		err := cn.c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
+		err := cn.c.doPatient(ctx, cn.cfg.Wait+leaderCheckAfter, func(ctx context.Context, cl api.BrokerClient) error {
 			var err error
 			r, err = cl.Pull(ctx, req)
 			return err

@@ -221,7 +221,9 @@ func (s *Server) ListTopics(ctx context.Context, req *api.ListTopicsRequest) (*a
 			out.Topics = append(out.Topics, topicInfo(ti))
 		}
 		return out, nil
-	}, func(ctx context.Context, c api.BrokerClient) (*api.ListTopicsResponse, error) { return c.ListTopics(ctx, req) })
+	}, func(ctx context.Context, c api.BrokerClient) (*api.ListTopicsResponse, error) {
+		return c.ListTopics(ctx, req)
+	})
 }
 
 // DescribeTopic is answered by the leader, so queue ends are current (a
@@ -236,7 +238,9 @@ func (s *Server) DescribeTopic(ctx context.Context, req *api.DescribeTopicReques
 			return nil, err
 		}
 		return &api.DescribeTopicResponse{Topic: topicInfo(ti)}, nil
-	}, func(ctx context.Context, c api.BrokerClient) (*api.DescribeTopicResponse, error) { return c.DescribeTopic(ctx, req) })
+	}, func(ctx context.Context, c api.BrokerClient) (*api.DescribeTopicResponse, error) {
+		return c.DescribeTopic(ctx, req)
+	})
 }
 
 func assignments(as []broker.Assignment) []*api.Assignment {

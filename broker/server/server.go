@@ -235,7 +235,10 @@ func (s *Server) stop(graceful bool) error {
 	var err error
 	s.once.Do(func() {
 		if graceful && s.node.Role() == election.Leader {
-			if _, _, terr := s.broker.TransferLeader(context.Background(), ""); terr != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_, _, terr := s.broker.TransferLeader(ctx, "")
+			cancel()
+			if terr != nil {
 				s.log.Warn("leadership transfer before shutdown", "error", terr)
 			}
 		}
