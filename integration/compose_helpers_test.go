@@ -91,9 +91,9 @@ func composeRequire(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "docker", "info").CombinedOutput(); err != nil {
+	if _, stderr, err := composeExec(ctx, nil, "", nil, "docker", "info"); err != nil {
 		t.Skipf("skipping docker compose test: no docker engine answers `docker info`: %v: %s",
-			err, composeTail(out, 300))
+			err, composeTail(stderr, 300))
 	}
 	if _, err := composeCommand(); err != nil {
 		t.Skipf("skipping docker compose test: %v", err)
@@ -216,7 +216,7 @@ func composeBuildImage(t *testing.T, root string) (cli, image string) {
 	goBuild := func(out, goos, goarch string) {
 		env := append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
 		start := time.Now()
-		_, stderr, err := composeExec(ctx, env, root, nil, "go", "build", "-trimpath", "-o", out, "./cmd/raftmq")
+		_, stderr, err := composeExec(ctx, env, root, nil, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/raftmq")
 		if err != nil {
 			t.Fatalf("go build ./cmd/raftmq (%s/%s): %v\n%s", goos, goarch, err, stderr)
 		}
@@ -324,9 +324,11 @@ func composeUp(t *testing.T) *composeCluster {
 
 	t.Cleanup(c.down)
 	t.Logf("compose project %s, client ports %v, http ports %v", c.project, c.ports, c.httpPorts)
+	start := time.Now()
 	if out, err := c.composeRun(5*time.Minute, "up", "-d"); err != nil {
 		t.Fatalf("compose up: %v\n%s", err, out)
 	}
+	t.Logf("compose up -d took %v", time.Since(start).Round(time.Millisecond))
 	return c
 }
 
@@ -342,9 +344,12 @@ func (c *composeCluster) down() {
 			t.Logf("compose logs (last 150 lines per node):\n%s", out)
 		}
 	}
+	start := time.Now()
 	if out, err := c.composeRun(3*time.Minute, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
 		t.Errorf("compose down: %v\n%s", err, out)
+		return
 	}
+	t.Logf("compose down -v took %v", time.Since(start).Round(time.Millisecond))
 }
 
 // composeRun runs a compose subcommand on this project; it returns combined output.

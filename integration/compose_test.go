@@ -349,8 +349,9 @@ func TestComposePartitionLeader(t *testing.T) {
 		t.Logf("raftmq produce has no --timeout flag: skipping the write from inside the isolated container")
 	}
 
-	// The isolated node must not report itself as a leader that is taking writes
-	// forever; once healed everything converges.
+	// Docker's healthcheck (needs a known leader) should notice the isolation
+	// by now; informational only, it depends on timing.
+	t.Logf("docker health of isolated %s: %s", old, c.dockerHealth(old))
 	t.Logf("reconnecting %s", old)
 	reconnect()
 	c.composeWaitStatus("all nodes converged after healing", composeWaitTimeout, nil, composeConverged)
