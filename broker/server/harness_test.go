@@ -211,3 +211,5 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

@@ -69,7 +69,7 @@ type Server struct {
 
 // Start opens the data directory and starts the node. On error nothing is
 // left running.
-func Start(cfg Config) (s *Server, err error) {
+func Start(cfg Config) (_ *Server, err error) {
 	log := cfg.Logger
 	if log == nil {
 		log = hclog.NewNullLogger()
@@ -86,7 +86,7 @@ func Start(cfg Config) (s *Server, err error) {
 	if err := claimDataDir(cfg.DataDir, cfg.Raft.ID); err != nil {
 		return nil, err
 	}
-	s = &Server{cfg: cfg, log: log}
+	s := &Server{cfg: cfg, log: log}
 	var cleanup []func()
 	defer func() {
 		if err != nil {

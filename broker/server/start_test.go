@@ -1,0 +1,133 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/election"
+)
+
+func TestStartRefusesBadConfig(t *testing.T) {
+	base := func() server.Config {
+		cfg := server.DefaultConfig()
+		cfg.DataDir = t.TempDir()
+		cfg.Listen = freeAddr(t)
+		cfg.Raft.ID = "n1"
+		cfg.Raft.BindAddr = freeAddr(t)
+		cfg.Raft.Peers = []election.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
+		return cfg
+	}
+	cases := []struct {
+		name string
+		mod  func(*server.Config)
+		want string
+	}{
+		{"peers without this node", func(c *server.Config) { c.Raft.Peers = []election.Peer{{ID: "n2", Addr: "127.0.0.1:1"}} }, "is not in the list"},
+		{"no data dir", func(c *server.Config) { c.DataDir = "" }, "data directory"},
+		{"bad log store", func(c *server.Config) { c.LogStore = "sqlite" }, `log store "sqlite"`},
+		{"election below heartbeat", func(c *server.Config) { c.Raft.ElectionTimeout = time.Millisecond * 10 }, "election-timeout"},
+		{"zero queues", func(c *server.Config) { c.Broker.DefaultQueues = 0 }, "default-queues"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base()
+			tc.mod(&cfg)
+			s, err := server.Start(cfg)
+			if err == nil {
+				s.Kill()
+				t.Fatal("started")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+	// A data directory that belongs to another node.
+	cfg := base()
+	s, err := server.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	cfg.Raft.ID = "n9"
+	cfg.Raft.Peers = []election.Peer{{ID: "n9", Addr: cfg.Raft.BindAddr}}
+	if _, err := server.Start(cfg); err == nil || !strings.Contains(err.Error(), `belongs to node "n1"`) {
+		t.Fatalf("other node's data dir: %v", err)
+	}
+}
+
+func TestBadRequestsChangeNothing(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	b := c.nodes[c.leader()].Broker()
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := b.CreateTopic(ctx, "t", 2, false); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, b.Config().MaxMessageBytes+1)
+	bad := []struct {
+		name string
+		req  broker.ProduceRequest
+		want error
+	}{
+		{"too large", broker.ProduceRequest{Topic: "t", Messages: []broker.ProduceMessage{{Body: big}}}, broker.ErrTooLarge},
+		{"empty topic", broker.ProduceRequest{Messages: []broker.ProduceMessage{{Body: []byte("x")}}}, broker.ErrInvalidArgument},
+		{"bad topic", broker.ProduceRequest{Topic: "a/b", Messages: []broker.ProduceMessage{{Body: []byte("x")}}}, broker.ErrInvalidArgument},
+		{"no messages", broker.ProduceRequest{Topic: "t"}, broker.ErrInvalidArgument},
+		{"queue out of range", broker.ProduceRequest{Topic: "t", Messages: []broker.ProduceMessage{{Body: []byte("x"), Queue: 7, HasQueue: true}}}, broker.ErrInvalidArgument},
+	}
+	for _, tc := range bad {
+		if _, err := b.Produce(ctx, tc.req); !errorsIs(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if _, err := b.Pull(ctx, broker.PullRequest{Topic: "t", Queue: 0, Offset: 5}); !errorsIs(err, broker.ErrOutOfRange) {
+		t.Errorf("pull past the end: %v", err)
+	}
+	if _, err := b.Pull(ctx, broker.PullRequest{Topic: "nope", Queue: 0}); !errorsIs(err, broker.ErrNotFound) {
+		t.Errorf("pull unknown topic: %v", err)
+	}
+	if _, err := b.Pull(ctx, broker.PullRequest{Topic: "t", Queue: 9}); !errorsIs(err, broker.ErrInvalidArgument) {
+		t.Errorf("pull bad queue: %v", err)
+	}
+	ti, err := b.Topic("t")
+	if err != nil || ti.Queues[0].Max != 0 || ti.Queues[1].Max != 0 {
+		t.Fatalf("a bad request changed the topic: %+v %v", ti, err)
+	}
+	// The node still works.
+	if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "t", Messages: []broker.ProduceMessage{{Body: []byte("ok")}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPausedFollowerCatchesUp cuts a follower off (its raft traffic stops
+// both ways), writes, and lets it back: it catches up with everything.
+func TestPausedFollowerCatchesUp(t *testing.T) {
+	c := newPartitionableCluster(t, 3, nil)
+	l := c.leader()
+	f := (l + 1) % 3
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := c.nodes[l].Broker().CreateTopic(ctx, "t", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	c.isolate(f, true)
+	for i := 0; i < 50; i++ {
+		if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "t", ProducerID: "p", Seq: uint64(i),
+			Messages: []broker.ProduceMessage{{Body: []byte(fmt.Sprintf("m%d", i))}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := c.nodes[f].Broker().Pull(ctx, broker.PullRequest{Topic: "t", Queue: 0, MaxMessages: 100})
+	if err == nil && len(r.Messages) == 50 {
+		t.Fatal("an isolated follower received writes")
+	}
+	c.isolate(f, false)
+	waitFor(t, 30*time.Second, "the follower to catch up", func() bool {
+		r, err := c.nodes[f].Broker().Pull(context.Background(), broker.PullRequest{Topic: "t", Queue: 0, MaxMessages: 100})
+		return err == nil && len(r.Messages) == 50
+	})
+}
