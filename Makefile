@@ -37,6 +37,7 @@ fuzz:
 	$(GO) test ./raftlog/ -run '^$$' -fuzz FuzzParseBatch -fuzztime $(FUZZTIME)
 	$(GO) test ./store/ -run '^$$' -fuzz FuzzCheckCommand -fuzztime $(FUZZTIME)
 	$(GO) test ./store/ -run '^$$' -fuzz FuzzRestore -fuzztime $(FUZZTIME)
+	$(GO) test ./broker/grpcapi/ -run '^$$' -fuzz FuzzProduceRequest -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin

@@ -67,7 +67,7 @@ type inflightEntry struct {
 // here. Only the leader produces; others get a NotLeaderError.
 func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult, error) {
 	start := time.Now()
-	if err := b.validateProduce(&req); err != nil {
+	if err := ValidateProduce(&b.cfg, &req); err != nil {
 		b.m.produceErrors.WithLabelValues("invalid").Inc()
 		return ProduceResult{}, err
 	}
@@ -135,7 +135,9 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	return ProduceResult{Acks: out.res.Acks(p.queues), Duplicate: out.res.Duplicate}, nil
 }
 
-func (b *Broker) validateProduce(req *ProduceRequest) error {
+// ValidateProduce checks a produce request against the limits in cfg; it is
+// what every wire protocol's decoded request goes through first.
+func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 	if err := store.ValidateName("topic", req.Topic); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
@@ -151,8 +153,8 @@ func (b *Broker) validateProduce(req *ProduceRequest) error {
 	total := 0
 	for i := range req.Messages {
 		m := &req.Messages[i]
-		if len(m.Body) > b.cfg.MaxMessageBytes {
-			return fmt.Errorf("%w: message %d body is %d bytes, the limit (--max-message-bytes) is %d", ErrTooLarge, i, len(m.Body), b.cfg.MaxMessageBytes)
+		if len(m.Body) > cfg.MaxMessageBytes {
+			return fmt.Errorf("%w: message %d body is %d bytes, the limit (--max-message-bytes) is %d", ErrTooLarge, i, len(m.Body), cfg.MaxMessageBytes)
 		}
 		if len(m.Key) > maxKeyBytes {
 			return invalid("message %d key is %d bytes, at most %d", i, len(m.Key), maxKeyBytes)
@@ -170,7 +172,7 @@ func (b *Broker) validateProduce(req *ProduceRequest) error {
 		}
 		total += len(m.Body)
 	}
-	if total > 4*b.cfg.MaxMessageBytes+(16<<20) {
+	if total > 4*cfg.MaxMessageBytes+(16<<20) {
 		return fmt.Errorf("%w: request holds %d bytes of bodies; split it", ErrTooLarge, total)
 	}
 	return nil

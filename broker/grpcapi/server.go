@@ -114,17 +114,25 @@ func leaderOnly[R any](ctx context.Context, s *Server, local func() (R, error), 
 	}
 }
 
-// Produce appends messages; followers forward to the leader.
-func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.ProduceResponse, error) {
+func produceRequest(req *api.ProduceRequest) broker.ProduceRequest {
 	breq := broker.ProduceRequest{Topic: req.Topic, ProducerID: req.ProducerId, Seq: req.Sequence,
 		Messages: make([]broker.ProduceMessage, len(req.Messages))}
 	for i, m := range req.Messages {
+		if m == nil {
+			continue
+		}
 		pm := broker.ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body, Timestamp: m.TimestampMs}
 		if m.Queue != nil {
 			pm.Queue, pm.HasQueue = *m.Queue, true
 		}
 		breq.Messages[i] = pm
 	}
+	return breq
+}
+
+// Produce appends messages; followers forward to the leader.
+func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.ProduceResponse, error) {
+	breq := produceRequest(req)
 	return leaderOnly(ctx, s, func() (*api.ProduceResponse, error) {
 		res, err := s.b.Produce(ctx, breq)
 		if err != nil {

@@ -13,6 +13,7 @@ package server_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"sort"
@@ -26,6 +27,13 @@ import (
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/election"
 )
+
+// benchHeartbeat overrides the Raft heartbeat and election timeouts (the
+// lease becomes half of it): on a loaded 2-core machine the default 250 ms /
+// 125 ms lease can cost the group its leader under full load, e.g.
+//
+//	go test -run '^$' -bench Produce ./broker/server/ -args -bench.heartbeat=1s
+var benchHeartbeat = flag.Duration("bench.heartbeat", 0, "Raft heartbeat and election timeout of benchmark clusters (0: production default)")
 
 // benchCluster starts n nodes like newCluster in harness_test.go, which
 // takes a *testing.T and so cannot serve a benchmark; it keeps the
@@ -60,6 +68,9 @@ func benchCluster(b *testing.B, n int) []*server.Server {
 		cfg.Raft.BindAddr = peers[i].Addr
 		cfg.Raft.Peers = peers
 		cfg.Broker.ClientAddr = cfg.Listen
+		if hb := *benchHeartbeat; hb > 0 {
+			cfg.Raft.HeartbeatTimeout, cfg.Raft.ElectionTimeout, cfg.Raft.LeaderLeaseTimeout = hb, hb, hb/2
+		}
 		s, err := server.Start(cfg)
 		if err != nil {
 			b.Fatalf("start node %d: %v", i, err)
