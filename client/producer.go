@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/raftmq/raftmq/api"
@@ -18,39 +20,148 @@ type Message struct {
 	Queue *int32
 }
 
+// ProducerConfig tunes a Producer.
+type ProducerConfig struct {
+	// MaxRequestMessages and MaxRequestBytes bound one coalesced request.
+	MaxRequestMessages int
+	MaxRequestBytes    int
+	// MaxInflight is how many requests the producer keeps in flight at once;
+	// concurrent Sends beyond that are coalesced into the next request.
+	MaxInflight int
+}
+
+// DefaultProducerConfig returns the defaults.
+func DefaultProducerConfig() ProducerConfig {
+	return ProducerConfig{MaxRequestMessages: 4096, MaxRequestBytes: 1 << 20, MaxInflight: 8}
+}
+
 // Producer sends messages idempotently: every request carries the
 // producer's id and its own sequence number, and a retry after an unknown
 // outcome (leader died mid-commit, timeout) reuses them, so the group appends
-// it once. Safe for concurrent use; keep at most a few hundred requests in
-// flight (the group remembers the last 1024 sequences of each producer).
+// it once.
+//
+// Send is safe for concurrent use. Concurrent Sends to one topic are
+// coalesced into one request while MaxInflight requests are already in
+// flight, so many goroutines sending one message each cost about what one
+// goroutine sending large batches does. Messages of one Send stay together
+// and in order; a goroutine that waits for each Send keeps its order.
 type Producer struct {
 	c   *Client
 	id  string
+	cfg ProducerConfig
 	seq atomic.Uint64
+
+	mu       sync.Mutex
+	queue    []*sendOp // waiting to be sent, in arrival order
+	inflight int
 }
 
-// NewProducer returns a producer with a fresh random id.
-func (c *Client) NewProducer() *Producer {
-	return &Producer{c: c, id: randomID("p-")}
+type sendOp struct {
+	topic string
+	msgs  []Message
+	size  int
+	acks  []*api.Ack
+	err   error
+	done  chan struct{}
+}
+
+// NewProducer returns a producer with a fresh random id and default config.
+func (c *Client) NewProducer() *Producer { return c.NewProducerWith(DefaultProducerConfig()) }
+
+// NewProducerWith returns a producer with the given config.
+func (c *Client) NewProducerWith(cfg ProducerConfig) *Producer {
+	d := DefaultProducerConfig()
+	if cfg.MaxRequestMessages <= 0 {
+		cfg.MaxRequestMessages = d.MaxRequestMessages
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = d.MaxRequestBytes
+	}
+	if cfg.MaxInflight <= 0 {
+		cfg.MaxInflight = d.MaxInflight
+	}
+	return &Producer{c: c, id: randomID("p-"), cfg: cfg}
 }
 
 // ID is the producer id.
 func (p *Producer) ID() string { return p.id }
 
-// Send appends msgs to topic as one request (atomically) and returns one ack
-// per message. It retries across leader changes until ctx ends.
+// Send appends msgs to topic atomically and returns one ack per message,
+// retrying across leader changes. If ctx ends first, the messages may still
+// be appended (exactly once).
 func (p *Producer) Send(ctx context.Context, topic string, msgs ...Message) ([]*api.Ack, error) {
-	req := &api.ProduceRequest{Topic: topic, ProducerId: p.id, Sequence: p.seq.Add(1), Messages: make([]*api.ProduceMessage, len(msgs))}
-	for i, m := range msgs {
-		req.Messages[i] = &api.ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body, Queue: m.Queue}
+	if len(msgs) == 0 {
+		return nil, errors.New("send: no messages")
+	}
+	op := &sendOp{topic: topic, msgs: msgs, done: make(chan struct{})}
+	for i := range msgs {
+		op.size += len(msgs[i].Body) + len(msgs[i].Key) + 16
+	}
+	p.mu.Lock()
+	p.queue = append(p.queue, op)
+	p.dispatchLocked()
+	p.mu.Unlock()
+	select {
+	case <-op.done:
+		return op.acks, op.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// dispatchLocked starts requests while fewer than MaxInflight are in flight,
+// each taking as many waiting operations of one topic as fit.
+func (p *Producer) dispatchLocked() {
+	for p.inflight < p.cfg.MaxInflight && len(p.queue) > 0 {
+		first := p.queue[0]
+		batch := []*sendOp{first}
+		n, size := len(first.msgs), first.size
+		rest := p.queue[:0:0]
+		for _, op := range p.queue[1:] {
+			if op.topic == first.topic && n+len(op.msgs) <= p.cfg.MaxRequestMessages && size+op.size <= p.cfg.MaxRequestBytes {
+				batch = append(batch, op)
+				n += len(op.msgs)
+				size += op.size
+			} else {
+				rest = append(rest, op)
+			}
+		}
+		p.queue = rest
+		p.inflight++
+		go p.send(batch, n)
+	}
+}
+
+func (p *Producer) send(batch []*sendOp, n int) {
+	req := &api.ProduceRequest{Topic: batch[0].topic, ProducerId: p.id, Sequence: p.seq.Add(1), Messages: make([]*api.ProduceMessage, 0, n)}
+	for _, op := range batch {
+		for _, m := range op.msgs {
+			req.Messages = append(req.Messages, &api.ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body, Queue: m.Queue})
+		}
 	}
 	var acks []*api.Ack
-	err := p.c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
+	err := p.c.do(context.Background(), func(ctx context.Context, cl api.BrokerClient) error {
 		r, err := cl.Produce(ctx, req)
 		if err == nil {
 			acks = r.Acks
 		}
 		return err
 	})
-	return acks, err
+	if err == nil && len(acks) != n {
+		err = errors.New("broker answered a different number of acks than messages sent")
+	}
+	off := 0
+	for _, op := range batch {
+		if err != nil {
+			op.err = err
+		} else {
+			op.acks = acks[off : off+len(op.msgs)]
+			off += len(op.msgs)
+		}
+		close(op.done)
+	}
+	p.mu.Lock()
+	p.inflight--
+	p.dispatchLocked()
+	p.mu.Unlock()
 }

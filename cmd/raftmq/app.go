@@ -150,18 +150,18 @@ func addEnv(c *cli.Command) {
 	}
 }
 
-// Flags shared by the client commands.
-var (
-	serversFlag = &cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: "127.0.0.1:9001",
-		Usage: "comma list of client API addresses of any nodes of the group"}
-	timeoutFlag = &cli.DurationFlag{Name: "timeout", Value: 30 * time.Second,
-		Usage: "give up on a request (after retries across leader changes) after this long"}
-	jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON for machines"}
-)
-
+// clientFlags returns fresh -s and --timeout flags (each command needs its
+// own flag values) followed by extra.
 func clientFlags(extra ...cli.Flag) []cli.Flag {
-	return append([]cli.Flag{serversFlag, timeoutFlag}, extra...)
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: "127.0.0.1:9001",
+			Usage: "comma list of client API addresses of any nodes of the group"},
+		&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second,
+			Usage: "give up on a request (after retries across leader changes) after this long"},
+	}, extra...)
 }
+
+func jsonFlag() cli.Flag { return &cli.BoolFlag{Name: "json", Usage: "print JSON for machines"} }
 
 func newClient(c *cli.Context) (*client.Client, error) {
 	cfg := client.DefaultConfig()

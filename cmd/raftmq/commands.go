@@ -50,7 +50,7 @@ func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show the group: term, leader, and every node's role, indexes, load and health",
-		Flags: clientFlags(jsonFlag),
+		Flags: clientFlags(jsonFlag()),
 		Action: func(c *cli.Context) error {
 			cl, err := newClient(c)
 			if err != nil {
@@ -158,7 +158,7 @@ func topicCommand() *cli.Command {
 			{
 				Name:  "list",
 				Usage: "list topics",
-				Flags: clientFlags(jsonFlag),
+				Flags: clientFlags(jsonFlag()),
 				Action: func(c *cli.Context) error {
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						ts, err := cl.ListTopics(ctx)
@@ -185,7 +185,7 @@ func topicCommand() *cli.Command {
 				Name:      "describe",
 				Usage:     "show a topic's queues with their min and max offsets",
 				ArgsUsage: "NAME",
-				Flags:     clientFlags(jsonFlag),
+				Flags:     clientFlags(jsonFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return errors.New("topic describe: want exactly one NAME")
@@ -604,7 +604,7 @@ func groupCommand() *cli.Command {
 				Name:      "describe",
 				Usage:     "show a group's members, assigned queues, committed offsets and lag",
 				ArgsUsage: "GROUP",
-				Flags:     clientFlags(jsonFlag),
+				Flags:     clientFlags(jsonFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return errors.New("group describe: want exactly one GROUP")
