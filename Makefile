@@ -17,9 +17,15 @@ proto:
 	protoc --go_out=. --go_opt=paths=source_relative \
 	       --go-grpc_out=. --go-grpc_opt=paths=source_relative api/raftmq.proto
 
+# Unit and in-process cluster tests run in parallel; the tests that start
+# real processes and containers run one package at a time so that their
+# clusters do not compete for the two cores.
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v /integration)
+
 test: build
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 25m $(PKGS)
+	$(GO) test -race -count=1 -timeout 15m $(UNIT_PKGS)
+	$(GO) test -race -count=1 -p 1 -timeout 30m ./integration/...
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
