@@ -244,7 +244,7 @@ func (c *Client) doPatient(ctx context.Context, patience time.Duration, call fun
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
 		}
-		backoff = min(backoff*2, 200*time.Millisecond)
+		backoff = min(backoff*2, 50*time.Millisecond)
 	}
 }
 

@@ -584,7 +584,7 @@ func (n *Node) Remove(id string, force bool) error {
 		if id == n.cfg.ID {
 			return fmt.Errorf("%w: %s is the leader; run `raftmq leader transfer` first or pass --force", ErrRefused, id)
 		}
-		if target.Voter && voters-1 < 2 {
+		if target.Voter && voters-1 < 3 {
 			return fmt.Errorf("%w: removing %s leaves %d voter(s), which cannot survive any failure; pass --force to do it anyway", ErrRefused, id, voters-1)
 		}
 	}

@@ -93,7 +93,7 @@ func leaderOnly[R any](ctx context.Context, s *Server, local func() (R, error), 
 		}
 		var nl *broker.NotLeaderError
 		switch {
-		case errors.As(err, &nl) && nl.PeerAddr != "" && !forwarded(ctx):
+		case errors.As(err, &nl) && nl.PeerAddr != "" && nl.LeaderID != s.b.ID() && !forwarded(ctx):
 			cl, cerr := s.peers.Client(nl.PeerAddr)
 			if cerr != nil {
 				return r, toStatus(err)

@@ -1,0 +1,621 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/client"
+)
+
+// localGroup runs the nodes of a broker group as `raftmq server` child
+// processes of this executable on free 127.0.0.1 ports, each with its data
+// directory and log file under one directory. It controls them by PID only:
+// start, SIGKILL, SIGSTOP/SIGCONT, SIGTERM, restart. The demo and the bench
+// commands use it.
+//
+//	g, err := newLocalGroup(localGroupConfig{Nodes: 3})
+//	defer g.Close()
+//	err = g.StartAll(ctx)
+//	leader, st, err := g.WaitLeader(ctx, "")
+type localGroup struct {
+	cfg    localGroupConfig
+	dir    string
+	tmpDir bool // dir was created here and is removed by Close unless Keep
+
+	mu    sync.Mutex
+	nodes []*localNode
+}
+
+// localGroupConfig configures a localGroup.
+type localGroupConfig struct {
+	// Exe is the raftmq binary; default os.Executable().
+	Exe string
+	// Dir holds every node's data directory and log; default a new temporary
+	// directory that Close removes (unless Keep).
+	Dir  string
+	Keep bool
+	// Nodes is the number of initial voters, named n1..nN.
+	Nodes int
+	// ServerArgs are extra flags for every server, e.g. --heartbeat-timeout.
+	ServerArgs []string
+	// StartTimeout bounds the wait for a started node's client API (15s).
+	StartTimeout time.Duration
+}
+
+// localNode is one server process (and its identity across restarts).
+type localNode struct {
+	ID     string
+	Raft   string // raft address
+	Client string // client API address
+	HTTP   string
+	Data   string
+	Log    string // the server's stderr, appended across restarts
+	Peers  string // --peers, "" for a node that joins with `member add`
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the current process has been reaped
+	waitErr error
+	paused  bool
+}
+
+func newLocalGroup(cfg localGroupConfig) (*localGroup, error) {
+	if cfg.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find this executable: %w", err)
+		}
+		cfg.Exe = exe
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 15 * time.Second
+	}
+	g := &localGroup{cfg: cfg, dir: cfg.Dir}
+	if g.dir == "" {
+		d, err := os.MkdirTemp("", "raftmq-group-")
+		if err != nil {
+			return nil, fmt.Errorf("create group directory: %w", err)
+		}
+		g.dir, g.tmpDir = d, true
+	} else if err := os.MkdirAll(g.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create group directory: %w", err)
+	}
+	var peers []string
+	for i := 1; i <= cfg.Nodes; i++ {
+		n, err := g.newNode(fmt.Sprintf("n%d", i))
+		if err != nil {
+			g.Close()
+			return nil, err
+		}
+		peers = append(peers, n.ID+"@"+n.Raft)
+	}
+	for _, n := range g.nodes {
+		n.Peers = strings.Join(peers, ",")
+	}
+	return g, nil
+}
+
+func (g *localGroup) newNode(id string) (*localNode, error) {
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	n := &localNode{ID: id,
+		Raft: "127.0.0.1:" + strconv.Itoa(ports[0]), Client: "127.0.0.1:" + strconv.Itoa(ports[1]), HTTP: "127.0.0.1:" + strconv.Itoa(ports[2]),
+		Data: filepath.Join(g.dir, id), Log: filepath.Join(g.dir, id+".log")}
+	g.mu.Lock()
+	g.nodes = append(g.nodes, n)
+	g.mu.Unlock()
+	return n, nil
+}
+
+// AddNode allocates a node that is not part of the initial voters: it starts
+// without --peers and waits to be added with `member add`. Start it with Start.
+func (g *localGroup) AddNode(id string) (*localNode, error) {
+	if g.Node(id) != nil {
+		return nil, fmt.Errorf("node %s exists", id)
+	}
+	return g.newNode(id)
+}
+
+// SetKeep decides whether Close leaves the group directory behind.
+func (g *localGroup) SetKeep(keep bool) {
+	g.mu.Lock()
+	g.cfg.Keep = keep
+	g.mu.Unlock()
+}
+
+// Dir is the directory of the group's data and logs.
+func (g *localGroup) Dir() string { return g.dir }
+
+// Nodes returns every node, started or not.
+func (g *localGroup) Nodes() []*localNode {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]*localNode{}, g.nodes...)
+}
+
+// Node returns the node with id, or nil.
+func (g *localGroup) Node(id string) *localNode {
+	for _, n := range g.Nodes() {
+		if n.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// NodeByClient returns the node whose client address is addr, or nil.
+func (g *localGroup) NodeByClient(addr string) *localNode {
+	for _, n := range g.Nodes() {
+		if n.Client == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// ClientAddrs is the comma list of every node's client address (for -s).
+func (g *localGroup) ClientAddrs() string {
+	var out []string
+	for _, n := range g.Nodes() {
+		out = append(out, n.Client)
+	}
+	return strings.Join(out, ",")
+}
+
+// StartAll starts every node that is not running, all at once, and waits
+// until each answers on its client API.
+func (g *localGroup) StartAll(ctx context.Context) error {
+	nodes := g.Nodes()
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		if n.Running() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = g.Start(ctx, n.ID)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Start starts node id (again, with its data) and waits until its client
+// API answers. A process that exits meanwhile is reported with the tail of
+// its log.
+func (g *localGroup) Start(ctx context.Context, id string) error {
+	n := g.Node(id)
+	if n == nil {
+		return fmt.Errorf("no node %s", id)
+	}
+	if n.Running() {
+		return fmt.Errorf("%s is already running (pid %d)", id, n.PID())
+	}
+	args := []string{"server", "--id", n.ID, "--data", n.Data, "--raft", n.Raft, "--listen", n.Client, "--http", n.HTTP}
+	if n.Peers != "" {
+		args = append(args, "--peers", n.Peers)
+	}
+	args = append(args, g.cfg.ServerArgs...)
+	logf, err := os.OpenFile(n.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open %s log: %w", id, err)
+	}
+	fmt.Fprintf(logf, "=== %s %s %s\n", time.Now().Format("15:04:05.000"), g.cfg.Exe, strings.Join(args, " "))
+	cmd := exec.Command(g.cfg.Exe, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = serverEnv()
+	// Own process group: a Ctrl-C of the terminal reaches only the parent,
+	// which decides what happens to the nodes. Pdeathsig: nodes die with
+	// the parent even when it is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", id, err)
+	}
+	exited := make(chan struct{})
+	n.mu.Lock()
+	n.cmd, n.exited, n.waitErr, n.paused = cmd, exited, nil, false
+	n.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		n.mu.Lock()
+		n.waitErr = err
+		n.mu.Unlock()
+		close(exited)
+	}()
+
+	deadline := time.Now().Add(g.cfg.StartTimeout)
+	for {
+		select {
+		case <-exited:
+			return fmt.Errorf("%s (pid %d) exited during start: %v\n%s", id, cmd.Process.Pid, n.WaitErr(), n.LogTail(15))
+		default:
+		}
+		// A fresh connection each time: a gRPC connection that was refused
+		// waits a second before it dials again.
+		_, err := statusOnce(ctx, n.Client, time.Second)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s (pid %d) does not answer on %s after %s: %w\n%s", id, cmd.Process.Pid, n.Client,
+				g.cfg.StartTimeout, err, n.LogTail(15))
+		}
+		select {
+		case <-exited:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// serverEnv is this process's environment without RAFTMQ_* variables, so
+// that a user's settings for the client commands do not reach the servers.
+func serverEnv() []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "RAFTMQ_") {
+			env = append(env, e)
+		}
+	}
+	return env
+}
+
+// Kill sends SIGKILL to node id and waits until the process is gone. It
+// returns the killed PID.
+func (g *localGroup) Kill(id string) (int, error) {
+	return g.signalAndWait(id, syscall.SIGKILL, 10*time.Second)
+}
+
+// Stop sends SIGTERM (a leader hands over leadership first) and waits up to
+// timeout, then SIGKILL.
+func (g *localGroup) Stop(id string, timeout time.Duration) error {
+	pid, err := g.signalAndWait(id, syscall.SIGTERM, timeout)
+	if err == nil {
+		return nil
+	}
+	if _, kerr := g.Kill(id); kerr != nil {
+		return kerr
+	}
+	return fmt.Errorf("%s (pid %d) did not stop within %s of SIGTERM; killed it", id, pid, timeout)
+}
+
+// Restart stops node id (SIGKILL if still running) and starts it again.
+func (g *localGroup) Restart(ctx context.Context, id string) error {
+	if n := g.Node(id); n != nil && n.Running() {
+		if _, err := g.Kill(id); err != nil {
+			return err
+		}
+	}
+	return g.Start(ctx, id)
+}
+
+// Pause sends SIGSTOP to node id.
+func (g *localGroup) Pause(id string) (int, error) {
+	return g.signal(id, syscall.SIGSTOP, true)
+}
+
+// Resume sends SIGCONT to node id.
+func (g *localGroup) Resume(id string) (int, error) {
+	return g.signal(id, syscall.SIGCONT, false)
+}
+
+func (g *localGroup) signal(id string, sig syscall.Signal, paused bool) (int, error) {
+	n := g.Node(id)
+	if n == nil {
+		return 0, fmt.Errorf("no node %s", id)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || isClosed(n.exited) {
+		return 0, fmt.Errorf("%s is not running", id)
+	}
+	pid := n.cmd.Process.Pid
+	if err := syscall.Kill(pid, sig); err != nil {
+		return pid, fmt.Errorf("signal %v to %s (pid %d): %w", sig, id, pid, err)
+	}
+	if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
+		n.paused = paused
+	}
+	return pid, nil
+}
+
+func (g *localGroup) signalAndWait(id string, sig syscall.Signal, timeout time.Duration) (int, error) {
+	n := g.Node(id)
+	if n == nil {
+		return 0, fmt.Errorf("no node %s", id)
+	}
+	pid, err := g.signal(id, sig, false)
+	if err != nil {
+		return pid, err
+	}
+	if sig != syscall.SIGKILL && n.Paused() {
+		syscall.Kill(pid, syscall.SIGCONT) // a stopped process cannot act on SIGTERM
+	}
+	n.mu.Lock()
+	exited := n.exited
+	n.mu.Unlock()
+	select {
+	case <-exited:
+		return pid, nil
+	case <-time.After(timeout):
+		return pid, fmt.Errorf("%s (pid %d) still running %s after %v", id, pid, timeout, sig)
+	}
+}
+
+// Close kills every running node (SIGKILL) and removes the group directory
+// if it created it and Keep is off.
+func (g *localGroup) Close() error {
+	for _, n := range g.Nodes() {
+		if n.Running() {
+			g.Kill(n.ID)
+		}
+	}
+	g.mu.Lock()
+	keep := g.cfg.Keep
+	g.mu.Unlock()
+	if g.tmpDir && !keep {
+		return os.RemoveAll(g.dir)
+	}
+	return nil
+}
+
+// StopAll stops every running node with SIGTERM, in parallel.
+func (g *localGroup) StopAll(timeout time.Duration) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, n := range g.Nodes() {
+		if !n.Running() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := g.Stop(n.ID, timeout); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Leader asks every running, unpaused node at once and returns the leader
+// of the highest term any of them reports, with that answer. It fails when
+// no node knows a leader.
+func (g *localGroup) Leader(ctx context.Context) (*localNode, *api.StatusResponse, error) {
+	var addrs []string
+	for _, n := range g.Nodes() {
+		if n.Running() && !n.Paused() {
+			addrs = append(addrs, n.Client)
+		}
+	}
+	st, err := leaderStatus(ctx, addrs, time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := g.Node(st.LeaderId)
+	if n == nil {
+		n = g.NodeByClient(st.LeaderAddress)
+	}
+	if n == nil {
+		return nil, st, fmt.Errorf("leader %s (%s) is not a node of this group", st.LeaderId, st.LeaderAddress)
+	}
+	return n, st, nil
+}
+
+// WaitLeader polls until a leader other than not ("" = any) is known, and
+// returns it.
+func (g *localGroup) WaitLeader(ctx context.Context, not string) (*localNode, *api.StatusResponse, error) {
+	var last error
+	for {
+		n, st, err := g.Leader(ctx)
+		if err == nil && n.ID != not && n.Running() {
+			return n, st, nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			if last == nil {
+				last = errors.New("the old leader still leads")
+			}
+			return nil, nil, fmt.Errorf("no new leader: %w (last: %v)", ctx.Err(), last)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// leaderStatus asks addrs at once (each for at most timeout) and returns
+// the answer with a leader and the highest term.
+func leaderStatus(ctx context.Context, addrs []string, timeout time.Duration) (*api.StatusResponse, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("no node to ask")
+	}
+	cl, err := client.New(client.Config{Servers: addrs, RequestTimeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	type answer struct {
+		st  *api.StatusResponse
+		err error
+	}
+	ch := make(chan answer, len(addrs))
+	for _, a := range addrs {
+		go func() {
+			actx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			st, err := cl.StatusOf(actx, a)
+			ch <- answer{st, err}
+		}()
+	}
+	var best *api.StatusResponse
+	var errs []error
+	for range addrs {
+		a := <-ch
+		if a.err != nil {
+			errs = append(errs, a.err)
+			continue
+		}
+		if a.st.LeaderId != "" && (best == nil || a.st.Term > best.Term) {
+			best = a.st
+		}
+	}
+	if best == nil {
+		if len(errs) == len(addrs) {
+			return nil, fmt.Errorf("no node answered: %w", errors.Join(errs...))
+		}
+		return nil, errors.New("no node knows a leader")
+	}
+	return best, nil
+}
+
+// statusOnce asks addr for its status over a new connection.
+func statusOnce(ctx context.Context, addr string, timeout time.Duration) (*api.StatusResponse, error) {
+	cl, err := client.New(client.Config{Servers: []string{addr}, RequestTimeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return cl.StatusOf(actx, addr)
+}
+
+// selfStatus returns node n's own entry of st (the node that answered).
+func selfStatus(st *api.StatusResponse) *api.NodeStatus {
+	for _, ns := range st.Nodes {
+		if ns.Id == st.AnsweredBy {
+			return ns
+		}
+	}
+	return nil
+}
+
+// PID is the current process id, 0 if never started.
+func (n *localNode) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Running reports whether the process was started and has not exited.
+func (n *localNode) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil && !isClosed(n.exited)
+}
+
+// Paused reports whether the process was sent SIGSTOP and not SIGCONT.
+func (n *localNode) Paused() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.paused && n.cmd != nil && !isClosed(n.exited)
+}
+
+// WaitErr is the exit status of the last process that exited.
+func (n *localNode) WaitErr() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.waitErr
+}
+
+// LogTail returns the last lines of the node's log, indented.
+func (n *localNode) LogTail(lines int) string {
+	b, err := os.ReadFile(n.Log)
+	if err != nil {
+		return fmt.Sprintf("    (no log: %v)", err)
+	}
+	ls := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "    --- last lines of %s ---\n", n.Log)
+	for _, l := range ls {
+		sb.WriteString("    ")
+		sb.Write(l)
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+func isClosed(ch chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+var (
+	portsMu   sync.Mutex
+	portsUsed = map[int]bool{}
+)
+
+// freePorts returns n distinct ports on 127.0.0.1 that were free a moment
+// ago. They come from below the kernel's ephemeral range, so an outgoing
+// connection cannot take one while its node is down for a restart.
+func freePorts(n int) ([]int, error) {
+	lo, hi := 20000, 32000
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if first, err := strconv.Atoi(f[0]); err == nil && first > 11000 && first <= 32768 {
+				hi = first
+				lo = max(hi-12000, 10000)
+			}
+		}
+	}
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	var out []int
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 1000 {
+			return nil, errors.New("no free port on 127.0.0.1")
+		}
+		p := lo + rand.IntN(hi-lo)
+		if portsUsed[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		portsUsed[p] = true
+		out = append(out, p)
+	}
+	return out, nil
+}

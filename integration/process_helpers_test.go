@@ -1,0 +1,1057 @@
+package integration
+
+// Helpers of the process tests (process_test.go): a group of real `raftmq
+// server` processes of a binary built once per test run, controlled by PID,
+// a load generator of idempotent SDK producers that records every
+// acknowledgement, and the checker that reads everything back. Everything
+// here is prefixed with "proc" so that it cannot clash with the other files
+// of package integration.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/client"
+)
+
+const (
+	// procStartTimeout bounds the wait for a started process's client API.
+	procStartTimeout = 20 * time.Second
+	// procLeaderTimeout bounds waits for a (new) leader.
+	procLeaderTimeout = 30 * time.Second
+	// procCLITimeout bounds one CLI invocation.
+	procCLITimeout = 60 * time.Second
+)
+
+// procRequire skips process tests in -short mode.
+func procRequire(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping process test in -short mode: it starts real raftmq server processes")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("process tests use Linux signals and /proc")
+	}
+}
+
+var (
+	procBinOnce sync.Once
+	procBinPath string
+	procBinErr  error
+)
+
+// procRepoRoot is the directory of go.mod, found from this source file.
+func procRepoRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("runtime.Caller failed")
+	}
+	root := filepath.Dir(filepath.Dir(file))
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		return "", fmt.Errorf("no go.mod in %s: %w", root, err)
+	}
+	return root, nil
+}
+
+// procBinary builds cmd/raftmq once per test run (or uses RAFTMQ_IT_BINARY)
+// and returns its path. The binary lives in a per-user directory under the
+// temp dir, named after this test process; binaries of test processes that
+// are gone are removed first, so runs leave at most one binary behind.
+func procBinary(t *testing.T) string {
+	t.Helper()
+	procBinOnce.Do(func() {
+		if p := os.Getenv("RAFTMQ_IT_BINARY"); p != "" {
+			procBinPath = p
+			return
+		}
+		root, err := procRepoRoot()
+		if err != nil {
+			procBinErr = err
+			return
+		}
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("raftmq-it-bin-%d", os.Getuid()))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			procBinErr = err
+			return
+		}
+		if old, _ := filepath.Glob(filepath.Join(dir, "raftmq-*")); len(old) > 0 {
+			for _, f := range old {
+				pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(f), "raftmq-"))
+				if err == nil && syscall.Kill(pid, 0) == syscall.ESRCH {
+					os.Remove(f)
+				}
+			}
+		}
+		out := filepath.Join(dir, fmt.Sprintf("raftmq-%d", os.Getpid()))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/raftmq")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		start := time.Now()
+		if b, err := cmd.CombinedOutput(); err != nil {
+			procBinErr = fmt.Errorf("go build ./cmd/raftmq: %w\n%s", err, b)
+			return
+		}
+		procBinPath = out
+		fmt.Fprintf(os.Stderr, "integration: built %s in %v\n", out, time.Since(start).Round(time.Millisecond))
+	})
+	if procBinErr != nil {
+		t.Fatal(procBinErr)
+	}
+	return procBinPath
+}
+
+var (
+	procPortsMu sync.Mutex
+	procPorts   = map[int]bool{}
+)
+
+// procFreePorts returns n ports free on 127.0.0.1, taken from below the
+// kernel's ephemeral range so that no outgoing connection can occupy one
+// while its node is down for a restart.
+func procFreePorts(t *testing.T, n int) []int {
+	t.Helper()
+	lo, hi := 20000, 32000
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if first, err := strconv.Atoi(f[0]); err == nil && first > 11000 && first <= 32768 {
+				hi, lo = first, max(first-12000, 10000)
+			}
+		}
+	}
+	procPortsMu.Lock()
+	defer procPortsMu.Unlock()
+	var out []int
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 2000 {
+			t.Fatal("no free port on 127.0.0.1")
+		}
+		p := lo + rand.IntN(hi-lo)
+		if procPorts[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		procPorts[p] = true
+		out = append(out, p)
+	}
+	return out
+}
+
+// procCluster is a group of raftmq server processes.
+type procCluster struct {
+	t     *testing.T
+	bin   string
+	dir   string
+	extra []string // flags for every server (may change between restarts)
+
+	mu    sync.Mutex
+	nodes []*procNode
+}
+
+// procNode is one server: its addresses and its current process.
+type procNode struct {
+	id, raft, client, http, data, log string
+	peers                             string // "" for a node added with member add
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	waitErr error
+	paused  bool
+}
+
+// procStartCluster starts n voters n1..nN with extra server flags and waits
+// for a leader. Every process is killed in t.Cleanup; on failure the tail of
+// every node's log is printed.
+func procStartCluster(t *testing.T, n int, extra ...string) *procCluster {
+	t.Helper()
+	c := &procCluster{t: t, bin: procBinary(t), dir: t.TempDir(), extra: extra}
+	t.Cleanup(func() {
+		for _, nd := range c.all() {
+			if nd.running() {
+				c.signal(nd.id, syscall.SIGKILL)
+				nd.wait(10 * time.Second)
+			}
+		}
+		if t.Failed() {
+			for _, nd := range c.all() {
+				t.Logf("log of %s:\n%s", nd.id, nd.tail(40))
+			}
+		}
+	})
+	var peers []string
+	for i := 1; i <= n; i++ {
+		nd := c.newNode(fmt.Sprintf("n%d", i))
+		peers = append(peers, nd.id+"@"+nd.raft)
+	}
+	for _, nd := range c.all() {
+		nd.peers = strings.Join(peers, ",")
+	}
+	c.startAll()
+	c.waitLeader("")
+	return c
+}
+
+func (c *procCluster) newNode(id string) *procNode {
+	p := procFreePorts(c.t, 3)
+	nd := &procNode{id: id, raft: fmt.Sprintf("127.0.0.1:%d", p[0]), client: fmt.Sprintf("127.0.0.1:%d", p[1]),
+		http: fmt.Sprintf("127.0.0.1:%d", p[2]), data: filepath.Join(c.dir, id), log: filepath.Join(c.dir, id+".log")}
+	c.mu.Lock()
+	c.nodes = append(c.nodes, nd)
+	c.mu.Unlock()
+	return nd
+}
+
+// addNode allocates (not starts) a node that joins later via member add.
+func (c *procCluster) addNode(id string) *procNode { return c.newNode(id) }
+
+func (c *procCluster) all() []*procNode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*procNode{}, c.nodes...)
+}
+
+func (c *procCluster) node(id string) *procNode {
+	for _, nd := range c.all() {
+		if nd.id == id {
+			return nd
+		}
+	}
+	c.t.Fatalf("no node %s", id)
+	return nil
+}
+
+// addrs is the comma list of the client addresses of ids (default: all).
+func (c *procCluster) addrs(ids ...string) string {
+	var out []string
+	for _, nd := range c.all() {
+		if len(ids) == 0 || procContains(ids, nd.id) {
+			out = append(out, nd.client)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+func procContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// startAll starts every node that is not running, concurrently.
+func (c *procCluster) startAll() {
+	c.t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.all()))
+	for i, nd := range c.all() {
+		if nd.running() || (nd.peers == "" && !nd.started()) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.startErr(nd.id)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// start starts node id and waits until its client API answers.
+func (c *procCluster) start(id string) {
+	c.t.Helper()
+	if err := c.startErr(id); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *procCluster) startErr(id string) error {
+	nd := c.node(id)
+	args := []string{"server", "--id", nd.id, "--data", nd.data, "--raft", nd.raft, "--listen", nd.client, "--http", nd.http}
+	if nd.peers != "" {
+		args = append(args, "--peers", nd.peers)
+	}
+	args = append(args, c.extra...)
+	f, err := os.OpenFile(nd.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f, "=== %s raftmq %s\n", time.Now().Format("15:04:05.000"), strings.Join(args, " "))
+	cmd := exec.Command(c.bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = procEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", id, err)
+	}
+	exited := make(chan struct{})
+	nd.mu.Lock()
+	nd.cmd, nd.exited, nd.waitErr, nd.paused = cmd, exited, nil, false
+	nd.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		f.Close()
+		nd.mu.Lock()
+		nd.waitErr = err
+		nd.mu.Unlock()
+		close(exited)
+	}()
+	deadline := time.Now().Add(procStartTimeout)
+	for {
+		select {
+		case <-exited:
+			return fmt.Errorf("%s (pid %d) exited during start: %v\n%s", id, cmd.Process.Pid, nd.exitErr(), nd.tail(20))
+		default:
+		}
+		if _, err := procStatusOf(nd.client, time.Second); err == nil {
+			return nil
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("%s (pid %d) does not answer on %s after %v: %v\n%s", id, cmd.Process.Pid, nd.client, procStartTimeout, err, nd.tail(20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// procEnv is the environment without RAFTMQ_* variables.
+func procEnv() []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "RAFTMQ_") {
+			env = append(env, e)
+		}
+	}
+	return env
+}
+
+func (c *procCluster) signal(id string, sig syscall.Signal) int {
+	nd := c.node(id)
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.cmd == nil || procClosed(nd.exited) {
+		c.t.Fatalf("signal %v: %s is not running", sig, id)
+	}
+	pid := nd.cmd.Process.Pid
+	if err := syscall.Kill(pid, sig); err != nil {
+		c.t.Fatalf("signal %v to %s (pid %d): %v", sig, id, pid, err)
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		nd.paused = true
+	case syscall.SIGCONT:
+		nd.paused = false
+	}
+	return pid
+}
+
+// kill sends SIGKILL to node id and waits until it is gone.
+func (c *procCluster) kill(id string) int {
+	c.t.Helper()
+	pid := c.signal(id, syscall.SIGKILL)
+	if !c.node(id).wait(10 * time.Second) {
+		c.t.Fatalf("%s (pid %d) survived SIGKILL for 10s", id, pid)
+	}
+	return pid
+}
+
+// stop sends SIGTERM to node id and waits (up to 20s) until it has exited.
+func (c *procCluster) stop(id string) {
+	c.t.Helper()
+	pid := c.signal(id, syscall.SIGTERM)
+	if c.node(id).isPaused() {
+		c.signal(id, syscall.SIGCONT)
+	}
+	if !c.node(id).wait(20 * time.Second) {
+		c.t.Fatalf("%s (pid %d) did not exit within 20s of SIGTERM\n%s", id, pid, c.node(id).tail(20))
+	}
+}
+
+// stopAll sends SIGTERM to every running node at once and waits.
+func (c *procCluster) stopAll() {
+	c.t.Helper()
+	start := time.Now()
+	defer func() { c.t.Logf("stopped every node with SIGTERM in %v", time.Since(start).Round(time.Millisecond)) }()
+	var running []*procNode
+	for _, nd := range c.all() {
+		if nd.running() {
+			c.signal(nd.id, syscall.SIGTERM)
+			running = append(running, nd)
+		}
+	}
+	for _, nd := range running {
+		if !nd.wait(25 * time.Second) {
+			c.t.Fatalf("%s did not exit within 25s of SIGTERM\n%s", nd.id, nd.tail(20))
+		}
+		if err := nd.exitErr(); err != nil {
+			c.t.Errorf("%s exited with %v after SIGTERM\n%s", nd.id, err, nd.tail(20))
+		}
+		b, _ := os.ReadFile(nd.log)
+		if i := bytes.LastIndex(b, []byte("\n=== ")); i >= 0 {
+			b = b[i:] // the last run only
+		}
+		if bytes.Contains(b, []byte("shutdown took longer than 15s")) {
+			// Seen when every node gets SIGTERM at once: the leader's
+			// hand-over waits for a new leader that never comes.
+			c.t.Logf("NOTE: %s did not finish its graceful shutdown and gave up after 15s", nd.id)
+		}
+	}
+}
+
+func (c *procCluster) pause(id string) int  { return c.signal(id, syscall.SIGSTOP) }
+func (c *procCluster) resume(id string) int { return c.signal(id, syscall.SIGCONT) }
+
+func (nd *procNode) running() bool {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.cmd != nil && !procClosed(nd.exited)
+}
+
+func (nd *procNode) started() bool {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.cmd != nil
+}
+
+func (nd *procNode) isPaused() bool {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.paused
+}
+
+func (nd *procNode) pid() int {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.cmd == nil {
+		return 0
+	}
+	return nd.cmd.Process.Pid
+}
+
+func (nd *procNode) exitErr() error {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.waitErr
+}
+
+// wait waits until the current process has exited.
+func (nd *procNode) wait(d time.Duration) bool {
+	nd.mu.Lock()
+	ch := nd.exited
+	nd.mu.Unlock()
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// tail returns the last n lines of the node's log.
+func (nd *procNode) tail(n int) string {
+	b, err := os.ReadFile(nd.log)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "    " + strings.Join(lines, "\n    ")
+}
+
+func procClosed(ch chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// procStatusOf asks one node for its status over a fresh connection (a
+// refused gRPC connection waits a second before it dials again).
+func procStatusOf(addr string, timeout time.Duration) (*api.StatusResponse, error) {
+	cl, err := client.New(client.Config{Servers: []string{addr}, RequestTimeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return cl.StatusOf(ctx, addr)
+}
+
+// procSelf is the answering node's own entry of st.
+func procSelf(st *api.StatusResponse) *api.NodeStatus {
+	for _, n := range st.Nodes {
+		if n.Id == st.AnsweredBy {
+			return n
+		}
+	}
+	return nil
+}
+
+// leaderNow asks every running, unpaused node and returns the leader of the
+// highest term reported (with that answer), or nil.
+func (c *procCluster) leaderNow() (*procNode, *api.StatusResponse) {
+	type answer struct{ st *api.StatusResponse }
+	var nodes []*procNode
+	for _, nd := range c.all() {
+		if nd.running() && !nd.isPaused() {
+			nodes = append(nodes, nd)
+		}
+	}
+	ch := make(chan *api.StatusResponse, len(nodes))
+	for _, nd := range nodes {
+		go func() {
+			st, err := procStatusOf(nd.client, time.Second)
+			if err != nil {
+				st = nil
+			}
+			ch <- st
+		}()
+	}
+	var best *api.StatusResponse
+	for range nodes {
+		if st := <-ch; st != nil && st.LeaderId != "" && st.LeaderAddress != "" && (best == nil || st.Term > best.Term) {
+			best = st
+		}
+	}
+	if best == nil {
+		return nil, nil
+	}
+	for _, nd := range c.all() {
+		if nd.id == best.LeaderId {
+			return nd, best
+		}
+	}
+	return nil, nil
+}
+
+// waitLeader waits until a running node other than not leads and returns it.
+func (c *procCluster) waitLeader(not string) *procNode {
+	c.t.Helper()
+	var leader *procNode
+	procWaitFor(c.t, procLeaderTimeout, "a leader other than "+strconv.Quote(not), func() (bool, string) {
+		nd, st := c.leaderNow()
+		if nd == nil {
+			return false, "no node knows a leader"
+		}
+		if nd.id == not || !nd.running() || nd.isPaused() {
+			return false, fmt.Sprintf("leader is %s (term %d)", nd.id, st.Term)
+		}
+		leader = nd
+		return true, ""
+	})
+	return leader
+}
+
+// waitFollower waits until node id is a follower of a known leader that
+// reports it healthy, and has applied at least what the leader had applied
+// just before.
+func (c *procCluster) waitFollower(id string, timeout time.Duration) {
+	c.t.Helper()
+	nd := c.node(id)
+	procWaitFor(c.t, timeout, id+" to be a caught-up, healthy follower", func() (bool, string) {
+		l, _ := c.leaderNow()
+		if l == nil {
+			return false, "no leader"
+		}
+		lst, err := procStatusOf(l.client, time.Second)
+		if err != nil {
+			return false, "leader does not answer: " + err.Error()
+		}
+		var leaderApplied uint64
+		healthy := false
+		for _, n := range lst.Nodes {
+			if n.Id == lst.AnsweredBy {
+				leaderApplied = n.AppliedIndex
+			}
+			if n.Id == id {
+				healthy = n.Healthy
+			}
+		}
+		st, err := procStatusOf(nd.client, time.Second)
+		if err != nil {
+			return false, "does not answer: " + err.Error()
+		}
+		self := procSelf(st)
+		switch {
+		case self == nil:
+			return false, "does not list itself"
+		case self.Role != "follower":
+			return false, "role " + self.Role
+		case st.LeaderId == "":
+			return false, "knows no leader"
+		case !healthy:
+			return false, "leader " + lst.AnsweredBy + " does not report it healthy"
+		case self.AppliedIndex < leaderApplied:
+			return false, fmt.Sprintf("applied %d < leader's %d", self.AppliedIndex, leaderApplied)
+		}
+		return true, ""
+	})
+}
+
+// waitConverged waits until every running node has applied the same index
+// (call it when no writes are running) and returns that index.
+func (c *procCluster) waitConverged(timeout time.Duration) uint64 {
+	c.t.Helper()
+	var idx uint64
+	procWaitFor(c.t, timeout, "every node to apply the same index", func() (bool, string) {
+		var parts []string
+		same := true
+		var first uint64
+		for i, nd := range c.runningNodes() {
+			st, err := procStatusOf(nd.client, time.Second)
+			if err != nil {
+				return false, nd.id + " does not answer: " + err.Error()
+			}
+			self := procSelf(st)
+			if self == nil {
+				return false, nd.id + " does not list itself"
+			}
+			parts = append(parts, fmt.Sprintf("%s %d", nd.id, self.AppliedIndex))
+			if i == 0 {
+				first = self.AppliedIndex
+			} else if self.AppliedIndex != first {
+				same = false
+			}
+		}
+		idx = first
+		return same, "applied: " + strings.Join(parts, ", ")
+	})
+	return idx
+}
+
+func (c *procCluster) runningNodes() []*procNode {
+	var out []*procNode
+	for _, nd := range c.all() {
+		if nd.running() {
+			out = append(out, nd)
+		}
+	}
+	return out
+}
+
+// client returns an SDK client for every node's address, closed at cleanup.
+func (c *procCluster) client() *client.Client {
+	c.t.Helper()
+	cfg := client.DefaultConfig()
+	cfg.Servers = []string{c.addrs()}
+	cl, err := client.New(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// cli runs the raftmq binary with args (and stdin) and returns stdout,
+// stderr and the error of a non-zero exit.
+func (c *procCluster) cli(stdin string, args ...string) (string, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), procCLITimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	cmd.Env = procEnv()
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+// mustCLI is cli that fails the test on a non-zero exit.
+func (c *procCluster) mustCLI(stdin string, args ...string) string {
+	c.t.Helper()
+	out, errOut, err := c.cli(stdin, args...)
+	if err != nil {
+		c.t.Fatalf("raftmq %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, procCut(out, 2000), procCut(errOut, 2000))
+	}
+	return out
+}
+
+func procCut(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// procWaitFor polls cond every 50ms until it holds or timeout passes.
+func procWaitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// procJSONLines decodes one JSON object per non-empty line into T.
+func procJSONLines[T any](t *testing.T, out string) []T {
+	t.Helper()
+	var res []T
+	for _, l := range strings.Split(out, "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", l, err)
+		}
+		res = append(res, v)
+	}
+	return res
+}
+
+// procAck is one acknowledged message.
+type procAck struct {
+	Body   string
+	Key    string
+	Queue  int32
+	Offset uint64
+	At     time.Time
+}
+
+// procLoad runs idempotent SDK producers, one request in flight each, and
+// records every acknowledgement. Bodies are "<prefix>p<i>-<seq>", keys
+// "<prefix>p<i>-k<seq%3>", so per key the send order is the seq order.
+type procLoad struct {
+	t      *testing.T
+	topic  string
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	acks   []procAck
+	failed []string
+	errs   []error
+}
+
+// procStartLoad starts producers that send one message every interval each
+// (at most maxPerProducer each, so load stays bounded).
+func procStartLoad(t *testing.T, cl *client.Client, topic, prefix string, producers int, interval time.Duration, maxPerProducer int) *procLoad {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &procLoad{t: t, topic: topic, cancel: cancel}
+	for i := 1; i <= producers; i++ {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			p := cl.NewProducer()
+			for seq := 1; seq <= maxPerProducer && ctx.Err() == nil; seq++ {
+				body := fmt.Sprintf("%sp%d-%d", prefix, i, seq)
+				key := fmt.Sprintf("%sp%d-k%d", prefix, i, seq%3)
+				// Not ctx: a send in progress when the load stops finishes,
+				// so that its outcome is known.
+				sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+				acks, err := p.Send(sctx, topic, client.Message{Key: key, Body: []byte(body)})
+				scancel()
+				now := time.Now()
+				l.mu.Lock()
+				if err != nil || len(acks) != 1 {
+					l.failed = append(l.failed, body)
+					l.errs = append(l.errs, fmt.Errorf("%s: %w (acks %d)", body, err, len(acks)))
+				} else {
+					l.acks = append(l.acks, procAck{Body: body, Key: key, Queue: acks[0].Queue, Offset: acks[0].Offset, At: now})
+				}
+				l.mu.Unlock()
+				select {
+				case <-ctx.Done():
+				case <-time.After(interval):
+				}
+			}
+		}()
+	}
+	t.Cleanup(l.stop)
+	return l
+}
+
+// stop stops the producers and waits for their last sends.
+func (l *procLoad) stop() {
+	l.cancel()
+	l.wg.Wait()
+}
+
+func (l *procLoad) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acks)
+}
+
+// acked returns every acknowledgement so far.
+func (l *procLoad) acked() []procAck {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]procAck{}, l.acks...)
+}
+
+// waitAcks waits until n more acknowledgements than now arrived.
+func (l *procLoad) waitAcks(n int, timeout time.Duration) {
+	l.t.Helper()
+	base := l.count()
+	procWaitFor(l.t, timeout, fmt.Sprintf("%d more acknowledgements", n), func() (bool, string) {
+		got := l.count() - base
+		l.mu.Lock()
+		var last error
+		if len(l.errs) > 0 {
+			last = l.errs[len(l.errs)-1]
+		}
+		l.mu.Unlock()
+		return got >= n, fmt.Sprintf("%d so far (last send error: %v)", got, last)
+	})
+}
+
+// gapAfter is the longest gap between consecutive acknowledgements that
+// ends after t0: the write pause around an event at t0.
+func (l *procLoad) gapAfter(t0 time.Time) time.Duration {
+	acks := l.acked()
+	times := make([]time.Time, len(acks))
+	for i, a := range acks {
+		times[i] = a.At
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+	var gap time.Duration
+	for i := 1; i < len(times); i++ {
+		if times[i].After(t0) && times[i].Sub(times[i-1]) > gap {
+			gap = times[i].Sub(times[i-1])
+		}
+	}
+	return gap
+}
+
+// checkNoFailures fails the test if a send was never acknowledged.
+func (l *procLoad) checkNoFailures() {
+	l.t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.failed) > 0 {
+		l.t.Errorf("%d sends were not acknowledged within 30s, e.g. %v", len(l.failed), l.errs[0])
+	}
+}
+
+type procLoc struct {
+	q   int32
+	off uint64
+}
+
+// procReadNode reads every queue of topic from offset 0 to end straight from
+// the node at addr (raw Pull, no redirection) and returns location -> body.
+func procReadNode(t *testing.T, nd *procNode, topic string, end map[int32]uint64) map[procLoc]string {
+	t.Helper()
+	conn, err := grpc.NewClient(nd.client, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	bc := api.NewBrokerClient(conn)
+	out := map[procLoc]string{}
+	for q, e := range end {
+		off := uint64(0)
+		deadline := time.Now().Add(30 * time.Second)
+		for off < e {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: queue %d: read up to %d of %d in 30s", nd.id, q, off, e)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			r, err := bc.Pull(ctx, &api.PullRequest{Topic: topic, Queue: q, Offset: off, MaxMessages: 1000, MaxBytes: 8 << 20})
+			cancel()
+			if err != nil || r.Status != api.PullStatus_PULL_STATUS_FOUND {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			if r.ServedBy != nd.id {
+				t.Fatalf("pull sent to %s was served by %s", nd.id, r.ServedBy)
+			}
+			for _, m := range r.Messages {
+				if m.Offset != off {
+					t.Fatalf("%s: queue %d: got offset %d, want %d (offsets must be dense)", nd.id, q, m.Offset, off)
+				}
+				out[procLoc{q, m.Offset}] = string(m.Body)
+				off++
+			}
+		}
+	}
+	return out
+}
+
+// procVerify checks what the group holds against what was acknowledged:
+// a consumer group reading from the earliest offset gets every acknowledged
+// message exactly once, at its acknowledged queue and offset; offsets of
+// every queue are dense from 0; per key the send order is kept; and every
+// running node holds exactly the same messages (read straight from it).
+// It returns the number of messages in the topic.
+func procVerify(t *testing.T, c *procCluster, cl *client.Client, topic string, acks []procAck) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ti, err := cl.DescribeTopic(ctx, topic)
+	if err != nil {
+		t.Fatalf("describe %s: %v", topic, err)
+	}
+	end := map[int32]uint64{}
+	total := 0
+	for _, q := range ti.QueueInfo {
+		if q.MinOffset != 0 {
+			t.Errorf("queue %d: min offset %d, want 0", q.Queue, q.MinOffset)
+		}
+		end[q.Queue] = q.MaxOffset
+		total += int(q.MaxOffset)
+	}
+	cfg := client.DefaultConsumerConfig(topic, fmt.Sprintf("verify-%d", time.Now().UnixNano()))
+	cfg.Wait = 200 * time.Millisecond
+	cons, err := cl.NewConsumer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[procLoc]client.Record{}
+	bodies := map[string]int{}
+	for !cons.CaughtUp(end) {
+		recs, err := cons.Poll(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("consume %s: read %d of %d messages: %v", topic, len(got), total, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		for _, r := range recs {
+			l := procLoc{r.Queue, r.Offset}
+			if _, dup := got[l]; dup {
+				t.Errorf("queue %d offset %d delivered twice to one consumer", r.Queue, r.Offset)
+			}
+			got[l] = r
+			bodies[string(r.Body)]++
+		}
+	}
+	cons.Close(ctx)
+	if len(got) != total {
+		t.Errorf("consumed %d messages, the queues' end offsets add up to %d", len(got), total)
+	}
+	// Dense offsets.
+	for q, e := range end {
+		for off := uint64(0); off < e; off++ {
+			if _, ok := got[procLoc{q, off}]; !ok {
+				t.Errorf("queue %d: offset %d missing (end %d)", q, off, e)
+				break
+			}
+		}
+	}
+	// Every acknowledged message, once, where the ack said.
+	lost, dups, misplaced := 0, 0, 0
+	for _, a := range acks {
+		n := bodies[a.Body]
+		if n == 0 {
+			lost++
+			if lost <= 5 {
+				t.Errorf("LOST: %s acknowledged at queue %d offset %d", a.Body, a.Queue, a.Offset)
+			}
+		}
+		if r, ok := got[procLoc{a.Queue, a.Offset}]; ok && string(r.Body) != a.Body {
+			misplaced++
+			if misplaced <= 5 {
+				t.Errorf("%s acknowledged at queue %d offset %d, which holds %s", a.Body, a.Queue, a.Offset, r.Body)
+			}
+		}
+	}
+	for b, n := range bodies {
+		if n > 1 {
+			dups++
+			if dups <= 5 {
+				t.Errorf("DUPLICATE: %s stored %d times", b, n)
+			}
+		}
+	}
+	// Per key, the producer's send order.
+	locs := make([]procLoc, 0, len(got))
+	for l := range got {
+		locs = append(locs, l)
+	}
+	sort.Slice(locs, func(i, j int) bool {
+		if locs[i].q != locs[j].q {
+			return locs[i].q < locs[j].q
+		}
+		return locs[i].off < locs[j].off
+	})
+	last := map[string]int{}
+	orderErrs := 0
+	for _, l := range locs {
+		r := got[l]
+		i := strings.LastIndex(string(r.Body), "-")
+		seq, err := strconv.Atoi(string(r.Body)[i+1:])
+		if i < 0 || err != nil || r.Key == "" {
+			continue
+		}
+		if prev, ok := last[r.Key]; ok && seq <= prev {
+			orderErrs++
+			if orderErrs <= 5 {
+				t.Errorf("key %s: %s (queue %d offset %d) after seq %d", r.Key, r.Body, l.q, l.off, prev)
+			}
+		}
+		last[r.Key] = seq
+	}
+	// Every running node holds the same messages.
+	for _, nd := range c.runningNodes() {
+		if nd.isPaused() {
+			continue
+		}
+		held := procReadNode(t, nd, topic, end)
+		diff := 0
+		for l, r := range got {
+			if held[l] != string(r.Body) {
+				diff++
+				if diff <= 3 {
+					t.Errorf("%s: queue %d offset %d holds %q, the group delivered %q", nd.id, l.q, l.off, held[l], r.Body)
+				}
+			}
+		}
+	}
+	t.Logf("verified %s: %d messages, %d acknowledged: %d lost, %d duplicated, %d misplaced, %d key order errors; %d nodes hold identical data",
+		topic, total, len(acks), lost, dups, misplaced, orderErrs, len(c.runningNodes()))
+	return total
+}
