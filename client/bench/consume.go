@@ -66,6 +66,8 @@ type ConsumeResult struct {
 	PollLatency Summary `json:"poll_latency"`
 	// Elections is how many Raft terms began during the run (-1: unknown).
 	Elections int64 `json:"elections"`
+	// ClientCPUSeconds is the CPU time this process used during the run.
+	ClientCPUSeconds float64 `json:"client_cpu_seconds"`
 }
 
 // RunConsume runs a consume benchmark.
@@ -223,6 +225,7 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 	}
 
 	term0 := term(ctx, admin)
+	cpu0 := processCPU()
 	start := time.Now()
 	for _, m := range members {
 		wg.Add(1)
@@ -239,6 +242,7 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 	watch(done, deadline, ctx.Done(), &stop, start, cfg.ProgressInterval, cfg.Progress, &msgs, &failed)
 	<-done
 	elapsed := time.Since(start)
+	res.ClientCPUSeconds = (processCPU() - cpu0).Seconds()
 
 	res.Messages, res.Bytes, res.Errors = msgs.Load(), bytes.Load(), failed.Load()
 	res.FromLeader = leader.Load()

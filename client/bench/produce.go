@@ -33,10 +33,11 @@ type ProduceConfig struct {
 	Size int
 	// Producers each have their own client (connection) and producer id.
 	Producers int
-	// Window is the number of requests in flight per producer; 1 sends
-	// synchronously.
+	// Window is the number of Send calls in flight per producer (one
+	// goroutine each); 1 sends synchronously. The SDK coalesces concurrent
+	// Sends of a producer into shared gRPC requests (client.ProducerConfig).
 	Window int
-	// Batch is the number of messages per request.
+	// Batch is the number of messages per Send.
 	Batch int
 	// Count and Duration bound the run; whichever is reached first ends it.
 	// At least one must be > 0.
@@ -68,18 +69,21 @@ type ProduceResult struct {
 	Window     int     `json:"window"`
 	Batch      int     `json:"batch"`
 	Messages   uint64  `json:"messages"` // acknowledged
-	Requests   uint64  `json:"requests"` // acknowledged requests
-	Errors     uint64  `json:"errors"`   // failed requests (after the SDK's retries)
+	Requests   uint64  `json:"requests"` // acknowledged Send calls
+	Errors     uint64  `json:"errors"`   // failed Send calls (after the SDK's retries)
 	FirstError string  `json:"first_error,omitempty"`
 	Seconds    float64 `json:"seconds"`
 	MsgsPerSec float64 `json:"msgs_per_sec"`
 	MBPerSec   float64 `json:"mb_per_sec"`
-	// Latency is per request, from Send to ack (commit on a quorum and
-	// apply on the leader), including any retries.
+	// Latency is per Send call, from Send to ack (commit on a quorum and
+	// apply on the leader), including the SDK's coalescing and retries.
 	Latency Summary `json:"latency"`
 	// Elections is how many Raft terms began during the run (0 when the
 	// leader held on throughout; -1 when the term could not be read).
 	Elections int64 `json:"elections"`
+	// ClientCPUSeconds is the CPU time (user + system) this process used
+	// during the run.
+	ClientCPUSeconds float64 `json:"client_cpu_seconds"`
 }
 
 // term reads the group's current Raft term, 0 when no node answers.
@@ -163,7 +167,9 @@ func newClient(servers []string, timeout time.Duration) (*client.Client, error) 
 	return client.New(cfg)
 }
 
-// RunProduce runs a produce benchmark. It returns an error only when the run
+// RunProduce runs a produce benchmark. Before the clock starts, each
+// producer learns the leader and sends one warm-up message (so the topic
+// holds Producers more messages than the result counts). It returns an error only when the run
 // could not start or a request failed for a reason retrying cannot fix;
 // retryable failures are counted in Errors. Cancelling ctx ends the run
 // early with what was measured so far.
@@ -275,6 +281,7 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 	}
 
 	term0 := term(ctx, clients[0])
+	cpu0 := processCPU()
 	start := time.Now()
 	for _, p := range producers {
 		for w := 0; w < cfg.Window; w++ {
@@ -293,6 +300,7 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 	watch(done, deadline, ctx.Done(), &stop, start, cfg.ProgressInterval, cfg.Progress, &acked, &failed)
 	<-done
 	elapsed := time.Since(start)
+	res.ClientCPUSeconds = (processCPU() - cpu0).Seconds()
 
 	res.Messages, res.Requests, res.Errors = acked.Load(), requests.Load(), failed.Load()
 	res.Seconds = elapsed.Seconds()

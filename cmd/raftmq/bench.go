@@ -1,0 +1,364 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/raftmq/raftmq/client/bench"
+)
+
+// benchFlags returns fresh flags for one bench subcommand (addEnv appends
+// to a flag's EnvVars, so subcommands must not share flag values).
+func benchFlags(defaultCount int64, extra ...cli.Flag) []cli.Flag {
+	countUsage := "stop after this many messages (0: no count bound)"
+	if defaultCount == 0 {
+		countUsage = "stop after this many messages (0: read to the end offsets seen at the start)"
+	}
+	fs := clientFlags(
+		&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Value: "bench", Usage: "topic"},
+		&cli.Int64Flag{Name: "count", Aliases: []string{"n"}, Value: defaultCount, Usage: countUsage},
+		&cli.DurationFlag{Name: "duration", Aliases: []string{"d"}, Value: 30 * time.Second, Usage: "stop after this long (0: no time bound)"},
+		&cli.IntFlag{Name: "size", Value: 1024, Usage: "message body size in bytes"},
+		&cli.BoolFlag{Name: "json", Usage: "print the result as JSON for machines"},
+		&cli.BoolFlag{Name: "local", Usage: "start a local group of 3 server processes for the run (and report their peak RSS)"},
+		&cli.StringSliceFlag{Name: "server-flag", Usage: "with --local: extra flag for every server, e.g. --server-flag=--max-batch-bytes=524288 (repeatable)"},
+		&cli.StringFlag{Name: "local-dir", Usage: "with --local: keep the group's data and logs in this directory (default: a temporary one, removed)"},
+	)
+	return append(fs, extra...)
+}
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "measure produce and consume throughput and latency",
+		Description: "Runs against a group (-s) or a local 3-process group it starts itself (--local). Progress goes\n" +
+			"to stderr once a second; the summary (or --json) to stdout. MB/s counts 10^6 bytes of bodies.\n\n" +
+			"   raftmq bench produce --local --size 1024 --producers 4 --window 256\n" +
+			"   raftmq bench produce -s 127.0.0.1:9001 --producers 1 --window 1 --count 20000\n" +
+			"   raftmq bench consume -s 127.0.0.1:9001 --follower-reads=false",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "produce",
+				Usage: "send messages as fast as the window allows; report msg/s, MB/s and send→ack latency",
+				Description: "Each producer has its own connection and producer id, and --window goroutines that each\n" +
+					"send --batch messages per Send and wait for the ack (--window 1: synchronous); the SDK\n" +
+					"coalesces concurrent Sends of a producer into shared requests. The run ends at --count\n" +
+					"messages or after --duration, whichever comes first. Latency is per Send, from the call to\n" +
+					"the ack (quorum fsync and apply on the leader), including coalescing and retries.",
+				Flags: benchFlags(200000,
+					&cli.IntFlag{Name: "producers", Aliases: []string{"p"}, Value: 4, Usage: "producers (each its own connection)"},
+					&cli.IntFlag{Name: "window", Aliases: []string{"w"}, Value: 256, Usage: "Sends in flight per producer (1 = synchronous)"},
+					&cli.IntFlag{Name: "batch", Aliases: []string{"b"}, Value: 1, Usage: "messages per Send"},
+					&cli.IntFlag{Name: "queues", Value: 4, Usage: "queues of the topic when the run creates it"},
+				),
+				Action: runBenchProduce,
+			},
+			{
+				Name:  "consume",
+				Usage: "read the topic from its start to its end; report msg/s, MB/s and which nodes served",
+				Description: "Consumers pin the topic's queues between them (consumer i reads queues i, i+n, ...) under a\n" +
+					"fresh group, read from the earliest offsets to the end offsets seen at the start (or\n" +
+					"--count, or --duration) and commit nothing. With --local the new group is empty, so the run\n" +
+					"first fills the topic with --fill messages of --size bytes (not timed).",
+				Flags: benchFlags(0,
+					&cli.IntFlag{Name: "consumers", Aliases: []string{"c"}, Value: 1, Usage: "consumers (each its own connection)"},
+					&cli.BoolFlag{Name: "follower-reads", Value: true, Usage: "follow the group's suggestion of which node to pull from (false: leader only)"},
+					&cli.IntFlag{Name: "max-messages", Value: 1024, Usage: "messages per pull of one queue"},
+					&cli.Int64Flag{Name: "fill", Value: 200000, Usage: "with --local: messages to produce before consuming"},
+					&cli.IntFlag{Name: "queues", Value: 4, Usage: "with --local: queues of the filled topic"},
+				),
+				Action: runBenchConsume,
+			},
+		},
+	}
+}
+
+// benchTarget is where a bench runs: the -s servers, or a local group.
+type benchTarget struct {
+	servers []string
+	group   *localGroup
+}
+
+func startBenchTarget(c *cli.Context) (*benchTarget, error) {
+	if !c.Bool("local") {
+		if c.IsSet("server-flag") || c.IsSet("local-dir") {
+			return nil, errors.New("--server-flag and --local-dir need --local")
+		}
+		return &benchTarget{servers: []string{c.String("servers")}}, nil
+	}
+	if c.IsSet("servers") {
+		return nil, errors.New("--local starts its own group: drop -s/--servers")
+	}
+	var args []string
+	for _, f := range c.StringSlice("server-flag") {
+		args = append(args, strings.Fields(f)...)
+	}
+	g, err := newLocalGroup(localGroupConfig{Nodes: 3, Dir: c.String("local-dir"), Keep: c.IsSet("local-dir"), ServerArgs: args})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c.App.ErrWriter, "starting a local group of 3 nodes in %s\n", g.Dir())
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	defer cancel()
+	if err := g.StartAll(ctx); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("start local group: %w", err)
+	}
+	leader, _, err := g.WaitLeader(ctx, "")
+	if err != nil {
+		g.Close()
+		return nil, fmt.Errorf("start local group: %w", err)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "local group up: leader %s, servers %s\n", leader.ID, g.ClientAddrs())
+	return &benchTarget{servers: []string{g.ClientAddrs()}, group: g}, nil
+}
+
+// nodeRSS is a server's memory at the end of a local run.
+type nodeRSS struct {
+	ID        string `json:"id"`
+	PID       int    `json:"pid"`
+	PeakBytes uint64 `json:"peak_rss_bytes"` // VmHWM
+	RSSBytes  uint64 `json:"rss_bytes"`      // VmRSS at the end
+	Leader    bool   `json:"leader"`
+}
+
+// finish reads the servers' memory (local runs) and stops them.
+func (t *benchTarget) finish(ctx context.Context) []nodeRSS {
+	if t.group == nil {
+		return nil
+	}
+	defer t.group.Close()
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	leaderID := ""
+	if l, _, err := t.group.Leader(lctx); err == nil {
+		leaderID = l.ID
+	}
+	var out []nodeRSS
+	for _, n := range t.group.Nodes() {
+		pid := n.PID()
+		if pid == 0 || !n.Running() {
+			continue
+		}
+		peak, cur, err := procMemory(pid)
+		if err != nil {
+			continue
+		}
+		out = append(out, nodeRSS{ID: n.ID, PID: pid, PeakBytes: peak, RSSBytes: cur, Leader: n.ID == leaderID})
+	}
+	return out
+}
+
+// procMemory reads VmHWM (peak resident set) and VmRSS of a process.
+func procMemory(pid int) (peak, cur uint64, err error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0, fmt.Errorf("read memory of pid %d: %w", pid, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (k != "VmHWM" && k != "VmRSS") {
+			continue
+		}
+		fs := strings.Fields(v) // "123456 kB"
+		if len(fs) != 2 || fs[1] != "kB" {
+			continue
+		}
+		kb, perr := strconv.ParseUint(fs[0], 10, 64)
+		if perr != nil {
+			continue
+		}
+		if k == "VmHWM" {
+			peak = kb << 10
+		} else {
+			cur = kb << 10
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, 0, fmt.Errorf("read memory of pid %d: %w", pid, err)
+	}
+	return peak, cur, nil
+}
+
+func benchProgress(w io.Writer, verb string) func(bench.Progress) {
+	return func(p bench.Progress) {
+		errs := ""
+		if p.Errors > 0 {
+			errs = fmt.Sprintf("  %d errors", p.Errors)
+		}
+		fmt.Fprintf(w, "%6.1fs  %12s msgs %s  %10s msg/s%s\n", p.Elapsed.Seconds(), groupDigits(p.Messages), verb, groupDigits(uint64(p.Rate)), errs)
+	}
+}
+
+func runBenchProduce(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("bench produce takes no arguments, got %q", c.Args().Slice())
+	}
+	count := c.Int64("count")
+	t, err := startBenchTarget(c)
+	if err != nil {
+		return err
+	}
+	cfg := bench.ProduceConfig{
+		Servers: t.servers, Topic: c.String("topic"), Queues: int32(c.Int("queues")), Size: c.Int("size"),
+		Producers: c.Int("producers"), Window: c.Int("window"), Batch: c.Int("batch"),
+		Count: count, Duration: c.Duration("duration"), Timeout: c.Duration("timeout"),
+		Progress: benchProgress(c.App.ErrWriter, "acked"),
+	}
+	res, runErr := bench.RunProduce(c.Context, cfg)
+	nodes := t.finish(context.Background())
+	if res == nil {
+		return runErr
+	}
+	if c.Bool("json") {
+		if err := printJSON(c.App.Writer, struct {
+			*bench.ProduceResult
+			Nodes []nodeRSS `json:"nodes,omitempty"`
+		}{res, nodes}); err != nil {
+			return err
+		}
+	} else {
+		printProduce(c.App.Writer, res)
+		printNodes(c.App.Writer, nodes)
+	}
+	if runErr != nil {
+		return clean(runErr)
+	}
+	if res.Errors > 0 {
+		return &exitError{1, fmt.Errorf("%d Send(s) failed; first: %s", res.Errors, res.FirstError)}
+	}
+	return nil
+}
+
+func runBenchConsume(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("bench consume takes no arguments, got %q", c.Args().Slice())
+	}
+	t, err := startBenchTarget(c)
+	if err != nil {
+		return err
+	}
+	if t.group != nil && c.Int64("fill") > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "filling topic %s with %d messages of %d B (not timed)\n", c.String("topic"), c.Int64("fill"), c.Int("size"))
+		_, err := bench.RunProduce(c.Context, bench.ProduceConfig{Servers: t.servers, Topic: c.String("topic"),
+			Queues: int32(c.Int("queues")), Size: c.Int("size"), Producers: 4, Window: 256, Batch: 1,
+			Count: c.Int64("fill"), Timeout: c.Duration("timeout")})
+		if err != nil {
+			t.finish(context.Background())
+			return fmt.Errorf("fill: %w", clean(err))
+		}
+	}
+	cfg := bench.ConsumeConfig{
+		Servers: t.servers, Topic: c.String("topic"), Consumers: c.Int("consumers"), FollowerReads: c.Bool("follower-reads"),
+		MaxMessages: uint32(max(c.Int("max-messages"), 0)), Count: c.Int64("count"), Duration: c.Duration("duration"),
+		Timeout: c.Duration("timeout"), Progress: benchProgress(c.App.ErrWriter, "read"),
+	}
+	res, runErr := bench.RunConsume(c.Context, cfg)
+	nodes := t.finish(context.Background())
+	if res == nil {
+		return clean(runErr)
+	}
+	if c.Bool("json") {
+		if err := printJSON(c.App.Writer, struct {
+			*bench.ConsumeResult
+			Nodes []nodeRSS `json:"nodes,omitempty"`
+		}{res, nodes}); err != nil {
+			return err
+		}
+	} else {
+		printConsume(c.App.Writer, res)
+		printNodes(c.App.Writer, nodes)
+	}
+	if runErr != nil {
+		return clean(runErr)
+	}
+	if res.Errors > 0 {
+		return &exitError{1, fmt.Errorf("%d poll(s) failed; first: %s", res.Errors, res.FirstError)}
+	}
+	return nil
+}
+
+func printProduce(w io.Writer, r *bench.ProduceResult) {
+	mode := fmt.Sprintf("%d in flight", r.Window)
+	if r.Window == 1 {
+		mode = "synchronous"
+	}
+	fmt.Fprintf(w, "produce: %s messages of %d B to %s (%d queues) in %.2f s: %d producer(s), %s, %d message(s) per Send\n",
+		groupDigits(r.Messages), r.Size, r.Topic, r.Queues, r.Seconds, r.Producers, mode, r.Batch)
+	fmt.Fprintf(w, "  throughput  %s msg/s   %.1f MB/s   errors %d   elections during the run %s\n", groupDigits(uint64(r.MsgsPerSec)),
+		r.MBPerSec, r.Errors, electionsText(r.Elections))
+	l := r.Latency
+	fmt.Fprintf(w, "  latency     send→ack per Send: p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (mean %s, %s Sends)\n",
+		msString(l.P50), msString(l.P90), msString(l.P99), msString(l.P999), msString(l.Max), msString(l.Mean), groupDigits(l.Count))
+	if r.FirstError != "" {
+		fmt.Fprintf(w, "  first error %s\n", r.FirstError)
+	}
+}
+
+func printConsume(w io.Writer, r *bench.ConsumeResult) {
+	state := "read to the end"
+	if !r.Complete {
+		state = fmt.Sprintf("stopped before the end (%s of %s available)", groupDigits(r.Messages), groupDigits(r.Available))
+	}
+	fmt.Fprintf(w, "consume: %s messages (%.1f MB) of %s (%d queues) in %.2f s by %d consumer(s), follower reads %v: %s\n",
+		groupDigits(r.Messages), float64(r.Bytes)/1e6, r.Topic, r.Queues, r.Seconds, r.Consumers, r.FollowerReads, state)
+	fmt.Fprintf(w, "  throughput  %s msg/s   %.1f MB/s   errors %d   elections during the run %s\n", groupDigits(uint64(r.MsgsPerSec)),
+		r.MBPerSec, r.Errors, electionsText(r.Elections))
+	fmt.Fprintf(w, "  served by   leader %s (%.1f%%), followers %s (%.1f%%):", groupDigits(r.FromLeader), 100*(1-r.FollowerShare),
+		groupDigits(r.FromFollowers), 100*r.FollowerShare)
+	for _, n := range r.Nodes() {
+		fmt.Fprintf(w, " %s %s", n, groupDigits(r.ServedBy[n]))
+	}
+	fmt.Fprintln(w)
+	l := r.PollLatency
+	fmt.Fprintf(w, "  poll        p50 %s  p99 %s  max %s  (%s polls)\n", msString(l.P50), msString(l.P99), msString(l.Max), groupDigits(l.Count))
+	if r.FirstError != "" {
+		fmt.Fprintf(w, "  first error %s\n", r.FirstError)
+	}
+}
+
+func printNodes(w io.Writer, nodes []nodeRSS) {
+	for _, n := range nodes {
+		role := "follower"
+		if n.Leader {
+			role = "leader"
+		}
+		fmt.Fprintf(w, "  server %s (%s, pid %d): peak RSS %.1f MiB, now %.1f MiB\n", n.ID, role, n.PID,
+			float64(n.PeakBytes)/(1<<20), float64(n.RSSBytes)/(1<<20))
+	}
+}
+
+func electionsText(n int64) string {
+	if n < 0 {
+		return "unknown"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func msString(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64) + "ms"
+}
+
+// groupDigits formats 1234567 as 1,234,567.
+func groupDigits(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
