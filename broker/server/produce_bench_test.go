@@ -35,6 +35,15 @@ import (
 //	go test -run '^$' -bench Produce ./broker/server/ -args -bench.heartbeat=1s
 var benchHeartbeat = flag.Duration("bench.heartbeat", 0, "Raft heartbeat and election timeout of benchmark clusters (0: production default)")
 
+// benchViaFollower makes BenchmarkProduceGRPC send to a follower, which
+// forwards to the leader (what the SDK does when its first address is a
+// follower and it has not learned the leader).
+var benchViaFollower = flag.Bool("bench.via-follower", false, "BenchmarkProduceGRPC: send to a follower, which forwards")
+
+// benchMaxInflight overrides broker.Config.MaxInflight (Raft entries the
+// group commit keeps in flight), for A/B runs of the batching policy.
+var benchMaxInflight = flag.Int("bench.max-inflight", 0, "broker MaxInflight of benchmark clusters (0: default)")
+
 // benchCluster starts n nodes like newCluster in harness_test.go, which
 // takes a *testing.T and so cannot serve a benchmark; it keeps the
 // production timeouts and discards logs.
@@ -68,6 +77,9 @@ func benchCluster(b *testing.B, n int) []*server.Server {
 		cfg.Raft.BindAddr = peers[i].Addr
 		cfg.Raft.Peers = peers
 		cfg.Broker.ClientAddr = cfg.Listen
+		if *benchMaxInflight > 0 {
+			cfg.Broker.MaxInflight = *benchMaxInflight
+		}
 		if hb := *benchHeartbeat; hb > 0 {
 			cfg.Raft.HeartbeatTimeout, cfg.Raft.ElectionTimeout, cfg.Raft.LeaderLeaseTimeout = hb, hb, hb/2
 		}
@@ -93,6 +105,23 @@ func benchLeader(b *testing.B, nodes []*server.Server) *server.Server {
 	}
 	b.Fatal("no ready leader after 20s")
 	return nil
+}
+
+// benchTopic creates topic "bench" with 4 queues on the current leader,
+// retrying while leadership settles.
+func benchTopic(b *testing.B, nodes []*server.Server) {
+	b.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := benchLeader(b, nodes).Broker().CreateTopic(context.Background(), "bench", 4, true)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("create topic: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // latencies collects per-request latencies of one goroutine.
@@ -156,11 +185,8 @@ func batchStats(b *testing.B, br *broker.Broker) groupCommit {
 //   - par64-batch64-1KiB: client-side batching, 64 messages per request.
 func BenchmarkProduce(b *testing.B) {
 	nodes := benchCluster(b, 3)
-	leader := benchLeader(b, nodes).Broker()
 	ctx := context.Background()
-	if _, err := leader.CreateTopic(ctx, "bench", 4, true); err != nil {
-		b.Fatal(err)
-	}
+	benchTopic(b, nodes)
 	cases := []struct {
 		name        string
 		parallel    int // goroutines; 0 = a single synchronous producer
@@ -174,6 +200,7 @@ func BenchmarkProduce(b *testing.B) {
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
+			leader := benchLeader(b, nodes).Broker() // it may have moved in an earlier case
 			body := make([]byte, tc.size)
 			for i := range body {
 				body[i] = byte(i * 7)
@@ -222,7 +249,8 @@ func BenchmarkProduce(b *testing.B) {
 				})
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(b.N*tc.batch)/b.Elapsed().Seconds(), "msgs/s")
+			// Only acknowledged messages count; failed requests are reported.
+			b.ReportMetric(float64((int64(b.N)-errs.Load())*int64(tc.batch))/b.Elapsed().Seconds(), "msgs/s")
 			b.ReportMetric(float64(errs.Load()), "errors")
 			lat.report(b)
 			after := batchStats(b, leader)
@@ -240,11 +268,9 @@ func BenchmarkProduce(b *testing.B) {
 func BenchmarkPull(b *testing.B) {
 	const fill = 200000
 	nodes := benchCluster(b, 3)
+	benchTopic(b, nodes)
 	leader := benchLeader(b, nodes).Broker()
 	ctx := context.Background()
-	if _, err := leader.CreateTopic(ctx, "bench", 4, true); err != nil {
-		b.Fatal(err)
-	}
 	body := make([]byte, 1024)
 	var wg sync.WaitGroup
 	var seqs atomic.Uint64
@@ -318,9 +344,12 @@ func benchPull(b *testing.B, br *broker.Broker, max int) {
 // One op is one message (one request). 4 producers × 256 in flight.
 func BenchmarkProduceGRPC(b *testing.B) {
 	nodes := benchCluster(b, 3)
-	benchLeader(b, nodes)
+	leader := benchLeader(b, nodes)
 	var addrs []string
 	for _, s := range nodes {
+		if *benchViaFollower && s == leader {
+			continue
+		}
 		addrs = append(addrs, s.Addr())
 	}
 	for _, tc := range []struct {
@@ -338,6 +367,13 @@ func BenchmarkProduceGRPC(b *testing.B) {
 				defer cl.Close()
 				if _, err := cl.CreateTopic(ctx, "bench", 4, true); err != nil {
 					b.Fatal(err)
+				}
+				if !*benchViaFollower {
+					// Learn the leader: the SDK otherwise sends everything to
+					// the first address, and a follower there forwards it.
+					if _, err := cl.Status(ctx); err != nil {
+						b.Fatal(err)
+					}
 				}
 				p := cl.NewProducer()
 				if _, err := p.Send(ctx, "bench", client.Message{Body: []byte("warm-up")}); err != nil {
@@ -374,7 +410,7 @@ func BenchmarkProduceGRPC(b *testing.B) {
 			}
 			wg.Wait()
 			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			b.ReportMetric(float64(int64(b.N)-errs.Load())/b.Elapsed().Seconds(), "msgs/s")
 			b.ReportMetric(float64(errs.Load()), "errors")
 			lat.report(b)
 		})
