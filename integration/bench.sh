@@ -197,7 +197,7 @@ crow() {
 
 SECTION=$WORK/section.md
 {
-  echo "<!-- $SECTION_NAME:begin (written by scripts/bench.sh; edits here are overwritten) -->"
+  echo "<!-- $SECTION_NAME:begin (written by integration/bench.sh; edits here are overwritten) -->"
   if [[ -n "$SERVER_FLAGS" ]]; then echo "### Suite results with server flags \`$SERVER_FLAGS\`"; else echo "### Suite results (default server settings)"; fi
   echo
   echo "Run $(date -u '+%Y-%m-%d %H:%M UTC'), suite took $((END - START)) s."
