@@ -292,7 +292,10 @@ func storeErr(err error) error {
 		return fmt.Errorf("%w: %v", ErrNotFound, err)
 	case errors.Is(err, store.ErrTopicExists):
 		return fmt.Errorf("%w: %v", ErrAlreadyExists, err)
-	case errors.Is(err, store.ErrInvalidName), errors.Is(err, store.ErrInvalidQueue), errors.Is(err, store.ErrStaleSequence):
+	case errors.Is(err, store.ErrStaleSequence):
+		// The request may have been appended long ago: its result is gone.
+		return fmt.Errorf("%w: outcome unknown: %v", ErrFailedPrecondition, err)
+	case errors.Is(err, store.ErrInvalidName), errors.Is(err, store.ErrInvalidQueue):
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	return err

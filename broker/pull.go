@@ -144,7 +144,7 @@ func (b *Broker) account(res *PullResult) {
 
 func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 	res := PullResult{ServedBy: b.cfg.NodeID, ServedByLeader: isLeader, NextOffset: req.Offset}
-	locs, rng, err := b.fsm.Locate(req.Topic, req.Queue, req.Offset, 64)
+	locs, rng, err := b.fsm.Locate(req.Topic, req.Queue, req.Offset, req.MaxMessages)
 	if err != nil {
 		if !isLeader && errors.Is(err, store.ErrUnknownTopic) {
 			// This node may just not have applied the topic yet.

@@ -212,6 +212,9 @@ func (c *Client) doPatient(ctx context.Context, patience time.Duration, call fun
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.RetryTimeout)
 		defer cancel()
 	}
+	if c.leaderAddr() == "" {
+		c.refreshLeader(ctx) // one round of Status to all servers; saves a forwarding hop
+	}
 	backoff := 10 * time.Millisecond
 	var last error
 	for attempt := 0; ; attempt++ {

@@ -274,10 +274,15 @@ func (cn *Consumer) Poll(ctx context.Context) ([]Record, error) {
 		recs []Record
 		err  error
 	}
+	// Once one queue has delivered, the long polls of the others are cut
+	// short: an idle queue must not hold back a busy one. A cut-short pull
+	// changes no position, so nothing is skipped.
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	out := make(chan result, len(queues))
 	for _, q := range queues {
 		go func(q int32) {
-			recs, err := cn.pullQueue(ctx, q)
+			recs, err := cn.pullQueue(pctx, q)
 			out <- result{q, recs, err}
 		}(q)
 	}
@@ -286,7 +291,10 @@ func (cn *Consumer) Poll(ctx context.Context) ([]Record, error) {
 	for range queues {
 		r := <-out
 		recs = append(recs, r.recs...)
-		if r.err != nil && firstErr == nil {
+		if len(r.recs) > 0 {
+			cancel()
+		}
+		if r.err != nil && firstErr == nil && pctx.Err() == nil {
 			firstErr = r.err
 		}
 	}

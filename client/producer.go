@@ -51,10 +51,17 @@ type Producer struct {
 	cfg ProducerConfig
 	seq atomic.Uint64
 
-	mu       sync.Mutex
-	queue    []*sendOp // waiting to be sent, in arrival order
-	inflight int
+	mu          sync.Mutex
+	queue       []*sendOp // waiting to be sent, in arrival order
+	inflight    int
+	outstanding map[uint64]bool // sequences sent and not yet answered
 }
+
+// seqSpan bounds how far the newest sequence may run ahead of the oldest
+// unanswered one. The group remembers the last 1024 sequences of a producer;
+// a retry older than that would be refused, so a request that keeps being
+// retried holds back new requests instead of falling out of the window.
+const seqSpan = 512
 
 type sendOp struct {
 	topic string
@@ -80,7 +87,7 @@ func (c *Client) NewProducerWith(cfg ProducerConfig) *Producer {
 	if cfg.MaxInflight <= 0 {
 		cfg.MaxInflight = d.MaxInflight
 	}
-	return &Producer{c: c, id: randomID("p-"), cfg: cfg}
+	return &Producer{c: c, id: randomID("p-"), cfg: cfg, outstanding: map[uint64]bool{}}
 }
 
 // ID is the producer id.
@@ -112,7 +119,7 @@ func (p *Producer) Send(ctx context.Context, topic string, msgs ...Message) ([]*
 // dispatchLocked starts requests while fewer than MaxInflight are in flight,
 // each taking as many waiting operations of one topic as fit.
 func (p *Producer) dispatchLocked() {
-	for p.inflight < p.cfg.MaxInflight && len(p.queue) > 0 {
+	for p.inflight < p.cfg.MaxInflight && len(p.queue) > 0 && p.windowOpenLocked() {
 		first := p.queue[0]
 		batch := []*sendOp{first}
 		n, size := len(first.msgs), first.size
@@ -128,12 +135,24 @@ func (p *Producer) dispatchLocked() {
 		}
 		p.queue = rest
 		p.inflight++
-		go p.send(batch, n)
+		seq := p.seq.Add(1)
+		p.outstanding[seq] = true
+		go p.send(batch, n, seq)
 	}
 }
 
-func (p *Producer) send(batch []*sendOp, n int) {
-	req := &api.ProduceRequest{Topic: batch[0].topic, ProducerId: p.id, Sequence: p.seq.Add(1), Messages: make([]*api.ProduceMessage, 0, n)}
+func (p *Producer) windowOpenLocked() bool {
+	next := p.seq.Load() + 1
+	for s := range p.outstanding {
+		if next-s >= seqSpan {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
+	req := &api.ProduceRequest{Topic: batch[0].topic, ProducerId: p.id, Sequence: seq, Messages: make([]*api.ProduceMessage, 0, n)}
 	for _, op := range batch {
 		for _, m := range op.msgs {
 			req.Messages = append(req.Messages, &api.ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body, Queue: m.Queue})
@@ -162,6 +181,7 @@ func (p *Producer) send(batch []*sendOp, n int) {
 	}
 	p.mu.Lock()
 	p.inflight--
+	delete(p.outstanding, seq)
 	p.dispatchLocked()
 	p.mu.Unlock()
 }

@@ -95,7 +95,10 @@ func DefaultConfig() Config {
 	return Config{
 		HeartbeatTimeout:   250 * time.Millisecond,
 		ElectionTimeout:    250 * time.Millisecond,
-		LeaderLeaseTimeout: 125 * time.Millisecond,
+		// A lease as long as the heartbeat timeout: at half of it, leaders on
+		// a loaded 2-core machine stepped down dozens of times a minute
+		// (docs/BENCHMARKS.md). A dead leader is replaced just as fast.
+		LeaderLeaseTimeout: 250 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
 		MaxAppendEntries:   128,
 		SnapshotThreshold:  32768,

@@ -34,6 +34,7 @@ type Stores struct {
 	Snapshots raft.SnapshotStore
 
 	raw     raft.LogStore
+	reads   *readCache
 	closers []func() error
 	floor   atomic.Uint64
 }
@@ -42,7 +43,8 @@ type Stores struct {
 type Options struct {
 	Kind        string // KindWAL or KindBolt
 	SegmentSize int    // raft-wal segment size in bytes; 0 = 64 MiB
-	CacheSize   int    // entries kept in raft's LogCache; 0 = 1024
+	CacheSize   int    // entries kept in raft's LogCache; 0 = 256
+	ReadCache   int    // bytes of recently read entries kept for pulls; 0 = 32 MiB
 	Logger      hclog.Logger
 }
 
@@ -55,10 +57,13 @@ func Open(dir string, opts Options) (*Stores, error) {
 		opts.SegmentSize = 64 << 20
 	}
 	if opts.CacheSize == 0 {
-		opts.CacheSize = 1024
+		opts.CacheSize = 256 // entries of up to a few hundred KiB each
 	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.ReadCache == 0 {
+		opts.ReadCache = 32 << 20
 	}
 	s := &Stores{}
 	fail := func(err error) (*Stores, error) {
@@ -101,7 +106,8 @@ func Open(dir string, opts Options) (*Stores, error) {
 	} else if kind != opts.Kind {
 		return fail(fmt.Errorf("data directory %s holds a %q log store, not %q", dir, kind, opts.Kind))
 	}
-	g, err := newGuard(s.raw, filepath.Join(dir, "LOG_WATERMARK"))
+	s.reads = newReadCache(opts.ReadCache)
+	g, err := newGuard(s.raw, filepath.Join(dir, "LOG_WATERMARK"), s.reads.dropFrom)
 	if err != nil {
 		return fail(fmt.Errorf("open log in %s: %w", dir, err))
 	}
@@ -156,6 +162,9 @@ func (s *Stores) Read(idx uint64) ([]byte, error) {
 	if idx < s.floor.Load() {
 		return nil, fmt.Errorf("read index %d: %w (floor %d)", idx, ErrBelowFloor, s.floor.Load())
 	}
+	if data, ok := s.reads.get(idx); ok {
+		return data, nil
+	}
 	var l raft.Log
 	if err := s.Log.GetLog(idx, &l); err != nil {
 		if errors.Is(err, raft.ErrLogNotFound) {
@@ -163,6 +172,7 @@ func (s *Stores) Read(idx uint64) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("read index %d: %w", idx, err)
 	}
+	s.reads.put(idx, l.Data)
 	return l.Data, nil
 }
 

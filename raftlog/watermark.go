@@ -27,7 +27,8 @@ import (
 type guard struct {
 	raft.LogStore
 	path    string
-	mu      sync.Mutex // serialises file writes
+	dropped func(from uint64) // told about tail deletions (read cache)
+	mu      sync.Mutex        // serialises file writes
 	stored  atomic.Uint64
 	written atomic.Uint64
 	stop    chan struct{}
@@ -39,8 +40,8 @@ const watermarkEvery = 100 * time.Millisecond
 // ErrLostEntries is returned by Open when the log ends below its watermark.
 var ErrLostEntries = errors.New("log lost entries it had durably stored")
 
-func newGuard(raw raft.LogStore, path string) (*guard, error) {
-	g := &guard{LogStore: raw, path: path, stop: make(chan struct{}), done: make(chan struct{})}
+func newGuard(raw raft.LogStore, path string, dropped func(from uint64)) (*guard, error) {
+	g := &guard{LogStore: raw, path: path, dropped: dropped, stop: make(chan struct{}), done: make(chan struct{})}
 	w, err := readWatermark(path)
 	if err != nil {
 		return nil, err
@@ -87,6 +88,7 @@ func (g *guard) DeleteRange(min, max uint64) error {
 		}
 		g.stored.Store(min - 1)
 		g.mu.Unlock()
+		g.dropped(min)
 	}
 	return g.LogStore.DeleteRange(min, max)
 }

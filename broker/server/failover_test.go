@@ -93,6 +93,7 @@ func consumeAll(t *testing.T, cl *client.Client, topic string, followerReads boo
 	}
 	cfg.FollowerReads = followerReads
 	cfg.Wait = 100 * time.Millisecond
+	cfg.MaxMessages = 64 // several pulls per queue, so suggestions are followed
 	cons, err := cl.NewConsumer(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -82,9 +82,7 @@ func runServer(c *cli.Context) error {
 	cfg.Raft.ElectionTimeout = c.Duration("election-timeout")
 	cfg.Raft.CommitTimeout = c.Duration("commit-timeout")
 	cfg.Raft.SnapshotThreshold = c.Uint64("snapshot-threshold")
-	if cfg.Raft.LeaderLeaseTimeout > cfg.Raft.HeartbeatTimeout || c.IsSet("heartbeat-timeout") {
-		cfg.Raft.LeaderLeaseTimeout = cfg.Raft.HeartbeatTimeout / 2
-	}
+	cfg.Raft.LeaderLeaseTimeout = cfg.Raft.HeartbeatTimeout
 	cfg.Broker.Group = c.String("group")
 	cfg.Broker.ClientAddr = c.String("advertise")
 	if cfg.Broker.ClientAddr == "" {

@@ -1,0 +1,71 @@
+package raftlog
+
+import (
+	"container/list"
+	"sync"
+)
+
+// readCache keeps the data of recently read entries, bounded by bytes.
+// Consumers of different queues read the same entries (one entry holds
+// messages of many queues), and raft's LogCache holds only recently written
+// entries, so without it every queue's pull re-reads the entry from disk.
+type readCache struct {
+	mu    sync.Mutex
+	max   int
+	size  int
+	items map[uint64]*list.Element
+	lru   list.List // of *cached, most recently used at the front
+}
+
+type cached struct {
+	index uint64
+	data  []byte
+}
+
+func newReadCache(maxBytes int) *readCache {
+	return &readCache{max: maxBytes, items: map[uint64]*list.Element{}}
+}
+
+func (c *readCache) get(idx uint64) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.items[idx]
+	if !ok {
+		return nil, false
+	}
+	c.lru.MoveToFront(e)
+	return e.Value.(*cached).data, true
+}
+
+func (c *readCache) put(idx uint64, data []byte) {
+	if len(data) > c.max/4 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.items[idx]; ok {
+		return
+	}
+	c.items[idx] = c.lru.PushFront(&cached{idx, data})
+	c.size += len(data)
+	for c.size > c.max {
+		e := c.lru.Back()
+		old := e.Value.(*cached)
+		c.lru.Remove(e)
+		delete(c.items, old.index)
+		c.size -= len(old.data)
+	}
+}
+
+// dropFrom forgets entries at or above idx (raft truncated the log's tail).
+func (c *readCache) dropFrom(idx uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.items {
+		if i >= idx {
+			c.size -= len(e.Value.(*cached).data)
+			c.lru.Remove(e)
+			delete(c.items, i)
+		}
+	}
+}
