@@ -331,138 +331,112 @@ func (c *Client) StatusOf(ctx context.Context, addr string) (*api.StatusResponse
 	return c.statusAt(ctx, addr)
 }
 
-// CreateTopic creates a topic with n queues.
-func (c *Client) CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (*api.TopicInfo, error) {
-	var out *api.TopicInfo
+// call runs one leader-bound RPC through do and returns its answer.
+func call[R any](ctx context.Context, c *Client, rpc func(context.Context, api.BrokerClient) (R, error)) (R, error) {
+	var out R
 	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
-		r, err := cl.CreateTopic(ctx, &api.CreateTopicRequest{Name: name, Queues: queues, IfNotExists: ifNotExists})
+		r, err := rpc(ctx, cl)
 		if err == nil {
-			out = r.Topic
+			out = r
 		}
 		return err
 	})
 	return out, err
+}
+
+// CreateTopic creates a topic with n queues.
+func (c *Client) CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (*api.TopicInfo, error) {
+	r, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.CreateTopicResponse, error) {
+		return cl.CreateTopic(ctx, &api.CreateTopicRequest{Name: name, Queues: queues, IfNotExists: ifNotExists})
+	})
+	return r.GetTopic(), err
 }
 
 // ListTopics lists topics as the leader knows them.
 func (c *Client) ListTopics(ctx context.Context) ([]*api.TopicInfo, error) {
-	var out []*api.TopicInfo
-	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
-		r, err := cl.ListTopics(ctx, &api.ListTopicsRequest{})
-		if err == nil {
-			out = r.Topics
-		}
-		return err
+	r, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.ListTopicsResponse, error) {
+		return cl.ListTopics(ctx, &api.ListTopicsRequest{})
 	})
-	return out, err
+	return r.GetTopics(), err
 }
 
-// DescribeTopic describes a topic; the answer comes from the leader when one
-// is reachable, so max offsets are current.
+// DescribeTopic describes a topic as the leader knows it, so max offsets
+// are current.
 func (c *Client) DescribeTopic(ctx context.Context, name string) (*api.TopicInfo, error) {
-	var out *api.TopicInfo
-	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
-		r, err := cl.DescribeTopic(ctx, &api.DescribeTopicRequest{Name: name})
-		if err == nil {
-			out = r.Topic
-		}
-		return err
+	r, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.DescribeTopicResponse, error) {
+		return cl.DescribeTopic(ctx, &api.DescribeTopicRequest{Name: name})
 	})
-	return out, err
+	return r.GetTopic(), err
 }
 
 // CommitOffsets stores a group's offsets.
 func (c *Client) CommitOffsets(ctx context.Context, group string, offsets []*api.QueueOffset) error {
-	return c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
-		_, err := cl.CommitOffsets(ctx, &api.CommitOffsetsRequest{Group: group, Offsets: offsets})
-		return err
+	_, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.CommitOffsetsResponse, error) {
+		return cl.CommitOffsets(ctx, &api.CommitOffsetsRequest{Group: group, Offsets: offsets})
 	})
+	return err
 }
 
 // FetchOffsets returns a group's committed offsets for a topic.
 func (c *Client) FetchOffsets(ctx context.Context, group, topic string) (map[int32]uint64, error) {
-	out := map[int32]uint64{}
-	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
-		r, err := cl.FetchOffsets(ctx, &api.FetchOffsetsRequest{Group: group, Topic: topic})
-		if err == nil {
-			for _, o := range r.Offsets {
-				out[o.Queue] = o.Offset
-			}
-		}
-		return err
+	r, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.FetchOffsetsResponse, error) {
+		return cl.FetchOffsets(ctx, &api.FetchOffsetsRequest{Group: group, Topic: topic})
 	})
+	out := map[int32]uint64{}
+	for _, o := range r.GetOffsets() {
+		out[o.Queue] = o.Offset
+	}
 	return out, err
 }
 
 // TransferLeader moves leadership to id ("" = most caught-up follower).
 func (c *Client) TransferLeader(ctx context.Context, id string) (*api.TransferLeaderResponse, error) {
-	var out *api.TransferLeaderResponse
-	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
-		r, err := cl.TransferLeader(ctx, &api.TransferLeaderRequest{To: id})
-		out = r
-		return err
+	r, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.TransferLeaderResponse, error) {
+		return cl.TransferLeader(ctx, &api.TransferLeaderRequest{To: id})
 	})
 	if err == nil {
 		c.setLeader("")
 	}
-	return out, err
+	return r, err
 }
 
 // AddMember adds a node and promotes it to voter once it has caught up.
 func (c *Client) AddMember(ctx context.Context, id, raftAddr string) (*api.AddMemberResponse, error) {
-	var out *api.AddMemberResponse
-	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
-		r, err := cl.AddMember(ctx, &api.AddMemberRequest{Id: id, RaftAddress: raftAddr})
-		out = r
-		return err
+	return call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.AddMemberResponse, error) {
+		return cl.AddMember(ctx, &api.AddMemberRequest{Id: id, RaftAddress: raftAddr})
 	})
-	return out, err
 }
 
 // RemoveMember removes a node from the group.
 func (c *Client) RemoveMember(ctx context.Context, id string, force bool) error {
-	return c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
-		_, err := cl.RemoveMember(ctx, &api.RemoveMemberRequest{Id: id, Force: force})
-		return err
+	_, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.RemoveMemberResponse, error) {
+		return cl.RemoveMember(ctx, &api.RemoveMemberRequest{Id: id, Force: force})
 	})
+	return err
 }
 
 // ListGroups lists consumer groups.
 func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
-	var out []string
-	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
-		r, err := cl.ListGroups(ctx, &api.ListGroupsRequest{})
-		if err == nil {
-			out = r.Groups
-		}
-		return err
+	r, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.ListGroupsResponse, error) {
+		return cl.ListGroups(ctx, &api.ListGroupsRequest{})
 	})
-	return out, err
+	return r.GetGroups(), err
 }
 
 // DescribeGroup describes a consumer group.
 func (c *Client) DescribeGroup(ctx context.Context, group string) (*api.DescribeGroupResponse, error) {
-	var out *api.DescribeGroupResponse
-	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
-		r, err := cl.DescribeGroup(ctx, &api.DescribeGroupRequest{Group: group})
-		out = r
-		return err
+	return call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.DescribeGroupResponse, error) {
+		return cl.DescribeGroup(ctx, &api.DescribeGroupRequest{Group: group})
 	})
-	return out, err
 }
 
 // ResetGroup moves a group's offsets for a topic to "earliest", "latest" or
 // an offset.
 func (c *Client) ResetGroup(ctx context.Context, group, topic, to string) ([]*api.QueueOffset, error) {
-	var out []*api.QueueOffset
-	err := c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
-		r, err := cl.ResetGroup(ctx, &api.ResetGroupRequest{Group: group, Topic: topic, To: to})
-		if err == nil {
-			out = r.Offsets
-		}
-		return err
+	r, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.ResetGroupResponse, error) {
+		return cl.ResetGroup(ctx, &api.ResetGroupRequest{Group: group, Topic: topic, To: to})
 	})
-	return out, err
+	return r.GetOffsets(), err
 }
 
 func randomID(prefix string) string {

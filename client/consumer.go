@@ -149,11 +149,8 @@ func (cn *Consumer) join(ctx context.Context) error {
 	if len(cn.cfg.Queues) > 0 {
 		assigned = cn.cfg.Queues
 	} else {
-		var r *api.JoinGroupResponse
-		err := cn.c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
-			var err error
-			r, err = cl.JoinGroup(ctx, &api.JoinGroupRequest{Group: cn.cfg.Group, MemberId: cn.cfg.MemberID, Topics: []string{cn.cfg.Topic}})
-			return err
+		r, err := call(ctx, cn.c, func(ctx context.Context, cl api.BrokerClient) (*api.JoinGroupResponse, error) {
+			return cl.JoinGroup(ctx, &api.JoinGroupRequest{Group: cn.cfg.Group, MemberId: cn.cfg.MemberID, Topics: []string{cn.cfg.Topic}})
 		})
 		if err != nil {
 			return fmt.Errorf("join group %s: %w", cn.cfg.Group, err)
@@ -456,9 +453,8 @@ func (cn *Consumer) Close(ctx context.Context) error {
 	cn.mu.Unlock()
 	err := cn.commit(ctx, true)
 	if len(cn.cfg.Queues) == 0 {
-		lerr := cn.c.do(ctx, func(ctx context.Context, cl api.BrokerClient) error {
-			_, err := cl.LeaveGroup(ctx, &api.LeaveGroupRequest{Group: cn.cfg.Group, MemberId: cn.cfg.MemberID})
-			return err
+		_, lerr := call(ctx, cn.c, func(ctx context.Context, cl api.BrokerClient) (*api.LeaveGroupResponse, error) {
+			return cl.LeaveGroup(ctx, &api.LeaveGroupRequest{Group: cn.cfg.Group, MemberId: cn.cfg.MemberID})
 		})
 		if err == nil {
 			err = lerr
