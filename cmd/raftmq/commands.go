@@ -145,6 +145,9 @@ func topicCommand() *cli.Command {
 					if c.NArg() != 1 {
 						return errors.New("topic create: want exactly one NAME")
 					}
+					if q := c.Int("queues"); q < 1 || q > 1024 {
+						return fmt.Errorf("--queues %d: want 1..1024", q)
+					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						ti, err := cl.CreateTopic(ctx, c.Args().First(), int32(c.Int("queues")), c.Bool("if-not-exists"))
 						if err != nil {
