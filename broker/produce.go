@@ -91,9 +91,10 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		done:   make(chan outcome, 1),
 	}
 	now := time.Now().UnixMilli()
+	rr := b.roundRobinBase(&req)
 	for i := range req.Messages {
 		m := &req.Messages[i]
-		q, err := b.pickQueue(m, nq)
+		q, err := pickQueue(m, rr+uint64(i), nq)
 		if err != nil {
 			b.m.produceErrors.WithLabelValues("invalid").Inc()
 			return ProduceResult{}, err
@@ -129,10 +130,15 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		b.m.produceErrors.WithLabelValues("rejected").Inc()
 		return ProduceResult{}, storeErr(out.res.Err)
 	}
+	acks, err := out.res.Acks(p.queues)
+	if err != nil {
+		b.m.produceErrors.WithLabelValues("rejected").Inc()
+		return ProduceResult{}, fmt.Errorf("%w: %v", ErrFailedPrecondition, err)
+	}
 	b.m.produceMessages.Add(float64(len(req.Messages)))
 	b.m.produceBytes.Add(float64(p.size))
 	b.m.produceLatency.Observe(time.Since(start).Seconds())
-	return ProduceResult{Acks: out.res.Acks(p.queues), Duplicate: out.res.Duplicate}, nil
+	return ProduceResult{Acks: acks, Duplicate: out.res.Duplicate}, nil
 }
 
 // ValidateProduce checks a produce request against the limits in cfg; it is
@@ -178,9 +184,28 @@ func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 	return nil
 }
 
+// roundRobinBase is where round-robin queue choice starts for a request.
+// For an idempotent request it is derived from (producer id, sequence), so a
+// retry sent to another node (a new leader) picks exactly the queues the
+// first attempt picked: the group's answer to a duplicate is the first
+// attempt's offsets, which only match the same queues.
+func (b *Broker) roundRobinBase(req *ProduceRequest) uint64 {
+	if req.ProducerID == "" {
+		return b.rr.Add(uint64(len(req.Messages)))
+	}
+	h := fnv.New64a()
+	h.Write([]byte(req.ProducerID))
+	var seq [8]byte
+	for i := range seq {
+		seq[i] = byte(req.Seq >> (8 * i))
+	}
+	h.Write(seq[:])
+	return h.Sum64()
+}
+
 // pickQueue: explicit queue, else the key's hash (one key stays in one queue,
-// so it stays ordered), else round robin.
-func (b *Broker) pickQueue(m *ProduceMessage, nq int) (uint32, error) {
+// so it stays ordered), else round robin from rr.
+func pickQueue(m *ProduceMessage, rr uint64, nq int) (uint32, error) {
 	switch {
 	case m.HasQueue:
 		if m.Queue < 0 || int(m.Queue) >= nq {
@@ -192,7 +217,7 @@ func (b *Broker) pickQueue(m *ProduceMessage, nq int) (uint32, error) {
 		h.Write([]byte(m.Key))
 		return h.Sum32() % uint32(nq), nil
 	default:
-		return uint32(b.rr.Add(1) % uint64(nq)), nil
+		return uint32(rr % uint64(nq)), nil
 	}
 }
 

@@ -222,19 +222,28 @@ type Ack struct {
 	ID     string
 }
 
+// ErrMismatchedRetry: a retry (same producer id and sequence) whose messages
+// went to other queues than the request the group appended.
+var ErrMismatchedRetry = errors.New("retry does not match the request appended under its producer id and sequence")
+
 // Acks turns a result into one ack per message, given each message's queue in
-// request order.
-func (r *ProduceResult) Acks(queues []uint32) []Ack {
+// request order. A queue the result does not know means the request differs
+// from the one appended (only possible for a duplicate).
+func (r *ProduceResult) Acks(queues []uint32) ([]Ack, error) {
 	acks := make([]Ack, len(queues))
 	next := make(map[uint32]uint64, len(r.Bases))
 	for _, b := range r.Bases {
 		next[b.Queue] = b.Base
 	}
 	for i, q := range queues {
-		acks[i] = Ack{Queue: q, Offset: next[q], ID: raftlog.MessageID(r.LogIndex, r.Ordinal+uint32(i))}
+		off, ok := next[q]
+		if !ok {
+			return nil, fmt.Errorf("%w: message %d is for queue %d, the appended request used queues %v", ErrMismatchedRetry, i, q, r.Bases)
+		}
+		acks[i] = Ack{Queue: q, Offset: off, ID: raftlog.MessageID(r.LogIndex, r.Ordinal+uint32(i))}
 		next[q]++
 	}
-	return acks
+	return acks, nil
 }
 
 // applyBatchLocked assigns offsets to every request of the entry and records

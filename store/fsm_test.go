@@ -56,11 +56,11 @@ func TestApplyAssignsDenseOffsetsPerQueue(t *testing.T) {
 		&raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: append(msgs(0, "a", "b"), msgs(1, "c")...)},
 		&raftlog.Request{ProducerID: "p", Seq: 2, Topic: "t", Messages: msgs(0, "d")},
 	)
-	acks := res[0].Acks([]uint32{0, 0, 1})
+	acks, _ := res[0].Acks([]uint32{0, 0, 1})
 	if acks[0].Offset != 0 || acks[1].Offset != 1 || acks[2].Offset != 0 {
 		t.Fatalf("acks %+v", acks)
 	}
-	if a := res[1].Acks([]uint32{0}); a[0].Offset != 2 || a[0].ID != raftlog.MessageID(2, 3) {
+	if a, _ := res[1].Acks([]uint32{0}); a[0].Offset != 2 || a[0].ID != raftlog.MessageID(2, 3) {
 		t.Fatalf("second request ack %+v", a)
 	}
 	ti, _ := h.f.Topic("t")
@@ -86,8 +86,13 @@ func TestDedupeRetryGetsSameAck(t *testing.T) {
 	if !res[0].Duplicate || res[1].Duplicate || !res[2].Duplicate {
 		t.Fatalf("duplicate flags %v %v %v", res[0].Duplicate, res[1].Duplicate, res[2].Duplicate)
 	}
-	if a, b := first[0].Acks([]uint32{0})[0], res[0].Acks([]uint32{0})[0]; a != b {
+	a, _ := first[0].Acks([]uint32{0})
+	b, _ := res[0].Acks([]uint32{0})
+	if a[0] != b[0] {
 		t.Fatalf("retry ack %+v, first ack %+v", b, a)
+	}
+	if _, err := res[0].Acks([]uint32{1}); !errors.Is(err, ErrMismatchedRetry) {
+		t.Fatalf("retry to another queue: %v", err)
 	}
 	ti, _ := h.f.Topic("t")
 	if ti.Queues[0].Max != 2 {

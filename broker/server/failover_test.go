@@ -478,3 +478,51 @@ func TestRestartAllNodesKeepsEverything(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryOnNewLeaderGetsSameAcks is the regression test for the chaos
+// campaign's "ack-position" finding: a retried request without keys went to
+// a new leader, whose round robin picked other queues than the first
+// attempt; the group (rightly) answered "duplicate" with the first attempt's
+// offsets, and the acks paired them with the wrong queues.
+func TestRetryOnNewLeaderGetsSameAcks(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := c.nodes[l].Broker().CreateTopic(ctx, "rr", 4, false); err != nil {
+		t.Fatal(err)
+	}
+	req := broker.ProduceRequest{Topic: "rr", ProducerID: "retrier", Seq: 42}
+	for i := 0; i < 7; i++ {
+		req.Messages = append(req.Messages, broker.ProduceMessage{Body: []byte(fmt.Sprintf("m%d", i))})
+	}
+	first, err := c.produce(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Move leadership, and move the new leader's round-robin counter on.
+	if _, _, err := c.nodes[l].Broker().TransferLeader(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	nl := c.leaderExcept(l)
+	if _, err := c.nodes[nl].Broker().Produce(ctx, broker.ProduceRequest{Topic: "rr",
+		Messages: []broker.ProduceMessage{{Body: []byte("other")}}}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.produce(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Duplicate {
+		t.Fatal("the retry was appended again")
+	}
+	if fmt.Sprint(again.Acks) != fmt.Sprint(first.Acks) {
+		t.Fatalf("retry acks %v differ from the first acks %v", again.Acks, first.Acks)
+	}
+	// And the acks point at the messages.
+	for i, a := range first.Acks {
+		r, err := c.nodes[nl].Broker().Pull(ctx, broker.PullRequest{Topic: "rr", Queue: int32(a.Queue), Offset: a.Offset, MaxMessages: 1})
+		if err != nil || len(r.Messages) != 1 || string(r.Messages[0].Body) != fmt.Sprintf("m%d", i) || r.Messages[0].ID != a.ID {
+			t.Fatalf("ack %d %+v does not point at m%d: %+v %v", i, a, i, r.Messages, err)
+		}
+	}
+}
