@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"sort"
 )
 
 // CommandType is the first byte of every Raft log entry written by raftmq.
@@ -87,9 +88,22 @@ func (b *BatchBuilder) Add(r *Request) {
 		b.buf = appendString(b.buf, m.Key)
 		b.buf = appendString(b.buf, m.Tag)
 		b.buf = binary.AppendUvarint(b.buf, uint64(len(m.Properties)))
-		for k, v := range m.Properties {
-			b.buf = appendString(b.buf, k)
-			b.buf = appendString(b.buf, v)
+		if len(m.Properties) == 1 {
+			for k, v := range m.Properties {
+				b.buf = appendString(b.buf, k)
+				b.buf = appendString(b.buf, v)
+			}
+		} else if len(m.Properties) > 1 {
+			// Sorted, so one request always encodes to the same bytes.
+			keys := make([]string, 0, len(m.Properties))
+			for k := range m.Properties {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				b.buf = appendString(b.buf, k)
+				b.buf = appendString(b.buf, m.Properties[k])
+			}
 		}
 		b.buf = binary.AppendUvarint(b.buf, uint64(len(m.Body)))
 		b.buf = append(b.buf, m.Body...)
