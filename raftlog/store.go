@@ -45,7 +45,10 @@ type Options struct {
 	SegmentSize int    // raft-wal segment size in bytes; 0 = 64 MiB
 	CacheSize   int    // entries kept in raft's LogCache; 0 = 256
 	ReadCache   int    // bytes of recently read entries kept for pulls; 0 = 32 MiB
-	Logger      hclog.Logger
+	// OnFatal is called (possibly many times) when the log store has failed
+	// in a way that only a restart repairs.
+	OnFatal func(error)
+	Logger  hclog.Logger
 }
 
 // Open opens (creating when missing) the log, stable and snapshot stores in dir.
@@ -108,6 +111,9 @@ func Open(dir string, opts Options) (*Stores, error) {
 	}
 	s.reads = newReadCache(opts.ReadCache)
 	g, err := newGuard(s.raw, filepath.Join(dir, "LOG_WATERMARK"), s.reads.dropFrom)
+	if err == nil {
+		g.fatal = opts.OnFatal
+	}
 	if err != nil {
 		return fail(fmt.Errorf("open log in %s: %w", dir, err))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,7 @@ type guard struct {
 	raft.LogStore
 	path    string
 	dropped func(from uint64) // told about tail deletions (read cache)
+	fatal   func(error)       // told about a store that can no longer append
 	mu      sync.Mutex        // serialises file writes
 	stored  atomic.Uint64
 	written atomic.Uint64
@@ -62,6 +64,14 @@ func newGuard(raw raft.LogStore, path string, dropped func(from uint64)) (*guard
 
 func (g *guard) StoreLogs(logs []*raft.Log) error {
 	if err := g.LogStore.StoreLogs(logs); err != nil {
+		// raft-wal v0.4.2: when rolling over to a new segment fails (disk
+		// full), the tail stays sealed and every later append fails with
+		// "segment is sealed" until the process restarts, even once space
+		// is back. A node that is up but cannot store its log only looks
+		// alive, so report it; the server exits and is restarted.
+		if strings.Contains(err.Error(), "segment is sealed") && g.fatal != nil {
+			g.fatal(fmt.Errorf("log store cannot append any more (raft-wal sealed tail after a failed segment rotation, e.g. a full disk); restart the node: %w", err))
+		}
 		return err
 	}
 	if n := len(logs); n > 0 {

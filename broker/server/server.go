@@ -43,6 +43,10 @@ type Config struct {
 	// VerifyLog checks every log entry at start and refuses to start on
 	// corruption (see raftlog.Stores.Verify).
 	VerifyLog bool
+	// OnFatal is called when the node can no longer work and only a restart
+	// helps (a stuck log store). Nil: log the error and exit the process
+	// with status 70, so that a supervisor restarts it.
+	OnFatal func(error)
 }
 
 // DefaultConfig returns a config with every default set; callers fill in
@@ -108,7 +112,18 @@ func Start(cfg Config) (_ *Server, err error) {
 	}
 	bc.Logger = log.Named("broker")
 
-	s.stores, err = raftlog.Open(cfg.DataDir, raftlog.Options{Kind: cfg.LogStore, SegmentSize: cfg.SegmentMB << 20, Logger: log.Named("raftlog")})
+	onFatal := cfg.OnFatal
+	if onFatal == nil {
+		var once sync.Once
+		onFatal = func(err error) {
+			once.Do(func() {
+				log.Error("fatal: exiting so that the node is restarted", "error", err)
+				os.Exit(70)
+			})
+		}
+	}
+	s.stores, err = raftlog.Open(cfg.DataDir, raftlog.Options{Kind: cfg.LogStore, SegmentSize: cfg.SegmentMB << 20,
+		Logger: log.Named("raftlog"), OnFatal: onFatal})
 	if err != nil {
 		return nil, err
 	}
