@@ -1,0 +1,307 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	flagRuns     = flag.Int("chaos.runs", 0, "TestChaosCampaign: number of randomized runs (0 skips the campaign)")
+	flagDuration = flag.Duration("chaos.duration", 15*time.Second, "fault phase of each campaign run")
+	flagSeed     = flag.Int64("chaos.seed", 0, "first seed of the campaign (run i uses seed+i); 0 picks one from the clock")
+	flagFaults   = flag.String("chaos.faults", "all", "comma-separated fault kinds, or all: "+strings.Join(AllFaults, ","))
+	flagDir      = flag.String("chaos.dir", "", "directory for binaries, run directories and failed histories (default: a new temp dir)")
+	flagBin      = flag.String("chaos.bin", "", "use this raftmq binary instead of building one")
+	flagKeep     = flag.Bool("chaos.keep", false, "keep the directories of passed runs too")
+	flagBudget   = flag.Duration("chaos.budget", 0, "TestChaosCampaign: start no new run after this much time (0: no limit)")
+	flagKnown    = flag.String("chaos.known", "", "comma-separated violation kinds of known, reported bugs: counted, but they do not fail a run (e.g. ack-position)")
+	flagReport   = flag.String("chaos.report", "", "TestChaosCampaign: write a markdown summary and per-run JSON lines to this path (and path.jsonl)")
+)
+
+var (
+	setupOnce sync.Once
+	setupDir  string
+	setupBin  string
+	setupErr  error
+)
+
+// setup makes the base directory and builds the server once per test binary.
+func setup(t *testing.T) (dir, bin string) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("chaos runs need linux (SIGSTOP, tmpfs, Pdeathsig)")
+	}
+	setupOnce.Do(func() {
+		setupDir = *flagDir
+		if setupDir == "" {
+			setupDir, setupErr = os.MkdirTemp("", "raftmq-chaos-")
+			if setupErr != nil {
+				return
+			}
+		} else if setupErr = os.MkdirAll(setupDir, 0o755); setupErr != nil {
+			return
+		}
+		setupBin = *flagBin
+		if setupBin == "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			setupBin, setupErr = Build(ctx, setupDir)
+		}
+	})
+	if setupErr != nil {
+		t.Fatalf("chaos setup: %v", setupErr)
+	}
+	return setupDir, setupBin
+}
+
+func knownKinds() map[string]bool {
+	out := map[string]bool{}
+	for _, k := range strings.Split(*flagKnown, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+func runOne(t *testing.T, cfg RunConfig) *Result {
+	t.Helper()
+	cfg.Known = knownKinds()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+6*time.Minute)
+	defer cancel()
+	res := Run(ctx, cfg)
+	t.Log(res.Line())
+	if res.Skipped != "" {
+		t.Log(res.Skipped)
+	}
+	if res.Report != nil && res.Report.MaxAckGap > 2*time.Second {
+		t.Logf("longest time without an ack began at %s; events around it:\n  %s",
+			res.Report.MaxAckGapFrom.Round(time.Millisecond), strings.Join(res.GapEvents, "\n  "))
+	}
+	if !res.OK() {
+		var vs []string
+		if res.Report != nil {
+			for _, v := range res.Report.Violations {
+				vs = append(vs, "  "+v.String())
+			}
+		}
+		t.Errorf("chaos run seed=%d failed; reproduce with -chaos.seed=%d -chaos.runs=1 -chaos.faults=%s -chaos.duration=%s\n"+
+			"history, schedule and node logs: %s\n%s", cfg.Seed, cfg.Seed, strings.Join(cfg.Faults, ","), cfg.Duration, res.Dir, strings.Join(vs, "\n"))
+	}
+	return res
+}
+
+func ep(seed int64, hold time.Duration, kinds ...string) Episode {
+	return Episode{Kinds: kinds, Gap: 500 * time.Millisecond, Hold: hold, Seed: seed}
+}
+
+// TestChaosShort is the fixed-seed fault run CI does: three short runs with
+// fixed schedules that together apply every fault kind once or more.
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the chaos runs take about two minutes")
+	}
+	dir, bin := setup(t)
+	noTmpfs := TmpfsWorks(dir)
+	if noTmpfs != nil {
+		t.Logf("the full-disk fault is replaced by a kill: %v", noTmpfs)
+	}
+	plans := []Plan{
+		{Seed: 101, DiskNode: -1, LoadThreshold: "0.05", Episodes: []Episode{
+			ep(1, 1500*time.Millisecond, FaultKillLeader),
+			ep(2, 1500*time.Millisecond, FaultPartitionLeader),
+			ep(3, 1500*time.Millisecond, FaultPause),
+			ep(4, 1500*time.Millisecond, FaultPartitionOneWay, FaultDelay),
+			ep(5, 0, FaultTransfer),
+			ep(6, 1500*time.Millisecond, FaultPartitionFollower, FaultKill),
+		}},
+		{Seed: 102, DiskNode: -1, LoadThreshold: "0.8", Episodes: []Episode{
+			ep(7, 500*time.Millisecond, FaultTornWrite),
+			ep(8, 500*time.Millisecond, FaultCorrupt),
+			ep(9, 500*time.Millisecond, FaultMembership),
+		}},
+		{Seed: 103, DiskNode: 1, LoadThreshold: "0.05", Episodes: []Episode{
+			ep(10, 1000*time.Millisecond, FaultDiskFull),
+			ep(11, 1500*time.Millisecond, FaultKillLeader),
+		}},
+	}
+	for _, p := range plans {
+		p := p
+		t.Run(fmt.Sprintf("seed=%d", p.Seed), func(t *testing.T) {
+			var kinds []string
+			for _, e := range p.Episodes {
+				kinds = append(kinds, e.Kinds...)
+			}
+			res := runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("short-%d-%d", p.Seed, time.Now().UnixNano())),
+				Seed: p.Seed, Duration: 12 * time.Second, Faults: kinds, Plan: &p, NoTmpfs: noTmpfs, Keep: *flagKeep, Logf: t.Logf})
+			if res.Report != nil && res.Report.Acked == 0 {
+				t.Errorf("no operation was acknowledged: the run proves nothing")
+			}
+		})
+	}
+}
+
+// TestChaosCampaign runs -chaos.runs randomized runs (seed, seed+1, ...).
+//
+//	go test ./integration/chaos -run TestChaosCampaign -timeout 0 -v \
+//	    -chaos.runs=100 -chaos.duration=15s -chaos.seed=1 -chaos.report=/tmp/chaos.md
+func TestChaosCampaign(t *testing.T) {
+	if *flagRuns <= 0 {
+		t.Skip("set -chaos.runs=N to run the campaign")
+	}
+	dir, bin := setup(t)
+	faults, err := ParseFaults(*flagFaults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noTmpfs := TmpfsWorks(dir)
+	if noTmpfs != nil && contains(faults, FaultDiskFull) {
+		t.Logf("the full-disk fault is skipped: %v", noTmpfs)
+	}
+	seed := *flagSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano() % 1_000_000
+	}
+	var jsonl *os.File
+	if *flagReport != "" {
+		if jsonl, err = os.Create(*flagReport + ".jsonl"); err != nil {
+			t.Fatal(err)
+		}
+		defer jsonl.Close()
+	}
+	agg := newAggregate()
+	began := time.Now()
+	for i := 0; i < *flagRuns; i++ {
+		if *flagBudget > 0 && time.Since(began) > *flagBudget {
+			t.Logf("budget of %s spent: stopping after %d of %d runs", *flagBudget, i, *flagRuns)
+			break
+		}
+		s := seed + int64(i)
+		var res *Result
+		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
+			res = runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("run-%d", s)), Seed: s,
+				Duration: *flagDuration, Faults: faults, NoTmpfs: noTmpfs, Keep: *flagKeep, Logf: t.Logf})
+		})
+		agg.add(res)
+		if jsonl != nil {
+			b, _ := json.Marshal(res)
+			jsonl.Write(append(b, '\n'))
+		}
+	}
+	md := agg.markdown(*flagDuration, time.Since(began), seed)
+	t.Log("\n" + md)
+	if *flagReport != "" {
+		if err := os.WriteFile(*flagReport, []byte(md), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+type aggregate struct {
+	runs, failed, harness                     int
+	failedSeeds                               []int64
+	applied, outcomes, violations             map[string]int
+	ops, acked, failedOps, unknown, unknownIn int
+	messages, lost, duplicated                int
+	deliveries, followerDeliveries, windows   int
+	worstGap                                  time.Duration
+	worstGapSeed                              int64
+}
+
+func newAggregate() *aggregate {
+	return &aggregate{applied: map[string]int{}, outcomes: map[string]int{}, violations: map[string]int{}}
+}
+
+func (a *aggregate) add(r *Result) {
+	if r == nil {
+		return
+	}
+	a.runs++
+	if !r.OK() {
+		a.failed++
+		a.failedSeeds = append(a.failedSeeds, r.Seed)
+	}
+	if r.Err != "" {
+		a.harness++
+	}
+	for k, n := range r.Applied {
+		a.applied[k] += n
+	}
+	for k, n := range r.Outcomes {
+		a.outcomes[k] += n
+	}
+	rep := r.Report
+	if rep == nil {
+		return
+	}
+	for k, n := range rep.Counts {
+		a.violations[k] += n
+	}
+	a.ops += rep.Ops
+	a.acked += rep.Acked
+	a.failedOps += rep.Failed
+	a.unknown += rep.Unknown
+	a.unknownIn += rep.UnknownPresent
+	a.messages += rep.Messages
+	a.lost += rep.Lost
+	a.duplicated += rep.Duplicated
+	a.deliveries += rep.Deliveries
+	a.followerDeliveries += rep.FollowerDeliveries
+	a.windows += rep.Windows
+	if rep.MaxAckGap > a.worstGap {
+		a.worstGap, a.worstGapSeed = rep.MaxAckGap, r.Seed
+	}
+}
+
+func table(m map[string]int) string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	var b strings.Builder
+	for _, k := range ks {
+		fmt.Fprintf(&b, "| %s | %d |\n", k, m[k])
+	}
+	return b.String()
+}
+
+func (a *aggregate) markdown(d, took time.Duration, seed int64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "runs: %d (fault phase %s each, first seed %d), took %s\n", a.runs, d, seed, took.Round(time.Second))
+	fmt.Fprintf(&b, "failed runs: %d %v (harness errors: %d)\n\n", a.failed, a.failedSeeds, a.harness)
+	fmt.Fprintf(&b, "| figure | value |\n| --- | --- |\n")
+	fmt.Fprintf(&b, "| produce requests | %d |\n| acknowledged | %d |\n| definite failures | %d |\n| unknown-outcome requests | %d (their messages in the log, each once at most: %d) |\n",
+		a.ops, a.acked, a.failedOps, a.unknown, a.unknownIn)
+	fmt.Fprintf(&b, "| messages in the final logs | %d |\n| lost | %d |\n| duplicated | %d |\n", a.messages, a.lost, a.duplicated)
+	fmt.Fprintf(&b, "| consumed during faults | %d (served by followers: %d) |\n", a.deliveries, a.followerDeliveries)
+	fmt.Fprintf(&b, "| windows without acks > 1s | %d |\n| worst unavailability (longest time without an ack) | %s (seed %d) |\n\n",
+		a.windows, a.worstGap.Round(time.Millisecond), a.worstGapSeed)
+	fmt.Fprintf(&b, "| fault | episodes applied |\n| --- | --- |\n%s\n", table(a.applied))
+	if len(a.outcomes) > 0 {
+		fmt.Fprintf(&b, "| outcome | count |\n| --- | --- |\n%s\n", table(a.outcomes))
+	}
+	if len(a.violations) > 0 {
+		fmt.Fprintf(&b, "| violation | count |\n| --- | --- |\n%s\n", table(a.violations))
+	}
+	return b.String()
+}

@@ -1,0 +1,475 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Violation kinds reported by Check. Each is a broken promise of the broker.
+const (
+	VLost          = "lost"           // an acknowledged message is not in the log
+	VMisplaced     = "misplaced"      // an acknowledged message sits elsewhere than its ack said
+	VDuplicate     = "duplicate"      // a message body appears more than once
+	VInvented      = "invented"       // the log holds a message nobody sent
+	VCorrupt       = "corrupt"        // a message's body or key differs from what was sent
+	VGap           = "gap"            // a queue's offsets are not 0..n-1 in order
+	VFailedPresent = "failed-present" // a message whose request got a definite error is in the log
+	VKeyOrder      = "key-order"      // a producer's messages of one key are out of order
+	VRealTime      = "real-time"      // a message sits before one acknowledged before it was sent
+	VDivergent     = "divergent"      // a node's log differs from the group's
+	VDelivery      = "delivery"       // a consumer got something that is not in the final log
+	VAckShape      = "ack-shape"      // an acknowledgement of the wrong shape
+	VAckPosition   = "ack-position"   // an ack names the right message id but the wrong queue or offset
+	VNemesis       = "nemesis"        // a fault's expected outcome did not happen (e.g. corrupt log accepted)
+	VStartPanic    = "start-panic"    // a node refused to start by crashing (Go panic) instead of with its message
+	VLiveness      = "liveness"       // the group did not recover after healing
+	VWALStuck      = "wal-stuck"      // a node's log store refused appends after the fault was gone, until restarted
+)
+
+// Violation is one broken promise.
+type Violation struct {
+	Kind   string `json:"kind"`
+	Detail string `json:"detail"`
+}
+
+func (v Violation) String() string { return v.Kind + ": " + v.Detail }
+
+// Report is the result of checking a history.
+type Report struct {
+	Ops            int `json:"ops"`
+	Acked          int `json:"acked"`
+	Failed         int `json:"failed"`
+	Unknown        int `json:"unknown"`
+	UnknownPresent int `json:"unknown_present"` // unknown-outcome messages found in the log
+	Messages       int `json:"messages"`        // messages in the final log
+	AckedMessages  int `json:"acked_messages"`
+
+	Lost       int `json:"lost"`
+	Duplicated int `json:"duplicated"`
+
+	Deliveries         int `json:"deliveries"`
+	FollowerDeliveries int `json:"follower_deliveries"`
+	// LateUnknown counts messages of unknown-outcome requests that landed
+	// after a later request of the same producer and key: allowed (nobody
+	// was told they were written), but worth knowing.
+	LateUnknown int `json:"late_unknown"`
+
+	// MaxAckGap is the longest time without any acknowledgement during the
+	// fault phase; Windows counts gaps longer than a second.
+	MaxAckGap     time.Duration `json:"max_ack_gap_ns"`
+	MaxAckGapFrom time.Duration `json:"max_ack_gap_from_ns"` // when that gap began (since the run started)
+	Windows       int           `json:"windows"`
+
+	Violations []Violation `json:"violations,omitempty"`
+	// Counts holds the number of violations per kind (Violations is capped).
+	Counts map[string]int `json:"counts,omitempty"`
+}
+
+// OK is true when nothing was violated.
+func (r *Report) OK() bool { return r.OKIgnoring(nil) }
+
+// OKIgnoring is true when nothing but the given kinds (known bugs) was
+// violated.
+func (r *Report) OKIgnoring(known map[string]bool) bool {
+	for k := range r.Counts {
+		if !known[k] {
+			return false
+		}
+	}
+	return true
+}
+
+const maxViolationsKept = 40
+
+// Add records a violation.
+func (r *Report) Add(kind, format string, args ...any) {
+	if r.Counts == nil {
+		r.Counts = map[string]int{}
+	}
+	r.Counts[kind]++
+	if len(r.Violations) < maxViolationsKept {
+		r.Violations = append(r.Violations, Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	}
+}
+
+// Summary is one line: the figures and the violation counts.
+func (r *Report) Summary() string {
+	s := fmt.Sprintf("ops=%d acked=%d failed=%d unknown=%d (in log %d) messages=%d lost=%d duplicated=%d deliveries=%d (followers %d) max-ack-gap=%s windows=%d",
+		r.Ops, r.Acked, r.Failed, r.Unknown, r.UnknownPresent, r.Messages, r.Lost, r.Duplicated,
+		r.Deliveries, r.FollowerDeliveries, r.MaxAckGap.Round(time.Millisecond), r.Windows)
+	if len(r.Counts) > 0 {
+		var kinds []string
+		for k, n := range r.Counts {
+			kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
+		}
+		sort.Strings(kinds)
+		s += " VIOLATIONS: " + strings.Join(kinds, " ")
+	}
+	return s
+}
+
+type sentRef struct {
+	op  int
+	msg int
+}
+
+type place struct {
+	queue int32
+	e     LogEntry
+}
+
+func sortedQueues(l QueueLog) []int32 {
+	qs := make([]int32, 0, len(l))
+	for q := range l {
+		qs = append(qs, q)
+	}
+	sort.Slice(qs, func(i, j int) bool { return qs[i] < qs[j] })
+	return qs
+}
+
+// Check verifies a history:
+//   - no acknowledged message lost, and each sits where its ack said;
+//   - nothing in the log that was never sent, nothing twice, bodies intact;
+//   - offsets of every queue dense (0..n-1) and in order;
+//   - no message of a request that got a definite error;
+//   - per producer and key, acknowledged messages in sending order, and no
+//     message placed before one acknowledged before it was sent;
+//   - every node's log identical to the group's;
+//   - everything consumers received during the run (from leaders or
+//     followers) is in the final log at the same queue and offset.
+func Check(h *History) *Report {
+	r := &Report{}
+	r.Ops = len(h.Ops)
+
+	// What was sent.
+	sent := map[string]sentRef{}
+	for i, op := range h.Ops {
+		switch op.Outcome {
+		case OutcomeOK:
+			r.Acked++
+			r.AckedMessages += len(op.Messages)
+		case OutcomeFail:
+			r.Failed++
+		default:
+			r.Unknown++
+		}
+		for j, m := range op.Messages {
+			if prev, dup := sent[m.Body]; dup {
+				r.Add(VInvented, "history: body %q sent twice (ops %d and %d); the workload must make bodies unique", m.Body, prev.op, i)
+			}
+			sent[m.Body] = sentRef{i, j}
+		}
+	}
+
+	// The final log: dense offsets, nothing invented, nothing twice.
+	present := map[string][]place{}
+	for _, q := range sortedQueues(h.Final) {
+		entries := h.Final[q]
+		next := uint64(0)
+		for _, e := range entries {
+			if e.Offset != next {
+				if e.Offset > next {
+					r.Add(VGap, "queue %d: offsets %d..%d missing (next entry has offset %d)", q, next, e.Offset-1, e.Offset)
+				} else {
+					r.Add(VGap, "queue %d: offset %d read after offset %d (not monotonic)", q, e.Offset, next-1)
+				}
+			}
+			next = e.Offset + 1
+			r.Messages++
+			present[e.Body] = append(present[e.Body], place{q, e})
+			ref, ok := sent[e.Body]
+			if !ok {
+				r.Add(VInvented, "queue %d offset %d: body %q (id %s) was never sent", q, e.Offset, e.Body, e.ID)
+				continue
+			}
+			m := h.Ops[ref.op].Messages[ref.msg]
+			if m.Hash != e.Hash {
+				r.Add(VCorrupt, "queue %d offset %d: body %q differs from what was sent (hash %x, sent %x)", q, e.Offset, e.Body, e.Hash, m.Hash)
+			}
+			if m.Key != e.Key {
+				r.Add(VCorrupt, "queue %d offset %d: body %q has key %q, sent with %q", q, e.Offset, e.Body, e.Key, m.Key)
+			}
+			if m.Queue >= 0 && m.Queue != q {
+				r.Add(VMisplaced, "body %q was sent to queue %d but sits in queue %d", e.Body, m.Queue, q)
+			}
+		}
+	}
+	for body, ps := range present {
+		if len(ps) > 1 {
+			r.Duplicated += len(ps) - 1
+			var at []string
+			for _, p := range ps {
+				at = append(at, fmt.Sprintf("%d/%d", p.queue, p.e.Offset))
+			}
+			r.Add(VDuplicate, "body %q appears %d times (queue/offset %s)", body, len(ps), strings.Join(at, ", "))
+		}
+	}
+
+	// Every op against the log.
+	for i, op := range h.Ops {
+		switch op.Outcome {
+		case OutcomeOK:
+			if len(op.Acks) != len(op.Messages) {
+				r.Add(VAckShape, "op %d (%s seq %d): %d acks for %d messages", i, op.Worker, op.Seq, len(op.Acks), len(op.Messages))
+			}
+			for j, m := range op.Messages {
+				ps := present[m.Body]
+				if len(ps) == 0 {
+					r.Lost++
+					where := ""
+					if j < len(op.Acks) {
+						where = fmt.Sprintf(" (acked at queue %d offset %d id %s)", op.Acks[j].Queue, op.Acks[j].Offset, op.Acks[j].ID)
+					}
+					r.Add(VLost, "acknowledged body %q of op %d (%s seq %d, acked at %s) is not in the log%s",
+						m.Body, i, op.Worker, op.Seq, op.Complete.Round(time.Millisecond), where)
+					continue
+				}
+				if j >= len(op.Acks) {
+					continue
+				}
+				a, p := op.Acks[j], ps[0]
+				if a.ID == p.e.ID && (a.Queue != p.queue || a.Offset != p.e.Offset) {
+					r.Add(VAckPosition, "body %q was acked at queue %d offset %d id %s but message %s sits at queue %d offset %d",
+						m.Body, a.Queue, a.Offset, a.ID, p.e.ID, p.queue, p.e.Offset)
+				} else if a.Queue != p.queue || a.Offset != p.e.Offset || a.ID != p.e.ID {
+					r.Add(VMisplaced, "body %q was acked at queue %d offset %d id %s but sits at queue %d offset %d id %s",
+						m.Body, a.Queue, a.Offset, a.ID, p.queue, p.e.Offset, p.e.ID)
+				}
+			}
+		case OutcomeFail:
+			for _, m := range op.Messages {
+				if ps := present[m.Body]; len(ps) > 0 {
+					r.Add(VFailedPresent, "body %q of op %d (%s seq %d) got a definite error (%s) but sits at queue %d offset %d",
+						m.Body, i, op.Worker, op.Seq, op.Error, ps[0].queue, ps[0].e.Offset)
+				}
+			}
+		default:
+			for _, m := range op.Messages {
+				if len(present[m.Body]) > 0 {
+					r.UnknownPresent++
+				}
+			}
+		}
+	}
+
+	checkOrder(h, present, r)
+	checkNodes(h, r)
+
+	// Deliveries during the run.
+	final := map[int32]map[uint64]LogEntry{}
+	for q, entries := range h.Final {
+		m := make(map[uint64]LogEntry, len(entries))
+		for _, e := range entries {
+			m[e.Offset] = e
+		}
+		final[q] = m
+	}
+	for _, d := range h.Deliveries {
+		r.Deliveries++
+		if !d.ServedByLeader {
+			r.FollowerDeliveries++
+		}
+		if _, ok := sent[d.Body]; !ok {
+			r.Add(VInvented, "consumer %s received body %q (queue %d offset %d, served by %s) that was never sent",
+				d.Consumer, d.Body, d.Queue, d.Offset, d.ServedBy)
+		}
+		e, ok := final[d.Queue][d.Offset]
+		switch {
+		case !ok:
+			r.Add(VDelivery, "consumer %s received queue %d offset %d (body %q, served by %s, leader=%v) which is not in the final log",
+				d.Consumer, d.Queue, d.Offset, d.Body, d.ServedBy, d.ServedByLeader)
+		case e.ID != d.ID || e.Body != d.Body || e.Hash != d.Hash:
+			r.Add(VDelivery, "consumer %s received queue %d offset %d as id %s body %q (served by %s, leader=%v); the final log has id %s body %q",
+				d.Consumer, d.Queue, d.Offset, d.ID, d.Body, d.ServedBy, d.ServedByLeader, e.ID, e.Body)
+		}
+	}
+
+	// Unavailability: the longest stretch without an ack in the fault phase.
+	var acks []time.Duration
+	for _, op := range h.Ops {
+		if op.Outcome == OutcomeOK && op.Complete >= h.FaultStart && op.Complete <= h.FaultEnd {
+			acks = append(acks, op.Complete)
+		}
+	}
+	if h.FaultEnd > h.FaultStart {
+		sort.Slice(acks, func(i, j int) bool { return acks[i] < acks[j] })
+		prev := h.FaultStart
+		for _, a := range append(acks, h.FaultEnd) {
+			gap := a - prev
+			if gap > r.MaxAckGap {
+				r.MaxAckGap, r.MaxAckGapFrom = gap, prev
+			}
+			if gap > time.Second {
+				r.Windows++
+			}
+			prev = a
+		}
+	}
+	return r
+}
+
+// checkOrder checks per producer/key order of acknowledged messages and
+// that no message sits before one acknowledged before it was sent.
+func checkOrder(h *History, present map[string][]place, r *Report) {
+	type keyed struct {
+		seq    uint64
+		idx    int
+		queue  int32
+		offset uint64
+		body   string
+		acked  bool
+	}
+	byKey := map[string][]keyed{}
+	for _, op := range h.Ops {
+		if op.Outcome == OutcomeFail {
+			continue
+		}
+		for j, m := range op.Messages {
+			if m.Key == "" {
+				continue
+			}
+			ps := present[m.Body]
+			if len(ps) == 0 {
+				continue
+			}
+			k := op.Worker + "\x00" + m.Key
+			byKey[k] = append(byKey[k], keyed{op.Seq, j, ps[0].queue, ps[0].e.Offset, m.Body, op.Outcome == OutcomeOK})
+		}
+	}
+	for k, list := range byKey {
+		sort.Slice(list, func(i, j int) bool {
+			if list[i].seq != list[j].seq {
+				return list[i].seq < list[j].seq
+			}
+			return list[i].idx < list[j].idx
+		})
+		worker, key, _ := strings.Cut(k, "\x00")
+		var last *keyed
+		for i := range list {
+			cur := &list[i]
+			if last != nil {
+				if cur.queue != last.queue {
+					r.Add(VKeyOrder, "producer %s key %q: body %q in queue %d but earlier body %q in queue %d", worker, key, cur.body, cur.queue, last.body, last.queue)
+				} else if cur.offset <= last.offset {
+					if cur.acked && last.acked {
+						r.Add(VKeyOrder, "producer %s key %q: body %q at offset %d is not after earlier body %q at offset %d (both acknowledged)",
+							worker, key, cur.body, cur.offset, last.body, last.offset)
+					} else {
+						r.LateUnknown++
+					}
+				}
+			}
+			if cur.acked || last == nil || cur.offset > last.offset {
+				last = cur
+			}
+		}
+	}
+
+	// Real time: per queue, an op invoked after another op's ack must land
+	// after it.
+	type ackAt struct {
+		done   time.Duration
+		offset uint64
+		body   string
+	}
+	acked := map[int32][]ackAt{}
+	for _, op := range h.Ops {
+		if op.Outcome != OutcomeOK {
+			continue
+		}
+		for _, m := range op.Messages {
+			if ps := present[m.Body]; len(ps) > 0 {
+				acked[ps[0].queue] = append(acked[ps[0].queue], ackAt{op.Complete, ps[0].e.Offset, m.Body})
+			}
+		}
+	}
+	type prefix struct {
+		done   time.Duration
+		max    uint64
+		body   string
+		exists bool
+	}
+	pre := map[int32][]prefix{}
+	for q, list := range acked {
+		sort.Slice(list, func(i, j int) bool { return list[i].done < list[j].done })
+		ps := make([]prefix, len(list))
+		var cur prefix
+		for i, a := range list {
+			if !cur.exists || a.offset > cur.max {
+				cur = prefix{a.done, a.offset, a.body, true}
+			}
+			cur.done = a.done
+			ps[i] = cur
+		}
+		pre[q] = ps
+	}
+	for _, op := range h.Ops {
+		if op.Outcome == OutcomeFail {
+			continue
+		}
+		for _, m := range op.Messages {
+			ps := present[m.Body]
+			if len(ps) == 0 {
+				continue
+			}
+			q, off := ps[0].queue, ps[0].e.Offset
+			list := pre[q]
+			// Last ack completed strictly before this op was invoked.
+			i := sort.Search(len(list), func(i int) bool { return list[i].done >= op.Invoke }) - 1
+			if i >= 0 && list[i].max >= off && list[i].body != m.Body {
+				r.Add(VRealTime, "body %q (op %s seq %d invoked at %s) sits at queue %d offset %d, not after body %q at offset %d acknowledged before it was sent",
+					m.Body, op.Worker, op.Seq, op.Invoke.Round(time.Millisecond), q, off, list[i].body, list[i].max)
+			}
+		}
+	}
+}
+
+// checkNodes compares every node's log with the final log.
+func checkNodes(h *History, r *Report) {
+	nodes := make([]string, 0, len(h.Nodes))
+	for n := range h.Nodes {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	for n, msg := range h.NodeErrors {
+		r.Add(VDivergent, "node %s: its log could not be read: %s", n, msg)
+	}
+	for _, n := range nodes {
+		nl := h.Nodes[n]
+		qs := map[int32]bool{}
+		for q := range nl {
+			qs[q] = true
+		}
+		for q := range h.Final {
+			qs[q] = true
+		}
+		for _, q := range sortedQueues(toLog(qs)) {
+			a, b := h.Final[q], nl[q]
+			for i := 0; i < max(len(a), len(b)); i++ {
+				if i >= len(a) {
+					r.Add(VDivergent, "node %s queue %d: has %d messages, the group's log %d (first extra: offset %d body %q)", n, q, len(b), len(a), b[i].Offset, b[i].Body)
+					break
+				}
+				if i >= len(b) {
+					r.Add(VDivergent, "node %s queue %d: has %d messages, the group's log %d (first missing: offset %d body %q)", n, q, len(b), len(a), a[i].Offset, a[i].Body)
+					break
+				}
+				if a[i].Offset != b[i].Offset || a[i].ID != b[i].ID || a[i].Hash != b[i].Hash || a[i].Body != b[i].Body {
+					r.Add(VDivergent, "node %s queue %d position %d: offset %d id %s body %q, the group's log has offset %d id %s body %q",
+						n, q, i, b[i].Offset, b[i].ID, b[i].Body, a[i].Offset, a[i].ID, a[i].Body)
+					break
+				}
+			}
+		}
+	}
+}
+
+func toLog(qs map[int32]bool) QueueLog {
+	l := QueueLog{}
+	for q := range qs {
+		l[q] = nil
+	}
+	return l
+}

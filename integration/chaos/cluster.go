@@ -1,0 +1,801 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/client"
+)
+
+// Build compiles the server binary into dir and returns its path. The
+// module root is found from the working directory with `go env GOMOD`.
+func Build(ctx context.Context, dir string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	bin := filepath.Join(dir, "raftmq")
+	var last error
+	for attempt := 0; attempt < 3; attempt++ {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/raftmq")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		msg, err := cmd.CombinedOutput()
+		if err == nil {
+			return bin, nil
+		}
+		// Others edit the tree concurrently: a half-written file fails the
+		// build for a moment.
+		last = fmt.Errorf("go build ./cmd/raftmq: %w\n%s", err, msg)
+		select {
+		case <-ctx.Done():
+			return "", last
+		case <-time.After(10 * time.Second):
+		}
+	}
+	return "", last
+}
+
+// Node is one `raftmq server` process of the group and its directory.
+type Node struct {
+	ID         string
+	Index      int
+	RaftAddr   string
+	ClientAddr string
+	Dir        string // the node's directory: data/, server.log, maybe a tmpfs mount
+	DataDir    string
+	LogPath    string
+	Tmpfs      bool // DataDir is a tmpfs mount (the full-disk fault)
+
+	mu        sync.Mutex
+	proc      *proc
+	bootstrap bool // start with --peers (false once it was wiped and re-added)
+	logStart  int64
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	done   chan struct{}
+	err    error
+	paused bool
+}
+
+// Running reports whether the node's process is alive (maybe paused).
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc == nil {
+		return false
+	}
+	select {
+	case <-n.proc.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// PID is the running process id, 0 when not running.
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc == nil {
+		return 0
+	}
+	return n.proc.cmd.Process.Pid
+}
+
+// LogSinceStart is what the node's latest process wrote.
+func (n *Node) LogSinceStart() string {
+	n.mu.Lock()
+	off := n.logStart
+	n.mu.Unlock()
+	f, err := os.Open(n.LogPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 64<<20))
+	return string(b)
+}
+
+// Cluster is a 3-node group of real processes with a proxy per directed pair.
+type Cluster struct {
+	Bin   string
+	Dir   string
+	Nodes []*Node
+	// Proxies[i][j] carries the Raft RPCs node i sends to node j.
+	Proxies [][]*Proxy
+	Admin   *client.Client
+	logf    func(string, ...any)
+	extra   []string
+}
+
+// ClusterConfig configures NewCluster.
+type ClusterConfig struct {
+	Bin   string
+	Dir   string
+	Nodes int
+	// TmpfsNode, when >= 0, puts that node's data directory on a tmpfs of
+	// TmpfsMB megabytes (for the full-disk fault).
+	TmpfsNode int
+	TmpfsMB   int
+	// Extra are flags added to every `raftmq server`.
+	Extra []string
+	Logf  func(string, ...any)
+}
+
+// reservePort listens on a free 127.0.0.1 port below the kernel's
+// ephemeral range (32768 and up on Linux), so that no outgoing connection
+// can hold it while its node is down and wants it back. The caller closes
+// the listener just before the node binds the port.
+func reservePort(rng *rand.Rand) (net.Listener, error) {
+	for i := 0; i < 200; i++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rng.Intn(12000)))
+		if err == nil {
+			return l, nil
+		}
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
+}
+
+// NewCluster prepares directories, addresses and proxies; Start runs it.
+func NewCluster(cfg ClusterConfig) (*Cluster, error) {
+	c := &Cluster{Bin: cfg.Bin, Dir: cfg.Dir, logf: cfg.Logf, extra: cfg.Extra}
+	if c.logf == nil {
+		c.logf = func(string, ...any) {}
+	}
+	var clientAddrs []string
+	// Node ports stay reserved until the proxies have theirs.
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	reserve := func() (string, error) {
+		l, err := reservePort(rng)
+		if err != nil {
+			return "", fmt.Errorf("reserve a port: %w", err)
+		}
+		held = append(held, l)
+		return l.Addr().String(), nil
+	}
+	for i := 0; i < cfg.Nodes; i++ {
+		n := &Node{ID: fmt.Sprintf("n%d", i+1), Index: i, bootstrap: true}
+		n.Dir = filepath.Join(cfg.Dir, n.ID)
+		n.DataDir = filepath.Join(n.Dir, "data")
+		n.LogPath = filepath.Join(n.Dir, "server.log")
+		if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("node dir: %w", err)
+		}
+		var err error
+		if n.RaftAddr, err = reserve(); err != nil {
+			return nil, err
+		}
+		if n.ClientAddr, err = reserve(); err != nil {
+			return nil, err
+		}
+		if i == cfg.TmpfsNode {
+			if err := mountTmpfs(n.DataDir, cfg.TmpfsMB); err != nil {
+				return nil, err
+			}
+			n.Tmpfs = true
+		}
+		c.Nodes = append(c.Nodes, n)
+		clientAddrs = append(clientAddrs, n.ClientAddr)
+	}
+	c.Proxies = make([][]*Proxy, cfg.Nodes)
+	for i, a := range c.Nodes {
+		c.Proxies[i] = make([]*Proxy, cfg.Nodes)
+		for j, b := range c.Nodes {
+			if i == j {
+				continue
+			}
+			p, err := NewProxy(a.ID+"->"+b.ID, b.RaftAddr)
+			if err != nil {
+				c.Close()
+				return nil, err
+			}
+			c.Proxies[i][j] = p
+		}
+	}
+	admin, err := client.New(client.Config{Servers: clientAddrs, RequestTimeout: 5 * time.Second, RetryTimeout: 30 * time.Second})
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
+	c.Admin = admin
+	return c, nil
+}
+
+// ClientAddrs lists every node's client API address.
+func (c *Cluster) ClientAddrs() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, n.ClientAddr)
+	}
+	return out
+}
+
+func (c *Cluster) peers() string {
+	var ps []string
+	for _, n := range c.Nodes {
+		ps = append(ps, n.ID+"@"+n.RaftAddr)
+	}
+	return strings.Join(ps, ",")
+}
+
+func (c *Cluster) dials(n *Node) string {
+	var ds []string
+	for j, m := range c.Nodes {
+		if m != n {
+			ds = append(ds, m.ID+"="+c.Proxies[n.Index][j].Addr())
+		}
+	}
+	return strings.Join(ds, ",")
+}
+
+// StartNode starts n's process (it must not be running).
+func (c *Cluster) StartNode(n *Node) error {
+	if n.Running() {
+		return fmt.Errorf("%s is already running", n.ID)
+	}
+	args := []string{"server", "--id", n.ID, "--data", n.DataDir, "--raft", n.RaftAddr, "--listen", n.ClientAddr,
+		"--http", "", "--raft-dial", c.dials(n), "--log-level", "info"}
+	n.mu.Lock()
+	if n.bootstrap {
+		args = append(args, "--peers", c.peers())
+	}
+	n.mu.Unlock()
+	args = append(args, c.extra...)
+	lf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("server log: %w", err)
+	}
+	st, _ := lf.Stat()
+	fmt.Fprintf(lf, "==== chaos: start %s %s\n", c.Bin, strings.Join(args, " "))
+	cmd := exec.Command(c.Bin, args...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return fmt.Errorf("start %s: %w", n.ID, err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		lf.Close()
+		close(p.done)
+	}()
+	n.mu.Lock()
+	n.proc = p
+	if st != nil {
+		n.logStart = st.Size()
+	}
+	n.mu.Unlock()
+	return nil
+}
+
+// signal sends sig to n's process (by PID).
+func (n *Node) signal(sig syscall.Signal) error {
+	n.mu.Lock()
+	p := n.proc
+	n.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%s is not running", n.ID)
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signal %s to %s: %w", sig, n.ID, err)
+	}
+	return nil
+}
+
+// DumpStacks sends SIGQUIT to every running node: the Go runtime writes
+// all goroutine stacks to the node's log and exits. For diagnosis only,
+// once a run has failed and its reads are done.
+func (c *Cluster) DumpStacks() {
+	for _, n := range c.Nodes {
+		if n.Running() {
+			c.Resume(n)
+			if err := n.signal(syscall.SIGQUIT); err == nil {
+				c.WaitExit(n, 10*time.Second)
+			}
+		}
+	}
+}
+
+// Kill SIGKILLs n and waits for it to be gone.
+func (c *Cluster) Kill(n *Node) error {
+	n.mu.Lock()
+	p := n.proc
+	n.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(20 * time.Second):
+		return fmt.Errorf("%s (pid %d) did not die within 20s of SIGKILL", n.ID, p.cmd.Process.Pid)
+	}
+}
+
+// Stop SIGTERMs n (graceful) and waits; SIGKILL after the timeout.
+func (c *Cluster) Stop(n *Node, timeout time.Duration) error {
+	n.mu.Lock()
+	p := n.proc
+	n.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	c.Resume(n)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(timeout):
+		return c.Kill(n)
+	}
+}
+
+// Pause SIGSTOPs n; Resume SIGCONTs it.
+func (c *Cluster) Pause(n *Node) error {
+	if err := n.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	if n.proc != nil {
+		n.proc.paused = true
+	}
+	n.mu.Unlock()
+	return nil
+}
+
+// Resume continues a paused node.
+func (c *Cluster) Resume(n *Node) error {
+	n.mu.Lock()
+	p := n.proc
+	paused := p != nil && p.paused
+	if paused {
+		p.paused = false
+	}
+	n.mu.Unlock()
+	if !paused {
+		return nil
+	}
+	return n.signal(syscall.SIGCONT)
+}
+
+// WaitExit waits up to d for n's process to exit and returns its error
+// (nil for exit status 0); ok is false when it is still running.
+func (c *Cluster) WaitExit(n *Node, d time.Duration) (err error, ok bool) {
+	n.mu.Lock()
+	p := n.proc
+	n.mu.Unlock()
+	if p == nil {
+		return nil, true
+	}
+	select {
+	case <-p.done:
+		return p.err, true
+	case <-time.After(d):
+		return nil, false
+	}
+}
+
+// Wipe empties n's data directory (n must be stopped); the node will be
+// started without --peers and added with `member add`.
+func (c *Cluster) Wipe(n *Node) error {
+	if n.Running() {
+		return fmt.Errorf("wipe %s: it is running", n.ID)
+	}
+	ents, err := os.ReadDir(n.DataDir)
+	if err != nil {
+		return fmt.Errorf("wipe %s: %w", n.ID, err)
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(n.DataDir, e.Name())); err != nil {
+			return fmt.Errorf("wipe %s: %w", n.ID, err)
+		}
+	}
+	n.mu.Lock()
+	n.bootstrap = false
+	n.mu.Unlock()
+	return nil
+}
+
+// Heal lets all traffic through, undelayed.
+func (c *Cluster) Heal() {
+	for _, row := range c.Proxies {
+		for _, p := range row {
+			if p != nil {
+				p.Set(Pass, 0)
+			}
+		}
+	}
+}
+
+// Partition blocks all Raft traffic between the nodes of side and the rest,
+// both ways.
+func (c *Cluster) Partition(side []*Node, m Mode) {
+	in := map[int]bool{}
+	for _, n := range side {
+		in[n.Index] = true
+	}
+	for i := range c.Nodes {
+		for j := range c.Nodes {
+			if i != j && in[i] != in[j] {
+				c.Proxies[i][j].Set(m, 0)
+			}
+		}
+	}
+}
+
+// Close kills every process by PID, closes the proxies and unmounts tmpfs.
+func (c *Cluster) Close() {
+	if c.Admin != nil {
+		c.Admin.Close()
+	}
+	for _, n := range c.Nodes {
+		if n.Running() {
+			if err := c.Kill(n); err != nil {
+				c.logf("cleanup: %v", err)
+			}
+		}
+	}
+	for _, row := range c.Proxies {
+		for _, p := range row {
+			if p != nil {
+				p.Close()
+			}
+		}
+	}
+	for _, n := range c.Nodes {
+		if n.Tmpfs {
+			if err := unmount(n.DataDir); err != nil {
+				c.logf("cleanup: %v", err)
+			}
+		}
+	}
+}
+
+// NodeByID finds a node.
+func (c *Cluster) NodeByID(id string) *Node {
+	for _, n := range c.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// StatusOf asks one node for its own view (short timeout).
+func (c *Cluster) StatusOf(ctx context.Context, n *Node) (*api.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	return c.Admin.StatusOf(ctx, n.ClientAddr)
+}
+
+// statuses asks every running node at once.
+func (c *Cluster) statuses(ctx context.Context) map[string]*api.StatusResponse {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := map[string]*api.StatusResponse{}
+	for _, n := range c.Nodes {
+		if !n.Running() {
+			continue
+		}
+		wg.Add(1)
+		go func(n *Node) {
+			defer wg.Done()
+			if st, err := c.StatusOf(ctx, n); err == nil {
+				mu.Lock()
+				out[n.ID] = st
+				mu.Unlock()
+			}
+		}(n)
+	}
+	wg.Wait()
+	return out
+}
+
+// Leader returns the node that says it leads (highest term), or nil.
+func (c *Cluster) Leader(ctx context.Context) *Node {
+	var best *api.StatusResponse
+	for _, st := range c.statuses(ctx) {
+		if st.LeaderId != "" && st.LeaderId == st.AnsweredBy && (best == nil || st.Term > best.Term) {
+			best = st
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return c.NodeByID(best.LeaderId)
+}
+
+// WaitAnswering polls until every node answers a status request.
+func (c *Cluster) WaitAnswering(ctx context.Context, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		sts := c.statuses(ctx)
+		var missing []string
+		for _, n := range c.Nodes {
+			if sts[n.ID] == nil {
+				missing = append(missing, n.ID)
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			var b strings.Builder
+			for _, id := range missing {
+				n := c.NodeByID(id)
+				fmt.Fprintf(&b, "%s (running=%v): %s\n", id, n.Running(), tail(n.LogSinceStart(), 500))
+			}
+			return fmt.Errorf("%v do not answer after %s:\n%s", missing, d, b.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// WaitLeader polls until a node leads or d passes.
+func (c *Cluster) WaitLeader(ctx context.Context, d time.Duration) *Node {
+	deadline := time.Now().Add(d)
+	for {
+		if l := c.Leader(ctx); l != nil {
+			return l
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func self(st *api.StatusResponse) *api.NodeStatus {
+	for _, n := range st.Nodes {
+		if n.Id == st.AnsweredBy {
+			return n
+		}
+	}
+	return nil
+}
+
+// Settled reports whether every node runs, answers, agrees on one leader,
+// the leader's configuration has every node as a voter, and all have
+// applied the same index. The reason says what is missing.
+func (c *Cluster) Settled(ctx context.Context) (bool, string) {
+	sts := c.statuses(ctx)
+	var leader string
+	var applied uint64
+	for i, n := range c.Nodes {
+		st := sts[n.ID]
+		if st == nil {
+			return false, n.ID + " does not answer"
+		}
+		if st.LeaderId == "" {
+			return false, n.ID + " knows no leader"
+		}
+		me := self(st)
+		if me == nil {
+			return false, n.ID + " is not in its own configuration"
+		}
+		if i == 0 {
+			leader, applied = st.LeaderId, me.AppliedIndex
+		} else if st.LeaderId != leader {
+			return false, fmt.Sprintf("%s follows %s, %s follows %s", c.Nodes[0].ID, leader, n.ID, st.LeaderId)
+		} else if me.AppliedIndex != applied {
+			return false, fmt.Sprintf("%s applied %d, %s applied %d", c.Nodes[0].ID, applied, n.ID, me.AppliedIndex)
+		}
+	}
+	lst := sts[leader]
+	if lst == nil {
+		return false, "the leader " + leader + " does not answer"
+	}
+	voters := map[string]bool{}
+	for _, m := range lst.Nodes {
+		if m.Voter {
+			voters[m.Id] = true
+		}
+	}
+	for _, n := range c.Nodes {
+		if !voters[n.ID] {
+			return false, n.ID + " is not a voter"
+		}
+	}
+	if len(voters) != len(c.Nodes) {
+		return false, fmt.Sprintf("%d voters", len(voters))
+	}
+	return true, ""
+}
+
+// Lagging returns the nodes that do not answer or have applied less than
+// the most advanced node.
+func (c *Cluster) Lagging(ctx context.Context) []*Node {
+	sts := c.statuses(ctx)
+	var top uint64
+	for _, st := range sts {
+		if me := self(st); me != nil && me.AppliedIndex > top {
+			top = me.AppliedIndex
+		}
+	}
+	var out []*Node
+	for _, n := range c.Nodes {
+		st := sts[n.ID]
+		if st == nil {
+			out = append(out, n)
+			continue
+		}
+		if me := self(st); me == nil || me.AppliedIndex < top {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// WaitSettled polls Settled until it holds or d passes.
+func (c *Cluster) WaitSettled(ctx context.Context, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	why := ""
+	for {
+		ok, w := c.Settled(ctx)
+		if ok {
+			return nil
+		}
+		why = w
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("group not settled after %s: %s", d, why)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Members returns the voters and non-voters in the leader's configuration.
+func (c *Cluster) Members(ctx context.Context) (voters, nonvoters map[string]bool, err error) {
+	l := c.Leader(ctx)
+	if l == nil {
+		return nil, nil, errors.New("no leader")
+	}
+	st, err := c.StatusOf(ctx, l)
+	if err != nil {
+		return nil, nil, err
+	}
+	voters, nonvoters = map[string]bool{}, map[string]bool{}
+	for _, m := range st.Nodes {
+		if m.Voter {
+			voters[m.Id] = true
+		} else {
+			nonvoters[m.Id] = true
+		}
+	}
+	return voters, nonvoters, nil
+}
+
+// retry runs f until it succeeds or d passes.
+func retry(ctx context.Context, d time.Duration, f func(context.Context) error) error {
+	deadline := time.Now().Add(d)
+	var err error
+	for {
+		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err = f(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// Rejoin is the documented repair of a node whose data is gone or damaged:
+// stop it, remove it from the group (if it is a member), wipe its data,
+// start it empty without --peers and `member add` it, until it is a voter.
+func (c *Cluster) Rejoin(ctx context.Context, n *Node) error {
+	if n.Running() {
+		if err := c.Stop(n, 10*time.Second); err != nil {
+			return err
+		}
+	}
+	voters, nonvoters, err := c.Members(ctx)
+	if err == nil && (voters[n.ID] || nonvoters[n.ID]) {
+		// --force: removing one of three voters leaves two, which
+		// `member remove` refuses without it; the node is already down.
+		if err := retry(ctx, 30*time.Second, func(ctx context.Context) error {
+			return c.Admin.RemoveMember(ctx, n.ID, true)
+		}); err != nil {
+			return fmt.Errorf("member remove %s: %w", n.ID, err)
+		}
+	}
+	if err := c.Wipe(n); err != nil {
+		return err
+	}
+	if err := c.StartNode(n); err != nil {
+		return err
+	}
+	if err := retry(ctx, 60*time.Second, func(ctx context.Context) error {
+		r, err := c.Admin.AddMember(ctx, n.ID, n.RaftAddr)
+		if err == nil && !r.Voter {
+			return errors.New("added but not a voter yet")
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("member add %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// SortedIDs lists node ids of ns.
+func SortedIDs(ns []*Node) []string {
+	var out []string
+	for _, n := range ns {
+		out = append(out, n.ID)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func mountTmpfs(dir string, mb int) error {
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm", mb), "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: mount -t tmpfs on %s: %v: %s", ErrNoTmpfs, dir, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func unmount(dir string) error {
+	var err error
+	for i := 0; i < 20; i++ {
+		var out []byte
+		out, err = exec.Command("umount", dir).CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		err = fmt.Errorf("umount %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
+		time.Sleep(250 * time.Millisecond)
+	}
+	return err
+}
+
+// ErrNoTmpfs: tmpfs cannot be mounted here (not root, or no permission):
+// the full-disk fault is skipped.
+var ErrNoTmpfs = errors.New("cannot mount tmpfs")
+
+// TmpfsWorks reports whether this process can mount a tmpfs (the full-disk
+// fault needs it), and why not.
+func TmpfsWorks(dir string) error {
+	d, err := os.MkdirTemp(dir, "tmpfs-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(d)
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w: not root", ErrNoTmpfs)
+	}
+	if err := mountTmpfs(d, 1); err != nil {
+		return err
+	}
+	return unmount(d)
+}

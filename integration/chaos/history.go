@@ -1,0 +1,233 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math/rand"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Outcome is what a client was told about one produce operation.
+type Outcome string
+
+// Outcomes of an operation.
+const (
+	// OutcomeOK: acknowledged, with queue, offset and id per message.
+	OutcomeOK Outcome = "ok"
+	// OutcomeFail: a definite error (InvalidArgument, NotFound, ...): the
+	// group refused the request, so none of its messages may appear.
+	OutcomeFail Outcome = "fail"
+	// OutcomeUnknown: a timeout, Unavailable after retries, a deadline: the
+	// messages may appear, each at most once.
+	OutcomeUnknown Outcome = "unknown"
+)
+
+// SentMessage is one message of a produce operation.
+type SentMessage struct {
+	// Body is the message's unique name ("w3-000017-1"); the body on the
+	// wire is Body, optionally followed by "|" and padding.
+	Body string `json:"body"`
+	// Hash is BodyHash of the full body bytes.
+	Hash uint64 `json:"hash"`
+	Key  string `json:"key,omitempty"`
+	// Queue is the queue the producer named, -1 when the broker picks.
+	Queue int32 `json:"queue"`
+}
+
+// Ack is the position an acknowledgement reported for one message.
+type Ack struct {
+	Queue  int32  `json:"queue"`
+	Offset uint64 `json:"offset"`
+	ID     string `json:"id"`
+}
+
+// Op is one produce request (one or more messages, appended atomically)
+// and what its client was told.
+type Op struct {
+	Worker   string        `json:"worker"`
+	Producer string        `json:"producer"`
+	Seq      uint64        `json:"seq"` // the worker's op number; ops of a worker never overlap
+	Invoke   time.Duration `json:"invoke_ns"`
+	Complete time.Duration `json:"complete_ns"`
+	Messages []SentMessage `json:"messages"`
+	Outcome  Outcome       `json:"outcome"`
+	Error    string        `json:"error,omitempty"`
+	Acks     []Ack         `json:"acks,omitempty"`
+}
+
+// Delivery is one message a consumer received while the faults ran.
+type Delivery struct {
+	Consumer       string        `json:"consumer"`
+	Queue          int32         `json:"queue"`
+	Offset         uint64        `json:"offset"`
+	ID             string        `json:"id"`
+	Body           string        `json:"body"`
+	Hash           uint64        `json:"hash"`
+	ServedBy       string        `json:"served_by"`
+	ServedByLeader bool          `json:"served_by_leader"`
+	At             time.Duration `json:"at_ns"`
+}
+
+// LogEntry is one message of a queue as read back after healing.
+type LogEntry struct {
+	Offset uint64 `json:"offset"`
+	ID     string `json:"id"`
+	Body   string `json:"body"`
+	Hash   uint64 `json:"hash"`
+	Key    string `json:"key,omitempty"`
+}
+
+// QueueLog is every queue's messages in the order read: queue -> entries.
+type QueueLog map[int32][]LogEntry
+
+// Event is something the nemesis (or the runner) did.
+type Event struct {
+	At     time.Duration `json:"at_ns"`
+	Kind   string        `json:"kind"`
+	Detail string        `json:"detail"`
+}
+
+// History is everything a run recorded: the input of Check.
+type History struct {
+	Seed   int64  `json:"seed"`
+	Topic  string `json:"topic"`
+	Queues int32  `json:"queues"`
+	// FaultStart and FaultEnd bound the phase in which faults ran; the
+	// unavailability figures look at acks in it.
+	FaultStart time.Duration `json:"fault_start_ns"`
+	FaultEnd   time.Duration `json:"fault_end_ns"`
+
+	Ops        []Op       `json:"ops"`
+	Deliveries []Delivery `json:"deliveries"`
+	Events     []Event    `json:"events"`
+	// Final is the log as a fresh consumer group read it from earliest.
+	Final QueueLog `json:"final"`
+	// Nodes is the log as read from each node, pinned to it.
+	Nodes map[string]QueueLog `json:"nodes"`
+	// NodeErrors are problems reading a node's log (it then counts as divergent).
+	NodeErrors map[string]string `json:"node_errors,omitempty"`
+}
+
+// BodyHash is the hash the history keeps of a message body.
+func BodyHash(b []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
+}
+
+// BodyName returns the unique name at the start of a body (up to "|").
+func BodyName(b []byte) string {
+	s := string(b)
+	if i := strings.IndexByte(s, '|'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// Recorder collects a run's operations, deliveries and events; safe for
+// concurrent use.
+type Recorder struct {
+	start time.Time
+
+	mu         sync.Mutex
+	ops        []Op
+	deliveries []Delivery
+	events     []Event
+}
+
+// NewRecorder starts the run's clock.
+func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
+
+// Now is the time since the run started.
+func (r *Recorder) Now() time.Duration { return time.Since(r.start) }
+
+// AddOp records a completed operation.
+func (r *Recorder) AddOp(op Op) {
+	r.mu.Lock()
+	r.ops = append(r.ops, op)
+	r.mu.Unlock()
+}
+
+// AddDelivery records a consumed message.
+func (r *Recorder) AddDelivery(d Delivery) {
+	r.mu.Lock()
+	r.deliveries = append(r.deliveries, d)
+	r.mu.Unlock()
+}
+
+// Event records a nemesis action.
+func (r *Recorder) Event(kind, format string, args ...any) {
+	e := Event{At: r.Now(), Kind: kind, Detail: fmt.Sprintf(format, args...)}
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+// Events returns a copy of the events so far.
+func (r *Recorder) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.events...)
+}
+
+// OldAckedBodies returns up to n names of acknowledged messages from the
+// older half of the acknowledgements so far, shuffled by rng: messages
+// committed well before now.
+func (r *Recorder) OldAckedBodies(rng *rand.Rand, n int) []string {
+	r.mu.Lock()
+	var all []string
+	for _, op := range r.ops {
+		if op.Outcome == OutcomeOK {
+			for _, m := range op.Messages {
+				all = append(all, m.Body)
+			}
+		}
+	}
+	r.mu.Unlock()
+	all = all[:len(all)/2]
+	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	if len(all) > n {
+		all = all[:n]
+	}
+	return all
+}
+
+// Fill copies what was recorded into h, ops sorted by invocation.
+func (r *Recorder) Fill(h *History) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h.Ops = append([]Op(nil), r.ops...)
+	sort.SliceStable(h.Ops, func(i, j int) bool { return h.Ops[i].Invoke < h.Ops[j].Invoke })
+	h.Deliveries = append([]Delivery(nil), r.deliveries...)
+	h.Events = append([]Event(nil), r.events...)
+}
+
+// WriteJSON writes the history to path.
+func (h *History) WriteJSON(path string) error {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("encode history: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("write history: %w", err)
+	}
+	return nil
+}
+
+// ReadHistory reads a history written by WriteJSON (to re-check it).
+func ReadHistory(path string) (*History, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read history: %w", err)
+	}
+	var h History
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("decode history %s: %w", path, err)
+	}
+	return &h, nil
+}

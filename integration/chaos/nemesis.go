@@ -1,0 +1,740 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Fault kinds.
+const (
+	FaultKillLeader        = "kill-leader"        // SIGKILL the leader, restart it after the hold
+	FaultKill              = "kill"               // SIGKILL any node, restart it after the hold
+	FaultPause             = "pause"              // SIGSTOP a node (the leader half the time), SIGCONT after the hold
+	FaultPartitionLeader   = "partition-leader"   // cut the leader off from both followers
+	FaultPartitionFollower = "partition-follower" // cut one follower off
+	FaultPartitionOneWay   = "partition-oneway"   // block Raft RPCs from one node to another only
+	FaultDelay             = "delay"              // add latency to one node's links or all links
+	FaultTransfer          = "transfer"           // leadership transfer during load
+	FaultMembership        = "member-change"      // member remove, wipe, start empty, member add
+	FaultTornWrite         = "torn-write"         // SIGKILL, cut the newest segment inside its last batch, restart
+	FaultCorrupt           = "corrupt"            // flip a committed byte of a stopped follower; it must refuse to start; repair it
+	FaultDiskFull          = "disk-full"          // fill one node's (tmpfs) disk while bulk writes roll segments
+)
+
+// AllFaults lists every fault kind.
+var AllFaults = []string{FaultKillLeader, FaultKill, FaultPause, FaultPartitionLeader, FaultPartitionFollower,
+	FaultPartitionOneWay, FaultDelay, FaultTransfer, FaultMembership, FaultTornWrite, FaultCorrupt, FaultDiskFull}
+
+// combinable faults may start together (on different nodes) in one episode.
+var combinable = map[string]bool{FaultKillLeader: true, FaultKill: true, FaultPause: true, FaultPartitionLeader: true,
+	FaultPartitionFollower: true, FaultPartitionOneWay: true, FaultDelay: true}
+
+var weights = map[string]int{FaultKillLeader: 3, FaultKill: 2, FaultPause: 2, FaultPartitionLeader: 3, FaultPartitionFollower: 2,
+	FaultPartitionOneWay: 3, FaultDelay: 1, FaultTransfer: 1, FaultMembership: 1, FaultTornWrite: 2, FaultCorrupt: 1, FaultDiskFull: 1}
+
+// Episode is one step of a schedule: wait Gap, apply Kinds, hold, heal.
+type Episode struct {
+	Kinds []string
+	Gap   time.Duration
+	Hold  time.Duration
+	Seed  int64 // for the choices made while applying (targets, cut points)
+}
+
+func (e Episode) String() string { return strings.Join(e.Kinds, "+") }
+
+// Plan is a run's schedule, fully determined by its seed and fault set.
+type Plan struct {
+	Seed     int64
+	Episodes []Episode
+	// DiskNode is the node whose data lives on a tmpfs (-1: none).
+	DiskNode int
+	// LoadThreshold is passed to every server: low values make the leader
+	// count as loaded and send consumers to followers.
+	LoadThreshold string
+}
+
+// ParseFaults parses a comma-separated list of fault kinds ("all" or "").
+func ParseFaults(s string) ([]string, error) {
+	if s == "" || s == "all" {
+		return append([]string(nil), AllFaults...), nil
+	}
+	known := map[string]bool{}
+	for _, f := range AllFaults {
+		known[f] = true
+	}
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if !known[f] {
+			return nil, fmt.Errorf("fault %q: want one of %s", f, strings.Join(AllFaults, ","))
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// NewPlan draws a schedule of episodes for a run of the given length. More
+// episodes are drawn than fit; the runner stops starting them when the
+// time is up, so the same seed gives the same sequence of faults.
+func NewPlan(seed int64, faults []string, d time.Duration) Plan {
+	rng := rand.New(rand.NewSource(seed))
+	p := Plan{Seed: seed, DiskNode: -1, LoadThreshold: []string{"0.8", "0.05"}[rng.Intn(2)]}
+	total := 0
+	var comb []string
+	for _, f := range faults {
+		total += weights[f]
+		if combinable[f] {
+			comb = append(comb, f)
+		}
+	}
+	pick := func() string {
+		n := rng.Intn(total)
+		for _, f := range faults {
+			if n < weights[f] {
+				return f
+			}
+			n -= weights[f]
+		}
+		return faults[len(faults)-1]
+	}
+	for t := time.Duration(0); t < 2*d+10*time.Second && total > 0; {
+		e := Episode{Gap: time.Duration(300+rng.Intn(1200)) * time.Millisecond,
+			Hold: time.Duration(1000+rng.Intn(2500)) * time.Millisecond, Seed: rng.Int63()}
+		k := pick()
+		e.Kinds = []string{k}
+		if combinable[k] && len(comb) > 1 && rng.Intn(4) == 0 {
+			for i := 0; i < 10; i++ {
+				if k2 := comb[rng.Intn(len(comb))]; k2 != k {
+					e.Kinds = append(e.Kinds, k2)
+					break
+				}
+			}
+		}
+		if k == FaultDiskFull && p.DiskNode < 0 {
+			p.DiskNode = rng.Intn(3)
+		}
+		p.Episodes = append(p.Episodes, e)
+		t += e.Gap + e.Hold + time.Second
+	}
+	return p
+}
+
+// Nemesis applies a plan's episodes to a cluster.
+type Nemesis struct {
+	C        *Cluster
+	Rec      *Recorder
+	Work     *Workload
+	DiskNode *Node
+	Logf     func(string, ...any)
+
+	mu         sync.Mutex
+	Applied    map[string]int // kind -> episodes applied
+	Outcomes   map[string]int // e.g. "torn-write: recovered"
+	Violations []Violation
+	damaged    map[string]bool // nodes whose restart may be refused (torn or corrupt data)
+}
+
+// NewNemesis returns a nemesis for c.
+func NewNemesis(c *Cluster, rec *Recorder, w *Workload, diskNode *Node, logf func(string, ...any)) *Nemesis {
+	return &Nemesis{C: c, Rec: rec, Work: w, DiskNode: diskNode, Logf: logf,
+		Applied: map[string]int{}, Outcomes: map[string]int{}, damaged: map[string]bool{}}
+}
+
+func (nm *Nemesis) violation(kind, format string, args ...any) {
+	v := Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)}
+	nm.mu.Lock()
+	nm.Violations = append(nm.Violations, v)
+	nm.mu.Unlock()
+	nm.Rec.Event("violation", "%s", v.String())
+}
+
+func (nm *Nemesis) outcome(s string) {
+	nm.mu.Lock()
+	nm.Outcomes[s]++
+	nm.mu.Unlock()
+}
+
+// Run executes episodes until the deadline: no episode starts after it.
+func (nm *Nemesis) Run(ctx context.Context, p Plan, deadline time.Time) {
+	for i, e := range p.Episodes {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(e.Gap):
+		}
+		if time.Now().Add(e.Hold/2).After(deadline) || ctx.Err() != nil {
+			return
+		}
+		// Each episode starts from a group with a leader, so faults test
+		// recovery rather than pile up into a permanent outage.
+		if nm.C.WaitLeader(ctx, 20*time.Second) == nil {
+			nm.Rec.Event("wait", "no leader 20s before episode %d", i)
+		}
+		nm.episode(ctx, i, e)
+	}
+}
+
+func (nm *Nemesis) episode(ctx context.Context, i int, e Episode) {
+	rng := rand.New(rand.NewSource(e.Seed))
+	used := map[string]bool{}
+	var heals []func(context.Context)
+	for _, k := range e.Kinds {
+		heal, err := nm.apply(ctx, k, rng, used, e.Hold)
+		if err != nil {
+			nm.Rec.Event("skip", "episode %d %s: %v", i, k, err)
+			continue
+		}
+		nm.mu.Lock()
+		nm.Applied[k]++
+		nm.mu.Unlock()
+		if heal != nil {
+			heals = append(heals, heal)
+		}
+	}
+	if len(heals) == 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(e.Hold):
+	}
+	for j := len(heals) - 1; j >= 0; j-- {
+		heals[j](ctx)
+	}
+}
+
+func pickNode(rng *rand.Rand, ns []*Node, used map[string]bool) *Node {
+	var free []*Node
+	for _, n := range ns {
+		if !used[n.ID] && n.Running() {
+			free = append(free, n)
+		}
+	}
+	if len(free) == 0 {
+		return nil
+	}
+	sort.Slice(free, func(i, j int) bool { return free[i].ID < free[j].ID })
+	return free[rng.Intn(len(free))]
+}
+
+func (nm *Nemesis) leader(ctx context.Context) *Node {
+	return nm.C.WaitLeader(ctx, 3*time.Second)
+}
+
+func (nm *Nemesis) followers(ctx context.Context) []*Node {
+	l := nm.leader(ctx)
+	var out []*Node
+	for _, n := range nm.C.Nodes {
+		if n != l {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func blockMode(rng *rand.Rand) Mode {
+	if rng.Intn(2) == 0 {
+		return Drop
+	}
+	return Blackhole
+}
+
+// apply starts one fault and returns how to heal it (nil: nothing to heal).
+func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used map[string]bool, hold time.Duration) (func(context.Context), error) {
+	c := nm.C
+	switch kind {
+	case FaultKillLeader, FaultKill:
+		var n *Node
+		if kind == FaultKillLeader {
+			n = nm.leader(ctx)
+			if n != nil && used[n.ID] {
+				n = nil
+			}
+		}
+		if n == nil {
+			n = pickNode(rng, c.Nodes, used)
+		}
+		if n == nil {
+			return nil, errors.New("no node to kill")
+		}
+		used[n.ID] = true
+		if err := c.Kill(n); err != nil {
+			return nil, err
+		}
+		nm.Rec.Event(kind, "SIGKILL %s", n.ID)
+		return func(ctx context.Context) { nm.restart(ctx, n, "after SIGKILL") }, nil
+
+	case FaultPause:
+		var n *Node
+		if rng.Intn(2) == 0 {
+			if l := nm.leader(ctx); l != nil && !used[l.ID] {
+				n = l
+			}
+		}
+		if n == nil {
+			n = pickNode(rng, c.Nodes, used)
+		}
+		if n == nil {
+			return nil, errors.New("no node to pause")
+		}
+		used[n.ID] = true
+		if err := c.Pause(n); err != nil {
+			return nil, err
+		}
+		nm.Rec.Event(kind, "SIGSTOP %s", n.ID)
+		return func(context.Context) {
+			c.Resume(n)
+			nm.Rec.Event("heal", "SIGCONT %s", n.ID)
+		}, nil
+
+	case FaultPartitionLeader, FaultPartitionFollower:
+		var n *Node
+		if kind == FaultPartitionLeader {
+			n = nm.leader(ctx)
+		} else {
+			fs := nm.followers(ctx)
+			sort.Slice(fs, func(i, j int) bool { return fs[i].ID < fs[j].ID })
+			if len(fs) > 0 {
+				n = fs[rng.Intn(len(fs))]
+			}
+		}
+		if n == nil || used[n.ID] {
+			return nil, errors.New("no node to partition")
+		}
+		used[n.ID] = true
+		m := blockMode(rng)
+		c.Partition([]*Node{n}, m)
+		nm.Rec.Event(kind, "%s cut off from the others (%s)", n.ID, m)
+		return func(context.Context) {
+			c.Partition([]*Node{n}, Pass)
+			nm.Rec.Event("heal", "%s reconnected", n.ID)
+		}, nil
+
+	case FaultPartitionOneWay:
+		var from, to *Node
+		if rng.Intn(2) == 0 {
+			from = nm.leader(ctx)
+		}
+		if from == nil {
+			from = c.Nodes[rng.Intn(len(c.Nodes))]
+		}
+		for to == nil || to == from {
+			to = c.Nodes[rng.Intn(len(c.Nodes))]
+		}
+		m := blockMode(rng)
+		p := c.Proxies[from.Index][to.Index]
+		p.Set(m, 0)
+		nm.Rec.Event(kind, "Raft RPCs %s->%s blocked (%s); %s->%s open", from.ID, to.ID, m, to.ID, from.ID)
+		return func(context.Context) {
+			p.Set(Pass, 0)
+			nm.Rec.Event("heal", "%s->%s open", from.ID, to.ID)
+		}, nil
+
+	case FaultDelay:
+		d := time.Duration(20+rng.Intn(180)) * time.Millisecond
+		var ps []*Proxy
+		what := "all links"
+		if rng.Intn(2) == 0 {
+			n := c.Nodes[rng.Intn(len(c.Nodes))]
+			what = n.ID + "'s links"
+			for j := range c.Nodes {
+				if j != n.Index {
+					ps = append(ps, c.Proxies[n.Index][j], c.Proxies[j][n.Index])
+				}
+			}
+		} else {
+			for _, row := range c.Proxies {
+				for _, p := range row {
+					if p != nil {
+						ps = append(ps, p)
+					}
+				}
+			}
+		}
+		for _, p := range ps {
+			if m, _, _ := p.State(); m == Pass {
+				p.Set(Pass, d)
+			}
+		}
+		nm.Rec.Event(kind, "%s delayed by %s each way", what, d)
+		return func(context.Context) {
+			for _, p := range ps {
+				if m, _, _ := p.State(); m == Pass {
+					p.Set(Pass, 0)
+				}
+			}
+			nm.Rec.Event("heal", "%s undelayed", what)
+		}, nil
+
+	case FaultTransfer:
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		r, err := c.Admin.TransferLeader(tctx, "")
+		if err != nil {
+			return nil, fmt.Errorf("leader transfer: %w", err)
+		}
+		nm.Rec.Event(kind, "leadership transferred to %s in %dus", r.LeaderId, r.TookUs)
+		return nil, nil
+
+	case FaultMembership:
+		fs := nm.followers(ctx)
+		if len(fs) == 0 {
+			return nil, errors.New("no follower")
+		}
+		sort.Slice(fs, func(i, j int) bool { return fs[i].ID < fs[j].ID })
+		n := fs[rng.Intn(len(fs))]
+		used[n.ID] = true
+		nm.Rec.Event(kind, "stop %s, member remove, wipe, start empty, member add", n.ID)
+		if err := c.Rejoin(ctx, n); err != nil {
+			nm.violation(VLiveness, "member change of %s failed: %v", n.ID, err)
+			return nil, err
+		}
+		nm.Rec.Event(kind, "%s is a voter again", n.ID)
+		return nil, nil
+
+	case FaultTornWrite:
+		n := pickNode(rng, c.Nodes, used)
+		if n == nil {
+			return nil, errors.New("no node")
+		}
+		used[n.ID] = true
+		if err := c.Kill(n); err != nil {
+			return nil, err
+		}
+		desc, err := TearTail(n.DataDir, rng)
+		if err != nil {
+			nm.Rec.Event(kind, "%s: cannot tear (%v); restarting it as is", n.ID, err)
+			nm.restart(ctx, n, "after SIGKILL")
+			return nil, err
+		}
+		nm.Rec.Event(kind, "SIGKILL %s; %s", n.ID, desc)
+		nm.mu.Lock()
+		nm.damaged[n.ID] = true
+		nm.mu.Unlock()
+		switch nm.restart(ctx, n, "after a torn write") {
+		case restartOK:
+			nm.outcome(FaultTornWrite + ": recovered the torn tail and rejoined")
+		case restartRefused:
+			nm.outcome(FaultTornWrite + ": refused to start (lost entries), repaired")
+		}
+		return nil, nil
+
+	case FaultCorrupt:
+		fs := nm.followers(ctx)
+		var cand []*Node
+		for _, f := range fs {
+			if !used[f.ID] && f.Running() {
+				cand = append(cand, f)
+			}
+		}
+		if len(cand) == 0 {
+			return nil, errors.New("no running follower")
+		}
+		sort.Slice(cand, func(i, j int) bool { return cand[i].ID < cand[j].ID })
+		n := cand[rng.Intn(len(cand))]
+		used[n.ID] = true
+		variant := FlipBody
+		if rng.Intn(4) == 0 {
+			variant = FlipFrame
+		}
+		if err := c.Stop(n, 10*time.Second); err != nil {
+			return nil, err
+		}
+		desc, err := FlipByte(n.DataDir, variant, nm.Rec.OldAckedBodies(rng, 50), rng)
+		if err != nil && variant == FlipBody {
+			variant = FlipFrame
+			desc, err = FlipByte(n.DataDir, variant, nil, rng)
+		}
+		if err != nil {
+			nm.Rec.Event(kind, "%s: cannot corrupt (%v); restarting it as is", n.ID, err)
+			nm.restart(ctx, n, "after a graceful stop")
+			return nil, err
+		}
+		nm.Rec.Event(kind, "stopped %s; %s", n.ID, desc)
+		nm.mu.Lock()
+		nm.damaged[n.ID] = true
+		nm.mu.Unlock()
+		if err := c.StartNode(n); err != nil {
+			return nil, err
+		}
+		res, log := nm.awaitStart(ctx, n)
+		switch res {
+		case restartRefused:
+			nm.Rec.Event(kind, "%s refused to start: %s", n.ID, refusalLine(log))
+			nm.judgeRefusal(n, log, variant == FlipBody)
+			nm.outcome(fmt.Sprintf("%s (%s): refused to start", FaultCorrupt, variant))
+		case restartOK:
+			nm.violation(VNemesis, "%s started and answered with a corrupt log (%s): it must refuse", n.ID, desc)
+			nm.outcome(fmt.Sprintf("%s (%s): NOT DETECTED", FaultCorrupt, variant))
+		default:
+			nm.violation(VNemesis, "%s neither started nor refused clearly after corruption (%s); log tail: %s", n.ID, desc, tail(log, 400))
+		}
+		nm.Rec.Event(kind, "repairing %s: member remove, wipe, start empty, member add", n.ID)
+		if err := c.Rejoin(ctx, n); err != nil {
+			nm.violation(VLiveness, "repair of %s failed: %v", n.ID, err)
+			return nil, nil
+		}
+		nm.mu.Lock()
+		delete(nm.damaged, n.ID)
+		nm.mu.Unlock()
+		nm.Rec.Event(kind, "%s repaired and a voter again", n.ID)
+		return nil, nil
+
+	case FaultDiskFull:
+		n := nm.DiskNode
+		if n == nil {
+			return nil, errors.New("no node on a tmpfs")
+		}
+		used[n.ID] = true
+		headroom := int64(rng.Intn(2)) * 4 << 20
+		filled, err := fillDisk(n.DataDir, headroom)
+		if err != nil {
+			return nil, err
+		}
+		nm.Rec.Event(kind, "%s's disk filled (%d MiB filler, %d MiB left free)", n.ID, filled>>20, headroom>>20)
+		// Bulk writes push every node towards a new 64 MiB segment, which
+		// the full node cannot allocate, and a leadership transfer makes
+		// every node write its term and vote to its (bolt) stable store.
+		bctx, cancel := context.WithTimeout(ctx, hold+15*time.Second)
+		var acked atomic.Int64
+		var wg sync.WaitGroup
+		base := rng.Intn(1_000_000)
+		for i := 0; i < 2; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				acked.Add(nm.Work.RunBulk(bctx, fmt.Sprintf("b%d.%d", base, i), 60<<10, 8, 36<<20, nm.Rec))
+			}(i)
+		}
+		select {
+		case <-bctx.Done():
+		case <-time.After(hold / 2):
+		}
+		tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
+		if r, err := nm.C.Admin.TransferLeader(tctx, ""); err == nil {
+			nm.Rec.Event(kind, "leadership transferred to %s while %s's disk is full", r.LeaderId, n.ID)
+		} else {
+			nm.Rec.Event(kind, "leadership transfer while %s's disk is full: %v", n.ID, err)
+		}
+		tcancel()
+		wg.Wait()
+		cancel()
+		nm.Rec.Event(kind, "bulk writes acknowledged %d MiB; %s running=%v", acked.Load()>>20, n.ID, n.Running())
+		return func(ctx context.Context) {
+			os.Remove(filepath.Join(n.DataDir, fillerName))
+			nm.Rec.Event("heal", "%s's disk has space again", n.ID)
+			if !n.Running() {
+				nm.Rec.Event(kind, "%s exited while its disk was full: %s", n.ID, refusalLine(n.LogSinceStart()))
+				nm.outcome(FaultDiskFull + ": node exited")
+				nm.restart(ctx, n, "after its disk was full")
+			} else {
+				nm.outcome(FaultDiskFull + ": node stayed up")
+			}
+		}, nil
+	}
+	return nil, fmt.Errorf("unknown fault %q", kind)
+}
+
+// judgeRefusal checks how a node refused a damaged log: with a clear
+// message (and, for a damaged body, "log is damaged"), never by crashing.
+func (nm *Nemesis) judgeRefusal(n *Node, log string, wantDamaged bool) {
+	if i := strings.Index(log, "panic:"); i >= 0 {
+		nm.violation(VStartPanic, "%s crashed instead of refusing its damaged log with a message: %s", n.ID, panicSummary(log[i:]))
+		return
+	}
+	if !refusalMessage(log) {
+		nm.violation(VNemesis, "%s refused to start without saying its log is damaged: %s", n.ID, tail(log, 400))
+		return
+	}
+	if wantDamaged && !strings.Contains(log, "log is damaged") {
+		nm.violation(VNemesis, "%s refused its corrupt log without the message \"log is damaged\": %s", n.ID, refusalLine(log))
+	}
+}
+
+// panicSummary is the panic line and the first frame of raftmq code.
+func panicSummary(s string) string {
+	lines := strings.Split(s, "\n")
+	out := strings.TrimSpace(lines[0])
+	for i, l := range lines {
+		if strings.Contains(l, "raftmq/") && i+1 < len(lines) {
+			return out + " at " + strings.TrimSpace(l) + " " + strings.TrimSpace(lines[i+1])
+		}
+	}
+	return out
+}
+
+type restartResult int
+
+const (
+	restartOK restartResult = iota
+	restartRefused
+	restartStuck
+)
+
+// awaitStart waits until n answers (started) or exits (refused).
+func (nm *Nemesis) awaitStart(ctx context.Context, n *Node) (restartResult, string) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if err, exited := nm.C.WaitExit(n, 0); exited {
+			log := n.LogSinceStart()
+			if err == nil {
+				return restartStuck, log + "\n(exit status 0)"
+			}
+			return restartRefused, log
+		}
+		if _, err := nm.C.StatusOf(ctx, n); err == nil {
+			return restartOK, ""
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return restartStuck, n.LogSinceStart()
+}
+
+// restart starts a stopped node. A node that refuses to start is repaired
+// (Rejoin); that is a violation unless its data was damaged on purpose.
+func (nm *Nemesis) restart(ctx context.Context, n *Node, why string) restartResult {
+	if n.Running() {
+		return restartOK
+	}
+	if err := nm.C.StartNode(n); err != nil {
+		nm.violation(VLiveness, "restart %s %s: %v", n.ID, why, err)
+		return restartStuck
+	}
+	res, log := nm.awaitStart(ctx, n)
+	nm.mu.Lock()
+	damaged := nm.damaged[n.ID]
+	nm.mu.Unlock()
+	switch res {
+	case restartOK:
+		nm.Rec.Event("restart", "%s restarted %s", n.ID, why)
+	case restartRefused, restartStuck:
+		nm.Rec.Event("restart", "%s did not start %s: %s", n.ID, why, refusalLine(log))
+		if !damaged {
+			nm.violation(VNemesis, "%s did not start %s: %s", n.ID, why, tail(log, 600))
+		} else {
+			nm.judgeRefusal(n, log, false)
+		}
+		nm.Rec.Event("repair", "repairing %s: member remove, wipe, start empty, member add", n.ID)
+		if err := nm.C.Rejoin(ctx, n); err != nil {
+			nm.violation(VLiveness, "repair of %s failed: %v", n.ID, err)
+		} else {
+			nm.Rec.Event("repair", "%s repaired and a voter again", n.ID)
+		}
+	}
+	nm.mu.Lock()
+	delete(nm.damaged, n.ID)
+	nm.mu.Unlock()
+	return res
+}
+
+// HealAll undoes everything: traffic passes, paused nodes continue, full
+// disks get space, stopped nodes start (repaired if they refuse), and every
+// node is a voter again.
+func (nm *Nemesis) HealAll(ctx context.Context) {
+	c := nm.C
+	c.Heal()
+	for _, n := range c.Nodes {
+		c.Resume(n)
+		os.Remove(filepath.Join(n.DataDir, fillerName))
+	}
+	for _, n := range c.Nodes {
+		if !n.Running() {
+			nm.restart(ctx, n, "when healing")
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		voters, nonvoters, err := c.Members(ctx)
+		if err != nil {
+			time.Sleep(300 * time.Millisecond)
+			continue
+		}
+		missing := 0
+		for _, n := range c.Nodes {
+			if voters[n.ID] {
+				continue
+			}
+			missing++
+			nm.Rec.Event("heal", "%s is not a voter (non-voter=%v): adding it", n.ID, nonvoters[n.ID])
+			if nonvoters[n.ID] {
+				actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				_, err = c.Admin.AddMember(actx, n.ID, n.RaftAddr)
+				cancel()
+			} else {
+				err = c.Rejoin(ctx, n)
+			}
+			if err != nil {
+				nm.Rec.Event("heal", "adding %s: %v", n.ID, err)
+			}
+		}
+		if missing == 0 {
+			return
+		}
+	}
+}
+
+const fillerName = "CHAOS_FILLER"
+
+// fillDisk writes a filler file into dir until the file system is full,
+// then gives headroom bytes back (a little room lets a write past the
+// preallocated segment succeed, so the failure moves to the next segment's
+// allocation).
+func fillDisk(dir string, headroom int64) (int64, error) {
+	f, err := os.OpenFile(filepath.Join(dir, fillerName), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, fmt.Errorf("filler: %w", err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	var n int64
+	for i := 0; i < 8192; i++ {
+		w, err := f.Write(buf)
+		n += int64(w)
+		if err != nil {
+			break // ENOSPC: full
+		}
+	}
+	small := make([]byte, 4096)
+	for i := 0; i < 512; i++ {
+		w, err := f.Write(small)
+		n += int64(w)
+		if err != nil {
+			break
+		}
+	}
+	if headroom > 0 && n > headroom {
+		n -= headroom
+		if err := f.Truncate(n); err != nil {
+			return n, fmt.Errorf("filler: %w", err)
+		}
+	}
+	return n, nil
+}
+
+func refusalLine(log string) string {
+	for _, l := range strings.Split(log, "\n") {
+		ll := strings.ToLower(l)
+		if strings.Contains(ll, "damaged") || strings.Contains(ll, "lost entries") || strings.Contains(ll, "corrupt") ||
+			strings.Contains(ll, "error") || strings.Contains(ll, "panic") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return tail(log, 300)
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}

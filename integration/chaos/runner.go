@@ -1,0 +1,360 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/raftmq/raftmq/client"
+)
+
+// RunConfig configures one run.
+type RunConfig struct {
+	Bin      string        // the raftmq binary (Build)
+	Dir      string        // the run's directory; kept when the run fails
+	Seed     int64         // determines the schedule and the workload's choices
+	Duration time.Duration // of the fault phase
+	Faults   []string      // enabled fault kinds
+	Workers  int           // producers (default 6)
+	// NoTmpfs says tmpfs cannot be mounted: the full-disk fault is skipped.
+	NoTmpfs error
+	Keep    bool // keep the run directory even when the run passes
+	// Plan, when set, replaces the schedule drawn from Seed.
+	Plan *Plan
+	// Known are violation kinds of known, reported bugs: counted and
+	// printed, but they do not fail the run.
+	Known map[string]bool
+	Logf  func(string, ...any)
+}
+
+// Result is what one run found.
+type Result struct {
+	Seed     int64          `json:"seed"`
+	Dir      string         `json:"dir"`
+	Plan     []string       `json:"plan"`
+	Applied  map[string]int `json:"applied"`
+	Outcomes map[string]int `json:"outcomes,omitempty"`
+	Skipped  string         `json:"skipped,omitempty"`
+	Report   *Report        `json:"report"`
+	// GapEvents are the nemesis events around the longest time without an ack.
+	GapEvents []string      `json:"gap_events,omitempty"`
+	Elapsed   time.Duration `json:"elapsed_ns"`
+	// Err is a harness failure (could not build, start, or read): the run
+	// proves nothing.
+	Err string `json:"error,omitempty"`
+
+	known map[string]bool
+}
+
+// OK is true when the run completed and found nothing.
+func (r *Result) OK() bool { return r.Err == "" && r.Report != nil && r.Report.OKIgnoring(r.known) }
+
+// Line is the one-line summary of a run.
+func (r *Result) Line() string {
+	var applied []string
+	for k, n := range r.Applied {
+		applied = append(applied, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(applied)
+	s := fmt.Sprintf("seed=%d faults=[%s]", r.Seed, strings.Join(applied, " "))
+	if r.Report != nil {
+		s += " " + r.Report.Summary()
+	}
+	s += fmt.Sprintf(" elapsed=%s", r.Elapsed.Round(100*time.Millisecond))
+	if r.Err != "" {
+		s += " HARNESS ERROR: " + r.Err
+	}
+	if r.OK() {
+		s += " ok"
+	} else {
+		s += " FAIL (history and logs in " + r.Dir + ")"
+	}
+	return s
+}
+
+const (
+	topicName = "chaos"
+	numQueues = 4
+)
+
+// Run starts a 3-node group, runs the workload and the plan's faults for
+// cfg.Duration, heals everything, waits for the group to settle, reads the
+// log back through a fresh consumer group and from every node, and checks
+// the history. On failure the history (history.json), the plan and every
+// node's log stay in cfg.Dir.
+func Run(ctx context.Context, cfg RunConfig) *Result {
+	start := time.Now()
+	if cfg.Workers <= 0 {
+		cfg.Workers = 6
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	res := &Result{Seed: cfg.Seed, Dir: cfg.Dir, Applied: map[string]int{}, known: cfg.Known}
+	faults := cfg.Faults
+	if cfg.NoTmpfs != nil {
+		var keep []string
+		for _, f := range faults {
+			if f != FaultDiskFull {
+				keep = append(keep, f)
+			} else {
+				res.Skipped = fmt.Sprintf("%s skipped: %v", FaultDiskFull, cfg.NoTmpfs)
+			}
+		}
+		faults = keep
+	}
+	plan := NewPlan(cfg.Seed, faults, cfg.Duration)
+	if cfg.Plan != nil {
+		plan = *cfg.Plan
+		if cfg.NoTmpfs != nil {
+			for i, e := range plan.Episodes {
+				for j, k := range e.Kinds {
+					if k == FaultDiskFull {
+						plan.Episodes[i].Kinds[j] = FaultKill
+						plan.DiskNode = -1
+						res.Skipped = fmt.Sprintf("%s replaced by %s: %v", FaultDiskFull, FaultKill, cfg.NoTmpfs)
+					}
+				}
+			}
+		}
+	}
+	for _, e := range plan.Episodes {
+		res.Plan = append(res.Plan, e.String())
+	}
+	h := &History{Seed: cfg.Seed, Topic: topicName, Queues: numQueues}
+	var nemesis *Nemesis
+	defer func() {
+		res.Elapsed = time.Since(start)
+		if nemesis != nil {
+			nemesis.mu.Lock()
+			for k, n := range nemesis.Applied {
+				res.Applied[k] = n
+			}
+			res.Outcomes = nemesis.Outcomes
+			nemesis.mu.Unlock()
+		}
+		finish(cfg, res, h, plan)
+	}()
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		res.Err = err.Error()
+		return res
+	}
+
+	c, err := NewCluster(ClusterConfig{Bin: cfg.Bin, Dir: cfg.Dir, Nodes: 3, TmpfsNode: plan.DiskNode, TmpfsMB: 256, Logf: cfg.Logf,
+		Extra: []string{"--cold-read-bytes", "2048", "--load-threshold", plan.LoadThreshold}})
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	defer c.Close()
+	for _, n := range c.Nodes {
+		if err := c.StartNode(n); err != nil {
+			res.Err = err.Error()
+			return res
+		}
+	}
+	if err := c.WaitAnswering(ctx, 30*time.Second); err != nil {
+		res.Err = "start: " + err.Error()
+		return res
+	}
+	if c.WaitLeader(ctx, 30*time.Second) == nil {
+		res.Err = "no leader within 30s of start"
+		return res
+	}
+	if err := retry(ctx, 30*time.Second, func(ctx context.Context) error {
+		_, err := c.Admin.CreateTopic(ctx, topicName, numQueues, true)
+		return err
+	}); err != nil {
+		res.Err = fmt.Sprintf("create topic: %v", err)
+		return res
+	}
+
+	rec := NewRecorder()
+	w := &Workload{Topic: topicName, Queues: numQueues, Servers: c.ClientAddrs(), Workers: cfg.Workers,
+		OpTimeout: 10 * time.Second, Think: 5 * time.Millisecond}
+	var diskNode *Node
+	if plan.DiskNode >= 0 {
+		diskNode = c.Nodes[plan.DiskNode]
+	}
+	nemesis = NewNemesis(c, rec, w, diskNode, cfg.Logf)
+
+	// Producers and consumers.
+	prodCtx, stopProducers := context.WithCancel(ctx)
+	consCtx, stopConsumers := context.WithCancel(ctx)
+	defer stopProducers()
+	defer stopConsumers()
+	var prodWG, consWG sync.WaitGroup
+	for i := 0; i < cfg.Workers; i++ {
+		prodWG.Add(1)
+		rng := rand.New(rand.NewSource(cfg.Seed*1000 + int64(i)))
+		go func(i int) {
+			defer prodWG.Done()
+			if err := w.RunProducer(prodCtx, i, rng, rec); err != nil {
+				cfg.Logf("producer %d: %v", i, err)
+			}
+		}(i)
+	}
+	consumers := []struct {
+		name  string
+		delay time.Duration
+		mod   func(*client.ConsumerConfig)
+	}{
+		{"group-follower-reads", 0, func(cc *client.ConsumerConfig) {}},
+		{"pinned-follower-reads-late", 3 * time.Second, func(cc *client.ConsumerConfig) { cc.Queues = []int32{0, 1, 2, 3} }},
+		{"pinned-leader-reads", 0, func(cc *client.ConsumerConfig) { cc.Queues = []int32{0, 1, 2, 3}; cc.FollowerReads = false }},
+	}
+	for i, cn := range consumers {
+		cc := client.DefaultConsumerConfig(topicName, fmt.Sprintf("live-%d", i))
+		cc.MaxMessages = 64
+		cn.mod(&cc)
+		consWG.Add(1)
+		go func(name string, delay time.Duration, cc client.ConsumerConfig) {
+			defer consWG.Done()
+			select {
+			case <-consCtx.Done():
+				return
+			case <-time.After(delay):
+			}
+			if err := w.RunConsumer(consCtx, name, cc, rec); err != nil {
+				cfg.Logf("consumer %s: %v", name, err)
+			}
+		}(cn.name, cn.delay, cc)
+	}
+
+	// Faults.
+	time.Sleep(time.Second) // let the workload warm up
+	h.FaultStart = rec.Now()
+	deadline := time.Now().Add(cfg.Duration)
+	nemesis.Run(ctx, plan, deadline)
+	if d := time.Until(deadline); d > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+	h.FaultEnd = rec.Now()
+	rec.Event("heal", "healing everything")
+	nemesis.HealAll(ctx)
+
+	// Wind down: producers finish their request in flight (bounded by the
+	// op timeout), consumers get a moment to catch up.
+	stopProducers()
+	prodWG.Wait()
+	time.Sleep(time.Second)
+	stopConsumers()
+	consWG.Wait()
+
+	if err := c.WaitSettled(ctx, 45*time.Second); err != nil {
+		// Say why, then restart the nodes that are behind so the rest of
+		// the checks still run on a whole group.
+		stuck := c.Lagging(ctx)
+		for _, n := range stuck {
+			if line := walStuckLine(n.LogSinceStart()); line != "" {
+				nemesis.violation(VWALStuck, "after healing: %v; %s's log store keeps failing after its disk has space again, until it is restarted: %s", err, n.ID, line)
+			} else {
+				nemesis.violation(VLiveness, "after healing: %v; %s is behind", err, n.ID)
+			}
+		}
+		if len(stuck) == 0 {
+			nemesis.violation(VLiveness, "after healing: %v", err)
+		}
+		for _, n := range stuck {
+			rec.Event("heal", "restarting %s, which did not catch up", n.ID)
+			c.Stop(n, 10*time.Second)
+			nemesis.restart(ctx, n, "because it did not catch up")
+		}
+		if err := c.WaitSettled(ctx, 60*time.Second); err != nil {
+			nemesis.violation(VLiveness, "after restarting the nodes that were behind: %v", err)
+		}
+	}
+	rec.Event("settled", "reading the log back")
+
+	// Read back from every node, pinned, and through a fresh group.
+	h.Nodes = map[string]QueueLog{}
+	h.NodeErrors = map[string]string{}
+	for _, n := range c.Nodes {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		l, err := ReadNode(rctx, n.ClientAddr, topicName, numQueues)
+		cancel()
+		if err != nil {
+			h.NodeErrors[n.ID] = err.Error()
+			continue
+		}
+		h.Nodes[n.ID] = l
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	final, err := ReadAll(rctx, c.ClientAddrs(), topicName, fmt.Sprintf("final-%d", cfg.Seed))
+	cancel()
+	if err != nil {
+		res.Err = fmt.Sprintf("final read: %v", err)
+	}
+	h.Final = final
+	rec.Fill(h)
+	res.Report = Check(h)
+	from, to := res.Report.MaxAckGapFrom, res.Report.MaxAckGapFrom+res.Report.MaxAckGap
+	for _, e := range h.Events {
+		if e.At >= from-4*time.Second && e.At <= to {
+			res.GapEvents = append(res.GapEvents, fmt.Sprintf("%s %s %s", e.At.Round(time.Millisecond), e.Kind, e.Detail))
+		}
+	}
+	nemesis.mu.Lock()
+	for _, v := range nemesis.Violations {
+		res.Report.Add(v.Kind, "%s", v.Detail)
+	}
+	nemesis.mu.Unlock()
+	if res.Report.Counts[VLiveness] > 0 || res.Report.Counts[VWALStuck] > 0 {
+		// Where was everyone stuck? The stacks land in the nodes' logs.
+		c.DumpStacks()
+		rec.Event("diagnosis", "SIGQUIT sent to every node: goroutine stacks are in the server logs")
+	}
+	return res
+}
+
+// finish writes the artefacts of a failed run and removes a passed run's
+// directory (unless asked to keep it).
+func finish(cfg RunConfig, res *Result, h *History, plan Plan) {
+	if res.OK() && !cfg.Keep {
+		if err := os.RemoveAll(cfg.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			cfg.Logf("remove %s: %v", cfg.Dir, err)
+		}
+		return
+	}
+	if err := h.WriteJSON(filepath.Join(cfg.Dir, "history.json")); err != nil {
+		cfg.Logf("%v", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d\nload threshold %s, tmpfs node %d\n", plan.Seed, plan.LoadThreshold, plan.DiskNode)
+	for i, e := range plan.Episodes {
+		fmt.Fprintf(&b, "episode %d: %s gap=%s hold=%s\n", i, e, e.Gap, e.Hold)
+	}
+	b.WriteString("\nevents:\n")
+	for _, e := range h.Events {
+		fmt.Fprintf(&b, "%9s %-18s %s\n", e.At.Round(time.Millisecond), e.Kind, e.Detail)
+	}
+	os.WriteFile(filepath.Join(cfg.Dir, "plan.txt"), []byte(b.String()), 0o644)
+	if j, err := json.MarshalIndent(res, "", "  "); err == nil {
+		os.WriteFile(filepath.Join(cfg.Dir, "result.json"), j, 0o644)
+	}
+}
+
+// walStuckLine returns the last log store error of a node that could not
+// catch up after a full disk, if its log shows one: raft-wal's tail stays
+// sealed after a failed rotation ("segment is sealed"), or a half-created
+// segment file blocks the next one ("file exists").
+func walStuckLine(log string) string {
+	last := ""
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "segment is sealed") || (strings.Contains(l, ".wal: file exists")) {
+			last = strings.TrimSpace(l)
+		}
+	}
+	return last
+}

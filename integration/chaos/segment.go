@@ -1,0 +1,229 @@
+package chaos
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// raft-wal v0.4.2 segment layout (segment/format.go): a 32-byte file header,
+// then 8-byte aligned frames, each an 8-byte header (type, 3 zero bytes,
+// little-endian length or, for commit frames, CRC) and its padded payload.
+// Files are preallocated, so the data ends at the first all-zero header.
+const (
+	walFileHeaderLen  = 32
+	walFrameHeaderLen = 8
+	walFrameEntry     = 1
+	walFrameIndex     = 2
+	walFrameCommit    = 3
+)
+
+// walFrame is one frame of a segment.
+type walFrame struct {
+	typ uint8
+	off int64 // of the frame header
+	end int64 // one past the padded payload
+}
+
+// walSegment is a parsed segment file.
+type walSegment struct {
+	path    string
+	data    []byte
+	frames  []walFrame
+	dataEnd int64 // one past the last frame
+}
+
+// segmentFiles lists the raft-wal segment files of a data directory, oldest
+// first (names start with the zero-padded base index).
+func segmentFiles(dataDir string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dataDir, "log", "*.wal"))
+	if err != nil {
+		return nil, fmt.Errorf("list segments: %w", err)
+	}
+	sort.Strings(files)
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no raft-wal segment in %s", filepath.Join(dataDir, "log"))
+	}
+	return files, nil
+}
+
+func readSegment(path string) (*walSegment, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read segment: %w", err)
+	}
+	s := &walSegment{path: path, data: b, dataEnd: walFileHeaderLen}
+	off := int64(walFileHeaderLen)
+	for off+walFrameHeaderLen <= int64(len(b)) {
+		h := b[off : off+walFrameHeaderLen]
+		typ := h[0]
+		if typ == 0 || typ > walFrameCommit || h[1] != 0 || h[2] != 0 || h[3] != 0 {
+			break
+		}
+		n := int64(binary.LittleEndian.Uint32(h[4:8]))
+		if typ == walFrameCommit {
+			n = 0
+		}
+		end := off + walFrameHeaderLen + n + int64((walFrameHeaderLen-(n%walFrameHeaderLen))&(walFrameHeaderLen-1))
+		if end > int64(len(b)) {
+			break
+		}
+		s.frames = append(s.frames, walFrame{typ, off, end})
+		off = end
+	}
+	s.dataEnd = off
+	return s, nil
+}
+
+// commits returns the indexes in s.frames of the commit frames.
+func (s *walSegment) commits() []int {
+	var out []int
+	for i, f := range s.frames {
+		if f.typ == walFrameCommit {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// TearTail simulates a torn write of the newest segment of a stopped node:
+// it truncates the file at a point inside its last committed batch (after
+// the previous commit frame, before the end of the last one), so the last
+// record is cut mid-way. It returns a description of what it did.
+func TearTail(dataDir string, rng *rand.Rand) (string, error) {
+	files, err := segmentFiles(dataDir)
+	if err != nil {
+		return "", err
+	}
+	path := files[len(files)-1]
+	s, err := readSegment(path)
+	if err != nil {
+		return "", err
+	}
+	cs := s.commits()
+	if len(cs) == 0 {
+		return "", fmt.Errorf("segment %s holds no committed batch", filepath.Base(path))
+	}
+	last := s.frames[cs[len(cs)-1]]
+	lo := int64(walFileHeaderLen)
+	if len(cs) > 1 {
+		lo = s.frames[cs[len(cs)-2]].end
+	}
+	// Cut somewhere in (lo, last.end): at least one byte of the batch stays
+	// and at least the commit frame's last byte goes.
+	span := last.end - lo
+	if span < 2 {
+		return "", fmt.Errorf("segment %s: last batch is %d bytes", filepath.Base(path), span)
+	}
+	cut := lo + 1 + rng.Int63n(span-1)
+	if err := os.Truncate(path, cut); err != nil {
+		return "", fmt.Errorf("truncate segment: %w", err)
+	}
+	return fmt.Sprintf("truncated %s at byte %d (last batch %d..%d, data ended at %d; %d bytes of data cut)",
+		filepath.Base(path), cut, lo, last.end, s.dataEnd, s.dataEnd-cut), nil
+}
+
+// Corruption variants of FlipByte.
+const (
+	// FlipBody flips a byte inside a message body: raft-wal cannot see it,
+	// raftmq's batch CRC must.
+	FlipBody = "body"
+	// FlipFrame damages an entry frame header in the middle of the data:
+	// raft-wal treats it as a torn tail and drops everything after it.
+	FlipFrame = "frame"
+)
+
+// FlipByte damages one byte of committed data of a stopped node's log.
+// With FlipBody it looks for one of bodies (older messages first, each
+// known to be committed) in the segments and flips a byte in the middle
+// of it; with FlipFrame it damages the header of an entry frame about a
+// third into the newest segment. The segment chosen is the oldest one
+// holding the target, so with several segments a sealed one is damaged.
+func FlipByte(dataDir, variant string, bodies []string, rng *rand.Rand) (string, error) {
+	files, err := segmentFiles(dataDir)
+	if err != nil {
+		return "", err
+	}
+	switch variant {
+	case FlipBody:
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return "", fmt.Errorf("read segment: %w", err)
+			}
+			for _, body := range bodies {
+				// Bodies are "name" or "name|padding": match the name and
+				// its end so w1-000001-0 does not match w1-000001-01.
+				for _, pat := range [][]byte{[]byte(body + "|"), []byte(body)} {
+					i := bytes.Index(b, pat)
+					if i < 0 {
+						continue
+					}
+					pos := int64(i + len(body)/2)
+					if err := flipAt(f, pos); err != nil {
+						return "", err
+					}
+					return fmt.Sprintf("flipped byte %d of %s (inside body %q; %d segment(s))", pos, filepath.Base(f), body, len(files)), nil
+				}
+			}
+		}
+		return "", errors.New("none of the given bodies was found in the log")
+	case FlipFrame:
+		f := files[0]
+		s, err := readSegment(f)
+		if err != nil {
+			return "", err
+		}
+		var entries []walFrame
+		for _, fr := range s.frames {
+			if fr.typ == walFrameEntry {
+				entries = append(entries, fr)
+			}
+		}
+		if len(entries) < 8 {
+			return "", fmt.Errorf("segment %s holds only %d entries", filepath.Base(f), len(entries))
+		}
+		// Somewhere in the second quarter: well inside committed data.
+		fr := entries[len(entries)/4+rng.Intn(len(entries)/4)]
+		if err := flipAt(f, fr.off); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("flipped the type byte of the entry frame at byte %d of %s (of %d entries; %d segment(s))",
+			fr.off, filepath.Base(f), len(entries), len(files)), nil
+	}
+	return "", fmt.Errorf("flip variant %q: want %s or %s", variant, FlipBody, FlipFrame)
+}
+
+func flipAt(path string, pos int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open segment: %w", err)
+	}
+	defer f.Close()
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], pos); err != nil {
+		return fmt.Errorf("read byte %d: %w", pos, err)
+	}
+	// Flip a high bit: a body byte stays a different, valid-looking byte; a
+	// frame type byte becomes an unknown type.
+	b[0] ^= 0x40
+	if _, err := f.WriteAt(b[:], pos); err != nil {
+		return fmt.Errorf("write byte %d: %w", pos, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync segment: %w", err)
+	}
+	return nil
+}
+
+// refusalMessage reports whether a server log says it refused a damaged log.
+func refusalMessage(log string) bool {
+	l := strings.ToLower(log)
+	return strings.Contains(l, "log is damaged") || strings.Contains(l, "lost entries") || strings.Contains(l, "corrupt")
+}

@@ -1,0 +1,321 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/client"
+)
+
+// Workload parameters.
+type Workload struct {
+	Topic   string
+	Queues  int32
+	Servers []string
+	// Workers is the number of producers; each sends one request at a time.
+	Workers int
+	// OpTimeout bounds one Send with all its retries; past it the outcome
+	// is unknown.
+	OpTimeout time.Duration
+	// Think is the pause between two requests of a worker.
+	Think time.Duration
+}
+
+// Classify maps a Send error to an outcome: only errors that say the group
+// refused the request are definite failures; everything else may have been
+// written.
+func Classify(err error) Outcome {
+	if err == nil {
+		return OutcomeOK
+	}
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.OutOfRange,
+		codes.FailedPrecondition, codes.PermissionDenied, codes.Unimplemented:
+		return OutcomeFail
+	}
+	return OutcomeUnknown
+}
+
+// body builds a message body: the unique name, "|", and filler of pad bytes.
+func body(name string, pad int) []byte {
+	b := make([]byte, 0, len(name)+1+pad)
+	b = append(b, name...)
+	b = append(b, '|')
+	for len(b) < len(name)+1+pad {
+		b = append(b, "0123456789abcdefghijklmnopqrstuvwxyz"...)
+	}
+	return b[:len(name)+1+pad]
+}
+
+// RunProducer sends requests until ctx ends: 1-3 messages each, most with
+// one of the worker's keys (per-key order is checked), some with no key
+// (round robin), some to an explicit queue, and one in fifty to a queue
+// that does not exist (a definite failure). One in five gives up early.
+// Every request is recorded.
+func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, rec *Recorder) error {
+	cl, err := client.New(client.Config{Servers: w.Servers, RequestTimeout: 2 * time.Second, RetryTimeout: w.OpTimeout})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	p := cl.NewProducer()
+	name := fmt.Sprintf("w%d", worker)
+	for seq := uint64(1); ctx.Err() == nil; seq++ {
+		n := 1 + rng.Intn(3)
+		op := Op{Worker: name, Producer: p.ID(), Seq: seq}
+		msgs := make([]client.Message, n)
+		invalid := rng.Intn(50) == 0
+		for i := range msgs {
+			bname := fmt.Sprintf("%s-%06d-%d", name, seq, i)
+			b := body(bname, rng.Intn(64))
+			sm := SentMessage{Body: bname, Hash: BodyHash(b), Queue: -1}
+			m := client.Message{Body: b}
+			switch r := rng.Intn(10); {
+			case invalid && i == 0:
+				q := w.Queues + 95
+				m.Queue, sm.Queue = &q, q
+			case r < 7:
+				m.Key = fmt.Sprintf("%s.k%d", name, rng.Intn(3))
+				sm.Key = m.Key
+			case r < 9:
+			default:
+				q := int32(rng.Intn(int(w.Queues)))
+				m.Queue, sm.Queue = &q, q
+			}
+			msgs[i] = m
+			op.Messages = append(op.Messages, sm)
+		}
+		// One request in five has a short deadline: during a failover it
+		// gives up while the request may still commit (an unknown outcome).
+		timeout := w.OpTimeout
+		if rng.Intn(5) == 0 {
+			timeout = time.Duration(300+rng.Intn(1200)) * time.Millisecond
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), timeout)
+		op.Invoke = rec.Now()
+		acks, err := p.Send(sctx, w.Topic, msgs...)
+		op.Complete = rec.Now()
+		cancel()
+		op.Outcome = Classify(err)
+		if err != nil {
+			op.Error = err.Error()
+		}
+		for _, a := range acks {
+			op.Acks = append(op.Acks, Ack{Queue: a.Queue, Offset: a.Offset, ID: a.Id})
+		}
+		if op.Outcome == OutcomeOK && len(op.Acks) == 0 {
+			op.Error = "acknowledged without acks"
+		}
+		rec.AddOp(op)
+		if w.Think > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(w.Think):
+			}
+		}
+	}
+	return nil
+}
+
+// RunBulk sends large messages (bodies of size bytes, several per request)
+// until total bytes are acknowledged, the deadline passes or ctx ends; they
+// are recorded like any others. The full-disk fault uses it to make every
+// node roll over to a new log segment.
+func (w *Workload) RunBulk(ctx context.Context, name string, size, perOp int, total int64, rec *Recorder) (acked int64) {
+	cl, err := client.New(client.Config{Servers: w.Servers, RequestTimeout: 5 * time.Second, RetryTimeout: w.OpTimeout})
+	if err != nil {
+		return 0
+	}
+	defer cl.Close()
+	p := cl.NewProducer()
+	for seq := uint64(1); ctx.Err() == nil && acked < total; seq++ {
+		op := Op{Worker: name, Producer: p.ID(), Seq: seq}
+		msgs := make([]client.Message, perOp)
+		for i := range msgs {
+			bname := fmt.Sprintf("%s-%06d-%d", name, seq, i)
+			b := body(bname, size)
+			q := int32((int(seq)*perOp + i) % int(w.Queues))
+			msgs[i] = client.Message{Body: b, Queue: &q}
+			op.Messages = append(op.Messages, SentMessage{Body: bname, Hash: BodyHash(b), Queue: q})
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), w.OpTimeout)
+		op.Invoke = rec.Now()
+		acks, err := p.Send(sctx, w.Topic, msgs...)
+		op.Complete = rec.Now()
+		cancel()
+		op.Outcome = Classify(err)
+		if err != nil {
+			op.Error = err.Error()
+		} else {
+			acked += int64(size * perOp)
+		}
+		for _, a := range acks {
+			op.Acks = append(op.Acks, Ack{Queue: a.Queue, Offset: a.Offset, ID: a.Id})
+		}
+		rec.AddOp(op)
+	}
+	return acked
+}
+
+// RunConsumer polls until ctx ends and records every message received.
+func (w *Workload) RunConsumer(ctx context.Context, name string, cfg client.ConsumerConfig, rec *Recorder) error {
+	cl, err := client.New(client.Config{Servers: w.Servers, RequestTimeout: 2 * time.Second, RetryTimeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	cons, err := cl.NewConsumer(cfg)
+	if err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		recs, err := cons.Poll(pctx)
+		cancel()
+		for _, r := range recs {
+			rec.AddDelivery(Delivery{Consumer: name, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Body: BodyName(r.Body),
+				Hash: BodyHash(r.Body), ServedBy: r.ServedBy, ServedByLeader: r.ServedByLeader, At: rec.Now()})
+		}
+		if err != nil && len(recs) == 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	cons.Close(cctx)
+	return nil
+}
+
+func entryOf(m *api.Message) LogEntry {
+	return LogEntry{Offset: m.Offset, ID: m.Id, Body: BodyName(m.Body), Hash: BodyHash(m.Body), Key: m.Key}
+}
+
+// ReadNode reads every queue of topic from one node, pinned to it: raw
+// Pull calls against its address, so whatever it serves comes from its own
+// log whatever its role.
+func ReadNode(ctx context.Context, addr, topic string, queues int32) (QueueLog, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(128<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	defer cc.Close()
+	bc := api.NewBrokerClient(cc)
+	out := QueueLog{}
+	for q := int32(0); q < queues; q++ {
+		var entries []LogEntry
+		offset := uint64(0)
+		retries := 0
+		for iter := 0; ; iter++ {
+			if iter > 100000 {
+				return nil, fmt.Errorf("queue %d: too many pulls", q)
+			}
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			r, err := bc.Pull(pctx, &api.PullRequest{Topic: topic, Queue: q, Offset: offset, MaxMessages: 4096, MaxBytes: 8 << 20})
+			cancel()
+			if err != nil {
+				if retries < 30 && client.Retryable(err) {
+					retries++
+					time.Sleep(200 * time.Millisecond)
+					continue
+				}
+				return nil, fmt.Errorf("queue %d offset %d: %w", q, offset, err)
+			}
+			switch r.Status {
+			case api.PullStatus_PULL_STATUS_FOUND:
+				for _, m := range r.Messages {
+					entries = append(entries, entryOf(m))
+				}
+				if r.NextOffset <= offset {
+					return nil, fmt.Errorf("queue %d: pull at %d returned next offset %d", q, offset, r.NextOffset)
+				}
+				offset = r.NextOffset
+				retries = 0
+				continue
+			case api.PullStatus_PULL_STATUS_NO_NEW:
+			case api.PullStatus_PULL_STATUS_RETRY_ELSEWHERE:
+				if retries < 30 {
+					retries++
+					time.Sleep(200 * time.Millisecond)
+					continue
+				}
+				reason := ""
+				if r.Suggestion != nil {
+					reason = r.Suggestion.Reason
+				}
+				return nil, fmt.Errorf("queue %d: node does not serve offset %d (%s)", q, offset, reason)
+			default:
+				return nil, fmt.Errorf("queue %d offset %d: pull status %s", q, offset, r.Status)
+			}
+			break
+		}
+		out[q] = entries
+	}
+	return out, nil
+}
+
+// ReadAll consumes the whole topic from earliest with a fresh consumer
+// group (following the read-routing suggestions) up to the end offsets the
+// leader reports, and returns what it got per queue in delivery order.
+func ReadAll(ctx context.Context, servers []string, topic, group string) (QueueLog, error) {
+	cl, err := client.New(client.Config{Servers: servers, RequestTimeout: 5 * time.Second, RetryTimeout: 30 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ti, err := cl.DescribeTopic(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("describe topic: %w", err)
+	}
+	end := map[int32]uint64{}
+	for _, qi := range ti.QueueInfo {
+		end[qi.Queue] = qi.MaxOffset
+	}
+	cfg := client.DefaultConsumerConfig(topic, group)
+	cfg.CommitInterval = 0
+	cfg.Wait = 200 * time.Millisecond
+	cons, err := cl.NewConsumer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	out := QueueLog{}
+	for q := range end {
+		out[q] = nil
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	var lastErr error
+	for !cons.CaughtUp(end) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			var got []string
+			for q, n := range end {
+				got = append(got, fmt.Sprintf("q%d %d/%d", q, len(out[q]), n))
+			}
+			sort.Strings(got)
+			return out, fmt.Errorf("not caught up after 90s (%s); last error: %v", strings.Join(got, " "), lastErr)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		recs, err := cons.Poll(pctx)
+		cancel()
+		if err != nil {
+			lastErr = err
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, r := range recs {
+			out[r.Queue] = append(out[r.Queue], entryOf(r.Message))
+		}
+	}
+	return out, nil
+}
