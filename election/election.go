@@ -93,8 +93,8 @@ type Config struct {
 // second on loopback and in containers.
 func DefaultConfig() Config {
 	return Config{
-		HeartbeatTimeout:   250 * time.Millisecond,
-		ElectionTimeout:    250 * time.Millisecond,
+		HeartbeatTimeout: 250 * time.Millisecond,
+		ElectionTimeout:  250 * time.Millisecond,
 		// A lease as long as the heartbeat timeout: at half of it, leaders on
 		// a loaded 2-core machine stepped down dozens of times a minute
 		// (docs/BENCHMARKS.md). A dead leader is replaced just as fast.
@@ -209,12 +209,21 @@ func Start(cfg Config, fsm raft.FSM, st Stores) (*Node, error) {
 		return nil, fmt.Errorf("raft advertise address %q: %w", cfg.AdvertiseAddr, err)
 	}
 	tc := &raft.NetworkTransportConfig{
-		MaxPool: 3,
-		Timeout: 5 * time.Second,
-		Logger:  logger.Named("transport"),
+		// No pipelining: with it, a follower's single failed append can stall
+		// replication to that follower for good (hashicorp/raft#612; chaos
+		// finding "repl-stall", TestRegressionPipelineStallsAfterFailedAppend).
+		// raft's own docs say pipelining brings little with batching.
+		MaxRPCsInFlight: 1,
+		MaxPool:         3,
+		Timeout:         5 * time.Second,
+		Logger:          logger.Named("transport"),
 	}
 	if len(cfg.DialOverrides) > 0 {
-		tc.ServerAddressProvider = dialOverrides(cfg.DialOverrides)
+		d := dialOverrides{cfg.ID: cfg.AdvertiseAddr} // no warning for looking up itself
+		for id, a := range cfg.DialOverrides {
+			d[id] = a
+		}
+		tc.ServerAddressProvider = d
 	}
 	trans, err := raft.NewTCPTransportWithConfig(cfg.BindAddr, adv, tc)
 	if err != nil {
