@@ -117,7 +117,7 @@ func TestChaosShort(t *testing.T) {
 		t.Logf("the full-disk fault is replaced by a kill: %v", noTmpfs)
 	}
 	plans := []Plan{
-		{Seed: 101, DiskNode: -1, LoadThreshold: "0.05", Episodes: []Episode{
+		{Seed: 101, DiskNode: -1, LoadThreshold: "0.05", RunAll: true, Episodes: []Episode{
 			ep(1, 1500*time.Millisecond, FaultKillLeader),
 			ep(2, 1500*time.Millisecond, FaultPartitionLeader),
 			ep(3, 1500*time.Millisecond, FaultPause),
@@ -125,12 +125,12 @@ func TestChaosShort(t *testing.T) {
 			ep(5, 0, FaultTransfer),
 			ep(6, 1500*time.Millisecond, FaultPartitionFollower, FaultKill),
 		}},
-		{Seed: 102, DiskNode: -1, LoadThreshold: "0.8", Episodes: []Episode{
+		{Seed: 102, DiskNode: -1, LoadThreshold: "0.8", RunAll: true, Episodes: []Episode{
+			ep(9, 500*time.Millisecond, FaultMembership),
 			ep(7, 500*time.Millisecond, FaultTornWrite),
 			ep(8, 500*time.Millisecond, FaultCorrupt),
-			ep(9, 500*time.Millisecond, FaultMembership),
 		}},
-		{Seed: 103, DiskNode: 1, LoadThreshold: "0.05", Episodes: []Episode{
+		{Seed: 103, DiskNode: 1, LoadThreshold: "0.05", RunAll: true, Episodes: []Episode{
 			ep(10, 1000*time.Millisecond, FaultDiskFull),
 			ep(11, 1500*time.Millisecond, FaultKillLeader),
 		}},
@@ -146,6 +146,11 @@ func TestChaosShort(t *testing.T) {
 				Seed: p.Seed, Duration: 12 * time.Second, Faults: kinds, Plan: &p, NoTmpfs: noTmpfs, Keep: *flagKeep, Logf: t.Logf})
 			if res.Report != nil && res.Report.Acked == 0 {
 				t.Errorf("no operation was acknowledged: the run proves nothing")
+			}
+			for _, k := range kinds {
+				if res.Applied[k] == 0 && !(k == FaultDiskFull && noTmpfs != nil) {
+					t.Errorf("fault %s was not applied (see the events above)", k)
+				}
 			}
 		})
 	}

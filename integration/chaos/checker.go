@@ -26,6 +26,7 @@ const (
 	VStartPanic    = "start-panic"    // a node refused to start by crashing (Go panic) instead of with its message
 	VLiveness      = "liveness"       // the group did not recover after healing
 	VWALStuck      = "wal-stuck"      // a node's log store refused appends after the fault was gone, until restarted
+	VReplStall     = "repl-stall"     // the leader stopped replicating to a follower until the leader restarted
 )
 
 // Violation is one broken promise.

@@ -60,6 +60,9 @@ type Plan struct {
 	// LoadThreshold is passed to every server: low values make the leader
 	// count as loaded and send consumers to followers.
 	LoadThreshold string
+	// RunAll runs every episode even past the deadline (fixed schedules
+	// that must apply each of their faults).
+	RunAll bool
 }
 
 // ParseFaults parses a comma-separated list of fault kinds ("all" or "").
@@ -171,7 +174,7 @@ func (nm *Nemesis) Run(ctx context.Context, p Plan, deadline time.Time) {
 			return
 		case <-time.After(e.Gap):
 		}
-		if time.Now().Add(e.Hold/2).After(deadline) || ctx.Err() != nil {
+		if (!p.RunAll && time.Now().Add(e.Hold/2).After(deadline)) || ctx.Err() != nil {
 			return
 		}
 		// Each episode starts from a group with a leader, so faults test

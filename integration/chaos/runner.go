@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/raftmq/raftmq/client"
@@ -272,7 +273,25 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			nemesis.restart(ctx, n, "because it did not catch up")
 		}
 		if err := c.WaitSettled(ctx, 60*time.Second); err != nil {
-			nemesis.violation(VLiveness, "after restarting the nodes that were behind: %v", err)
+			// A leader whose replication to a follower is wedged
+			// (hashicorp/raft#612) heals only when leadership moves:
+			// SIGQUIT it (its goroutine stacks land in its log) and
+			// restart it.
+			if l := c.Leader(ctx); l != nil {
+				rec.Event("heal", "still not settled (%v): SIGQUIT to the leader %s for its stacks, then restart it", err, l.ID)
+				l.signal(syscall.SIGQUIT)
+				c.WaitExit(l, 10*time.Second)
+				c.Kill(l)
+				nemesis.restart(ctx, l, "after SIGQUIT")
+				if err2 := c.WaitSettled(ctx, 60*time.Second); err2 == nil {
+					nemesis.violation(VReplStall, "after restarting the nodes that were behind: %v; settled once the leader %s was restarted: "+
+						"its replication to a follower had stopped (goroutine stacks in %s)", err, l.ID, l.LogPath)
+				} else {
+					nemesis.violation(VLiveness, "after restarting the nodes that were behind and then the leader %s: %v", l.ID, err2)
+				}
+			} else {
+				nemesis.violation(VLiveness, "after restarting the nodes that were behind: %v", err)
+			}
 		}
 	}
 	rec.Event("settled", "reading the log back")
@@ -310,7 +329,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		res.Report.Add(v.Kind, "%s", v.Detail)
 	}
 	nemesis.mu.Unlock()
-	if res.Report.Counts[VLiveness] > 0 || res.Report.Counts[VWALStuck] > 0 {
+	if res.Report.Counts[VLiveness] > 0 || res.Report.Counts[VWALStuck] > 0 || res.Report.Counts[VReplStall] > 0 {
 		// Where was everyone stuck? The stacks land in the nodes' logs.
 		c.DumpStacks()
 		rec.Event("diagnosis", "SIGQUIT sent to every node: goroutine stacks are in the server logs")
