@@ -133,7 +133,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		n, err := s.stores.Verify(store.CheckCommand)
 		if err != nil {
 			return nil, fmt.Errorf("%w\nthis node's log is damaged and it will not start: it must not serve or replicate corrupt data.\n"+
-				"To repair: stop it, run `raftmq member remove %s` against the group, move %s away, start it empty without --peers and run `raftmq member add %s@%s`",
+				"To repair: stop it, run `raftmq member remove %s --force` against the group, move %s away, start it empty without --peers and run `raftmq member add %s@%s`",
 				err, cfg.Raft.ID, cfg.DataDir, cfg.Raft.ID, cfg.Raft.BindAddr)
 		}
 		log.Info("log verified", "entries", n, "took", time.Since(start))

@@ -35,6 +35,19 @@ var (
 	setupErr  error
 )
 
+// TestMain removes the base directory it made, unless a failed run kept
+// its directory there.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if setupDir != "" && *flagDir == "" {
+		if *flagBin == "" {
+			os.Remove(filepath.Join(setupDir, "raftmq"))
+		}
+		os.Remove(setupDir) // only when empty
+	}
+	os.Exit(code)
+}
+
 // setup makes the base directory and builds the server once per test binary.
 func setup(t *testing.T) (dir, bin string) {
 	t.Helper()

@@ -35,12 +35,19 @@ func startSingleOn(t *testing.T, queues int32, tmpfsMB int) (api.BrokerClient, *
 	if tmpfsMB > 0 {
 		tmpfsNode = 0
 	}
-	c, err := NewCluster(ClusterConfig{Bin: bin, Dir: filepath.Join(dir, "regress-"+t.Name()+time.Now().Format("150405.000")), Nodes: 1,
-		TmpfsNode: tmpfsNode, TmpfsMB: tmpfsMB, Logf: t.Logf})
+	cdir := filepath.Join(dir, "regress-"+t.Name()+time.Now().Format("150405.000"))
+	c, err := NewCluster(ClusterConfig{Bin: bin, Dir: cdir, Nodes: 1, TmpfsNode: tmpfsNode, TmpfsMB: tmpfsMB, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() {
+		c.Close()
+		if t.Failed() {
+			t.Logf("server log and data kept in %s", cdir)
+		} else {
+			os.RemoveAll(cdir)
+		}
+	})
 	if err := c.StartNode(c.Nodes[0]); err != nil {
 		t.Fatal(err)
 	}
