@@ -136,7 +136,18 @@ func TestProcessCLI(t *testing.T) {
 		t.Errorf("billing consumed again after committing:\n%s", procCut(out, 500))
 	}
 
+	// Nodes hear from each other a few times a second: wait until the answering
+	// node has heard from everyone.
 	st := c.status(c.addrs())
+	procWaitFor(t, 20*time.Second, "status to show three healthy nodes", func() (bool, string) {
+		st = c.status(c.addrs())
+		for _, n := range st.Nodes {
+			if !n.Healthy || n.Applied == 0 || n.Client == "" {
+				return false, fmt.Sprintf("%+v", n)
+			}
+		}
+		return len(st.Nodes) == 3, fmt.Sprintf("%d nodes", len(st.Nodes))
+	})
 	if st.LeaderID == "" || st.Leader == "" || len(st.Nodes) != 3 {
 		t.Fatalf("status: %+v", st)
 	}
