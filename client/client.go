@@ -17,9 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
@@ -87,8 +85,6 @@ func (c *Client) Close() error {
 	return nil
 }
 
-const maxMsgSize = 80 << 20
-
 func (c *Client) conn(addr string) (api.BrokerClient, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -98,12 +94,7 @@ func (c *Client) conn(addr string) (api.BrokerClient, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return api.NewBrokerClient(cc), nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		// Reconnect to a restarted node within a second, not grpc's default
-		// of up to two minutes.
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond,
-			Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}, MinConnectTimeout: 2 * time.Second}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)))
+	cc, err := api.Dial(addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

@@ -21,9 +21,8 @@ import (
 	"github.com/raftmq/raftmq/store"
 )
 
-// MaxMessageSize bounds one gRPC message: a produce request of several
-// maximum-size messages, or a pull of up to broker.MaxPullBytes.
-const MaxMessageSize = 80 << 20
+// MaxMessageSize bounds one gRPC message (api.MaxMessageSize).
+const MaxMessageSize = api.MaxMessageSize
 
 const forwardedKey = "raftmq-forwarded-by"
 
