@@ -132,3 +132,46 @@ func TestWatermarkAllowsTailTruncation(t *testing.T) {
 		t.Fatalf("last %d", s.LastIndex())
 	}
 }
+
+// failingStore is a log store whose writes fail, as raft-wal's do once a
+// full disk left its tail sealed or a half-created segment file behind.
+type failingStore struct {
+	*raft.InmemStore
+	err error
+}
+
+func (f *failingStore) StoreLogs([]*raft.Log) error       { return f.err }
+func (f *failingStore) DeleteRange(min, max uint64) error { return f.err }
+
+// TestFailedWriteIsFatal: a failed append or tail deletion is reported to
+// OnFatal (the server exits and is restarted) instead of leaving a node up
+// whose log store refuses every write (chaos seed 103, "wal-stuck").
+func TestFailedWriteIsFatal(t *testing.T) {
+	for _, msg := range []string{"segment is sealed", "open 00000000000000001172-0000000000000001.wal: file exists"} {
+		raw := &failingStore{InmemStore: raft.NewInmemStore(), err: errors.New(msg)}
+		if err := raw.InmemStore.StoreLogs([]*raft.Log{{Index: 1}, {Index: 2}}); err != nil {
+			t.Fatal(err)
+		}
+		g, err := newGuard(raw, filepath.Join(t.TempDir(), "LOG_WATERMARK"), func(uint64) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fatal []error
+		g.fatal = func(err error) { fatal = append(fatal, err) }
+		if err := g.StoreLogs([]*raft.Log{{Index: 3}}); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("StoreLogs: %v, want the store's error %q", err, msg)
+		}
+		if err := g.DeleteRange(2, 2); err == nil {
+			t.Errorf("DeleteRange succeeded on a failing store")
+		}
+		g.close()
+		if len(fatal) != 2 {
+			t.Fatalf("%q: OnFatal called %d times, want 2 (append and delete): %v", msg, len(fatal), fatal)
+		}
+		for _, err := range fatal {
+			if !strings.Contains(err.Error(), msg) || !strings.Contains(err.Error(), "restart the node") {
+				t.Errorf("fatal error %q does not name the cause and the remedy", err)
+			}
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,20 +63,28 @@ func newGuard(raw raft.LogStore, path string, dropped func(from uint64)) (*guard
 
 func (g *guard) StoreLogs(logs []*raft.Log) error {
 	if err := g.LogStore.StoreLogs(logs); err != nil {
-		// raft-wal v0.4.2: when rolling over to a new segment fails (disk
-		// full), the tail stays sealed and every later append fails with
-		// "segment is sealed" until the process restarts, even once space
-		// is back. A node that is up but cannot store its log only looks
-		// alive, so report it; the server exits and is restarted.
-		if strings.Contains(err.Error(), "segment is sealed") && g.fatal != nil {
-			g.fatal(fmt.Errorf("log store cannot append any more (raft-wal sealed tail after a failed segment rotation, e.g. a full disk); restart the node: %w", err))
-		}
-		return err
+		return g.failed("append", err)
 	}
 	if n := len(logs); n > 0 {
 		g.stored.Store(logs[n-1].Index)
 	}
 	return nil
+}
+
+// failed reports a failed write of the log store as fatal. A store whose
+// write failed cannot be trusted to work again in this process: raft-wal
+// v0.4.2 keeps its tail sealed after a failed segment rotation (every later
+// append fails with "segment is sealed"), and a segment file half created
+// on a full disk blocks every later rotation or tail truncation ("file
+// exists"), both until the process restarts, even once space is back. A
+// node that is up but cannot store its log only looks alive, so the server
+// exits and is restarted (crash-only, as etcd does on a failed WAL write);
+// on open raft-wal deletes the orphan file and appends again.
+func (g *guard) failed(op string, err error) error {
+	if g.fatal != nil {
+		g.fatal(fmt.Errorf("log store %s failed, restart the node (a full disk? raft-wal cannot recover from a failed write without a restart): %w", op, err))
+	}
+	return err
 }
 
 func (g *guard) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l}) }
@@ -92,7 +99,7 @@ func (g *guard) DeleteRange(min, max uint64) error {
 		if g.written.Load() > min-1 {
 			if err := writeWatermark(g.path, min-1); err != nil {
 				g.mu.Unlock()
-				return fmt.Errorf("lower log watermark: %w", err)
+				return g.failed("delete", fmt.Errorf("lower log watermark: %w", err))
 			}
 			g.written.Store(min - 1)
 		}
@@ -100,7 +107,10 @@ func (g *guard) DeleteRange(min, max uint64) error {
 		g.mu.Unlock()
 		g.dropped(min)
 	}
-	return g.LogStore.DeleteRange(min, max)
+	if err := g.LogStore.DeleteRange(min, max); err != nil {
+		return g.failed("delete", err)
+	}
+	return nil
 }
 
 func (g *guard) loop() {
