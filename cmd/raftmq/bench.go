@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,7 @@ func benchFlags(defaultCount int64, extra ...cli.Flag) []cli.Flag {
 		&cli.BoolFlag{Name: "local", Usage: "start a local group of 3 server processes for the run (and report their peak RSS)"},
 		&cli.StringSliceFlag{Name: "server-flag", Usage: "with --local: extra flag for every server, e.g. --server-flag=--max-batch-bytes=524288 (repeatable)"},
 		&cli.StringFlag{Name: "local-dir", Usage: "with --local: keep the group's data and logs in this directory (default: a temporary one, removed)"},
+		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of this client's run to this file (servers: http://HTTP/debug/pprof/profile)"},
 	)
 	return append(fs, extra...)
 }
@@ -216,7 +218,13 @@ func runBenchProduce(c *cli.Context) error {
 		Count: count, Duration: c.Duration("duration"), Timeout: c.Duration("timeout"),
 		Progress: benchProgress(c.App.ErrWriter, "acked"),
 	}
+	stop, err := startCPUProfile(c.String("cpuprofile"))
+	if err != nil {
+		t.finish(context.Background())
+		return err
+	}
 	res, runErr := bench.RunProduce(c.Context, cfg)
+	stop()
 	nodes := t.finish(context.Background())
 	if res == nil {
 		return runErr
@@ -264,7 +272,13 @@ func runBenchConsume(c *cli.Context) error {
 		MaxMessages: uint32(max(c.Int("max-messages"), 0)), Count: c.Int64("count"), Duration: c.Duration("duration"),
 		Timeout: c.Duration("timeout"), Progress: benchProgress(c.App.ErrWriter, "read"),
 	}
+	stop, err := startCPUProfile(c.String("cpuprofile"))
+	if err != nil {
+		t.finish(context.Background())
+		return err
+	}
 	res, runErr := bench.RunConsume(c.Context, cfg)
+	stop()
 	nodes := t.finish(context.Background())
 	if res == nil {
 		return clean(runErr)
@@ -361,4 +375,21 @@ func groupDigits(n uint64) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// startCPUProfile profiles this process into path ("" does nothing); the
+// returned function stops the profile.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
