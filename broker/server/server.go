@@ -53,7 +53,7 @@ type Config struct {
 // DefaultConfig returns a config with every default set; callers fill in
 // the node id, addresses, peers and data directory.
 func DefaultConfig() Config {
-	return Config{LogStore: raftlog.DefaultKind, Raft: election.DefaultConfig(), Broker: broker.DefaultConfig(), VerifyLog: true}
+	return Config{LogStore: raftlog.DefaultKind, Raft: election.DefaultConfig(), Broker: broker.DefaultConfig(), VerifyLog: true, SegmentMB: 64}
 }
 
 // Server is a running node.
