@@ -214,7 +214,7 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 // collect appends the messages of loc at or after res.NextOffset. It reports
 // whether a limit was reached.
 func collect(data []byte, loc store.Location, req *PullRequest, res *PullResult, bytes *int) (bool, error) {
-	batch, err := raftlog.ParseBatch(data)
+	batch, err := raftlog.ParseReadBatch(data)
 	if err != nil {
 		return false, err
 	}

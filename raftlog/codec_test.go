@@ -87,6 +87,19 @@ func FuzzParseBatch(f *testing.F) {
 	f.Add([]byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Also try the input with a correct CRC so that the fuzzer gets past it.
+		// ParseReadBatch trusts the CRC: decoding must still end in
+		// ErrCorrupt or success on any input, never panic.
+		if b, err := ParseReadBatch(data); err == nil {
+			err = b.Each(func(i int, rv *RequestView) bool {
+				rv.Messages(func(j int, m *MessageView) bool { m.Properties(); return true })
+				return true
+			})
+			if err != nil && !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("ParseReadBatch: error not ErrCorrupt: %v", err)
+			}
+		} else if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("ParseReadBatch: error not ErrCorrupt: %v", err)
+		}
 		for _, in := range [][]byte{data, fixCRC(data)} {
 			reqs, err := DecodeBatch(in)
 			if err != nil {

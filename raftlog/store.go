@@ -163,7 +163,9 @@ func (s *Stores) SetFloor(idx uint64) {
 func (s *Stores) Floor() uint64 { return s.floor.Load() }
 
 // Read returns the data of the command entry at idx. The returned slice is
-// shared with raft's cache and must not be modified.
+// shared with raft's cache and must not be modified. A batch entry's CRC
+// has been checked (ErrCorrupt otherwise), so callers parse it with
+// ParseReadBatch.
 func (s *Stores) Read(idx uint64) ([]byte, error) {
 	if idx < s.floor.Load() {
 		return nil, fmt.Errorf("read index %d: %w (floor %d)", idx, ErrBelowFloor, s.floor.Load())
@@ -177,6 +179,13 @@ func (s *Stores) Read(idx uint64) ([]byte, error) {
 			return nil, fmt.Errorf("read index %d: %w", idx, ErrBelowFloor)
 		}
 		return nil, fmt.Errorf("read index %d: %w", idx, err)
+	}
+	// Check a batch's CRC once, here, as it comes from the log store; the
+	// read cache then holds only verified entries (see ParseReadBatch).
+	if len(l.Data) > 0 && CommandType(l.Data[0]) == CmdBatch {
+		if _, err := ParseBatch(l.Data); err != nil {
+			return nil, fmt.Errorf("read index %d: %w", idx, err)
+		}
 	}
 	s.reads.put(idx, l.Data)
 	return l.Data, nil

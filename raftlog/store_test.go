@@ -175,3 +175,29 @@ func TestFailedWriteIsFatal(t *testing.T) {
 		}
 	}
 }
+
+// TestReadChecksBatchCRC: Read verifies a batch's CRC as it loads it from
+// the log store (pulls parse it with ParseReadBatch, which does not), and
+// does not cache what failed.
+func TestReadChecksBatchCRC(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{Kind: KindBolt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	good := EncodeBatch(&Request{Topic: "t", Messages: []Message{{Body: []byte("hello")}}})
+	bad := append([]byte(nil), good...)
+	bad[len(bad)-1] ^= 0x40
+	if err := s.Log.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: good},
+		{Index: 2, Term: 1, Type: raft.LogCommand, Data: bad}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(1); err != nil {
+		t.Fatalf("good entry: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := s.Read(2); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("read %d of a batch with a flipped byte: %v, want ErrCorrupt", i+1, err)
+		}
+	}
+}
