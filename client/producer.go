@@ -67,9 +67,7 @@ type sendOp struct {
 	topic string
 	msgs  []Message
 	size  int
-	acks  []*api.Ack
-	err   error
-	done  chan struct{}
+	done  func([]*api.Ack, error)
 }
 
 // NewProducer returns a producer with a fresh random id and default config.
@@ -97,10 +95,35 @@ func (p *Producer) ID() string { return p.id }
 // retrying across leader changes. If ctx ends first, the messages may still
 // be appended (exactly once).
 func (p *Producer) Send(ctx context.Context, topic string, msgs ...Message) ([]*api.Ack, error) {
-	if len(msgs) == 0 {
-		return nil, errors.New("send: no messages")
+	type result struct {
+		acks []*api.Ack
+		err  error
 	}
-	op := &sendOp{topic: topic, msgs: msgs, done: make(chan struct{})}
+	ch := make(chan result, 1)
+	p.SendAsync(topic, msgs, func(acks []*api.Ack, err error) { ch <- result{acks, err} })
+	select {
+	case r := <-ch:
+		return r.acks, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// SendAsync is Send without waiting: it queues msgs and returns at once;
+// done is called exactly once, with one ack per message or the error, after
+// the SDK's retries (bounded by Config.RetryTimeout). done runs on an SDK
+// goroutine and must not block for long: later acks of this producer wait
+// for it. It may run before SendAsync returns when msgs are refused at once.
+// Many SendAsync calls in flight cost one goroutine per request, not one per
+// call; the caller bounds how many are outstanding (memory is not bounded
+// otherwise). Calls in flight together may be appended in another order
+// than they were made; to keep one key's order, wait for each Send.
+func (p *Producer) SendAsync(topic string, msgs []Message, done func([]*api.Ack, error)) {
+	if len(msgs) == 0 {
+		done(nil, errors.New("send: no messages"))
+		return
+	}
+	op := &sendOp{topic: topic, msgs: msgs, done: done}
 	for i := range msgs {
 		op.size += len(msgs[i].Body) + len(msgs[i].Key) + 16
 	}
@@ -108,12 +131,6 @@ func (p *Producer) Send(ctx context.Context, topic string, msgs ...Message) ([]*
 	p.queue = append(p.queue, op)
 	p.dispatchLocked()
 	p.mu.Unlock()
-	select {
-	case <-op.done:
-		return op.acks, op.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }
 
 // dispatchLocked starts requests while fewer than MaxInflight are in flight,
@@ -172,12 +189,11 @@ func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
 	off := 0
 	for _, op := range batch {
 		if err != nil {
-			op.err = err
+			op.done(nil, err)
 		} else {
-			op.acks = acks[off : off+len(op.msgs)]
+			op.done(acks[off:off+len(op.msgs):off+len(op.msgs)], nil)
 			off += len(op.msgs)
 		}
-		close(op.done)
 	}
 	p.mu.Lock()
 	p.inflight--

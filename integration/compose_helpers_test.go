@@ -456,6 +456,7 @@ type composeNodeStatus struct {
 	Role          string      `json:"role"`
 	RaftAddress   string      `json:"raft_address"`
 	ClientAddress string      `json:"client_address"`
+	HTTPAddress   string      `json:"http_address"`
 	AppliedIndex  composeUint `json:"applied_index"`
 	CommitIndex   composeUint `json:"commit_index"`
 	LastIndex     composeUint `json:"last_index"`

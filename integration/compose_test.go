@@ -13,6 +13,8 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +27,25 @@ func TestComposeUpProduceConsume(t *testing.T) {
 	c := composeUp(t)
 	st := c.waitHealthy()
 	t.Logf("status: %s", st)
+	// status shows each node's HTTP address as the host reaches it
+	// (--http-advertise), not the 0.0.0.0 the container listens on.
+	for _, n := range composeNodes {
+		ns, _ := st.node(n)
+		want := fmt.Sprintf("127.0.0.1:%d", c.httpPorts[n])
+		if ns.HTTPAddress != want {
+			t.Errorf("status shows %s's http address as %q, want %q", n, ns.HTTPAddress, want)
+			continue
+		}
+		resp, err := http.Get("http://" + ns.HTTPAddress + "/healthz")
+		if err != nil {
+			t.Errorf("GET %s/healthz: %v", ns.HTTPAddress, err)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s/healthz: %s", ns.HTTPAddress, resp.Status)
+		}
+	}
 
 	// Docker's own healthcheck (raftmq health in the scratch image) must agree.
 	deadline := time.Now().Add(composeWaitTimeout)

@@ -34,6 +34,7 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "advertise", Usage: "client API address told to clients (default: --listen)"},
 			&cli.StringFlag{Name: "peer-advertise", Usage: "client API address other nodes use (default: --advertise)"},
 			&cli.StringFlag{Name: "http", Value: "127.0.0.1:8001", Usage: "HTTP address for /metrics, /healthz, /readyz and /debug/pprof (empty: off)"},
+			&cli.StringFlag{Name: "http-advertise", Usage: "HTTP address shown by status (default: --http)"},
 			&cli.StringFlag{Name: "peers", Usage: "initial voters as ID@RAFTADDR,... (must include this node)"},
 			&cli.StringFlag{Name: "log-store", Value: d.LogStore, Usage: "Raft log store: wal (raft-wal) or bolt (raft-boltdb)"},
 			&cli.DurationFlag{Name: "heartbeat-timeout", Value: d.Raft.HeartbeatTimeout, Usage: "Raft heartbeat timeout"},
@@ -105,7 +106,10 @@ func runServer(c *cli.Context) error {
 		cfg.Broker.ClientAddr = cfg.Listen
 	}
 	cfg.Broker.PeerAddr = c.String("peer-advertise")
-	cfg.Broker.HTTPAddr = cfg.HTTP
+	cfg.Broker.HTTPAddr = c.String("http-advertise")
+	if cfg.Broker.HTTPAddr == "" {
+		cfg.Broker.HTTPAddr = cfg.HTTP
+	}
 	cfg.Broker.PreferredLeader = c.String("preferred-leader")
 	cfg.Broker.AutoCreateTopics = c.Bool("auto-create-topics")
 	cfg.Broker.DefaultQueues = c.Int("default-queues")
