@@ -172,11 +172,7 @@ func checkHistory(t *testing.T, h *history, recs []client.Record) {
 func TestKillLeaderUnderLoad(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	l := c.leader()
-	cl, err := client.New(client.Config{Servers: c.addrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.client(t)
 	if _, err := cl.CreateTopic(ctxT(t, 10*time.Second), "f", 4, false); err != nil {
 		t.Fatal(err)
 	}
@@ -272,11 +268,7 @@ func TestPartitionedLeaderAcknowledgesNothing(t *testing.T) {
 func TestFollowerReadsWhenLeaderLoaded(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	l := c.leader()
-	cl, err := client.New(client.Config{Servers: c.addrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.client(t)
 	ctx := ctxT(t, 60*time.Second)
 	if _, err := cl.CreateTopic(ctx, "r", 2, false); err != nil {
 		t.Fatal(err)
@@ -334,11 +326,7 @@ func TestConsumerGroupBalancesQueues(t *testing.T) {
 		cfg.Broker.SessionTimeout = 2 * time.Second
 	})
 	c.leader()
-	cl, err := client.New(client.Config{Servers: c.addrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.client(t)
 	ctx := ctxT(t, 90*time.Second)
 	if _, err := cl.CreateTopic(ctx, "g", 8, false); err != nil {
 		t.Fatal(err)

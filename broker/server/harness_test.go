@@ -13,6 +13,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/election"
 )
 
@@ -166,6 +167,17 @@ func (c *cluster) leader() int {
 		return false
 	})
 	return idx
+}
+
+// client returns an SDK client of the cluster, closed when the test ends.
+func (c *cluster) client(t *testing.T) *client.Client {
+	t.Helper()
+	cl, err := client.New(client.Config{Servers: c.addrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
 }
 
 func (c *cluster) addrs() []string {

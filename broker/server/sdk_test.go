@@ -17,11 +17,7 @@ import (
 func TestSendAsync(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	c.leader()
-	cl, err := client.New(client.Config{Servers: c.addrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := c.client(t)
 	ctx := ctxT(t, 60*time.Second)
 	if _, err := cl.CreateTopic(ctx, "async", 2, false); err != nil {
 		t.Fatal(err)
