@@ -79,8 +79,11 @@ func (b *Broker) Status() (Status, error) {
 		var ps NodeState
 		if srv.ID == b.cfg.NodeID {
 			ps, ns.Healthy, ns.LastSeen = self, true, time.Now()
-			if ns.ClientAddr == "" {
+			if ns.ClientAddr == "" { // not registered through raft yet
 				ns.ClientAddr = b.cfg.ClientAddr
+			}
+			if ns.HTTPAddr == "" {
+				ns.HTTPAddr = b.cfg.HTTPAddr
 			}
 		} else if p, ok := b.view.get(srv.ID); ok {
 			ps, ns.LastSeen, ns.Error = p.state, p.lastOK, p.err

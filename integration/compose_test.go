@@ -28,7 +28,16 @@ func TestComposeUpProduceConsume(t *testing.T) {
 	st := c.waitHealthy()
 	t.Logf("status: %s", st)
 	// status shows each node's HTTP address as the host reaches it
-	// (--http-advertise), not the 0.0.0.0 the container listens on.
+	// (--http-advertise), not the 0.0.0.0 the container listens on. Nodes
+	// register their addresses through raft after they start: poll.
+	st = c.composeWaitStatus("every node's http address", composeWaitTimeout, nil, func(s *composeStatus) bool {
+		for _, n := range s.Nodes {
+			if n.HTTPAddress == "" {
+				return false
+			}
+		}
+		return len(s.Nodes) == len(composeNodes)
+	})
 	for _, n := range composeNodes {
 		ns, _ := st.node(n)
 		want := fmt.Sprintf("127.0.0.1:%d", c.httpPorts[n])
