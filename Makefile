@@ -31,7 +31,7 @@ test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
 lint:
-	gofmt -l . | tee /dev/stderr | (! read)
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
 demo: build
