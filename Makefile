@@ -22,8 +22,7 @@ proto:
 # clusters do not compete for the two cores.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /integration)
 
-test: build
-	$(GO) vet $(PKGS)
+test: build lint
 	$(GO) test -race -count=1 -timeout 15m $(UNIT_PKGS)
 	$(GO) test -race -count=1 -p 1 -timeout 30m ./integration/...
 
