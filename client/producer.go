@@ -170,9 +170,12 @@ func (p *Producer) windowOpenLocked() bool {
 
 func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
 	req := &api.ProduceRequest{Topic: batch[0].topic, ProducerId: p.id, Sequence: seq, Messages: make([]*api.ProduceMessage, 0, n)}
+	pms := make([]api.ProduceMessage, n) // one allocation for the request's messages
 	for _, op := range batch {
 		for _, m := range op.msgs {
-			req.Messages = append(req.Messages, &api.ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body, Queue: m.Queue})
+			pm := &pms[len(req.Messages)]
+			pm.Key, pm.Tag, pm.Properties, pm.Body, pm.Queue = m.Key, m.Tag, m.Properties, m.Body, m.Queue
+			req.Messages = append(req.Messages, pm)
 		}
 	}
 	var acks []*api.Ack

@@ -138,8 +138,10 @@ func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.Pro
 			return nil, err
 		}
 		out := &api.ProduceResponse{Duplicate: res.Duplicate, NodeId: s.b.ID(), Acks: make([]*api.Ack, len(res.Acks))}
+		acks := make([]api.Ack, len(res.Acks)) // one allocation for all acks
 		for i, a := range res.Acks {
-			out.Acks[i] = &api.Ack{Queue: int32(a.Queue), Offset: a.Offset, Id: a.ID}
+			acks[i].Queue, acks[i].Offset, acks[i].Id = int32(a.Queue), a.Offset, a.ID
+			out.Acks[i] = &acks[i]
 		}
 		return out, nil
 	}, func(ctx context.Context, c api.BrokerClient) (*api.ProduceResponse, error) {
@@ -162,10 +164,12 @@ func (s *Server) Pull(ctx context.Context, req *api.PullRequest) (*api.PullRespo
 		Suggestion: &api.Suggestion{NodeId: res.Suggestion.NodeID, Address: res.Suggestion.Addr, Reason: res.Suggestion.Reason},
 		Messages:   make([]*api.Message, len(res.Messages)),
 	}
+	msgs := make([]api.Message, len(res.Messages)) // one allocation for the response's messages
 	for i := range res.Messages {
-		m := &res.Messages[i]
-		out.Messages[i] = &api.Message{Topic: m.Topic, Queue: m.Queue, Offset: m.Offset, Id: m.ID, Key: m.Key, Tag: m.Tag,
-			Properties: m.Properties, Body: m.Body, TimestampMs: m.Timestamp}
+		m, o := &res.Messages[i], &msgs[i]
+		o.Topic, o.Queue, o.Offset, o.Id, o.Key, o.Tag = m.Topic, m.Queue, m.Offset, m.ID, m.Key, m.Tag
+		o.Properties, o.Body, o.TimestampMs = m.Properties, m.Body, m.Timestamp
+		out.Messages[i] = o
 	}
 	return out, nil
 }
