@@ -38,10 +38,15 @@ type RouteInput struct {
 	// AtTail: the consumer has read everything this node has.
 	AtTail bool
 
-	ColdBytes   uint64 // BehindBytes above this is a cold read
-	SelfLag     uint64 // entries this node is behind the leader (followers)
-	MaxLag      uint64
-	ConsumerKey string // spreads consumers over followers
+	ColdBytes uint64 // BehindBytes above this is a cold read
+	SelfLag   uint64 // entries this node is behind the leader (followers)
+	MaxLag    uint64
+	// Topic and Queue spread readers over followers: a topic's queues go
+	// round robin over them, so a group's consumers share the followers
+	// evenly, and every reader of one queue lands on the same follower
+	// (whose read cache then holds that queue's entries).
+	Topic string
+	Queue int32
 }
 
 // Suggestion reasons, also used as metric labels.
@@ -61,8 +66,8 @@ const (
 //
 // On the leader: send the consumer to a follower when it reads cold data
 // (further behind than ColdBytes) or the leader is loaded, and a healthy,
-// unloaded follower has applied NeedIndex; spread consumers over such
-// followers by ConsumerKey. Otherwise keep it on the leader.
+// unloaded follower has applied NeedIndex; spread readers over such
+// followers by topic and queue. Otherwise keep it on the leader.
 //
 // On a follower: send the consumer back to the leader when this follower
 // lags more than MaxLag, lacks NeedIndex, or the consumer has caught up with
@@ -87,8 +92,8 @@ func Suggest(in RouteInput) Suggestion {
 		}
 		sort.Slice(ok, func(i, j int) bool { return ok[i].ID < ok[j].ID })
 		h := fnv.New32a()
-		h.Write([]byte(in.ConsumerKey))
-		f := ok[h.Sum32()%uint32(len(ok))]
+		h.Write([]byte(in.Topic))
+		f := ok[(h.Sum32()+uint32(in.Queue))%uint32(len(ok))]
 		reason := ReasonLoaded
 		if cold {
 			reason = ReasonCold

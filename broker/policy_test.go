@@ -17,7 +17,7 @@ func TestSuggest(t *testing.T) {
 	}{
 		{"leader: hot reader stays", RouteInput{SelfIsLeader: true, Self: leader, Followers: []NodeView{f2, f3}, NeedIndex: 90, BehindBytes: 10, ColdBytes: cold},
 			"n1", ReasonHot},
-		{"leader: cold reader goes to a follower", RouteInput{SelfIsLeader: true, Self: leader, Followers: []NodeView{f2, f3}, NeedIndex: 90, BehindBytes: 5000, ColdBytes: cold, ConsumerKey: "c"},
+		{"leader: cold reader goes to a follower", RouteInput{SelfIsLeader: true, Self: leader, Followers: []NodeView{f2, f3}, NeedIndex: 90, BehindBytes: 5000, ColdBytes: cold, Topic: "t"},
 			"", ReasonCold},
 		{"leader: loaded leader sends hot reader away", RouteInput{SelfIsLeader: true, Self: loaded, Followers: []NodeView{f2}, NeedIndex: 90, ColdBytes: cold},
 			"n2", ReasonLoaded},
@@ -60,21 +60,27 @@ func TestSuggest(t *testing.T) {
 	}
 }
 
-// TestSuggestSpreadsConsumers: cold readers are spread over the followers
-// and each consumer sticks to one.
+// TestSuggestSpreadsConsumers: cold readers of a topic's queues are spread
+// evenly over the followers, round robin by queue, and a queue's readers
+// stick to one follower.
 func TestSuggestSpreadsConsumers(t *testing.T) {
-	in := RouteInput{SelfIsLeader: true, Self: NodeView{ID: "n1", Addr: "a1"}, BehindBytes: 10, ColdBytes: 1,
+	in := RouteInput{SelfIsLeader: true, Self: NodeView{ID: "n1", Addr: "a1"}, BehindBytes: 10, ColdBytes: 1, Topic: "orders",
 		Followers: []NodeView{{ID: "n3", Addr: "a3", Healthy: true, Applied: 9}, {ID: "n2", Addr: "a2", Healthy: true, Applied: 9}}}
 	seen := map[string]int{}
-	for i := 0; i < 100; i++ {
-		in.ConsumerKey = string(rune('a'+i%26)) + string(rune('0'+i/26))
+	prev := ""
+	for q := int32(0); q < 100; q++ {
+		in.Queue = q
 		first := Suggest(in).NodeID
 		if again := Suggest(in).NodeID; again != first {
-			t.Fatalf("consumer %s moved from %s to %s", in.ConsumerKey, first, again)
+			t.Fatalf("queue %d moved from %s to %s", q, first, again)
 		}
+		if first == prev {
+			t.Fatalf("queues %d and %d both go to %s: not round robin", q-1, q, first)
+		}
+		prev = first
 		seen[first]++
 	}
-	if seen["n2"] < 20 || seen["n3"] < 20 {
+	if seen["n2"] != 50 || seen["n3"] != 50 {
 		t.Fatalf("unbalanced: %v", seen)
 	}
 }

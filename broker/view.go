@@ -226,7 +226,8 @@ func (b *Broker) suggest(req *PullRequest, rng store.QueueRange, next uint64, at
 		AtTail:       atTail,
 		ColdBytes:    b.cfg.ColdReadBytes,
 		MaxLag:       b.cfg.MaxFollowerLag,
-		ConsumerKey:  req.ConsumerID + "/" + req.Topic + "/" + strconv.Itoa(int(req.Queue)),
+		Topic:        req.Topic,
+		Queue:        req.Queue,
 	}
 	if in.Self.Addr == "" {
 		in.Self.Addr = b.cfg.ClientAddr
