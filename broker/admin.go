@@ -152,7 +152,7 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 	}
 	b.log.Info("added non-voter; waiting for it to catch up", "id", id, "addr", raftAddr)
 	for {
-		if p, ok := b.view.get(id); ok && time.Since(p.lastOK) <= b.fresh() && p.state.Applied+16 >= b.fsm.Applied() {
+		if p, ok := b.view.get(id); ok && p.caughtUp(time.Now(), b.fresh()) {
 			break
 		}
 		select {

@@ -1,0 +1,31 @@
+package broker
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPeerCaughtUp(t *testing.T) {
+	now := time.Now()
+	fresh := time.Second
+	cases := []struct {
+		name            string
+		applied, poller uint64
+		age             time.Duration
+		want            bool
+	}{
+		{"had everything the asker had", 5000, 5000, 0, true},
+		// The asker has applied thousands more since it asked; that must not
+		// keep a caught-up node from promotion.
+		{"16 behind the asker when asked", 4984, 5000, 100 * time.Millisecond, true},
+		{"17 behind", 4983, 5000, 0, false},
+		{"far behind", 100, 5000, 0, false},
+		{"answer too old", 5000, 5000, 2 * time.Second, false},
+	}
+	for _, c := range cases {
+		p := peerState{state: NodeState{Applied: c.applied, PollerApplied: c.poller}, lastOK: now.Add(-c.age)}
+		if got := p.caughtUp(now, fresh); got != c.want {
+			t.Errorf("%s: caughtUp = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
