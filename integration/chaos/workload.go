@@ -101,18 +101,7 @@ func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, 
 		if rng.Intn(5) == 0 {
 			timeout = time.Duration(300+rng.Intn(1200)) * time.Millisecond
 		}
-		sctx, cancel := context.WithTimeout(context.Background(), timeout)
-		op.Invoke = rec.Now()
-		acks, err := p.Send(sctx, w.Topic, msgs...)
-		op.Complete = rec.Now()
-		cancel()
-		op.Outcome = Classify(err)
-		if err != nil {
-			op.Error = err.Error()
-		}
-		for _, a := range acks {
-			op.Acks = append(op.Acks, Ack{Queue: a.Queue, Offset: a.Offset, ID: a.Id})
-		}
+		w.send(p, &op, msgs, timeout, rec)
 		if op.Outcome == OutcomeOK && len(op.Acks) == 0 {
 			op.Error = "acknowledged without acks"
 		}
@@ -148,23 +137,30 @@ func (w *Workload) RunBulk(ctx context.Context, name string, size, perOp int, to
 			msgs[i] = client.Message{Body: b, Queue: &q}
 			op.Messages = append(op.Messages, SentMessage{Body: bname, Hash: BodyHash(b), Queue: q})
 		}
-		sctx, cancel := context.WithTimeout(context.Background(), w.OpTimeout)
-		op.Invoke = rec.Now()
-		acks, err := p.Send(sctx, w.Topic, msgs...)
-		op.Complete = rec.Now()
-		cancel()
-		op.Outcome = Classify(err)
-		if err != nil {
-			op.Error = err.Error()
-		} else {
+		if w.send(p, &op, msgs, w.OpTimeout, rec) == nil {
 			acked += int64(size * perOp)
-		}
-		for _, a := range acks {
-			op.Acks = append(op.Acks, Ack{Queue: a.Queue, Offset: a.Offset, ID: a.Id})
 		}
 		rec.AddOp(op)
 	}
 	return acked
+}
+
+// send sends msgs to the topic with the given deadline and fills in op's
+// times, outcome, error and acks.
+func (w *Workload) send(p *client.Producer, op *Op, msgs []client.Message, timeout time.Duration, rec *Recorder) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	op.Invoke = rec.Now()
+	acks, err := p.Send(ctx, w.Topic, msgs...)
+	op.Complete = rec.Now()
+	op.Outcome = Classify(err)
+	if err != nil {
+		op.Error = err.Error()
+	}
+	for _, a := range acks {
+		op.Acks = append(op.Acks, Ack{Queue: a.Queue, Offset: a.Offset, ID: a.Id})
+	}
+	return err
 }
 
 // RunConsumer polls until ctx ends and records every message received.
