@@ -69,8 +69,8 @@ func TestProcessConsumerSurvivesLeaderKill(t *testing.T) {
 	mu.Lock()
 	killedAt = time.Now()
 	mu.Unlock()
-	c.kill(l.id)
-	nl := c.waitLeader(l.id)
+	c.kill(l.ID)
+	nl := c.waitLeader(l.ID)
 	load.waitAcks(100, 60*time.Second)
 	load.stop()
 	load.checkNoFailures()
@@ -95,7 +95,7 @@ func TestProcessConsumerSurvivesLeaderKill(t *testing.T) {
 	defer mu.Unlock()
 	survivors := 0
 	for id, n := range servedAfterKill {
-		if id != l.id {
+		if id != l.ID {
 			survivors += n
 		}
 	}
@@ -103,5 +103,5 @@ func TestProcessConsumerSurvivesLeaderKill(t *testing.T) {
 		t.Errorf("no surviving node served the consumer after the kill: %v", servedAfterKill)
 	}
 	t.Logf("killed %s, %s leads; after the kill messages were served by %v; %d acknowledged, %d distinct received",
-		l.id, nl.id, servedAfterKill, len(acked), len(got))
+		l.ID, nl.ID, servedAfterKill, len(acked), len(got))
 }

@@ -13,12 +13,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,6 +31,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
 )
 
 const (
@@ -122,163 +122,86 @@ func procBinary(t *testing.T) string {
 	return procBinPath
 }
 
-var (
-	procPortsMu sync.Mutex
-	procPorts   = map[int]bool{}
-)
-
-// procFreePorts returns n ports free on 127.0.0.1, taken from below the
-// kernel's ephemeral range so that no outgoing connection can occupy one
-// while its node is down for a restart.
-func procFreePorts(t *testing.T, n int) []int {
-	t.Helper()
-	lo, hi := 20000, 32000
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if first, err := strconv.Atoi(f[0]); err == nil && first > 11000 && first <= 32768 {
-				hi, lo = first, max(first-12000, 10000)
-			}
-		}
-	}
-	procPortsMu.Lock()
-	defer procPortsMu.Unlock()
-	var out []int
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 2000 {
-			t.Fatal("no free port on 127.0.0.1")
-		}
-		p := lo + rand.IntN(hi-lo)
-		if procPorts[p] {
-			continue
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		procPorts[p] = true
-		out = append(out, p)
-	}
-	return out
-}
-
-// procCluster is a group of raftmq server processes.
+// procCluster is a group of raftmq server processes: a localgroup.Group
+// (the launcher `raftmq demo` and `bench --local` use) whose errors fail the
+// test.
 type procCluster struct {
-	t     *testing.T
-	bin   string
-	dir   string
-	extra []string // flags for every server (may change between restarts)
-
-	mu    sync.Mutex
-	nodes []*procNode
+	t *testing.T
+	g *localgroup.Group
 }
 
 // procNode is one server: its addresses and its current process.
-type procNode struct {
-	id, raft, client, http, data, log string
-	peers                             string // "" for a node added with member add
-
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	waitErr error
-	paused  bool
-}
+type procNode = localgroup.Node
 
 // procStartCluster starts n voters n1..nN with extra server flags and waits
 // for a leader. Every process is killed in t.Cleanup; on failure the tail of
 // every node's log is printed.
 func procStartCluster(t *testing.T, n int, extra ...string) *procCluster {
 	t.Helper()
-	c := &procCluster{t: t, bin: procBinary(t), dir: t.TempDir(), extra: extra}
+	g, err := localgroup.New(localgroup.Config{Exe: procBinary(t), Dir: t.TempDir(), Keep: true, Nodes: n,
+		ServerArgs: extra, StartTimeout: procStartTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &procCluster{t: t, g: g}
 	t.Cleanup(func() {
-		for _, nd := range c.all() {
-			if nd.running() {
-				c.signal(nd.id, syscall.SIGKILL)
-				nd.wait(10 * time.Second)
-			}
-		}
+		g.Close() // SIGKILL to every running node; t.TempDir removes the files
 		if t.Failed() {
-			for _, nd := range c.all() {
-				t.Logf("log of %s:\n%s", nd.id, nd.tail(40))
+			for _, nd := range g.Nodes() {
+				t.Logf("log of %s:\n%s", nd.ID, nd.LogTail(40))
 			}
 		}
 	})
-	var peers []string
-	for i := 1; i <= n; i++ {
-		nd := c.newNode(fmt.Sprintf("n%d", i))
-		peers = append(peers, nd.id+"@"+nd.raft)
-	}
-	for _, nd := range c.all() {
-		nd.peers = strings.Join(peers, ",")
-	}
 	c.startAll()
 	c.waitLeader("")
 	return c
 }
 
-func (c *procCluster) newNode(id string) *procNode {
-	p := procFreePorts(c.t, 3)
-	nd := &procNode{id: id, raft: fmt.Sprintf("127.0.0.1:%d", p[0]), client: fmt.Sprintf("127.0.0.1:%d", p[1]),
-		http: fmt.Sprintf("127.0.0.1:%d", p[2]), data: filepath.Join(c.dir, id), log: filepath.Join(c.dir, id+".log")}
-	c.mu.Lock()
-	c.nodes = append(c.nodes, nd)
-	c.mu.Unlock()
+// addNode allocates (not starts) a node that joins later via member add.
+func (c *procCluster) addNode(id string) *procNode {
+	c.t.Helper()
+	nd, err := c.g.AddNode(id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	return nd
 }
 
-// addNode allocates (not starts) a node that joins later via member add.
-func (c *procCluster) addNode(id string) *procNode { return c.newNode(id) }
-
-func (c *procCluster) all() []*procNode {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]*procNode{}, c.nodes...)
-}
+func (c *procCluster) all() []*procNode { return c.g.Nodes() }
 
 func (c *procCluster) node(id string) *procNode {
-	for _, nd := range c.all() {
-		if nd.id == id {
-			return nd
-		}
+	nd := c.g.Node(id)
+	if nd == nil {
+		c.t.Fatalf("no node %s", id)
 	}
-	c.t.Fatalf("no node %s", id)
-	return nil
+	return nd
 }
 
 // addrs is the comma list of the client addresses of ids (default: all).
 func (c *procCluster) addrs(ids ...string) string {
 	var out []string
 	for _, nd := range c.all() {
-		if len(ids) == 0 || procContains(ids, nd.id) {
-			out = append(out, nd.client)
+		if len(ids) == 0 || slices.Contains(ids, nd.ID) {
+			out = append(out, nd.Client)
 		}
 	}
 	return strings.Join(out, ",")
 }
 
-func procContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-// startAll starts every node that is not running, concurrently.
+// startAll starts, concurrently, every node that is not running, except
+// nodes added for member add that were never started.
 func (c *procCluster) startAll() {
 	c.t.Helper()
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.all()))
 	for i, nd := range c.all() {
-		if nd.running() || (nd.peers == "" && !nd.started()) {
+		if nd.Running() || (nd.Peers == "" && !nd.Started()) {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = c.startErr(nd.id)
+			errs[i] = c.g.Start(context.Background(), nd.ID)
 		}()
 	}
 	wg.Wait()
@@ -290,86 +213,16 @@ func (c *procCluster) startAll() {
 // start starts node id and waits until its client API answers.
 func (c *procCluster) start(id string) {
 	c.t.Helper()
-	if err := c.startErr(id); err != nil {
+	if err := c.g.Start(context.Background(), id); err != nil {
 		c.t.Fatal(err)
 	}
 }
 
-func (c *procCluster) startErr(id string) error {
-	nd := c.node(id)
-	args := []string{"server", "--id", nd.id, "--data", nd.data, "--raft", nd.raft, "--listen", nd.client, "--http", nd.http}
-	if nd.peers != "" {
-		args = append(args, "--peers", nd.peers)
-	}
-	args = append(args, c.extra...)
-	f, err := os.OpenFile(nd.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(f, "=== %s raftmq %s\n", time.Now().Format("15:04:05.000"), strings.Join(args, " "))
-	cmd := exec.Command(c.bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = procEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return fmt.Errorf("start %s: %w", id, err)
-	}
-	exited := make(chan struct{})
-	nd.mu.Lock()
-	nd.cmd, nd.exited, nd.waitErr, nd.paused = cmd, exited, nil, false
-	nd.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		f.Close()
-		nd.mu.Lock()
-		nd.waitErr = err
-		nd.mu.Unlock()
-		close(exited)
-	}()
-	deadline := time.Now().Add(procStartTimeout)
-	for {
-		select {
-		case <-exited:
-			return fmt.Errorf("%s (pid %d) exited during start: %v\n%s", id, cmd.Process.Pid, nd.exitErr(), nd.tail(20))
-		default:
-		}
-		if _, err := procStatusOf(nd.client, time.Second); err == nil {
-			return nil
-		} else if time.Now().After(deadline) {
-			return fmt.Errorf("%s (pid %d) does not answer on %s after %v: %v\n%s", id, cmd.Process.Pid, nd.client, procStartTimeout, err, nd.tail(20))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// procEnv is the environment without RAFTMQ_* variables.
-func procEnv() []string {
-	var env []string
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "RAFTMQ_") {
-			env = append(env, e)
-		}
-	}
-	return env
-}
-
 func (c *procCluster) signal(id string, sig syscall.Signal) int {
-	nd := c.node(id)
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	if nd.cmd == nil || procClosed(nd.exited) {
-		c.t.Fatalf("signal %v: %s is not running", sig, id)
-	}
-	pid := nd.cmd.Process.Pid
-	if err := syscall.Kill(pid, sig); err != nil {
-		c.t.Fatalf("signal %v to %s (pid %d): %v", sig, id, pid, err)
-	}
-	switch sig {
-	case syscall.SIGSTOP:
-		nd.paused = true
-	case syscall.SIGCONT:
-		nd.paused = false
+	c.t.Helper()
+	pid, err := c.g.Signal(id, sig)
+	if err != nil {
+		c.t.Fatal(err)
 	}
 	return pid
 }
@@ -377,9 +230,9 @@ func (c *procCluster) signal(id string, sig syscall.Signal) int {
 // kill sends SIGKILL to node id and waits until it is gone.
 func (c *procCluster) kill(id string) int {
 	c.t.Helper()
-	pid := c.signal(id, syscall.SIGKILL)
-	if !c.node(id).wait(10 * time.Second) {
-		c.t.Fatalf("%s (pid %d) survived SIGKILL for 10s", id, pid)
+	pid, err := c.g.Kill(id)
+	if err != nil {
+		c.t.Fatal(err)
 	}
 	return pid
 }
@@ -387,12 +240,8 @@ func (c *procCluster) kill(id string) int {
 // stop sends SIGTERM to node id and waits (up to 20s) until it has exited.
 func (c *procCluster) stop(id string) {
 	c.t.Helper()
-	pid := c.signal(id, syscall.SIGTERM)
-	if c.node(id).isPaused() {
-		c.signal(id, syscall.SIGCONT)
-	}
-	if !c.node(id).wait(20 * time.Second) {
-		c.t.Fatalf("%s (pid %d) did not exit within 20s of SIGTERM\n%s", id, pid, c.node(id).tail(20))
+	if err := c.g.Stop(id, 20*time.Second); err != nil {
+		c.t.Fatalf("%v\n%s", err, c.node(id).LogTail(20))
 	}
 }
 
@@ -403,26 +252,26 @@ func (c *procCluster) stopAll() {
 	defer func() { c.t.Logf("stopped every node with SIGTERM in %v", time.Since(start).Round(time.Millisecond)) }()
 	var running []*procNode
 	for _, nd := range c.all() {
-		if nd.running() {
-			c.signal(nd.id, syscall.SIGTERM)
+		if nd.Running() {
+			c.signal(nd.ID, syscall.SIGTERM)
 			running = append(running, nd)
 		}
 	}
 	for _, nd := range running {
-		if !nd.wait(25 * time.Second) {
-			c.t.Fatalf("%s did not exit within 25s of SIGTERM\n%s", nd.id, nd.tail(20))
+		if !nd.Wait(25 * time.Second) {
+			c.t.Fatalf("%s did not exit within 25s of SIGTERM\n%s", nd.ID, nd.LogTail(20))
 		}
-		if err := nd.exitErr(); err != nil {
-			c.t.Errorf("%s exited with %v after SIGTERM\n%s", nd.id, err, nd.tail(20))
+		if err := nd.WaitErr(); err != nil {
+			c.t.Errorf("%s exited with %v after SIGTERM\n%s", nd.ID, err, nd.LogTail(20))
 		}
-		b, _ := os.ReadFile(nd.log)
+		b, _ := os.ReadFile(nd.Log)
 		if i := bytes.LastIndex(b, []byte("\n=== ")); i >= 0 {
 			b = b[i:] // the last run only
 		}
 		if bytes.Contains(b, []byte("shutdown took longer than 15s")) {
 			// Seen when every node gets SIGTERM at once: the leader's
 			// hand-over waits for a new leader that never comes.
-			c.t.Logf("NOTE: %s did not finish its graceful shutdown and gave up after 15s", nd.id)
+			c.t.Logf("NOTE: %s did not finish its graceful shutdown and gave up after 15s", nd.ID)
 		}
 	}
 }
@@ -430,102 +279,14 @@ func (c *procCluster) stopAll() {
 func (c *procCluster) pause(id string) int  { return c.signal(id, syscall.SIGSTOP) }
 func (c *procCluster) resume(id string) int { return c.signal(id, syscall.SIGCONT) }
 
-func (nd *procNode) running() bool {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return nd.cmd != nil && !procClosed(nd.exited)
-}
-
-func (nd *procNode) started() bool {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return nd.cmd != nil
-}
-
-func (nd *procNode) isPaused() bool {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return nd.paused
-}
-
-func (nd *procNode) pid() int {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	if nd.cmd == nil {
-		return 0
-	}
-	return nd.cmd.Process.Pid
-}
-
-func (nd *procNode) exitErr() error {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	return nd.waitErr
-}
-
-// wait waits until the current process has exited.
-func (nd *procNode) wait(d time.Duration) bool {
-	nd.mu.Lock()
-	ch := nd.exited
-	nd.mu.Unlock()
-	if ch == nil {
-		return true
-	}
-	select {
-	case <-ch:
-		return true
-	case <-time.After(d):
-		return false
-	}
-}
-
-// tail returns the last n lines of the node's log.
-func (nd *procNode) tail(n int) string {
-	b, err := os.ReadFile(nd.log)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return "    " + strings.Join(lines, "\n    ")
-}
-
-func procClosed(ch chan struct{}) bool {
-	if ch == nil {
-		return false
-	}
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // procStatusOf asks one node for its status over a fresh connection (a
 // refused gRPC connection waits a second before it dials again).
 func procStatusOf(addr string, timeout time.Duration) (*api.StatusResponse, error) {
-	cl, err := client.New(client.Config{Servers: []string{addr}, RequestTimeout: timeout})
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	return cl.StatusOf(ctx, addr)
+	return localgroup.StatusOnce(context.Background(), addr, timeout)
 }
 
 // procSelf is the answering node's own entry of st.
-func procSelf(st *api.StatusResponse) *api.NodeStatus {
-	for _, n := range st.Nodes {
-		if n.Id == st.AnsweredBy {
-			return n
-		}
-	}
-	return nil
-}
+func procSelf(st *api.StatusResponse) *api.NodeStatus { return localgroup.SelfStatus(st) }
 
 // leaderNow asks every running, unpaused node and returns the leader of the
 // highest term reported (with that answer), or nil.
@@ -533,14 +294,14 @@ func (c *procCluster) leaderNow() (*procNode, *api.StatusResponse) {
 	type answer struct{ st *api.StatusResponse }
 	var nodes []*procNode
 	for _, nd := range c.all() {
-		if nd.running() && !nd.isPaused() {
+		if nd.Running() && !nd.Paused() {
 			nodes = append(nodes, nd)
 		}
 	}
 	ch := make(chan *api.StatusResponse, len(nodes))
 	for _, nd := range nodes {
 		go func() {
-			st, err := procStatusOf(nd.client, time.Second)
+			st, err := procStatusOf(nd.Client, time.Second)
 			if err != nil {
 				st = nil
 			}
@@ -557,7 +318,7 @@ func (c *procCluster) leaderNow() (*procNode, *api.StatusResponse) {
 		return nil, nil
 	}
 	for _, nd := range c.all() {
-		if nd.id == best.LeaderId {
+		if nd.ID == best.LeaderId {
 			return nd, best
 		}
 	}
@@ -573,8 +334,8 @@ func (c *procCluster) waitLeader(not string) *procNode {
 		if nd == nil {
 			return false, "no node knows a leader"
 		}
-		if nd.id == not || !nd.running() || nd.isPaused() {
-			return false, fmt.Sprintf("leader is %s (term %d)", nd.id, st.Term)
+		if nd.ID == not || !nd.Running() || nd.Paused() {
+			return false, fmt.Sprintf("leader is %s (term %d)", nd.ID, st.Term)
 		}
 		leader = nd
 		return true, ""
@@ -593,7 +354,7 @@ func (c *procCluster) waitFollower(id string, timeout time.Duration) {
 		if l == nil {
 			return false, "no leader"
 		}
-		lst, err := procStatusOf(l.client, time.Second)
+		lst, err := procStatusOf(l.Client, time.Second)
 		if err != nil {
 			return false, "leader does not answer: " + err.Error()
 		}
@@ -607,7 +368,7 @@ func (c *procCluster) waitFollower(id string, timeout time.Duration) {
 				healthy = n.Healthy
 			}
 		}
-		st, err := procStatusOf(nd.client, time.Second)
+		st, err := procStatusOf(nd.Client, time.Second)
 		if err != nil {
 			return false, "does not answer: " + err.Error()
 		}
@@ -638,15 +399,15 @@ func (c *procCluster) waitConverged(timeout time.Duration) uint64 {
 		same := true
 		var first uint64
 		for i, nd := range c.runningNodes() {
-			st, err := procStatusOf(nd.client, time.Second)
+			st, err := procStatusOf(nd.Client, time.Second)
 			if err != nil {
-				return false, nd.id + " does not answer: " + err.Error()
+				return false, nd.ID + " does not answer: " + err.Error()
 			}
 			self := procSelf(st)
 			if self == nil {
-				return false, nd.id + " does not list itself"
+				return false, nd.ID + " does not list itself"
 			}
-			parts = append(parts, fmt.Sprintf("%s %d", nd.id, self.AppliedIndex))
+			parts = append(parts, fmt.Sprintf("%s %d", nd.ID, self.AppliedIndex))
 			if i == 0 {
 				first = self.AppliedIndex
 			} else if self.AppliedIndex != first {
@@ -662,7 +423,7 @@ func (c *procCluster) waitConverged(timeout time.Duration) uint64 {
 func (c *procCluster) runningNodes() []*procNode {
 	var out []*procNode
 	for _, nd := range c.all() {
-		if nd.running() {
+		if nd.Running() {
 			out = append(out, nd)
 		}
 	}
@@ -687,8 +448,8 @@ func (c *procCluster) client() *client.Client {
 func (c *procCluster) cli(stdin string, args ...string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), procCLITimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.bin, args...)
-	cmd.Env = procEnv()
+	cmd := exec.CommandContext(ctx, procBinary(c.t), args...)
+	cmd.Env = localgroup.Env()
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
@@ -883,7 +644,7 @@ type procLoc struct {
 // the node at addr (raw Pull, no redirection) and returns location -> body.
 func procReadNode(t *testing.T, nd *procNode, topic string, end map[int32]uint64) map[procLoc]string {
 	t.Helper()
-	conn, err := grpc.NewClient(nd.client, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(nd.Client, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
 		t.Fatal(err)
@@ -896,7 +657,7 @@ func procReadNode(t *testing.T, nd *procNode, topic string, end map[int32]uint64
 		deadline := time.Now().Add(30 * time.Second)
 		for off < e {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: queue %d: read up to %d of %d in 30s", nd.id, q, off, e)
+				t.Fatalf("%s: queue %d: read up to %d of %d in 30s", nd.ID, q, off, e)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			r, err := bc.Pull(ctx, &api.PullRequest{Topic: topic, Queue: q, Offset: off, MaxMessages: 1000, MaxBytes: 8 << 20})
@@ -905,12 +666,12 @@ func procReadNode(t *testing.T, nd *procNode, topic string, end map[int32]uint64
 				time.Sleep(50 * time.Millisecond)
 				continue
 			}
-			if r.ServedBy != nd.id {
-				t.Fatalf("pull sent to %s was served by %s", nd.id, r.ServedBy)
+			if r.ServedBy != nd.ID {
+				t.Fatalf("pull sent to %s was served by %s", nd.ID, r.ServedBy)
 			}
 			for _, m := range r.Messages {
 				if m.Offset != off {
-					t.Fatalf("%s: queue %d: got offset %d, want %d (offsets must be dense)", nd.id, q, m.Offset, off)
+					t.Fatalf("%s: queue %d: got offset %d, want %d (offsets must be dense)", nd.ID, q, m.Offset, off)
 				}
 				out[procLoc{q, m.Offset}] = string(m.Body)
 				off++
@@ -1037,7 +798,7 @@ func procVerify(t *testing.T, c *procCluster, cl *client.Client, topic string, a
 	}
 	// Every running node holds the same messages.
 	for _, nd := range c.runningNodes() {
-		if nd.isPaused() {
+		if nd.Paused() {
 			continue
 		}
 		held := procReadNode(t, nd, topic, end)
@@ -1046,7 +807,7 @@ func procVerify(t *testing.T, c *procCluster, cl *client.Client, topic string, a
 			if held[l] != string(r.Body) {
 				diff++
 				if diff <= 3 {
-					t.Errorf("%s: queue %d offset %d holds %q, the group delivered %q", nd.id, l.q, l.off, held[l], r.Body)
+					t.Errorf("%s: queue %d offset %d holds %q, the group delivered %q", nd.ID, l.q, l.off, held[l], r.Body)
 				}
 			}
 		}

@@ -95,12 +95,12 @@ func TestProcessCLI(t *testing.T) {
 	leader := c.waitLeader("")
 	var followers []*procNode
 	for _, nd := range c.all() {
-		if nd.id != leader.id {
+		if nd.ID != leader.ID {
 			followers = append(followers, nd)
 		}
 	}
 	f1, f2 := followers[0], followers[1]
-	t.Logf("group up in %v: leader %s, followers %s %s", time.Since(start).Round(time.Millisecond), leader.id, f1.id, f2.id)
+	t.Logf("group up in %v: leader %s, followers %s %s", time.Since(start).Round(time.Millisecond), leader.ID, f1.ID, f2.ID)
 
 	out := c.mustCLI("", "topic", "create", "orders", "--queues", "4", "-s", c.addrs())
 	if !strings.Contains(out, "created topic orders with 4 queues") {
@@ -113,8 +113,8 @@ func TestProcessCLI(t *testing.T) {
 	}
 
 	// Produce through a follower (it forwards), consume through the other.
-	acks := procProduceCLI(t, c, "orders", f1.client, procLines("order", 1, 50))
-	out = c.mustCLI("", "consume", "--topic", "orders", "--group", "billing", "--from", "earliest", "--format", "json", "-s", f2.client)
+	acks := procProduceCLI(t, c, "orders", f1.Client, procLines("order", 1, 50))
+	out = c.mustCLI("", "consume", "--topic", "orders", "--group", "billing", "--from", "earliest", "--format", "json", "-s", f2.Client)
 	msgs := procJSONLines[procCLIMessage](t, out)
 	if len(msgs) != 50 {
 		t.Fatalf("consume printed %d messages, want 50:\n%s", len(msgs), procCut(out, 2000))
@@ -132,7 +132,7 @@ func TestProcessCLI(t *testing.T) {
 		}
 	}
 	// The group committed its offsets: nothing new for it.
-	if out := c.mustCLI("", "consume", "--topic", "orders", "--group", "billing", "--format", "json", "-s", leader.client); strings.TrimSpace(out) != "" {
+	if out := c.mustCLI("", "consume", "--topic", "orders", "--group", "billing", "--format", "json", "-s", leader.Client); strings.TrimSpace(out) != "" {
 		t.Errorf("billing consumed again after committing:\n%s", procCut(out, 500))
 	}
 
@@ -165,20 +165,20 @@ func TestProcessCLI(t *testing.T) {
 	}
 
 	// Crash a follower, write without it, bring it back, write through it.
-	pid := c.kill(f1.id)
-	t.Logf("SIGKILL %s (pid %d)", f1.id, pid)
-	acks = append(acks, procProduceCLI(t, c, "orders", c.addrs(leader.id, f2.id), procLines("order", 51, 50))...)
-	c.start(f1.id)
-	c.waitFollower(f1.id, 60*time.Second)
-	acks = append(acks, procProduceCLI(t, c, "orders", f1.client, procLines("order", 101, 50))...)
+	pid := c.kill(f1.ID)
+	t.Logf("SIGKILL %s (pid %d)", f1.ID, pid)
+	acks = append(acks, procProduceCLI(t, c, "orders", c.addrs(leader.ID, f2.ID), procLines("order", 51, 50))...)
+	c.start(f1.ID)
+	c.waitFollower(f1.ID, 60*time.Second)
+	acks = append(acks, procProduceCLI(t, c, "orders", f1.Client, procLines("order", 101, 50))...)
 	c.waitConverged(30 * time.Second)
 	cl := c.client()
 	if n := procVerify(t, c, cl, "orders", acks); n != 150 {
 		t.Errorf("topic holds %d messages, want 150", n)
 	}
-	out = c.mustCLI("", "consume", "--topic", "orders", "--group", "audit", "--format", "json", "-s", f1.client)
+	out = c.mustCLI("", "consume", "--topic", "orders", "--group", "audit", "--format", "json", "-s", f1.Client)
 	if n := len(procJSONLines[procCLIMessage](t, out)); n != 150 {
-		t.Errorf("consume via restarted %s: %d messages, want 150", f1.id, n)
+		t.Errorf("consume via restarted %s: %d messages, want 150", f1.ID, n)
 	}
 
 	// Stop the whole group gracefully and start it again.
@@ -213,16 +213,16 @@ func TestProcessKillLeaderRepeatedly(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		l := c.waitLeader("")
 		t0 := time.Now()
-		pid := c.kill(l.id)
-		nl := c.waitLeader(l.id)
+		pid := c.kill(l.ID)
+		nl := c.waitLeader(l.ID)
 		elected := time.Since(t0)
 		load.waitAcks(20, 60*time.Second)
 		gap := load.gapAfter(t0)
 		pauses = append(pauses, gap)
 		t.Logf("kill %d: SIGKILL leader %s (pid %d); %s leads (seen after %v); longest write pause %v",
-			i, l.id, pid, nl.id, elected.Round(time.Millisecond), gap.Round(time.Millisecond))
-		c.start(l.id)
-		c.waitFollower(l.id, 60*time.Second)
+			i, l.ID, pid, nl.ID, elected.Round(time.Millisecond), gap.Round(time.Millisecond))
+		c.start(l.ID)
+		c.waitFollower(l.ID, 60*time.Second)
 	}
 	load.waitAcks(20, 30*time.Second)
 	load.stop()
@@ -249,15 +249,15 @@ func TestProcessPauseLeader(t *testing.T) {
 
 	l := c.waitLeader("")
 	t0 := time.Now()
-	pid := c.pause(l.id)
-	nl := c.waitLeader(l.id)
-	t.Logf("SIGSTOP leader %s (pid %d); %s leads after %v", l.id, pid, nl.id, time.Since(t0).Round(time.Millisecond))
+	pid := c.pause(l.ID)
+	nl := c.waitLeader(l.ID)
+	t.Logf("SIGSTOP leader %s (pid %d); %s leads after %v", l.ID, pid, nl.ID, time.Since(t0).Round(time.Millisecond))
 	load.waitAcks(50, 60*time.Second)
 	t.Logf("writes resumed; longest write pause %v", load.gapAfter(t0).Round(time.Millisecond))
 	time.Sleep(500 * time.Millisecond)
-	c.resume(l.id)
-	c.waitFollower(l.id, 60*time.Second)
-	t.Logf("%s rejoined as a follower %v after SIGSTOP", l.id, time.Since(t0).Round(time.Millisecond))
+	c.resume(l.ID)
+	c.waitFollower(l.ID, 60*time.Second)
+	t.Logf("%s rejoined as a follower %v after SIGSTOP", l.ID, time.Since(t0).Round(time.Millisecond))
 	load.waitAcks(50, 30*time.Second)
 	load.stop()
 	load.checkNoFailures()
@@ -285,8 +285,8 @@ func TestProcessLeaderTransfer(t *testing.T) {
 		l := c.waitLeader("")
 		var to string
 		for _, nd := range c.all() {
-			if nd.id != l.id {
-				to = nd.id
+			if nd.ID != l.ID {
+				to = nd.ID
 			}
 		}
 		t0 := time.Now()
@@ -296,13 +296,13 @@ func TestProcessLeaderTransfer(t *testing.T) {
 		}
 		procWaitFor(t, 10*time.Second, "every node to see "+to+" lead", func() (bool, string) {
 			nd, st := c.leaderNow()
-			if nd == nil || nd.id != to {
+			if nd == nil || nd.ID != to {
 				return false, fmt.Sprintf("leader %v", st)
 			}
 			return true, ""
 		})
 		load.waitAcks(100, 30*time.Second)
-		t.Logf("transfer %s -> %s: CLI says %q; longest write pause %v", l.id, to, strings.TrimSpace(out), load.gapAfter(t0).Round(time.Microsecond))
+		t.Logf("transfer %s -> %s: CLI says %q; longest write pause %v", l.ID, to, strings.TrimSpace(out), load.gapAfter(t0).Round(time.Microsecond))
 	}
 	load.stop()
 	load.checkNoFailures()
@@ -310,13 +310,13 @@ func TestProcessLeaderTransfer(t *testing.T) {
 
 	// Preferred leader n1 on every server.
 	c.stopAll()
-	c.extra = append(c.extra, "--preferred-leader", "n1")
+	c.g.AddServerArgs("--preferred-leader", "n1")
 	c.startAll()
 	waitN1 := func(what string) {
 		t0 := time.Now()
 		procWaitFor(t, 60*time.Second, "n1 to lead "+what, func() (bool, string) {
 			nd, st := c.leaderNow()
-			if nd == nil || nd.id != "n1" {
+			if nd == nil || nd.ID != "n1" {
 				return false, fmt.Sprintf("leader %v", st.GetLeaderId())
 			}
 			return true, ""
@@ -328,7 +328,7 @@ func TestProcessLeaderTransfer(t *testing.T) {
 	load2.waitAcks(50, 30*time.Second)
 	c.kill("n1")
 	nl := c.waitLeader("n1")
-	t.Logf("killed n1; %s leads", nl.id)
+	t.Logf("killed n1; %s leads", nl.ID)
 	load2.waitAcks(50, 60*time.Second)
 	c.start("n1")
 	waitN1("again after its restart")
@@ -359,7 +359,7 @@ func TestProcessMembership(t *testing.T) {
 
 	n4 := c.addNode("n4")
 	c.start("n4")
-	out := c.mustCLI("", "member", "add", "n4@"+n4.raft, "-s", voters)
+	out := c.mustCLI("", "member", "add", "n4@"+n4.Raft, "-s", voters)
 	if !strings.Contains(out, "n4 added (voter: true)") {
 		t.Fatalf("member add printed %q", out)
 	}
@@ -383,7 +383,7 @@ func TestProcessMembership(t *testing.T) {
 	procVerify(t, c, cl, "members", load.acked())
 
 	// Remove n4 (moving leadership away first should it lead).
-	if l := c.waitLeader(""); l.id == "n4" {
+	if l := c.waitLeader(""); l.ID == "n4" {
 		c.mustCLI("", "leader", "transfer", "--to", "n1", "-s", voters)
 	}
 	out = c.mustCLI("", "member", "remove", "n4", "-s", voters)
@@ -403,17 +403,17 @@ func TestProcessMembership(t *testing.T) {
 
 	// Unsafe removals are refused without --force.
 	l := c.waitLeader("")
-	_, errOut, err := c.cli("", "member", "remove", l.id, "-s", voters)
+	_, errOut, err := c.cli("", "member", "remove", l.ID, "-s", voters)
 	if err == nil {
-		t.Fatalf("removing the leader %s without --force succeeded", l.id)
+		t.Fatalf("removing the leader %s without --force succeeded", l.ID)
 	}
 	if !strings.Contains(errOut, "leader") || !strings.Contains(errOut, "--force") {
 		t.Errorf("removing the leader: unclear message %q", errOut)
 	}
 	var follower string
 	for _, nd := range c.runningNodes() {
-		if nd.id != l.id {
-			follower = nd.id
+		if nd.ID != l.ID {
+			follower = nd.ID
 		}
 	}
 	_, errOut, err = c.cli("", "member", "remove", follower, "-s", voters)

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/raftmq/raftmq/client/bench"
+	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
 )
 
 // benchFlags returns fresh flags for one bench subcommand (addEnv appends
@@ -87,7 +88,7 @@ func benchCommand() *cli.Command {
 // benchTarget is where a bench runs: the -s servers, or a local group.
 type benchTarget struct {
 	servers []string
-	group   *localGroup
+	group   *localgroup.Group
 }
 
 func startBenchTarget(c *cli.Context) (*benchTarget, error) {
@@ -104,7 +105,7 @@ func startBenchTarget(c *cli.Context) (*benchTarget, error) {
 	for _, f := range c.StringSlice("server-flag") {
 		args = append(args, strings.Fields(f)...)
 	}
-	g, err := newLocalGroup(localGroupConfig{Nodes: 3, Dir: c.String("local-dir"), Keep: c.IsSet("local-dir"), ServerArgs: args})
+	g, err := localgroup.New(localgroup.Config{Nodes: 3, Dir: c.String("local-dir"), Keep: c.IsSet("local-dir"), ServerArgs: args})
 	if err != nil {
 		return nil, err
 	}

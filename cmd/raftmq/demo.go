@@ -21,6 +21,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
 )
 
 func demoCommand() *cli.Command {
@@ -209,7 +210,7 @@ func runDemo(c *cli.Context) (err error) {
 		if c.IsSet("log-store") {
 			sargs = append(sargs, "--log-store", c.String("log-store"))
 		}
-		g, err := newLocalGroup(localGroupConfig{Nodes: 3, Dir: c.String("dir"), Keep: c.Bool("keep"), ServerArgs: sargs})
+		g, err := localgroup.New(localgroup.Config{Nodes: 3, Dir: c.String("dir"), Keep: c.Bool("keep"), ServerArgs: sargs})
 		if err != nil {
 			return err
 		}
@@ -509,7 +510,7 @@ func (d *demo) longestGap(from time.Duration) (gap, end time.Duration) {
 func (d *demo) waitLeader(ctx context.Context, not string) (*api.StatusResponse, error) {
 	var last error
 	for {
-		st, err := leaderStatus(ctx, d.grp.Addrs(), 500*time.Millisecond)
+		st, err := localgroup.LeaderStatus(ctx, d.grp.Addrs(), 500*time.Millisecond)
 		if err == nil && st.LeaderId != not && st.LeaderAddress != "" {
 			return st, nil
 		}
@@ -541,7 +542,7 @@ func (d *demo) waitRejoin(ctx context.Context, id string, timeout time.Duration)
 	var why string
 	for {
 		why = func() string {
-			lst, err := leaderStatus(ctx, d.grp.Addrs(), 500*time.Millisecond)
+			lst, err := localgroup.LeaderStatus(ctx, d.grp.Addrs(), 500*time.Millisecond)
 			if err != nil {
 				return err.Error()
 			}
@@ -563,7 +564,7 @@ func (d *demo) waitRejoin(ctx context.Context, id string, timeout time.Duration)
 				if err != nil {
 					return "leader does not answer: " + err.Error()
 				}
-				if self := selfStatus(l); self != nil {
+				if self := localgroup.SelfStatus(l); self != nil {
 					leaderApplied = self.AppliedIndex
 				}
 			}
@@ -573,7 +574,7 @@ func (d *demo) waitRejoin(ctx context.Context, id string, timeout time.Duration)
 			if err != nil {
 				return "does not answer: " + err.Error()
 			}
-			self := selfStatus(st)
+			self := localgroup.SelfStatus(st)
 			switch {
 			case self == nil:
 				return "does not list itself"
@@ -620,7 +621,7 @@ func (d *demo) converge(ctx context.Context) error {
 			if err != nil {
 				continue
 			}
-			if self := selfStatus(st); self != nil {
+			if self := localgroup.SelfStatus(st); self != nil {
 				applied[self.Id] = self.AppliedIndex
 				ids = append(ids, self.Id)
 			}
@@ -863,8 +864,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// localDemoGroup adapts localGroup to the demo.
-type localDemoGroup struct{ g *localGroup }
+// localDemoGroup adapts localgroup.Group to the demo.
+type localDemoGroup struct{ g *localgroup.Group }
 
 func (l *localDemoGroup) Describe() string {
 	var parts []string
@@ -944,7 +945,7 @@ func newComposeGroup(ctx context.Context, file string) (*composeGroup, error) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := leaderStatus(sctx, g.Addrs(), 2*time.Second); err != nil {
+	if _, err := localgroup.LeaderStatus(sctx, g.Addrs(), 2*time.Second); err != nil {
 		return nil, fmt.Errorf("--docker: the compose group at %s has no leader (run `make up` first): %w", strings.Join(g.Addrs(), ","), err)
 	}
 	return g, nil
@@ -984,7 +985,7 @@ func (g *composeGroup) Addrs() []string {
 func (g *composeGroup) service(id string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if st, err := leaderStatus(ctx, g.Addrs(), 2*time.Second); err == nil {
+	if st, err := localgroup.LeaderStatus(ctx, g.Addrs(), 2*time.Second); err == nil {
 		for _, n := range st.Nodes {
 			if n.Id != id {
 				continue

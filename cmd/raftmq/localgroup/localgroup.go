@@ -1,4 +1,4 @@
-package main
+package localgroup
 
 import (
 	"bytes"
@@ -20,27 +20,27 @@ import (
 	"github.com/raftmq/raftmq/client"
 )
 
-// localGroup runs the nodes of a broker group as `raftmq server` child
+// Group runs the nodes of a broker group as `raftmq server` child
 // processes of this executable on free 127.0.0.1 ports, each with its data
 // directory and log file under one directory. It controls them by PID only:
 // start, SIGKILL, SIGSTOP/SIGCONT, SIGTERM, restart. The demo and the bench
 // commands use it.
 //
-//	g, err := newLocalGroup(localGroupConfig{Nodes: 3})
+//	g, err := New(Config{Nodes: 3})
 //	defer g.Close()
 //	err = g.StartAll(ctx)
 //	leader, st, err := g.WaitLeader(ctx, "")
-type localGroup struct {
-	cfg    localGroupConfig
+type Group struct {
+	cfg    Config
 	dir    string
 	tmpDir bool // dir was created here and is removed by Close unless Keep
 
 	mu    sync.Mutex
-	nodes []*localNode
+	nodes []*Node
 }
 
-// localGroupConfig configures a localGroup.
-type localGroupConfig struct {
+// Config configures a Group.
+type Config struct {
 	// Exe is the raftmq binary; default os.Executable().
 	Exe string
 	// Dir holds every node's data directory and log; default a new temporary
@@ -55,8 +55,8 @@ type localGroupConfig struct {
 	StartTimeout time.Duration
 }
 
-// localNode is one server process (and its identity across restarts).
-type localNode struct {
+// Node is one server process (and its identity across restarts).
+type Node struct {
 	ID     string
 	Raft   string // raft address
 	Client string // client API address
@@ -72,7 +72,7 @@ type localNode struct {
 	paused  bool
 }
 
-func newLocalGroup(cfg localGroupConfig) (*localGroup, error) {
+func New(cfg Config) (*Group, error) {
 	if cfg.Exe == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -83,7 +83,7 @@ func newLocalGroup(cfg localGroupConfig) (*localGroup, error) {
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 15 * time.Second
 	}
-	g := &localGroup{cfg: cfg, dir: cfg.Dir}
+	g := &Group{cfg: cfg, dir: cfg.Dir}
 	if g.dir == "" {
 		d, err := os.MkdirTemp("", "raftmq-group-")
 		if err != nil {
@@ -108,12 +108,12 @@ func newLocalGroup(cfg localGroupConfig) (*localGroup, error) {
 	return g, nil
 }
 
-func (g *localGroup) newNode(id string) (*localNode, error) {
-	ports, err := freePorts(3)
+func (g *Group) newNode(id string) (*Node, error) {
+	ports, err := FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
-	n := &localNode{ID: id,
+	n := &Node{ID: id,
 		Raft: "127.0.0.1:" + strconv.Itoa(ports[0]), Client: "127.0.0.1:" + strconv.Itoa(ports[1]), HTTP: "127.0.0.1:" + strconv.Itoa(ports[2]),
 		Data: filepath.Join(g.dir, id), Log: filepath.Join(g.dir, id+".log")}
 	g.mu.Lock()
@@ -124,7 +124,7 @@ func (g *localGroup) newNode(id string) (*localNode, error) {
 
 // AddNode allocates a node that is not part of the initial voters: it starts
 // without --peers and waits to be added with `member add`. Start it with Start.
-func (g *localGroup) AddNode(id string) (*localNode, error) {
+func (g *Group) AddNode(id string) (*Node, error) {
 	if g.Node(id) != nil {
 		return nil, fmt.Errorf("node %s exists", id)
 	}
@@ -132,24 +132,31 @@ func (g *localGroup) AddNode(id string) (*localNode, error) {
 }
 
 // SetKeep decides whether Close leaves the group directory behind.
-func (g *localGroup) SetKeep(keep bool) {
+func (g *Group) SetKeep(keep bool) {
 	g.mu.Lock()
 	g.cfg.Keep = keep
 	g.mu.Unlock()
 }
 
+// AddServerArgs adds flags for every server started from now on.
+func (g *Group) AddServerArgs(args ...string) {
+	g.mu.Lock()
+	g.cfg.ServerArgs = append(g.cfg.ServerArgs, args...)
+	g.mu.Unlock()
+}
+
 // Dir is the directory of the group's data and logs.
-func (g *localGroup) Dir() string { return g.dir }
+func (g *Group) Dir() string { return g.dir }
 
 // Nodes returns every node, started or not.
-func (g *localGroup) Nodes() []*localNode {
+func (g *Group) Nodes() []*Node {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return append([]*localNode{}, g.nodes...)
+	return append([]*Node{}, g.nodes...)
 }
 
 // Node returns the node with id, or nil.
-func (g *localGroup) Node(id string) *localNode {
+func (g *Group) Node(id string) *Node {
 	for _, n := range g.Nodes() {
 		if n.ID == id {
 			return n
@@ -159,7 +166,7 @@ func (g *localGroup) Node(id string) *localNode {
 }
 
 // NodeByClient returns the node whose client address is addr, or nil.
-func (g *localGroup) NodeByClient(addr string) *localNode {
+func (g *Group) NodeByClient(addr string) *Node {
 	for _, n := range g.Nodes() {
 		if n.Client == addr {
 			return n
@@ -169,7 +176,7 @@ func (g *localGroup) NodeByClient(addr string) *localNode {
 }
 
 // ClientAddrs is the comma list of every node's client address (for -s).
-func (g *localGroup) ClientAddrs() string {
+func (g *Group) ClientAddrs() string {
 	var out []string
 	for _, n := range g.Nodes() {
 		out = append(out, n.Client)
@@ -179,7 +186,7 @@ func (g *localGroup) ClientAddrs() string {
 
 // StartAll starts every node that is not running, all at once, and waits
 // until each answers on its client API.
-func (g *localGroup) StartAll(ctx context.Context) error {
+func (g *Group) StartAll(ctx context.Context) error {
 	nodes := g.Nodes()
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
@@ -200,7 +207,7 @@ func (g *localGroup) StartAll(ctx context.Context) error {
 // Start starts node id (again, with its data) and waits until its client
 // API answers. A process that exits meanwhile is reported with the tail of
 // its log.
-func (g *localGroup) Start(ctx context.Context, id string) error {
+func (g *Group) Start(ctx context.Context, id string) error {
 	n := g.Node(id)
 	if n == nil {
 		return fmt.Errorf("no node %s", id)
@@ -212,7 +219,9 @@ func (g *localGroup) Start(ctx context.Context, id string) error {
 	if n.Peers != "" {
 		args = append(args, "--peers", n.Peers)
 	}
+	g.mu.Lock()
 	args = append(args, g.cfg.ServerArgs...)
+	g.mu.Unlock()
 	logf, err := os.OpenFile(n.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("open %s log: %w", id, err)
@@ -220,7 +229,7 @@ func (g *localGroup) Start(ctx context.Context, id string) error {
 	fmt.Fprintf(logf, "=== %s %s %s\n", time.Now().Format("15:04:05.000"), g.cfg.Exe, strings.Join(args, " "))
 	cmd := exec.Command(g.cfg.Exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = serverEnv()
+	cmd.Env = Env()
 	// Own process group: a Ctrl-C of the terminal reaches only the parent,
 	// which decides what happens to the nodes. Pdeathsig: nodes die with
 	// the parent even when it is killed.
@@ -251,7 +260,7 @@ func (g *localGroup) Start(ctx context.Context, id string) error {
 		}
 		// A fresh connection each time: a gRPC connection that was refused
 		// waits a second before it dials again.
-		_, err := statusOnce(ctx, n.Client, time.Second)
+		_, err := StatusOnce(ctx, n.Client, time.Second)
 		if err == nil {
 			return nil
 		}
@@ -269,9 +278,9 @@ func (g *localGroup) Start(ctx context.Context, id string) error {
 	}
 }
 
-// serverEnv is this process's environment without RAFTMQ_* variables, so
+// Env is this process's environment without RAFTMQ_* variables, so
 // that a user's settings for the client commands do not reach the servers.
-func serverEnv() []string {
+func Env() []string {
 	var env []string
 	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, "RAFTMQ_") {
@@ -283,13 +292,13 @@ func serverEnv() []string {
 
 // Kill sends SIGKILL to node id and waits until the process is gone. It
 // returns the killed PID.
-func (g *localGroup) Kill(id string) (int, error) {
+func (g *Group) Kill(id string) (int, error) {
 	return g.signalAndWait(id, syscall.SIGKILL, 10*time.Second)
 }
 
 // Stop sends SIGTERM (a leader hands over leadership first) and waits up to
 // timeout, then SIGKILL.
-func (g *localGroup) Stop(id string, timeout time.Duration) error {
+func (g *Group) Stop(id string, timeout time.Duration) error {
 	pid, err := g.signalAndWait(id, syscall.SIGTERM, timeout)
 	if err == nil {
 		return nil
@@ -301,7 +310,7 @@ func (g *localGroup) Stop(id string, timeout time.Duration) error {
 }
 
 // Restart stops node id (SIGKILL if still running) and starts it again.
-func (g *localGroup) Restart(ctx context.Context, id string) error {
+func (g *Group) Restart(ctx context.Context, id string) error {
 	if n := g.Node(id); n != nil && n.Running() {
 		if _, err := g.Kill(id); err != nil {
 			return err
@@ -311,16 +320,14 @@ func (g *localGroup) Restart(ctx context.Context, id string) error {
 }
 
 // Pause sends SIGSTOP to node id.
-func (g *localGroup) Pause(id string) (int, error) {
-	return g.signal(id, syscall.SIGSTOP, true)
-}
+func (g *Group) Pause(id string) (int, error) { return g.Signal(id, syscall.SIGSTOP) }
 
 // Resume sends SIGCONT to node id.
-func (g *localGroup) Resume(id string) (int, error) {
-	return g.signal(id, syscall.SIGCONT, false)
-}
+func (g *Group) Resume(id string) (int, error) { return g.Signal(id, syscall.SIGCONT) }
 
-func (g *localGroup) signal(id string, sig syscall.Signal, paused bool) (int, error) {
+// Signal sends sig to node id's process and returns its PID; it does not
+// wait. SIGSTOP and SIGCONT are remembered for Paused.
+func (g *Group) Signal(id string, sig syscall.Signal) (int, error) {
 	n := g.Node(id)
 	if n == nil {
 		return 0, fmt.Errorf("no node %s", id)
@@ -335,17 +342,17 @@ func (g *localGroup) signal(id string, sig syscall.Signal, paused bool) (int, er
 		return pid, fmt.Errorf("signal %v to %s (pid %d): %w", sig, id, pid, err)
 	}
 	if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
-		n.paused = paused
+		n.paused = sig == syscall.SIGSTOP
 	}
 	return pid, nil
 }
 
-func (g *localGroup) signalAndWait(id string, sig syscall.Signal, timeout time.Duration) (int, error) {
+func (g *Group) signalAndWait(id string, sig syscall.Signal, timeout time.Duration) (int, error) {
 	n := g.Node(id)
 	if n == nil {
 		return 0, fmt.Errorf("no node %s", id)
 	}
-	pid, err := g.signal(id, sig, false)
+	pid, err := g.Signal(id, sig)
 	if err != nil {
 		return pid, err
 	}
@@ -365,7 +372,7 @@ func (g *localGroup) signalAndWait(id string, sig syscall.Signal, timeout time.D
 
 // Close kills every running node (SIGKILL) and removes the group directory
 // if it created it and Keep is off.
-func (g *localGroup) Close() error {
+func (g *Group) Close() error {
 	for _, n := range g.Nodes() {
 		if n.Running() {
 			g.Kill(n.ID)
@@ -381,7 +388,7 @@ func (g *localGroup) Close() error {
 }
 
 // StopAll stops every running node with SIGTERM, in parallel.
-func (g *localGroup) StopAll(timeout time.Duration) error {
+func (g *Group) StopAll(timeout time.Duration) error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
@@ -406,14 +413,14 @@ func (g *localGroup) StopAll(timeout time.Duration) error {
 // Leader asks every running, unpaused node at once and returns the leader
 // of the highest term any of them reports, with that answer. It fails when
 // no node knows a leader.
-func (g *localGroup) Leader(ctx context.Context) (*localNode, *api.StatusResponse, error) {
+func (g *Group) Leader(ctx context.Context) (*Node, *api.StatusResponse, error) {
 	var addrs []string
 	for _, n := range g.Nodes() {
 		if n.Running() && !n.Paused() {
 			addrs = append(addrs, n.Client)
 		}
 	}
-	st, err := leaderStatus(ctx, addrs, time.Second)
+	st, err := LeaderStatus(ctx, addrs, time.Second)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -429,7 +436,7 @@ func (g *localGroup) Leader(ctx context.Context) (*localNode, *api.StatusRespons
 
 // WaitLeader polls until a leader other than not ("" = any) is known, and
 // returns it.
-func (g *localGroup) WaitLeader(ctx context.Context, not string) (*localNode, *api.StatusResponse, error) {
+func (g *Group) WaitLeader(ctx context.Context, not string) (*Node, *api.StatusResponse, error) {
 	var last error
 	for {
 		n, st, err := g.Leader(ctx)
@@ -450,9 +457,9 @@ func (g *localGroup) WaitLeader(ctx context.Context, not string) (*localNode, *a
 	}
 }
 
-// leaderStatus asks addrs at once (each for at most timeout) and returns
+// LeaderStatus asks addrs at once (each for at most timeout) and returns
 // the answer with a leader and the highest term.
-func leaderStatus(ctx context.Context, addrs []string, timeout time.Duration) (*api.StatusResponse, error) {
+func LeaderStatus(ctx context.Context, addrs []string, timeout time.Duration) (*api.StatusResponse, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("no node to ask")
 	}
@@ -495,8 +502,8 @@ func leaderStatus(ctx context.Context, addrs []string, timeout time.Duration) (*
 	return best, nil
 }
 
-// statusOnce asks addr for its status over a new connection.
-func statusOnce(ctx context.Context, addr string, timeout time.Duration) (*api.StatusResponse, error) {
+// StatusOnce asks addr for its status over a new connection.
+func StatusOnce(ctx context.Context, addr string, timeout time.Duration) (*api.StatusResponse, error) {
 	cl, err := client.New(client.Config{Servers: []string{addr}, RequestTimeout: timeout})
 	if err != nil {
 		return nil, err
@@ -507,8 +514,8 @@ func statusOnce(ctx context.Context, addr string, timeout time.Duration) (*api.S
 	return cl.StatusOf(actx, addr)
 }
 
-// selfStatus returns node n's own entry of st (the node that answered).
-func selfStatus(st *api.StatusResponse) *api.NodeStatus {
+// SelfStatus returns node n's own entry of st (the node that answered).
+func SelfStatus(st *api.StatusResponse) *api.NodeStatus {
 	for _, ns := range st.Nodes {
 		if ns.Id == st.AnsweredBy {
 			return ns
@@ -518,7 +525,7 @@ func selfStatus(st *api.StatusResponse) *api.NodeStatus {
 }
 
 // PID is the current process id, 0 if never started.
-func (n *localNode) PID() int {
+func (n *Node) PID() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.cmd == nil || n.cmd.Process == nil {
@@ -528,28 +535,52 @@ func (n *localNode) PID() int {
 }
 
 // Running reports whether the process was started and has not exited.
-func (n *localNode) Running() bool {
+func (n *Node) Running() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.cmd != nil && !isClosed(n.exited)
 }
 
 // Paused reports whether the process was sent SIGSTOP and not SIGCONT.
-func (n *localNode) Paused() bool {
+func (n *Node) Paused() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.paused && n.cmd != nil && !isClosed(n.exited)
 }
 
+// Started reports whether the node was ever started.
+func (n *Node) Started() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil
+}
+
+// Wait waits up to d until the current process has exited; it reports
+// whether it has (true for a node never started).
+func (n *Node) Wait(d time.Duration) bool {
+	n.mu.Lock()
+	ch := n.exited
+	n.mu.Unlock()
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
 // WaitErr is the exit status of the last process that exited.
-func (n *localNode) WaitErr() error {
+func (n *Node) WaitErr() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.waitErr
 }
 
 // LogTail returns the last lines of the node's log, indented.
-func (n *localNode) LogTail(lines int) string {
+func (n *Node) LogTail(lines int) string {
 	b, err := os.ReadFile(n.Log)
 	if err != nil {
 		return fmt.Sprintf("    (no log: %v)", err)
@@ -585,10 +616,10 @@ var (
 	portsUsed = map[int]bool{}
 )
 
-// freePorts returns n distinct ports on 127.0.0.1 that were free a moment
+// FreePorts returns n distinct ports on 127.0.0.1 that were free a moment
 // ago. They come from below the kernel's ephemeral range, so an outgoing
 // connection cannot take one while its node is down for a restart.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	lo, hi := 20000, 32000
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
 		if f := strings.Fields(string(b)); len(f) == 2 {
