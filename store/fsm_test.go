@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"unsafe"
 
 	"github.com/hashicorp/raft"
 
@@ -231,4 +232,12 @@ func FuzzRestore(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		New(nil).Restore(io.NopCloser(bytes.NewReader(data))) // must not panic
 	})
+}
+
+// The index holds one record per Raft entry and queue for as long as the
+// log is kept, so its size is memory per entry (see README "Not built yet").
+func TestRecordSize(t *testing.T) {
+	if got := unsafe.Sizeof(record{}); got > 32 {
+		t.Errorf("index record is %d bytes, want at most 32", got)
+	}
 }

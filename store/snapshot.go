@@ -108,7 +108,7 @@ func (f *FSM) loadLocked(st *snapState) {
 		for i, sq := range st.Queues {
 			q := &queue{next: sq.Next, min: sq.Min, records: make([]record, len(sq.Records))}
 			for j, r := range sq.Records {
-				q.records[j] = record{base: r.Base, index: r.Index, count: r.Count, skip: r.Skip}
+				q.records[j] = record{base: r.Base, index: r.Index, count: r.Count, skip: skipPtr(r.Skip)}
 			}
 			t.queues[i] = q
 		}
@@ -152,7 +152,7 @@ func writeSnapshot(w io.Writer, c *captured) error {
 		for i, q := range ct.queues {
 			sq := snapQueue{Next: q.next, Min: q.min, Records: make([]snapRecord, len(q.records))}
 			for j, r := range q.records {
-				sq.Records[j] = snapRecord{Base: r.base, Index: r.index, Count: r.count, Skip: r.skip}
+				sq.Records[j] = snapRecord{Base: r.base, Index: r.index, Count: r.count, Skip: r.skipped()}
 			}
 			t.Queues[i] = sq
 		}
