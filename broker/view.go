@@ -61,9 +61,9 @@ type peerState struct {
 
 // caughtUp reports whether the peer answered recently and had applied,
 // within 16 entries, what the asking node had applied when it asked.
-// Comparing with the asker's applied index now would rarely hold under a
-// steady write load, as the answer is up to a state period old: a new member
-// that had caught up was not promoted for a minute (chaos seed 1096).
+// Comparing with the asker's applied index now rarely holds under a steady
+// write load, as the answer is up to a state period old: member add then
+// waited 10-50 s for a lull in a loaded test group (docs/RELIABILITY.md).
 func (p peerState) caughtUp(now time.Time, fresh time.Duration) bool {
 	return now.Sub(p.lastOK) <= fresh && p.state.Applied+16 >= p.state.PollerApplied
 }

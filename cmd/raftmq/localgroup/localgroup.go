@@ -1,3 +1,6 @@
+// Package localgroup runs a broker group as `raftmq server` processes on
+// 127.0.0.1: `raftmq demo`, `raftmq bench --local` and the process tests in
+// integration use it.
 package localgroup
 
 import (
@@ -21,10 +24,10 @@ import (
 )
 
 // Group runs the nodes of a broker group as `raftmq server` child
-// processes of this executable on free 127.0.0.1 ports, each with its data
-// directory and log file under one directory. It controls them by PID only:
-// start, SIGKILL, SIGSTOP/SIGCONT, SIGTERM, restart. The demo and the bench
-// commands use it.
+// processes (of Config.Exe, by default this executable) on free 127.0.0.1
+// ports, each with its data directory and log file under one directory. It
+// controls them by PID only: start, SIGKILL, SIGSTOP/SIGCONT, SIGTERM,
+// restart.
 //
 //	g, err := New(Config{Nodes: 3})
 //	defer g.Close()
