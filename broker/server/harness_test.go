@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
 	"github.com/raftmq/raftmq/election"
 )
 
@@ -26,14 +26,17 @@ type cluster struct {
 	proxies [][]*proxy // proxies[i][j]: raft traffic that node i sends to node j
 }
 
-func freeAddr(t *testing.T) string {
+// freeAddr is a 127.0.0.1 address free a moment ago, on a port below the
+// kernel's ephemeral range and never handed out twice in this process: with
+// a port from ":0", an outgoing connection of another test could take it
+// before the node binds it ("address already in use").
+func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := localgroup.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", p[0])
 }
 
 type testWriter struct{ t *testing.T }
@@ -91,16 +94,16 @@ func startCluster(t *testing.T, n int, proxied bool, mod func(i int, c *server.C
 		c.cfgs = append(c.cfgs, cfg)
 	}
 	c.nodes = make([]*server.Server, n)
-	for i := range c.cfgs {
-		c.start(i)
-	}
-	t.Cleanup(func() {
+	t.Cleanup(func() { // first, so a node that fails to start does not leave the others running
 		for _, s := range c.nodes {
 			if s != nil {
 				s.Kill()
 			}
 		}
 	})
+	for i := range c.cfgs {
+		c.start(i)
+	}
 	return c
 }
 

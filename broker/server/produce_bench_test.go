@@ -15,7 +15,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -49,17 +48,9 @@ var benchMaxInflight = flag.Int("bench.max-inflight", 0, "broker MaxInflight of 
 // production timeouts and discards logs.
 func benchCluster(b *testing.B, n int) []*server.Server {
 	b.Helper()
-	addr := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
 	var peers []election.Peer
 	for i := 0; i < n; i++ {
-		peers = append(peers, election.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: addr()})
+		peers = append(peers, election.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: freeAddr(b)})
 	}
 	nodes := make([]*server.Server, n)
 	b.Cleanup(func() {
@@ -72,7 +63,7 @@ func benchCluster(b *testing.B, n int) []*server.Server {
 	for i := range nodes {
 		cfg := server.DefaultConfig()
 		cfg.DataDir = b.TempDir()
-		cfg.Listen = addr()
+		cfg.Listen = freeAddr(b)
 		cfg.Raft.ID = peers[i].ID
 		cfg.Raft.BindAddr = peers[i].Addr
 		cfg.Raft.Peers = peers

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
 	"github.com/raftmq/raftmq/election"
 )
 
@@ -69,13 +69,12 @@ func TestRegressionPipelineStallsAfterFailedAppend(t *testing.T) {
 	const n = 3
 	addrs := make([]string, n)
 	var peers []election.Peer
+	ports, err := localgroup.FreePorts(n) // below the ephemeral range: see localgroup.FreePorts
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range addrs {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[i] = l.Addr().String()
-		l.Close()
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", ports[i])
 		peers = append(peers, election.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: addrs[i]})
 	}
 	nodes := make([]*election.Node, n)
