@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +28,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
 )
 
 const (
@@ -127,23 +128,14 @@ func composeRandomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// composeFreePorts returns n distinct TCP ports free on 127.0.0.1 right now.
+// composeFreePorts returns n distinct TCP ports free on 127.0.0.1 right now,
+// from below the ephemeral range (localgroup.FreePorts), so no outgoing
+// connection takes one before docker publishes it.
 func composeFreePorts(t *testing.T, n int) []int {
 	t.Helper()
-	ports := make([]int, 0, n)
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := localgroup.FreePorts(n)
+	if err != nil {
+		t.Fatalf("free port: %v", err)
 	}
 	return ports
 }
