@@ -43,7 +43,8 @@ type Stores struct {
 type Options struct {
 	Kind        string // KindWAL or KindBolt
 	SegmentSize int    // raft-wal segment size in bytes; 0 = 64 MiB
-	CacheSize   int    // entries kept in raft's LogCache; 0 = 256
+	CacheSize   int    // recent entries kept in memory for raft; 0 = 256
+	CacheBytes  int    // and at most this many bytes of them; 0 = 32 MiB
 	ReadCache   int    // bytes of recently read entries kept for pulls; 0 = 32 MiB
 	// OnFatal is called (possibly many times) when the log store has failed
 	// in a way that only a restart repairs.
@@ -60,7 +61,10 @@ func Open(dir string, opts Options) (*Stores, error) {
 		opts.SegmentSize = 64 << 20
 	}
 	if opts.CacheSize == 0 {
-		opts.CacheSize = 256 // entries of up to a few hundred KiB each
+		opts.CacheSize = 256
+	}
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = 32 << 20
 	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
@@ -118,11 +122,7 @@ func Open(dir string, opts Options) (*Stores, error) {
 		return fail(fmt.Errorf("open log in %s: %w", dir, err))
 	}
 	s.closers = append(s.closers, func() error { g.close(); return nil })
-	cache, err := raft.NewLogCache(opts.CacheSize, g)
-	if err != nil {
-		return fail(fmt.Errorf("log cache: %w", err))
-	}
-	s.Log = cache
+	s.Log = newLogCache(g, opts.CacheSize, opts.CacheBytes)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(dir, "snapshots"), 2, opts.Logger.Named("snapshots"))
 	if err != nil {
 		return fail(fmt.Errorf("open snapshot store: %w", err))

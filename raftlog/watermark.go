@@ -62,13 +62,35 @@ func newGuard(raw raft.LogStore, path string, dropped func(from uint64)) (*guard
 }
 
 func (g *guard) StoreLogs(logs []*raft.Log) error {
-	if err := g.LogStore.StoreLogs(logs); err != nil {
-		return g.failed("append", err)
-	}
-	if n := len(logs); n > 0 {
+	for len(logs) > 0 {
+		n := appendChunk(logs, maxAppendBytes)
+		if err := g.LogStore.StoreLogs(logs[:n]); err != nil {
+			return g.failed("append", err)
+		}
 		g.stored.Store(logs[n-1].Index)
+		logs = logs[n:]
 	}
 	return nil
+}
+
+// maxAppendBytes bounds the entry data of one append to the log store.
+// raft-wal encodes an append into one buffer that it never shrinks, and
+// raft hands a follower up to MaxAppendEntries entries at once: 128 entries
+// of 1 MiB grew that buffer to 272 MiB. Splitting costs one more fsync per
+// 8 MiB; a prefix of the entries stored before a failure is a valid
+// (shorter) log, and a failure is fatal anyway.
+const maxAppendBytes = 8 << 20
+
+// appendChunk is how many of logs (at least one) fit in max bytes of data.
+func appendChunk(logs []*raft.Log, max int) int {
+	size := 0
+	for i, l := range logs {
+		size += len(l.Data)
+		if size > max && i > 0 {
+			return i
+		}
+	}
+	return len(logs)
 }
 
 // failed reports a failed write of the log store as fatal. A store whose
