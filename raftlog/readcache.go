@@ -7,8 +7,9 @@ import (
 
 // readCache keeps the data of recently read entries, bounded by bytes.
 // Consumers of different queues read the same entries (one entry holds
-// messages of many queues), and raft's LogCache holds only recently written
-// entries, so without it every queue's pull re-reads the entry from disk.
+// messages of many queues), and the log cache (logcache.go) holds only
+// recently written entries, so without it every queue's pull re-reads the
+// entry from disk.
 type readCache struct {
 	mu    sync.Mutex
 	max   int
