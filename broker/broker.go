@@ -27,7 +27,11 @@ type Config struct {
 	MaxMessageBytes  int // largest message body
 	MaxBatchBytes    int // group commit closes an entry at this size
 	MaxInflight      int // entries handed to raft and not yet applied
-	WriteTimeout     time.Duration
+	// MaxPendingBytes bounds the produce requests this node holds (queued
+	// or in raft); requests beyond it are refused with ErrBusy and the SDK
+	// retries them, so a flood of producers waits on its side.
+	MaxPendingBytes int
+	WriteTimeout    time.Duration
 
 	// Read routing.
 	ColdReadBytes  uint64  // a consumer further behind than this reads from a follower
@@ -55,6 +59,7 @@ func DefaultConfig() Config {
 		MaxMessageBytes:   4 << 20,
 		MaxBatchBytes:     256 << 10,
 		MaxInflight:       32,
+		MaxPendingBytes:   64 << 20,
 		WriteTimeout:      10 * time.Second,
 		ColdReadBytes:     defaultColdReadBytes(),
 		LoadThreshold:     0.8,
@@ -80,6 +85,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max-batch-bytes %d: want at least 1024", c.MaxBatchBytes)
 	case c.MaxInflight < 1:
 		return fmt.Errorf("max-inflight %d: want at least 1", c.MaxInflight)
+	case c.MaxPendingBytes < 1<<20:
+		return fmt.Errorf("max-pending-bytes %d: want at least 1 MiB", c.MaxPendingBytes)
 	case c.LoadThreshold <= 0:
 		return fmt.Errorf("load-threshold %v: want > 0", c.LoadThreshold)
 	case c.StatePeriod <= 0:
@@ -117,6 +124,7 @@ type Broker struct {
 
 	produceCh chan *pending
 	inflight  chan inflightEntry
+	pending   byteBudget    // bytes of produce requests held
 	rr        atomic.Uint64 // round-robin queue choice
 
 	view   *clusterView

@@ -33,6 +33,9 @@ var (
 	ErrShutdown = errors.New("node is shutting down")
 	// ErrTimeout: the operation did not finish within its deadline.
 	ErrTimeout = errors.New("timeout")
+	// ErrBusy: the leader holds as many produce bytes as it may
+	// (MaxPendingBytes). Retry after a short wait.
+	ErrBusy = errors.New("busy")
 )
 
 // NotLeaderError says where the leader is, as far as this node knows.

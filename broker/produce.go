@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"sync"
 	"time"
 
 	"github.com/raftmq/raftmq/election"
@@ -85,9 +86,20 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		}
 		nq = b.fsm.QueueCount(req.Topic)
 	}
+	size := 0
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		size += len(m.Body) + len(m.Key) + len(m.Tag) + 16
+	}
+	if !b.pending.take(size, b.cfg.MaxPendingBytes) {
+		b.m.produceErrors.WithLabelValues("busy").Inc()
+		return ProduceResult{}, fmt.Errorf("%w: %d bytes of produce requests are waiting for raft (--max-pending-mb); retry shortly", ErrBusy, b.pending.held())
+	}
+	defer b.pending.give(size)
 	p := &pending{
 		req:    raftlog.Request{ProducerID: req.ProducerID, Seq: req.Seq, Topic: req.Topic, Messages: make([]raftlog.Message, len(req.Messages))},
 		queues: make([]uint32, len(req.Messages)),
+		size:   size,
 		done:   make(chan outcome, 1),
 	}
 	now := time.Now().UnixMilli()
@@ -105,7 +117,6 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		}
 		p.req.Messages[i] = raftlog.Message{Queue: q, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
 		p.queues[i] = q
-		p.size += len(m.Body) + len(m.Key) + len(m.Tag) + 16
 	}
 	select {
 	case b.produceCh <- p:
@@ -139,6 +150,36 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	b.m.produceBytes.Add(float64(p.size))
 	b.m.produceLatency.Observe(time.Since(start).Seconds())
 	return ProduceResult{Acks: acks, Duplicate: out.res.Duplicate}, nil
+}
+
+// byteBudget counts the bytes of produce requests a node holds. take admits
+// a request while the total stays within max, and always when nothing is
+// held, so one request larger than max still goes through alone.
+type byteBudget struct {
+	mu   sync.Mutex
+	used int
+}
+
+func (bb *byteBudget) take(n, max int) bool {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	if bb.used > 0 && bb.used+n > max {
+		return false
+	}
+	bb.used += n
+	return true
+}
+
+func (bb *byteBudget) give(n int) {
+	bb.mu.Lock()
+	bb.used -= n
+	bb.mu.Unlock()
+}
+
+func (bb *byteBudget) held() int {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	return bb.used
 }
 
 // ValidateProduce checks a produce request against the limits in cfg; it is

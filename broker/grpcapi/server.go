@@ -70,6 +70,8 @@ func toStatus(err error) error {
 		code = codes.OutOfRange
 	case errors.Is(err, broker.ErrFailedPrecondition):
 		code = codes.FailedPrecondition
+	case errors.Is(err, broker.ErrBusy):
+		code = codes.ResourceExhausted
 	}
 	return status.Error(code, err.Error())
 }

@@ -46,6 +46,7 @@ func serverCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-message-bytes", Value: d.Broker.MaxMessageBytes, Usage: "largest accepted message body"},
 			&cli.IntFlag{Name: "max-batch-bytes", Value: d.Broker.MaxBatchBytes, Usage: "group commit closes a Raft entry at this size"},
 			&cli.IntFlag{Name: "max-inflight", Value: d.Broker.MaxInflight, Usage: "group-commit entries handed to raft and not yet applied"},
+			&cli.IntFlag{Name: "max-pending-mb", Value: d.Broker.MaxPendingBytes >> 20, Usage: "MiB of produce requests a node holds (queued or in raft); beyond it producers are told to retry shortly"},
 			&cli.Uint64Flag{Name: "cold-read-bytes", Value: d.Broker.ColdReadBytes, Usage: "a consumer further behind than this is sent to a follower (default 40% of RAM)"},
 			&cli.Float64Flag{Name: "load-threshold", Value: d.Broker.LoadThreshold, Usage: "leader load (max of CPU share, produce queue fill, read rate/200k msg/s) above which consumers go to followers"},
 			&cli.Uint64Flag{Name: "max-follower-lag", Value: d.Broker.MaxFollowerLag, Usage: "log entries a follower may lag before it sends consumers to the leader"},
@@ -116,6 +117,7 @@ func runServer(c *cli.Context) error {
 	cfg.Broker.MaxMessageBytes = c.Int("max-message-bytes")
 	cfg.Broker.MaxBatchBytes = c.Int("max-batch-bytes")
 	cfg.Broker.MaxInflight = c.Int("max-inflight")
+	cfg.Broker.MaxPendingBytes = c.Int("max-pending-mb") << 20
 	cfg.Broker.ColdReadBytes = c.Uint64("cold-read-bytes")
 	cfg.Broker.LoadThreshold = c.Float64("load-threshold")
 	cfg.Broker.MaxFollowerLag = c.Uint64("max-follower-lag")
