@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
 )
 
@@ -101,5 +103,74 @@ func TestSendAsync(t *testing.T) {
 		if seen[body] != pos {
 			t.Fatalf("%s acknowledged at %s, stored at %s", body, pos, seen[body])
 		}
+	}
+}
+
+// TestBusyLeaderHoldsProducersBack: with a 1 MiB budget for pending produce
+// bytes, concurrent large requests beyond it are refused as busy, and SDK
+// producers, which retry busy answers with the same sequence, get every
+// message appended exactly once.
+func TestBusyLeaderHoldsProducersBack(t *testing.T) {
+	c := newCluster(t, 3, func(_ int, cfg *server.Config) { cfg.Broker.MaxPendingBytes = 1 << 20 })
+	l := c.leader()
+	ctx := ctxT(t, 90*time.Second)
+	cl := c.client(t)
+	if _, err := cl.CreateTopic(ctx, "busy", 2, false); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 200<<10)
+
+	// The broker itself: 16 requests of 400 KiB at once cannot all fit.
+	var busy, ok sync.WaitGroup
+	var mu sync.Mutex
+	refused := 0
+	for i := 0; i < 16; i++ {
+		busy.Add(1)
+		go func() {
+			defer busy.Done()
+			_, err := c.nodes[l].Broker().Produce(ctx, broker.ProduceRequest{Topic: "busy",
+				Messages: []broker.ProduceMessage{{Body: body}, {Body: body}}})
+			if errors.Is(err, broker.ErrBusy) {
+				mu.Lock()
+				refused++
+				mu.Unlock()
+			} else if err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		}()
+	}
+	busy.Wait()
+	if refused == 0 {
+		t.Fatal("16 concurrent requests of 400 KiB under a 1 MiB budget: none refused as busy")
+	}
+	t.Logf("%d of 16 requests refused as busy", refused)
+	accepted := 16 - refused
+
+	// SDK producers retry busy answers until everything is in.
+	const producers, sends = 6, 10
+	for i := 0; i < producers; i++ {
+		p := cl.NewProducer()
+		for j := 0; j < sends; j++ {
+			ok.Add(1)
+			p.SendAsync("busy", []client.Message{{Body: body}, {Body: body}}, func(acks []*api.Ack, err error) {
+				defer ok.Done()
+				if err != nil || len(acks) != 2 {
+					t.Errorf("send: %d acks, %v", len(acks), err)
+				}
+			})
+		}
+	}
+	ok.Wait()
+	want := uint64(2 * (accepted + producers*sends))
+	var got uint64
+	ti, err := c.nodes[l].FSM().Topic("busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range ti.Queues {
+		got += q.Max
+	}
+	if got != want {
+		t.Fatalf("topic holds %d messages, want %d (each acknowledged message once)", got, want)
 	}
 }
