@@ -86,7 +86,7 @@ func (c *Config) Validate() error {
 	case c.MaxInflight < 1:
 		return fmt.Errorf("max-inflight %d: want at least 1", c.MaxInflight)
 	case c.MaxPendingBytes < 1<<20:
-		return fmt.Errorf("max-pending-bytes %d: want at least 1 MiB", c.MaxPendingBytes)
+		return fmt.Errorf("max-pending-mb: %d bytes, want at least 1 MiB", c.MaxPendingBytes)
 	case c.LoadThreshold <= 0:
 		return fmt.Errorf("load-threshold %v: want > 0", c.LoadThreshold)
 	case c.StatePeriod <= 0:
