@@ -166,12 +166,10 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 		complete            atomic.Int32
 		errMu               sync.Mutex
 		fatal               error
-		wg                  sync.WaitGroup
 	)
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
 	worker := func(m *member) {
-		defer wg.Done()
 		caughtUp := func() bool {
 			for _, e := range m.end {
 				if e > 0 {
@@ -225,24 +223,9 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 	}
 
 	term0 := term(ctx, admin)
-	cpu0 := processCPU()
-	start := time.Now()
-	for _, m := range members {
-		wg.Add(1)
-		go worker(m)
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	var deadline <-chan time.Time
-	if cfg.Duration > 0 {
-		t := time.NewTimer(cfg.Duration)
-		defer t.Stop()
-		deadline = t.C
-	}
-	watch(done, deadline, ctx.Done(), &stop, start, cfg.ProgressInterval, cfg.Progress, &msgs, &failed)
-	<-done
-	elapsed := time.Since(start)
-	res.ClientCPUSeconds = (processCPU() - cpu0).Seconds()
+	elapsed, cpu := runWorkers(ctx, len(members), func(i int) { worker(members[i]) }, cfg.Duration, &stop,
+		cfg.ProgressInterval, cfg.Progress, &msgs, &failed)
+	res.ClientCPUSeconds = cpu
 
 	res.Messages, res.Bytes, res.Errors = msgs.Load(), bytes.Load(), failed.Load()
 	res.FromLeader = leader.Load()

@@ -230,7 +230,6 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 		stop     atomic.Bool
 		errOnce  sync.Once
 		fatal    error
-		wg       sync.WaitGroup
 	)
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
@@ -256,7 +255,6 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 	// than the coalesced requests themselves (a third of the bench's CPU
 	// at 4 x 256 in flight).
 	worker := func(p *client.Producer) {
-		defer wg.Done()
 		window := make(chan struct{}, cfg.Window)
 		defer func() { // wait for the Sends in flight
 			for i := 0; i < cfg.Window; i++ {
@@ -296,24 +294,9 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 	}
 
 	term0 := term(ctx, clients[0])
-	cpu0 := processCPU()
-	start := time.Now()
-	for _, p := range producers {
-		wg.Add(1)
-		go worker(p)
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	var deadline <-chan time.Time
-	if cfg.Duration > 0 {
-		t := time.NewTimer(cfg.Duration)
-		defer t.Stop()
-		deadline = t.C
-	}
-	watch(done, deadline, ctx.Done(), &stop, start, cfg.ProgressInterval, cfg.Progress, &acked, &failed)
-	<-done
-	elapsed := time.Since(start)
-	res.ClientCPUSeconds = (processCPU() - cpu0).Seconds()
+	elapsed, cpu := runWorkers(ctx, len(producers), func(i int) { worker(producers[i]) }, cfg.Duration, &stop,
+		cfg.ProgressInterval, cfg.Progress, &acked, &failed)
+	res.ClientCPUSeconds = cpu
 
 	res.Messages, res.Requests, res.Errors = acked.Load(), requests.Load(), failed.Load()
 	res.Seconds = elapsed.Seconds()
@@ -327,6 +310,35 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 		return res, fmt.Errorf("produce: %w", fatal)
 	}
 	return res, nil
+}
+
+// runWorkers runs worker(0..n-1) concurrently and shows progress until all
+// have returned; when the duration passes or ctx ends it sets stop, which the
+// workers watch. It returns the time taken and the CPU seconds this process
+// used meanwhile.
+func runWorkers(ctx context.Context, n int, worker func(i int), duration time.Duration, stop *atomic.Bool,
+	every time.Duration, progress func(Progress), count, errs *atomic.Uint64) (time.Duration, float64) {
+	cpu0 := processCPU()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			worker(i)
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	var deadline <-chan time.Time
+	if duration > 0 {
+		t := time.NewTimer(duration)
+		defer t.Stop()
+		deadline = t.C
+	}
+	watch(done, deadline, ctx.Done(), stop, start, every, progress, count, errs)
+	<-done
+	return time.Since(start), (processCPU() - cpu0).Seconds()
 }
 
 // watch reports progress until done closes, and sets stop when the deadline
