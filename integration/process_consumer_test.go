@@ -15,15 +15,9 @@ import (
 // the new leader) and ends up with every acknowledged message.
 func TestProcessConsumerSurvivesLeaderKill(t *testing.T) {
 	procRequire(t)
-	c := procStartCluster(t, 3)
-	cl := c.client()
+	c, cl, load := procClusterUnderLoad(t, "live", 3, 5*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	if _, err := cl.CreateTopic(ctx, "live", 4, false); err != nil {
-		t.Fatal(err)
-	}
-	load := procStartLoad(t, cl, "live", "", 3, 5*time.Millisecond, 20000)
-	load.waitAcks(100, 30*time.Second)
 
 	cfg := client.DefaultConsumerConfig("live", "live-readers")
 	cfg.Wait = 200 * time.Millisecond

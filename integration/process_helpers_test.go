@@ -534,6 +534,23 @@ type procLoad struct {
 	errs   []error
 }
 
+// procClusterUnderLoad starts a 3-node group, creates topic with 4 queues
+// and starts producers sending to it every interval, and returns once 100
+// messages are acknowledged.
+func procClusterUnderLoad(t *testing.T, topic string, producers int, interval time.Duration) (*procCluster, *client.Client, *procLoad) {
+	t.Helper()
+	c := procStartCluster(t, 3)
+	cl := c.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cl.CreateTopic(ctx, topic, 4, false); err != nil {
+		t.Fatal(err)
+	}
+	load := procStartLoad(t, cl, topic, "", producers, interval, 20000)
+	load.waitAcks(100, 30*time.Second)
+	return c, cl, load
+}
+
 // procStartLoad starts producers that send one message every interval each
 // (at most maxPerProducer each, so load stays bounded).
 func procStartLoad(t *testing.T, cl *client.Client, topic, prefix string, producers int, interval time.Duration, maxPerProducer int) *procLoad {

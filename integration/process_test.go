@@ -200,15 +200,7 @@ func TestProcessCLI(t *testing.T) {
 func TestProcessKillLeaderRepeatedly(t *testing.T) {
 	procRequire(t)
 	start := time.Now()
-	c := procStartCluster(t, 3)
-	cl := c.client()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := cl.CreateTopic(ctx, "kills", 4, false); err != nil {
-		t.Fatal(err)
-	}
-	load := procStartLoad(t, cl, "kills", "", 4, 5*time.Millisecond, 20000)
-	load.waitAcks(100, 30*time.Second)
+	c, cl, load := procClusterUnderLoad(t, "kills", 4, 5*time.Millisecond)
 	var pauses []time.Duration
 	for i := 1; i <= 5; i++ {
 		l := c.waitLeader("")
@@ -237,15 +229,7 @@ func TestProcessKillLeaderRepeatedly(t *testing.T) {
 func TestProcessPauseLeader(t *testing.T) {
 	procRequire(t)
 	start := time.Now()
-	c := procStartCluster(t, 3)
-	cl := c.client()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := cl.CreateTopic(ctx, "pause", 4, false); err != nil {
-		t.Fatal(err)
-	}
-	load := procStartLoad(t, cl, "pause", "", 4, 5*time.Millisecond, 20000)
-	load.waitAcks(100, 30*time.Second)
+	c, cl, load := procClusterUnderLoad(t, "pause", 4, 5*time.Millisecond)
 
 	l := c.waitLeader("")
 	t0 := time.Now()
@@ -272,15 +256,7 @@ func TestProcessPauseLeader(t *testing.T) {
 func TestProcessLeaderTransfer(t *testing.T) {
 	procRequire(t)
 	start := time.Now()
-	c := procStartCluster(t, 3)
-	cl := c.client()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := cl.CreateTopic(ctx, "transfer", 4, false); err != nil {
-		t.Fatal(err)
-	}
-	load := procStartLoad(t, cl, "transfer", "", 4, 2*time.Millisecond, 20000)
-	load.waitAcks(100, 30*time.Second)
+	c, cl, load := procClusterUnderLoad(t, "transfer", 4, 2*time.Millisecond)
 	for i := 0; i < 2; i++ {
 		l := c.waitLeader("")
 		var to string
