@@ -362,15 +362,10 @@ func (g *Group) signalAndWait(id string, sig syscall.Signal, timeout time.Durati
 	if sig != syscall.SIGKILL && n.Paused() {
 		syscall.Kill(pid, syscall.SIGCONT) // a stopped process cannot act on SIGTERM
 	}
-	n.mu.Lock()
-	exited := n.exited
-	n.mu.Unlock()
-	select {
-	case <-exited:
-		return pid, nil
-	case <-time.After(timeout):
+	if !n.Wait(timeout) {
 		return pid, fmt.Errorf("%s (pid %d) still running %s after %v", id, pid, timeout, sig)
 	}
+	return pid, nil
 }
 
 // Close kills every running node (SIGKILL) and removes the group directory
