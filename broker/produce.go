@@ -92,8 +92,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		size += len(m.Body) + len(m.Key) + len(m.Tag) + 16
 	}
 	if !b.pending.take(size, b.cfg.MaxPendingBytes) {
-		b.m.produceErrors.WithLabelValues("busy").Inc()
-		return ProduceResult{}, fmt.Errorf("%w: %d bytes of produce requests are waiting for raft (--max-pending-mb); retry shortly", ErrBusy, b.pending.held())
+		return ProduceResult{}, b.busy()
 	}
 	defer b.pending.give(size)
 	p := &pending{
@@ -150,6 +149,23 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	b.m.produceBytes.Add(float64(p.size))
 	b.m.produceLatency.Observe(time.Since(start).Seconds())
 	return ProduceResult{Acks: acks, Duplicate: out.res.Duplicate}, nil
+}
+
+// AdmitProduce tells, before a produce request is read, whether this node
+// has room for one: it returns an ErrBusy error while the byte budget
+// (MaxPendingBytes) is used up. The transport calls it so that a flood of
+// producers is refused before its requests are received and decoded; Produce
+// checks the budget again with the request's real size.
+func (b *Broker) AdmitProduce() error {
+	if b.pending.held() >= b.cfg.MaxPendingBytes {
+		return b.busy()
+	}
+	return nil
+}
+
+func (b *Broker) busy() error {
+	b.m.produceErrors.WithLabelValues("busy").Inc()
+	return fmt.Errorf("%w: %d bytes of produce requests are waiting for raft (--max-pending-mb); retry shortly", ErrBusy, b.pending.held())
 }
 
 // byteBudget counts the bytes of produce requests a node holds. take admits

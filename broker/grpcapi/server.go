@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
@@ -36,9 +37,29 @@ type Server struct {
 // NewServer returns the gRPC face of b; peers is used to forward.
 func NewServer(b *broker.Broker, peers *Peers) *Server { return &Server{b: b, peers: peers} }
 
-// ServerOptions are the options every raftmq gRPC server uses.
-func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize)}
+// ServerOptions are the options every raftmq gRPC server of b uses. A
+// produce call is refused (ResourceExhausted, which the SDK retries) before
+// its request is read while b holds as many produce bytes as it may, so a
+// flood of producers waits on its side instead of in this node's memory.
+func ServerOptions(b *broker.Broker) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageSize),
+		grpc.MaxSendMsgSize(MaxMessageSize),
+		grpc.InTapHandle(admitProduce(b.AdmitProduce)),
+	}
+}
+
+// admitProduce refuses produce calls, before their request is read, while
+// admit reports an error.
+func admitProduce(admit func() error) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if info.FullMethodName == api.Broker_Produce_FullMethodName {
+			if err := admit(); err != nil {
+				return ctx, toStatus(err)
+			}
+		}
+		return ctx, nil
+	}
 }
 
 // toStatus maps broker errors to gRPC codes. Clients retry Unavailable and

@@ -169,7 +169,7 @@ func Start(cfg Config) (_ *Server, err error) {
 			}
 		}()
 	}
-	s.grpc = grpc.NewServer(grpcapi.ServerOptions()...)
+	s.grpc = grpc.NewServer(grpcapi.ServerOptions(s.broker)...)
 	api.RegisterBrokerServer(s.grpc, grpcapi.NewServer(s.broker, s.peers))
 	s.wg.Add(1)
 	go func() {
