@@ -156,7 +156,10 @@ const (
 
 // Event is a role or leader change.
 type Event struct {
-	Role     Role
+	Role Role
+	// Term is exact for Leader events. When a node becomes a candidate or
+	// steps down, raft announces the new role before it stores the new
+	// term, so Term may still be the previous one there.
 	Term     uint64
 	LeaderID string
 	// Ready is true once a new leader's barrier has applied every earlier
@@ -358,7 +361,13 @@ func (n *Node) observe() {
 				lastRole = role
 				n.roleChanges.Add(1)
 				term := n.raft.CurrentTerm()
-				n.log.Info("role changed", "role", role, "term", term)
+				if role == Leader {
+					n.log.Info("role changed", "role", role, "term", term)
+				} else {
+					// The term may not be updated yet (see Event.Term);
+					// "leader changed" reports it once it is.
+					n.log.Info("role changed", "role", role)
+				}
 				n.emit(Event{Role: role, Term: term, LeaderID: n.LeaderID()})
 				if role == Leader {
 					n.goFunc(func() { n.barrier(term) })
