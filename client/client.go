@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -46,6 +47,24 @@ type Client struct {
 	conns  map[string]*grpc.ClientConn
 	leader string // client address of the leader, "" when unknown
 	closed bool
+
+	lastFail atomic.Pointer[failure] // the latest failed attempt of any call
+}
+
+// failure is a failed attempt, kept so that a call whose own context ends
+// during retries can say why it was retrying.
+type failure struct {
+	err  error
+	addr string
+	at   time.Time
+}
+
+// failedSince returns the latest failed attempt made after t, or nil.
+func (c *Client) failedSince(t time.Time) *failure {
+	if f := c.lastFail.Load(); f != nil && !f.at.Before(t) {
+		return f
+	}
+	return nil
 }
 
 // New returns a client; it dials lazily, so it never fails for an
@@ -223,6 +242,7 @@ func (c *Client) doPatient(ctx context.Context, patience time.Duration, call fun
 			return nil
 		}
 		last = err
+		c.lastFail.Store(&failure{err: err, addr: addr, at: time.Now()})
 		if !Retryable(err) {
 			return err
 		}

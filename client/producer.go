@@ -3,8 +3,10 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/raftmq/raftmq/api"
 )
@@ -103,11 +105,15 @@ func (p *Producer) Send(ctx context.Context, topic string, msgs ...Message) ([]*
 		err  error
 	}
 	ch := make(chan result, 1)
+	start := time.Now()
 	p.SendAsync(topic, msgs, func(acks []*api.Ack, err error) { ch <- result{acks, err} })
 	select {
 	case r := <-ch:
 		return r.acks, r.err
 	case <-ctx.Done():
+		if f := p.c.failedSince(start); f != nil {
+			return nil, fmt.Errorf("%w (retrying; last error from %s: %v)", ctx.Err(), f.addr, f.err)
+		}
 		return nil, ctx.Err()
 	}
 }

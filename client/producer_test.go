@@ -1,0 +1,38 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSendSaysWhyItWasRetrying: when the caller's context ends while the
+// SDK is still retrying, the error names the last failure, not only the
+// deadline.
+func TestSendSaysWhyItWasRetrying(t *testing.T) {
+	// A port that refuses connections: listen, note the address, close.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+
+	c, err := New(Config{Servers: []string{addr}, RetryTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err = c.NewProducer().Send(ctx, "t", Message{Body: []byte("x")})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want a deadline error", err)
+	}
+	if !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("error does not say what failed: %v", err)
+	}
+}
