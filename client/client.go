@@ -163,7 +163,18 @@ func (c *Client) candidates() []string {
 func (c *Client) refreshLeader(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	addrs := c.candidates()
+	best := c.askLeader(ctx, c.candidates())
+	if best != nil {
+		c.setLeader(best.LeaderAddress)
+	} else {
+		c.setLeader("")
+	}
+}
+
+// askLeader asks the nodes at addrs at once who leads and returns the answer
+// naming a leader with the highest term (nil if none does). It returns early
+// when the leader itself answers, so a dead or paused node costs no time.
+func (c *Client) askLeader(ctx context.Context, addrs []string) *api.StatusResponse {
 	answers := make(chan *api.StatusResponse, len(addrs))
 	for _, a := range addrs {
 		go func(a string) {
@@ -184,11 +195,7 @@ func (c *Client) refreshLeader(ctx context.Context) {
 			}
 		}
 	}
-	if best != nil {
-		c.setLeader(best.LeaderAddress)
-	} else {
-		c.setLeader("")
-	}
+	return best
 }
 
 func (c *Client) statusAt(ctx context.Context, addr string) (*api.StatusResponse, error) {
@@ -299,22 +306,7 @@ func (c *Client) leaderElsewhere(ctx context.Context, addr string) string {
 			others = append(others, a)
 		}
 	}
-	answers := make(chan *api.StatusResponse, len(others))
-	for _, a := range others {
-		go func(a string) {
-			st, err := c.statusAt(ctx, a)
-			if err != nil {
-				st = nil
-			}
-			answers <- st
-		}(a)
-	}
-	var best *api.StatusResponse
-	for range others {
-		if st := <-answers; st != nil && st.LeaderAddress != "" && (best == nil || st.Term > best.Term) {
-			best = st
-		}
-	}
+	best := c.askLeader(ctx, others)
 	if best != nil && best.LeaderAddress != addr {
 		return best.LeaderAddress
 	}

@@ -228,24 +228,31 @@ func runBenchProduce(c *cli.Context) error {
 	stop()
 	nodes := t.finish(context.Background())
 	if res == nil {
-		return runErr
+		return clean(runErr)
 	}
+	return reportBench(c, struct {
+		*bench.ProduceResult
+		Nodes []nodeRSS `json:"nodes,omitempty"`
+	}{res, nodes}, func(w io.Writer) { printProduce(w, res); printNodes(w, nodes) },
+		runErr, res.Errors, res.FirstError, "Send(s)")
+}
+
+// reportBench prints a bench result, as JSON (asJSON, with the nodes' RSS)
+// with --json or else as text, and turns the run's error or its failed
+// operations into the command's error.
+func reportBench(c *cli.Context, asJSON any, text func(io.Writer), runErr error, errors uint64, first, what string) error {
 	if c.Bool("json") {
-		if err := printJSON(c.App.Writer, struct {
-			*bench.ProduceResult
-			Nodes []nodeRSS `json:"nodes,omitempty"`
-		}{res, nodes}); err != nil {
+		if err := printJSON(c.App.Writer, asJSON); err != nil {
 			return err
 		}
 	} else {
-		printProduce(c.App.Writer, res)
-		printNodes(c.App.Writer, nodes)
+		text(c.App.Writer)
 	}
 	if runErr != nil {
 		return clean(runErr)
 	}
-	if res.Errors > 0 {
-		return &exitError{1, fmt.Errorf("%d Send(s) failed; first: %s", res.Errors, res.FirstError)}
+	if errors > 0 {
+		return &exitError{1, fmt.Errorf("%d %s failed; first: %s", errors, what, first)}
 	}
 	return nil
 }
@@ -284,24 +291,11 @@ func runBenchConsume(c *cli.Context) error {
 	if res == nil {
 		return clean(runErr)
 	}
-	if c.Bool("json") {
-		if err := printJSON(c.App.Writer, struct {
-			*bench.ConsumeResult
-			Nodes []nodeRSS `json:"nodes,omitempty"`
-		}{res, nodes}); err != nil {
-			return err
-		}
-	} else {
-		printConsume(c.App.Writer, res)
-		printNodes(c.App.Writer, nodes)
-	}
-	if runErr != nil {
-		return clean(runErr)
-	}
-	if res.Errors > 0 {
-		return &exitError{1, fmt.Errorf("%d poll(s) failed; first: %s", res.Errors, res.FirstError)}
-	}
-	return nil
+	return reportBench(c, struct {
+		*bench.ConsumeResult
+		Nodes []nodeRSS `json:"nodes,omitempty"`
+	}{res, nodes}, func(w io.Writer) { printConsume(w, res); printNodes(w, nodes) },
+		runErr, res.Errors, res.FirstError, "poll(s)")
 }
 
 func printProduce(w io.Writer, r *bench.ProduceResult) {
