@@ -219,14 +219,7 @@ func runBenchProduce(c *cli.Context) error {
 		Count: count, Duration: c.Duration("duration"), Timeout: c.Duration("timeout"),
 		Progress: benchProgress(c.App.ErrWriter, "acked"),
 	}
-	stop, err := startCPUProfile(c.String("cpuprofile"))
-	if err != nil {
-		t.finish(context.Background())
-		return err
-	}
-	res, runErr := bench.RunProduce(c.Context, cfg)
-	stop()
-	nodes := t.finish(context.Background())
+	res, nodes, runErr := profiled(c, t, func() (*bench.ProduceResult, error) { return bench.RunProduce(c.Context, cfg) })
 	if res == nil {
 		return clean(runErr)
 	}
@@ -235,6 +228,19 @@ func runBenchProduce(c *cli.Context) error {
 		Nodes []nodeRSS `json:"nodes,omitempty"`
 	}{res, nodes}, func(w io.Writer) { printProduce(w, res); printNodes(w, nodes) },
 		runErr, res.Errors, res.FirstError, "Send(s)")
+}
+
+// profiled runs a bench case under the CPU profile --cpuprofile asks for,
+// then stops t's local group (if any) and returns its nodes' memory.
+func profiled[R any](c *cli.Context, t *benchTarget, run func() (*R, error)) (*R, []nodeRSS, error) {
+	stop, err := startCPUProfile(c.String("cpuprofile"))
+	if err != nil {
+		t.finish(context.Background())
+		return nil, nil, err
+	}
+	res, runErr := run()
+	stop()
+	return res, t.finish(context.Background()), runErr
 }
 
 // reportBench prints a bench result, as JSON (asJSON, with the nodes' RSS)
@@ -280,14 +286,7 @@ func runBenchConsume(c *cli.Context) error {
 		MaxMessages: uint32(max(c.Int("max-messages"), 0)), Count: c.Int64("count"), Duration: c.Duration("duration"),
 		Timeout: c.Duration("timeout"), Progress: benchProgress(c.App.ErrWriter, "read"),
 	}
-	stop, err := startCPUProfile(c.String("cpuprofile"))
-	if err != nil {
-		t.finish(context.Background())
-		return err
-	}
-	res, runErr := bench.RunConsume(c.Context, cfg)
-	stop()
-	nodes := t.finish(context.Background())
+	res, nodes, runErr := profiled(c, t, func() (*bench.ConsumeResult, error) { return bench.RunConsume(c.Context, cfg) })
 	if res == nil {
 		return clean(runErr)
 	}

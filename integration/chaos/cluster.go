@@ -18,6 +18,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
 )
 
 // Build compiles the server binary into dir and returns its path. The
@@ -61,42 +62,11 @@ type Node struct {
 	LogPath    string
 	Tmpfs      bool // DataDir is a tmpfs mount (the full-disk fault)
 
+	localgroup.Process // the current server process
+
 	mu        sync.Mutex
-	proc      *proc
 	bootstrap bool // start with --peers (false once it was wiped and re-added)
 	logStart  int64
-}
-
-type proc struct {
-	cmd    *exec.Cmd
-	done   chan struct{}
-	err    error
-	paused bool
-}
-
-// Running reports whether the node's process is alive (maybe paused).
-func (n *Node) Running() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.proc == nil {
-		return false
-	}
-	select {
-	case <-n.proc.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// PID is the running process id, 0 when not running.
-func (n *Node) PID() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.proc == nil {
-		return 0
-	}
-	return n.proc.cmd.Process.Pid
 }
 
 // LogSinceStart is what the node's latest process wrote.
@@ -267,45 +237,13 @@ func (c *Cluster) StartNode(n *Node) error {
 	}
 	n.mu.Unlock()
 	args = append(args, c.extra...)
-	lf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logStart, err := n.Launch(c.Bin, args, n.LogPath)
 	if err != nil {
-		return fmt.Errorf("server log: %w", err)
-	}
-	st, _ := lf.Stat()
-	fmt.Fprintf(lf, "==== chaos: start %s %s\n", c.Bin, strings.Join(args, " "))
-	cmd := exec.Command(c.Bin, args...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
-		lf.Close()
 		return fmt.Errorf("start %s: %w", n.ID, err)
 	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		lf.Close()
-		close(p.done)
-	}()
 	n.mu.Lock()
-	n.proc = p
-	if st != nil {
-		n.logStart = st.Size()
-	}
+	n.logStart = logStart
 	n.mu.Unlock()
-	return nil
-}
-
-// signal sends sig to n's process (by PID).
-func (n *Node) signal(sig syscall.Signal) error {
-	n.mu.Lock()
-	p := n.proc
-	n.mu.Unlock()
-	if p == nil {
-		return fmt.Errorf("%s is not running", n.ID)
-	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("signal %s to %s: %w", sig, n.ID, err)
-	}
 	return nil
 }
 
@@ -315,92 +253,53 @@ func (n *Node) signal(sig syscall.Signal) error {
 func (c *Cluster) DumpStacks() {
 	for _, n := range c.Nodes {
 		if n.Running() {
-			c.Resume(n)
-			if err := n.signal(syscall.SIGQUIT); err == nil {
-				c.WaitExit(n, 10*time.Second)
-			}
+			n.SignalAndWait(syscall.SIGQUIT, 10*time.Second)
 		}
 	}
 }
 
 // Kill SIGKILLs n and waits for it to be gone.
 func (c *Cluster) Kill(n *Node) error {
-	n.mu.Lock()
-	p := n.proc
-	n.mu.Unlock()
-	if p == nil {
-		return nil
+	if _, err := n.SignalAndWait(syscall.SIGKILL, 20*time.Second); err != nil && n.Running() {
+		return fmt.Errorf("%s: %w", n.ID, err)
 	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(20 * time.Second):
-		return fmt.Errorf("%s (pid %d) did not die within 20s of SIGKILL", n.ID, p.cmd.Process.Pid)
-	}
+	return nil
 }
 
 // Stop SIGTERMs n (graceful) and waits; SIGKILL after the timeout.
 func (c *Cluster) Stop(n *Node, timeout time.Duration) error {
-	n.mu.Lock()
-	p := n.proc
-	n.mu.Unlock()
-	if p == nil {
-		return nil
-	}
-	c.Resume(n)
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(timeout):
+	if _, err := n.SignalAndWait(syscall.SIGTERM, timeout); err != nil && n.Running() {
 		return c.Kill(n)
 	}
+	return nil
 }
 
 // Pause SIGSTOPs n; Resume SIGCONTs it.
 func (c *Cluster) Pause(n *Node) error {
-	if err := n.signal(syscall.SIGSTOP); err != nil {
-		return err
+	if _, err := n.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pause %s: %w", n.ID, err)
 	}
-	n.mu.Lock()
-	if n.proc != nil {
-		n.proc.paused = true
-	}
-	n.mu.Unlock()
 	return nil
 }
 
 // Resume continues a paused node.
 func (c *Cluster) Resume(n *Node) error {
-	n.mu.Lock()
-	p := n.proc
-	paused := p != nil && p.paused
-	if paused {
-		p.paused = false
-	}
-	n.mu.Unlock()
-	if !paused {
+	if !n.Paused() {
 		return nil
 	}
-	return n.signal(syscall.SIGCONT)
+	if _, err := n.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("resume %s: %w", n.ID, err)
+	}
+	return nil
 }
 
 // WaitExit waits up to d for n's process to exit and returns its error
 // (nil for exit status 0); ok is false when it is still running.
 func (c *Cluster) WaitExit(n *Node, d time.Duration) (err error, ok bool) {
-	n.mu.Lock()
-	p := n.proc
-	n.mu.Unlock()
-	if p == nil {
-		return nil, true
-	}
-	select {
-	case <-p.done:
-		return p.err, true
-	case <-time.After(d):
+	if !n.Wait(d) {
 		return nil, false
 	}
+	return n.WaitErr(), true
 }
 
 // Wipe empties n's data directory (n must be stopped); the node will be

@@ -279,8 +279,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			// restart it.
 			if l := c.Leader(ctx); l != nil {
 				rec.Event("heal", "still not settled (%v): SIGQUIT to the leader %s for its stacks, then restart it", err, l.ID)
-				l.signal(syscall.SIGQUIT)
-				c.WaitExit(l, 10*time.Second)
+				l.SignalAndWait(syscall.SIGQUIT, 10*time.Second)
 				c.Kill(l)
 				nemesis.restart(ctx, l, "after SIGQUIT")
 				if err2 := c.WaitSettled(ctx, 60*time.Second); err2 == nil {

@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -68,11 +67,7 @@ type Node struct {
 	Log    string // the server's stderr, appended across restarts
 	Peers  string // --peers, "" for a node that joins with `member add`
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed when the current process has been reaped
-	waitErr error
-	paused  bool
+	Process
 }
 
 func New(cfg Config) (*Group, error) {
@@ -225,40 +220,16 @@ func (g *Group) Start(ctx context.Context, id string) error {
 	g.mu.Lock()
 	args = append(args, g.cfg.ServerArgs...)
 	g.mu.Unlock()
-	logf, err := os.OpenFile(n.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("open %s log: %w", id, err)
-	}
-	fmt.Fprintf(logf, "=== %s %s %s\n", time.Now().Format("15:04:05.000"), g.cfg.Exe, strings.Join(args, " "))
-	cmd := exec.Command(g.cfg.Exe, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = Env()
-	// Own process group: a Ctrl-C of the terminal reaches only the parent,
-	// which decides what happens to the nodes. Pdeathsig: nodes die with
-	// the parent even when it is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
+	if _, err := n.Launch(g.cfg.Exe, args, n.Log); err != nil {
 		return fmt.Errorf("start %s: %w", id, err)
 	}
-	exited := make(chan struct{})
-	n.mu.Lock()
-	n.cmd, n.exited, n.waitErr, n.paused = cmd, exited, nil, false
-	n.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		logf.Close()
-		n.mu.Lock()
-		n.waitErr = err
-		n.mu.Unlock()
-		close(exited)
-	}()
+	pid, exited := n.PID(), n.Exited()
 
 	deadline := time.Now().Add(g.cfg.StartTimeout)
 	for {
 		select {
 		case <-exited:
-			return fmt.Errorf("%s (pid %d) exited during start: %v\n%s", id, cmd.Process.Pid, n.WaitErr(), n.LogTail(15))
+			return fmt.Errorf("%s (pid %d) exited during start: %v\n%s", id, pid, n.WaitErr(), n.LogTail(15))
 		default:
 		}
 		// A fresh connection each time: a gRPC connection that was refused
@@ -271,7 +242,7 @@ func (g *Group) Start(ctx context.Context, id string) error {
 			return ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s (pid %d) does not answer on %s after %s: %w\n%s", id, cmd.Process.Pid, n.Client,
+			return fmt.Errorf("%s (pid %d) does not answer on %s after %s: %w\n%s", id, pid, n.Client,
 				g.cfg.StartTimeout, err, n.LogTail(15))
 		}
 		select {
@@ -279,18 +250,6 @@ func (g *Group) Start(ctx context.Context, id string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// Env is this process's environment without RAFTMQ_* variables, so
-// that a user's settings for the client commands do not reach the servers.
-func Env() []string {
-	var env []string
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "RAFTMQ_") {
-			env = append(env, e)
-		}
-	}
-	return env
 }
 
 // Kill sends SIGKILL to node id and waits until the process is gone. It
@@ -335,17 +294,9 @@ func (g *Group) Signal(id string, sig syscall.Signal) (int, error) {
 	if n == nil {
 		return 0, fmt.Errorf("no node %s", id)
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || isClosed(n.exited) {
-		return 0, fmt.Errorf("%s is not running", id)
-	}
-	pid := n.cmd.Process.Pid
-	if err := syscall.Kill(pid, sig); err != nil {
-		return pid, fmt.Errorf("signal %v to %s (pid %d): %w", sig, id, pid, err)
-	}
-	if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
-		n.paused = sig == syscall.SIGSTOP
+	pid, err := n.Signal(sig)
+	if err != nil {
+		return pid, fmt.Errorf("%s: %w", id, err)
 	}
 	return pid, nil
 }
@@ -355,15 +306,9 @@ func (g *Group) signalAndWait(id string, sig syscall.Signal, timeout time.Durati
 	if n == nil {
 		return 0, fmt.Errorf("no node %s", id)
 	}
-	pid, err := g.Signal(id, sig)
+	pid, err := n.SignalAndWait(sig, timeout)
 	if err != nil {
-		return pid, err
-	}
-	if sig != syscall.SIGKILL && n.Paused() {
-		syscall.Kill(pid, syscall.SIGCONT) // a stopped process cannot act on SIGTERM
-	}
-	if !n.Wait(timeout) {
-		return pid, fmt.Errorf("%s (pid %d) still running %s after %v", id, pid, timeout, sig)
+		return pid, fmt.Errorf("%s: %w", id, err)
 	}
 	return pid, nil
 }
@@ -522,61 +467,6 @@ func SelfStatus(st *api.StatusResponse) *api.NodeStatus {
 	return nil
 }
 
-// PID is the current process id, 0 if never started.
-func (n *Node) PID() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.cmd.Process == nil {
-		return 0
-	}
-	return n.cmd.Process.Pid
-}
-
-// Running reports whether the process was started and has not exited.
-func (n *Node) Running() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.cmd != nil && !isClosed(n.exited)
-}
-
-// Paused reports whether the process was sent SIGSTOP and not SIGCONT.
-func (n *Node) Paused() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.paused && n.cmd != nil && !isClosed(n.exited)
-}
-
-// Started reports whether the node was ever started.
-func (n *Node) Started() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.cmd != nil
-}
-
-// Wait waits up to d until the current process has exited; it reports
-// whether it has (true for a node never started).
-func (n *Node) Wait(d time.Duration) bool {
-	n.mu.Lock()
-	ch := n.exited
-	n.mu.Unlock()
-	if ch == nil {
-		return true
-	}
-	select {
-	case <-ch:
-		return true
-	case <-time.After(d):
-		return false
-	}
-}
-
-// WaitErr is the exit status of the last process that exited.
-func (n *Node) WaitErr() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.waitErr
-}
-
 // LogTail returns the last lines of the node's log, indented.
 func (n *Node) LogTail(lines int) string {
 	b, err := os.ReadFile(n.Log)
@@ -595,18 +485,6 @@ func (n *Node) LogTail(lines int) string {
 		sb.WriteByte('\n')
 	}
 	return sb.String()
-}
-
-func isClosed(ch chan struct{}) bool {
-	if ch == nil {
-		return false
-	}
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 var (

@@ -1,7 +1,0 @@
-//go:build !linux
-
-package chaos
-
-import "syscall"
-
-func procAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
