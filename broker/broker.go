@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
 
@@ -47,6 +48,13 @@ type Config struct {
 	// node once it is healthy and caught up.
 	PreferredLeader string
 
+	// Retention (0: off): messages older than RetentionAge, or beyond
+	// RetentionBytes of log, are deleted by whole log segments; the leader
+	// checks every RetentionCheck.
+	RetentionAge   time.Duration
+	RetentionBytes int64
+	RetentionCheck time.Duration
+
 	Logger hclog.Logger
 }
 
@@ -67,6 +75,7 @@ func DefaultConfig() Config {
 		StatePeriod:       200 * time.Millisecond,
 		SessionTimeout:    6 * time.Second,
 		HeartbeatInterval: time.Second,
+		RetentionCheck:    10 * time.Second,
 	}
 }
 
@@ -91,18 +100,25 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("load-threshold %v: want > 0", c.LoadThreshold)
 	case c.StatePeriod <= 0:
 		return fmt.Errorf("state period %s: want > 0", c.StatePeriod)
+	case c.RetentionAge < 0 || c.RetentionBytes < 0:
+		return fmt.Errorf("retention: %s and %d bytes: want >= 0 (0: off)", c.RetentionAge, c.RetentionBytes)
+	case (c.RetentionAge > 0 || c.RetentionBytes > 0) && c.RetentionCheck <= 0:
+		return fmt.Errorf("retention check period %s: want > 0", c.RetentionCheck)
 	case c.SessionTimeout <= c.HeartbeatInterval:
 		return fmt.Errorf("session timeout %s: must exceed the heartbeat interval %s", c.SessionTimeout, c.HeartbeatInterval)
 	}
 	return nil
 }
 
-// Log is how the broker reads message bodies back out of the Raft log.
-// *raftlog.Stores implements it.
+// Log is how the broker reads message bodies back out of the Raft log and
+// deletes its head (retention). *raftlog.Stores implements it.
 type Log interface {
 	Read(index uint64) ([]byte, error)
 	FirstIndex() uint64
 	LastIndex() uint64
+	Segments() ([]raftlog.Segment, error)
+	AppendedAt(index uint64) (time.Time, error)
+	DeleteBelow(index uint64) error
 }
 
 // PeerClient is how a node talks to the other nodes. The wire layer
@@ -166,6 +182,7 @@ func New(cfg Config, node *election.Node, fsm *store.FSM, rlog Log, peers PeerCl
 	b.goFunc(b.batchLoop)
 	b.goFunc(b.completeLoop)
 	b.goFunc(b.stateLoop)
+	b.goFunc(b.retentionLoop)
 	return b, nil
 }
 

@@ -15,6 +15,7 @@ type metrics struct {
 	pullMessages    *prometheus.CounterVec
 	suggestions     *prometheus.CounterVec
 	roleChanges     *prometheus.CounterVec
+	retentionCuts   *prometheus.CounterVec
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -41,9 +42,11 @@ func newMetrics(b *Broker) *metrics {
 			Name: "raftmq_pull_suggestions_total", Help: "Next-pull suggestions given, by target (self, leader, follower)."}, []string{"target"}),
 		roleChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raftmq_role_changes_total", Help: "Raft role changes of this node, by new role."}, []string{"role"}),
+		retentionCuts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raftmq_retention_cuts_total", Help: "Retention cuts this node replicated as leader, by limit (age, size)."}, []string{"by"}),
 	}
 	m.reg.MustRegister(m.produceMessages, m.produceBytes, m.produceErrors, m.produceLatency, m.batchRequests,
-		m.batchBytes, m.pullMessages, m.suggestions, m.roleChanges,
+		m.batchBytes, m.pullMessages, m.suggestions, m.roleChanges, m.retentionCuts,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	gauge := func(name, help string, f func() float64) {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
@@ -58,6 +61,8 @@ func newMetrics(b *Broker) *metrics {
 	gauge("raftmq_applied_index", "Last log index applied to the FSM.", func() float64 { return float64(b.fsm.Applied()) })
 	gauge("raftmq_commit_index", "Raft commit index.", func() float64 { return float64(b.node.Stats().CommitIndex) })
 	gauge("raftmq_last_index", "Last log index stored.", func() float64 { return float64(b.node.Stats().LastIndex) })
+	gauge("raftmq_first_index", "Lowest log index whose message bodies this node holds.", func() float64 { return float64(b.rlog.FirstIndex()) })
+	gauge("raftmq_log_floor", "Log index below which retention has dropped every message.", func() float64 { return float64(b.fsm.LogFloor()) })
 	gauge("raftmq_load", "Leader-load signal used by read routing (0..1+).", func() float64 { return b.load.value(b) })
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "raftmq_leader_changes_total", Help: "Leader changes observed by this node."},

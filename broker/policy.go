@@ -18,6 +18,7 @@ type NodeView struct {
 	Addr    string // client address
 	Healthy bool   // answered recently and is not lagging
 	Applied uint64 // applied log index
+	First   uint64 // lowest log index whose message bodies it holds
 	Loaded  bool
 }
 
@@ -57,6 +58,7 @@ const (
 	ReasonNoFollower   = "no follower has the data"
 	ReasonLagging      = "this follower lags"
 	ReasonMissing      = "this follower lacks the offset"
+	ReasonDeleted      = "the leader no longer holds the offset's entry"
 	ReasonCaughtUp     = "caught up with the tail"
 	ReasonNoLeader     = "no leader known"
 	ReasonStayFollower = "follower serves"
@@ -65,24 +67,27 @@ const (
 // Suggest applies raftmq's read routing:
 //
 // On the leader: send the consumer to a follower when it reads cold data
-// (further behind than ColdBytes) or the leader is loaded, and a healthy,
-// unloaded follower has applied NeedIndex; spread readers over such
-// followers by topic and queue. Otherwise keep it on the leader.
+// (further behind than ColdBytes), the leader is loaded or the leader no
+// longer holds the message bodies at NeedIndex, and a healthy, unloaded
+// follower holds NeedIndex; spread readers over such followers by topic and
+// queue. Otherwise keep it on the leader.
 //
 // On a follower: send the consumer back to the leader when this follower
-// lags more than MaxLag, lacks NeedIndex, or the consumer has caught up with
-// the tail and the leader is not loaded. Otherwise keep serving it.
+// lags more than MaxLag, lacks NeedIndex (not applied yet, or its body
+// deleted), or the consumer has caught up with the tail and the leader is
+// not loaded. Otherwise keep serving it.
 func Suggest(in RouteInput) Suggestion {
 	self := Suggestion{NodeID: in.Self.ID, Addr: in.Self.Addr}
 	if in.SelfIsLeader {
 		cold := in.BehindBytes > in.ColdBytes
-		if !cold && !in.Self.Loaded {
+		missing := in.Self.First > in.NeedIndex
+		if !cold && !in.Self.Loaded && !missing {
 			self.Reason = ReasonHot
 			return self
 		}
 		var ok []NodeView
 		for _, f := range in.Followers {
-			if f.Healthy && !f.Loaded && f.Applied >= in.NeedIndex && f.Addr != "" {
+			if f.Healthy && !f.Loaded && f.Applied >= in.NeedIndex && f.First <= in.NeedIndex && f.Addr != "" {
 				ok = append(ok, f)
 			}
 		}
@@ -95,7 +100,10 @@ func Suggest(in RouteInput) Suggestion {
 		h.Write([]byte(in.Topic))
 		f := ok[(h.Sum32()+uint32(in.Queue))%uint32(len(ok))]
 		reason := ReasonLoaded
-		if cold {
+		switch {
+		case missing:
+			reason = ReasonDeleted
+		case cold:
 			reason = ReasonCold
 		}
 		return Suggestion{NodeID: f.ID, Addr: f.Addr, Reason: reason}
@@ -108,7 +116,7 @@ func Suggest(in RouteInput) Suggestion {
 	switch {
 	case in.SelfLag > in.MaxLag:
 		leader.Reason = ReasonLagging
-	case in.Self.Applied < in.NeedIndex:
+	case in.Self.Applied < in.NeedIndex || in.Self.First > in.NeedIndex:
 		leader.Reason = ReasonMissing
 	case in.AtTail && !in.Leader.Loaded:
 		leader.Reason = ReasonCaughtUp

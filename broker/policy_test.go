@@ -41,6 +41,12 @@ func TestSuggest(t *testing.T) {
 			"n1", ReasonLagging},
 		{"follower: lacking the offset sends reader to the leader", RouteInput{Self: NodeView{ID: "n2", Addr: "a2", Applied: 80}, Leader: loaded, NeedIndex: 90, ColdBytes: cold, MaxLag: 100},
 			"n1", ReasonMissing},
+		{"leader: hot reader goes where the deleted body still is", RouteInput{SelfIsLeader: true, Self: NodeView{ID: "n1", Addr: "a1", Healthy: true, Applied: 100, First: 95}, Followers: []NodeView{{ID: "n2", Addr: "a2", Healthy: true, Applied: 100, First: 95}, f3}, NeedIndex: 90, ColdBytes: cold},
+			"n3", ReasonDeleted},
+		{"leader: cold reader skips a follower without the body", RouteInput{SelfIsLeader: true, Self: leader, Followers: []NodeView{{ID: "n2", Addr: "a2", Healthy: true, Applied: 100, First: 95}, f3}, NeedIndex: 90, BehindBytes: 5000, ColdBytes: cold},
+			"n3", ReasonCold},
+		{"follower: without the body sends the reader to the leader", RouteInput{Self: NodeView{ID: "n2", Addr: "a2", Applied: 100, First: 95}, Leader: leader, NeedIndex: 90, BehindBytes: 5000, ColdBytes: cold, MaxLag: 100},
+			"n1", ReasonMissing},
 		{"follower: no leader known keeps serving", RouteInput{Self: f2, NeedIndex: 90, ColdBytes: cold, MaxLag: 10},
 			"n2", ReasonNoLeader},
 	}

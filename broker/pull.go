@@ -186,8 +186,16 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 				break
 			}
 			if errors.Is(err, raftlog.ErrBelowFloor) {
+				// This node dropped the body (retention, or its log was
+				// replaced by a snapshot): a node that holds it serves it.
 				res.Status = PullRetryElsewhere
-				res.Suggestion = b.leaderSuggestion("message bodies not held here")
+				if !isLeader {
+					res.Suggestion = b.leaderSuggestion("message bodies not held here")
+					return res, nil
+				}
+				if res.Suggestion = b.suggest(req, rng, req.Offset, false); res.Suggestion.NodeID == b.cfg.NodeID {
+					return PullResult{}, fmt.Errorf("%w: the message bodies at log index %d are not held by the leader nor by a reachable, caught-up follower", ErrUnavailable, loc.LogIndex)
+				}
 				return res, nil
 			}
 			return PullResult{}, fmt.Errorf("read log entry %d: %w", loc.LogIndex, err)

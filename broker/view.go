@@ -217,14 +217,14 @@ func (b *Broker) peerView(id string, leaderApplied uint64) NodeView {
 	}
 	if id == b.cfg.NodeID {
 		st := b.NodeState()
-		v.Applied, v.Loaded, v.Healthy = st.Applied, st.Loaded, true
+		v.Applied, v.First, v.Loaded, v.Healthy = st.Applied, st.First, st.Loaded, true
 		return v
 	}
 	p, ok := b.view.get(id)
 	if !ok {
 		return v
 	}
-	v.Applied, v.Loaded = p.state.Applied, p.state.Loaded
+	v.Applied, v.First, v.Loaded = p.state.Applied, p.state.First, p.state.Loaded
 	v.Healthy = time.Since(p.lastOK) <= b.fresh() && p.state.Applied+b.cfg.MaxFollowerLag >= leaderApplied &&
 		(p.state.Role == string(election.Follower) || p.state.Role == string(election.Leader))
 	return v

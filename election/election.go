@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -462,6 +463,22 @@ func (n *Node) Stats() Stats {
 		LeaderChanges: n.leaderChanges.Load(),
 		RoleChanges:   n.roleChanges.Load(),
 	}
+}
+
+// Snapshot takes a snapshot of the FSM now (unless nothing was applied since
+// the last one) and returns the last log index a snapshot covers.
+func (n *Node) Snapshot() (uint64, error) {
+	if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return 0, fmt.Errorf("snapshot: %w", err)
+	}
+	return n.LastSnapshotIndex(), nil
+}
+
+// LastSnapshotIndex is the last log index the newest snapshot covers (0:
+// none yet).
+func (n *Node) LastSnapshotIndex() uint64 {
+	i, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
+	return i
 }
 
 // Apply replicates cmd and returns the FSM's answer once the entry is

@@ -27,11 +27,7 @@ func newLogCache(store raft.LogStore, maxEntries, maxBytes int) *logCache {
 }
 
 // IsMonotonic passes on the answer of the store below, as raft.LogCache
-// does. In Open that store is the guard, which does not pass on raft-wal's
-// "yes": raft would then delete the whole log after installing a snapshot.
-// It never installs one today, as it never compacts the log (TrailingLogs is
-// the maximum, so a leader holds every entry a follower can ask for);
-// retention must revisit this, with the watermark (DESIGN.md).
+// does (for raft-wal: yes, through the guard).
 func (c *logCache) IsMonotonic() bool {
 	m, ok := c.LogStore.(raft.MonotonicLogStore)
 	return ok && m.IsMonotonic()

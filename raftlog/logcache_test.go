@@ -67,8 +67,7 @@ func TestLogCacheBoundsCount(t *testing.T) {
 	}
 }
 
-// The cache passes on whether the store below it is monotonic. (The guard
-// below it in Open does not say so for raft-wal: see logCache.IsMonotonic.)
+// The cache passes on whether the store below it is monotonic.
 func TestLogCacheIsMonotonic(t *testing.T) {
 	if newLogCache(raft.NewInmemStore(), 4, 1<<20).IsMonotonic() {
 		t.Error("in-memory store reported monotonic")

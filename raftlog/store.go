@@ -34,6 +34,7 @@ type Stores struct {
 	Snapshots raft.SnapshotStore
 
 	raw     raft.LogStore
+	logDir  string // raft-wal's segment files ("" for bolt)
 	reads   *readCache
 	closers []func() error
 	floor   atomic.Uint64
@@ -96,7 +97,7 @@ func Open(dir string, opts Options) (*Stores, error) {
 		if err != nil {
 			return fail(fmt.Errorf("open raft-wal log in %s: %w", filepath.Join(dir, "log"), err))
 		}
-		s.raw = w
+		s.raw, s.logDir = w, filepath.Join(dir, "log")
 		s.closers = append(s.closers, w.Close)
 	case KindBolt:
 		b, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "log", "log.db")})

@@ -111,21 +111,33 @@ func (g *guard) failed(op string, err error) error {
 
 func (g *guard) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l}) }
 
+// IsMonotonic passes on raft-wal's answer: it cannot hold a gap, so raft
+// deletes the whole log when it installs a snapshot from the leader (which
+// happens once retention has deleted entries a follower still needs).
+func (g *guard) IsMonotonic() bool {
+	m, ok := g.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
 func (g *guard) DeleteRange(min, max uint64) error {
 	last, err := g.LogStore.LastIndex()
 	if err != nil {
 		return err
 	}
 	if max >= last && min > 0 { // tail (or everything): lower the watermark first
+		keep := min - 1
+		if first, err := g.LogStore.FirstIndex(); err == nil && min <= first {
+			keep = 0 // the whole log goes (raft, after installing a snapshot)
+		}
 		g.mu.Lock()
-		if g.written.Load() > min-1 {
-			if err := writeWatermark(g.path, min-1); err != nil {
+		if g.written.Load() > keep {
+			if err := writeWatermark(g.path, keep); err != nil {
 				g.mu.Unlock()
 				return g.failed("delete", fmt.Errorf("lower log watermark: %w", err))
 			}
-			g.written.Store(min - 1)
+			g.written.Store(keep)
 		}
-		g.stored.Store(min - 1)
+		g.stored.Store(keep)
 		g.mu.Unlock()
 		g.dropped(min)
 	}

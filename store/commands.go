@@ -16,6 +16,7 @@ const (
 	opCommitOffsets = "commit_offsets"
 	opRegisterNode  = "register_node"
 	opForgetNode    = "forget_node"
+	opRetain        = "retain"
 )
 
 // OffsetEntry is one committed consumer offset.
@@ -33,6 +34,7 @@ type metaCmd struct {
 	Group       string        `json:"group,omitempty"`
 	Offsets     []OffsetEntry `json:"offsets,omitempty"`
 	Node        *NodeInfo     `json:"node,omitempty"`
+	Below       uint64        `json:"below,omitempty"`
 }
 
 func encodeMeta(c *metaCmd) []byte {
@@ -81,4 +83,11 @@ func RegisterNode(n NodeInfo) []byte {
 // ForgetNode encodes a command that drops a removed node's addresses.
 func ForgetNode(id string) []byte {
 	return encodeMeta(&metaCmd{Op: opForgetNode, Node: &NodeInfo{ID: id}})
+}
+
+// Retain encodes a command that drops every message stored in a log entry
+// below index below: each queue's minimum offset moves past them, and every
+// node may then delete that part of its log (retention).
+func Retain(below uint64) []byte {
+	return encodeMeta(&metaCmd{Op: opRetain, Below: below})
 }

@@ -106,6 +106,7 @@ type FSM struct {
 	producers map[string]*producer
 	lru       *list.List // of *producer, least recently used first
 	nodes     map[string]NodeInfo
+	logFloor  uint64 // no message is stored below this log index (Retain)
 
 	applied  atomic.Uint64
 	notifyMu sync.Mutex
@@ -133,6 +134,7 @@ func (f *FSM) reset() {
 	f.producers = map[string]*producer{}
 	f.lru = list.New()
 	f.nodes = map[string]NodeInfo{}
+	f.logFloor = 0
 }
 
 // Applied is the index of the last entry applied to the FSM.
@@ -413,6 +415,9 @@ func (f *FSM) applyMetaLocked(c *metaCmd) interface{} {
 	case opForgetNode:
 		delete(f.nodes, c.Node.ID)
 		return nil
+	case opRetain:
+		f.retainLocked(c.Below)
+		return nil
 	default:
 		return fmt.Errorf("%w: unknown op %q", ErrCorruptCommand, c.Op)
 	}
@@ -477,6 +482,41 @@ type Location struct {
 	LogIndex uint64   // Raft index of the entry
 	Count    uint32   // messages of the queue in the entry
 	Skip     []uint32 // request numbers in the entry that were not appended
+}
+
+// retainLocked drops the index records of every entry below index below and
+// moves each queue's minimum offset to its first remaining message (to its
+// end when none remains).
+func (f *FSM) retainLocked(below uint64) {
+	if below <= f.logFloor {
+		return
+	}
+	f.logFloor = below
+	for _, t := range f.topics {
+		for _, q := range t.queues {
+			i := sort.Search(len(q.records), func(i int) bool { return q.records[i].index >= below })
+			if i == 0 {
+				continue
+			}
+			// A copy, not a reslice: the dropped records' memory is freed.
+			// (Snapshots share the old array, which nobody writes again.)
+			q.records = append([]record(nil), q.records[i:]...)
+			if len(q.records) > 0 {
+				q.min = max(q.min, q.records[0].base)
+			} else {
+				q.min = q.next
+			}
+		}
+	}
+}
+
+// LogFloor is the log index below which retention has dropped every message
+// (0: nothing dropped). A node may delete its log below it once a snapshot
+// covers it.
+func (f *FSM) LogFloor() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.logFloor
 }
 
 // QueueRange is the retained range of a queue: [Min, Max).
@@ -630,6 +670,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.reset()
 	f.loadLocked(st)
 	f.mu.Unlock()
+	// Raft applies the entries after the snapshot next; until one comes,
+	// the node has applied what the snapshot holds.
+	f.applied.Store(st.Applied)
 	f.wake()
 	return nil
 }

@@ -50,6 +50,8 @@ type snapState struct {
 	Offsets   map[string]map[string]map[int32]uint64
 	Producers []snapProducer // least recently used first
 	Nodes     map[string]NodeInfo
+	LogFloor  uint64 // absent (0) in snapshots from before retention
+	Applied   uint64 // last entry applied to the state (0 in older snapshots)
 }
 
 // captured is a cheap copy made under the read lock; the encoding happens in
@@ -59,6 +61,8 @@ type captured struct {
 	offsets   map[string]map[string]map[int32]uint64
 	producers []snapProducer
 	nodes     map[string]NodeInfo
+	logFloor  uint64
+	applied   uint64
 }
 
 type capturedTopic struct {
@@ -67,7 +71,8 @@ type capturedTopic struct {
 }
 
 func (f *FSM) captureLocked() *captured {
-	c := &captured{offsets: map[string]map[string]map[int32]uint64{}, nodes: map[string]NodeInfo{}}
+	c := &captured{offsets: map[string]map[string]map[int32]uint64{}, nodes: map[string]NodeInfo{}, logFloor: f.logFloor,
+		applied: f.applied.Load()}
 	for _, t := range f.topics {
 		ct := capturedTopic{name: t.name, queues: make([]queue, len(t.queues))}
 		for i, q := range t.queues {
@@ -129,6 +134,7 @@ func (f *FSM) loadLocked(st *snapState) {
 	if st.Nodes != nil {
 		f.nodes = st.Nodes
 	}
+	f.logFloor = st.LogFloor
 }
 
 type fsmSnapshot struct {
@@ -146,7 +152,7 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 func (s *fsmSnapshot) Release() {}
 
 func writeSnapshot(w io.Writer, c *captured) error {
-	st := snapState{Format: snapshotFormat, Offsets: c.offsets, Producers: c.producers, Nodes: c.nodes}
+	st := snapState{Format: snapshotFormat, Offsets: c.offsets, Producers: c.producers, Nodes: c.nodes, LogFloor: c.logFloor, Applied: c.applied}
 	for _, ct := range c.topics {
 		t := snapTopic{Name: ct.name, Queues: make([]snapQueue, len(ct.queues))}
 		for i, q := range ct.queues {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -512,5 +513,97 @@ func TestRetryOnNewLeaderGetsSameAcks(t *testing.T) {
 		if err != nil || len(r.Messages) != 1 || string(r.Messages[0].Body) != fmt.Sprintf("m%d", i) || r.Messages[0].ID != a.ID {
 			t.Fatalf("ack %d %+v does not point at m%d: %+v %v", i, a, i, r.Messages, err)
 		}
+	}
+}
+
+// TestRetentionMovesQueueMinimum: with a size limit, the leader cuts whole
+// segments; every node deletes its log head, a pull below a queue's new
+// minimum is told where to continue, and the cut survives a restart of the
+// whole group (race detector on the retention loop beside produce and pull).
+func TestRetentionMovesQueueMinimum(t *testing.T) {
+	c := newCluster(t, 3, func(i int, cfg *server.Config) {
+		cfg.SegmentMB = 1
+		cfg.Broker.RetentionBytes = 2 << 20
+		cfg.Broker.RetentionCheck = 50 * time.Millisecond
+	})
+	ctx := ctxT(t, 90*time.Second)
+	body := []byte(strings.Repeat("r", 4000))
+	for i := 0; i < 1500; i++ { // about 6 MB through a 2 MiB limit
+		msgs := []broker.ProduceMessage{{Body: body, Queue: 0, HasQueue: true}}
+		if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "ret", ProducerID: "p", Seq: uint64(i), Messages: msgs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "every node to delete its log head", func() bool {
+		for _, s := range c.nodes {
+			if st := s.Broker().NodeState(); st.First <= 1 {
+				return false
+			}
+		}
+		return true
+	})
+	check := func() uint64 {
+		t.Helper()
+		b := c.nodes[c.leader()].Broker()
+		var r broker.PullResult
+		waitFor(t, 20*time.Second, "the leader to answer a pull below the minimum", func() bool {
+			var err error
+			r, err = b.Pull(ctx, broker.PullRequest{Topic: "ret", Queue: 0, Offset: 0, MaxMessages: 10})
+			return err == nil
+		})
+		if r.Status != broker.PullOffsetMoved || r.NextOffset == 0 || r.NextOffset != r.MinOffset {
+			t.Fatalf("pull at 0 below the retained minimum: %+v", r)
+		}
+		got, err := b.Pull(ctx, broker.PullRequest{Topic: "ret", Queue: 0, Offset: r.NextOffset, MaxMessages: 10})
+		if err != nil || got.Status != broker.PullFound || got.Messages[0].Offset != r.NextOffset {
+			t.Fatalf("pull at the minimum %d: %+v %v", r.NextOffset, got, err)
+		}
+		return r.MinOffset
+	}
+	low := check()
+	for i := range c.nodes {
+		c.stop(i, i == 0)
+	}
+	for i := range c.nodes {
+		c.start(i)
+	}
+	if after := check(); after < low {
+		t.Fatalf("minimum offset went back from %d to %d over a restart", low, after)
+	}
+}
+
+// TestRetentionByAge: segments whose newest entry is older than the limit
+// go; the tail segment and what was written since stay.
+func TestRetentionByAge(t *testing.T) {
+	c := newCluster(t, 3, func(i int, cfg *server.Config) {
+		cfg.SegmentMB = 1
+		cfg.Broker.RetentionAge = time.Second
+		cfg.Broker.RetentionCheck = 50 * time.Millisecond
+	})
+	ctx := ctxT(t, 90*time.Second)
+	body := []byte(strings.Repeat("a", 4000))
+	send := func(seq0, n int) uint64 {
+		var last uint64
+		for i := seq0; i < seq0+n; i++ {
+			res, err := c.produce(ctx, broker.ProduceRequest{Topic: "age", ProducerID: "p", Seq: uint64(i),
+				Messages: []broker.ProduceMessage{{Body: body, Queue: 0, HasQueue: true}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = res.Acks[0].Offset
+		}
+		return last
+	}
+	old := send(0, 800) // about 3 MB: three segments and a tail
+	seq := 800
+	waitFor(t, 30*time.Second, "the old segments to expire", func() bool {
+		seq++
+		send(seq, 1) // keeps the tail moving
+		ti, err := c.nodes[c.leader()].Broker().Topic("age")
+		return err == nil && ti.Queues[0].Min > 0
+	})
+	ti, _ := c.nodes[c.leader()].Broker().Topic("age")
+	if m := ti.Queues[0].Min; m > old+1 {
+		t.Fatalf("minimum %d is past the old messages (last %d): the tail segment was cut", m, old)
 	}
 }

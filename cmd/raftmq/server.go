@@ -50,6 +50,9 @@ func serverCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "cold-read-bytes", Value: d.Broker.ColdReadBytes, Usage: "a consumer further behind than this is sent to a follower (default 40% of RAM)"},
 			&cli.Float64Flag{Name: "load-threshold", Value: d.Broker.LoadThreshold, Usage: "leader load (max of CPU share, produce queue fill, read rate/200k msg/s) above which consumers go to followers"},
 			&cli.Uint64Flag{Name: "max-follower-lag", Value: d.Broker.MaxFollowerLag, Usage: "log entries a follower may lag before it sends consumers to the leader"},
+			&cli.DurationFlag{Name: "retention", Usage: "delete messages older than this, by whole log segments (e.g. 72h; 0: keep forever)"},
+			&cli.IntFlag{Name: "retention-mb", Usage: "keep at most about this many MiB of log per node, deleting the oldest whole segments (0: no limit)"},
+			&cli.DurationFlag{Name: "retention-check", Value: d.Broker.RetentionCheck, Usage: "how often the leader checks the retention limits"},
 			&cli.Uint64Flag{Name: "snapshot-threshold", Value: d.Raft.SnapshotThreshold, Usage: "log entries between FSM snapshots (bounds restart replay)"},
 			&cli.StringFlag{Name: "raft-dial", Hidden: true, Usage: "fault injection only: ID=ADDR,... dial these addresses for those peers"},
 			&cli.BoolFlag{Name: "verify-log", Value: true, Usage: "check every log entry's checksum at start; refuse to start on corruption"},
@@ -121,6 +124,18 @@ func runServer(c *cli.Context) error {
 	cfg.Broker.ColdReadBytes = c.Uint64("cold-read-bytes")
 	cfg.Broker.LoadThreshold = c.Float64("load-threshold")
 	cfg.Broker.MaxFollowerLag = c.Uint64("max-follower-lag")
+	cfg.Broker.RetentionAge = c.Duration("retention")
+	cfg.Broker.RetentionBytes = int64(c.Int("retention-mb")) << 20
+	cfg.Broker.RetentionCheck = c.Duration("retention-check")
+	if cfg.Broker.RetentionAge < 0 || cfg.Broker.RetentionBytes < 0 {
+		return fmt.Errorf("--retention %s, --retention-mb %d: want 0 (off) or more", cfg.Broker.RetentionAge, c.Int("retention-mb"))
+	}
+	if (cfg.Broker.RetentionAge > 0 || cfg.Broker.RetentionBytes > 0) && cfg.LogStore != raftlog.KindWAL {
+		return fmt.Errorf("--retention and --retention-mb delete whole raft-wal segments: they need --log-store wal")
+	}
+	if mb := int64(cfg.SegmentMB); cfg.Broker.RetentionBytes > 0 && cfg.Broker.RetentionBytes < 2*mb<<20 {
+		return fmt.Errorf("--retention-mb %d: want at least two segments (2 x --segment-mb = %d)", c.Int("retention-mb"), 2*mb)
+	}
 	level := hclog.LevelFromString(c.String("log-level"))
 	if level == hclog.NoLevel {
 		return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))

@@ -1,0 +1,137 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/store"
+)
+
+// Retention deletes old messages by whole log segments:
+//
+//   - The leader picks a cut: the first index of the oldest segment to keep
+//     so that the log stays within RetentionBytes and holds nothing older
+//     than RetentionAge (by raft's append time of a segment's last entry).
+//     The tail segment is always kept, and so is everything a healthy
+//     follower has not applied yet.
+//   - It replicates the cut as a store.Retain command: every node's FSM
+//     moves each queue's minimum offset past the dropped messages, and
+//     consumers below it continue at the new minimum (PullOffsetMoved).
+//   - Every node then takes a snapshot covering the cut (raft sends it to a
+//     follower that needs deleted entries) and deletes its log below it.
+//
+// A follower that installs such a snapshot drops its whole log; reads of
+// bodies it no longer holds go to a node that has them.
+
+// retentionLoop runs retention on every node: the leader decides cuts, and
+// every node deletes its log up to the replicated floor.
+func (b *Broker) retentionLoop() {
+	if b.cfg.RetentionAge <= 0 && b.cfg.RetentionBytes <= 0 {
+		return
+	}
+	t := time.NewTicker(b.cfg.RetentionCheck)
+	defer t.Stop()
+	var deleted uint64
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		}
+		if b.node.Role() == election.Leader && b.node.Ready() {
+			if cut, why := b.retentionCut(time.Now()); cut > 0 {
+				b.retain(cut, why)
+			}
+		}
+		if floor := b.fsm.LogFloor(); floor > deleted && b.deleteBelow(floor) {
+			deleted = floor
+		}
+	}
+}
+
+// retentionCut returns the index below which the log may go, and why (0
+// when nothing is due).
+func (b *Broker) retentionCut(now time.Time) (uint64, string) {
+	segs, err := b.rlog.Segments()
+	if err != nil {
+		b.log.Warn("retention: cannot list the log's segments", "error", err)
+		return 0, ""
+	}
+	if len(segs) < 2 {
+		return 0, ""
+	}
+	floor := b.fsm.LogFloor()
+	cut, why := uint64(0), ""
+	if b.cfg.RetentionBytes > 0 {
+		var total int64
+		for _, s := range segs {
+			total += s.Bytes
+		}
+		for i := 0; i+1 < len(segs) && total > b.cfg.RetentionBytes; i++ {
+			total -= segs[i].Bytes
+			cut, why = segs[i+1].Base, "size"
+		}
+	}
+	if b.cfg.RetentionAge > 0 {
+		for i := 0; i+1 < len(segs); i++ {
+			next := segs[i+1].Base
+			if next <= max(cut, floor) {
+				continue
+			}
+			at, err := b.rlog.AppendedAt(next - 1)
+			if err != nil || at.IsZero() || now.Sub(at) < b.cfg.RetentionAge {
+				break
+			}
+			cut, why = next, "age"
+		}
+	}
+	if cut <= floor || cut > b.fsm.Applied() {
+		return 0, ""
+	}
+	// Keep what a healthy follower still needs: deleting it would make the
+	// leader send that follower a snapshot, and it would drop its log.
+	applied := b.fsm.Applied()
+	servers, _ := b.node.Servers()
+	for _, s := range servers {
+		if s.ID == b.cfg.NodeID {
+			continue
+		}
+		if v := b.peerView(s.ID, applied); v.Healthy && v.Applied+1 < cut {
+			return 0, ""
+		}
+	}
+	return cut, why
+}
+
+func (b *Broker) retain(cut uint64, why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.WriteTimeout)
+	defer cancel()
+	if err := b.apply(ctx, store.Retain(cut)); err != nil {
+		b.log.Warn("retention: replicating the cut failed; retrying later", "below", cut, "error", err)
+		return
+	}
+	b.m.retentionCuts.WithLabelValues(why).Inc()
+	b.log.Info("retention: messages in log entries below the cut are dropped", "below", cut, "by", why,
+		"age_limit", b.cfg.RetentionAge, "bytes_limit", b.cfg.RetentionBytes)
+}
+
+// deleteBelow deletes this node's log below floor once a snapshot covers
+// it; it reports whether it did.
+func (b *Broker) deleteBelow(floor uint64) bool {
+	if b.node.LastSnapshotIndex()+1 < floor {
+		if _, err := b.node.Snapshot(); err != nil {
+			b.log.Warn("retention: snapshot before deleting the log failed; retrying later", "error", err)
+			return false
+		}
+		if b.node.LastSnapshotIndex()+1 < floor {
+			return false
+		}
+	}
+	if err := b.rlog.DeleteBelow(floor); err != nil {
+		b.log.Warn("retention: deleting the log failed; retrying later", "below", floor, "error", err)
+		return false
+	}
+	b.log.Info("retention: deleted the log below the floor", "below", floor, "first", b.rlog.FirstIndex())
+	return true
+}
