@@ -6,130 +6,138 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/raftmq/raftmq/client"
 )
 
-// TestProcessRetention runs a group with --retention-mb: each node's log
-// stays within the limit while messages keep coming; a follower that was
-// down while the entries it lacked were deleted gets the leader's snapshot,
-// drops its old log and catches up; and a consumer starting at offset 0
-// continues at each queue's new minimum and reads exactly the retained
-// messages, each with the body that was acknowledged at its offset.
-func TestProcessRetention(t *testing.T) {
-	procRequire(t)
-	const segMB, limitMB = 1, 3
-	c := procStartCluster(t, 3, "--segment-mb", fmt.Sprint(segMB), "--retention-mb", fmt.Sprint(limitMB),
+const retSegMB, retLimitMB = 1, 3
+
+// retentionGroup is a 3-node group that keeps at most retLimitMB of log per
+// node in retSegMB segments, with what its producers were told.
+type retentionGroup struct {
+	*procCluster
+	cl    *client.Client
+	topic string
+
+	mu    sync.Mutex
+	acked map[procLoc]string // queue/offset -> body acknowledged there
+	sent  map[string]bool    // every body sent (an unknown outcome may be in the log)
+}
+
+func newRetentionGroup(t *testing.T) *retentionGroup {
+	c := procStartCluster(t, 3, "--segment-mb", fmt.Sprint(retSegMB), "--retention-mb", fmt.Sprint(retLimitMB),
 		"--retention-check", "200ms")
-	cl := c.client()
-	const topic = "retained"
-	acked := map[procLoc]string{}
-	produce := func(phase string, n int) {
-		t.Helper()
-		p := cl.NewProducer()
-		for i := 0; i < n; i += 50 {
-			msgs := make([]client.Message, 50)
-			bodies := make([]string, 50)
-			for j := range msgs {
-				bodies[j] = fmt.Sprintf("%s-%06d-%s", phase, i+j, strings.Repeat("x", 1000))
-				msgs[j] = client.Message{Body: []byte(bodies[j])}
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			acks, err := p.Send(ctx, topic, msgs...)
-			cancel()
-			if err != nil {
-				t.Fatalf("send %s %d: %v", phase, i, err)
-			}
-			for j, a := range acks {
-				acked[procLoc{a.Queue, a.Offset}] = bodies[j]
-			}
-		}
-	}
-	segments := func(nd *procNode) int {
-		ents, _ := os.ReadDir(filepath.Join(nd.Data, "log"))
-		n := 0
-		for _, e := range ents {
-			if strings.HasSuffix(e.Name(), ".wal") {
-				n++
-			}
-		}
-		return n
-	}
-	// Retention keeps whole segments: at most limit/segment of them, plus
-	// the tail while it fills, plus one being deleted.
-	maxSegments := limitMB/segMB + 2
-	waitWithinLimit := func() {
-		t.Helper()
-		procWaitFor(t, 60*time.Second, "every node's log within the retention limit", func() (bool, string) {
-			var parts []string
-			ok := true
-			for _, nd := range c.runningNodes() {
-				n := segments(nd)
-				parts = append(parts, fmt.Sprintf("%s %d segments", nd.ID, n))
-				ok = ok && n <= maxSegments
-			}
-			return ok, strings.Join(parts, ", ")
-		})
-	}
+	return &retentionGroup{procCluster: c, cl: c.client(), topic: "retained", acked: map[procLoc]string{}, sent: map[string]bool{}}
+}
 
-	produce("a", 6000) // about 6 MiB: twice the limit
-	waitWithinLimit()
+// produce sends n 1 KB messages, 50 per request, and records the acks. With
+// tolerate, a failed request is skipped (a leader was killed under it).
+func (g *retentionGroup) produce(phase string, n int, tolerate bool) {
+	g.t.Helper()
+	p := g.cl.NewProducer()
+	for i := 0; i < n; i += 50 {
+		msgs := make([]client.Message, 50)
+		bodies := make([]string, 50)
+		g.mu.Lock()
+		for j := range msgs {
+			bodies[j] = fmt.Sprintf("%s-%06d-%s", phase, i+j, strings.Repeat("x", 1000))
+			msgs[j] = client.Message{Body: []byte(bodies[j])}
+			g.sent[bodies[j]] = true
+		}
+		g.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		acks, err := p.Send(ctx, g.topic, msgs...)
+		cancel()
+		if err != nil {
+			if tolerate {
+				continue
+			}
+			g.t.Fatalf("send %s %d: %v", phase, i, err)
+		}
+		g.mu.Lock()
+		for j, a := range acks {
+			g.acked[procLoc{a.Queue, a.Offset}] = bodies[j]
+		}
+		g.mu.Unlock()
+	}
+}
 
-	leader := c.waitLeader("")
-	var down *procNode
-	for _, nd := range c.all() {
-		if nd.ID != leader.ID {
-			down = nd
-			break
+func (g *retentionGroup) segments(nd *procNode) int {
+	ents, _ := os.ReadDir(filepath.Join(nd.Data, "log"))
+	n := 0
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".wal") {
+			n++
 		}
 	}
-	c.kill(down.ID)
-	produce("b", 6000) // everything the stopped follower lacks is deleted meanwhile
-	waitWithinLimit()
-	c.start(down.ID)
-	produce("c", 500) // appended after the snapshot: the rejoined log must take them
-	procWaitFor(t, 60*time.Second, down.ID+" to catch up", func() (bool, string) {
-		if !down.Running() {
-			t.Fatalf("%s exited after rejoining: %v\n%s", down.ID, down.WaitErr(), down.LogTail(20))
+	return n
+}
+
+// waitWithinLimit waits until every running node keeps at most
+// limit/segment whole segments, plus the tail while it fills, plus one
+// being deleted.
+func (g *retentionGroup) waitWithinLimit() {
+	g.t.Helper()
+	limit := retLimitMB/retSegMB + 2
+	procWaitFor(g.t, 60*time.Second, "every node's log within the retention limit", func() (bool, string) {
+		var parts []string
+		ok := true
+		for _, nd := range g.runningNodes() {
+			n := g.segments(nd)
+			parts = append(parts, fmt.Sprintf("%s %d segments", nd.ID, n))
+			ok = ok && n <= limit
 		}
-		want := c.waitConverged(60 * time.Second)
-		st, err := procStatusOf(down.Client, time.Second)
+		return ok, strings.Join(parts, ", ")
+	})
+}
+
+// waitCaughtUp waits until nd runs and has applied what the others have.
+func (g *retentionGroup) waitCaughtUp(nd *procNode) {
+	g.t.Helper()
+	procWaitFor(g.t, 60*time.Second, nd.ID+" to catch up", func() (bool, string) {
+		if !nd.Running() {
+			g.t.Fatalf("%s exited after rejoining: %v\n%s", nd.ID, nd.WaitErr(), nd.LogTail(20))
+		}
+		want := g.waitConverged(60 * time.Second)
+		st, err := procStatusOf(nd.Client, time.Second)
 		if err != nil {
 			return false, err.Error()
 		}
 		self := procSelf(st)
-		return self != nil && self.AppliedIndex >= want, fmt.Sprintf("%s applied %v, the others %d", down.ID, self, want)
+		return self != nil && self.AppliedIndex >= want, fmt.Sprintf("%s applied %v, the others %d", nd.ID, self, want)
 	})
-	waitWithinLimit()
-	if log, _ := os.ReadFile(down.Log); !strings.Contains(string(log), "Installed remote snapshot") {
-		t.Errorf("%s rejoined without installing the leader's snapshot", down.ID)
-	}
+}
 
+// verify reads the topic from offset 0 with a new consumer group: every
+// queue's minimum has moved past deleted messages, and the consumer gets
+// exactly the retained range, every acknowledged offset in it with the body
+// acknowledged there and nothing that was not sent.
+func (g *retentionGroup) verify() {
+	t := g.t
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	ti, err := cl.DescribeTopic(ctx, topic)
+	ti, err := g.cl.DescribeTopic(ctx, g.topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	end, retained := map[int32]uint64{}, 0
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for _, q := range ti.QueueInfo {
 		if q.MinOffset == 0 {
-			t.Errorf("queue %d: min offset still 0 after 12 MiB through a %d MiB limit", q.Queue, limitMB)
+			t.Errorf("queue %d: min offset still 0 after more than %d MiB through a %d MiB limit", q.Queue, 2*retLimitMB, retLimitMB)
 		}
 		end[q.Queue] = q.MaxOffset
 		retained += int(q.MaxOffset - q.MinOffset)
-		for off := q.MinOffset; off < q.MaxOffset; off++ {
-			if _, ok := acked[procLoc{q.Queue, off}]; !ok {
-				t.Fatalf("queue %d offset %d: retained but never acknowledged", q.Queue, off)
-			}
-		}
 	}
-	if retained == 0 || retained > limitMB<<20/1000 {
-		t.Fatalf("%d messages retained, want some and at most about %d MiB of them", retained, limitMB)
+	if retained == 0 || retained > retLimitMB<<20/1000 {
+		t.Fatalf("%d messages retained, want some and at most about %d MiB of them", retained, retLimitMB)
 	}
-	cons, err := cl.NewConsumer(client.DefaultConsumerConfig(topic, "from-the-start"))
+	cons, err := g.cl.NewConsumer(client.DefaultConsumerConfig(g.topic, fmt.Sprintf("verify-%d", time.Now().UnixNano())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,14 +153,98 @@ func TestProcessRetention(t *testing.T) {
 		}
 		for _, r := range recs {
 			l := procLoc{r.Queue, r.Offset}
-			if want := acked[l]; string(r.Body) != want {
-				t.Fatalf("queue %d offset %d: body %q, acknowledged %q", r.Queue, r.Offset, procCut(string(r.Body), 20), procCut(want, 20))
+			if got[l] {
+				t.Fatalf("queue %d offset %d delivered twice", r.Queue, r.Offset)
 			}
 			got[l] = true
+			body := string(r.Body)
+			if want, ok := g.acked[l]; ok && body != want {
+				t.Fatalf("queue %d offset %d: body %q, acknowledged %q", r.Queue, r.Offset, procCut(body, 20), procCut(want, 20))
+			}
+			if !g.sent[body] {
+				t.Fatalf("queue %d offset %d: body %q was never sent", r.Queue, r.Offset, procCut(body, 20))
+			}
 		}
 	}
 	if len(got) != retained {
 		t.Fatalf("consumer read %d messages, %d are retained", len(got), retained)
 	}
-	t.Logf("%d of %d acknowledged messages retained; segments per node at most %d", retained, len(acked), maxSegments)
+	lost := 0
+	for l := range g.acked {
+		if l.off >= ti.QueueInfo[l.q].MinOffset && !got[l] {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d acknowledged messages at or above their queue's minimum were not read", lost)
+	}
+	t.Logf("%d of %d acknowledged messages retained", retained, len(g.acked))
+}
+
+// TestProcessRetention: each node's log stays within --retention-mb while
+// messages keep coming; a follower that was down while the entries it lacked
+// were deleted gets the leader's snapshot, drops its old log and catches up
+// (and takes new entries after it); a consumer starting at offset 0 reads
+// exactly the retained messages.
+func TestProcessRetention(t *testing.T) {
+	procRequire(t)
+	g := newRetentionGroup(t)
+	g.produce("a", 6000, false) // about 6 MiB: twice the limit
+	g.waitWithinLimit()
+
+	leader := g.waitLeader("")
+	var down *procNode
+	for _, nd := range g.all() {
+		if nd.ID != leader.ID {
+			down = nd
+			break
+		}
+	}
+	g.kill(down.ID)
+	g.produce("b", 6000, false) // everything the stopped follower lacks is deleted meanwhile
+	g.waitWithinLimit()
+	g.start(down.ID)
+	g.produce("c", 500, false) // appended after the snapshot: the rejoined log must take them
+	g.waitCaughtUp(down)
+	g.waitWithinLimit()
+	if log, _ := os.ReadFile(down.Log); !strings.Contains(string(log), "Installed remote snapshot") {
+		t.Errorf("%s rejoined without installing the leader's snapshot", down.ID)
+	}
+	g.verify()
+}
+
+// TestProcessRetentionKillLeader: retention cuts and snapshot installs while
+// the leader is SIGKILLed and restarted three times under load lose nothing
+// that is still retained.
+func TestProcessRetentionKillLeader(t *testing.T) {
+	procRequire(t)
+	g := newRetentionGroup(t)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			g.produce(fmt.Sprintf("k%d", i), 500, true)
+		}
+	}()
+	for i := 0; i < 3; i++ {
+		time.Sleep(1500 * time.Millisecond) // a few MiB: cuts happen between kills
+		l := g.waitLeader("")
+		g.kill(l.ID)
+		g.waitLeader(l.ID)
+		time.Sleep(time.Second)
+		g.start(l.ID)
+		g.waitCaughtUp(l)
+	}
+	close(stop)
+	<-done
+	g.produce("end", 500, false)
+	g.waitConverged(60 * time.Second)
+	g.waitWithinLimit()
+	g.verify()
 }
