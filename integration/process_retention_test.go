@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
 )
 
@@ -209,6 +213,42 @@ func TestProcessRetention(t *testing.T) {
 	g.waitWithinLimit()
 	if log, _ := os.ReadFile(down.Log); !strings.Contains(string(log), "Installed remote snapshot") {
 		t.Errorf("%s rejoined without installing the leader's snapshot", down.ID)
+	}
+	g.verify()
+
+	// A new member starts from the leader's snapshot: it holds no body below
+	// it, answers RETRY_ELSEWHERE there and serves what came after.
+	n4 := g.addNode("n4")
+	g.start("n4")
+	if out := g.mustCLI("", "member", "add", "n4@"+n4.Raft, "-s", g.addrs("n1", "n2", "n3")); !strings.Contains(out, "n4 added (voter: true)") {
+		t.Fatalf("member add printed %q", out)
+	}
+	g.produce("d", 500, false)
+	g.waitCaughtUp(n4)
+	if log, _ := os.ReadFile(n4.Log); !strings.Contains(string(log), "Installed remote snapshot") {
+		t.Errorf("n4 joined without installing the leader's snapshot")
+	}
+	conn, err := grpc.NewClient(n4.Client, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ti, err := g.cl.DescribeTopic(ctx, g.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := api.NewBrokerClient(conn)
+	for _, q := range ti.QueueInfo {
+		old, err := bc.Pull(ctx, &api.PullRequest{Topic: g.topic, Queue: q.Queue, Offset: q.MinOffset, MaxMessages: 1})
+		if err != nil || old.Status != api.PullStatus_PULL_STATUS_RETRY_ELSEWHERE || old.GetSuggestion().GetNodeId() == "n4" {
+			t.Errorf("n4, queue %d at the minimum %d (before its snapshot): %v %v", q.Queue, q.MinOffset, old, err)
+		}
+		last, err := bc.Pull(ctx, &api.PullRequest{Topic: g.topic, Queue: q.Queue, Offset: q.MaxOffset - 1, MaxMessages: 1})
+		if err != nil || last.Status != api.PullStatus_PULL_STATUS_FOUND || last.ServedBy != "n4" {
+			t.Errorf("n4, queue %d at its last offset %d: %v %v", q.Queue, q.MaxOffset-1, last, err)
+		}
 	}
 	g.verify()
 }
