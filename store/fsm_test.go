@@ -157,6 +157,24 @@ func (m *memSink) ID() string    { return "mem" }
 func (m *memSink) Cancel() error { m.cancelled = true; return nil }
 func (m *memSink) Close() error  { return nil }
 
+// snapshotRoundTrip persists a snapshot of f and restores it into a new FSM.
+func snapshotRoundTrip(t *testing.T, f *FSM) (*FSM, *memSink) {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	f2 := New(nil)
+	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	return f2, sink
+}
+
 func TestSnapshotRoundTrip(t *testing.T) {
 	h := newHarness(t)
 	h.mustMeta(CreateTopic("t", 2, false))
@@ -164,18 +182,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	h.produce(&raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: append(msgs(0, "a"), msgs(1, "b", "c")...)},
 		&raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: msgs(0, "a")})
 	h.mustMeta(CommitOffsets("g", []OffsetEntry{{Topic: "t", Queue: 1, Offset: 2}}))
-	snap, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
-	f2 := New(nil)
-	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	f2, sink := snapshotRoundTrip(t, h.f)
 	if fmt.Sprint(f2.Topics()) != fmt.Sprint(h.f.Topics()) {
 		t.Fatalf("topics %v vs %v", f2.Topics(), h.f.Topics())
 	}
@@ -276,15 +283,7 @@ func TestRetainMovesQueueMinimums(t *testing.T) {
 	if h.f.LogFloor() != 4 {
 		t.Fatalf("floor went down to %d", h.f.LogFloor())
 	}
-	snap, _ := h.f.Snapshot()
-	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
-	f2 := New(nil)
-	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	f2, _ := snapshotRoundTrip(t, h.f)
 	if f2.LogFloor() != 4 || fmt.Sprint(f2.Topics()) != fmt.Sprint(h.f.Topics()) {
 		t.Fatalf("after restore: floor %d, topics %v", f2.LogFloor(), f2.Topics())
 	}
