@@ -50,7 +50,8 @@ type Config struct {
 
 	// Retention (0: off): messages older than RetentionAge, or beyond
 	// RetentionBytes of log, are deleted by whole log segments; the leader
-	// checks every RetentionCheck.
+	// checks every RetentionCheck, and every node deletes its log after a
+	// cut within that period.
 	RetentionAge   time.Duration
 	RetentionBytes int64
 	RetentionCheck time.Duration

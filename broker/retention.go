@@ -24,13 +24,16 @@ import (
 // A follower that installs such a snapshot drops its whole log; reads of
 // bodies it no longer holds go to a node that has them.
 
-// retentionLoop runs retention on every node: the leader decides cuts, and
-// every node deletes its log up to the replicated floor.
+// retentionLoop runs retention: a leader with limits decides cuts, and
+// every node (whatever its own flags: a cut is the group's) deletes its log
+// up to the replicated floor.
 func (b *Broker) retentionLoop() {
-	if b.cfg.RetentionAge <= 0 && b.cfg.RetentionBytes <= 0 {
-		return
+	limits := b.cfg.RetentionAge > 0 || b.cfg.RetentionBytes > 0
+	period := b.cfg.RetentionCheck
+	if period <= 0 {
+		period = DefaultConfig().RetentionCheck
 	}
-	t := time.NewTicker(b.cfg.RetentionCheck)
+	t := time.NewTicker(period)
 	defer t.Stop()
 	var deleted uint64
 	for {
@@ -39,7 +42,7 @@ func (b *Broker) retentionLoop() {
 			return
 		case <-t.C:
 		}
-		if b.node.Role() == election.Leader && b.node.Ready() {
+		if limits && b.node.Role() == election.Leader && b.node.Ready() {
 			if cut, why := b.retentionCut(time.Now()); cut > 0 {
 				b.retain(cut, why)
 			}
