@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
 
@@ -61,35 +62,8 @@ func (b *Broker) retentionCut(now time.Time) (uint64, string) {
 		b.log.Warn("retention: cannot list the log's segments", "error", err)
 		return 0, ""
 	}
-	if len(segs) < 2 {
-		return 0, ""
-	}
-	floor := b.fsm.LogFloor()
-	cut, why := uint64(0), ""
-	if b.cfg.RetentionBytes > 0 {
-		var total int64
-		for _, s := range segs {
-			total += s.Bytes
-		}
-		for i := 0; i+1 < len(segs) && total > b.cfg.RetentionBytes; i++ {
-			total -= segs[i].Bytes
-			cut, why = segs[i+1].Base, "size"
-		}
-	}
-	if b.cfg.RetentionAge > 0 {
-		for i := 0; i+1 < len(segs); i++ {
-			next := segs[i+1].Base
-			if next <= max(cut, floor) {
-				continue
-			}
-			at, err := b.rlog.AppendedAt(next - 1)
-			if err != nil || at.IsZero() || now.Sub(at) < b.cfg.RetentionAge {
-				break
-			}
-			cut, why = next, "age"
-		}
-	}
-	if cut <= floor || cut > b.fsm.Applied() {
+	cut, why := cutFor(segs, b.fsm.LogFloor(), b.cfg.RetentionBytes, b.cfg.RetentionAge, b.rlog.AppendedAt, now)
+	if cut == 0 || cut > b.fsm.Applied() {
 		return 0, ""
 	}
 	// Keep what a healthy follower still needs: deleting it would make the
@@ -103,6 +77,56 @@ func (b *Broker) retentionCut(now time.Time) (uint64, string) {
 		if v := b.peerView(s.ID, applied); v.Healthy && v.Applied+1 < cut {
 			return 0, ""
 		}
+	}
+	return cut, why
+}
+
+// cutFor is the retention policy on a log's segments (oldest first): the
+// base of the oldest segment to keep so that the segments above floor hold
+// at most maxBytes (0: no limit) and none whose newest entry is older than
+// maxAge (0: no limit; appendedAt gives an entry's append time). The tail
+// segment is always kept. It returns 0 when nothing is due, and which limit
+// set the cut.
+func cutFor(segs []raftlog.Segment, floor uint64, maxBytes int64, maxAge time.Duration,
+	appendedAt func(uint64) (time.Time, error), now time.Time) (uint64, string) {
+	// Segments wholly below the floor are deleted already (raft-wal removes
+	// a file once its last reader is done): they must not count again.
+	var live []raftlog.Segment
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].Base <= floor {
+			continue
+		}
+		live = append(live, s)
+	}
+	if len(live) < 2 {
+		return 0, ""
+	}
+	cut, why := uint64(0), ""
+	if maxBytes > 0 {
+		var total int64
+		for _, s := range live {
+			total += s.Bytes
+		}
+		for i := 0; i+1 < len(live) && total > maxBytes; i++ {
+			total -= live[i].Bytes
+			cut, why = live[i+1].Base, "size"
+		}
+	}
+	if maxAge > 0 {
+		for i := 0; i+1 < len(live); i++ {
+			next := live[i+1].Base
+			if next <= cut {
+				continue
+			}
+			at, err := appendedAt(next - 1)
+			if err != nil || at.IsZero() || now.Sub(at) < maxAge {
+				break
+			}
+			cut, why = next, "age"
+		}
+	}
+	if cut <= floor {
+		return 0, ""
 	}
 	return cut, why
 }
