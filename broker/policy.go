@@ -59,6 +59,7 @@ const (
 	ReasonLagging      = "this follower lags"
 	ReasonMissing      = "this follower lacks the offset"
 	ReasonDeleted      = "the leader no longer holds the offset's entry"
+	ReasonNotHeld      = "message bodies not held here"
 	ReasonCaughtUp     = "caught up with the tail"
 	ReasonNoLeader     = "no leader known"
 	ReasonStayFollower = "follower serves"

@@ -190,7 +190,7 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 				// replaced by a snapshot): a node that holds it serves it.
 				res.Status = PullRetryElsewhere
 				if !isLeader {
-					res.Suggestion = b.leaderSuggestion("message bodies not held here")
+					res.Suggestion = b.leaderSuggestion(ReasonNotHeld)
 					return res, nil
 				}
 				if res.Suggestion = b.suggest(req, rng, req.Offset, false); res.Suggestion.NodeID == b.cfg.NodeID {

@@ -16,16 +16,17 @@ import (
 )
 
 var (
-	flagRuns     = flag.Int("chaos.runs", 0, "TestChaosCampaign: number of randomized runs (0 skips the campaign)")
-	flagDuration = flag.Duration("chaos.duration", 15*time.Second, "fault phase of each campaign run")
-	flagSeed     = flag.Int64("chaos.seed", 0, "first seed of the campaign (run i uses seed+i); 0 picks one from the clock")
-	flagFaults   = flag.String("chaos.faults", "all", "comma-separated fault kinds, or all: "+strings.Join(AllFaults, ","))
-	flagDir      = flag.String("chaos.dir", "", "directory for binaries, run directories and failed histories (default: a new temp dir)")
-	flagBin      = flag.String("chaos.bin", "", "use this raftmq binary instead of building one")
-	flagKeep     = flag.Bool("chaos.keep", false, "keep the directories of passed runs too")
-	flagBudget   = flag.Duration("chaos.budget", 0, "TestChaosCampaign: start no new run after this much time (0: no limit)")
-	flagKnown    = flag.String("chaos.known", "", "comma-separated violation kinds of known, reported bugs: counted, but they do not fail a run (e.g. ack-position)")
-	flagReport   = flag.String("chaos.report", "", "TestChaosCampaign: write a markdown summary and per-run JSON lines to this path (and path.jsonl)")
+	flagRuns      = flag.Int("chaos.runs", 0, "TestChaosCampaign: number of randomized runs (0 skips the campaign)")
+	flagDuration  = flag.Duration("chaos.duration", 15*time.Second, "fault phase of each campaign run")
+	flagSeed      = flag.Int64("chaos.seed", 0, "first seed of the campaign (run i uses seed+i); 0 picks one from the clock")
+	flagFaults    = flag.String("chaos.faults", "all", "comma-separated fault kinds, or all: "+strings.Join(AllFaults, ","))
+	flagDir       = flag.String("chaos.dir", "", "directory for binaries, run directories and failed histories (default: a new temp dir)")
+	flagBin       = flag.String("chaos.bin", "", "use this raftmq binary instead of building one")
+	flagKeep      = flag.Bool("chaos.keep", false, "keep the directories of passed runs too")
+	flagBudget    = flag.Duration("chaos.budget", 0, "TestChaosCampaign: start no new run after this much time (0: no limit)")
+	flagKnown     = flag.String("chaos.known", "", "comma-separated violation kinds of known, reported bugs: counted, but they do not fail a run (e.g. ack-position)")
+	flagRetention = flag.Int("chaos.retention-mb", 0, "run the group with 1 MiB segments and --retention-mb N (0: no retention), bodies padded to about 1 KB")
+	flagReport    = flag.String("chaos.report", "", "TestChaosCampaign: write a markdown summary and per-run JSON lines to this path (and path.jsonl)")
 )
 
 var (
@@ -118,8 +119,9 @@ func ep(seed int64, hold time.Duration, kinds ...string) Episode {
 	return Episode{Kinds: kinds, Gap: 500 * time.Millisecond, Hold: hold, Seed: seed}
 }
 
-// TestChaosShort is the fixed-seed fault run CI does: three short runs with
-// fixed schedules that together apply every fault kind once or more.
+// TestChaosShort is the fixed-seed fault run CI does: four short runs with
+// fixed schedules that together apply every fault kind once or more, the
+// last with retention.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the chaos runs take about two minutes")
@@ -147,7 +149,18 @@ func TestChaosShort(t *testing.T) {
 			ep(10, 1000*time.Millisecond, FaultDiskFull),
 			ep(11, 1500*time.Millisecond, FaultKillLeader),
 		}},
+		// With retention (see retentionShort): cuts while followers are
+		// cut off, paused, killed, or wiped and added back, so they rejoin
+		// through the leader's snapshot.
+		{Seed: 104, DiskNode: -1, LoadThreshold: "0.05", RunAll: true, Episodes: []Episode{
+			ep(12, 2500*time.Millisecond, FaultPartitionFollower),
+			ep(13, 2500*time.Millisecond, FaultKill),
+			ep(14, 500*time.Millisecond, FaultMembership),
+			ep(15, 1500*time.Millisecond, FaultKillLeader),
+		}},
 	}
+	// retentionShort is the plan run with --retention-mb.
+	const retentionShort = 104
 	for _, p := range plans {
 		p := p
 		t.Run(fmt.Sprintf("seed=%d", p.Seed), func(t *testing.T) {
@@ -155,8 +168,16 @@ func TestChaosShort(t *testing.T) {
 			for _, e := range p.Episodes {
 				kinds = append(kinds, e.Kinds...)
 			}
+			retention := 0
+			if p.Seed == retentionShort {
+				retention = 2
+			}
 			res := runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("short-%d-%d", p.Seed, time.Now().UnixNano())),
-				Seed: p.Seed, Duration: 12 * time.Second, Faults: kinds, Plan: &p, NoTmpfs: noTmpfs, Keep: *flagKeep, Logf: t.Logf})
+				Seed: p.Seed, Duration: 12 * time.Second, Faults: kinds, Plan: &p, NoTmpfs: noTmpfs, Keep: *flagKeep, Logf: t.Logf,
+				RetentionMB: retention})
+			if p.Seed == retentionShort && res.Report != nil && res.Report.Retained == 0 {
+				t.Errorf("retention dropped no acknowledged message: the run did not exercise it")
+			}
 			if res.Report != nil && res.Report.Acked == 0 {
 				t.Errorf("no operation was acknowledged: the run proves nothing")
 			}
@@ -208,7 +229,7 @@ func TestChaosCampaign(t *testing.T) {
 		var res *Result
 		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 			res = runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("run-%d", s)), Seed: s,
-				Duration: *flagDuration, Faults: faults, NoTmpfs: noTmpfs, Keep: *flagKeep, Logf: t.Logf})
+				Duration: *flagDuration, Faults: faults, NoTmpfs: noTmpfs, Keep: *flagKeep, RetentionMB: *flagRetention, Logf: t.Logf})
 		})
 		agg.add(res)
 		if jsonl != nil {

@@ -49,6 +49,9 @@ type Report struct {
 
 	Lost       int `json:"lost"`
 	Duplicated int `json:"duplicated"`
+	// Retained counts acknowledged messages below their queue's final
+	// minimum: deleted by retention, not lost.
+	Retained int `json:"retained,omitempty"`
 
 	Deliveries         int `json:"deliveries"`
 	FollowerDeliveries int `json:"follower_deliveries"`
@@ -100,6 +103,9 @@ func (r *Report) Summary() string {
 	s := fmt.Sprintf("ops=%d acked=%d failed=%d unknown=%d (in log %d) messages=%d lost=%d duplicated=%d deliveries=%d (followers %d) max-ack-gap=%s windows=%d",
 		r.Ops, r.Acked, r.Failed, r.Unknown, r.UnknownPresent, r.Messages, r.Lost, r.Duplicated,
 		r.Deliveries, r.FollowerDeliveries, r.MaxAckGap.Round(time.Millisecond), r.Windows)
+	if r.Retained > 0 {
+		s += fmt.Sprintf(" retention-dropped=%d", r.Retained)
+	}
 	if len(r.Counts) > 0 {
 		var kinds []string
 		for k, n := range r.Counts {
@@ -168,7 +174,7 @@ func Check(h *History) *Report {
 	present := map[string][]place{}
 	for _, q := range sortedQueues(h.Final) {
 		entries := h.Final[q]
-		next := uint64(0)
+		next := h.Min[q] // retention: the log starts at the queue's minimum
 		for _, e := range entries {
 			if e.Offset != next {
 				if e.Offset > next {
@@ -217,6 +223,10 @@ func Check(h *History) *Report {
 			}
 			for j, m := range op.Messages {
 				ps := present[m.Body]
+				if len(ps) == 0 && j < len(op.Acks) && op.Acks[j].Offset < h.Min[op.Acks[j].Queue] {
+					r.Retained++ // below the queue's minimum: deleted by retention
+					continue
+				}
 				if len(ps) == 0 {
 					r.Lost++
 					where := ""
@@ -275,6 +285,9 @@ func Check(h *History) *Report {
 		if _, ok := sent[d.Body]; !ok {
 			r.Add(VInvented, "consumer %s received body %q (queue %d offset %d, served by %s) that was never sent",
 				d.Consumer, d.Body, d.Queue, d.Offset, d.ServedBy)
+		}
+		if d.Offset < h.Min[d.Queue] {
+			continue // deleted by retention since: nothing to compare with
 		}
 		e, ok := final[d.Queue][d.Offset]
 		switch {
@@ -448,6 +461,13 @@ func checkNodes(h *History, r *Report) {
 		}
 		for _, q := range sortedQueues(toLog(qs)) {
 			a, b := h.Final[q], nl[q]
+			// A node that installed a snapshot holds only a suffix of the
+			// retained log: compare from its first message on.
+			if h.Retention && len(b) > 0 && len(a) > 0 && b[0].Offset > a[0].Offset {
+				if k := sort.Search(len(a), func(i int) bool { return a[i].Offset >= b[0].Offset }); k < len(a) {
+					a = a[k:]
+				}
+			}
 			for i := 0; i < max(len(a), len(b)); i++ {
 				if i >= len(a) {
 					r.Add(VDivergent, "node %s queue %d: has %d messages, the group's log %d (first extra: offset %d body %q)", n, q, len(b), len(a), b[i].Offset, b[i].Body)

@@ -311,3 +311,37 @@ func TestHistoryJSONRoundTrip(t *testing.T) {
 		t.Fatal("summary")
 	}
 }
+
+// With retention, acknowledged messages below a queue's final minimum are
+// dropped, not lost; one at or above it that is missing is lost; and a node
+// may hold a suffix of the retained log, but only with retention.
+func TestCheckerRetention(t *testing.T) {
+	retained := func() *History {
+		h := handHistory()
+		h.Retention = true
+		h.Min = map[int32]uint64{0: 4, 1: 0}
+		h.Final[0] = h.Final[0][4:] // offsets 0-3 of queue 0 deleted
+		for n := range h.Nodes {
+			h.Nodes[n] = copyLog(h.Final)
+		}
+		return h
+	}
+	h := retained()
+	if r := Check(h); !r.OK() || r.Retained != 4 || r.Lost != 0 {
+		t.Fatalf("clean retained history: ok=%v retained=%d lost=%d %v", r.OK(), r.Retained, r.Lost, r.Violations)
+	}
+	h = retained()
+	h.Min[0] = 3 // offset 3 should still be there
+	if r := Check(h); r.Lost != 1 || r.Counts[VGap] == 0 {
+		t.Fatalf("a retained offset missing: lost=%d %v", r.Lost, r.Violations)
+	}
+	h = retained()
+	h.Nodes["n3"][0] = h.Nodes["n3"][0][2:] // n3 installed a snapshot: it holds a suffix
+	if r := Check(h); !r.OK() {
+		t.Fatalf("a node holding a suffix of the retained log: %v", r.Violations)
+	}
+	h.Retention = false
+	if r := Check(h); r.Counts[VDivergent] == 0 {
+		t.Fatalf("without retention a node missing the head of a queue passed")
+	}
+}

@@ -105,9 +105,16 @@ type History struct {
 	Ops        []Op       `json:"ops"`
 	Deliveries []Delivery `json:"deliveries"`
 	Events     []Event    `json:"events"`
+	// Retention says the group ran with --retention-mb: Min is then every
+	// queue's lowest retained offset at the end, where the final log starts,
+	// and a node's log may be a suffix of it (see Nodes).
+	Retention bool             `json:"retention,omitempty"`
+	Min       map[int32]uint64 `json:"min,omitempty"`
 	// Final is the log as a fresh consumer group read it from earliest.
 	Final QueueLog `json:"final"`
-	// Nodes is the log as read from each node, pinned to it.
+	// Nodes is the log as read from each node, pinned to it, from Min on;
+	// it starts later where the node no longer holds the bodies (it
+	// installed a snapshot).
 	Nodes map[string]QueueLog `json:"nodes"`
 	// NodeErrors are problems reading a node's log (it then counts as divergent).
 	NodeErrors map[string]string `json:"node_errors,omitempty"`

@@ -25,6 +25,10 @@ type RunConfig struct {
 	Duration time.Duration // of the fault phase
 	Faults   []string      // enabled fault kinds
 	Workers  int           // producers (default 6)
+	// RetentionMB, when > 0, runs the group with 1 MiB log segments and
+	// --retention-mb RetentionMB, and pads message bodies to about 1 KB so
+	// that retention cuts the log many times during the run.
+	RetentionMB int
 	// NoTmpfs says tmpfs cannot be mounted: the full-disk fault is skipped.
 	NoTmpfs error
 	Keep    bool // keep the run directory even when the run passes
@@ -130,7 +134,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	for _, e := range plan.Episodes {
 		res.Plan = append(res.Plan, e.String())
 	}
-	h := &History{Seed: cfg.Seed, Topic: topicName, Queues: numQueues}
+	h := &History{Seed: cfg.Seed, Topic: topicName, Queues: numQueues, Retention: cfg.RetentionMB > 0}
 	var nemesis *Nemesis
 	defer func() {
 		res.Elapsed = time.Since(start)
@@ -149,8 +153,12 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		return res
 	}
 
+	extra := []string{"--cold-read-bytes", "2048", "--load-threshold", plan.LoadThreshold}
+	if cfg.RetentionMB > 0 {
+		extra = append(extra, "--segment-mb", "1", "--retention-mb", fmt.Sprint(cfg.RetentionMB), "--retention-check", "200ms")
+	}
 	c, err := NewCluster(ClusterConfig{Bin: cfg.Bin, Dir: cfg.Dir, Nodes: 3, TmpfsNode: plan.DiskNode, TmpfsMB: 256, Logf: cfg.Logf,
-		Extra: []string{"--cold-read-bytes", "2048", "--load-threshold", plan.LoadThreshold}})
+		Extra: extra})
 	if err != nil {
 		res.Err = err.Error()
 		return res
@@ -181,6 +189,9 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	rec := NewRecorder()
 	w := &Workload{Topic: topicName, Queues: numQueues, Servers: c.ClientAddrs(), Workers: cfg.Workers,
 		OpTimeout: 10 * time.Second, Think: 5 * time.Millisecond}
+	if cfg.RetentionMB > 0 {
+		w.Pad = 1000
+	}
 	var diskNode *Node
 	if plan.DiskNode >= 0 {
 		diskNode = c.Nodes[plan.DiskNode]
@@ -295,12 +306,30 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	}
 	rec.Event("settled", "reading the log back")
 
+	// With retention, the last cut may still be on its way: the leader
+	// checks every 200 ms and nothing is written any more.
+	if cfg.RetentionMB > 0 {
+		time.Sleep(time.Second)
+	}
+	h.Min = map[int32]uint64{}
+	if err := retry(ctx, 30*time.Second, func(ctx context.Context) error {
+		ti, err := c.Admin.DescribeTopic(ctx, topicName)
+		if err == nil {
+			for _, q := range ti.QueueInfo {
+				h.Min[q.Queue] = q.MinOffset
+			}
+		}
+		return err
+	}); err != nil {
+		res.Err = fmt.Sprintf("describe topic: %v", err)
+	}
+
 	// Read back from every node, pinned, and through a fresh group.
 	h.Nodes = map[string]QueueLog{}
 	h.NodeErrors = map[string]string{}
 	for _, n := range c.Nodes {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		l, err := ReadNode(rctx, n.ClientAddr, topicName, numQueues)
+		l, err := ReadNode(rctx, n.ClientAddr, topicName, h.Min, h.Retention)
 		cancel()
 		if err != nil {
 			h.NodeErrors[n.ID] = err.Error()

@@ -14,11 +14,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/client"
 )
 
 // Workload parameters.
 type Workload struct {
+	Pad     int // bytes added to every body (beyond 0-63 random ones)
 	Topic   string
 	Queues  int32
 	Servers []string
@@ -77,7 +79,7 @@ func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, 
 		invalid := rng.Intn(50) == 0
 		for i := range msgs {
 			bname := fmt.Sprintf("%s-%06d-%d", name, seq, i)
-			b := body(bname, rng.Intn(64))
+			b := body(bname, w.Pad+rng.Intn(64))
 			sm := SentMessage{Body: bname, Hash: BodyHash(b), Queue: -1}
 			m := client.Message{Body: b}
 			switch r := rng.Intn(10); {
@@ -202,7 +204,13 @@ func entryOf(m *api.Message) LogEntry {
 // ReadNode reads every queue of topic from one node, pinned to it: raw
 // Pull calls against its address, so whatever it serves comes from its own
 // log whatever its role.
-func ReadNode(ctx context.Context, addr, topic string, queues int32) (QueueLog, error) {
+//
+// It reads each queue from its offset in from (the retained minimum). With
+// retention, where the node does not hold a message's body (it installed a
+// snapshot after retention deleted the entries before it), it skips to the
+// next offset: the node's log is then a suffix of the group's. Without, that
+// is an error.
+func ReadNode(ctx context.Context, addr, topic string, from map[int32]uint64, retention bool) (QueueLog, error) {
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(128<<20)))
 	if err != nil {
@@ -211,9 +219,9 @@ func ReadNode(ctx context.Context, addr, topic string, queues int32) (QueueLog, 
 	defer cc.Close()
 	bc := api.NewBrokerClient(cc)
 	out := QueueLog{}
-	for q := int32(0); q < queues; q++ {
+	for q, start := range from {
 		var entries []LogEntry
-		offset := uint64(0)
+		offset := start
 		retries := 0
 		for iter := 0; ; iter++ {
 			if iter > 100000 {
@@ -243,6 +251,10 @@ func ReadNode(ctx context.Context, addr, topic string, queues int32) (QueueLog, 
 				continue
 			case api.PullStatus_PULL_STATUS_NO_NEW:
 			case api.PullStatus_PULL_STATUS_RETRY_ELSEWHERE:
+				if retention && r.Suggestion != nil && len(entries) == 0 && (r.Suggestion.Reason == broker.ReasonNotHeld || r.Suggestion.Reason == broker.ReasonDeleted) {
+					offset++ // not held here: the node's log starts later
+					continue
+				}
 				if retries < 30 {
 					retries++
 					time.Sleep(200 * time.Millisecond)
