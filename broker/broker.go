@@ -76,6 +76,7 @@ func DefaultConfig() Config {
 		StatePeriod:       200 * time.Millisecond,
 		SessionTimeout:    6 * time.Second,
 		HeartbeatInterval: time.Second,
+		RetentionAge:      72 * time.Hour, // RocketMQ's fileReservedTime
 		RetentionCheck:    10 * time.Second,
 	}
 }

@@ -50,7 +50,7 @@ func serverCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "cold-read-bytes", Value: d.Broker.ColdReadBytes, Usage: "a consumer further behind than this is sent to a follower (default 40% of RAM)"},
 			&cli.Float64Flag{Name: "load-threshold", Value: d.Broker.LoadThreshold, Usage: "leader load (max of CPU share, produce queue fill, read rate/200k msg/s) above which consumers go to followers"},
 			&cli.Uint64Flag{Name: "max-follower-lag", Value: d.Broker.MaxFollowerLag, Usage: "log entries a follower may lag before it sends consumers to the leader"},
-			&cli.DurationFlag{Name: "retention", Usage: "delete messages older than this, by whole log segments (e.g. 72h; 0: keep forever)"},
+			&cli.DurationFlag{Name: "retention", Value: d.Broker.RetentionAge, Usage: "delete messages older than this, by whole log segments (0: keep forever)"},
 			&cli.IntFlag{Name: "retention-mb", Usage: "keep at most about this many MiB of log per node, deleting the oldest whole segments (0: no limit)"},
 			&cli.DurationFlag{Name: "retention-check", Value: d.Broker.RetentionCheck, Usage: "how often the leader checks the retention limits"},
 			&cli.Uint64Flag{Name: "snapshot-threshold", Value: d.Raft.SnapshotThreshold, Usage: "log entries between FSM snapshots (bounds restart replay)"},
@@ -130,8 +130,12 @@ func runServer(c *cli.Context) error {
 	if cfg.Broker.RetentionAge < 0 || cfg.Broker.RetentionBytes < 0 {
 		return fmt.Errorf("--retention %s, --retention-mb %d: want 0 (off) or more", cfg.Broker.RetentionAge, c.Int("retention-mb"))
 	}
-	if (cfg.Broker.RetentionAge > 0 || cfg.Broker.RetentionBytes > 0) && cfg.LogStore != raftlog.KindWAL {
-		return fmt.Errorf("--retention and --retention-mb delete whole raft-wal segments: they need --log-store wal")
+	boltNoRetention := false
+	if cfg.LogStore != raftlog.KindWAL {
+		if (c.IsSet("retention") && cfg.Broker.RetentionAge > 0) || cfg.Broker.RetentionBytes > 0 {
+			return fmt.Errorf("--retention and --retention-mb delete whole raft-wal segments: they need --log-store wal")
+		}
+		boltNoRetention, cfg.Broker.RetentionAge = cfg.Broker.RetentionAge > 0, 0
 	}
 	if mb := int64(cfg.SegmentMB); cfg.Broker.RetentionBytes > 0 && cfg.Broker.RetentionBytes < 2*mb<<20 {
 		return fmt.Errorf("--retention-mb %d: want at least two segments (2 x --segment-mb = %d)", c.Int("retention-mb"), 2*mb)
@@ -141,6 +145,9 @@ func runServer(c *cli.Context) error {
 		return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
 	}
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: cfg.Raft.ID, Level: level, Output: c.App.ErrWriter, TimeFormat: "15:04:05.000"})
+	if boltNoRetention {
+		cfg.Logger.Warn("retention is off: it deletes whole raft-wal segments, and --log-store bolt has none; messages are kept until the disk is full")
+	}
 
 	s, err := server.Start(cfg)
 	if err != nil {
