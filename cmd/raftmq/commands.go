@@ -50,6 +50,10 @@ func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show the group: term, leader, and every node's role, indexes, load and health",
+		Description: "FIRST is the lowest log index whose messages a node holds (retention deletes below it; a node\n" +
+			"that rejoined from the leader's snapshot starts after it). APPLIED, COMMIT and LAST are its raft\n" +
+			"indexes, LAG how far its applied index is behind the leader's, LOAD the leader-load signal of\n" +
+			"read routing. --json prints every field.",
 		Flags: clientFlags(jsonFlag()),
 		Action: func(c *cli.Context) error {
 			cl, err := newClient(c)
@@ -72,10 +76,10 @@ func statusCommand() *cli.Command {
 				leader = "(none)"
 			}
 			fmt.Fprintf(w, "group %s   term %d   leader %s %s   (answered by %s)\n\n", st.Group, st.Term, leader, st.LeaderAddress, st.AnsweredBy)
-			fmt.Fprintln(w, "ID\tROLE\tHEALTHY\tCLIENT\tRAFT\tAPPLIED\tCOMMIT\tLAST\tLAG\tLOAD\tVOTER")
+			fmt.Fprintln(w, "ID\tROLE\tHEALTHY\tCLIENT\tRAFT\tFIRST\tAPPLIED\tCOMMIT\tLAST\tLAG\tLOAD\tVOTER")
 			for _, n := range st.Nodes {
-				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%.2f\t%v\n", n.Id, n.Role, n.Healthy, n.ClientAddress, n.RaftAddress,
-					n.AppliedIndex, n.CommitIndex, n.LastIndex, n.Lag, n.Load, n.Voter)
+				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t%v\n", n.Id, n.Role, n.Healthy, n.ClientAddress, n.RaftAddress,
+					n.FirstIndex, n.AppliedIndex, n.CommitIndex, n.LastIndex, n.Lag, n.Load, n.Voter)
 			}
 			return w.Flush()
 		},
