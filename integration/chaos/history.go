@@ -182,10 +182,11 @@ func (r *Recorder) Events() []Event {
 	return append([]Event(nil), r.events...)
 }
 
-// OldAckedBodies returns up to n names of acknowledged messages from the
-// older half of the acknowledgements so far, shuffled by rng: messages
-// committed well before now.
-func (r *Recorder) OldAckedBodies(rng *rand.Rand, n int) []string {
+// AckedBodies returns up to n names of acknowledged messages in random
+// order: from the older half of what was acknowledged (committed long ago),
+// or with newest from the last tenth (with retention the old ones may be
+// deleted already).
+func (r *Recorder) AckedBodies(rng *rand.Rand, n int, newest bool) []string {
 	r.mu.Lock()
 	var all []string
 	for _, op := range r.ops {
@@ -196,7 +197,11 @@ func (r *Recorder) OldAckedBodies(rng *rand.Rand, n int) []string {
 		}
 	}
 	r.mu.Unlock()
-	all = all[:len(all)/2]
+	if newest {
+		all = all[len(all)-len(all)/10:]
+	} else {
+		all = all[:len(all)/2]
+	}
 	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	if len(all) > n {
 		all = all[:n]

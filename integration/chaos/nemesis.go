@@ -138,6 +138,9 @@ type Nemesis struct {
 	Work     *Workload
 	DiskNode *Node
 	Logf     func(string, ...any)
+	// Retention: the group deletes old log segments; damage goes to the
+	// newest part of a log (the oldest may be deleted data no longer read).
+	Retention bool
 
 	mu         sync.Mutex
 	Applied    map[string]int // kind -> episodes applied
@@ -452,10 +455,10 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		if err := c.Stop(n, 10*time.Second); err != nil {
 			return nil, err
 		}
-		desc, err := FlipByte(n.DataDir, variant, nm.Rec.OldAckedBodies(rng, 50), rng)
+		desc, err := FlipByte(n.DataDir, variant, nm.Rec.AckedBodies(rng, 50, nm.Retention), rng, nm.Retention)
 		if err != nil && variant == FlipBody {
 			variant = FlipFrame
-			desc, err = FlipByte(n.DataDir, variant, nil, rng)
+			desc, err = FlipByte(n.DataDir, variant, nil, rng, nm.Retention)
 		}
 		if err != nil {
 			nm.Rec.Event(kind, "%s: cannot corrupt (%v); restarting it as is", n.ID, err)

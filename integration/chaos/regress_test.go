@@ -138,7 +138,7 @@ func TestRegressionDamagedLogRefusalPanics(t *testing.T) {
 	if err := c.Stop(n, 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	desc, err := FlipByte(n.DataDir, FlipBody, bodies[5:6], rand.New(rand.NewSource(1)))
+	desc, err := FlipByte(n.DataDir, FlipBody, bodies[5:6], rand.New(rand.NewSource(1)), false)
 	if err != nil {
 		t.Fatal(err)
 	}

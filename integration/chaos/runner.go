@@ -197,6 +197,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		diskNode = c.Nodes[plan.DiskNode]
 	}
 	nemesis = NewNemesis(c, rec, w, diskNode, cfg.Logf)
+	nemesis.Retention = cfg.RetentionMB > 0
 
 	// Producers and consumers.
 	prodCtx, stopProducers := context.WithCancel(ctx)

@@ -140,15 +140,24 @@ const (
 )
 
 // FlipByte damages one byte of committed data of a stopped node's log.
-// With FlipBody it looks for one of bodies (older messages first, each
-// known to be committed) in the segments and flips a byte in the middle
-// of it; with FlipFrame it damages the header of an entry frame about a
-// third into the newest segment. The segment chosen is the oldest one
-// holding the target, so with several segments a sealed one is damaged.
-func FlipByte(dataDir, variant string, bodies []string, rng *rand.Rand) (string, error) {
+// With FlipBody it looks for one of bodies (each known to be committed) in
+// the segments and flips a byte in the middle of it; with FlipFrame it
+// damages the header of an entry frame in the second quarter of the oldest
+// segment. The segment chosen is the oldest one holding the target, so with
+// several segments a sealed one is damaged. With newest (retention runs,
+// where the old part of the log, or of its oldest segment, may be deleted
+// already and no longer read) it searches the newest segments first, and
+// FlipFrame damages an entry in the last quarter of the newest segment that
+// holds 8 entries or more.
+func FlipByte(dataDir, variant string, bodies []string, rng *rand.Rand, newest bool) (string, error) {
 	files, err := segmentFiles(dataDir)
 	if err != nil {
 		return "", err
+	}
+	if newest {
+		for i, j := 0, len(files)-1; i < j; i, j = i+1, j-1 {
+			files[i], files[j] = files[j], files[i]
+		}
 	}
 	switch variant {
 	case FlipBody:
@@ -175,22 +184,33 @@ func FlipByte(dataDir, variant string, bodies []string, rng *rand.Rand) (string,
 		}
 		return "", errors.New("none of the given bodies was found in the log")
 	case FlipFrame:
-		f := files[0]
-		s, err := readSegment(f)
-		if err != nil {
-			return "", err
-		}
+		var f string
 		var entries []walFrame
-		for _, fr := range s.frames {
-			if fr.typ == walFrameEntry {
-				entries = append(entries, fr)
+		for _, f = range files {
+			s, err := readSegment(f)
+			if err != nil {
+				return "", err
+			}
+			entries = entries[:0]
+			for _, fr := range s.frames {
+				if fr.typ == walFrameEntry {
+					entries = append(entries, fr)
+				}
+			}
+			if len(entries) >= 8 || !newest {
+				break
 			}
 		}
 		if len(entries) < 8 {
 			return "", fmt.Errorf("segment %s holds only %d entries", filepath.Base(f), len(entries))
 		}
-		// Somewhere in the second quarter: well inside committed data.
-		fr := entries[len(entries)/4+rng.Intn(len(entries)/4)]
+		// Well inside stored data: the second quarter, or with newest the
+		// last quarter but the last two entries.
+		first := len(entries) / 4
+		if newest {
+			first = len(entries) - len(entries)/4 - 2
+		}
+		fr := entries[first+rng.Intn(len(entries)/4)]
 		if err := flipAt(f, fr.off); err != nil {
 			return "", err
 		}
