@@ -26,13 +26,6 @@ func newLogCache(store raft.LogStore, maxEntries, maxBytes int) *logCache {
 	return &logCache{LogStore: store, maxEntries: maxEntries, maxBytes: maxBytes, byIdx: map[uint64]*raft.Log{}}
 }
 
-// IsMonotonic passes on the answer of the store below, as raft.LogCache
-// does (for raft-wal: yes, through the guard).
-func (c *logCache) IsMonotonic() bool {
-	m, ok := c.LogStore.(raft.MonotonicLogStore)
-	return ok && m.IsMonotonic()
-}
-
 func (c *logCache) GetLog(idx uint64, out *raft.Log) error {
 	c.mu.RLock()
 	l := c.byIdx[idx]
@@ -47,6 +40,11 @@ func (c *logCache) GetLog(idx uint64, out *raft.Log) error {
 func (c *logCache) StoreLog(l *raft.Log) error { return c.StoreLogs([]*raft.Log{l}) }
 
 func (c *logCache) StoreLogs(logs []*raft.Log) error {
+	if len(logs) > 0 {
+		if err := c.dropBeforeGap(logs[0].Index); err != nil {
+			return err
+		}
+	}
 	if err := c.LogStore.StoreLogs(logs); err != nil {
 		return err
 	}
@@ -69,6 +67,29 @@ func (c *logCache) StoreLogs(logs []*raft.Log) error {
 		c.order = c.order[1:]
 	}
 	return nil
+}
+
+// dropBeforeGap deletes the whole log when an append would leave a gap after
+// it. Raft appends past the end of the log only after installing a snapshot
+// that covers everything up to the new entry (the leader had deleted what
+// this node lacked: retention), so every old entry is below the snapshot.
+// raft-wal cannot hold a gap, and the old entries must not be served as if
+// they were the group's: a follower's unacknowledged tail may differ.
+//
+// Raft could do this itself for a store that says it is monotonic, but it
+// then deletes the whole log after installing any snapshot, also one older
+// than the log's end (a leader resending its snapshot), and panics on the
+// next commit ("log not found": chaos seed 6106 with retention).
+func (c *logCache) dropBeforeGap(next uint64) error {
+	last, err := c.LogStore.LastIndex()
+	if err != nil || last == 0 || next <= last+1 {
+		return err
+	}
+	first, err := c.LogStore.FirstIndex()
+	if err != nil {
+		return err
+	}
+	return c.DeleteRange(first, last)
 }
 
 func (c *logCache) DeleteRange(min, max uint64) error {

@@ -6,10 +6,6 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-type monotonicStore struct{ *raft.InmemStore }
-
-func (monotonicStore) IsMonotonic() bool { return true }
-
 func TestLogCacheBoundsBytes(t *testing.T) {
 	store := raft.NewInmemStore()
 	c := newLogCache(store, 256, 10<<10) // 10 KiB
@@ -67,15 +63,6 @@ func TestLogCacheBoundsCount(t *testing.T) {
 	}
 }
 
-// The cache passes on whether the store below it is monotonic.
-func TestLogCacheIsMonotonic(t *testing.T) {
-	if newLogCache(raft.NewInmemStore(), 4, 1<<20).IsMonotonic() {
-		t.Error("in-memory store reported monotonic")
-	}
-	if !newLogCache(monotonicStore{raft.NewInmemStore()}, 4, 1<<20).IsMonotonic() {
-		t.Error("monotonic store not reported")
-	}
-}
 
 func TestAppendChunk(t *testing.T) {
 	mk := func(sizes ...int) []*raft.Log {

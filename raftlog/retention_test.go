@@ -68,44 +68,43 @@ func TestDeleteBelowDropsOldSegments(t *testing.T) {
 	}
 }
 
-// After installing a snapshot raft deletes the whole log (raft-wal cannot
-// hold a gap) and appends after the snapshot. The watermark must not then
-// claim the deleted entries, or the node would refuse to start.
-func TestWholeLogDeleteAfterSnapshotInstall(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir, Options{Kind: KindWAL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, ok := s.Log.(raft.MonotonicLogStore)
-	if !ok || !m.IsMonotonic() {
-		t.Fatal("the raft-wal log does not tell raft it is monotonic")
-	}
-	writeEntries(t, s, 11, 30) // a log that starts past 1, as one does after retention
-	time.Sleep(3 * watermarkEvery)
-	if err := s.Log.DeleteRange(11, 40); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	s, err = Open(dir, Options{Kind: KindWAL})
-	if err != nil {
-		t.Fatalf("reopen with an emptied log: %v", err)
-	}
-	writeEntries(t, s, 101, 5)
-	s.Close()
-	if s, err = Open(dir, Options{Kind: KindWAL}); err != nil {
-		t.Fatalf("reopen after appending past the snapshot: %v", err)
-	}
-	defer s.Close()
-	if first, _ := s.raw.FirstIndex(); first != 101 || s.LastIndex() != 105 {
-		t.Fatalf("first %d last %d", first, s.LastIndex())
-	}
-	b, err := Open(t.TempDir(), Options{Kind: KindBolt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if m, ok := b.Log.(raft.MonotonicLogStore); ok && m.IsMonotonic() {
-		t.Fatal("bolt log says it is monotonic")
+// After installing a snapshot past the end of its log, raft appends after a
+// gap. The log deletes everything before the gap (raft-wal cannot hold one,
+// and no old entry may be served again), the watermark does not claim the
+// deleted entries (the node would refuse to start), and the store never
+// tells raft it is monotonic: raft would then delete the whole log after
+// installing any snapshot, also one older than the log's end, and panic.
+func TestAppendAfterGapReplacesTheLog(t *testing.T) {
+	for _, kind := range []string{KindWAL, KindBolt} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := Open(dir, Options{Kind: kind})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m, ok := s.Log.(raft.MonotonicLogStore); ok && m.IsMonotonic() {
+				t.Fatal("the log tells raft it is monotonic")
+			}
+			writeEntries(t, s, 11, 30) // a log that starts past 1, as one does after retention
+			if _, err := s.Read(20); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(3 * watermarkEvery)
+			writeEntries(t, s, 101, 5) // after a snapshot at 100
+			if first, _ := s.raw.FirstIndex(); first != 101 || s.LastIndex() != 105 {
+				t.Fatalf("after the gap: first %d last %d, want 101 and 105", first, s.LastIndex())
+			}
+			if _, err := s.Read(20); !errors.Is(err, ErrBelowFloor) {
+				t.Fatalf("an entry from before the gap is still served: %v", err)
+			}
+			s.Close()
+			if s, err = Open(dir, Options{Kind: kind}); err != nil {
+				t.Fatalf("reopen after the gap: %v", err)
+			}
+			defer s.Close()
+			if first, _ := s.raw.FirstIndex(); first != 101 || s.LastIndex() != 105 {
+				t.Fatalf("after reopen: first %d last %d", first, s.LastIndex())
+			}
+		})
 	}
 }

@@ -111,14 +111,6 @@ func (g *guard) failed(op string, err error) error {
 
 func (g *guard) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l}) }
 
-// IsMonotonic passes on raft-wal's answer: it cannot hold a gap, so raft
-// deletes the whole log when it installs a snapshot from the leader (which
-// happens once retention has deleted entries a follower still needs).
-func (g *guard) IsMonotonic() bool {
-	m, ok := g.LogStore.(raft.MonotonicLogStore)
-	return ok && m.IsMonotonic()
-}
-
 func (g *guard) DeleteRange(min, max uint64) error {
 	last, err := g.LogStore.LastIndex()
 	if err != nil {
