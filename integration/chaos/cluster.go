@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
@@ -623,7 +626,11 @@ func (c *Cluster) Rejoin(ctx context.Context, n *Node) error {
 		// --force: removing one of three voters leaves two, which
 		// `member remove` refuses without it; the node is already down.
 		if err := retry(ctx, 30*time.Second, func(ctx context.Context) error {
-			return c.Admin.RemoveMember(ctx, n.ID, true)
+			err := c.Admin.RemoveMember(ctx, n.ID, true)
+			if status.Code(err) == codes.NotFound {
+				return nil // an earlier attempt removed it, and its answer was lost
+			}
+			return err
 		}); err != nil {
 			return fmt.Errorf("member remove %s: %w", n.ID, err)
 		}
