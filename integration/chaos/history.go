@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -182,31 +183,50 @@ func (r *Recorder) Events() []Event {
 	return append([]Event(nil), r.events...)
 }
 
-// AckedBodies returns up to n names of acknowledged messages in random
-// order: from the older half of what was acknowledged (committed long ago),
-// or with newest from the last tenth (with retention the old ones may be
-// deleted already).
-func (r *Recorder) AckedBodies(rng *rand.Rand, n int, newest bool) []string {
+// AckedBodies returns up to n names of acknowledged messages from the
+// older half of the acknowledgements so far, shuffled by rng: messages
+// committed well before now.
+func (r *Recorder) AckedBodies(rng *rand.Rand, n int) []string {
+	return r.ackedBodies(rng, n, func(i, total int, _ uint64) bool { return i < total/2 })
+}
+
+// AckedBodiesIn is AckedBodies for messages acknowledged in log entries lo
+// to hi (the index is the first half of a message id): with retention, the
+// part of a node's log it still holds.
+func (r *Recorder) AckedBodiesIn(rng *rand.Rand, n int, lo, hi uint64) []string {
+	return r.ackedBodies(rng, n, func(_, _ int, idx uint64) bool { return idx >= lo && idx <= hi })
+}
+
+func (r *Recorder) ackedBodies(rng *rand.Rand, n int, keep func(i, total int, index uint64) bool) []string {
+	type acked struct {
+		body  string
+		index uint64
+	}
 	r.mu.Lock()
-	var all []string
+	var all []acked
 	for _, op := range r.ops {
 		if op.Outcome == OutcomeOK {
-			for _, m := range op.Messages {
-				all = append(all, m.Body)
+			for j, m := range op.Messages {
+				var idx uint64
+				if j < len(op.Acks) && len(op.Acks[j].ID) >= 16 {
+					idx, _ = strconv.ParseUint(op.Acks[j].ID[:16], 16, 64)
+				}
+				all = append(all, acked{m.Body, idx})
 			}
 		}
 	}
 	r.mu.Unlock()
-	if newest {
-		all = all[len(all)-len(all)/10:]
-	} else {
-		all = all[:len(all)/2]
+	var out []string
+	for i, a := range all {
+		if keep(i, len(all), a.index) {
+			out = append(out, a.body)
+		}
 	}
-	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-	if len(all) > n {
-		all = all[:n]
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	if len(out) > n {
+		out = out[:n]
 	}
-	return all
+	return out
 }
 
 // Fill copies what was recorded into h, ops sorted by invocation.

@@ -452,10 +452,20 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		if rng.Intn(4) == 0 {
 			variant = FlipFrame
 		}
+		bodies := nm.Rec.AckedBodies(rng, 50)
+		if nm.Retention {
+			// Old bodies may be deleted data the node rightly no longer
+			// reads: take them from the upper half of what it holds.
+			bodies = nil
+			if st, err := c.StatusOf(ctx, n); err == nil && self(st) != nil {
+				lo, hi := self(st).FirstIndex, self(st).AppliedIndex
+				bodies = nm.Rec.AckedBodiesIn(rng, 50, lo+(hi-lo)/2, hi)
+			}
+		}
 		if err := c.Stop(n, 10*time.Second); err != nil {
 			return nil, err
 		}
-		desc, err := FlipByte(n.DataDir, variant, nm.Rec.AckedBodies(rng, 50, nm.Retention), rng, nm.Retention)
+		desc, err := FlipByte(n.DataDir, variant, bodies, rng, nm.Retention)
 		if err != nil && variant == FlipBody {
 			variant = FlipFrame
 			desc, err = FlipByte(n.DataDir, variant, nil, rng, nm.Retention)
