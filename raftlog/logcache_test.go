@@ -63,7 +63,6 @@ func TestLogCacheBoundsCount(t *testing.T) {
 	}
 }
 
-
 func TestAppendChunk(t *testing.T) {
 	mk := func(sizes ...int) []*raft.Log {
 		var out []*raft.Log
