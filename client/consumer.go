@@ -36,6 +36,10 @@ type ConsumerConfig struct {
 	// CommitInterval is how often processed offsets are committed; 0 commits
 	// only on Commit and Close.
 	CommitInterval time.Duration
+	// OnSkipped, when set, is called from Poll when the group's retention
+	// deleted offsets [from, to) of a queue before this consumer read them;
+	// the consumer continues at to.
+	OnSkipped func(queue int32, from, to uint64)
 }
 
 // DefaultConsumerConfig returns the defaults for a topic and group.
@@ -330,6 +334,12 @@ func (cn *Consumer) pullQueue(ctx context.Context, q int32) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	var skippedTo uint64
+	defer func() { // after the unlock below
+		if skippedTo > offset && cn.cfg.OnSkipped != nil {
+			cn.cfg.OnSkipped(q, offset, skippedTo)
+		}
+	}()
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	s = cn.queues[q]
@@ -343,7 +353,7 @@ func (cn *Consumer) pullQueue(ctx context.Context, q int32) ([]Record, error) {
 	s.maxSeen = r.MaxOffset
 	switch r.Status {
 	case api.PullStatus_PULL_STATUS_OFFSET_MOVED:
-		s.next, s.delivered = r.NextOffset, r.NextOffset
+		s.next, s.delivered, skippedTo = r.NextOffset, r.NextOffset, r.NextOffset
 		return nil, nil
 	case api.PullStatus_PULL_STATUS_FOUND:
 		recs := make([]Record, len(r.Messages))

@@ -607,3 +607,59 @@ func TestRetentionByAge(t *testing.T) {
 		t.Fatalf("minimum %d is past the old messages (last %d): the tail segment was cut", m, old)
 	}
 }
+
+// TestConsumerToldOfRetentionSkips: a consumer that falls behind a retention
+// cut is told which offsets it never read, and continues after them.
+func TestConsumerToldOfRetentionSkips(t *testing.T) {
+	c := newCluster(t, 3, func(i int, cfg *server.Config) {
+		cfg.SegmentMB = 1
+		cfg.Broker.RetentionBytes = 2 << 20
+		cfg.Broker.RetentionCheck = 50 * time.Millisecond
+	})
+	ctx := ctxT(t, 90*time.Second)
+	body := []byte(strings.Repeat("s", 4000))
+	send := func(seq0, n int) {
+		for i := seq0; i < seq0+n; i++ {
+			msgs := []broker.ProduceMessage{{Body: body, Queue: 0, HasQueue: true}}
+			if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "skip", ProducerID: "p", Seq: uint64(i), Messages: msgs}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send(0, 10)
+	cl := c.client(t)
+	cfg := client.DefaultConsumerConfig("skip", "g")
+	cfg.Queues = []int32{0}
+	cfg.MaxMessages = 5
+	type skip struct{ from, to uint64 }
+	skips := make(chan skip, 10)
+	cfg.OnSkipped = func(q int32, from, to uint64) { skips <- skip{from, to} }
+	cons, err := cl.NewConsumer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close(ctx)
+	recs, err := cons.Poll(ctx)
+	if err != nil || len(recs) != 5 || recs[0].Offset != 0 {
+		t.Fatalf("first poll: %d records, %v", len(recs), err)
+	}
+	send(10, 1500) // about 6 MB through a 2 MiB limit: offset 5 is deleted
+	waitFor(t, 30*time.Second, "the cut to pass offset 5", func() bool {
+		ti, err := c.nodes[c.leader()].Broker().Topic("skip")
+		return err == nil && ti.Queues[0].Min > 5
+	})
+	var got []client.Record
+	for len(got) == 0 {
+		if got, err = cons.Poll(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case s := <-skips:
+		if s.from != 5 || s.to != got[0].Offset {
+			t.Fatalf("told of offsets %d..%d skipped, then read from %d; want 5..%d", s.from, s.to-1, got[0].Offset, got[0].Offset-1)
+		}
+	default:
+		t.Fatalf("consumer jumped from 5 to %d without being told", got[0].Offset)
+	}
+}

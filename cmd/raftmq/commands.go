@@ -439,6 +439,9 @@ func runConsume(c *cli.Context) error {
 	if !c.Bool("follow") {
 		cfg.Wait = 200 * time.Millisecond
 	}
+	cfg.OnSkipped = func(q int32, from, to uint64) {
+		fmt.Fprintf(c.App.ErrWriter, "raftmq: queue %d: offsets %d..%d were deleted by retention before they were read; continuing at %d\n", q, from, to-1, to)
+	}
 	cons, err := cl.NewConsumer(cfg)
 	if err != nil {
 		return err
