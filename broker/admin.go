@@ -12,6 +12,10 @@ import (
 // Topics lists the topics this node has applied.
 func (b *Broker) Topics() []store.TopicInfo { return b.fsm.Topics() }
 
+// LogFloor is the log index below which retention has dropped every message
+// (0: nothing dropped).
+func (b *Broker) LogFloor() uint64 { return b.fsm.LogFloor() }
+
 // Topic describes one topic as this node has applied it.
 func (b *Broker) Topic(name string) (store.TopicInfo, error) {
 	if err := store.ValidateName("topic", name); err != nil {

@@ -55,6 +55,10 @@ type Config struct {
 	RetentionAge   time.Duration
 	RetentionBytes int64
 	RetentionCheck time.Duration
+	// RetentionGrace: a cut waits for a follower that answered within this
+	// long (it is restarting, or briefly cut off) to apply the entries below
+	// it, so that it keeps its log instead of installing a snapshot.
+	RetentionGrace time.Duration
 
 	Logger hclog.Logger
 }
@@ -78,6 +82,7 @@ func DefaultConfig() Config {
 		HeartbeatInterval: time.Second,
 		RetentionAge:      72 * time.Hour, // RocketMQ's fileReservedTime
 		RetentionCheck:    10 * time.Second,
+		RetentionGrace:    2 * time.Minute,
 	}
 }
 

@@ -66,15 +66,19 @@ func (b *Broker) retentionCut(now time.Time) (uint64, string) {
 	if cut == 0 || cut > b.fsm.Applied() {
 		return 0, ""
 	}
-	// Keep what a healthy follower still needs: deleting it would make the
-	// leader send that follower a snapshot, and it would drop its log.
+	// Keep what a follower still needs while it is healthy or was heard from
+	// within the grace period (a restart): deleting it would make the leader
+	// send it a snapshot, and it would drop its whole log.
 	applied := b.fsm.Applied()
 	servers, _ := b.node.Servers()
 	for _, s := range servers {
 		if s.ID == b.cfg.NodeID {
 			continue
 		}
-		if v := b.peerView(s.ID, applied); v.Healthy && v.Applied+1 < cut {
+		v := b.peerView(s.ID, applied)
+		p, heard := b.view.get(s.ID)
+		recent := heard && now.Sub(p.lastOK) <= b.cfg.RetentionGrace
+		if (v.Healthy || recent) && v.Applied+1 < cut {
 			return 0, ""
 		}
 	}

@@ -146,3 +146,42 @@ func TestConsumerToldOfRetentionSkips(t *testing.T) {
 		t.Fatalf("consumer jumped from 5 to %d without being told", got[0].Offset)
 	}
 }
+
+// TestRetentionWaitsForRestartingFollower: a cut does not pass what a
+// follower that stopped answering within the grace period has applied (it
+// is restarting and keeps its log); once it is back and caught up, cuts go on.
+func TestRetentionWaitsForRestartingFollower(t *testing.T) {
+	c := newCluster(t, 3, func(i int, cfg *server.Config) {
+		cfg.SegmentMB = 1
+		cfg.Broker.RetentionBytes = 2 << 20
+		cfg.Broker.RetentionCheck = 50 * time.Millisecond
+		cfg.Broker.RetentionGrace = time.Minute
+	})
+	ctx := ctxT(t, 120*time.Second)
+	sendQueue0(t, ctx, c, "grace", 0, 10)
+	l := c.leader()
+	f := (l + 1) % 3
+	var had uint64 // what the leader last heard the follower had applied
+	waitFor(t, 20*time.Second, "the leader to hear that the follower applied the first messages", func() bool {
+		st, err := c.nodes[l].Broker().Status()
+		if err != nil {
+			return false
+		}
+		for _, n := range st.Nodes {
+			if n.ID == c.cfgs[f].Raft.ID && n.Healthy && n.Applied >= c.nodes[l].Broker().NodeState().Applied {
+				had = n.Applied
+				return true
+			}
+		}
+		return false
+	})
+	c.stop(f, false)
+	sendQueue0(t, ctx, c, "grace", 10, 1500) // about 6 MB through a 2 MiB limit
+	floor := func() uint64 { return c.nodes[c.leader()].Broker().LogFloor() }
+	time.Sleep(500 * time.Millisecond) // a few retention checks
+	if got := floor(); got > had+1 {
+		t.Fatalf("the cut went to %d, past what the restarting follower had applied (%d)", got, had)
+	}
+	c.start(f)
+	waitFor(t, 60*time.Second, "cuts to go on once the follower is back", func() bool { return floor() > had+1 })
+}

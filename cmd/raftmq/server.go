@@ -53,6 +53,7 @@ func serverCommand() *cli.Command {
 			&cli.DurationFlag{Name: "retention", Value: d.Broker.RetentionAge, Usage: "delete messages older than this, by whole log segments (0: keep forever)"},
 			&cli.IntFlag{Name: "retention-mb", Usage: "keep at most about this many MiB of log per node, deleting the oldest whole segments (0: no limit)"},
 			&cli.DurationFlag{Name: "retention-check", Value: d.Broker.RetentionCheck, Usage: "how often the leader checks the retention limits"},
+			&cli.DurationFlag{Name: "retention-grace", Value: d.Broker.RetentionGrace, Usage: "a cut waits this long for a follower that stopped answering (a restart) to catch up, so it keeps its log"},
 			&cli.Uint64Flag{Name: "snapshot-threshold", Value: d.Raft.SnapshotThreshold, Usage: "log entries between FSM snapshots (bounds restart replay)"},
 			&cli.StringFlag{Name: "raft-dial", Hidden: true, Usage: "fault injection only: ID=ADDR,... dial these addresses for those peers"},
 			&cli.BoolFlag{Name: "verify-log", Value: true, Usage: "check every log entry's checksum at start; refuse to start on corruption"},
@@ -127,6 +128,7 @@ func runServer(c *cli.Context) error {
 	cfg.Broker.RetentionAge = c.Duration("retention")
 	cfg.Broker.RetentionBytes = int64(c.Int("retention-mb")) << 20
 	cfg.Broker.RetentionCheck = c.Duration("retention-check")
+	cfg.Broker.RetentionGrace = c.Duration("retention-grace")
 	if cfg.Broker.RetentionAge < 0 || cfg.Broker.RetentionBytes < 0 {
 		return fmt.Errorf("--retention %s, --retention-mb %d: want 0 (off) or more", cfg.Broker.RetentionAge, c.Int("retention-mb"))
 	}

@@ -25,9 +25,9 @@ type RunConfig struct {
 	Duration time.Duration // of the fault phase
 	Faults   []string      // enabled fault kinds
 	Workers  int           // producers (default 6)
-	// RetentionMB, when > 0, runs the group with 1 MiB log segments and
-	// --retention-mb RetentionMB, and pads message bodies to about 1 KB so
-	// that retention cuts the log many times during the run.
+	// RetentionMB, when > 0, runs the group with 1 MiB log segments,
+	// --retention-mb RetentionMB and no grace period, and pads message bodies
+	// to about 1 KB so that retention cuts the log many times during the run.
 	RetentionMB int
 	// NoTmpfs says tmpfs cannot be mounted: the full-disk fault is skipped.
 	NoTmpfs error
@@ -155,7 +155,10 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 
 	extra := []string{"--cold-read-bytes", "2048", "--load-threshold", plan.LoadThreshold}
 	if cfg.RetentionMB > 0 {
-		extra = append(extra, "--segment-mb", "1", "--retention-mb", fmt.Sprint(cfg.RetentionMB), "--retention-check", "200ms")
+		// No grace period: followers that are killed or cut off fall behind
+		// cuts and rejoin through the leader's snapshot.
+		extra = append(extra, "--segment-mb", "1", "--retention-mb", fmt.Sprint(cfg.RetentionMB), "--retention-check", "200ms",
+			"--retention-grace", "0s")
 	}
 	c, err := NewCluster(ClusterConfig{Bin: cfg.Bin, Dir: cfg.Dir, Nodes: 3, TmpfsNode: plan.DiskNode, TmpfsMB: 256, Logf: cfg.Logf,
 		Extra: extra})
