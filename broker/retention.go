@@ -63,13 +63,13 @@ func (b *Broker) retentionCut(now time.Time) (uint64, string) {
 		return 0, ""
 	}
 	cut, why := cutFor(segs, b.fsm.LogFloor(), b.cfg.RetentionBytes, b.cfg.RetentionAge, b.rlog.AppendedAt, now)
-	if cut == 0 || cut > b.fsm.Applied() {
+	applied := b.fsm.Applied()
+	if cut == 0 || cut > applied {
 		return 0, ""
 	}
 	// Keep what a follower still needs while it is healthy or was heard from
 	// within the grace period (a restart): deleting it would make the leader
 	// send it a snapshot, and it would drop its whole log.
-	applied := b.fsm.Applied()
 	servers, _ := b.node.Servers()
 	for _, s := range servers {
 		if s.ID == b.cfg.NodeID {
@@ -151,11 +151,12 @@ func (b *Broker) retain(cut uint64, why string) {
 // it; it reports whether it did.
 func (b *Broker) deleteBelow(floor uint64) bool {
 	if b.node.LastSnapshotIndex()+1 < floor {
-		if _, err := b.node.Snapshot(); err != nil {
+		covered, err := b.node.Snapshot()
+		if err != nil {
 			b.log.Warn("retention: snapshot before deleting the log failed; retrying later", "error", err)
 			return false
 		}
-		if b.node.LastSnapshotIndex()+1 < floor {
+		if covered+1 < floor {
 			return false
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/raftlog"
 )
 
 const retSegMB, retLimitMB = 1, 3
@@ -285,10 +285,13 @@ func TestProcessRetention(t *testing.T) {
 	lacking := 0
 	for _, q := range ti.QueueInfo {
 		ref, err := pullFrom(leader, q.Queue, q.MinOffset)
-		if err != nil || ref.Status != api.PullStatus_PULL_STATUS_FOUND || len(ref.Messages[0].Id) < 16 {
+		if err != nil || ref.Status != api.PullStatus_PULL_STATUS_FOUND {
 			t.Fatalf("leader, queue %d at the minimum %d: %v %v", q.Queue, q.MinOffset, ref, err)
 		}
-		idx, _ := strconv.ParseUint(ref.Messages[0].Id[:16], 16, 64) // the log index of the entry
+		idx, err := raftlog.MessageIndex(ref.Messages[0].Id) // the log index of the entry
+		if err != nil {
+			t.Fatal(err)
+		}
 		got, err := pullFrom(n4, q.Queue, q.MinOffset)
 		switch {
 		case err != nil:

@@ -74,6 +74,12 @@ func TestMessageID(t *testing.T) {
 	if got := MessageID(0x1A, 0xB); got != "000000000000001A0000000B" {
 		t.Fatalf("got %s", got)
 	}
+	if idx, err := MessageIndex(MessageID(0x1A, 0xB)); err != nil || idx != 0x1A {
+		t.Errorf("MessageIndex: %d %v", idx, err)
+	}
+	if _, err := MessageIndex("1A"); err == nil {
+		t.Error("MessageIndex took a short id")
+	}
 	if MessageID(1, 2) == MessageID(2, 1) {
 		t.Fatal("ids collide")
 	}

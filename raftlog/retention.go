@@ -75,14 +75,13 @@ func (s *Stores) AppendedAt(idx uint64) (time.Time, error) {
 // needs a deleted entry.
 func (s *Stores) DeleteBelow(idx uint64) error {
 	last := s.LastIndex()
-	if last == 0 { // emptied by raft installing a snapshot
-		s.SetFloor(idx)
-		return nil
-	}
-	if idx > last {
+	if last != 0 && idx > last {
 		return fmt.Errorf("delete the log below %d: it ends at %d", idx, last)
 	}
 	s.SetFloor(idx)
+	if last == 0 { // emptied by raft installing a snapshot
+		return nil
+	}
 	first, err := s.raw.FirstIndex()
 	if err != nil {
 		return fmt.Errorf("first index: %w", err)

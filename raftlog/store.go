@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
@@ -283,4 +284,16 @@ func MessageID(logIndex uint64, ordinal uint32) string {
 		o >>= 4
 	}
 	return string(b[:])
+}
+
+// MessageIndex is the log index of the entry a message id (MessageID) names.
+func MessageIndex(id string) (uint64, error) {
+	if len(id) != 24 {
+		return 0, fmt.Errorf("message id %q: want 24 hex digits", id)
+	}
+	idx, err := strconv.ParseUint(id[:16], 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("message id %q: %w", id, err)
+	}
+	return idx, nil
 }

@@ -7,10 +7,11 @@ import (
 	"math/rand"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/raftmq/raftmq/raftlog"
 )
 
 // Outcome is what a client was told about one produce operation.
@@ -208,8 +209,8 @@ func (r *Recorder) ackedBodies(rng *rand.Rand, n int, keep func(i, total int, in
 		if op.Outcome == OutcomeOK {
 			for j, m := range op.Messages {
 				var idx uint64
-				if j < len(op.Acks) && len(op.Acks[j].ID) >= 16 {
-					idx, _ = strconv.ParseUint(op.Acks[j].ID[:16], 16, 64)
+				if j < len(op.Acks) {
+					idx, _ = raftlog.MessageIndex(op.Acks[j].ID)
 				}
 				all = append(all, acked{m.Body, idx})
 			}
