@@ -223,8 +223,9 @@ func (s *Stores) LastIndex() uint64 {
 // Verify reads every entry of the log and checks what can be checked: that
 // the store returns it, its checksum (CheckEntry) and the encoding of every
 // raftmq batch. checkMeta, when not nil, checks the other raftmq commands.
-// It returns the first problem with its index, so a node can refuse to
-// start instead of serving or replicating corrupt data.
+// It returns the first problem with its index (Damaged returns the index
+// too), so a node can refuse to start instead of serving or replicating
+// corrupt data.
 func (s *Stores) Verify(checkMeta func(data []byte) error) (checked uint64, err error) {
 	first, err := s.raw.FirstIndex()
 	if err != nil {
@@ -256,12 +257,16 @@ func (s *Stores) Verify(checkMeta func(data []byte) error) (checked uint64, err 
 				err = b.Each(func(int, *RequestView) bool { return true })
 			}
 			if err != nil {
-				return checked, fmt.Errorf("log entry %d: %w", i, err)
+				err = fmt.Errorf("log entry %d: %w", i, err)
+				s.guard.damage.report(i, err)
+				return checked, err
 			}
 		default:
 			if checkMeta != nil {
 				if err := checkMeta(l.Data); err != nil {
-					return checked, fmt.Errorf("%w: log entry %d: %w", ErrCorrupt, i, err)
+					err = fmt.Errorf("%w: log entry %d: %w", ErrCorrupt, i, err)
+					s.guard.damage.report(i, err)
+					return checked, err
 				}
 			}
 		}
