@@ -1,0 +1,227 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/raftlog"
+)
+
+// flipSealedBody flips one byte of the message body that starts with mark
+// in the sealed raft-wal segment of dataDir holding it, under the running
+// node. It fails when the body is only in the tail segment.
+func flipSealedBody(t *testing.T, dataDir, mark string) string {
+	t.Helper()
+	segs, _ := filepath.Glob(filepath.Join(dataDir, "log", "*.wal"))
+	sort.Strings(segs)
+	for i, seg := range segs {
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos := bytes.Index(b, []byte(mark))
+		if pos < 0 {
+			continue
+		}
+		if i == len(segs)-1 {
+			t.Fatalf("%q is in the tail segment %s, not a sealed one", mark, seg)
+		}
+		pos += len(mark) + 100
+		f, err := os.OpenFile(seg, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt([]byte{b[pos] ^ 0x20}, int64(pos)); err != nil {
+			t.Fatal(err)
+		}
+		return seg
+	}
+	t.Fatalf("%q not found in any segment of %s", mark, dataDir)
+	return ""
+}
+
+// TestCorruptLeaderSegmentIsNotReplicated reproduces the data-safety issue
+// "corruption on a running node spreads and moves acknowledged messages":
+// one body byte flipped in a sealed segment of the running leader, after
+// the entry left its caches; then a follower is removed, wiped and added
+// again, so the leader must replicate the damaged entry to it. The leader
+// read entries for replication without checking their checksum, the new
+// follower's FSM skipped the corrupt batch and shifted every later offset,
+// and leader-only consumers stopped with Internal.
+//
+// Now: the damaged entry never reaches the new follower, the leader is
+// marked damaged and hands leadership to a healthy node, every node that
+// serves an offset serves the message acknowledged there, and a pull of
+// any offset from any node gets that message, a suggestion or Unavailable,
+// never Internal.
+func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
+	c := newCluster(t, 3, func(i int, cfg *server.Config) {
+		cfg.SegmentMB = 1 // entries soon sit in sealed segments
+	})
+	ctx := ctxT(t, 4*time.Minute)
+	l := c.leader()
+	if _, err := c.nodes[l].Broker().CreateTopic(ctx, "t", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	// 400 entries of 8 KiB: more than raft's cache of 256 entries, over
+	// three 1 MiB segments. Nothing has pulled them: no read cache holds them.
+	const n = 400
+	pad := strings.Repeat("p", 8<<10)
+	bodies := make([]string, n)
+	for i := range bodies {
+		bodies[i] = fmt.Sprintf("msg-%05d-%s", i, pad)
+		res, err := c.produce(ctx, broker.ProduceRequest{Topic: "t", ProducerID: "corrupt-test", Seq: uint64(i + 1),
+			Messages: []broker.ProduceMessage{{Body: []byte(bodies[i])}}})
+		if err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+		if a := res.Acks[0]; a.Offset != uint64(i) {
+			t.Fatalf("message %d acknowledged at offset %d", i, a.Offset)
+		}
+	}
+	const bad = 5
+	l = c.leader()
+	seg := flipSealedBody(t, c.cfgs[l].DataDir, fmt.Sprintf("msg-%05d-", bad))
+	t.Logf("flipped a body byte of offset %d in %s of leader %s", bad, filepath.Base(seg), c.cfgs[l].Raft.ID)
+
+	// Remove a follower, wipe it and add it back empty.
+	f := (l + 1) % 3
+	fid := c.cfgs[f].Raft.ID
+	if err := c.nodes[l].Broker().RemoveMember(ctx, fid, true); err != nil {
+		t.Fatalf("remove %s: %v", fid, err)
+	}
+	c.stop(f, false)
+	c.cfgs[f].DataDir = t.TempDir()
+	c.cfgs[f].Raft.Peers = nil
+	c.start(f)
+	for {
+		ld := c.nodes[c.leader()].Broker()
+		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		_, err := ld.AddMember(actx, fid, c.cfgs[f].Raft.BindAddr)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("member add %s: %v", fid, err)
+		}
+		t.Logf("member add %s through %s: %v; retrying", fid, ld.ID(), err)
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// The damaged leader stopped leading and is marked damaged.
+	waitFor(t, 30*time.Second, "the damaged node to be marked and to hand leadership over", func() bool {
+		d, ok := c.nodes[l].Broker().Damaged()
+		return ok && d.Index > 0 && c.nodes[l].Node().Role() != election.Leader
+	})
+	if d, _ := c.nodes[l].Broker().Damaged(); d.Source != "log" {
+		t.Errorf("damage %+v, want found in the log", d)
+	}
+	nl := c.leaderExcept(l)
+	t.Logf("new leader %s", c.cfgs[nl].Raft.ID)
+	waitFor(t, 30*time.Second, "the new follower to apply everything", func() bool {
+		return c.nodes[f].FSM().Applied() >= c.nodes[nl].FSM().Applied()
+	})
+	waitFor(t, 10*time.Second, "status on the new leader to show the damaged node", func() bool {
+		st, err := c.nodes[nl].Broker().Status()
+		if err != nil {
+			return false
+		}
+		for _, ns := range st.Nodes {
+			if ns.ID == c.cfgs[l].Raft.ID {
+				return ns.Damaged && !ns.Healthy && strings.Contains(ns.DamagedReason, "member remove")
+			}
+		}
+		return false
+	})
+
+	// Pinned pulls of every offset from every node, over the wire.
+	for i, cfg := range c.cfgs {
+		conn, err := grpc.NewClient(cfg.Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		bc := api.NewBrokerClient(conn)
+		served := 0
+		for off := 0; off < n; off++ {
+			r, err := bc.Pull(ctx, &api.PullRequest{Topic: "t", Queue: 0, Offset: uint64(off), MaxMessages: 1})
+			if err != nil {
+				if status.Code(err) != codes.Unavailable {
+					t.Fatalf("node %s offset %d: %v (want the message, a suggestion or Unavailable)", cfg.Raft.ID, off, err)
+				}
+				continue
+			}
+			switch r.Status {
+			case api.PullStatus_PULL_STATUS_FOUND:
+				if len(r.Messages) != 1 || string(r.Messages[0].Body) != bodies[off] {
+					got := ""
+					if len(r.Messages) > 0 {
+						got = string(r.Messages[0].Body)[:9]
+					}
+					t.Fatalf("node %s serves %q at offset %d, acknowledged %q", cfg.Raft.ID, got, off, bodies[off][:9])
+				}
+				served++
+			case api.PullStatus_PULL_STATUS_RETRY_ELSEWHERE:
+				if r.Suggestion == nil || r.Suggestion.NodeId == cfg.Raft.ID || r.Suggestion.NodeId == c.cfgs[l].Raft.ID {
+					t.Fatalf("node %s offset %d: retry elsewhere with suggestion %v", cfg.Raft.ID, off, r.Suggestion)
+				}
+			default:
+				t.Fatalf("node %s offset %d: status %v", cfg.Raft.ID, off, r.Status)
+			}
+		}
+		t.Logf("node %s served %d of %d offsets itself", cfg.Raft.ID, served, n)
+		if i != l && i == nl && served != n {
+			t.Errorf("leader %s served %d of %d offsets", cfg.Raft.ID, served, n)
+		}
+		if i == l && served != 0 {
+			t.Errorf("damaged node %s served %d offsets", cfg.Raft.ID, served)
+		}
+	}
+	// The re-added follower holds the good entry: its log was never sent
+	// the damaged one.
+	idx := func(i int) uint64 {
+		locs, _, err := c.nodes[i].FSM().Locate("t", 0, bad, 1)
+		if err != nil || len(locs) == 0 {
+			t.Fatalf("locate offset %d on node %d: %v", bad, i, err)
+		}
+		return locs[0].LogIndex
+	}
+	if data, err := c.nodes[f].Stores().Read(idx(f)); err != nil || !bytes.Contains(data, []byte(bodies[bad])) {
+		t.Fatalf("re-added follower's entry for offset %d: %v", bad, err)
+	}
+	if _, err := c.nodes[l].Stores().Read(idx(l)); !errors.Is(err, raftlog.ErrCorrupt) {
+		t.Fatalf("damaged node's entry: %v, want ErrCorrupt", err)
+	}
+
+	// The damaged node still counts for a quorum and never campaigns:
+	// stop the healthy node that is not the leader, and the group still
+	// commits with the leader and the damaged node.
+	other := 3 - l - nl
+	c.stop(other, false)
+	if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "t", ProducerID: "corrupt-test", Seq: n + 1,
+		Messages: []broker.ProduceMessage{{Body: []byte("after")}}}); err != nil {
+		t.Fatalf("produce with the damaged node as the second voter: %v", err)
+	}
+	if c.nodes[l].Node().Role() == election.Leader {
+		t.Fatal("the damaged node leads")
+	}
+}
