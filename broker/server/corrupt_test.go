@@ -224,4 +224,44 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 	if c.nodes[l].Node().Role() == election.Leader {
 		t.Fatal("the damaged node leads")
 	}
+
+	// Restarted, the damaged node refuses to start, naming the entry and
+	// the repair steps.
+	c.stop(l, true)
+	if s, err := server.Start(c.cfgs[l]); err == nil {
+		s.Kill()
+		t.Fatal("the damaged node started")
+	} else if want := fmt.Sprintf("log index %d", idx(nl)); !strings.Contains(err.Error(), want) ||
+		!strings.Contains(err.Error(), "member remove "+c.cfgs[l].Raft.ID+" --force") || !strings.Contains(err.Error(), "member add") {
+		t.Fatalf("start of the damaged node: %v\nwant it to name %q and the repair steps", err, want)
+	}
+}
+
+// TestDamagedNodeVotesButNeverLeads: a node that stopped campaigning (a
+// damaged node) still votes, so when the leader of a 3-node group dies the
+// other healthy node is elected with its vote, and it never leads itself.
+func TestDamagedNodeVotesButNeverLeads(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	d := (l + 1) % 3
+	c.nodes[d].Node().NeverCampaign()
+	c.stop(l, false)
+	nl := c.leaderExcept(l)
+	if nl == d {
+		t.Fatal("the node that does not campaign was elected")
+	}
+	// Without the old leader, the new one needs the damaged node's acks.
+	ctx := ctxT(t, time.Minute)
+	if _, err := c.nodes[nl].Broker().CreateTopic(ctx, "t", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	// Kill the new leader too: the damaged node alone never takes over.
+	c.stop(nl, false)
+	time.Sleep(2 * time.Second)
+	if r := c.nodes[d].Node().Role(); r == election.Leader {
+		t.Fatalf("the node that does not campaign became %s", r)
+	}
+	if term := c.nodes[d].Node().Stats().Term; term > 10 {
+		t.Errorf("term rose to %d: failed campaigns must not raise it (pre-vote)", term)
+	}
 }
