@@ -85,8 +85,12 @@ func (b *Broker) handOverIfLeader() {
 		for b.node.Role() == election.Leader && !b.closed.Load() {
 			target := b.healthyVoter()
 			if target == "" {
-				b.log.Error("damaged leader: no healthy, caught-up voter to hand leadership to yet")
-			} else if err := b.node.Transfer(target); err != nil {
+				// The FSM may have stopped before it learnt the other
+				// nodes' API addresses, so their state is unknown: raft
+				// picks the most caught-up follower.
+				b.log.Warn("damaged leader: no follower known to be healthy; handing leadership to the most caught-up one")
+			}
+			if err := b.node.Transfer(target); err != nil {
 				b.log.Warn("damaged leader: leadership transfer failed", "to", target, "error", err)
 			} else {
 				b.log.Info("damaged leader handed leadership over", "to", target)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -264,4 +265,61 @@ func TestDamagedNodeVotesButNeverLeads(t *testing.T) {
 	if term := c.nodes[d].Node().Stats().Term; term > 10 {
 		t.Errorf("term rose to %d: failed campaigns must not raise it (pre-vote)", term)
 	}
+}
+
+// TestDamagedStateMachineHandsOverLeadership: a leader whose FSM met a
+// damaged entry stops applying, hands leadership to a healthy node at
+// once, serves no pulls, takes no snapshot, and as a damaged follower does
+// not hold back the group's retention (it would wait for it forever: it
+// answers, but never applies again).
+func TestDamagedStateMachineHandsOverLeadership(t *testing.T) {
+	c := newCluster(t, 3, func(i int, cfg *server.Config) {
+		cfg.SegmentMB = 1
+		cfg.Broker.RetentionBytes = 1 << 20
+		cfg.Broker.RetentionCheck = 200 * time.Millisecond
+	})
+	ctx := ctxT(t, 3*time.Minute)
+	l := c.leader()
+	if _, err := c.nodes[l].Broker().CreateTopic(ctx, "t", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "t", Messages: []broker.ProduceMessage{{Body: []byte("first")}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The leader's FSM meets a batch whose CRC does not match (rot in
+	// memory, say), as if raft handed it the next entry.
+	bad := raftlog.EncodeBatch(&raftlog.Request{Topic: "t", Messages: []raftlog.Message{{Body: []byte("rotten")}}})
+	bad[len(bad)-1] ^= 0x01
+	fsm := c.nodes[l].FSM()
+	fsm.Apply(&raft.Log{Index: fsm.Applied() + 1, Type: raft.LogCommand, Data: bad})
+	frozen := fsm.Applied()
+
+	waitFor(t, 20*time.Second, "the damaged leader to be marked and hand leadership over", func() bool {
+		d, ok := c.nodes[l].Broker().Damaged()
+		return ok && d.Source == "state machine" && c.nodes[l].Node().Role() != election.Leader
+	})
+	nl := c.leaderExcept(l)
+	pad := strings.Repeat("p", 8<<10)
+	for i := 0; i < 300; i++ { // about 2.4 MiB: retention cuts below 1 MiB
+		if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "t", ProducerID: "p", Seq: uint64(i + 1),
+			Messages: []broker.ProduceMessage{{Body: []byte(pad)}}}); err != nil {
+			t.Fatalf("produce %d on the new leader: %v", i, err)
+		}
+	}
+	if got := fsm.Applied(); got != frozen {
+		t.Errorf("the damaged FSM went on applying: %d, stopped at %d", got, frozen)
+	}
+	if _, err := c.nodes[l].Node().Snapshot(); err == nil {
+		t.Error("the damaged node took a snapshot")
+	}
+	res, err := c.nodes[l].Broker().Pull(ctx, broker.PullRequest{Topic: "t", Queue: 0, Offset: 0})
+	if err != nil && !errors.Is(err, broker.ErrUnavailable) {
+		t.Fatalf("pull on the damaged node: %v, want a suggestion or ErrUnavailable", err)
+	}
+	if err == nil && (res.Status != broker.PullRetryElsewhere || len(res.Messages) > 0 || res.Suggestion.NodeID != c.cfgs[nl].Raft.ID) {
+		t.Fatalf("pull on the damaged node: %+v, want a suggestion to the leader %s", res, c.cfgs[nl].Raft.ID)
+	}
+	waitFor(t, 30*time.Second, "retention on the new leader despite the damaged follower", func() bool {
+		return c.nodes[nl].FSM().LogFloor() > 0
+	})
 }
