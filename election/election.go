@@ -338,9 +338,6 @@ func (n *Node) NeverCampaign() {
 	}
 }
 
-// Campaigns is false once NeverCampaign was called.
-func (n *Node) Campaigns() bool { return !n.noCampaign.Load() }
-
 type dialOverrides map[string]string
 
 func (d dialOverrides) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {

@@ -241,8 +241,9 @@ func (s *Stores) Verify(checkMeta func(data []byte) error) (checked uint64, err 
 	var l raft.Log
 	for i := max(first, s.floor.Load()); i <= last; i++ {
 		if err := s.guard.GetLog(i, &l); err != nil {
-			if errors.Is(err, raft.ErrLogNotFound) {
-				err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+			if errors.Is(err, raft.ErrLogNotFound) { // a hole inside the log
+				err = fmt.Errorf("%w: log entry %d: %w", ErrCorrupt, i, err)
+				s.guard.damage.report(i, err)
 			}
 			return checked, fmt.Errorf("verify log %d..%d: %w", first, last, err)
 		}

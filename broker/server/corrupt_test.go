@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -275,6 +277,7 @@ func TestDamagedNodeVotesButNeverLeads(t *testing.T) {
 func TestDamagedStateMachineHandsOverLeadership(t *testing.T) {
 	c := newCluster(t, 3, func(i int, cfg *server.Config) {
 		cfg.SegmentMB = 1
+		cfg.HTTP = freeAddr(t)
 		cfg.Broker.RetentionBytes = 1 << 20
 		cfg.Broker.RetentionCheck = 200 * time.Millisecond
 	})
@@ -299,6 +302,21 @@ func TestDamagedStateMachineHandsOverLeadership(t *testing.T) {
 		return ok && d.Source == "state machine" && c.nodes[l].Node().Role() != election.Leader
 	})
 	nl := c.leaderExcept(l)
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + c.cfgs[l].HTTP + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "damaged") || !strings.Contains(body, "member remove") {
+		t.Errorf("/readyz of the damaged node: %d %q", code, body)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, "\nraftmq_damaged 1\n") {
+		t.Error("/metrics of the damaged node lacks raftmq_damaged 1")
+	}
 	pad := strings.Repeat("p", 8<<10)
 	for i := 0; i < 300; i++ { // about 2.4 MiB: retention cuts below 1 MiB
 		if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "t", ProducerID: "p", Seq: uint64(i + 1),
