@@ -2125,9 +2125,15 @@ type NodeStatus struct {
 	Term          uint64                 `protobuf:"varint,12,opt,name=term,proto3" json:"term,omitempty"`
 	Load          float64                `protobuf:"fixed64,13,opt,name=load,proto3" json:"load,omitempty"`
 	// lag is how many log entries this node's applied index is behind the leader's.
-	Lag           uint64 `protobuf:"varint,14,opt,name=lag,proto3" json:"lag,omitempty"`
-	LastSeenMs    int64  `protobuf:"varint,15,opt,name=last_seen_ms,json=lastSeenMs,proto3" json:"last_seen_ms,omitempty"`
-	Error         string `protobuf:"bytes,16,opt,name=error,proto3" json:"error,omitempty"`
+	Lag        uint64 `protobuf:"varint,14,opt,name=lag,proto3" json:"lag,omitempty"`
+	LastSeenMs int64  `protobuf:"varint,15,opt,name=last_seen_ms,json=lastSeenMs,proto3" json:"last_seen_ms,omitempty"`
+	Error      string `protobuf:"bytes,16,opt,name=error,proto3" json:"error,omitempty"`
+	// damaged: the node met a damaged entry of its log (at damaged_index) and
+	// no longer serves, leads or snapshots; damaged_reason says what and how
+	// to repair it.
+	Damaged       bool   `protobuf:"varint,17,opt,name=damaged,proto3" json:"damaged,omitempty"`
+	DamagedIndex  uint64 `protobuf:"varint,18,opt,name=damaged_index,json=damagedIndex,proto3" json:"damaged_index,omitempty"`
+	DamagedReason string `protobuf:"bytes,19,opt,name=damaged_reason,json=damagedReason,proto3" json:"damaged_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2270,6 +2276,27 @@ func (x *NodeStatus) GetLastSeenMs() int64 {
 func (x *NodeStatus) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *NodeStatus) GetDamaged() bool {
+	if x != nil {
+		return x.Damaged
+	}
+	return false
+}
+
+func (x *NodeStatus) GetDamagedIndex() uint64 {
+	if x != nil {
+		return x.DamagedIndex
+	}
+	return 0
+}
+
+func (x *NodeStatus) GetDamagedReason() string {
+	if x != nil {
+		return x.DamagedReason
 	}
 	return ""
 }
@@ -2700,10 +2727,15 @@ type NodeStateResponse struct {
 	CommitIndex  uint64                 `protobuf:"varint,5,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
 	LastIndex    uint64                 `protobuf:"varint,6,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
 	// first_index is the lowest log index whose message bodies this node holds.
-	FirstIndex    uint64  `protobuf:"varint,7,opt,name=first_index,json=firstIndex,proto3" json:"first_index,omitempty"`
-	Load          float64 `protobuf:"fixed64,8,opt,name=load,proto3" json:"load,omitempty"`
-	Loaded        bool    `protobuf:"varint,9,opt,name=loaded,proto3" json:"loaded,omitempty"`
-	LeaderId      string  `protobuf:"bytes,10,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	FirstIndex uint64  `protobuf:"varint,7,opt,name=first_index,json=firstIndex,proto3" json:"first_index,omitempty"`
+	Load       float64 `protobuf:"fixed64,8,opt,name=load,proto3" json:"load,omitempty"`
+	Loaded     bool    `protobuf:"varint,9,opt,name=loaded,proto3" json:"loaded,omitempty"`
+	LeaderId   string  `protobuf:"bytes,10,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	// damaged: this node met a damaged entry of its log (at damaged_index):
+	// it is not sent readers, handed leadership or promoted.
+	Damaged       bool   `protobuf:"varint,11,opt,name=damaged,proto3" json:"damaged,omitempty"`
+	DamagedIndex  uint64 `protobuf:"varint,12,opt,name=damaged_index,json=damagedIndex,proto3" json:"damaged_index,omitempty"`
+	DamagedReason string `protobuf:"bytes,13,opt,name=damaged_reason,json=damagedReason,proto3" json:"damaged_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2804,6 +2836,27 @@ func (x *NodeStateResponse) GetLoaded() bool {
 func (x *NodeStateResponse) GetLeaderId() string {
 	if x != nil {
 		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *NodeStateResponse) GetDamaged() bool {
+	if x != nil {
+		return x.Damaged
+	}
+	return false
+}
+
+func (x *NodeStateResponse) GetDamagedIndex() uint64 {
+	if x != nil {
+		return x.DamagedIndex
+	}
+	return 0
+}
+
+func (x *NodeStateResponse) GetDamagedReason() string {
+	if x != nil {
+		return x.DamagedReason
 	}
 	return ""
 }
@@ -3076,7 +3129,7 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x02to\x18\x03 \x01(\tR\x02to\"F\n" +
 	"\x12ResetGroupResponse\x120\n" +
 	"\aoffsets\x18\x01 \x03(\v2\x16.raftmq.v1.QueueOffsetR\aoffsets\"\x0f\n" +
-	"\rStatusRequest\"\xc7\x03\n" +
+	"\rStatusRequest\"\xad\x04\n" +
 	"\n" +
 	"NodeStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -3098,7 +3151,10 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x03lag\x18\x0e \x01(\x04R\x03lag\x12 \n" +
 	"\flast_seen_ms\x18\x0f \x01(\x03R\n" +
 	"lastSeenMs\x12\x14\n" +
-	"\x05error\x18\x10 \x01(\tR\x05error\"\xf3\x01\n" +
+	"\x05error\x18\x10 \x01(\tR\x05error\x12\x18\n" +
+	"\adamaged\x18\x11 \x01(\bR\adamaged\x12#\n" +
+	"\rdamaged_index\x18\x12 \x01(\x04R\fdamagedIndex\x12%\n" +
+	"\x0edamaged_reason\x18\x13 \x01(\tR\rdamagedReason\"\xf3\x01\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1b\n" +
@@ -3123,7 +3179,7 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"\x16\n" +
 	"\x14RemoveMemberResponse\"+\n" +
 	"\x10NodeStateRequest\x12\x17\n" +
-	"\afrom_id\x18\x01 \x01(\tR\x06fromId\"\x9c\x02\n" +
+	"\afrom_id\x18\x01 \x01(\tR\x06fromId\"\x82\x03\n" +
 	"\x11NodeStateResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
@@ -3137,7 +3193,10 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x04load\x18\b \x01(\x01R\x04load\x12\x16\n" +
 	"\x06loaded\x18\t \x01(\bR\x06loaded\x12\x1b\n" +
 	"\tleader_id\x18\n" +
-	" \x01(\tR\bleaderId\"\x8e\x01\n" +
+	" \x01(\tR\bleaderId\x12\x18\n" +
+	"\adamaged\x18\v \x01(\bR\adamaged\x12#\n" +
+	"\rdamaged_index\x18\f \x01(\x04R\fdamagedIndex\x12%\n" +
+	"\x0edamaged_reason\x18\r \x01(\tR\rdamagedReason\"\x8e\x01\n" +
 	"\x0fRegisterRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12%\n" +
 	"\x0eclient_address\x18\x02 \x01(\tR\rclientAddress\x12!\n" +

@@ -43,6 +43,11 @@ type NodeStatus struct {
 	Lag        uint64
 	LastSeen   time.Time
 	Error      string
+	// Damaged: the node met a damaged log entry (DamagedIndex); the
+	// reason holds the repair steps.
+	Damaged       bool
+	DamagedIndex  uint64
+	DamagedReason string
 }
 
 // Status is the group as this node sees it.
@@ -96,6 +101,10 @@ func (b *Broker) Status() (Status, error) {
 			ns.Error = "no state heard yet"
 		}
 		ns.Role, ns.Applied, ns.Commit, ns.Last, ns.First, ns.Term, ns.Load = ps.Role, ps.Applied, ps.Commit, ps.Last, ps.First, ps.Term, ps.Load
+		ns.Damaged, ns.DamagedIndex, ns.DamagedReason = ps.Damaged, ps.DamagedIndex, ps.DamagedReason
+		if ns.Damaged {
+			ns.Healthy = false
+		}
 		if !ns.Healthy && ns.Role == "" {
 			ns.Role = "unknown"
 		}
@@ -115,6 +124,12 @@ func (b *Broker) TransferLeader(ctx context.Context, id string) (string, time.Du
 	}
 	if id == b.cfg.NodeID {
 		return id, 0, nil
+	}
+	if id == "" {
+		// raft would pick the most caught-up follower, damaged or not.
+		id = b.healthyVoter()
+	} else if p, ok := b.view.get(id); ok && p.state.Damaged {
+		return "", 0, fmt.Errorf("%w: %s is damaged (log index %d) and must not lead", ErrFailedPrecondition, id, p.state.DamagedIndex)
 	}
 	start := time.Now()
 	if err := b.node.Transfer(id); err != nil {
@@ -156,7 +171,11 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 	}
 	b.log.Info("added non-voter; waiting for it to catch up", "id", id, "addr", raftAddr)
 	for {
-		if p, ok := b.view.get(id); ok && p.caughtUp(time.Now(), b.fresh()) {
+		p, ok := b.view.get(id)
+		if ok && p.state.Damaged {
+			return false, fmt.Errorf("%w: %s is damaged (log index %d) and is not promoted: %s", ErrFailedPrecondition, id, p.state.DamagedIndex, p.state.DamagedReason)
+		}
+		if ok && p.caughtUp(time.Now(), b.fresh()) {
 			break
 		}
 		select {

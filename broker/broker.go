@@ -126,6 +126,9 @@ type Log interface {
 	Segments() ([]raftlog.Segment, error)
 	AppendedAt(index uint64) (time.Time, error)
 	DeleteBelow(index uint64) error
+	// Damaged is the lowest index of a damaged entry found while reading
+	// the log (0: none).
+	Damaged() (uint64, error)
 }
 
 // PeerClient is how a node talks to the other nodes. The wire layer
@@ -150,9 +153,11 @@ type Broker struct {
 	pending   byteBudget    // bytes of produce requests held
 	rr        atomic.Uint64 // round-robin queue choice
 
-	view   *clusterView
-	groups *groups
-	load   *loadMeter
+	view        *clusterView
+	damage      atomic.Pointer[Damage] // set once: see damage.go
+	handingOver atomic.Bool
+	groups      *groups
+	load        *loadMeter
 
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -220,6 +225,9 @@ func (b *Broker) Close() error {
 
 func (b *Broker) onRoleChange(ev election.Event) {
 	b.m.roleChanges.WithLabelValues(string(ev.Role)).Inc()
+	if ev.Role == election.Leader {
+		b.handOverIfLeader() // a damaged node that was handed leadership anyway
+	}
 	if ev.Role == election.Leader && ev.Ready {
 		b.groups.reset(ev.Term)
 		b.goFunc(func() { b.registerSelf() })
@@ -327,6 +335,9 @@ func storeErr(err error) error {
 	case errors.Is(err, store.ErrStaleSequence):
 		// The request may have been appended long ago: its result is gone.
 		return fmt.Errorf("%w: outcome unknown: %v", ErrFailedPrecondition, err)
+	case errors.Is(err, store.ErrDamaged):
+		// Committed on the group; this node just did not apply it.
+		return fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
 	case errors.Is(err, store.ErrInvalidName), errors.Is(err, store.ErrInvalidQueue):
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}

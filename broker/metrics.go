@@ -63,6 +63,12 @@ func newMetrics(b *Broker) *metrics {
 	gauge("raftmq_last_index", "Last log index stored.", func() float64 { return float64(b.node.Stats().LastIndex) })
 	gauge("raftmq_first_index", "Lowest log index whose message bodies this node holds.", func() float64 { return float64(b.rlog.FirstIndex()) })
 	gauge("raftmq_log_floor", "Log index below which retention has dropped every message.", func() float64 { return float64(b.fsm.LogFloor()) })
+	gauge("raftmq_damaged", "1 when this node met a damaged log entry: it serves no reads, does not lead and must be repaired.", func() float64 {
+		if _, ok := b.Damaged(); ok {
+			return 1
+		}
+		return 0
+	})
 	gauge("raftmq_load", "Leader-load signal used by read routing (0..1+).", func() float64 { return b.load.value(b) })
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "raftmq_leader_changes_total", Help: "Leader changes observed by this node."},

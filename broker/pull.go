@@ -93,6 +93,9 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		deadline = t.C
 	}
 	for {
+		if d, ok := b.Damaged(); ok {
+			return b.damagedPull(&req, isLeader, fmt.Sprintf("node %s is damaged at log index %d", b.cfg.NodeID, d.Index))
+		}
 		changed := b.fsm.Changed()
 		res, err := b.pullOnce(&req, isLeader)
 		if err != nil || res.Status != PullNoNew || req.Wait == 0 || res.Suggestion.NodeID != b.cfg.NodeID {
@@ -198,6 +201,13 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 				}
 				return res, nil
 			}
+			if errors.Is(err, raftlog.ErrCorrupt) {
+				// Damaged here (the log reported it, and the node is
+				// marked damaged within a state period): never Internal,
+				// the other nodes hold the entry.
+				b.log.Error("damaged log entry", "index", loc.LogIndex, "error", err)
+				return b.damagedPull(req, isLeader, fmt.Sprintf("log entry %d is damaged on node %s", loc.LogIndex, b.cfg.NodeID))
+			}
 			return PullResult{}, fmt.Errorf("read log entry %d: %w", loc.LogIndex, err)
 		}
 		full, err := collect(data, loc, req, &res, &bytes)
@@ -206,9 +216,7 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 			if len(res.Messages) > 0 {
 				break
 			}
-			res.Status = PullRetryElsewhere
-			res.Suggestion = b.leaderSuggestion("corrupt entry here")
-			return res, nil
+			return b.damagedPull(req, isLeader, fmt.Sprintf("log entry %d does not match this node's index on node %s", loc.LogIndex, b.cfg.NodeID))
 		}
 		if full {
 			break

@@ -77,6 +77,9 @@ func (b *Broker) retentionCut(now time.Time) (uint64, string) {
 		}
 		v := b.peerView(s.ID, applied)
 		p, heard := b.view.get(s.ID)
+		if heard && p.state.Damaged {
+			continue // stopped applying for good: it is repaired by a wipe, not by waiting
+		}
 		recent := heard && now.Sub(p.lastOK) <= b.cfg.RetentionGrace
 		if (v.Healthy || recent) && v.Applied+1 < cut {
 			return 0, ""

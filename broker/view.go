@@ -33,23 +33,36 @@ type NodeState struct {
 	// (set by the receiver): Applied >= PollerApplied means the node had
 	// everything the asker had applied by then, however busy the group is.
 	PollerApplied uint64
+	// Damaged: the node met a damaged entry (DamagedIndex) and must not be
+	// sent readers, handed leadership or promoted.
+	Damaged       bool
+	DamagedIndex  uint64
+	DamagedReason string
 }
 
 // NodeState returns this node's state.
 func (b *Broker) NodeState() NodeState {
 	st := b.node.Stats()
 	load := b.load.value(b)
+	d, damaged := b.Damaged()
+	var reason string
+	if damaged {
+		reason = b.RepairSteps()
+	}
 	return NodeState{
-		ID:       b.cfg.NodeID,
-		Role:     string(st.Role),
-		Term:     st.Term,
-		Applied:  b.fsm.Applied(),
-		Commit:   st.CommitIndex,
-		Last:     st.LastIndex,
-		First:    b.rlog.FirstIndex(),
-		Load:     load,
-		Loaded:   load >= b.cfg.LoadThreshold,
-		LeaderID: st.LeaderID,
+		ID:            b.cfg.NodeID,
+		Role:          string(st.Role),
+		Term:          st.Term,
+		Applied:       b.fsm.Applied(),
+		Commit:        st.CommitIndex,
+		Last:          st.LastIndex,
+		First:         b.rlog.FirstIndex(),
+		Load:          load,
+		Loaded:        load >= b.cfg.LoadThreshold,
+		LeaderID:      st.LeaderID,
+		Damaged:       damaged,
+		DamagedIndex:  d.Index,
+		DamagedReason: reason,
 	}
 }
 
@@ -65,7 +78,7 @@ type peerState struct {
 // write load, as the answer is up to a state period old: member add then
 // waited 10-50 s for a lull in a loaded test group (docs/RELIABILITY.md).
 func (p peerState) caughtUp(now time.Time, fresh time.Duration) bool {
-	return now.Sub(p.lastOK) <= fresh && p.state.Applied+16 >= p.state.PollerApplied
+	return now.Sub(p.lastOK) <= fresh && !p.state.Damaged && p.state.Applied+16 >= p.state.PollerApplied
 }
 
 // clusterView holds the latest state heard from every other node.
@@ -127,6 +140,7 @@ func (b *Broker) stateLoop() {
 		case <-t.C:
 		}
 		b.load.sample()
+		b.checkDamage()
 		b.pollPeers()
 		if time.Since(lastRegister) > 500*time.Millisecond && b.needsRegister() {
 			lastRegister = time.Now()
@@ -203,7 +217,7 @@ func (b *Broker) preferredReady() bool {
 		return false
 	}
 	p, ok := b.view.get(pref)
-	if !ok || time.Since(p.lastOK) > b.fresh() {
+	if !ok || time.Since(p.lastOK) > b.fresh() || p.state.Damaged {
 		return false
 	}
 	return p.state.Applied+16 >= b.fsm.Applied()
@@ -217,7 +231,7 @@ func (b *Broker) peerView(id string, leaderApplied uint64) NodeView {
 	}
 	if id == b.cfg.NodeID {
 		st := b.NodeState()
-		v.Applied, v.First, v.Loaded, v.Healthy = st.Applied, st.First, st.Loaded, true
+		v.Applied, v.First, v.Loaded, v.Healthy = st.Applied, st.First, st.Loaded, !st.Damaged
 		return v
 	}
 	p, ok := b.view.get(id)
@@ -225,7 +239,7 @@ func (b *Broker) peerView(id string, leaderApplied uint64) NodeView {
 		return v
 	}
 	v.Applied, v.First, v.Loaded = p.state.Applied, p.state.First, p.state.Loaded
-	v.Healthy = time.Since(p.lastOK) <= b.fresh() && p.state.Applied+b.cfg.MaxFollowerLag >= leaderApplied &&
+	v.Healthy = time.Since(p.lastOK) <= b.fresh() && !p.state.Damaged && p.state.Applied+b.cfg.MaxFollowerLag >= leaderApplied &&
 		(p.state.Role == string(election.Follower) || p.state.Role == string(election.Leader))
 	return v
 }

@@ -180,6 +180,7 @@ type Node struct {
 	wg     sync.WaitGroup
 	closed atomic.Bool
 
+	noCampaign    atomic.Bool   // NeverCampaign: vote requests of this node fail
 	readyTerm     atomic.Uint64 // term whose barrier completed
 	leaderChanges atomic.Uint64
 	roleChanges   atomic.Uint64
@@ -258,13 +259,14 @@ func Start(cfg Config, fsm raft.FSM, st Stores) (*Node, error) {
 		trans.Close()
 		return nil, fmt.Errorf("check existing raft state: %w", err)
 	}
-	r, err := raft.NewRaft(rc, fsm, st.Log, st.Stable, st.Snapshots, trans)
+	n := &Node{cfg: cfg, trans: trans, log: logger, stop: make(chan struct{}),
+		obsCh: make(chan raft.Observation, 64)}
+	r, err := raft.NewRaft(rc, fsm, st.Log, st.Stable, st.Snapshots, &gatedTransport{NetworkTransport: trans, noCampaign: &n.noCampaign})
 	if err != nil {
 		trans.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	n := &Node{cfg: cfg, raft: r, trans: trans, log: logger, stop: make(chan struct{}),
-		obsCh: make(chan raft.Observation, 64)}
+	n.raft = r
 	n.obs = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.RaftState, raft.LeaderObservation:
@@ -290,6 +292,50 @@ func Start(cfg Config, fsm raft.FSM, st Stores) (*Node, error) {
 		logger.Info("rejoining with existing state", "last_index", r.LastIndex())
 	}
 	return n, nil
+}
+
+// gatedTransport is raft's transport, except that this node's own vote
+// requests (pre-vote and vote) fail once NeverCampaign was called: the
+// node never gets elected, yet it keeps answering other nodes' vote
+// requests and appends, so it still counts for a quorum.
+//
+// raft v1.7.2 has no setting for this. A very long election timeout (via
+// ReloadConfig) would stop campaigns too, but raft clears a follower's
+// known leader only when that timeout expires, and a follower that knows a
+// leader rejects every vote request: after the leader died the node would
+// refuse to vote for anyone, and a 3-node group with one damaged node
+// could not elect a new leader.
+type gatedTransport struct {
+	*raft.NetworkTransport
+	noCampaign *atomic.Bool
+}
+
+var errNoCampaign = errors.New("this node does not campaign: its log or state machine is damaged")
+
+func (t *gatedTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if t.noCampaign.Load() {
+		return errNoCampaign
+	}
+	return t.NetworkTransport.RequestVote(id, target, args, resp)
+}
+
+func (t *gatedTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if t.noCampaign.Load() {
+		return errNoCampaign
+	}
+	return t.NetworkTransport.RequestPreVote(id, target, args, resp)
+}
+
+// NeverCampaign stops this node from ever being elected (until it
+// restarts): its vote requests fail, so it stays a follower that votes for
+// others and acknowledges appends. raft pre-votes first, so its failed
+// campaigns do not raise the group's term. A leader calls it after handing
+// leadership away (a leader sends no vote requests: it only takes effect
+// once it steps down). A damaged node calls it.
+func (n *Node) NeverCampaign() {
+	if !n.noCampaign.Swap(true) {
+		n.log.Warn("this node will not campaign for leadership again until it restarts")
+	}
 }
 
 type dialOverrides map[string]string

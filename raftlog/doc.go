@@ -3,6 +3,12 @@
 // that packs many produce requests into one Raft entry, and reads of entries
 // by index with this node's own retention floor.
 //
-// It must never interpret anything but batches: topics, offsets and dedupe
-// belong to store/, and it never imports any other raftmq package.
+// Every entry it reads from disk is checked against its checksum (the
+// batch CRC, or the CRC framing of store's metadata commands: verify.go);
+// a damaged entry is an ErrCorrupt error, reported once to
+// Options.OnDamaged, never served or replicated.
+//
+// It must never interpret anything but batches (of a metadata command it
+// checks only the framing): topics, offsets and dedupe belong to store/, and
+// it never imports any other raftmq package.
 package raftlog

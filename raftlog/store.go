@@ -35,6 +35,7 @@ type Stores struct {
 	Snapshots raft.SnapshotStore
 
 	raw     raft.LogStore
+	guard   *guard
 	logDir  string // raft-wal's segment files ("" for bolt)
 	reads   *readCache
 	closers []func() error
@@ -51,7 +52,12 @@ type Options struct {
 	// OnFatal is called (possibly many times) when the log store has failed
 	// in a way that only a restart repairs.
 	OnFatal func(error)
-	Logger  hclog.Logger
+	// OnDamaged is called once for every damaged entry a read finds (a
+	// checksum that does not match, or an entry the store cannot read
+	// back), with its index. It runs on the reading goroutine (raft's
+	// replication or FSM goroutine among them) and must not block.
+	OnDamaged func(index uint64, err error)
+	Logger    hclog.Logger
 }
 
 // Open opens (creating when missing) the log, stable and snapshot stores in dir.
@@ -117,12 +123,11 @@ func Open(dir string, opts Options) (*Stores, error) {
 	}
 	s.reads = newReadCache(opts.ReadCache)
 	g, err := newGuard(s.raw, filepath.Join(dir, "LOG_WATERMARK"), s.reads.dropFrom)
-	if err == nil {
-		g.fatal = opts.OnFatal
-	}
 	if err != nil {
 		return fail(fmt.Errorf("open log in %s: %w", dir, err))
 	}
+	g.fatal, g.damage.notify = opts.OnFatal, opts.OnDamaged
+	s.guard = g
 	s.closers = append(s.closers, func() error { g.close(); return nil })
 	s.Log = newLogCache(g, opts.CacheSize, opts.CacheBytes)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(dir, "snapshots"), 2, opts.Logger.Named("snapshots"))
@@ -184,9 +189,13 @@ func (s *Stores) Read(idx uint64) ([]byte, error) {
 	}
 	// Check a batch's CRC once, here, as it comes from the log store; the
 	// read cache then holds only verified entries (see ParseReadBatch).
+	// (GetLog checked it too when the entry came from disk, not from
+	// raft's cache.)
 	if len(l.Data) > 0 && CommandType(l.Data[0]) == CmdBatch {
 		if _, err := ParseBatch(l.Data); err != nil {
-			return nil, fmt.Errorf("read index %d: %w", idx, err)
+			err = fmt.Errorf("read index %d: %w", idx, err)
+			s.guard.damage.report(idx, err)
+			return nil, err
 		}
 	}
 	s.reads.put(idx, l.Data)
@@ -212,10 +221,11 @@ func (s *Stores) LastIndex() uint64 {
 }
 
 // Verify reads every entry of the log and checks what can be checked: that
-// the store returns it, and the CRC of every raftmq batch. checkMeta, when
-// not nil, checks the other raftmq commands. It returns the first problem
-// with its index, so a node can refuse to start instead of serving or
-// replicating corrupt data.
+// the store returns it, its checksum (CheckEntry) and the encoding of every
+// raftmq batch. checkMeta, when not nil, checks the other raftmq commands.
+// It returns the first problem with its index (Damaged returns the index
+// too), so a node can refuse to start instead of serving or replicating
+// corrupt data.
 func (s *Stores) Verify(checkMeta func(data []byte) error) (checked uint64, err error) {
 	first, err := s.raw.FirstIndex()
 	if err != nil {
@@ -230,26 +240,34 @@ func (s *Stores) Verify(checkMeta func(data []byte) error) (checked uint64, err 
 	}
 	var l raft.Log
 	for i := max(first, s.floor.Load()); i <= last; i++ {
-		if err := s.raw.GetLog(i, &l); err != nil {
-			return checked, fmt.Errorf("%w: log entry %d of %d..%d cannot be read: %v", ErrCorrupt, i, first, last, err)
+		if err := s.guard.GetLog(i, &l); err != nil {
+			if errors.Is(err, raft.ErrLogNotFound) { // a hole inside the log
+				err = fmt.Errorf("%w: log entry %d: %w", ErrCorrupt, i, err)
+				s.guard.damage.report(i, err)
+			}
+			return checked, fmt.Errorf("verify log %d..%d: %w", first, last, err)
 		}
 		checked++
-		if l.Type != raft.LogCommand || len(l.Data) == 0 {
+		if l.Type != raft.LogCommand {
 			continue
 		}
 		switch CommandType(l.Data[0]) {
 		case CmdBatch:
-			b, err := ParseBatch(l.Data)
+			b, err := ParseReadBatch(l.Data) // CRC checked by GetLog
 			if err == nil {
 				err = b.Each(func(int, *RequestView) bool { return true })
 			}
 			if err != nil {
-				return checked, fmt.Errorf("log entry %d: %w", i, err)
+				err = fmt.Errorf("log entry %d: %w", i, err)
+				s.guard.damage.report(i, err)
+				return checked, err
 			}
 		default:
 			if checkMeta != nil {
 				if err := checkMeta(l.Data); err != nil {
-					return checked, fmt.Errorf("%w: log entry %d: %v", ErrCorrupt, i, err)
+					err = fmt.Errorf("%w: log entry %d: %w", ErrCorrupt, i, err)
+					s.guard.damage.report(i, err)
+					return checked, err
 				}
 			}
 		}

@@ -29,6 +29,7 @@ type guard struct {
 	path    string
 	dropped func(from uint64) // told about tail deletions (read cache)
 	fatal   func(error)       // told about a store that can no longer append
+	damage  damageLog         // damaged entries found by GetLog (verify.go)
 	mu      sync.Mutex        // serialises file writes
 	stored  atomic.Uint64
 	written atomic.Uint64

@@ -42,21 +42,18 @@ func encodeMeta(c *metaCmd) []byte {
 	if err != nil {
 		panic(fmt.Sprintf("encode %s command: %v", c.Op, err)) // only plain fields: cannot fail
 	}
-	out := make([]byte, 5, 5+len(b))
+	out := make([]byte, raftlog.MetaHeaderLen, raftlog.MetaHeaderLen+len(b))
 	out[0] = byte(raftlog.CmdMeta)
-	binary.BigEndian.PutUint32(out[1:5], crc32.Checksum(b, castagnoli))
+	binary.BigEndian.PutUint32(out[1:raftlog.MetaHeaderLen], crc32.Checksum(b, castagnoli))
 	return append(out, b...)
 }
 
 func decodeMeta(data []byte) (*metaCmd, error) {
-	if len(data) < 5 || raftlog.CommandType(data[0]) != raftlog.CmdMeta {
-		return nil, fmt.Errorf("%w: not a metadata command", ErrCorruptCommand)
-	}
-	if got, want := crc32.Checksum(data[5:], castagnoli), binary.BigEndian.Uint32(data[1:5]); got != want {
-		return nil, fmt.Errorf("%w: metadata crc32c %08x, header says %08x", ErrCorruptCommand, got, want)
+	if err := raftlog.CheckMeta(data); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptCommand, err)
 	}
 	var c metaCmd
-	if err := json.Unmarshal(data[5:], &c); err != nil {
+	if err := json.Unmarshal(data[raftlog.MetaHeaderLen:], &c); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorruptCommand, err)
 	}
 	if (c.Op == opRegisterNode || c.Op == opForgetNode) && c.Node == nil {

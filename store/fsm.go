@@ -25,6 +25,11 @@ var (
 	ErrInvalidQueue   = errors.New("invalid queue")
 	ErrStaleSequence  = errors.New("producer sequence is older than the dedupe window")
 	ErrCorruptCommand = errors.New("corrupt command")
+	// ErrDamaged: this node met a damaged committed entry and stopped
+	// applying; it holds no state at or after that entry. The entry is
+	// committed on the group, so a producer retries it (same producer id
+	// and sequence) on a healthy leader.
+	ErrDamaged = errors.New("this node stopped applying at a damaged log entry")
 )
 
 // Limits of the replicated state.
@@ -109,6 +114,7 @@ type FSM struct {
 	logFloor  uint64 // no message is stored below this log index (Retain)
 
 	applied  atomic.Uint64
+	damage   fsmDamage
 	notifyMu sync.Mutex
 	notify   chan struct{}
 }
@@ -162,39 +168,116 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 
 // ApplyBatch applies committed entries in order; raft calls it with up to
 // MaxAppendEntries entries at a time.
+//
+// An entry whose checksum does not match (disk or memory rot on this node:
+// the entry was checked when it was written) is never skipped: skipping it
+// would shift every later offset on this node alone. The FSM stops there:
+// it applies nothing at or after the entry, answers ErrDamaged for each,
+// Applied stays below it and Snapshot fails (see MarkDamaged). It returns
+// at once rather than blocking, so raft's follower loop goes on storing
+// and acknowledging entries and the node still counts for a quorum.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
+	var last uint64
 	f.mu.Lock()
 	for i, l := range logs {
+		if at := f.damage.at.Load(); at != 0 {
+			out[i] = fmt.Errorf("entry %d: %w (entry %d)", l.Index, ErrDamaged, at)
+			continue
+		}
 		if l.Type == raft.LogCommand {
 			out[i] = f.applyLocked(l.Index, l.Data)
 		}
+		if f.damage.at.Load() == 0 {
+			last = l.Index
+		}
 	}
 	f.mu.Unlock()
-	if n := len(logs); n > 0 {
-		f.applied.Store(logs[n-1].Index)
+	if last > 0 {
+		f.applied.Store(last)
 	}
+	f.damage.tell()
 	f.wake()
 	return out
 }
 
+// fsmDamage is the damaged entry that stopped the FSM (at 0: none).
+type fsmDamage struct {
+	at     atomic.Uint64
+	mu     sync.Mutex
+	err    error
+	notify func(index uint64, err error)
+	told   bool
+}
+
+// OnDamaged registers fn to be called once, after the apply that met a
+// damaged entry (on raft's FSM goroutine; it must not block). Register it
+// before raft starts.
+func (f *FSM) OnDamaged(fn func(index uint64, err error)) {
+	f.damage.mu.Lock()
+	f.damage.notify = fn
+	f.damage.mu.Unlock()
+}
+
+// Damaged returns the damaged entry this FSM stopped at and why (0, nil:
+// none).
+func (f *FSM) Damaged() (uint64, error) {
+	f.damage.mu.Lock()
+	defer f.damage.mu.Unlock()
+	return f.damage.at.Load(), f.damage.err
+}
+
+// markDamagedLocked stops the FSM at entry index.
+func (f *FSM) markDamagedLocked(index uint64, err error) error {
+	err = fmt.Errorf("entry %d: %w: %w", index, ErrDamaged, err)
+	f.damage.mu.Lock()
+	if f.damage.at.Load() == 0 {
+		f.damage.at.Store(index)
+		f.damage.err = err
+	}
+	f.damage.mu.Unlock()
+	f.log.Error("stopped applying at a damaged log entry; this node no longer serves, leads or snapshots",
+		"index", index, "error", err)
+	return err
+}
+
+func (d *fsmDamage) tell() {
+	if d.at.Load() == 0 {
+		return
+	}
+	d.mu.Lock()
+	if d.told || d.notify == nil {
+		d.mu.Unlock()
+		return
+	}
+	d.told = true
+	at, err, fn := d.at.Load(), d.err, d.notify
+	d.mu.Unlock()
+	fn(at, err)
+}
+
 func (f *FSM) applyLocked(index uint64, data []byte) interface{} {
 	if len(data) == 0 {
-		return fmt.Errorf("entry %d: %w: empty", index, ErrCorruptCommand)
+		return f.markDamagedLocked(index, fmt.Errorf("%w: empty command", ErrCorruptCommand))
 	}
 	switch raftlog.CommandType(data[0]) {
 	case raftlog.CmdBatch:
 		return f.applyBatchLocked(index, data)
 	case raftlog.CmdMeta:
 		cmd, err := decodeMeta(data)
+		if errors.Is(err, raftlog.ErrCorrupt) { // the CRC does not match
+			return f.markDamagedLocked(index, err)
+		}
 		if err != nil {
-			f.log.Error("skipping undecodable command", "index", index, "error", err)
+			// The CRC matched, so every node holds these bytes and
+			// rejects them alike (an encoder bug): not a skip.
+			f.log.Error("rejecting undecodable command", "index", index, "error", err)
 			return fmt.Errorf("entry %d: %w", index, err)
 		}
 		return f.applyMetaLocked(cmd)
 	default:
-		f.log.Error("skipping unknown command", "index", index, "type", data[0])
-		return fmt.Errorf("entry %d: %w: type %d", index, ErrCorruptCommand, data[0])
+		// raftmq writes no other command type: a damaged type byte.
+		return f.markDamagedLocked(index, fmt.Errorf("%w: type %d", ErrCorruptCommand, data[0]))
 	}
 }
 
@@ -269,8 +352,7 @@ func (r *ProduceResult) Acks(queues []uint32) ([]Ack, error) {
 func (f *FSM) applyBatchLocked(index uint64, data []byte) interface{} {
 	b, err := raftlog.ParseBatch(data)
 	if err != nil {
-		f.log.Error("skipping corrupt batch", "index", index, "error", err)
-		return fmt.Errorf("entry %d: %w", index, err)
+		return f.markDamagedLocked(index, err)
 	}
 	results := make([]*ProduceResult, 0, b.Requests())
 	type qkey struct {
@@ -335,9 +417,10 @@ func (f *FSM) applyBatchLocked(index uint64, data []byte) interface{} {
 		return true
 	})
 	if err != nil {
-		// The CRC matched, so this is an encoder bug, not disk rot. Apply
-		// nothing of the entry so every node agrees.
-		f.log.Error("skipping malformed batch", "index", index, "error", err)
+		// The CRC matched, so this is an encoder bug, not disk rot: every
+		// node holds these bytes and rejects the whole entry alike, so
+		// offsets stay the same everywhere. Not a skip of a damaged entry.
+		f.log.Error("rejecting malformed batch", "index", index, "error", err)
 		return fmt.Errorf("entry %d: %w", index, err)
 	}
 	for _, k := range order {
@@ -653,7 +736,14 @@ func (f *FSM) Nodes() map[string]NodeInfo {
 }
 
 // Snapshot captures the metadata; message bodies stay in the log.
+//
+// A damaged FSM (see ApplyBatch) refuses: raft labels a snapshot with the
+// index of the last entry it handed to the FSM, which this state does not
+// hold, and a restart from it would lose the entries after the damage.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if at, err := f.Damaged(); at != 0 {
+		return nil, fmt.Errorf("snapshot refused: %w", err)
+	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return &fsmSnapshot{state: f.captureLocked()}, nil

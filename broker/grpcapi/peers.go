@@ -54,7 +54,8 @@ func (p *Peers) NodeState(ctx context.Context, addr string) (broker.NodeState, e
 		return broker.NodeState{}, err
 	}
 	return broker.NodeState{ID: r.Id, Role: r.Role, Term: r.Term, Applied: r.AppliedIndex, Commit: r.CommitIndex,
-		Last: r.LastIndex, First: r.FirstIndex, Load: r.Load, Loaded: r.Loaded, LeaderID: r.LeaderId}, nil
+		Last: r.LastIndex, First: r.FirstIndex, Load: r.Load, Loaded: r.Loaded, LeaderID: r.LeaderId,
+		Damaged: r.Damaged, DamagedIndex: r.DamagedIndex, DamagedReason: r.DamagedReason}, nil
 }
 
 // Register asks the leader at addr to record n.

@@ -75,7 +75,9 @@ func toStatus(err error) error {
 	switch {
 	case errors.Is(err, broker.ErrNotLeader), errors.Is(err, broker.ErrUnavailable), errors.Is(err, broker.ErrShutdown):
 		code = codes.Unavailable
-	case errors.Is(err, broker.ErrUnknownOutcome):
+	case errors.Is(err, broker.ErrUnknownOutcome), errors.Is(err, store.ErrDamaged):
+		// ErrDamaged: a damaged leader's FSM did not apply a committed
+		// entry; the retry (same sequence) is deduplicated elsewhere.
 		code = codes.Aborted
 	case errors.Is(err, broker.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
@@ -371,7 +373,8 @@ func (s *Server) Status(ctx context.Context, req *api.StatusRequest) (*api.Statu
 	for _, n := range st.Nodes {
 		ns := &api.NodeStatus{Id: n.ID, Role: n.Role, RaftAddress: n.RaftAddr, ClientAddress: n.ClientAddr, HttpAddress: n.HTTPAddr,
 			AppliedIndex: n.Applied, CommitIndex: n.Commit, LastIndex: n.Last, FirstIndex: n.First, Healthy: n.Healthy,
-			Voter: n.Voter, Term: n.Term, Load: n.Load, Lag: n.Lag, Error: n.Error}
+			Voter: n.Voter, Term: n.Term, Load: n.Load, Lag: n.Lag, Error: n.Error,
+			Damaged: n.Damaged, DamagedIndex: n.DamagedIndex, DamagedReason: n.DamagedReason}
 		if !n.LastSeen.IsZero() {
 			ns.LastSeenMs = n.LastSeen.UnixMilli()
 		}
@@ -419,7 +422,8 @@ func (s *Server) RemoveMember(ctx context.Context, req *api.RemoveMemberRequest)
 func (s *Server) NodeState(ctx context.Context, req *api.NodeStateRequest) (*api.NodeStateResponse, error) {
 	st := s.b.NodeState()
 	return &api.NodeStateResponse{Id: st.ID, Role: st.Role, Term: st.Term, AppliedIndex: st.Applied, CommitIndex: st.Commit,
-		LastIndex: st.Last, FirstIndex: st.First, Load: st.Load, Loaded: st.Loaded, LeaderId: st.LeaderID}, nil
+		LastIndex: st.Last, FirstIndex: st.First, Load: st.Load, Loaded: st.Loaded, LeaderId: st.LeaderID,
+		Damaged: st.Damaged, DamagedIndex: st.DamagedIndex, DamagedReason: st.DamagedReason}, nil
 }
 
 // Register records a node's addresses (forwarded to the leader).

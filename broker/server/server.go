@@ -123,8 +123,13 @@ func Start(cfg Config) (_ *Server, err error) {
 			})
 		}
 	}
+	onDamaged := func(index uint64, err error) {
+		// The broker polls the stores and marks the node damaged within
+		// a state period (broker/damage.go).
+		log.Error("damaged log entry: it is not served or replicated from this node", "index", index, "error", err)
+	}
 	s.stores, err = raftlog.Open(cfg.DataDir, raftlog.Options{Kind: cfg.LogStore, SegmentSize: cfg.SegmentMB << 20,
-		Logger: log.Named("raftlog"), OnFatal: onFatal})
+		Logger: log.Named("raftlog"), OnFatal: onFatal, OnDamaged: onDamaged})
 	if err != nil {
 		return nil, err
 	}
@@ -133,9 +138,14 @@ func Start(cfg Config) (_ *Server, err error) {
 		start := time.Now()
 		n, err := s.stores.Verify(store.CheckCommand)
 		if err != nil {
-			return nil, fmt.Errorf("%w\nthis node's log is damaged and it will not start: it must not serve or replicate corrupt data.\n"+
-				"To repair: stop it, run `raftmq member remove %s --force` against the group, move %s away, start it empty without --peers and run `raftmq member add %s@%s`",
-				err, cfg.Raft.ID, cfg.DataDir, cfg.Raft.ID, cfg.Raft.BindAddr)
+			at := "its log"
+			if idx, _ := s.stores.Damaged(); idx != 0 {
+				at = fmt.Sprintf("log index %d", idx)
+			}
+			return nil, fmt.Errorf("%w\nthis node's log is damaged at %s and it will not start: it must not serve or replicate corrupt data; "+
+				"the other nodes of the group hold the entry.\n"+
+				"To repair: run `raftmq member remove %s --force` against the group, move %s away, start this node empty without --peers and run `raftmq member add %s@%s`",
+				err, at, cfg.Raft.ID, cfg.DataDir, cfg.Raft.ID, cfg.Raft.BindAddr)
 		}
 		log.Info("log verified", "entries", n, "took", time.Since(start))
 	}
@@ -213,6 +223,10 @@ func (s *Server) httpHandler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := s.broker.Damaged(); ok {
+			http.Error(w, "damaged: "+s.broker.RepairSteps(), http.StatusServiceUnavailable)
+			return
+		}
 		st := s.node.Stats()
 		if st.LeaderID == "" {
 			http.Error(w, "no leader known", http.StatusServiceUnavailable)

@@ -81,7 +81,15 @@ func statusCommand() *cli.Command {
 				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t%v\n", n.Id, n.Role, n.Healthy, n.ClientAddress, n.RaftAddress,
 					n.FirstIndex, n.AppliedIndex, n.CommitIndex, n.LastIndex, n.Lag, n.Load, n.Voter)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			for _, n := range st.Nodes {
+				if n.Damaged {
+					fmt.Fprintf(c.App.Writer, "\nnode %s is DAMAGED at log index %d: %s\n", n.Id, n.DamagedIndex, n.DamagedReason)
+				}
+			}
+			return nil
 		},
 	}
 }
@@ -102,6 +110,9 @@ type nodeJSON struct {
 	Load          float64 `json:"load"`
 	Lag           uint64  `json:"lag"`
 	Error         string  `json:"error,omitempty"`
+	Damaged       bool    `json:"damaged,omitempty"`
+	DamagedIndex  uint64  `json:"damaged_index,omitempty"`
+	DamagedReason string  `json:"damaged_reason,omitempty"`
 }
 
 type statusOut struct {
@@ -120,7 +131,8 @@ func statusJSON(st *api.StatusResponse) statusOut {
 	for _, n := range st.Nodes {
 		out.Nodes = append(out.Nodes, nodeJSON{ID: n.Id, Role: n.Role, RaftAddress: n.RaftAddress, ClientAddress: n.ClientAddress,
 			HTTPAddress: n.HttpAddress, AppliedIndex: n.AppliedIndex, CommitIndex: n.CommitIndex, LastIndex: n.LastIndex,
-			FirstIndex: n.FirstIndex, Healthy: n.Healthy, Voter: n.Voter, Term: n.Term, Load: n.Load, Lag: n.Lag, Error: n.Error})
+			FirstIndex: n.FirstIndex, Healthy: n.Healthy, Voter: n.Voter, Term: n.Term, Load: n.Load, Lag: n.Lag, Error: n.Error,
+			Damaged: n.Damaged, DamagedIndex: n.DamagedIndex, DamagedReason: n.DamagedReason})
 	}
 	return out
 }
