@@ -116,10 +116,7 @@ func Open(dir string, opts Options) (*Stores, error) {
 		return fail(fmt.Errorf("data directory %s holds a %q log store, not %q", dir, kind, opts.Kind))
 	}
 	s.reads = newReadCache(opts.ReadCache)
-	g, err := newGuard(s.raw, filepath.Join(dir, "LOG_WATERMARK"), s.reads.dropFrom)
-	if err == nil {
-		g.fatal = opts.OnFatal
-	}
+	g, err := newGuard(s.raw, filepath.Join(dir, "LOG_WATERMARK"), s.reads.dropFrom, opts.OnFatal)
 	if err != nil {
 		return fail(fmt.Errorf("open log in %s: %w", dir, err))
 	}
