@@ -230,3 +230,37 @@ func TestReadChecksBatchCRC(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenReportsMissingSegment: a sealed segment file deleted from under
+// raft-wal makes Open fail with ErrMissingSegment (a repair case), not with
+// an anonymous "no such file".
+func TestOpenReportsMissingSegment(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Kind: KindWAL, SegmentSize: 64 << 10}
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2000; i += 100 {
+		writeEntries(t, s, i, 100)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := filepath.Glob(filepath.Join(dir, "log", "*.wal"))
+	if err != nil || len(segs) < 3 {
+		t.Fatalf("want at least 3 segments, have %v (%v)", segs, err)
+	}
+	sort.Strings(segs)
+	if err := os.Remove(segs[1]); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, opts)
+	if err == nil {
+		s.Close()
+		t.Fatal("opened a log with a segment missing")
+	}
+	if !errors.Is(err, ErrMissingSegment) || !NeedsRepair(err) {
+		t.Fatalf("open with a segment missing: %v, want ErrMissingSegment", err)
+	}
+}

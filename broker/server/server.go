@@ -126,6 +126,9 @@ func Start(cfg Config) (_ *Server, err error) {
 	s.stores, err = raftlog.Open(cfg.DataDir, raftlog.Options{Kind: cfg.LogStore, SegmentSize: cfg.SegmentMB << 20,
 		Logger: log.Named("raftlog"), OnFatal: onFatal})
 	if err != nil {
+		if raftlog.NeedsRepair(err) {
+			return nil, fmt.Errorf("%w\n%s", err, repairSteps(cfg))
+		}
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { s.stores.Close() })
@@ -133,9 +136,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		start := time.Now()
 		n, err := s.stores.Verify(store.CheckCommand)
 		if err != nil {
-			return nil, fmt.Errorf("%w\nthis node's log is damaged and it will not start: it must not serve or replicate corrupt data.\n"+
-				"To repair: stop it, run `raftmq member remove %s --force` against the group, move %s away, start it empty without --peers and run `raftmq member add %s@%s`",
-				err, cfg.Raft.ID, cfg.DataDir, cfg.Raft.ID, cfg.Raft.BindAddr)
+			return nil, fmt.Errorf("%w\n%s", err, repairSteps(cfg))
 		}
 		log.Info("log verified", "entries", n, "took", time.Since(start))
 	}
@@ -181,6 +182,23 @@ func Start(cfg Config) (_ *Server, err error) {
 	log.Info("node started", "id", cfg.Raft.ID, "raft", cfg.Raft.BindAddr, "client", bc.ClientAddr, "http", cfg.HTTP,
 		"data", cfg.DataDir, "log_store", cfg.LogStore)
 	return s, nil
+}
+
+// repairSteps is what a node whose log is damaged or incomplete prints when
+// it refuses to start: the steps that rebuild it from its group.
+func repairSteps(cfg Config) string {
+	addr := cfg.Raft.AdvertiseAddr
+	if addr == "" {
+		addr = cfg.Raft.BindAddr
+	}
+	return fmt.Sprintf("this node's log is damaged or incomplete and it will not start: it must not serve, replicate or vote with a damaged log.\n"+
+		"To repair it from the group's healthy members:\n"+
+		"  1. keep this node stopped\n"+
+		"  2. raftmq member remove %[1]s --force -s ADDR   (ADDR: the client address of a healthy member)\n"+
+		"  3. mv %[2]s %[2]s.damaged   (keep it for inspection, or delete it)\n"+
+		"  4. start this node again with an empty --data %[2]s and without --peers\n"+
+		"  5. raftmq member add %[1]s@%[3]s -s ADDR   (it joins as a non-voter and is promoted once caught up)",
+		cfg.Raft.ID, cfg.DataDir, addr)
 }
 
 // claimDataDir refuses a data directory that belongs to another node.
