@@ -44,6 +44,10 @@ type Config struct {
 	// VerifyLog checks every log entry at start and refuses to start on
 	// corruption (see raftlog.Stores.Verify).
 	VerifyLog bool
+	// LockTimeout is how long Start waits for another process to release
+	// the data directory's lock (one that is still exiting) before it
+	// refuses to start, naming that process.
+	LockTimeout time.Duration
 	// OnFatal is called when the node can no longer work and only a restart
 	// helps (a stuck log store). Nil: log the error and exit the process
 	// with status 70, so that a supervisor restarts it.
@@ -53,7 +57,8 @@ type Config struct {
 // DefaultConfig returns a config with every default set; callers fill in
 // the node id, addresses, peers and data directory.
 func DefaultConfig() Config {
-	return Config{LogStore: raftlog.DefaultKind, Raft: election.DefaultConfig(), Broker: broker.DefaultConfig(), VerifyLog: true, SegmentMB: 64}
+	return Config{LogStore: raftlog.DefaultKind, Raft: election.DefaultConfig(), Broker: broker.DefaultConfig(), VerifyLog: true, SegmentMB: 64,
+		LockTimeout: 3 * time.Second}
 }
 
 // Server is a running node.
@@ -68,6 +73,7 @@ type Server struct {
 	grpc   *grpc.Server
 	lis    net.Listener
 	http   *http.Server
+	lock   *dirLock
 	wg     sync.WaitGroup
 	once   sync.Once
 }
@@ -88,9 +94,6 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err := cfg.Raft.Validate(); err != nil {
 		return nil, err
 	}
-	if err := claimDataDir(cfg.DataDir, cfg.Raft.ID); err != nil {
-		return nil, err
-	}
 	s := &Server{cfg: cfg, log: log}
 	var cleanup []func()
 	defer func() {
@@ -100,6 +103,15 @@ func Start(cfg Config) (_ *Server, err error) {
 			}
 		}
 	}()
+	// The lock comes before any port or store: a second process on the
+	// directory must fail here, not hang in the stores' own locks.
+	if s.lock, err = lockDataDir(cfg.DataDir, cfg.LockTimeout); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, s.lock.release)
+	if err := claimDataDir(cfg.DataDir, cfg.Raft.ID); err != nil {
+		return nil, err
+	}
 
 	s.lis, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -307,6 +319,7 @@ func (s *Server) stop(graceful bool) error {
 		if cerr := s.stores.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
+		s.lock.release()
 		s.log.Info("node stopped", "id", s.cfg.Raft.ID)
 	})
 	return err
