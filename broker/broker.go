@@ -333,11 +333,13 @@ func storeErr(err error) error {
 	case errors.Is(err, store.ErrTopicExists):
 		return fmt.Errorf("%w: %v", ErrAlreadyExists, err)
 	case errors.Is(err, store.ErrStaleSequence):
-		// The request may have been appended long ago: its result is gone.
-		return fmt.Errorf("%w: outcome unknown: %v", ErrFailedPrecondition, err)
+		// This request was not appended. An earlier request with the same
+		// sequence may have been stored, too long ago for its answer to be
+		// remembered; the SDK never retries that far back (seqSpan).
+		return fmt.Errorf("%w: refused, this request was not appended: %w", ErrFailedPrecondition, err)
 	case errors.Is(err, store.ErrDamaged):
 		// Committed on the group; this node just did not apply it.
-		return fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+		return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
 	case errors.Is(err, store.ErrInvalidName), errors.Is(err, store.ErrInvalidQueue):
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}

@@ -15,7 +15,8 @@ var (
 	// still applying earlier entries. Retry shortly.
 	ErrUnavailable = errors.New("group unavailable")
 	// ErrUnknownOutcome: the write may or may not have been committed.
-	// Retry with the same producer id and sequence.
+	// Retry with the same producer id and sequence (gRPC: Aborted, which
+	// the SDK retries so).
 	ErrUnknownOutcome = errors.New("outcome unknown")
 	// ErrInvalidArgument: the request is malformed; retrying will not help.
 	ErrInvalidArgument = errors.New("invalid argument")
@@ -27,7 +28,8 @@ var (
 	ErrOutOfRange = errors.New("offset out of range")
 	// ErrTooLarge: a message or request above the configured limits.
 	ErrTooLarge = errors.New("too large")
-	// ErrFailedPrecondition: the operation conflicts with the current state.
+	// ErrFailedPrecondition: the operation conflicts with the current state
+	// and was refused: a definite failure, nothing of it was stored.
 	ErrFailedPrecondition = errors.New("failed precondition")
 	// ErrShutdown: the node is stopping.
 	ErrShutdown = errors.New("node is shutting down")

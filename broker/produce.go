@@ -143,7 +143,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	acks, err := out.res.Acks(p.queues)
 	if err != nil {
 		b.m.produceErrors.WithLabelValues("rejected").Inc()
-		return ProduceResult{}, fmt.Errorf("%w: %v", ErrFailedPrecondition, err)
+		return ProduceResult{}, fmt.Errorf("%w: refused, this request was not appended: %w", ErrFailedPrecondition, err)
 	}
 	b.m.produceMessages.Add(float64(len(req.Messages)))
 	b.m.produceBytes.Add(float64(p.size))

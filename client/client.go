@@ -404,10 +404,26 @@ func (c *Client) TransferLeader(ctx context.Context, id string) (*api.TransferLe
 }
 
 // AddMember adds a node and promotes it to voter once it has caught up.
+// One attempt may take all of ctx's time (RetryTimeout without a deadline):
+// the leader waits for the node to catch up until shortly before that
+// deadline, and removes it again if it has not, so that the error says what
+// was left instead of the call ending in DeadlineExceeded.
 func (c *Client) AddMember(ctx context.Context, id, raftAddr string) (*api.AddMemberResponse, error) {
-	return call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.AddMemberResponse, error) {
-		return cl.AddMember(ctx, &api.AddMemberRequest{Id: id, RaftAddress: raftAddr})
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.RetryTimeout)
+		defer cancel()
+	}
+	dl, _ := ctx.Deadline()
+	var out *api.AddMemberResponse
+	err := c.doPatient(ctx, time.Until(dl), func(ctx context.Context, cl api.BrokerClient) error {
+		r, err := cl.AddMember(ctx, &api.AddMemberRequest{Id: id, RaftAddress: raftAddr})
+		if err == nil {
+			out = r
+		}
+		return err
 	})
+	return out, err
 }
 
 // RemoveMember removes a node from the group.

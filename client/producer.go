@@ -69,6 +69,7 @@ type Producer struct {
 const seqSpan = 512
 
 type sendOp struct {
+	ctx   context.Context // a queued op whose ctx has ended is never sent
 	topic string
 	msgs  []Message
 	size  int
@@ -97,8 +98,9 @@ func (c *Client) NewProducerWith(cfg ProducerConfig) *Producer {
 func (p *Producer) ID() string { return p.id }
 
 // Send appends msgs to topic atomically and returns one ack per message,
-// retrying across leader changes. If ctx ends first, the messages may still
-// be appended (exactly once).
+// retrying across leader changes. If ctx has ended before the messages'
+// request is started, Send fails at once with ErrNotSent and nothing is
+// sent; if it ends later, the messages may still be appended (exactly once).
 func (p *Producer) Send(ctx context.Context, topic string, msgs ...Message) ([]*api.Ack, error) {
 	type result struct {
 		acks []*api.Ack
@@ -106,11 +108,19 @@ func (p *Producer) Send(ctx context.Context, topic string, msgs ...Message) ([]*
 	}
 	ch := make(chan result, 1)
 	start := time.Now()
-	p.SendAsync(topic, msgs, func(acks []*api.Ack, err error) { ch <- result{acks, err} })
+	op := p.sendAsync(ctx, topic, msgs, func(acks []*api.Ack, err error) { ch <- result{acks, err} })
 	select {
 	case r := <-ch:
 		return r.acks, r.err
 	case <-ctx.Done():
+		if p.withdraw(op) {
+			return nil, fmt.Errorf("%w: %w", ErrNotSent, ctx.Err())
+		}
+		select {
+		case r := <-ch:
+			return r.acks, r.err
+		default:
+		}
 		if f := p.c.failedSince(start); f != nil {
 			return nil, fmt.Errorf("%w (retrying; last error from %s: %v)", ctx.Err(), f.addr, f.err)
 		}
@@ -128,11 +138,27 @@ func (p *Producer) Send(ctx context.Context, topic string, msgs ...Message) ([]*
 // otherwise). Calls in flight together may be appended in another order
 // than they were made; to keep one key's order, wait for each Send.
 func (p *Producer) SendAsync(topic string, msgs []Message, done func([]*api.Ack, error)) {
+	p.sendAsync(context.Background(), topic, msgs, done)
+}
+
+// SendAsyncContext is SendAsync with a context: when ctx has ended before
+// the messages' request is started, done gets an ErrNotSent error and
+// nothing is sent. A request already started runs to its end as with
+// SendAsync, and done gets its result.
+func (p *Producer) SendAsyncContext(ctx context.Context, topic string, msgs []Message, done func([]*api.Ack, error)) {
+	p.sendAsync(ctx, topic, msgs, done)
+}
+
+func (p *Producer) sendAsync(ctx context.Context, topic string, msgs []Message, done func([]*api.Ack, error)) *sendOp {
 	if len(msgs) == 0 {
-		done(nil, errors.New("send: no messages"))
-		return
+		done(nil, fmt.Errorf("%w: send: no messages", ErrNotSent))
+		return nil
 	}
-	op := &sendOp{topic: topic, msgs: msgs, done: done}
+	if err := ctx.Err(); err != nil {
+		done(nil, fmt.Errorf("%w: %w", ErrNotSent, err))
+		return nil
+	}
+	op := &sendOp{ctx: ctx, topic: topic, msgs: msgs, done: done}
 	for i := range msgs {
 		op.size += len(msgs[i].Body) + len(msgs[i].Key) + 16
 	}
@@ -140,11 +166,27 @@ func (p *Producer) SendAsync(topic string, msgs []Message, done func([]*api.Ack,
 	p.queue = append(p.queue, op)
 	p.dispatchLocked()
 	p.mu.Unlock()
+	return op
+}
+
+// withdraw takes op out of the queue if no request has taken it yet, and
+// reports whether it did (op is then never sent nor called back).
+func (p *Producer) withdraw(op *sendOp) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, q := range p.queue {
+		if q == op {
+			p.queue = append(p.queue[:i:i], p.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // dispatchLocked starts requests while fewer than MaxInflight are in flight,
 // each taking as many waiting operations of one topic as fit.
 func (p *Producer) dispatchLocked() {
+	p.dropEndedLocked()
 	for p.inflight < p.cfg.MaxInflight && len(p.queue) > 0 && p.windowOpenLocked() {
 		first := p.queue[0]
 		batch := []*sendOp{first}
@@ -165,6 +207,25 @@ func (p *Producer) dispatchLocked() {
 		p.outstanding[seq] = true
 		go p.send(batch, n, seq)
 	}
+}
+
+// dropEndedLocked fails the queued operations whose context has ended as
+// not sent; their callbacks run on their own goroutines, outside p.mu.
+func (p *Producer) dropEndedLocked() {
+	keep := p.queue[:0]
+	for _, op := range p.queue {
+		if op.ctx.Done() == nil { // never ends (SendAsync)
+			keep = append(keep, op)
+			continue
+		}
+		if err := op.ctx.Err(); err != nil {
+			go op.done(nil, fmt.Errorf("%w: %w", ErrNotSent, err))
+			continue
+		}
+		keep = append(keep, op)
+	}
+	clear(p.queue[len(keep):])
+	p.queue = keep
 }
 
 func (p *Producer) windowOpenLocked() bool {
