@@ -24,11 +24,11 @@ var (
 	ErrInvalidName    = errors.New("invalid name")
 	ErrInvalidQueue   = errors.New("invalid queue")
 	ErrStaleSequence  = errors.New("producer sequence is older than the dedupe window")
+	ErrCorruptCommand = errors.New("corrupt command")
 	// ErrSequenceReused: a request came with a (producer id, sequence)
 	// that a request with other content (another digest or message count)
 	// already used. Nothing of it is stored and the remembered result stays.
 	ErrSequenceReused = errors.New("producer sequence already used by another request")
-	ErrCorruptCommand = errors.New("corrupt command")
 )
 
 // Limits of the replicated state.
