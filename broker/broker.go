@@ -327,6 +327,8 @@ func storeErr(err error) error {
 	case errors.Is(err, store.ErrStaleSequence):
 		// The request may have been appended long ago: its result is gone.
 		return fmt.Errorf("%w: outcome unknown: %v", ErrFailedPrecondition, err)
+	case errors.Is(err, store.ErrSequenceReused), errors.Is(err, store.ErrMismatchedRetry):
+		return fmt.Errorf("%w: %w", ErrSequenceReused, err)
 	case errors.Is(err, store.ErrInvalidName), errors.Is(err, store.ErrInvalidQueue):
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
