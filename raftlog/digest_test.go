@@ -65,14 +65,23 @@ func TestDigestCoversContent(t *testing.T) {
 	}
 }
 
-func TestDigestAllocatesNothing(t *testing.T) {
-	b, err := ParseBatch(EncodeBatch(digestBase()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rv *RequestView
-	b.Each(func(_ int, r *RequestView) bool { rv = r; return true })
-	if n := testing.AllocsPerRun(100, func() { rv.Digest() }); n != 0 {
-		t.Fatalf("Digest allocates %.0f times", n)
+// TestDigestAllocatesOncePerRequest: one allocation for the request, none
+// per message.
+func TestDigestAllocatesOncePerRequest(t *testing.T) {
+	for _, n := range []int{1, 100} {
+		r := digestBase()
+		for len(r.Messages) < n {
+			r.Messages = append(r.Messages, r.Messages[0])
+		}
+		r.Messages = r.Messages[:n]
+		b, err := ParseBatch(EncodeBatch(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rv *RequestView
+		b.Each(func(_ int, r *RequestView) bool { rv = r; return true })
+		if got := testing.AllocsPerRun(100, func() { rv.Digest() }); got > 1 {
+			t.Errorf("Digest of %d messages allocates %.0f times, want 1", n, got)
+		}
 	}
 }
