@@ -18,9 +18,9 @@ import (
 // high half and IEEE in the low half: a change goes unseen only if both
 // polynomials divide it. Both have hardware paths, so it costs about 0.2 ns
 // a byte on the FSM goroutine, where a table-driven CRC-64 cost 0.75 and
-// FNV-1a 1.4 (1 KiB buffers, 2-core dev machine). It tells a retry from a different
-// request; it does not resist a producer that crafts a collision against its
-// own sequence.
+// FNV-1a 1.4 (1 KiB buffers, 2-core dev machine). It tells a retry from a
+// different request; it does not resist a producer that crafts a collision
+// against its own sequence.
 //
 // A request whose messages do not decode gives the digest of the bytes up to
 // the damage; Batch.Each has already refused such an entry.
