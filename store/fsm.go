@@ -482,7 +482,10 @@ func (f *FSM) dedupeLocked(t *topic, rv *raftlog.RequestView, digest *uint64) (*
 	}
 	if r, ok := p.results[seq]; ok {
 		if r.legacy {
-			return r, fitsLegacy(t, r, rv)
+			if err := fitsLegacy(t, r, rv); err != nil {
+				return nil, err
+			}
+			return r, nil
 		}
 		switch {
 		case uint32(rv.Count) != r.Count:
@@ -527,10 +530,10 @@ func fitsLegacy(t *topic, r *ProduceResult, rv *raftlog.RequestView) error {
 	if err != nil {
 		return err
 	}
-	for q, e := range end {
-		if !entryHolds(t, q, r.LogIndex, e) {
+	for _, b := range r.Bases {
+		if !entryHolds(t, b.Queue, r.LogIndex, end[b.Queue]) {
 			return fmt.Errorf("%w: producer %q sequence %d: entry %d holds fewer messages in queue %d of topic %q than this request has; nothing of it was stored",
-				ErrSequenceReused, rv.ProducerID, rv.Seq, r.LogIndex, q, t.name)
+				ErrSequenceReused, rv.ProducerID, rv.Seq, r.LogIndex, b.Queue, t.name)
 		}
 	}
 	return nil
