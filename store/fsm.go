@@ -235,14 +235,16 @@ type QueueBase struct {
 type ProduceResult struct {
 	Err       error
 	Duplicate bool
-	LogIndex  uint64
-	Ordinal   uint32 // ordinal of the request's first message in its entry
-	Count     uint32 // messages of the request
-	Digest    uint64 // raftlog.RequestView.Digest of the request (0 without a producer id)
-	Bases     []QueueBase
 	// legacy marks a result restored from a format-1 snapshot, which holds
-	// neither the digest nor the counts.
-	legacy bool
+	// neither the digest nor the counts. (Next to Duplicate: the dedupe
+	// table holds up to DedupeWindow results per producer, and here it
+	// costs no padding.)
+	legacy   bool
+	LogIndex uint64
+	Ordinal  uint32 // ordinal of the request's first message in its entry
+	Count    uint32 // messages of the request
+	Digest   uint64 // raftlog.RequestView.Digest of the request (0 without a producer id)
+	Bases    []QueueBase
 }
 
 // Ack is the acknowledgement of one message.
