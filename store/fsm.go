@@ -511,8 +511,12 @@ func (f *FSM) dedupeLocked(t *topic, rv *raftlog.RequestView, digest *uint64) (*
 // used and, counted from the remembered base, stays within what that entry
 // appended to the queue of this topic: every ack then names an offset the
 // same entry wrote, never one of a later entry or one not yet written. The
-// content itself cannot be compared. Results of this kind leave the table
-// as the producer's window moves on (DedupeWindow later sequences).
+// content itself cannot be compared. Refusing every request under such a
+// sequence would be wrong the other way: a true retry of a request that was
+// stored would be told, for good, that nothing was stored, and a producer
+// that then sends it under a new sequence stores it twice. Results of this
+// kind leave the table as the producer's window moves on (DedupeWindow
+// later sequences); every node stores nothing for the request either way.
 func fitsLegacy(t *topic, r *ProduceResult, rv *raftlog.RequestView) error {
 	end := make(map[uint32]uint64, len(r.Bases)) // queue -> next offset of the request
 	for _, b := range r.Bases {
