@@ -340,6 +340,8 @@ func storeErr(err error) error {
 	case errors.Is(err, store.ErrDamaged):
 		// Committed on the group; this node just did not apply it.
 		return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+	case errors.Is(err, store.ErrSequenceReused), errors.Is(err, store.ErrMismatchedRetry):
+		return fmt.Errorf("%w: %w", ErrSequenceReused, err)
 	case errors.Is(err, store.ErrInvalidName), errors.Is(err, store.ErrInvalidQueue):
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}

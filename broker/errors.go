@@ -38,6 +38,10 @@ var (
 	// ErrBusy: the leader holds as many produce bytes as it may
 	// (MaxPendingBytes). Retry after a short wait.
 	ErrBusy = errors.New("busy")
+	// ErrSequenceReused: the producer id and sequence were already used by
+	// a request with other content. Nothing of this request was stored, and
+	// sending it again under that sequence will not help.
+	ErrSequenceReused = errors.New("sequence reused")
 )
 
 // NotLeaderError says where the leader is, as far as this node knows.

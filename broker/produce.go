@@ -142,8 +142,9 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	}
 	acks, err := out.res.Acks(p.queues)
 	if err != nil {
+		// Only a duplicate can mismatch, and nothing of it was stored.
 		b.m.produceErrors.WithLabelValues("rejected").Inc()
-		return ProduceResult{}, fmt.Errorf("%w: refused, this request was not appended: %w", ErrFailedPrecondition, err)
+		return ProduceResult{}, storeErr(err)
 	}
 	b.m.produceMessages.Add(float64(len(req.Messages)))
 	b.m.produceBytes.Add(float64(p.size))

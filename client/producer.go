@@ -8,6 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/raftmq/raftmq/api"
 )
 
@@ -60,6 +64,36 @@ type Producer struct {
 	queue       []*sendOp // waiting to be sent, in arrival order
 	inflight    int
 	outstanding map[uint64]bool // sequences sent and not yet answered
+}
+
+// ErrSequenceReused: the group refused a request because the producer id
+// and sequence it carried were already used by a request with other content
+// (another producer with the same id, or one that reuses sequences). Nothing
+// of the request was stored. It is a definite failure: the SDK does not
+// retry it, and resending the same request under that sequence fails again.
+var ErrSequenceReused = errors.New("producer sequence reused")
+
+// sendErr classifies the error of a request that the SDK stopped retrying.
+func (p *Producer) sendErr(seq uint64, err error) error {
+	if sequenceReused(err) {
+		return fmt.Errorf("%w: producer %s sequence %d; nothing of this request was stored: %w", ErrSequenceReused, p.id, seq, err)
+	}
+	return err
+}
+
+// sequenceReused reports whether err is the group's refusal of a reused
+// sequence (InvalidArgument with api.ReasonSequenceReused).
+func sequenceReused(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.InvalidArgument {
+		return false
+	}
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.Domain == api.ErrorDomain && ei.Reason == api.ReasonSequenceReused {
+			return true
+		}
+	}
+	return false
 }
 
 // seqSpan bounds how far the newest sequence may run ahead of the oldest
@@ -256,6 +290,9 @@ func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
 		}
 		return err
 	})
+	if err != nil {
+		err = p.sendErr(seq, err)
+	}
 	if err == nil && len(acks) != n {
 		err = errors.New("broker answered a different number of acks than messages sent")
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -83,6 +84,8 @@ func toStatus(err error) error {
 		code = codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
+	case errors.Is(err, broker.ErrSequenceReused):
+		return sequenceReused(err)
 	case errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, broker.ErrTooLarge):
 		code = codes.InvalidArgument
 	case errors.Is(err, broker.ErrNotFound):
@@ -97,6 +100,17 @@ func toStatus(err error) error {
 		code = codes.ResourceExhausted
 	}
 	return status.Error(code, err.Error())
+}
+
+// sequenceReused is InvalidArgument with an ErrorInfo naming the reason, so
+// that a client tells it from other invalid requests without reading the
+// message: the request was refused for good and nothing of it was stored.
+func sequenceReused(err error) error {
+	st := status.New(codes.InvalidArgument, err.Error())
+	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Domain: api.ErrorDomain, Reason: api.ReasonSequenceReused}); derr == nil {
+		st = d
+	}
+	return st.Err()
 }
 
 func forwarded(ctx context.Context) bool {
