@@ -198,7 +198,8 @@ func (w *Workload) RunConsumer(ctx context.Context, name string, cfg client.Cons
 }
 
 func entryOf(m *api.Message) LogEntry {
-	return LogEntry{Offset: m.Offset, ID: m.Id, Body: BodyName(m.Body), Hash: BodyHash(m.Body), Key: m.Key}
+	return LogEntry{Offset: m.Offset, ID: m.Id, Body: BodyName(m.Body), Hash: BodyHash(m.Body), Key: m.Key, Tag: m.Tag,
+		Props: PropsHash(m.Properties), Timestamp: m.TimestampMs}
 }
 
 // ReadNode reads every queue of topic from one node, pinned to it: raw
