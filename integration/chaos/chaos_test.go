@@ -186,6 +186,9 @@ func TestChaosShort(t *testing.T) {
 					t.Errorf("fault %s was not applied (see the events above)", k)
 				}
 			}
+			for k, n := range res.NotCovered {
+				t.Errorf("fault %s failed to apply in %d episode(s): a fixed schedule must apply every episode", k, n)
+			}
 		})
 	}
 }
@@ -258,7 +261,7 @@ func contains(xs []string, x string) bool {
 type aggregate struct {
 	runs, failed, harness                     int
 	failedSeeds                               []int64
-	applied, outcomes, violations             map[string]int
+	applied, outcomes, violations, notCovered map[string]int
 	ops, acked, failedOps, unknown, unknownIn int
 	messages, lost, duplicated                int
 	deliveries, followerDeliveries, windows   int
@@ -267,7 +270,7 @@ type aggregate struct {
 }
 
 func newAggregate() *aggregate {
-	return &aggregate{applied: map[string]int{}, outcomes: map[string]int{}, violations: map[string]int{}}
+	return &aggregate{applied: map[string]int{}, outcomes: map[string]int{}, violations: map[string]int{}, notCovered: map[string]int{}}
 }
 
 func (a *aggregate) add(r *Result) {
@@ -287,6 +290,9 @@ func (a *aggregate) add(r *Result) {
 	}
 	for k, n := range r.Outcomes {
 		a.outcomes[k] += n
+	}
+	for k, n := range r.NotCovered {
+		a.notCovered[k] += n
 	}
 	rep := r.Report
 	if rep == nil {
@@ -336,6 +342,9 @@ func (a *aggregate) markdown(d, took time.Duration, seed int64) string {
 	fmt.Fprintf(&b, "| windows without acks > 1s | %d |\n| worst unavailability (longest time without an ack) | %s (seed %d) |\n\n",
 		a.windows, a.worstGap.Round(time.Millisecond), a.worstGapSeed)
 	fmt.Fprintf(&b, "| fault | episodes applied |\n| --- | --- |\n%s\n", table(a.applied))
+	if len(a.notCovered) > 0 {
+		fmt.Fprintf(&b, "| fault | episodes that failed to apply it (not covered) |\n| --- | --- |\n%s\n", table(a.notCovered))
+	}
 	if len(a.outcomes) > 0 {
 		fmt.Fprintf(&b, "| outcome | count |\n| --- | --- |\n%s\n", table(a.outcomes))
 	}

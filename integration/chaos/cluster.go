@@ -532,6 +532,18 @@ func (c *Cluster) Settled(ctx context.Context) (bool, string) {
 	return true, ""
 }
 
+// MinApplied is the lowest applied index among the nodes that answer.
+func (c *Cluster) MinApplied(ctx context.Context) uint64 {
+	var low uint64
+	first := true
+	for _, st := range c.statuses(ctx) {
+		if me := self(st); me != nil && (first || me.AppliedIndex < low) {
+			low, first = me.AppliedIndex, false
+		}
+	}
+	return low
+}
+
 // Lagging returns the nodes that do not answer or have applied less than
 // the most advanced node.
 func (c *Cluster) Lagging(ctx context.Context) []*Node {

@@ -305,6 +305,21 @@ func (r *Recorder) ackedBodies(rng *rand.Rand, n int, keep func(i, total int, in
 	return out
 }
 
+// AckedIDs returns the message id of every acknowledged message so far.
+func (r *Recorder) AckedIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, op := range r.ops {
+		if op.Outcome == OutcomeOK {
+			for _, a := range op.Acks {
+				out = append(out, a.ID)
+			}
+		}
+	}
+	return out
+}
+
 // Fill copies what was recorded into h, ops sorted by invocation.
 func (r *Recorder) Fill(h *History) {
 	r.mu.Lock()

@@ -144,6 +144,7 @@ type Nemesis struct {
 
 	mu         sync.Mutex
 	Applied    map[string]int // kind -> episodes applied
+	Skipped    map[string]int // kind -> episodes that failed to apply it
 	Outcomes   map[string]int // e.g. "torn-write: recovered"
 	Violations []Violation
 	damaged    map[string]bool // nodes whose restart may be refused (torn or corrupt data)
@@ -152,7 +153,7 @@ type Nemesis struct {
 // NewNemesis returns a nemesis for c.
 func NewNemesis(c *Cluster, rec *Recorder, w *Workload, diskNode *Node, logf func(string, ...any)) *Nemesis {
 	return &Nemesis{C: c, Rec: rec, Work: w, DiskNode: diskNode, Logf: logf,
-		Applied: map[string]int{}, Outcomes: map[string]int{}, damaged: map[string]bool{}}
+		Applied: map[string]int{}, Skipped: map[string]int{}, Outcomes: map[string]int{}, damaged: map[string]bool{}}
 }
 
 func (nm *Nemesis) violation(kind, format string, args ...any) {
@@ -197,6 +198,9 @@ func (nm *Nemesis) episode(ctx context.Context, i int, e Episode) {
 		heal, err := nm.apply(ctx, k, rng, used, e.Hold)
 		if err != nil {
 			nm.Rec.Event("skip", "episode %d %s: %v", i, k, err)
+			nm.mu.Lock()
+			nm.Skipped[k]++
+			nm.mu.Unlock()
 			continue
 		}
 		nm.mu.Lock()

@@ -47,6 +47,8 @@ type Result struct {
 	Plan     []string       `json:"plan"`
 	Applied  map[string]int `json:"applied"`
 	Outcomes map[string]int `json:"outcomes,omitempty"`
+	// NotCovered counts, per fault kind, the episodes that failed to apply it.
+	NotCovered map[string]int `json:"not_covered,omitempty"`
 	Skipped  string         `json:"skipped,omitempty"`
 	Report   *Report        `json:"report"`
 	// GapEvents are the nemesis events around the longest time without an ack.
@@ -70,6 +72,14 @@ func (r *Result) Line() string {
 	}
 	sort.Strings(applied)
 	s := fmt.Sprintf("seed=%d faults=[%s]", r.Seed, strings.Join(applied, " "))
+	if len(r.NotCovered) > 0 {
+		var nc []string
+		for k, n := range r.NotCovered {
+			nc = append(nc, fmt.Sprintf("%s=%d", k, n))
+		}
+		sort.Strings(nc)
+		s += " not-applied=[" + strings.Join(nc, " ") + "]"
+	}
 	if r.Report != nil {
 		s += " " + r.Report.Summary()
 	}
@@ -134,7 +144,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	for _, e := range plan.Episodes {
 		res.Plan = append(res.Plan, e.String())
 	}
-	h := &History{Seed: cfg.Seed, Topic: topicName, Queues: numQueues, Retention: cfg.RetentionMB > 0}
+	h := &History{Seed: cfg.Seed, Topic: topicName, Queues: numQueues, Retention: cfg.RetentionMB > 0, FollowerReads: true}
 	var nemesis *Nemesis
 	defer func() {
 		res.Elapsed = time.Since(start)
@@ -308,24 +318,53 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			}
 		}
 	}
-	rec.Event("settled", "reading the log back")
-
 	// With retention, the last cut may still be on its way: the leader
 	// checks every 200 ms and nothing is written any more.
 	if cfg.RetentionMB > 0 {
 		time.Sleep(time.Second)
 	}
-	h.Min = map[int32]uint64{}
-	if err := retry(ctx, 30*time.Second, func(ctx context.Context) error {
-		ti, err := c.Admin.DescribeTopic(ctx, topicName)
-		if err == nil {
-			for _, q := range ti.QueueInfo {
-				h.Min[q.Queue] = q.MinOffset
-			}
+	committed := c.MinApplied(ctx)
+	rec.Event("settled", "every node applied %d; stopping every node to read its stores offline", committed)
+
+	// The logs on disk: stop every node, read its stores offline, compare
+	// them entry by entry and look up every acknowledged message at its id.
+	for _, n := range c.Nodes {
+		if err := c.Stop(n, 20*time.Second); err != nil {
+			cfg.Logf("stop %s: %v", n.ID, err)
 		}
-		return err
-	}); err != nil {
-		res.Err = fmt.Sprintf("describe topic: %v", err)
+	}
+	diskViolations := readDisks(c, h, rec, committed, cfg.RetentionMB)
+
+	// Restart every node so that the final reads come from disk, not from
+	// caches filled while the faults ran.
+	rec.Event("restart", "restarting every node for the final read (caches empty)")
+	for _, n := range c.Nodes {
+		nemesis.restart(ctx, n, "for the final read")
+	}
+	if err := c.WaitSettled(ctx, 60*time.Second); err != nil {
+		nemesis.violation(VLiveness, "after restarting every node for the final read: %v", err)
+	}
+	rec.Event("settled", "reading the log back")
+
+	// Where the reads start. Without retention every queue starts at 0,
+	// whatever the broker says; with it, at the minimum it reports (the
+	// checker judges what is missing by the announced cuts, not by this).
+	h.Min = map[int32]uint64{}
+	for q := int32(0); q < numQueues; q++ {
+		h.Min[q] = 0
+	}
+	if cfg.RetentionMB > 0 {
+		if err := retry(ctx, 30*time.Second, func(ctx context.Context) error {
+			ti, err := c.Admin.DescribeTopic(ctx, topicName)
+			if err == nil {
+				for _, q := range ti.QueueInfo {
+					h.Min[q.Queue] = q.MinOffset
+				}
+			}
+			return err
+		}); err != nil {
+			res.Err = fmt.Sprintf("describe topic: %v", err)
+		}
 	}
 
 	// Read back from every node, pinned, and through a fresh group.
@@ -356,9 +395,20 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			res.GapEvents = append(res.GapEvents, fmt.Sprintf("%s %s %s", e.At.Round(time.Millisecond), e.Kind, e.Detail))
 		}
 	}
+	for _, v := range diskViolations {
+		res.Report.Add(v.Kind, "%s", v.Detail)
+	}
 	nemesis.mu.Lock()
 	for _, v := range nemesis.Violations {
 		res.Report.Add(v.Kind, "%s", v.Detail)
+	}
+	// A fault kind the schedule tried and never applied was not covered.
+	res.NotCovered = map[string]int{}
+	for k, n := range nemesis.Skipped {
+		res.NotCovered[k] = n
+		if nemesis.Applied[k] == 0 {
+			res.Report.Add(VCoverage, "fault %s was scheduled %d time(s) and never applied (see the skip events)", k, n)
+		}
 	}
 	nemesis.mu.Unlock()
 	if res.Report.Counts[VLiveness] > 0 || res.Report.Counts[VWALStuck] > 0 || res.Report.Counts[VReplStall] > 0 {
@@ -394,6 +444,60 @@ func finish(cfg RunConfig, res *Result, h *History, plan Plan) {
 	if j, err := json.MarshalIndent(res, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(cfg.Dir, "result.json"), j, 0o644)
 	}
+}
+
+// readDisks reads every stopped node's stores offline (ReadDiskLog),
+// fills the history's disk view (the message at every acknowledged id and
+// the last retention cut) and returns what the logs themselves violate:
+// entries that do not decode, logs that differ, a node missing committed
+// entries, and with retention a cut the size rule does not allow.
+func readDisks(c *Cluster, h *History, rec *Recorder, committed uint64, retentionMB int) []Violation {
+	scan := NewDiskScan(rec.AckedIDs())
+	var logs []*DiskLog
+	var out []Violation
+	for _, n := range c.Nodes {
+		if n.Running() {
+			out = append(out, Violation{VDisk, fmt.Sprintf("%s still runs: its stores were not read offline", n.ID)})
+			continue
+		}
+		d, err := ReadDiskLog(n.ID, n.DataDir, scan)
+		if err != nil {
+			out = append(out, Violation{VDisk, err.Error()})
+			continue
+		}
+		rec.Event("disk", "%s: log %d..%d on disk, stable term %d, %d snapshot(s)", n.ID, d.First, d.Last, d.StableTerm, d.Snapshots)
+		logs = append(logs, d)
+	}
+	h.DiskRead = len(logs) == len(c.Nodes)
+	h.Disk = scan.Found
+	h.Cut = scan.Cut()
+	out = append(out, scan.Bad...)
+	out = append(out, CompareDiskLogs(logs, committed)...)
+	if retentionMB > 0 && h.Cut > 0 {
+		out = append(out, checkCut(logs, h.Cut, committed, int64(retentionMB)<<20, 1<<20)...)
+	}
+	return out
+}
+
+// checkCut checks the last retention cut against the size rule (retention
+// keeps the log within maxBytes by dropping whole segments of segBytes
+// from the oldest): the cut is at or below what was applied, and what the
+// log keeps from it on is more than maxBytes less one segment (halved for
+// the segments' framing and preallocation, which data bytes do not count).
+func checkCut(logs []*DiskLog, cut, committed uint64, maxBytes, segBytes int64) []Violation {
+	var out []Violation
+	if cut > committed+1 {
+		out = append(out, Violation{VRetention, fmt.Sprintf("retention cut at index %d above the applied index %d", cut, committed)})
+	}
+	var kept int64
+	for _, d := range logs {
+		kept = max(kept, d.BytesFrom(cut))
+	}
+	if floor := (maxBytes - segBytes) / 2; kept < floor {
+		out = append(out, Violation{VRetention, fmt.Sprintf("retention cut at index %d keeps %d bytes of entries, less than the size rule allows (%d MiB less one %d MiB segment)",
+			cut, kept, maxBytes>>20, segBytes>>20)})
+	}
+	return out
 }
 
 // walStuckLine returns the last log store error of a node that could not
