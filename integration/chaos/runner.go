@@ -49,8 +49,8 @@ type Result struct {
 	Outcomes map[string]int `json:"outcomes,omitempty"`
 	// NotCovered counts, per fault kind, the episodes that failed to apply it.
 	NotCovered map[string]int `json:"not_covered,omitempty"`
-	Skipped  string         `json:"skipped,omitempty"`
-	Report   *Report        `json:"report"`
+	Skipped    string         `json:"skipped,omitempty"`
+	Report     *Report        `json:"report"`
 	// GapEvents are the nemesis events around the longest time without an ack.
 	GapEvents []string      `json:"gap_events,omitempty"`
 	Elapsed   time.Duration `json:"elapsed_ns"`
