@@ -63,6 +63,9 @@ type Report struct {
 	// OverLimit counts requests over the limits sent on purpose;
 	// RefusedReuse the reused sequences with other content that were refused.
 	OverLimit    int `json:"over_limit,omitempty"`
+	// DiskVerified counts acknowledged messages found as sent at their id
+	// in the logs read offline.
+	DiskVerified int `json:"disk_verified,omitempty"`
 	RefusedReuse int `json:"refused_reuse,omitempty"`
 
 	Deliveries         int `json:"deliveries"`
@@ -117,6 +120,10 @@ func (r *Report) Summary() string {
 		r.Deliveries, r.FollowerDeliveries, r.MaxAckGap.Round(time.Millisecond), r.Windows)
 	if r.Retained > 0 {
 		s += fmt.Sprintf(" retention-dropped=%d", r.Retained)
+	}
+	s += fmt.Sprintf(" verified-on-disk=%d", r.DiskVerified)
+	if r.OverLimit > 0 || r.RefusedReuse > 0 {
+		s += fmt.Sprintf(" over-limit=%d refused-reuse=%d", r.OverLimit, r.RefusedReuse)
 	}
 	if len(r.Counts) > 0 {
 		var kinds []string
@@ -563,7 +570,9 @@ func checkDisk(h *History, r *Report) {
 			if (op.Producer != "" && dm.Producer != op.Producer) || dm.Body != m.Body || dm.Hash != m.Hash || dm.Key != m.Key || dm.Tag != m.Tag || dm.Props != m.Props {
 				r.Add(VAckContent, "body %q of op %d (%s, producer %s)%s was acked as id %s; the log on disk holds there body %q of producer %s seq %d (hash %x/%x key %q/%q tag %q/%q properties %x/%x)",
 					m.Body, i, op.Worker, op.Producer, dup, a.ID, dm.Body, dm.Producer, dm.Seq, dm.Hash, m.Hash, short(dm.Key), short(m.Key), dm.Tag, m.Tag, dm.Props, m.Props)
+				continue
 			}
+			r.DiskVerified++
 		}
 	}
 }

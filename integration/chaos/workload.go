@@ -31,7 +31,24 @@ type Workload struct {
 	OpTimeout time.Duration
 	// Think is the pause between two requests of a worker.
 	Think time.Duration
+	// Rich makes the producers send what applications send besides plain
+	// bodies: tags, properties, binary bodies, and now and then a key of
+	// 16 KiB, 128 properties, a property of 16 KiB, a tag of 255 bytes (each
+	// at its limit) and requests of hundreds of messages.
+	Rich bool
 }
+
+// Limits of one produce request (broker/produce.go): the workload sends
+// messages at them and, with RunOddities, just over them.
+const (
+	limitKey          = 16 << 10
+	limitTag          = 255
+	limitProperties   = 128
+	limitPropertyLen  = 16 << 10 // name + value
+	limitMessages     = 65536
+	limitBody         = 4 << 20         // --max-message-bytes default
+	limitRequestBytes = 4*limitBody + 16<<20 // bodies of one request
+)
 
 // Classify maps a Send error to an outcome: only errors that say the group
 // refused the request are definite failures; everything else may have been
@@ -74,12 +91,18 @@ func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, 
 	name := fmt.Sprintf("w%d", worker)
 	for seq := uint64(1); ctx.Err() == nil; seq++ {
 		n := 1 + rng.Intn(3)
+		if w.Rich && rng.Intn(100) == 0 {
+			n = 100 + rng.Intn(900) // a request of many messages
+		}
 		op := Op{Worker: name, Producer: p.ID(), Seq: seq}
 		msgs := make([]client.Message, n)
 		invalid := rng.Intn(50) == 0
 		for i := range msgs {
 			bname := fmt.Sprintf("%s-%06d-%d", name, seq, i)
 			b := body(bname, w.Pad+rng.Intn(64))
+			if w.Rich && rng.Intn(4) == 0 {
+				b = binaryBody(bname, w.Pad+rng.Intn(256), rng)
+			}
 			sm := SentMessage{Body: bname, Hash: BodyHash(b), Queue: -1}
 			m := client.Message{Body: b}
 			switch r := rng.Intn(10); {
@@ -93,6 +116,9 @@ func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, 
 			default:
 				q := int32(rng.Intn(int(w.Queues)))
 				m.Queue, sm.Queue = &q, q
+			}
+			if w.Rich {
+				richMessage(&m, &sm, bname, rng)
 			}
 			msgs[i] = m
 			op.Messages = append(op.Messages, sm)
@@ -116,6 +142,53 @@ func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, 
 		}
 	}
 	return nil
+}
+
+// binaryBody is the unique name, "|" and n random bytes (any byte value).
+func binaryBody(name string, n int, rng *rand.Rand) []byte {
+	b := make([]byte, len(name)+1+n)
+	copy(b, name)
+	b[len(name)] = '|'
+	rng.Read(b[len(name)+1:])
+	return b
+}
+
+// richMessage gives a message a tag and properties as applications do, and
+// now and then one field at its limit: a 16 KiB key (unique, so per-key
+// order is not involved), 128 properties, one property of 16 KiB, a tag of
+// 255 bytes.
+func richMessage(m *client.Message, sm *SentMessage, name string, rng *rand.Rand) {
+	switch r := rng.Intn(400); {
+	case r == 0 && m.Queue == nil:
+		m.Key = padTo(name+".bigkey.", limitKey)
+	case r == 1:
+		m.Properties = map[string]string{}
+		for i := 0; i < limitProperties; i++ {
+			m.Properties[fmt.Sprintf("p%03d", i)] = fmt.Sprintf("%s-%d", name, i)
+		}
+	case r == 2:
+		m.Properties = map[string]string{"big": padTo(name, limitPropertyLen-len("big"))}
+	case r == 3:
+		m.Tag = padTo(name+".tag.", limitTag)
+	case r < 150:
+		m.Tag = []string{"TagA", "TagB", "tag-" + name[:2]}[rng.Intn(3)]
+	}
+	if m.Properties == nil && rng.Intn(3) == 0 {
+		m.Properties = map[string]string{"trace": name, "n": fmt.Sprint(rng.Intn(1000))}
+		if rng.Intn(2) == 0 {
+			m.Properties["bin"] = string([]byte{0, 1, 0xff, byte(rng.Intn(256))})
+		}
+	}
+	sm.Key, sm.Tag, sm.Props = m.Key, m.Tag, PropsHash(m.Properties)
+}
+
+// padTo returns s extended (or cut) to exactly n bytes.
+func padTo(s string, n int) string {
+	b := []byte(s)
+	for len(b) < n {
+		b = append(b, "0123456789abcdefghijklmnopqrstuvwxyz"...)
+	}
+	return string(b[:n])
 }
 
 // RunBulk sends large messages (bodies of size bytes, several per request)
