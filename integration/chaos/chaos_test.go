@@ -26,6 +26,9 @@ var (
 	flagBudget    = flag.Duration("chaos.budget", 0, "TestChaosCampaign: start no new run after this much time (0: no limit)")
 	flagKnown     = flag.String("chaos.known", "", "comma-separated violation kinds of known, reported bugs: counted, but they do not fail a run (e.g. ack-position)")
 	flagRetention = flag.Int("chaos.retention-mb", 0, "run the group with 1 MiB segments and --retention-mb N (0: no retention), bodies padded to about 1 KB")
+	flagRich      = flag.Bool("chaos.rich", true, "producers send tags, properties, binary bodies, fields at their limits and requests of many messages")
+	flagOverLimit = flag.Bool("chaos.over-limit", false, "send requests just over each produce limit (each must be refused, nothing stored) and some at the 32 MiB request limit")
+	flagReuseSeq  = flag.Bool("chaos.reuse-seq", false, "send requests that reuse a producer id and sequence with other content (each must be refused)")
 	flagReport    = flag.String("chaos.report", "", "TestChaosCampaign: write a markdown summary and per-run JSON lines to this path (and path.jsonl)")
 )
 
@@ -77,6 +80,8 @@ func setup(t *testing.T) (dir, bin string) {
 	}
 	return setupDir, setupBin
 }
+
+func oddities() Oddities { return Oddities{OverLimit: *flagOverLimit, ReusedSeq: *flagReuseSeq} }
 
 func knownKinds() map[string]bool {
 	out := map[string]bool{}
@@ -174,7 +179,7 @@ func TestChaosShort(t *testing.T) {
 			}
 			res := runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("short-%d-%d", p.Seed, time.Now().UnixNano())),
 				Seed: p.Seed, Duration: 12 * time.Second, Faults: kinds, Plan: &p, NoTmpfs: noTmpfs, Keep: *flagKeep, Logf: t.Logf,
-				RetentionMB: retention})
+				RetentionMB: retention, Rich: *flagRich, Oddities: oddities()})
 			if p.Seed == retentionShort && res.Report != nil && res.Report.Retained == 0 {
 				t.Errorf("retention dropped no acknowledged message: the run did not exercise it")
 			}
@@ -232,7 +237,8 @@ func TestChaosCampaign(t *testing.T) {
 		var res *Result
 		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 			res = runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("run-%d", s)), Seed: s,
-				Duration: *flagDuration, Faults: faults, NoTmpfs: noTmpfs, Keep: *flagKeep, RetentionMB: *flagRetention, Logf: t.Logf})
+				Duration: *flagDuration, Faults: faults, NoTmpfs: noTmpfs, Keep: *flagKeep, RetentionMB: *flagRetention, Logf: t.Logf,
+				Rich: *flagRich, Oddities: oddities()})
 		})
 		agg.add(res)
 		if jsonl != nil {

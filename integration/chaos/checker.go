@@ -62,7 +62,7 @@ type Report struct {
 
 	// OverLimit counts requests over the limits sent on purpose;
 	// RefusedReuse the reused sequences with other content that were refused.
-	OverLimit    int `json:"over_limit,omitempty"`
+	OverLimit int `json:"over_limit,omitempty"`
 	// DiskVerified counts acknowledged messages found as sent at their id
 	// in the logs read offline.
 	DiskVerified int `json:"disk_verified,omitempty"`

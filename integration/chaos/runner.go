@@ -32,6 +32,12 @@ type RunConfig struct {
 	// NoTmpfs says tmpfs cannot be mounted: the full-disk fault is skipped.
 	NoTmpfs error
 	Keep    bool // keep the run directory even when the run passes
+	// Rich makes the producers send tags, properties, binary bodies, fields
+	// at their limits and requests of many messages (Workload.Rich).
+	Rich bool
+	// Oddities are hand-made requests over the limits and reused producer
+	// sequences (Workload.RunOddities).
+	Oddities Oddities
 	// Plan, when set, replaces the schedule drawn from Seed.
 	Plan *Plan
 	// Known are violation kinds of known, reported bugs: counted and
@@ -205,6 +211,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	if cfg.RetentionMB > 0 {
 		w.Pad = 1000
 	}
+	w.Rich = cfg.Rich
 	var diskNode *Node
 	if plan.DiskNode >= 0 {
 		diskNode = c.Nodes[plan.DiskNode]
@@ -228,6 +235,13 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			}
 		}(i)
 	}
+	prodWG.Add(1)
+	go func() {
+		defer prodWG.Done()
+		if err := w.RunOddities(prodCtx, cfg.Oddities, cfg.Seed, time.Second, rec); err != nil {
+			cfg.Logf("oddities: %v", err)
+		}
+	}()
 	consumers := []struct {
 		name  string
 		delay time.Duration
