@@ -176,7 +176,8 @@ func richMessage(m *client.Message, sm *SentMessage, name string, rng *rand.Rand
 	if m.Properties == nil && rng.Intn(3) == 0 {
 		m.Properties = map[string]string{"trace": name, "n": fmt.Sprint(rng.Intn(1000))}
 		if rng.Intn(2) == 0 {
-			m.Properties["bin"] = string([]byte{0, 1, 0xff, byte(rng.Intn(256))})
+			// Any UTF-8 (proto3 strings must be): NUL, control, non-ASCII.
+			m.Properties["bin"] = "\x00\x01é世" + string(rune(0x80+rng.Intn(0x700)))
 		}
 	}
 	sm.Key, sm.Tag, sm.Props = m.Key, m.Tag, PropsHash(m.Properties)
