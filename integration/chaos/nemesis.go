@@ -21,7 +21,7 @@ const (
 	FaultPause             = "pause"              // SIGSTOP a node (the leader half the time), SIGCONT after the hold
 	FaultPartitionLeader   = "partition-leader"   // cut the leader off from both followers
 	FaultPartitionFollower = "partition-follower" // cut one follower off
-	FaultPartitionOneWay   = "partition-oneway"   // block Raft RPCs from one node to another only
+	FaultPartitionOneWay   = "partition-oneway"   // drop everything one node sends to another (not the other way)
 	FaultDelay             = "delay"              // add latency to one node's links or all links
 	FaultTransfer          = "transfer"           // leadership transfer during load
 	FaultMembership        = "member-change"      // member remove, wipe, start empty, member add
@@ -340,12 +340,12 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		for to == nil || to == from {
 			to = c.Nodes[rng.Intn(len(c.Nodes))]
 		}
-		m := blockMode(rng)
-		p := c.Proxies[from.Index][to.Index]
-		p.Set(m, 0)
-		nm.Rec.Event(kind, "Raft RPCs %s->%s blocked (%s); %s->%s open", from.ID, to.ID, m, to.ID, from.ID)
+		c.OneWay(from.Index, to.Index)
+		nm.Rec.Event(kind, "everything %s sends to %s is held (Raft and API, requests and answers); %s->%s passes", from.ID, to.ID, to.ID, from.ID)
 		return func(context.Context) {
-			p.Set(Pass, 0)
+			for _, p := range append(c.Links(from.Index, to.Index), c.Links(to.Index, from.Index)...) {
+				p.Set(Pass, 0)
+			}
 			nm.Rec.Event("heal", "%s->%s open", from.ID, to.ID)
 		}, nil
 
@@ -358,28 +358,27 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 			what = n.ID + "'s links"
 			for j := range c.Nodes {
 				if j != n.Index {
-					ps = append(ps, c.Proxies[n.Index][j], c.Proxies[j][n.Index])
+					ps = append(ps, c.Links(n.Index, j)...)
+					ps = append(ps, c.Links(j, n.Index)...)
 				}
 			}
 		} else {
-			for _, row := range c.Proxies {
-				for _, p := range row {
-					if p != nil {
-						ps = append(ps, p)
-					}
-				}
-			}
+			ps = c.AllProxies()
 		}
 		for _, p := range ps {
 			if m, _, _ := p.State(); m == Pass {
-				p.Set(Pass, d)
+				if a, b := p.Held(); !a && !b {
+					p.Set(Pass, d)
+				}
 			}
 		}
 		nm.Rec.Event(kind, "%s delayed by %s each way", what, d)
 		return func(context.Context) {
 			for _, p := range ps {
 				if m, _, _ := p.State(); m == Pass {
-					p.Set(Pass, 0)
+					if a, b := p.Held(); !a && !b {
+						p.Set(Pass, 0)
+					}
 				}
 			}
 			nm.Rec.Event("heal", "%s undelayed", what)
