@@ -99,9 +99,9 @@ type Cluster struct {
 	// polling, registration) i makes to j's client API (--peer-dial).
 	Proxies    [][]*Proxy
 	APIProxies [][]*Proxy
-	Admin   *client.Client
-	logf    func(string, ...any)
-	extra   []string
+	Admin      *client.Client
+	logf       func(string, ...any)
+	extra      []string
 }
 
 // ClusterConfig configures NewCluster.
