@@ -56,6 +56,7 @@ func serverCommand() *cli.Command {
 			&cli.DurationFlag{Name: "retention-grace", Value: d.Broker.RetentionGrace, Usage: "a cut waits this long for a follower that stopped answering (a restart) to catch up, so it keeps its log"},
 			&cli.Uint64Flag{Name: "snapshot-threshold", Value: d.Raft.SnapshotThreshold, Usage: "log entries between FSM snapshots (bounds restart replay)"},
 			&cli.StringFlag{Name: "raft-dial", Hidden: true, Usage: "fault injection only: ID=ADDR,... dial these addresses for those peers"},
+			&cli.BoolFlag{Name: "chaos-lazyfs", Hidden: true, Usage: "fault injection only: raft-wal writes reach its files only at fsync, and DATA/CHAOS_FSYNC_DELAY delays every fsync (sets RAFTMQ_CHAOS_LAZYFS=1)"},
 			&cli.StringFlag{Name: "peer-dial", Hidden: true, Usage: "fault injection only: PEERADDR=ADDR,... dial ADDR for the node-to-node API calls to the peer whose API address is PEERADDR"},
 			&cli.BoolFlag{Name: "verify-log", Value: true, Usage: "check every log entry's checksum at start; refuse to start on corruption"},
 			&cli.IntFlag{Name: "segment-mb", Value: d.SegmentMB, Usage: "size of one raft-wal log segment file in MiB"},
@@ -91,6 +92,9 @@ func runServer(c *cli.Context) error {
 	}
 	if cfg.PeerDial, err = election.ParseDialOverrides(c.String("peer-dial")); err != nil {
 		return fmt.Errorf("--peer-dial: %w", err)
+	}
+	if c.Bool("chaos-lazyfs") {
+		os.Setenv("RAFTMQ_CHAOS_LAZYFS", "1")
 	}
 	cfg.VerifyLog = c.Bool("verify-log")
 	if cfg.SegmentMB = c.Int("segment-mb"); cfg.SegmentMB < 1 || cfg.SegmentMB > 2047 {

@@ -19,7 +19,7 @@ var (
 	flagRuns      = flag.Int("chaos.runs", 0, "TestChaosCampaign: number of randomized runs (0 skips the campaign)")
 	flagDuration  = flag.Duration("chaos.duration", 15*time.Second, "fault phase of each campaign run")
 	flagSeed      = flag.Int64("chaos.seed", 0, "first seed of the campaign (run i uses seed+i); 0 picks one from the clock")
-	flagFaults    = flag.String("chaos.faults", "all", "comma-separated fault kinds, or all: "+strings.Join(AllFaults, ","))
+	flagFaults    = flag.String("chaos.faults", "all", "comma-separated fault kinds; all: "+strings.Join(AllFaults, ",")+"; full: all and "+strings.Join(ExtraFaults, ","))
 	flagDir       = flag.String("chaos.dir", "", "directory for binaries, run directories and failed histories (default: a new temp dir)")
 	flagBin       = flag.String("chaos.bin", "", "use this raftmq binary instead of building one")
 	flagKeep      = flag.Bool("chaos.keep", false, "keep the directories of passed runs too")
@@ -149,6 +149,9 @@ func TestChaosShort(t *testing.T) {
 			ep(9, 500*time.Millisecond, FaultMembership),
 			ep(7, 500*time.Millisecond, FaultTornWrite),
 			ep(8, 500*time.Millisecond, FaultCorrupt),
+			ep(16, 1500*time.Millisecond, FaultSlowDisk, FaultKillLeader),
+			ep(17, 0, FaultLostUnsynced),
+			ep(18, 0, FaultCorruptMeta),
 		}},
 		{Seed: 103, DiskNode: 1, LoadThreshold: "0.05", RunAll: true, Episodes: []Episode{
 			ep(10, 1000*time.Millisecond, FaultDiskFull),

@@ -169,7 +169,10 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		return res
 	}
 
-	extra := []string{"--cold-read-bytes", "2048", "--load-threshold", plan.LoadThreshold}
+	// --chaos-lazyfs: every node's raft-wal writes reach its files only at
+	// fsync (a SIGKILL loses what was not synced yet, as a machine crash
+	// would) and the slow-disk faults can delay its fsyncs.
+	extra := []string{"--cold-read-bytes", "2048", "--load-threshold", plan.LoadThreshold, "--chaos-lazyfs"}
 	if cfg.RetentionMB > 0 {
 		// No grace period: followers that are killed or cut off fall behind
 		// cuts and rejoin through the leader's snapshot.
