@@ -552,14 +552,23 @@ func (w *Workload) RunOddities(ctx context.Context, o Oddities, seed int64, inte
 		}
 		pid := fmt.Sprintf("odd-%d-%d", seed, n)
 		if o.OverLimit && (!o.ReusedSeq || n%2 == 0) {
-			l := limits[(n/2)%len(limits)]
+			k := n
+			if o.ReusedSeq {
+				k = n / 2
+			}
+			k %= len(limits) + 1
 			name := fmt.Sprintf("x%d-%06d", seed%1000, n)
-			msgs := l.make(name)
-			op := Op{Worker: "over-limit", Producer: pid, Seq: 1, Kind: KindOverLimit, Error: l.what}
-			if (n/2)%(len(limits)+1) == len(limits) {
+			var l overLimit
+			var msgs []*api.ProduceMessage
+			var op Op
+			if k == 0 {
 				l.what = "bodies of 32 MiB, at the limit"
 				msgs = atLimit(name)
 				op = Op{Worker: "at-limit", Producer: pid, Seq: 1}
+			} else {
+				l = limits[k-1]
+				msgs = l.make(name)
+				op = Op{Worker: "over-limit", Producer: pid, Seq: 1, Kind: KindOverLimit}
 			}
 			for i, m := range msgs {
 				op.Messages = append(op.Messages, SentMessage{Body: BodyName(m.Body), Hash: BodyHash(m.Body), Key: m.Key, Tag: m.Tag,
