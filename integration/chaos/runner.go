@@ -485,7 +485,7 @@ func readDisks(c *Cluster, h *History, rec *Recorder, committed uint64, retentio
 		rec.Event("disk", "%s: log %d..%d on disk, stable term %d, %d snapshot(s)", n.ID, d.First, d.Last, d.StableTerm, d.Snapshots)
 		logs = append(logs, d)
 	}
-	h.DiskRead = len(logs) == len(c.Nodes)
+	h.DiskRead = len(logs) > 0 // a node that could not be read is a violation already
 	h.Disk = scan.Found
 	h.Cut = scan.Cut()
 	out = append(out, scan.Bad...)

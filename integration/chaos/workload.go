@@ -510,6 +510,16 @@ func overLimits() []overLimit {
 			}
 			return ms
 		}},
+		// Every field within its limit, but the request as a whole larger
+		// than one 64 MiB log segment: keys and properties count too.
+		{"keys of 72 MiB in one request", func(name string) []*api.ProduceMessage {
+			ms := make([]*api.ProduceMessage, 72<<20/limitKey)
+			for i := range ms {
+				n := fmt.Sprintf("%s-%d", name, i)
+				ms[i] = &api.ProduceMessage{Body: []byte(n), Key: padTo(n+".", limitKey)}
+			}
+			return ms
+		}},
 		{"bodies of 32 MiB + 4 MiB", func(name string) []*api.ProduceMessage {
 			ms := make([]*api.ProduceMessage, limitRequestBytes/limitBody+1)
 			for i := range ms {
