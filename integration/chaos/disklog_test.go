@@ -133,3 +133,21 @@ func TestReadDiskLogReportsCorruptEntries(t *testing.T) {
 		t.Fatalf("want the batch and the metadata entry reported: %v", scan.Bad)
 	}
 }
+
+// The size rule bounds what a retention cut keeps from above; a cut above
+// the applied index is reported too.
+func TestCheckCut(t *testing.T) {
+	d := &DiskLog{Node: "n1", First: 10, Last: 13}
+	for i := 0; i < 4; i++ {
+		d.Entries = append(d.Entries, DiskEntry{Term: 1, Type: raft.LogCommand, Len: 1 << 20})
+	}
+	if v := checkCut([]*DiskLog{d}, 11, 13, 2<<20, 1<<20); len(v) != 0 {
+		t.Fatalf("3 MiB kept with a 2 MiB limit and 1 MiB segments: %v", v)
+	}
+	if v := checkCut([]*DiskLog{d}, 10, 13, 2<<20, 1<<20); len(v) != 1 || v[0].Kind != VRetention {
+		t.Fatalf("4 MiB kept with a 2 MiB limit: %v", v)
+	}
+	if v := checkCut([]*DiskLog{d}, 15, 13, 8<<20, 1<<20); len(v) != 1 || !strings.Contains(v[0].Detail, "above the applied index") {
+		t.Fatalf("cut above the applied index: %v", v)
+	}
+}
