@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -329,11 +330,21 @@ func DamageStable(dataDir string, rng *rand.Rand) (string, error) {
 // DamageSnapshot flips a byte in the middle of the newest snapshot's
 // state file (its CRC is in meta.json).
 func DamageSnapshot(dataDir string, rng *rand.Rand) (string, error) {
-	states, err := filepath.Glob(filepath.Join(dataDir, "snapshots", "*", "state.bin"))
+	// raft's FileSnapshotStore keeps them in a "snapshots" directory of its own.
+	states, err := filepath.Glob(filepath.Join(dataDir, "snapshots", "snapshots", "*", "state.bin"))
 	if err != nil || len(states) == 0 {
 		return "", fmt.Errorf("no snapshot in %s", filepath.Join(dataDir, "snapshots"))
 	}
-	sort.Strings(states)
+	// Names are term-index-time: the newest has the highest index.
+	index := func(p string) uint64 {
+		parts := strings.Split(filepath.Base(filepath.Dir(p)), "-")
+		if len(parts) < 2 {
+			return 0
+		}
+		i, _ := strconv.ParseUint(parts[1], 10, 64)
+		return i
+	}
+	sort.Slice(states, func(i, j int) bool { return index(states[i]) < index(states[j]) })
 	path := states[len(states)-1]
 	st, err := os.Stat(path)
 	if err != nil || st.Size() == 0 {
