@@ -272,7 +272,7 @@ type aggregate struct {
 	failedSeeds                               []int64
 	applied, outcomes, violations, notCovered map[string]int
 	ops, acked, failedOps, unknown, unknownIn int
-	messages, lost, duplicated                int
+	messages, lost, duplicated, diskVerified  int
 	deliveries, followerDeliveries, windows   int
 	worstGap                                  time.Duration
 	worstGapSeed                              int64
@@ -318,6 +318,7 @@ func (a *aggregate) add(r *Result) {
 	a.messages += rep.Messages
 	a.lost += rep.Lost
 	a.duplicated += rep.Duplicated
+	a.diskVerified += rep.DiskVerified
 	a.deliveries += rep.Deliveries
 	a.followerDeliveries += rep.FollowerDeliveries
 	a.windows += rep.Windows
@@ -346,7 +347,8 @@ func (a *aggregate) markdown(d, took time.Duration, seed int64) string {
 	fmt.Fprintf(&b, "| figure | value |\n| --- | --- |\n")
 	fmt.Fprintf(&b, "| produce requests | %d |\n| acknowledged | %d |\n| definite failures | %d |\n| unknown-outcome requests | %d (their messages in the log, each once at most: %d) |\n",
 		a.ops, a.acked, a.failedOps, a.unknown, a.unknownIn)
-	fmt.Fprintf(&b, "| messages in the final logs | %d |\n| lost | %d |\n| duplicated | %d |\n", a.messages, a.lost, a.duplicated)
+	fmt.Fprintf(&b, "| messages in the final logs | %d |\n| lost | %d |\n| duplicated | %d |\n| acknowledged messages verified on disk at their id | %d |\n",
+		a.messages, a.lost, a.duplicated, a.diskVerified)
 	fmt.Fprintf(&b, "| consumed during faults | %d (served by followers: %d) |\n", a.deliveries, a.followerDeliveries)
 	fmt.Fprintf(&b, "| windows without acks > 1s | %d |\n| worst unavailability (longest time without an ack) | %s (seed %d) |\n\n",
 		a.windows, a.worstGap.Round(time.Millisecond), a.worstGapSeed)
