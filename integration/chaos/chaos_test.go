@@ -29,6 +29,7 @@ var (
 	flagRich      = flag.Bool("chaos.rich", true, "producers send tags, properties, binary bodies, fields at their limits and requests of many messages")
 	flagOverLimit = flag.Bool("chaos.over-limit", false, "send requests just over each produce limit (each must be refused, nothing stored) and some at the 32 MiB request limit")
 	flagReuseSeq  = flag.Bool("chaos.reuse-seq", false, "send requests that reuse a producer id and sequence with other content (each must be refused)")
+	flagShortFull = flag.Bool("chaos.short-full", false, "TestChaosShort: add a fifth schedule (seed 105, retention) with the faults only \"full\" has: corrupt-running, corrupt-stable, corrupt-snapshot")
 	flagReport    = flag.String("chaos.report", "", "TestChaosCampaign: write a markdown summary and per-run JSON lines to this path (and path.jsonl)")
 )
 
@@ -167,8 +168,16 @@ func TestChaosShort(t *testing.T) {
 			ep(15, 1500*time.Millisecond, FaultKillLeader),
 		}},
 	}
-	// retentionShort is the plan run with --retention-mb.
-	const retentionShort = 104
+	if *flagShortFull {
+		plans = append(plans, Plan{Seed: 105, DiskNode: -1, LoadThreshold: "0.05", RunAll: true, Episodes: []Episode{
+			ep(19, 500*time.Millisecond, FaultKill),
+			ep(20, 0, FaultCorruptSnapshot),
+			ep(21, 0, FaultCorruptStable),
+			ep(22, 0, FaultCorruptRunning),
+		}})
+	}
+	// retentionShort are the plans run with --retention-mb.
+	retentionShort := map[int64]bool{104: true, 105: true}
 	for _, p := range plans {
 		p := p
 		t.Run(fmt.Sprintf("seed=%d", p.Seed), func(t *testing.T) {
@@ -177,13 +186,13 @@ func TestChaosShort(t *testing.T) {
 				kinds = append(kinds, e.Kinds...)
 			}
 			retention := 0
-			if p.Seed == retentionShort {
+			if retentionShort[p.Seed] {
 				retention = 2
 			}
 			res := runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("short-%d-%d", p.Seed, time.Now().UnixNano())),
 				Seed: p.Seed, Duration: 12 * time.Second, Faults: kinds, Plan: &p, NoTmpfs: noTmpfs, Keep: *flagKeep, Logf: t.Logf,
 				RetentionMB: retention, Rich: *flagRich, Oddities: oddities()})
-			if p.Seed == retentionShort && res.Report != nil && res.Report.Retained == 0 {
+			if retentionShort[p.Seed] && res.Report != nil && res.Report.Retained == 0 {
 				t.Errorf("retention dropped no acknowledged message: the run did not exercise it")
 			}
 			if res.Report != nil && res.Report.Acked == 0 {

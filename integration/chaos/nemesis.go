@@ -741,6 +741,15 @@ func (nm *Nemesis) corruptRunning(ctx context.Context, rng *rand.Rand, used map[
 	}
 	used[l.ID], used[f.ID] = true, true
 	bodies := nm.Rec.AckedBodies(rng, 50)
+	if nm.Retention {
+		// Old bodies may be deleted already: take them from the upper half
+		// of what the leader holds.
+		bodies = nil
+		if st, err := c.StatusOf(ctx, l); err == nil && self(st) != nil {
+			lo, hi := self(st).FirstIndex, self(st).AppliedIndex
+			bodies = nm.Rec.AckedBodiesIn(rng, 50, lo+(hi-lo)/2, hi)
+		}
+	}
 	desc, err := FlipByte(l.DataDir, FlipBody, bodies, rng, nm.Retention)
 	if err != nil {
 		return err
