@@ -90,7 +90,9 @@ func (s *DiskScan) bad(kind, format string, args ...any) {
 
 // ReadDiskLog reads the log, stable and snapshot stores of a stopped node
 // and feeds every entry to scan. The node must not run: raftlog.Open takes
-// the stores as the server would (it writes nothing unless appended to).
+// the stores as the server would, and writes only what the server's own
+// next open writes anyway (the durable watermark, raised to the last index
+// on disk).
 func ReadDiskLog(node, dataDir string, scan *DiskScan) (*DiskLog, error) {
 	st, err := raftlog.Open(dataDir, raftlog.Options{Kind: raftlog.KindWAL, CacheSize: 1, CacheBytes: 1, ReadCache: 1})
 	if err != nil {
