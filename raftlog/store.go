@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/segment"
 )
 
 // Log store kinds accepted by Open.
@@ -111,12 +113,16 @@ func Open(dir string, opts Options) (*Stores, error) {
 
 	switch opts.Kind {
 	case KindWAL:
-		w, err := wal.Open(filepath.Join(dir, "log"), wal.WithSegmentSize(opts.SegmentSize),
-			wal.WithLogger(opts.Logger.Named("wal")))
+		logDir := filepath.Join(dir, "log")
+		filer := wal.WithSegmentFiler(segment.NewFiler(logDir, fs.New()))
+		if vfs := chaosVFS(logDir); vfs != nil {
+			filer = wal.WithSegmentFiler(segment.NewFiler(logDir, vfs)) // fault injection only
+		}
+		w, err := wal.Open(logDir, wal.WithSegmentSize(opts.SegmentSize), wal.WithLogger(opts.Logger.Named("wal")), filer)
 		if errors.Is(err, os.ErrNotExist) {
 			// raft-wal recreates a missing tail segment by itself (the guard
 			// then notices lost entries); a sealed one it only fails to open.
-			return fail(fmt.Errorf("open raft-wal log in %s: %w: %w", filepath.Join(dir, "log"), ErrMissingSegment, err))
+			return fail(fmt.Errorf("open raft-wal log in %s: %w: %w", logDir, ErrMissingSegment, err))
 		}
 		if err != nil {
 			return fail(fmt.Errorf("open raft-wal log in %s: %w", filepath.Join(dir, "log"), err))

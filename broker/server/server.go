@@ -52,6 +52,9 @@ type Config struct {
 	// helps (a stuck log store). Nil: log the error and exit the process
 	// with status 70, so that a supervisor restarts it.
 	OnFatal func(error)
+	// PeerDial, for fault injection only, maps a peer's API address to the
+	// address to dial instead (forwarding, state polling, registration).
+	PeerDial map[string]string
 }
 
 // DefaultConfig returns a config with every default set; callers fill in
@@ -169,7 +172,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { s.node.Kill() })
-	s.peers = grpcapi.NewPeers()
+	s.peers = grpcapi.NewPeers(cfg.PeerDial)
 	cleanup = append(cleanup, func() { s.peers.Close() })
 	s.broker, err = broker.New(bc, s.node, s.fsm, s.stores, s.peers)
 	if err != nil {

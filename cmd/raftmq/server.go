@@ -57,6 +57,8 @@ func serverCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "snapshot-threshold", Value: d.Raft.SnapshotThreshold, Usage: "log entries between FSM snapshots (bounds restart replay)"},
 			&cli.StringFlag{Name: "raft-dial", Hidden: true, Usage: "fault injection only: ID=ADDR,... dial these addresses for those peers"},
 			&cli.DurationFlag{Name: "lock-timeout", Value: d.LockTimeout, Usage: "wait this long for another process to release the data directory, then refuse to start, naming it"},
+			&cli.BoolFlag{Name: "chaos-lazyfs", Hidden: true, Usage: "fault injection only: raft-wal writes reach its files only at fsync, and DATA/CHAOS_FSYNC_DELAY delays every fsync (sets RAFTMQ_CHAOS_LAZYFS=1)"},
+			&cli.StringFlag{Name: "peer-dial", Hidden: true, Usage: "fault injection only: PEERADDR=ADDR,... dial ADDR for the node-to-node API calls to the peer whose API address is PEERADDR"},
 			&cli.BoolFlag{Name: "verify-log", Value: true, Usage: "check every log entry's checksum at start; refuse to start on corruption"},
 			&cli.IntFlag{Name: "segment-mb", Value: d.SegmentMB, Usage: "size of one raft-wal log segment file in MiB"},
 			&cli.IntFlag{Name: "memory-limit-mb", Value: defaultMemoryLimitMB, Usage: "soft memory limit of the Go heap in MiB: the garbage collector works harder near it (0: none; the GOMEMLIMIT environment variable overrides it)"},
@@ -88,6 +90,12 @@ func runServer(c *cli.Context) error {
 	}
 	if cfg.Raft.DialOverrides, err = election.ParseDialOverrides(c.String("raft-dial")); err != nil {
 		return fmt.Errorf("--raft-dial: %w", err)
+	}
+	if cfg.PeerDial, err = election.ParseDialOverrides(c.String("peer-dial")); err != nil {
+		return fmt.Errorf("--peer-dial: %w", err)
+	}
+	if c.Bool("chaos-lazyfs") {
+		os.Setenv("RAFTMQ_CHAOS_LAZYFS", "1")
 	}
 	cfg.VerifyLog = c.Bool("verify-log")
 	if cfg.LockTimeout = c.Duration("lock-timeout"); cfg.LockTimeout < 0 {
