@@ -157,6 +157,7 @@ type Broker struct {
 	produceCh chan *pending
 	inflight  chan inflightEntry
 	pending   byteBudget    // bytes of produce requests held
+	progress  progress      // raft indexes over time, for Readiness
 	rr        atomic.Uint64 // round-robin queue choice
 
 	view   *clusterView

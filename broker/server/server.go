@@ -214,8 +214,8 @@ func (s *Server) httpHandler() http.Handler {
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		st := s.node.Stats()
-		if st.LeaderID == "" {
-			http.Error(w, "no leader known", http.StatusServiceUnavailable)
+		if err := s.broker.Readiness(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintf(w, "ok: %s, leader %s, term %d\n", st.Role, st.LeaderID, st.Term)
