@@ -319,22 +319,9 @@ func (b *Broker) batchLoop() {
 				return
 			}
 		}
-		batch := []*pending{first}
-		size := first.size
-	collect:
-		for size < b.cfg.MaxBatchBytes {
-			select {
-			case p := <-b.produceCh:
-				if size+p.size > b.cfg.MaxBatchBytes {
-					next = p
-					break collect
-				}
-				batch = append(batch, p)
-				size += p.size
-			default:
-				break collect
-			}
-		}
+		var batch []*pending
+		var size int
+		batch, size, next = collectBatch(first, b.produceCh, b.cfg.MaxBatchBytes)
 		if size+raftlog.BatchOverhead > raftlog.MaxEntryBytes {
 			// Unreachable while Validate holds MaxRequestBytes and
 			// MaxBatchBytes below the entry bound; an entry the log store
@@ -364,6 +351,28 @@ func (b *Broker) batchLoop() {
 			return
 		}
 	}
+}
+
+// collectBatch starts a batch with first and adds the requests waiting in
+// ch while the batch stays within maxBytes. It returns the batch, the bytes
+// its requests encode to, and the request taken from ch that did not fit
+// (nil if none), which starts the next batch. A request larger than
+// maxBytes is a batch of its own.
+func collectBatch(first *pending, ch <-chan *pending, maxBytes int) (batch []*pending, size int, next *pending) {
+	batch, size = []*pending{first}, first.size
+	for size < maxBytes {
+		select {
+		case p := <-ch:
+			if size+p.size > maxBytes {
+				return batch, size, p
+			}
+			batch = append(batch, p)
+			size += p.size
+		default:
+			return batch, size, nil
+		}
+	}
+	return batch, size, nil
 }
 
 // completeLoop waits for entries in the order they were handed to raft
