@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
@@ -175,5 +176,30 @@ func TestBatcherNeverBuildsOversizedEntry(t *testing.T) {
 		if len(seqs) != len(sizes) {
 			t.Fatalf("max batch %d: %d of %d requests batched", maxBatch, len(seqs), len(sizes))
 		}
+	}
+}
+
+// TestStallTracker: readiness counts how long an index has stayed below its
+// target without moving; moving or catching up resets it.
+func TestStallTracker(t *testing.T) {
+	var s stall
+	t0 := time.Unix(1000, 0)
+	s.observe(5, 5, t0)
+	if d := s.stuckFor(t0.Add(time.Hour)); d != 0 {
+		t.Fatalf("caught up: stuck for %s", d)
+	}
+	s.observe(5, 9, t0)
+	s.observe(5, 9, t0.Add(3*time.Second))
+	if d := s.stuckFor(t0.Add(4 * time.Second)); d != 4*time.Second {
+		t.Fatalf("stuck at 5 below 9: %s, want 4s", d)
+	}
+	s.observe(6, 12, t0.Add(5*time.Second)) // moving under load: not stuck
+	if d := s.stuckFor(t0.Add(5 * time.Second)); d != 0 {
+		t.Fatalf("after moving: stuck for %s", d)
+	}
+	s.observe(12, 12, t0.Add(6*time.Second))
+	s.observe(12, 13, t0.Add(7*time.Second))
+	if d := s.stuckFor(t0.Add(8 * time.Second)); d != time.Second {
+		t.Fatalf("behind again: %s, want 1s", d)
 	}
 }

@@ -192,7 +192,9 @@ func TestManyPropertiesRequestsNeverBuildOversizedEntry(t *testing.T) {
 // TestCommitOffsetsListBounded: a metadata command is an entry too; a commit
 // of an offset list that encodes above the request bound is refused.
 func TestCommitOffsetsListBounded(t *testing.T) {
-	c := newCluster(t, 1, func(i int, cfg *server.Config) { cfg.Broker.MaxRequestBytes, cfg.Broker.MaxMessageBytes = 64<<10, 64<<10 })
+	c := newCluster(t, 1, func(i int, cfg *server.Config) {
+		cfg.Broker.MaxRequestBytes, cfg.Broker.MaxMessageBytes = 64<<10, 64<<10
+	})
 	ctx := ctxT(t, 60*time.Second)
 	b := c.nodes[c.leader()].Broker()
 	if _, err := b.CreateTopic(ctx, "t", 1, false); err != nil {
@@ -274,6 +276,32 @@ func TestNotReadyWhenLeaderCannotReplicate(t *testing.T) {
 	for _, n := range st.Nodes {
 		if n.Id == st.AnsweredBy && (n.Healthy || !strings.Contains(n.Error, "cannot commit")) {
 			t.Errorf("status of the stuck leader about itself: healthy %v, error %q; `raftmq health` reads these", n.Healthy, n.Error)
+		}
+	}
+}
+
+// TestSDKCoalescedRequestsStayWithinBound: many concurrent Sends whose
+// properties dominate their size are coalesced by the SDK into requests the
+// broker accepts (the SDK used to count only keys and bodies, so a
+// coalesced request could exceed any bound on the whole request).
+func TestSDKCoalescedRequestsStayWithinBound(t *testing.T) {
+	const bound = 64 << 10
+	c := newCluster(t, 1, func(i int, cfg *server.Config) { cfg.Broker.MaxRequestBytes, cfg.Broker.MaxMessageBytes = bound, bound })
+	cl := c.client(t)
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := cl.CreateTopic(ctx, "co", 2, false); err != nil {
+		t.Fatal(err)
+	}
+	p := cl.NewProducerWith(client.ProducerConfig{RequestLimit: bound, MaxRequestBytes: 1 << 20, MaxInflight: 1})
+	props := map[string]string{"trace": strings.Repeat("t", 3000)}
+	const sends = 200
+	errs := make(chan error, sends)
+	for i := 0; i < sends; i++ {
+		p.SendAsync("co", []client.Message{{Properties: props, Body: []byte("b")}}, func(_ []*api.Ack, err error) { errs <- err })
+	}
+	for i := 0; i < sends; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("send %d: %v", i, err)
 		}
 	}
 }
