@@ -210,6 +210,7 @@ func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
 		}
 		return err
 	})
+	err = explainSizeRefusal(err, p.cfg.RequestLimit)
 	if err == nil && len(acks) != n {
 		err = errors.New("broker answered a different number of acks than messages sent")
 	}

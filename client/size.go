@@ -3,6 +3,10 @@ package client
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // DefaultRequestLimit is the broker's default bound of one produce request
@@ -43,6 +47,16 @@ func stringSize(n int) int {
 		s++
 	}
 	return s + n
+}
+
+// explainSizeRefusal wraps gRPC's refusal of a message over its size limit,
+// which a broker whose --max-request-bytes is below RequestLimit answers.
+func explainSizeRefusal(err error, limit int) error {
+	if err == nil || status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "larger than max") {
+		return err
+	}
+	return fmt.Errorf("send: %w: the broker reads smaller requests than ProducerConfig.RequestLimit (%d) allows; set it to the broker's --max-request-bytes: %w",
+		ErrRequestTooLarge, limit, err)
 }
 
 func tooLarge(msgs, size, limit int) error {

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/raftlog"
 )
@@ -60,5 +63,20 @@ func TestSendOverRequestLimitFailsBeforeSending(t *testing.T) {
 	}
 	if p.cfg.MaxRequestBytes > p.cfg.RequestLimit {
 		t.Fatalf("coalescing target %d above the request limit %d", p.cfg.MaxRequestBytes, p.cfg.RequestLimit)
+	}
+}
+
+func TestExplainSizeRefusal(t *testing.T) {
+	refused := status.Error(codes.ResourceExhausted, "grpc: received message larger than max (50000000 vs. 41943040)")
+	if Retryable(refused) {
+		t.Fatal("a gRPC size refusal is retryable")
+	}
+	err := explainSizeRefusal(refused, 64<<20)
+	if !errors.Is(err, ErrRequestTooLarge) || !strings.Contains(err.Error(), "--max-request-bytes") || status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("explained: %v", err)
+	}
+	busy := status.Error(codes.ResourceExhausted, "busy: 1 bytes held")
+	if !Retryable(busy) || explainSizeRefusal(busy, 1) != busy {
+		t.Fatal("a busy broker is no longer retried as before")
 	}
 }
