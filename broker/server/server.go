@@ -112,6 +112,12 @@ func Start(cfg Config) (_ *Server, err error) {
 		bc.ClientAddr = s.lis.Addr().String()
 	}
 	bc.Logger = log.Named("broker")
+	if bc.PeerAddr == "" {
+		bc.PeerAddr = bc.ClientAddr
+	}
+	if err := bc.Validate(); err != nil { // before any data is opened
+		return nil, err
+	}
 
 	onFatal := cfg.OnFatal
 	if onFatal == nil {

@@ -305,3 +305,22 @@ func TestSDKCoalescedRequestsStayWithinBound(t *testing.T) {
 		}
 	}
 }
+
+// TestStartRefusesRequestBoundOverOneEntry: a node whose request bound
+// could not fit in one Raft entry refuses to start, naming the flag.
+func TestStartRefusesRequestBoundOverOneEntry(t *testing.T) {
+	cfg := server.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = freeAddr(t)
+	cfg.Raft.ID = "n1"
+	cfg.Raft.BindAddr = freeAddr(t)
+	cfg.Broker.MaxRequestBytes = 80 << 20
+	s, err := server.Start(cfg)
+	if err == nil {
+		s.Kill()
+		t.Fatal("started with an 80 MiB request bound")
+	}
+	if !strings.Contains(err.Error(), "max-request-bytes") {
+		t.Fatalf("start: %v, want an error naming max-request-bytes", err)
+	}
+}
