@@ -31,7 +31,7 @@ func TestProcessLargeKeysRequestRefused(t *testing.T) {
 	t.Logf("CLI refused in %s: %s", time.Since(start).Round(time.Millisecond), procCut(strings.TrimSpace(errOut), 400))
 
 	cl := c.client()
-	p := cl.NewProducerWith(client.ProducerConfig{RequestLimit: 64 << 20})
+	p := cl.NewProducerWith(client.ProducerConfig{RequestLimit: 100 << 20})
 	msgs := make([]client.Message, 4700)
 	for i := range msgs {
 		msgs[i] = client.Message{Key: key, Body: []byte("x")}
