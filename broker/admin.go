@@ -88,6 +88,9 @@ func (b *Broker) Status() (Status, error) {
 		var ps NodeState
 		if srv.ID == b.cfg.NodeID {
 			ps, ns.Healthy, ns.LastSeen = self, true, time.Now()
+			if err := b.Readiness(); err != nil {
+				ns.Healthy, ns.Error = false, err.Error()
+			}
 			if ns.ClientAddr == "" { // not registered through raft yet
 				ns.ClientAddr = b.cfg.ClientAddr
 			}

@@ -142,6 +142,7 @@ func (b *Broker) stateLoop() {
 		b.load.sample()
 		b.checkDamage()
 		b.pollPeers()
+		b.sampleProgress()
 		if time.Since(lastRegister) > 500*time.Millisecond && b.needsRegister() {
 			lastRegister = time.Now()
 			b.goFunc(b.registerWithLeader)

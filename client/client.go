@@ -125,8 +125,12 @@ func (c *Client) conn(addr string) (api.BrokerClient, error) {
 // leader change, a timeout of one attempt or an unreachable node.
 func Retryable(err error) bool {
 	switch status.Code(err) {
-	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Canceled:
+	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.Canceled:
 		return true
+	case codes.ResourceExhausted:
+		// A busy broker (retry), unless gRPC refused a message over its
+		// size limit, which no retry fixes.
+		return !strings.Contains(status.Convert(err).Message(), "larger than max")
 	}
 	return false
 }

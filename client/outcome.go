@@ -46,7 +46,7 @@ func Classify(err error) Outcome {
 	if err == nil {
 		return Acknowledged
 	}
-	if errors.Is(err, ErrNotSent) {
+	if errors.Is(err, ErrNotSent) || errors.Is(err, ErrRequestTooLarge) || errors.Is(err, ErrSequenceReused) {
 		return Failed
 	}
 	switch status.Code(err) {

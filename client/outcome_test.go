@@ -115,6 +115,9 @@ func TestClassify(t *testing.T) {
 		status.Error(codes.Unavailable, "no leader"):          Unknown,
 		fmt.Errorf("%w (last error: x)", context.Canceled):    Unknown,
 		fmt.Errorf("%w (retrying)", context.DeadlineExceeded): Unknown,
+		tooLarge(2, 20<<20, 16<<20):                           Failed,
+		explainSizeRefusal(status.Error(codes.ResourceExhausted, "grpc: received message larger than max (50 vs. 40)"), 64<<20): Failed,
+		fmt.Errorf("%w: producer p sequence 3", ErrSequenceReused):                                                              Failed,
 	}
 	for err, want := range cases {
 		if got := Classify(err); got != want {

@@ -28,9 +28,14 @@ type Message struct {
 
 // ProducerConfig tunes a Producer.
 type ProducerConfig struct {
-	// MaxRequestMessages and MaxRequestBytes bound one coalesced request.
+	// MaxRequestMessages and MaxRequestBytes bound one coalesced request;
+	// a single Send larger than them goes alone.
 	MaxRequestMessages int
 	MaxRequestBytes    int
+	// RequestLimit is the broker's bound of one request as its log encodes
+	// it (--max-request-bytes; default DefaultRequestLimit). A Send over it
+	// fails at once with ErrRequestTooLarge; coalesced requests stay under it.
+	RequestLimit int
 	// MaxInflight is how many requests the producer keeps in flight at once;
 	// concurrent Sends beyond that are coalesced into the next request.
 	// The default, 2, keeps one request committing while the next one
@@ -41,7 +46,7 @@ type ProducerConfig struct {
 
 // DefaultProducerConfig returns the defaults.
 func DefaultProducerConfig() ProducerConfig {
-	return ProducerConfig{MaxRequestMessages: 4096, MaxRequestBytes: 1 << 20, MaxInflight: 2}
+	return ProducerConfig{MaxRequestMessages: 4096, MaxRequestBytes: 1 << 20, RequestLimit: DefaultRequestLimit, MaxInflight: 2}
 }
 
 // Producer sends messages idempotently: every request carries the
@@ -125,6 +130,10 @@ func (c *Client) NewProducerWith(cfg ProducerConfig) *Producer {
 	if cfg.MaxInflight <= 0 {
 		cfg.MaxInflight = d.MaxInflight
 	}
+	if cfg.RequestLimit <= 0 {
+		cfg.RequestLimit = d.RequestLimit
+	}
+	cfg.MaxRequestBytes = min(cfg.MaxRequestBytes, cfg.RequestLimit)
 	return &Producer{c: c, id: randomID("p-"), cfg: cfg, outstanding: map[uint64]bool{}}
 }
 
@@ -194,7 +203,11 @@ func (p *Producer) sendAsync(ctx context.Context, topic string, msgs []Message, 
 	}
 	op := &sendOp{ctx: ctx, topic: topic, msgs: msgs, done: done}
 	for i := range msgs {
-		op.size += len(msgs[i].Body) + len(msgs[i].Key) + 16
+		op.size += messageSize(&msgs[i])
+	}
+	if n := requestOverhead(p.id, topic) + op.size; n > p.cfg.RequestLimit {
+		done(nil, tooLarge(len(msgs), n, p.cfg.RequestLimit))
+		return nil
 	}
 	p.mu.Lock()
 	p.queue = append(p.queue, op)
@@ -224,9 +237,11 @@ func (p *Producer) dispatchLocked() {
 	for p.inflight < p.cfg.MaxInflight && len(p.queue) > 0 && p.windowOpenLocked() {
 		first := p.queue[0]
 		batch := []*sendOp{first}
-		n, size := len(first.msgs), first.size
+		n, size := len(first.msgs), requestOverhead(p.id, first.topic)+first.size
 		rest := p.queue[:0:0]
 		for _, op := range p.queue[1:] {
+			// size bounds the request as the broker's log encodes it, so a
+			// coalesced request never exceeds the broker's request bound.
 			if op.topic == first.topic && n+len(op.msgs) <= p.cfg.MaxRequestMessages && size+op.size <= p.cfg.MaxRequestBytes {
 				batch = append(batch, op)
 				n += len(op.msgs)
@@ -290,6 +305,7 @@ func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
 		}
 		return err
 	})
+	err = explainSizeRefusal(err, p.cfg.RequestLimit)
 	if err != nil {
 		err = p.sendErr(seq, err)
 	}

@@ -23,8 +23,18 @@ import (
 	"github.com/raftmq/raftmq/store"
 )
 
-// MaxMessageSize bounds one gRPC message (api.MaxMessageSize).
+// MaxMessageSize bounds one gRPC message this node sends (api.MaxMessageSize:
+// a pull answers up to 64 MiB).
 const MaxMessageSize = api.MaxMessageSize
+
+// RecvLimit is the largest gRPC message a node with the given request bound
+// (broker.Config.MaxRequestBytes) reads. Protobuf spends more bytes than the
+// log's encoding only on field tags: at worst 7 bytes for a property the log
+// stores in 3 (a one-byte name, an empty value), so 5/2 of the bound always
+// lets a request within the bound through to ValidateProduce, which answers
+// it with the bound's own error; anything larger is refused by gRPC
+// (ResourceExhausted) before it is read into memory.
+func RecvLimit(maxRequestBytes int) int { return maxRequestBytes/2*5 + 64<<10 }
 
 const forwardedKey = "raftmq-forwarded-by"
 
@@ -44,7 +54,7 @@ func NewServer(b *broker.Broker, peers *Peers) *Server { return &Server{b: b, pe
 // flood of producers waits on its side instead of in this node's memory.
 func ServerOptions(b *broker.Broker) []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(MaxMessageSize),
+		grpc.MaxRecvMsgSize(RecvLimit(b.Config().MaxRequestBytes)),
 		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.InTapHandle(admitProduce(b.AdmitProduce)),
 	}

@@ -127,6 +127,12 @@ func Start(cfg Config) (_ *Server, err error) {
 		bc.ClientAddr = s.lis.Addr().String()
 	}
 	bc.Logger = log.Named("broker")
+	if bc.PeerAddr == "" {
+		bc.PeerAddr = bc.ClientAddr
+	}
+	if err := bc.Validate(); err != nil { // before any data is opened
+		return nil, err
+	}
 
 	onFatal := cfg.OnFatal
 	if onFatal == nil {
@@ -260,8 +266,8 @@ func (s *Server) httpHandler() http.Handler {
 			return
 		}
 		st := s.node.Stats()
-		if st.LeaderID == "" {
-			http.Error(w, "no leader known", http.StatusServiceUnavailable)
+		if err := s.broker.Readiness(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintf(w, "ok: %s, leader %s, term %d\n", st.Role, st.LeaderID, st.Term)

@@ -22,10 +22,12 @@ import (
 
 func healthCommand() *cli.Command {
 	return &cli.Command{
-		Name:        "health",
-		Usage:       "exit 0 when the node at -s answers and knows a leader (for container health checks)",
-		Flags:       []cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: "127.0.0.1:9001", Usage: "the node to check"}},
-		Description: "Only the first address of -s is checked; the check takes at most 2 seconds.",
+		Name:  "health",
+		Usage: "exit 0 when the node at -s answers, knows a leader and is ready (for container health checks)",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: "127.0.0.1:9001", Usage: "the node to check"}},
+		Description: "Only the first address of -s is checked; the check takes at most 2 seconds. Exit status 2: no\n" +
+			"answer; 3: no leader known; 4: not ready, with the reason (as /readyz: a leader that cannot commit,\n" +
+			"a node whose applying is stuck, a follower that receives no entries).",
 		Action: func(c *cli.Context) error {
 			cl, err := client.New(client.Config{Servers: []string{c.String("servers")}, RequestTimeout: 2 * time.Second})
 			if err != nil {
@@ -39,6 +41,11 @@ func healthCommand() *cli.Command {
 			}
 			if st.LeaderId == "" {
 				return &exitError{3, fmt.Errorf("%s answers but knows no leader", addr)}
+			}
+			for _, n := range st.Nodes {
+				if n.Id == st.AnsweredBy && !n.Healthy {
+					return &exitError{4, fmt.Errorf("%s (%s) answers but is not ready: %s", addr, n.Id, n.Error)}
+				}
 			}
 			fmt.Fprintf(c.App.Writer, "ok: %s, leader %s, term %d\n", st.AnsweredBy, st.LeaderId, st.Term)
 			return nil

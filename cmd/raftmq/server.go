@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
@@ -44,6 +46,7 @@ func serverCommand() *cli.Command {
 			&cli.BoolFlag{Name: "auto-create-topics", Value: d.Broker.AutoCreateTopics, Usage: "create unknown topics on first produce"},
 			&cli.IntFlag{Name: "default-queues", Value: d.Broker.DefaultQueues, Usage: "queues of auto-created topics"},
 			&cli.IntFlag{Name: "max-message-bytes", Value: d.Broker.MaxMessageBytes, Usage: "largest accepted message body"},
+			&cli.IntFlag{Name: "max-request-bytes", Value: d.Broker.MaxRequestBytes, Usage: "largest produce request as the log encodes it (bodies, keys, tags, properties); one request is one Raft entry, at most " + strconv.Itoa(broker.MaxRequestLimit)},
 			&cli.IntFlag{Name: "max-batch-bytes", Value: d.Broker.MaxBatchBytes, Usage: "group commit closes a Raft entry at this size"},
 			&cli.IntFlag{Name: "max-inflight", Value: d.Broker.MaxInflight, Usage: "group-commit entries handed to raft and not yet applied"},
 			&cli.IntFlag{Name: "max-pending-mb", Value: d.Broker.MaxPendingBytes >> 20, Usage: "MiB of produce requests a node holds (queued or in raft); beyond it producers are told to retry shortly"},
@@ -131,6 +134,7 @@ func runServer(c *cli.Context) error {
 	cfg.Broker.AutoCreateTopics = c.Bool("auto-create-topics")
 	cfg.Broker.DefaultQueues = c.Int("default-queues")
 	cfg.Broker.MaxMessageBytes = c.Int("max-message-bytes")
+	cfg.Broker.MaxRequestBytes = c.Int("max-request-bytes")
 	cfg.Broker.MaxBatchBytes = c.Int("max-batch-bytes")
 	cfg.Broker.MaxInflight = c.Int("max-inflight")
 	cfg.Broker.MaxPendingBytes = c.Int("max-pending-mb") << 20
