@@ -163,3 +163,27 @@ func TestDiscoveryDoesNotWaitForAPausedLeader(t *testing.T) {
 		t.Fatalf("leader %q, want %s", c.leaderAddr(), paused)
 	}
 }
+
+// TestAttemptTimeoutGrowsWithRequestAndWait: a large produce request and a
+// long-poll pull get more than a small call's RequestTimeout.
+func TestAttemptTimeoutGrowsWithRequestAndWait(t *testing.T) {
+	c, err := New(Config{Servers: []string{"127.0.0.1:1"}, RequestTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct {
+		size int
+		wait time.Duration
+		want time.Duration
+	}{
+		{0, 0, time.Second},
+		{AttemptBytesPerSecond, 0, 2 * time.Second},
+		{AttemptBytesPerSecond / 4, 0, 1250 * time.Millisecond},
+		{0, 5 * time.Second, 6 * time.Second},
+	} {
+		if got := c.attemptTimeout(tc.size, tc.wait); got != tc.want {
+			t.Errorf("attemptTimeout(%d, %v) = %v, want %v", tc.size, tc.wait, got, tc.want)
+		}
+	}
+}
