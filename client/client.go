@@ -217,9 +217,10 @@ func (c *Client) refreshLeader(ctx context.Context) {
 
 // askLeader asks the nodes at addrs at once who leads and returns the answer
 // naming a leader with the highest term (nil if none does). It returns when
-// the leader itself answers, when every node has answered, or grace after
-// the first answer that names a leader: a paused leader, which its
-// followers still name, costs at most grace.
+// the leader itself answers, when a majority of addrs has answered (a
+// refusal counts), or grace after the first answer that names a leader: a
+// paused leader, which its followers still name, costs no time, and a slow
+// one at most grace.
 func (c *Client) askLeader(ctx context.Context, addrs []string, grace time.Duration) *api.StatusResponse {
 	answers := make(chan *api.StatusResponse, len(addrs))
 	for _, a := range addrs {
@@ -233,14 +234,14 @@ func (c *Client) askLeader(ctx context.Context, addrs []string, grace time.Durat
 	}
 	var best *api.StatusResponse
 	var graceC <-chan time.Time
-	for range addrs {
+	for n := 1; n <= len(addrs); n++ {
 		var st *api.StatusResponse
 		select {
 		case st = <-answers:
 		case <-graceC:
 			return best
 		}
-		if st != nil && st.LeaderAddress != "" && (best == nil || st.Term > best.Term) {
+		if st != nil && st.LeaderAddress != "" && better(st, best) {
 			best = st
 			if st.LeaderId == st.AnsweredBy {
 				break // the leader itself answered
@@ -251,8 +252,17 @@ func (c *Client) askLeader(ctx context.Context, addrs []string, grace time.Durat
 				graceC = t.C
 			}
 		}
+		if best != nil && n > len(addrs)/2 {
+			break
+		}
 	}
 	return best
+}
+
+// better reports whether status answer st beats best: a higher term, or
+// the same term answered by the leader itself (the most current view).
+func better(st, best *api.StatusResponse) bool {
+	return best == nil || st.Term > best.Term || (st.Term == best.Term && st.LeaderId == st.AnsweredBy && best.LeaderId != best.AnsweredBy)
 }
 
 func (c *Client) statusAt(ctx context.Context, addr string) (*api.StatusResponse, error) {
@@ -345,7 +355,8 @@ func (e *leaderMovedError) Is(target error) bool { return target == errLeaderMov
 
 // attempt runs one call to addr, bounded by timeout. Once it has gone
 // unanswered for patience, it asks the other nodes every stallCheckEvery
-// whether another node now leads, and gives up as soon as one does.
+// whether another node now leads, and gives up as soon as one does. The
+// checks run beside the call: an answer is returned the moment it arrives.
 func (c *Client) attempt(ctx context.Context, addr string, timeout, patience time.Duration, call func(context.Context) error) error {
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -353,12 +364,15 @@ func (c *Client) attempt(ctx context.Context, addr string, timeout, patience tim
 	go func() { done <- call(actx) }()
 	check := time.NewTimer(patience)
 	defer check.Stop()
+	checked := make(chan string, 1)
 	for {
 		select {
 		case err := <-done:
 			return err
 		case <-check.C:
-			if l := c.leaderElsewhere(actx, addr); l != "" {
+			go func() { checked <- c.leaderElsewhere(actx, addr) }()
+		case l := <-checked:
+			if l != "" {
 				cancel()
 				<-done
 				c.setLeader(l)
@@ -425,8 +439,8 @@ func (c *Client) leaderElsewhere(ctx context.Context, addr string) string {
 
 // Status asks every node at once for the group's status and returns the
 // leader's own answer, or, when the leader does not answer within
-// StallTimeout of a follower, the follower's answer with the highest term,
-// or else the first answer at all.
+// StallTimeout of another node, the answer with the highest term naming a
+// leader, or else the first answer at all.
 func (c *Client) Status(ctx context.Context) (*api.StatusResponse, error) {
 	addrs := c.candidates()
 	type answer struct {
@@ -460,7 +474,7 @@ collect:
 		if first == nil {
 			first = a.st
 		}
-		if a.st.LeaderAddress != "" && (best == nil || a.st.Term > best.Term) {
+		if a.st.LeaderAddress != "" && better(a.st, best) {
 			best = a.st
 			if a.st.LeaderId == a.st.AnsweredBy {
 				break

@@ -187,3 +187,33 @@ func TestAttemptTimeoutGrowsWithRequestAndWait(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusTakesTheLeadersOwnAnswer: when a follower answers first, the
+// leader's own answer of the same term still ends the wait at once and is
+// the one returned (it was ignored for not having a higher term, so Status
+// waited StallTimeout and returned the follower's view).
+func TestStatusTakesTheLeadersOwnAnswer(t *testing.T) {
+	paused := stalledNode(t)
+	var leaderNode *fakeNode
+	leader := func() (string, string, uint64) { return "n3", leaderNode.addr, 4 }
+	f2 := &fakeNode{id: "n2", leader: leader}
+	leaderNode = &fakeNode{id: "n3", leader: leader}
+	startFake(t, f2)
+	startFake(t, leaderNode)
+	c, err := New(Config{Servers: []string{paused, f2.addr, leaderNode.addr}, StallTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 0; i < 20; i++ { // the follower answers first in some rounds
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		st, err := c.Status(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.AnsweredBy != "n3" {
+			t.Fatalf("round %d: answer of %s, want the leader's own", i, st.AnsweredBy)
+		}
+	}
+}

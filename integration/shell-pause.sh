@@ -20,7 +20,7 @@ PIDS=()
 cleanup() {
 	for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill -KILL "$p" 2>/dev/null || true; done
 	[ -n "${LOOP:-}" ] && kill "$LOOP" 2>/dev/null || true
-	rm -rf "$DIR"
+	if [ -n "${KEEP:-}" ]; then echo "kept $DIR" >&2; else rm -rf "$DIR"; fi
 }
 trap cleanup EXIT
 
@@ -37,9 +37,10 @@ for _ in $(seq 100); do [ -n "$(leader)" ] && break; sleep 0.1; done
 "$BIN" topic create -s "$S" shell --queues 4 >/dev/null
 
 # The loop: one process per message; a line "NANOS BODY" per acknowledgement.
+# It stops, after its current message, when $DIR/stop exists.
 (
 	i=0
-	while :; do
+	while [ ! -e "$DIR/stop" ]; do
 		i=$((i + 1))
 		if "$BIN" produce -s "$S" -t shell -k k "m$i" >/dev/null 2>>"$DIR/loop.err"; then
 			echo "$(date +%s%N) m$i"
@@ -54,26 +55,32 @@ sleep 2
 : >"$DIR/pauses"
 for k in $(seq "$PAUSES"); do
 	l=$(leader)
+	if [ -z "$l" ]; then
+		echo "pause $k: no node names a leader" >&2
+		exit 1
+	fi
 	p=$(pid_of "$l")
 	t0=$(date +%s%N)
 	kill -STOP "$p"
-	echo "$t0 $l" >>"$DIR/pauses"
 	sleep "$HOLD"
+	echo "$t0 $l->$(leader)" >>"$DIR/pauses"
 	kill -CONT "$p"
 	sleep 2 # rejoin and steady writes before the next pause
 done
-kill "$LOOP" 2>/dev/null || true
+touch "$DIR/stop"
 wait "$LOOP" 2>/dev/null || true
 LOOP=
 
-# Window of a pause: the end of the longest gap between acknowledgements
-# that ends after SIGSTOP, minus the SIGSTOP time.
-awk 'NR == FNR { t0[++n] = $1; next } { a[++m] = $1 }
+# Each pause is printed as OLD->NEW:WINDOW_MS (NEW: the leader named while
+# OLD was paused). Window of a pause: the end of the longest gap between acknowledgements
+# that ends after SIGSTOP (and before the next pause), minus the SIGSTOP time.
+awk 'NR == FNR { t0[++n] = $1; who[n] = $2; next } { a[++m] = $1 }
 END {
 	for (k = 1; k <= n; k++) {
+		lim = (k < n) ? t0[k+1] : t0[k] + 10e9
 		best = 0; end = 0
-		for (i = 2; i <= m; i++) if (a[i] > t0[k] && a[i] - a[i-1] > best && a[i] < t0[k] + 10e9) { best = a[i] - a[i-1]; end = a[i] }
-		w[k] = (end - t0[k]) / 1e6; printf "%.0f ", w[k]
+		for (i = 2; i <= m; i++) if (a[i] > t0[k] && a[i] < lim && a[i] - a[i-1] > best) { best = a[i] - a[i-1]; end = a[i] }
+		w[k] = (end - t0[k]) / 1e6; printf "%s:%.0f ", who[k], w[k]
 	}
 	printf "\n"
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (w[j] < w[i]) { t = w[i]; w[i] = w[j]; w[j] = t }
