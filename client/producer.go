@@ -297,8 +297,12 @@ func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
 			req.Messages = append(req.Messages, pm)
 		}
 	}
+	size := 0
+	for _, op := range batch {
+		size += op.size
+	}
 	var acks []*api.Ack
-	err := p.c.do(context.Background(), func(ctx context.Context, cl api.BrokerClient) error {
+	err := p.c.doSized(context.Background(), size, 0, func(ctx context.Context, cl api.BrokerClient) error {
 		r, err := cl.Produce(ctx, req)
 		if err == nil {
 			acks = r.Acks
