@@ -241,7 +241,7 @@ func (s *Server) checkSnapshots() error {
 	}
 	for _, sn := range snaps {
 		if sn.MovedTo != "" {
-			s.log.Warn("damaged snapshot moved aside: this node starts from an older snapshot and its log, which hold everything the damaged one summarised",
+			s.log.Warn("damaged snapshot moved aside: the snapshot this node restores and its log hold everything the damaged one summarised",
 				"snapshot", sn.ID, "index", sn.Index, "error", sn.Err, "moved_to", sn.MovedTo, "restores", restore,
 				"log_first", s.stores.FirstIndex(), "log_last", s.stores.LastIndex())
 		}
