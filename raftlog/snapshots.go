@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -98,6 +99,13 @@ func (s *Stores) checkSnapshotFiles(checkState func(io.Reader) error) ([]Snapsho
 	if err != nil {
 		return nil, fmt.Errorf("check snapshots: %w", err)
 	}
+	// A store of its own that logs nothing: raft's would log a damaged
+	// snapshot at ERROR, also one that the node then moves aside and starts
+	// without. The caller reports what was found.
+	quiet, err := raft.NewFileSnapshotStoreWithLogger(filepath.Dir(s.snapDir), 1, hclog.NewNullLogger())
+	if err != nil {
+		return nil, fmt.Errorf("check snapshots: %w", err)
+	}
 	var snaps []SnapshotState
 	for _, e := range ents {
 		// raft's own listing skips files and unfinished snapshots too.
@@ -110,7 +118,7 @@ func (s *Stores) checkSnapshotFiles(checkState func(io.Reader) error) ([]Snapsho
 		if n, err := fmt.Sscanf(sn.ID, "%d-%d-%d", &sn.Term, &sn.Index, &msec); n == 3 && err == nil {
 			named = true
 		}
-		meta, err := s.checkSnapshot(sn.ID, checkState)
+		meta, err := checkSnapshot(quiet, sn.ID, checkState)
 		switch {
 		case err != nil && !named:
 			// Neither a name nor metadata says what it covered: it is
@@ -141,8 +149,8 @@ func (s *Stores) checkSnapshotFiles(checkState func(io.Reader) error) ([]Snapsho
 
 // checkSnapshot opens one snapshot as raft does (metadata, CRC64) and reads
 // its state through checkState.
-func (s *Stores) checkSnapshot(id string, checkState func(io.Reader) error) (*raft.SnapshotMeta, error) {
-	meta, rc, err := s.Snapshots.Open(id)
+func checkSnapshot(snaps raft.SnapshotStore, id string, checkState func(io.Reader) error) (*raft.SnapshotMeta, error) {
+	meta, rc, err := snaps.Open(id)
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
