@@ -6,7 +6,11 @@
 // Every entry it reads from disk is checked against its checksum (the
 // batch CRC, or the CRC framing of store's metadata commands: verify.go);
 // a damaged entry is an ErrCorrupt error, reported once to
-// Options.OnDamaged, never served or replicated.
+// Options.OnDamaged, never served or replicated. Before raft restores a
+// snapshot, CheckSnapshots checks every one (snapshots.go): a damaged
+// snapshot is moved aside only when an older one and the log still hold all
+// it summarised, since raft would otherwise fall back and replay entries
+// that are gone.
 //
 // It must never interpret anything but batches (of a metadata command it
 // checks only the framing): topics, offsets and dedupe belong to store/, and

@@ -39,7 +39,7 @@ var ErrMissingSegment = errors.New("a log segment file is missing")
 // a node can only be rebuilt from its group.
 func NeedsRepair(err error) bool {
 	return errors.Is(err, ErrCorrupt) || errors.Is(err, ErrLostEntries) || errors.Is(err, ErrMissingSegment) ||
-		errors.Is(err, wal.ErrCorrupt)
+		errors.Is(err, wal.ErrCorrupt) || errors.Is(err, ErrDamagedSnapshot)
 }
 
 // Stores are the three raft stores of one node, all under one directory.
@@ -50,6 +50,8 @@ type Stores struct {
 
 	raw     raft.LogStore
 	guard   *guard
+	dir     string // the data directory
+	snapDir string // raft's snapshot directories
 	logDir  string // raft-wal's segment files ("" for bolt)
 	reads   *readCache
 	closers []func() error
@@ -94,7 +96,7 @@ func Open(dir string, opts Options) (*Stores, error) {
 	if opts.ReadCache == 0 {
 		opts.ReadCache = 32 << 20
 	}
-	s := &Stores{}
+	s := &Stores{dir: dir, snapDir: filepath.Join(dir, "snapshots", "snapshots")}
 	fail := func(err error) (*Stores, error) {
 		s.Close()
 		return nil, err

@@ -213,6 +213,13 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if err := New(nil).Restore(io.NopCloser(bytes.NewReader(bad))); !errors.Is(err, ErrCorruptCommand) {
 		t.Fatalf("damaged snapshot: %v", err)
 	}
+	// CheckSnapshot (a node's start-up check) accepts what Restore accepts.
+	if err := CheckSnapshot(bytes.NewReader(sink.Bytes())); err != nil {
+		t.Fatalf("check of a good snapshot: %v", err)
+	}
+	if err := CheckSnapshot(bytes.NewReader(bad)); !errors.Is(err, ErrCorruptCommand) {
+		t.Fatalf("check of a damaged snapshot: %v", err)
+	}
 }
 
 func FuzzCheckCommand(f *testing.F) {

@@ -192,6 +192,15 @@ func writeSnapshot(w io.Writer, c *captured) error {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// CheckSnapshot reads a snapshot's state as Restore would and reports
+// whether Restore would accept it (its CRC32C, encoding and format checks),
+// without loading it. A node checks its snapshots at start with it, before
+// raft restores one.
+func CheckSnapshot(r io.Reader) error {
+	_, err := readSnapshot(r)
+	return err
+}
+
 func readSnapshot(r io.Reader) (*snapState, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {

@@ -170,6 +170,12 @@ func Start(cfg Config) (_ *Server, err error) {
 		}
 		log.Info("log verified", "entries", n, "took", time.Since(start))
 	}
+	// Before raft restores one: raft skips a snapshot it cannot restore and
+	// replays the log after an older one, which is only the same state when
+	// the log holds every entry from there on.
+	if err := s.checkSnapshots(); err != nil {
+		return nil, err
+	}
 	s.fsm = store.New(log.Named("store"))
 	rc := cfg.Raft
 	rc.Logger = log.Named("election")
@@ -212,6 +218,35 @@ func Start(cfg Config) (_ *Server, err error) {
 	log.Info("node started", "id", cfg.Raft.ID, "raft", cfg.Raft.BindAddr, "client", bc.ClientAddr, "http", cfg.HTTP,
 		"data", cfg.DataDir, "log_store", cfg.LogStore)
 	return s, nil
+}
+
+// checkSnapshots checks every snapshot before raft restores one; it moves
+// a damaged snapshot aside when an older one and the log still hold all it
+// summarised, and refuses with the repair steps when they do not.
+func (s *Server) checkSnapshots() error {
+	snaps, err := s.stores.CheckSnapshots(store.CheckSnapshot)
+	if err != nil {
+		if raftlog.NeedsRepair(err) {
+			return fmt.Errorf("%w\nthis node's data directory %s is damaged: the snapshots and log it holds do not hold all of the state it had; the other nodes of the group hold it.\n%s",
+				err, s.cfg.DataDir, repairSteps(s.cfg))
+		}
+		return err
+	}
+	restore := "none: the log from index 1"
+	for _, sn := range snaps {
+		if sn.Err == nil {
+			restore = sn.ID
+			break
+		}
+	}
+	for _, sn := range snaps {
+		if sn.MovedTo != "" {
+			s.log.Warn("damaged snapshot moved aside: the snapshot this node restores and its log hold everything the damaged one summarised",
+				"snapshot", sn.ID, "index", sn.Index, "error", sn.Err, "moved_to", sn.MovedTo, "restores", restore,
+				"log_first", s.stores.FirstIndex(), "log_last", s.stores.LastIndex())
+		}
+	}
+	return nil
 }
 
 // repairSteps is what a node whose log is damaged or incomplete prints when
