@@ -34,8 +34,9 @@ const (
 	MaxRequestsBatch = 1 << 20
 )
 
-// ErrCorrupt is returned (wrapped) for any entry that fails to decode.
-var ErrCorrupt = errors.New("corrupt batch")
+// ErrCorrupt is returned (wrapped) for any entry that fails to decode or
+// check, and for a damaged store file.
+var ErrCorrupt = errors.New("damaged data")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 

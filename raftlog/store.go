@@ -14,6 +14,7 @@ import (
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/segment"
+	bolt "go.etcd.io/bbolt"
 )
 
 // Log store kinds accepted by Open.
@@ -106,7 +107,7 @@ func Open(dir string, opts Options) (*Stores, error) {
 			return nil, fmt.Errorf("create data directory: %w", err)
 		}
 	}
-	stable, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "stable.db")})
+	stable, err := openBolt(filepath.Join(dir, "stable.db"))
 	if err != nil {
 		return nil, fmt.Errorf("open stable store %s: %w", filepath.Join(dir, "stable.db"), err)
 	}
@@ -132,7 +133,7 @@ func Open(dir string, opts Options) (*Stores, error) {
 		s.raw, s.logDir = w, filepath.Join(dir, "log")
 		s.closers = append(s.closers, w.Close)
 	case KindBolt:
-		b, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "log", "log.db")})
+		b, err := openBolt(filepath.Join(dir, "log", "log.db"))
 		if err != nil {
 			return fail(fmt.Errorf("open bolt log in %s: %w", filepath.Join(dir, "log"), err))
 		}
@@ -161,6 +162,24 @@ func Open(dir string, opts Options) (*Stores, error) {
 	}
 	s.Snapshots = snaps
 	return s, nil
+}
+
+// openBolt opens a raft-boltdb store. bbolt panics on some damaged pages
+// ("invalid freelist page") instead of returning an error, and returns
+// ErrInvalid, ErrChecksum or ErrVersionMismatch on others: both are
+// ErrCorrupt here, so that a node refuses to start with the repair steps
+// instead of crashing.
+func openBolt(path string) (s *raftboltdb.BoltStore, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("%w: %s is damaged: bbolt: %v", ErrCorrupt, path, r)
+		}
+	}()
+	s, err = raftboltdb.New(raftboltdb.Options{Path: path})
+	if errors.Is(err, bolt.ErrInvalid) || errors.Is(err, bolt.ErrChecksum) || errors.Is(err, bolt.ErrVersionMismatch) {
+		err = fmt.Errorf("%w: %s is damaged: %w", ErrCorrupt, path, err)
+	}
+	return s, err
 }
 
 // recordKind remembers which log store a directory was created with, so a
