@@ -39,6 +39,10 @@ type Config struct {
 	LoadThreshold  float64 // load at or above this makes the leader "loaded"
 	MaxFollowerLag uint64  // entries; a follower further behind sends consumers to the leader
 	StatePeriod    time.Duration
+	// CPUBudget is the CPU (cores) the load signal counts as this node's;
+	// 0 computes it from GOMAXPROCS, the cgroup quota and the group's nodes
+	// on this host (load.go).
+	CPUBudget float64
 
 	// Consumer groups.
 	SessionTimeout    time.Duration
@@ -105,6 +109,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max-pending-mb: %d bytes, want at least 1 MiB", c.MaxPendingBytes)
 	case c.LoadThreshold <= 0:
 		return fmt.Errorf("load-threshold %v: want > 0", c.LoadThreshold)
+	case c.CPUBudget < 0:
+		return fmt.Errorf("cpu-budget %v: want >= 0 cores (0: computed)", c.CPUBudget)
 	case c.StatePeriod <= 0:
 		return fmt.Errorf("state period %s: want > 0", c.StatePeriod)
 	case c.RetentionAge < 0 || c.RetentionBytes < 0:
@@ -185,8 +191,9 @@ func New(cfg Config, node *election.Node, fsm *store.FSM, rlog Log, peers PeerCl
 		produceCh: make(chan *pending, 4096),
 		inflight:  make(chan inflightEntry, cfg.MaxInflight),
 		stop:      make(chan struct{}),
-		load:      newLoadMeter(),
+		load:      newLoadMeter(cfg.CPUBudget),
 	}
+	brokersInProcess.Add(1)
 	b.view = newClusterView()
 	b.groups = newGroups()
 	b.m = newMetrics(b)
@@ -220,6 +227,7 @@ func (b *Broker) Close() error {
 	}
 	close(b.stop)
 	b.wg.Wait()
+	brokersInProcess.Add(-1)
 	return nil
 }
 
