@@ -84,7 +84,7 @@ func newMetrics(b *Broker) *metrics {
 	}{{"cpu", func(p loadParts) float64 { return p.CPU }}, {"produce_queue", func(p loadParts) float64 { return p.Queue }},
 		{"reads", func(p loadParts) float64 { return p.Reads }}} {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_load_part",
-			Help: "Components of the load signal: cpu (share of the CPU budget), produce_queue (fill), reads (rate / 200k msg/s).",
+			Help:        "Components of the load signal: cpu (share of the CPU budget), produce_queue (fill), reads (rate / 200k msg/s).",
 			ConstLabels: prometheus.Labels{"part": part.name}}, func() float64 { return part.f(b.load.parts(b)) }))
 	}
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
