@@ -16,11 +16,13 @@ import (
 // loadMeter computes the load signal, which says how close this node is to
 // being the group's bottleneck (1 = at capacity):
 //
-//	load = max(cpu:   process CPU time / (wall time x CPU budget),
-//	           queue: produce queue fill,
-//	           reads: messages served per second / readCapacity)
+//	load = max(cpu:      process CPU time / (wall time x CPU budget),
+//	           queue:    produce queue fill,
+//	           pipeline: Raft entries in flight / MaxInflight,
+//	           reads:    messages served per second / readCapacity)
 //
-// sampled every StatePeriod. The CPU budget is this node's fair share of the
+// sampled every StatePeriod, cpu and pipeline smoothed over about a second.
+// The mean produce latency is sampled too, for /metrics only. The CPU budget is this node's fair share of the
 // CPU it can run on:
 //
 //	budget = min(GOMAXPROCS, cgroup CPU quota, cores / nodes of the group on this host)
@@ -40,6 +42,11 @@ type loadMeter struct {
 	limit    float64 // cores: min(GOMAXPROCS, cgroup quota, NumCPU)
 	fixed    float64 // Config.CPUBudget; 0: computed
 	sharing  int     // nodes of the group on this host, this one included
+
+	pipeline float64 // raft pipeline fill (inflight entries / MaxInflight), averaged
+	latency  float64 // mean produce latency (s) over the last sample; 0 when none
+	latSum   atomic.Uint64 // ns of produce latency observed since the last sample
+	latN     atomic.Uint64
 
 	reads    atomic.Int64
 	override atomic.Uint64 // float64 bits; NaN = none
@@ -75,8 +82,15 @@ func (l *loadMeter) setSharing(n int) {
 	l.mu.Unlock()
 }
 
-func (l *loadMeter) sample() {
+// observeProduce records one produce request's latency.
+func (l *loadMeter) observeProduce(d time.Duration) {
+	l.latSum.Add(uint64(d))
+	l.latN.Add(1)
+}
+
+func (l *loadMeter) sample(pipelineFill float64) {
 	now, cpu := time.Now(), processCPU()
+	sum, n := l.latSum.Swap(0), l.latN.Swap(0)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	dt := now.Sub(l.lastWall)
@@ -84,8 +98,15 @@ func (l *loadMeter) sample() {
 		return
 	}
 	used := float64(cpu-l.lastCPU) / float64(dt) // cores of the whole process
-	l.cpu = used / float64(max(brokersInProcess.Load(), 1)) / l.budget()
+	// Smoothed over about a second (five samples): one busy sample does
+	// not move readers, a sustained load does within a second.
+	l.cpu = 0.6*l.cpu + 0.4*(used/float64(max(brokersInProcess.Load(), 1))/l.budget())
 	l.readRate = float64(l.reads.Swap(0)) / dt.Seconds()
+	l.pipeline = 0.7*l.pipeline + 0.3*pipelineFill
+	l.latency = 0
+	if n > 0 {
+		l.latency = float64(sum) / float64(n) / 1e9
+	}
 	l.lastWall, l.lastCPU = now, cpu
 }
 
@@ -94,13 +115,15 @@ func (l *loadMeter) addRead(n int) { l.reads.Add(int64(n)) }
 // loadParts are the signal's components, for /metrics and the design notes.
 type loadParts struct {
 	CPU, Queue, Reads float64
+	Pipeline          float64
+	Latency           float64 // s
 	Budget            float64 // cores
 	Sharing           int
 }
 
 func (l *loadMeter) parts(b *Broker) loadParts {
 	l.mu.Lock()
-	p := loadParts{CPU: l.cpu, Reads: l.readRate / readCapacity, Budget: l.budget(), Sharing: l.sharing}
+	p := loadParts{CPU: l.cpu, Reads: l.readRate / readCapacity, Pipeline: l.pipeline, Latency: l.latency, Budget: l.budget(), Sharing: l.sharing}
 	l.mu.Unlock()
 	p.Queue = float64(len(b.produceCh)) / float64(cap(b.produceCh))
 	return p
@@ -111,7 +134,7 @@ func (l *loadMeter) value(b *Broker) float64 {
 		return o
 	}
 	p := l.parts(b)
-	return max(p.CPU, p.Queue, p.Reads)
+	return max(p.CPU, p.Queue, p.Reads, p.Pipeline)
 }
 
 func (l *loadMeter) avgMessageBytes() uint64 { return max(l.avgBytes.Load(), 1) }

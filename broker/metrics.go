@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -45,6 +47,7 @@ func newMetrics(b *Broker) *metrics {
 		retentionCuts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raftmq_retention_cuts_total", Help: "Retention cuts this node replicated as leader, by limit (age, size)."}, []string{"by"}),
 	}
+	m.produceLatency = latencyTap{m.produceLatency, b.load}
 	m.reg.MustRegister(m.produceMessages, m.produceBytes, m.produceErrors, m.produceLatency, m.batchRequests,
 		m.batchBytes, m.pullMessages, m.suggestions, m.roleChanges, m.retentionCuts,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
@@ -82,7 +85,8 @@ func newMetrics(b *Broker) *metrics {
 		name string
 		f    func(loadParts) float64
 	}{{"cpu", func(p loadParts) float64 { return p.CPU }}, {"produce_queue", func(p loadParts) float64 { return p.Queue }},
-		{"reads", func(p loadParts) float64 { return p.Reads }}} {
+		{"reads", func(p loadParts) float64 { return p.Reads }}, {"pipeline", func(p loadParts) float64 { return p.Pipeline }},
+		{"produce_latency_seconds", func(p loadParts) float64 { return p.Latency }}} {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_load_part",
 			Help:        "Components of the load signal: cpu (share of the CPU budget), produce_queue (fill), reads (rate / 200k msg/s).",
 			ConstLabels: prometheus.Labels{"part": part.name}}, func() float64 { return part.f(b.load.parts(b)) }))
@@ -95,3 +99,14 @@ func newMetrics(b *Broker) *metrics {
 
 // Registry is the node's Prometheus registry, for /metrics.
 func (b *Broker) Registry() *prometheus.Registry { return b.m.reg }
+
+// latencyTap feeds produce latencies to the load meter as well.
+type latencyTap struct {
+	prometheus.Histogram
+	l *loadMeter
+}
+
+func (t latencyTap) Observe(v float64) {
+	t.Histogram.Observe(v)
+	t.l.observeProduce(time.Duration(v * float64(time.Second)))
+}

@@ -135,7 +135,7 @@ func (b *Broker) stateLoop() {
 			return
 		case <-t.C:
 		}
-		b.load.sample()
+		b.load.sample(float64(len(b.inflight)) / float64(cap(b.inflight)))
 		b.checkDamage()
 		b.pollPeers()
 		if time.Since(lastRegister) > 500*time.Millisecond && b.needsRegister() {
