@@ -70,7 +70,7 @@ type Config struct {
 // DefaultLoadThreshold makes a leader "loaded" (it sends readers to
 // followers). Chosen from measurements of three co-located nodes, idle and
 // under two producers (broker/DESIGN.md, "Load signal").
-const DefaultLoadThreshold = 0.5
+const DefaultLoadThreshold = 0.4
 
 // DefaultConfig returns working defaults.
 func DefaultConfig() Config {

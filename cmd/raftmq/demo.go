@@ -42,6 +42,7 @@ func demoCommand() *cli.Command {
 			"Exits non-zero if an acknowledged message is missing or duplicated, or order is broken.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "kills", Value: 1, Usage: "how many times to kill the leader (and restart it)"},
+			&cli.DurationFlag{Name: "reads", Value: 8 * time.Second, Usage: "length of the read act after the kills (load the leader, read from the start, stop a follower halfway); 0 skips it"},
 			&cli.IntFlag{Name: "transfers", Usage: "after the kills, move leadership this many times with a planned leader transfer and measure the write pause"},
 			&cli.IntFlag{Name: "producers", Value: 4, Usage: "concurrent idempotent producers (one request in flight each)"},
 			&cli.IntFlag{Name: "rate", Value: 400, Usage: "messages per second over all producers (0: as fast as they go)"},
@@ -120,6 +121,7 @@ type demoResult struct {
 	Killed            []string       `json:"killed"`
 	KilledAtUnixMs    []int64        `json:"killed_at_unix_ms"` // to line up with the servers' logs
 	ServedBy          map[string]int `json:"served_by"`
+	Reads             *readsResult   `json:"reads,omitempty"`
 	AppliedIndex      uint64         `json:"applied_index"`
 	ElapsedS          float64        `json:"elapsed_s"`
 	Dir               string         `json:"dir,omitempty"`
@@ -134,6 +136,7 @@ type demo struct {
 
 	topic     string
 	kills     int
+	readsFor  time.Duration
 	producers int
 	rate      int
 
@@ -159,6 +162,7 @@ func runDemo(c *cli.Context) (err error) {
 		d.out = c.App.ErrWriter
 	}
 	d.kills = max(c.Int("kills"), 0)
+	d.readsFor = max(c.Duration("reads"), 0)
 	d.res = demoResult{Mode: "local", Producers: d.producers, Rate: d.rate,
 		UnavailableMs: []float64{}, RecoveryMs: []float64{}, LeaderVisibleMs: []float64{}, RejoinMs: []float64{},
 		TransferPauseMs: []float64{}, TransferTookMs: []float64{}, Transfers: max(c.Int("transfers"), 0),
@@ -312,6 +316,12 @@ func (d *demo) run(ctx context.Context, kills, transfers, queues int, steady tim
 			return err
 		}
 		if err := d.transferOnce(ctx, k); err != nil {
+			stop()
+			return err
+		}
+	}
+	if d.readsFor > 0 {
+		if err := d.readAct(ctx, d.readsFor); err != nil {
 			stop()
 			return err
 		}
@@ -828,6 +838,9 @@ func (d *demo) summary() {
 		fmt.Fprintf(w, " (%d sends gave up)", r.Failed)
 	}
 	fmt.Fprintln(w)
+	if line := d.readsSummary(); line != "" {
+		fmt.Fprintf(w, "  reads (leader loaded)  %s\n", line)
+	}
 	fmt.Fprintf(w, "  consumed               %d\n", r.Consumed)
 	fmt.Fprintf(w, "  lost / duplicated      %d / %d\n", r.Lost, r.Duplicated)
 	fmt.Fprintf(w, "  offsets / key order    %d gaps / %d errors\n", r.OffsetGaps, r.OrderViolations)
