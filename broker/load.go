@@ -43,8 +43,8 @@ type loadMeter struct {
 	fixed    float64 // Config.CPUBudget; 0: computed
 	sharing  int     // nodes of the group on this host, this one included
 
-	pipeline float64 // raft pipeline fill (inflight entries / MaxInflight), averaged
-	latency  float64 // mean produce latency (s) over the last sample; 0 when none
+	pipeline float64       // raft pipeline fill (inflight entries / MaxInflight), averaged
+	latency  float64       // mean produce latency (s) over the last sample; 0 when none
 	latSum   atomic.Uint64 // ns of produce latency observed since the last sample
 	latN     atomic.Uint64
 
