@@ -152,7 +152,8 @@ type RouteInput struct {
 //   - hot data, leader not loaded, bodies held: stay (ReasonLeaderNotLoaded);
 //   - otherwise (leader loaded, cold read, or bodies no longer held) send
 //     the consumer to a healthy follower that holds NeedIndex, lags at most
-//     MaxLag and is not busier than the leader, spread by topic and queue
+//     MaxLag and is not loaded and busier than the leader (by busierBy),
+//     spread by topic and queue
 //     (ReasonLeaderLoaded / ReasonColdRead / ReasonLeaderDeleted);
 //   - when none qualifies, stay: ReasonFollowersBehind if some healthy
 //     follower exists but none has applied NeedIndex (a burst just
@@ -200,6 +201,12 @@ func Suggest(in RouteInput) Suggestion {
 	return leader
 }
 
+// busierBy: a loaded follower whose load exceeds the leader's by this factor
+// gets no readers from it (moving them there would not relieve the group).
+// Nodes that share one process (in-process test groups) measure the same
+// CPU load; the margin keeps sampling noise from excluding them.
+const busierBy = 1.25
+
 func suggestOnLeader(in RouteInput, self Suggestion) Suggestion {
 	if in.Local == LocalBelowMin {
 		self.Reason = ReasonOffsetMoved
@@ -215,7 +222,7 @@ func suggestOnLeader(in RouteInput, self Suggestion) Suggestion {
 	var ok []NodeView
 	healthy := 0
 	for _, f := range in.Followers {
-		if !f.Healthy || f.Addr == "" || (f.Loaded && f.Load > in.Self.Load) {
+		if !f.Healthy || f.Addr == "" || (f.Loaded && f.Load > busierBy*in.Self.Load) {
 			continue
 		}
 		healthy++
