@@ -31,7 +31,11 @@ func demoCommand() *cli.Command {
 		Description: "Starts three `raftmq server` processes of this binary on free 127.0.0.1 ports in a temporary\n" +
 			"directory, produces numbered messages with several idempotent producers, kills the leader\n" +
 			"with SIGKILL, measures how long writes were unavailable, restarts the killed node and waits\n" +
-			"until it has rejoined as a caught-up follower; then reads everything back and checks that\n" +
+			"until it has rejoined as a caught-up follower. A read act follows (--reads): more producers\n" +
+			"load the leader, a new consumer reads the topic from its start, and once a second the demo\n" +
+			"prints the share of messages each node served and the routing reason; halfway it SIGKILLs\n" +
+			"the follower serving most and shows its readers coming back, then restarts it. Finally it\n" +
+			"reads everything back and checks that\n" +
 			"every acknowledged message is there exactly once, in order per queue and per key.\n\n" +
 			"Write unavailability of a kill is the longest gap between two consecutive acknowledgements\n" +
 			"(of any producer) from the kill until writes flow again: it runs from the last write\n" +
