@@ -88,6 +88,9 @@ func (b *Broker) Status() (Status, error) {
 		var ps NodeState
 		if srv.ID == b.cfg.NodeID {
 			ps, ns.Healthy, ns.LastSeen = self, true, time.Now()
+			if err := b.Readiness(); err != nil {
+				ns.Healthy, ns.Error = false, err.Error()
+			}
 			if ns.ClientAddr == "" { // not registered through raft yet
 				ns.ClientAddr = b.cfg.ClientAddr
 			}
@@ -147,9 +150,17 @@ func (b *Broker) TransferLeader(ctx context.Context, id string) (string, time.Du
 // AddMember adds a node as a non-voter, waits until it has caught up, then
 // promotes it to voter (leader only). The new node must be started first
 // (without --peers) so it can receive the log and register its address.
+//
+// The address is checked (HOST:PORT, resolvable, something listening)
+// before the configuration changes. A node this call added that has not
+// caught up shortly before ctx's deadline is removed again, so a failed
+// add leaves the configuration as it was; the error says which happened.
 func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, error) {
 	if id == "" || raftAddr == "" {
 		return false, invalid("member add needs an id and a raft address")
+	}
+	if err := election.CheckAddr(ctx, raftAddr); err != nil {
+		return false, fmt.Errorf("%w: member add %s: raft %w", ErrInvalidArgument, id, err)
 	}
 	if err := b.LeaderCheck(); err != nil {
 		return false, err
@@ -158,18 +169,35 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 	if err != nil {
 		return false, b.raftErr(err)
 	}
+	wasMember := false
 	for _, s := range servers {
 		if s.ID == id && s.Voter {
 			return true, nil
+		}
+		if s.ID == id {
+			wasMember = true
 		}
 		if s.ID != id && s.Addr == raftAddr {
 			return false, fmt.Errorf("%w: raft address %s already belongs to %s", ErrAlreadyExists, raftAddr, s.ID)
 		}
 	}
+	if err := b.node.Reachable(ctx, id, raftAddr); err != nil {
+		return false, fmt.Errorf("%w: nothing answers at raft address %s of %s (%w): start the node there first, without --peers; the group is unchanged",
+			ErrFailedPrecondition, raftAddr, id, err)
+	}
 	if err := b.node.AddNonvoter(id, raftAddr); err != nil {
 		return false, b.raftErr(err)
 	}
 	b.log.Info("added non-voter; waiting for it to catch up", "id", id, "addr", raftAddr)
+	giveUp := make(<-chan time.Time) // never, without a deadline
+	if dl, ok := ctx.Deadline(); ok {
+		// Leave time to remove the node again and to answer before the
+		// caller's deadline, so the caller learns what was left.
+		left := time.Until(dl)
+		t := time.NewTimer(left - min(left/4, addRollbackReserve))
+		defer t.Stop()
+		giveUp = t.C
+	}
 	for {
 		p, ok := b.view.get(id)
 		if ok && p.state.Damaged {
@@ -179,8 +207,10 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 			break
 		}
 		select {
+		case <-giveUp:
+			return false, b.undoAdd(id, wasMember, "did not catch up before the deadline")
 		case <-ctx.Done():
-			return false, fmt.Errorf("%w: %s was added as a non-voter but has not caught up (or registered its address) yet; run member add again to promote it", ErrTimeout, id)
+			return false, b.undoAdd(id, wasMember, "was not caught up when the call ended ("+ctx.Err().Error()+")")
 		case <-b.stop:
 			return false, ErrShutdown
 		case <-time.After(b.cfg.StatePeriod):
@@ -191,6 +221,37 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 	}
 	b.log.Info("promoted to voter", "id", id)
 	return true, nil
+}
+
+// addRollbackReserve bounds the time AddMember keeps before its deadline
+// to remove a node that has not caught up and to answer.
+const addRollbackReserve = 3 * time.Second
+
+// undoAdd removes a non-voter that AddMember added and that did not catch
+// up, and returns the error that tells what state the group is in.
+func (b *Broker) undoAdd(id string, wasMember bool, why string) error {
+	progress := "it never reported its state (is it a raftmq node started without --peers, with that --raft address?)"
+	if p, ok := b.view.get(id); ok && p.state.Applied > 0 {
+		progress = fmt.Sprintf("it had applied %d of %d entries; its data is kept, so adding it again resumes from there (give member add a longer --timeout)",
+			p.state.Applied, p.state.PollerApplied)
+	}
+	if wasMember {
+		return fmt.Errorf("%w: %s %s; it stays a non-voter, as it was before this call (`raftmq member remove %s` drops it); %s",
+			ErrFailedPrecondition, id, why, id, progress)
+	}
+	if err := b.node.Remove(id, false); err != nil {
+		b.log.Error("member add: removing the node that did not catch up failed", "id", id, "error", err)
+		return fmt.Errorf("member add %s: it %s, and removing it again failed (%w): it is still in the configuration as a non-voter; run `raftmq member remove %s`",
+			id, why, b.raftErr(err), id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.apply(ctx, store.ForgetNode(id)); err != nil {
+		b.log.Warn("forget removed node's addresses", "id", id, "error", err)
+	}
+	b.log.Warn("member add rolled back: the node did not catch up", "id", id, "reason", why)
+	return fmt.Errorf("%w: %s %s, so it was removed again and the group's configuration is as before; %s",
+		ErrFailedPrecondition, id, why, progress)
 }
 
 // RemoveMember removes a node from the group (leader only).

@@ -26,8 +26,12 @@ type Config struct {
 	AutoCreateTopics bool
 	DefaultQueues    int
 	MaxMessageBytes  int // largest message body
-	MaxBatchBytes    int // group commit closes an entry at this size
-	MaxInflight      int // entries handed to raft and not yet applied
+	// MaxRequestBytes bounds one produce request as the log encodes it:
+	// bodies, keys, tags, properties and every length and count. A request
+	// is never split, so it must fit in one Raft entry (Validate checks).
+	MaxRequestBytes int
+	MaxBatchBytes   int // group commit closes an entry at this size
+	MaxInflight     int // entries handed to raft and not yet applied
 	// MaxPendingBytes bounds the produce requests this node holds (queued
 	// or in raft); requests beyond it are refused with ErrBusy and the SDK
 	// retries them, so a flood of producers waits on its side.
@@ -79,6 +83,7 @@ func DefaultConfig() Config {
 		AutoCreateTopics:  true,
 		DefaultQueues:     store.DefaultQueues,
 		MaxMessageBytes:   4 << 20,
+		MaxRequestBytes:   DefaultMaxRequestBytes,
 		MaxBatchBytes:     256 << 10,
 		MaxInflight:       32,
 		MaxPendingBytes:   64 << 20,
@@ -104,10 +109,14 @@ func (c *Config) Validate() error {
 		return errors.New("client address: empty")
 	case c.DefaultQueues < 1 || c.DefaultQueues > store.MaxQueues:
 		return fmt.Errorf("default-queues %d: want 1..%d", c.DefaultQueues, store.MaxQueues)
-	case c.MaxMessageBytes < 1 || c.MaxMessageBytes > 64<<20:
-		return fmt.Errorf("max-message-bytes %d: want 1..%d", c.MaxMessageBytes, 64<<20)
-	case c.MaxBatchBytes < 1024:
-		return fmt.Errorf("max-batch-bytes %d: want at least 1024", c.MaxBatchBytes)
+	case c.MaxRequestBytes < 1024 || c.MaxRequestBytes > MaxRequestLimit:
+		return fmt.Errorf("max-request-bytes %d: want 1024..%d (one request is one Raft entry, and the log store reads back entries of at most %d bytes)",
+			c.MaxRequestBytes, MaxRequestLimit, raftlog.MaxEntryBytes)
+	case c.MaxMessageBytes < 1 || c.MaxMessageBytes > c.MaxRequestBytes:
+		return fmt.Errorf("max-message-bytes %d: want 1..%d (max-request-bytes)", c.MaxMessageBytes, c.MaxRequestBytes)
+	case c.MaxBatchBytes < 1024 || c.MaxBatchBytes > MaxRequestLimit:
+		return fmt.Errorf("max-batch-bytes %d: want 1024..%d (the log store reads back entries of at most %d bytes)",
+			c.MaxBatchBytes, MaxRequestLimit, raftlog.MaxEntryBytes)
 	case c.MaxInflight < 1:
 		return fmt.Errorf("max-inflight %d: want at least 1", c.MaxInflight)
 	case c.MaxPendingBytes < 1<<20:
@@ -162,6 +171,7 @@ type Broker struct {
 	produceCh chan *pending
 	inflight  chan inflightEntry
 	pending   byteBudget    // bytes of produce requests held
+	progress  progress      // raft indexes over time, for Readiness
 	rr        atomic.Uint64 // round-robin queue choice
 
 	view        *clusterView
@@ -280,9 +290,9 @@ func (b *Broker) Register(ctx context.Context, n store.NodeInfo) error {
 }
 
 func (b *Broker) register(ctx context.Context, n store.NodeInfo) error {
-	res, _, err := b.node.Apply(ctx, store.RegisterNode(n))
+	res, err := b.applyMeta(ctx, store.RegisterNode(n))
 	if err != nil {
-		return b.raftErr(err)
+		return err
 	}
 	if err, ok := res.(error); ok {
 		return err
@@ -346,11 +356,15 @@ func storeErr(err error) error {
 	case errors.Is(err, store.ErrTopicExists):
 		return fmt.Errorf("%w: %v", ErrAlreadyExists, err)
 	case errors.Is(err, store.ErrStaleSequence):
-		// The request may have been appended long ago: its result is gone.
-		return fmt.Errorf("%w: outcome unknown: %v", ErrFailedPrecondition, err)
+		// This request was not appended. An earlier request with the same
+		// sequence may have been stored, too long ago for its answer to be
+		// remembered; the SDK never retries that far back (seqSpan).
+		return fmt.Errorf("%w: refused, this request was not appended: %w", ErrFailedPrecondition, err)
 	case errors.Is(err, store.ErrDamaged):
 		// Committed on the group; this node just did not apply it.
-		return fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+		return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+	case errors.Is(err, store.ErrSequenceReused), errors.Is(err, store.ErrMismatchedRetry):
+		return fmt.Errorf("%w: %w", ErrSequenceReused, err)
 	case errors.Is(err, store.ErrInvalidName), errors.Is(err, store.ErrInvalidQueue):
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}

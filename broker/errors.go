@@ -15,7 +15,8 @@ var (
 	// still applying earlier entries. Retry shortly.
 	ErrUnavailable = errors.New("group unavailable")
 	// ErrUnknownOutcome: the write may or may not have been committed.
-	// Retry with the same producer id and sequence.
+	// Retry with the same producer id and sequence (gRPC: Aborted, which
+	// the SDK retries so).
 	ErrUnknownOutcome = errors.New("outcome unknown")
 	// ErrInvalidArgument: the request is malformed; retrying will not help.
 	ErrInvalidArgument = errors.New("invalid argument")
@@ -27,7 +28,8 @@ var (
 	ErrOutOfRange = errors.New("offset out of range")
 	// ErrTooLarge: a message or request above the configured limits.
 	ErrTooLarge = errors.New("too large")
-	// ErrFailedPrecondition: the operation conflicts with the current state.
+	// ErrFailedPrecondition: the operation conflicts with the current state
+	// and was refused: a definite failure, nothing of it was stored.
 	ErrFailedPrecondition = errors.New("failed precondition")
 	// ErrShutdown: the node is stopping.
 	ErrShutdown = errors.New("node is shutting down")
@@ -36,6 +38,10 @@ var (
 	// ErrBusy: the leader holds as many produce bytes as it may
 	// (MaxPendingBytes). Retry after a short wait.
 	ErrBusy = errors.New("busy")
+	// ErrSequenceReused: the producer id and sequence were already used by
+	// a request with other content. Nothing of this request was stored, and
+	// sending it again under that sequence will not help.
+	ErrSequenceReused = errors.New("sequence reused")
 )
 
 // NotLeaderError says where the leader is, as far as this node knows.

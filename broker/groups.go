@@ -284,6 +284,13 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []stor
 	if len(offsets) == 0 {
 		return nil
 	}
+	// Checked first: the list is the Raft entry, and validating a huge one
+	// would cost more than encoding it.
+	cmd := store.CommitOffsets(group, offsets)
+	if len(cmd) > b.cfg.MaxRequestBytes {
+		return fmt.Errorf("%w: a commit of %d offsets encodes to %d bytes, the limit (--max-request-bytes) is %d; commit fewer offsets per call",
+			ErrTooLarge, len(offsets), len(cmd), b.cfg.MaxRequestBytes)
+	}
 	for _, o := range offsets {
 		ti, err := b.fsm.Topic(o.Topic)
 		if err != nil {
@@ -299,7 +306,7 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []stor
 	if err := b.LeaderCheck(); err != nil {
 		return err
 	}
-	return b.apply(ctx, store.CommitOffsets(group, offsets))
+	return b.apply(ctx, cmd)
 }
 
 // FetchOffsets returns a group's committed offsets for a topic from this

@@ -40,6 +40,15 @@ type ProduceResult struct {
 
 // Limits of one produce request.
 const (
+	// DefaultMaxRequestBytes is the default bound of one encoded produce
+	// request (--max-request-bytes): four maximum-size bodies with room
+	// for their keys and properties, and a quarter of the largest entry the
+	// log store reads back.
+	DefaultMaxRequestBytes = 16 << 20
+	// MaxRequestLimit is the largest MaxRequestBytes (and MaxBatchBytes)
+	// Validate accepts: what fits in one Raft entry with the batch header.
+	MaxRequestLimit = raftlog.MaxEntryBytes - raftlog.BatchOverhead
+
 	MaxMessagesPerRequest = 65536
 	maxKeyBytes           = 16 << 10
 	maxTagBytes           = 255
@@ -86,19 +95,9 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		}
 		nq = b.fsm.QueueCount(req.Topic)
 	}
-	size := 0
-	for i := range req.Messages {
-		m := &req.Messages[i]
-		size += len(m.Body) + len(m.Key) + len(m.Tag) + 16
-	}
-	if !b.pending.take(size, b.cfg.MaxPendingBytes) {
-		return ProduceResult{}, b.busy()
-	}
-	defer b.pending.give(size)
 	p := &pending{
 		req:    raftlog.Request{ProducerID: req.ProducerID, Seq: req.Seq, Topic: req.Topic, Messages: make([]raftlog.Message, len(req.Messages))},
 		queues: make([]uint32, len(req.Messages)),
-		size:   size,
 		done:   make(chan outcome, 1),
 	}
 	now := time.Now().UnixMilli()
@@ -117,6 +116,17 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		p.req.Messages[i] = raftlog.Message{Queue: q, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
 		p.queues[i] = q
 	}
+	// The exact bytes this request adds to its entry: what the budget, the
+	// batcher and the request bound count.
+	p.size = p.req.EncodedSize()
+	if p.size > b.cfg.MaxRequestBytes {
+		b.m.produceErrors.WithLabelValues("invalid").Inc()
+		return ProduceResult{}, tooLargeRequest(p.size, len(req.Messages), b.cfg.MaxRequestBytes)
+	}
+	if !b.pending.take(p.size, b.cfg.MaxPendingBytes) {
+		return ProduceResult{}, b.busy()
+	}
+	defer b.pending.give(p.size)
 	select {
 	case b.produceCh <- p:
 	case <-ctx.Done():
@@ -142,8 +152,9 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	}
 	acks, err := out.res.Acks(p.queues)
 	if err != nil {
+		// Only a duplicate can mismatch, and nothing of it was stored.
 		b.m.produceErrors.WithLabelValues("rejected").Inc()
-		return ProduceResult{}, fmt.Errorf("%w: %v", ErrFailedPrecondition, err)
+		return ProduceResult{}, storeErr(err)
 	}
 	b.m.produceMessages.Add(float64(len(req.Messages)))
 	b.m.produceBytes.Add(float64(p.size))
@@ -213,7 +224,11 @@ func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 	if len(req.Messages) > MaxMessagesPerRequest {
 		return invalid("produce request has %d messages, at most %d", len(req.Messages), MaxMessagesPerRequest)
 	}
-	total := 0
+	// The request's size as the log encodes it, with the largest queue
+	// number in place of the one the leader will pick, so that it bounds
+	// the entry bytes whatever the queue.
+	size := (&raftlog.Request{ProducerID: req.ProducerID, Seq: req.Seq, Topic: req.Topic}).EncodedSize()
+	now := time.Now().UnixMilli()
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		if len(m.Body) > cfg.MaxMessageBytes {
@@ -233,12 +248,23 @@ func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 				return invalid("message %d property %q: empty name or longer than %d bytes", i, k, maxPropertyBytes)
 			}
 		}
-		total += len(m.Body)
+		ts := m.Timestamp
+		if ts == 0 {
+			ts = now
+		}
+		lm := raftlog.Message{Queue: store.MaxQueues - 1, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
+		size += lm.EncodedSize()
 	}
-	if total > 4*cfg.MaxMessageBytes+(16<<20) {
-		return fmt.Errorf("%w: request holds %d bytes of bodies; split it", ErrTooLarge, total)
+	size += 10 // the message count's varint at its widest
+	if size > cfg.MaxRequestBytes {
+		return tooLargeRequest(size, len(req.Messages), cfg.MaxRequestBytes)
 	}
 	return nil
+}
+
+func tooLargeRequest(size, messages, limit int) error {
+	return fmt.Errorf("%w: produce request of %d messages encodes to %d bytes (bodies, keys, tags, properties and lengths), "+
+		"the limit (--max-request-bytes) is %d; send fewer or smaller messages per request", ErrTooLarge, messages, size, limit)
 }
 
 // roundRobinBase is where round-robin queue choice starts for a request.
@@ -294,23 +320,23 @@ func (b *Broker) batchLoop() {
 				return
 			}
 		}
-		batch := []*pending{first}
-		size := first.size
-	collect:
-		for size < b.cfg.MaxBatchBytes {
-			select {
-			case p := <-b.produceCh:
-				if size+p.size > b.cfg.MaxBatchBytes {
-					next = p
-					break collect
-				}
-				batch = append(batch, p)
-				size += p.size
-			default:
-				break collect
+		var batch []*pending
+		var size int
+		batch, size, next = collectBatch(first, b.produceCh, b.cfg.MaxBatchBytes)
+		if size+raftlog.BatchOverhead > raftlog.MaxEntryBytes {
+			// Unreachable while Validate holds MaxRequestBytes and
+			// MaxBatchBytes below the entry bound; an entry the log store
+			// cannot read back would stop every later write, so it is
+			// refused, never written.
+			err := fmt.Errorf("%w: a batch of %d requests would encode to %d bytes, above the %d bytes the log store reads back; nothing was written",
+				ErrTooLarge, len(batch), size+raftlog.BatchOverhead, raftlog.MaxEntryBytes)
+			b.log.Error("refused an oversized entry", "requests", len(batch), "bytes", size+raftlog.BatchOverhead)
+			for _, p := range batch {
+				p.done <- outcome{err: err}
 			}
+			continue
 		}
-		enc := raftlog.NewBatchBuilder(size + 64*len(batch))
+		enc := raftlog.NewBatchBuilder(size)
 		for _, p := range batch {
 			enc.Add(&p.req)
 		}
@@ -326,6 +352,28 @@ func (b *Broker) batchLoop() {
 			return
 		}
 	}
+}
+
+// collectBatch starts a batch with first and adds the requests waiting in
+// ch while the batch stays within maxBytes. It returns the batch, the bytes
+// its requests encode to, and the request taken from ch that did not fit
+// (nil if none), which starts the next batch. A request larger than
+// maxBytes is a batch of its own.
+func collectBatch(first *pending, ch <-chan *pending, maxBytes int) (batch []*pending, size int, next *pending) {
+	batch, size = []*pending{first}, first.size
+	for size < maxBytes {
+		select {
+		case p := <-ch:
+			if size+p.size > maxBytes {
+				return batch, size, p
+			}
+			batch = append(batch, p)
+			size += p.size
+		default:
+			return batch, size, nil
+		}
+	}
+	return batch, size, nil
 }
 
 // completeLoop waits for entries in the order they were handed to raft
@@ -407,12 +455,25 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifN
 
 // apply runs a metadata command through raft and returns the FSM's error.
 func (b *Broker) apply(ctx context.Context, cmd []byte) error {
-	res, _, err := b.node.Apply(ctx, cmd)
+	res, err := b.applyMeta(ctx, cmd)
 	if err != nil {
-		return b.raftErr(err)
+		return err
 	}
 	if e, ok := res.(error); ok && e != nil {
 		return storeErr(e)
 	}
 	return nil
+}
+
+// applyMeta hands a metadata command to raft, refusing one that the log
+// store could not read back (the raft entry is the command).
+func (b *Broker) applyMeta(ctx context.Context, cmd []byte) (interface{}, error) {
+	if len(cmd) > raftlog.MaxEntryBytes {
+		return nil, fmt.Errorf("%w: command encodes to %d bytes, above the %d bytes the log store reads back; nothing was written", ErrTooLarge, len(cmd), raftlog.MaxEntryBytes)
+	}
+	res, _, err := b.node.Apply(ctx, cmd)
+	if err != nil {
+		return nil, b.raftErr(err)
+	}
+	return res, nil
 }

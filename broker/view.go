@@ -138,6 +138,7 @@ func (b *Broker) stateLoop() {
 		b.load.sample(float64(len(b.inflight)) / float64(cap(b.inflight)))
 		b.checkDamage()
 		b.pollPeers()
+		b.sampleProgress()
 		if time.Since(lastRegister) > 500*time.Millisecond && b.needsRegister() {
 			lastRegister = time.Now()
 			b.goFunc(b.registerWithLeader)

@@ -28,15 +28,44 @@ import (
 type Config struct {
 	// Servers are client API addresses of any nodes of the group.
 	Servers []string
-	// RequestTimeout bounds one attempt of one call (not the retries).
+	// RequestTimeout bounds how long a node may take to answer one attempt
+	// of a small call (not the retries). A produce request gets a further
+	// second per AttemptBytesPerSecond of its size, and a pull adds the time
+	// it asked the broker to wait. An attempt on a node that stopped
+	// answering (paused, partitioned) usually ends much sooner: see
+	// StallTimeout.
 	RequestTimeout time.Duration
+	// StallTimeout is how long an attempt may go unanswered before the
+	// client asks every other node, every stallCheckEvery, whether another
+	// node now leads; it abandons the attempt as soon as one does and
+	// retries there (a produce with the same producer sequence, which the
+	// group appends once). A leader that accepts connections but never
+	// answers then costs the election plus at most one check interval, not
+	// RequestTimeout. First leader discovery waits at most this long for the
+	// leader's own answer once a follower has named it.
+	StallTimeout time.Duration
 	// RetryTimeout bounds all attempts of a call whose context has no deadline.
 	RetryTimeout time.Duration
 }
 
 // DefaultConfig returns defaults for everything but Servers.
 func DefaultConfig() Config {
-	return Config{RequestTimeout: 3 * time.Second, RetryTimeout: 30 * time.Second}
+	return Config{RequestTimeout: 2 * time.Second, StallTimeout: 150 * time.Millisecond, RetryTimeout: 30 * time.Second}
+}
+
+// AttemptBytesPerSecond is the slowest transfer rate an attempt is granted
+// for its request: a 1 MiB produce request may take RequestTimeout + 0.25 s.
+const AttemptBytesPerSecond = 4 << 20
+
+// stallCheckEvery is how often a stalled attempt asks the other nodes who
+// leads. Concurrent attempts share one answer (leaderView), so a stalled
+// leader costs every node at most one Status call per interval per client.
+const stallCheckEvery = 50 * time.Millisecond
+
+// attemptTimeout is the deadline of one attempt that sends size bytes and
+// may legitimately wait on the broker for wait (a long-poll pull).
+func (c *Client) attemptTimeout(size int, wait time.Duration) time.Duration {
+	return c.cfg.RequestTimeout + wait + time.Duration(int64(size)*int64(time.Second)/AttemptBytesPerSecond)
 }
 
 // Client is safe for concurrent use.
@@ -49,6 +78,18 @@ type Client struct {
 	closed bool
 
 	lastFail atomic.Pointer[failure] // the latest failed attempt of any call
+
+	viewMu sync.Mutex
+	view   *leaderView // the latest answer to "who leads, other than X"
+}
+
+// leaderView is one round of asking nodes who leads, shared by the stalled
+// attempts of a client for stallCheckEvery.
+type leaderView struct {
+	at      time.Time
+	except  string // the node that was not asked
+	leader  string // client address of the leader the others named, "" if none
+	pending chan struct{}
 }
 
 // failure is a failed attempt, kept so that a call whose own context ends
@@ -89,6 +130,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.RetryTimeout <= 0 {
 		cfg.RetryTimeout = d.RetryTimeout
 	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = d.StallTimeout
+	}
 	return &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}}, nil
 }
 
@@ -125,8 +169,12 @@ func (c *Client) conn(addr string) (api.BrokerClient, error) {
 // leader change, a timeout of one attempt or an unreachable node.
 func Retryable(err error) bool {
 	switch status.Code(err) {
-	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Canceled:
+	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.Canceled:
 		return true
+	case codes.ResourceExhausted:
+		// A busy broker (retry), unless gRPC refused a message over its
+		// size limit, which no retry fixes.
+		return !strings.Contains(status.Convert(err).Message(), "larger than max")
 	}
 	return false
 }
@@ -163,7 +211,7 @@ func (c *Client) candidates() []string {
 func (c *Client) refreshLeader(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	best := c.askLeader(ctx, c.candidates())
+	best := c.askLeader(ctx, c.candidates(), c.cfg.StallTimeout)
 	if best != nil {
 		c.setLeader(best.LeaderAddress)
 	} else {
@@ -172,9 +220,12 @@ func (c *Client) refreshLeader(ctx context.Context) {
 }
 
 // askLeader asks the nodes at addrs at once who leads and returns the answer
-// naming a leader with the highest term (nil if none does). It returns early
-// when the leader itself answers, so a dead or paused node costs no time.
-func (c *Client) askLeader(ctx context.Context, addrs []string) *api.StatusResponse {
+// naming a leader with the highest term (nil if none does). It returns when
+// the leader itself answers, when a majority of addrs has answered (a
+// refusal counts), or grace after the first answer that names a leader: a
+// paused leader, which its followers still name, costs no time, and a slow
+// one at most grace.
+func (c *Client) askLeader(ctx context.Context, addrs []string, grace time.Duration) *api.StatusResponse {
 	answers := make(chan *api.StatusResponse, len(addrs))
 	for _, a := range addrs {
 		go func(a string) {
@@ -186,16 +237,36 @@ func (c *Client) askLeader(ctx context.Context, addrs []string) *api.StatusRespo
 		}(a)
 	}
 	var best *api.StatusResponse
-	for range addrs {
-		st := <-answers
-		if st != nil && st.LeaderAddress != "" && (best == nil || st.Term > best.Term) {
+	var graceC <-chan time.Time
+	for n := 1; n <= len(addrs); n++ {
+		var st *api.StatusResponse
+		select {
+		case st = <-answers:
+		case <-graceC:
+			return best
+		}
+		if st != nil && st.LeaderAddress != "" && better(st, best) {
 			best = st
 			if st.LeaderId == st.AnsweredBy {
 				break // the leader itself answered
 			}
+			if graceC == nil {
+				t := time.NewTimer(grace)
+				defer t.Stop()
+				graceC = t.C
+			}
+		}
+		if best != nil && n > len(addrs)/2 {
+			break
 		}
 	}
 	return best
+}
+
+// better reports whether status answer st beats best: a higher term, or
+// the same term answered by the leader itself (the most current view).
+func better(st, best *api.StatusResponse) bool {
+	return best == nil || st.Term > best.Term || (st.Term == best.Term && st.LeaderId == st.AnsweredBy && best.LeaderId != best.AnsweredBy)
 }
 
 func (c *Client) statusAt(ctx context.Context, addr string) (*api.StatusResponse, error) {
@@ -210,20 +281,16 @@ func (c *Client) statusAt(ctx context.Context, addr string) (*api.StatusResponse
 
 // do runs call against the leader (any node forwards, but the leader saves a
 // hop), retrying retryable errors with backoff until ctx or RetryTimeout ends.
-// call must be idempotent across retries (Producer makes sends so).
+// call must be idempotent across retries (Producer makes sends so). Each
+// attempt is bounded by attemptTimeout(0, 0).
 func (c *Client) do(ctx context.Context, call func(context.Context, api.BrokerClient) error) error {
-	return c.doPatient(ctx, leaderCheckAfter, call)
+	return c.doSized(ctx, 0, 0, call)
 }
 
-// leaderCheckAfter is how long an attempt may go unanswered before the
-// client asks the other nodes whether the leader has moved. A paused or
-// partitioned leader does not refuse connections; without this check the
-// client would wait for the whole RequestTimeout.
-const leaderCheckAfter = 400 * time.Millisecond
-
-// doPatient is do with the leader check starting after patience (a long
-// poll legitimately waits).
-func (c *Client) doPatient(ctx context.Context, patience time.Duration, call func(context.Context, api.BrokerClient) error) error {
+// doSized is do for a call that sends size bytes and may wait on the broker
+// for wait: its attempts get attemptTimeout(size, wait), and the stall check
+// starts wait + StallTimeout after an attempt was sent.
+func (c *Client) doSized(ctx context.Context, size int, wait time.Duration, call func(context.Context, api.BrokerClient) error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.RetryTimeout)
@@ -244,7 +311,8 @@ func (c *Client) doPatient(ctx context.Context, patience time.Duration, call fun
 		if err != nil {
 			return err
 		}
-		err = c.attempt(ctx, addr, patience, func(actx context.Context) error { return call(actx, cl) })
+		err = c.attempt(ctx, addr, c.attemptTimeout(size, wait), wait+c.cfg.StallTimeout,
+			func(actx context.Context) error { return call(actx, cl) })
 		if err == nil {
 			return nil
 		}
@@ -255,6 +323,9 @@ func (c *Client) doPatient(ctx context.Context, patience time.Duration, call fun
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+		}
+		if errors.Is(err, errLeaderMoved) {
+			continue // the leader is known and was set: go there at once
 		}
 		if code := status.Code(err); code == codes.Unavailable || code == codes.DeadlineExceeded {
 			c.setLeader("")
@@ -269,62 +340,162 @@ func (c *Client) doPatient(ctx context.Context, patience time.Duration, call fun
 	}
 }
 
-// attempt runs one call to addr, bounded by RequestTimeout. When it has gone
-// unanswered for patience, it asks the other nodes every leaderCheckAfter
-// whether another node now leads, and gives up early (Unavailable) if so.
-func (c *Client) attempt(ctx context.Context, addr string, patience time.Duration, call func(context.Context) error) error {
-	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout+patience)
+// errLeaderMoved marks an attempt abandoned because another node leads.
+var errLeaderMoved = status.Error(codes.Unavailable, "leader moved")
+
+// leaderMovedError is the Unavailable error of an abandoned attempt; it
+// matches errLeaderMoved with errors.Is.
+type leaderMovedError struct{ from, to string }
+
+func (e *leaderMovedError) Error() string {
+	return fmt.Sprintf("%s did not answer and %s now leads", e.from, e.to)
+}
+
+func (e *leaderMovedError) GRPCStatus() *status.Status {
+	return status.New(codes.Unavailable, e.Error())
+}
+
+func (e *leaderMovedError) Is(target error) bool { return target == errLeaderMoved }
+
+// attempt runs one call to addr, bounded by timeout. Once it has gone
+// unanswered for patience, it asks the other nodes every stallCheckEvery
+// whether another node now leads, and gives up as soon as one does. The
+// checks run beside the call: an answer is returned the moment it arrives.
+func (c *Client) attempt(ctx context.Context, addr string, timeout, patience time.Duration, call func(context.Context) error) error {
+	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- call(actx) }()
 	check := time.NewTimer(patience)
 	defer check.Stop()
+	checked := make(chan string, 1)
 	for {
 		select {
 		case err := <-done:
 			return err
 		case <-check.C:
-			if l := c.leaderElsewhere(ctx, addr); l != "" {
+			go func() { checked <- c.leaderElsewhere(actx, addr) }()
+		case l := <-checked:
+			if l != "" {
 				cancel()
 				<-done
 				c.setLeader(l)
-				return status.Errorf(codes.Unavailable, "%s did not answer and %s now leads", addr, l)
+				return &leaderMovedError{from: addr, to: l}
 			}
-			check.Reset(leaderCheckAfter)
+			check.Reset(stallCheckEvery)
 		}
 	}
 }
 
 // leaderElsewhere asks the nodes other than addr who leads and returns that
-// leader's address when it is not addr.
+// leader's address when it is not addr. Concurrent callers for the same addr
+// share one round of questions, and a round answers for stallCheckEvery.
 func (c *Client) leaderElsewhere(ctx context.Context, addr string) string {
-	ctx, cancel := context.WithTimeout(ctx, leaderCheckAfter)
-	defer cancel()
+	c.viewMu.Lock()
+	if v := c.view; v != nil && v.except == addr {
+		if v.pending != nil {
+			ch := v.pending
+			c.viewMu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return ""
+			}
+			c.viewMu.Lock()
+			v = c.view
+			c.viewMu.Unlock()
+			if v.leader != addr {
+				return v.leader
+			}
+			return ""
+		}
+		if time.Since(v.at) < stallCheckEvery {
+			c.viewMu.Unlock()
+			if v.leader != addr {
+				return v.leader
+			}
+			return ""
+		}
+	}
+	v := &leaderView{except: addr, pending: make(chan struct{})}
+	c.view = v
+	c.viewMu.Unlock()
+
 	var others []string
 	for _, a := range c.candidates() {
 		if a != addr {
 			others = append(others, a)
 		}
 	}
-	best := c.askLeader(ctx, others)
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*c.cfg.StallTimeout)
+	best := c.askLeader(qctx, others, c.cfg.StallTimeout)
+	cancel()
+	leader := ""
 	if best != nil && best.LeaderAddress != addr {
-		return best.LeaderAddress
+		leader = best.LeaderAddress
 	}
-	return ""
+	c.viewMu.Lock()
+	c.view = &leaderView{at: time.Now(), except: addr, leader: leader}
+	close(v.pending)
+	c.viewMu.Unlock()
+	return leader
 }
 
-// Status asks any reachable node for the group's status.
+// Status asks every node at once for the group's status and returns the
+// leader's own answer, or, when the leader does not answer within
+// StallTimeout of another node, the answer with the highest term naming a
+// leader, or else the first answer at all.
 func (c *Client) Status(ctx context.Context) (*api.StatusResponse, error) {
+	addrs := c.candidates()
+	type answer struct {
+		st  *api.StatusResponse
+		err error
+	}
+	ch := make(chan answer, len(addrs))
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, a := range addrs {
+		go func() {
+			st, err := c.statusAt(sctx, a)
+			ch <- answer{st, err}
+		}()
+	}
+	var best, first *api.StatusResponse
 	var last error
-	for _, addr := range c.candidates() {
-		st, err := c.statusAt(ctx, addr)
-		if err == nil {
-			if st.LeaderAddress != "" {
-				c.setLeader(st.LeaderAddress)
-			}
-			return st, nil
+	var graceC <-chan time.Time
+collect:
+	for range addrs {
+		var a answer
+		select {
+		case a = <-ch:
+		case <-graceC:
+			break collect
 		}
-		last = err
+		if a.err != nil {
+			last = a.err
+			continue
+		}
+		if first == nil {
+			first = a.st
+		}
+		if a.st.LeaderAddress != "" && better(a.st, best) {
+			best = a.st
+			if a.st.LeaderId == a.st.AnsweredBy {
+				break
+			}
+		}
+		if graceC == nil {
+			t := time.NewTimer(c.cfg.StallTimeout)
+			defer t.Stop()
+			graceC = t.C
+		}
+	}
+	if best != nil {
+		c.setLeader(best.LeaderAddress)
+		return best, nil
+	}
+	if first != nil {
+		return first, nil
 	}
 	return nil, fmt.Errorf("no server answered: %w", last)
 }
@@ -404,10 +575,26 @@ func (c *Client) TransferLeader(ctx context.Context, id string) (*api.TransferLe
 }
 
 // AddMember adds a node and promotes it to voter once it has caught up.
+// One attempt may take all of ctx's time (RetryTimeout without a deadline):
+// the leader waits for the node to catch up until shortly before that
+// deadline, and removes it again if it has not, so that the error says what
+// was left instead of the call ending in DeadlineExceeded.
 func (c *Client) AddMember(ctx context.Context, id, raftAddr string) (*api.AddMemberResponse, error) {
-	return call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.AddMemberResponse, error) {
-		return cl.AddMember(ctx, &api.AddMemberRequest{Id: id, RaftAddress: raftAddr})
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.RetryTimeout)
+		defer cancel()
+	}
+	dl, _ := ctx.Deadline()
+	var out *api.AddMemberResponse
+	err := c.doSized(ctx, 0, time.Until(dl), func(ctx context.Context, cl api.BrokerClient) error {
+		r, err := cl.AddMember(ctx, &api.AddMemberRequest{Id: id, RaftAddress: raftAddr})
+		if err == nil {
+			out = r
+		}
+		return err
 	})
+	return out, err
 }
 
 // RemoveMember removes a node from the group.

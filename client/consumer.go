@@ -397,7 +397,7 @@ func (cn *Consumer) pullQueue(ctx context.Context, q int32) ([]Record, error) {
 func (cn *Consumer) pullAt(ctx context.Context, node string, req *api.PullRequest) (*api.PullResponse, error) {
 	if node == "" {
 		var r *api.PullResponse
-		err := cn.c.doPatient(ctx, cn.cfg.Wait+leaderCheckAfter, func(ctx context.Context, cl api.BrokerClient) error {
+		err := cn.c.doSized(ctx, 0, cn.cfg.Wait, func(ctx context.Context, cl api.BrokerClient) error {
 			var err error
 			r, err = cl.Pull(ctx, req)
 			return err
@@ -408,7 +408,7 @@ func (cn *Consumer) pullAt(ctx context.Context, node string, req *api.PullReques
 	if err != nil {
 		return nil, err
 	}
-	actx, cancel := context.WithTimeout(ctx, cn.cfg.Wait+cn.c.cfg.RequestTimeout)
+	actx, cancel := context.WithTimeout(ctx, cn.c.attemptTimeout(0, cn.cfg.Wait))
 	defer cancel()
 	return cl.Pull(actx, req)
 }

@@ -8,6 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/raftmq/raftmq/api"
 )
 
@@ -24,9 +28,14 @@ type Message struct {
 
 // ProducerConfig tunes a Producer.
 type ProducerConfig struct {
-	// MaxRequestMessages and MaxRequestBytes bound one coalesced request.
+	// MaxRequestMessages and MaxRequestBytes bound one coalesced request;
+	// a single Send larger than them goes alone.
 	MaxRequestMessages int
 	MaxRequestBytes    int
+	// RequestLimit is the broker's bound of one request as its log encodes
+	// it (--max-request-bytes; default DefaultRequestLimit). A Send over it
+	// fails at once with ErrRequestTooLarge; coalesced requests stay under it.
+	RequestLimit int
 	// MaxInflight is how many requests the producer keeps in flight at once;
 	// concurrent Sends beyond that are coalesced into the next request.
 	// The default, 2, keeps one request committing while the next one
@@ -37,7 +46,7 @@ type ProducerConfig struct {
 
 // DefaultProducerConfig returns the defaults.
 func DefaultProducerConfig() ProducerConfig {
-	return ProducerConfig{MaxRequestMessages: 4096, MaxRequestBytes: 1 << 20, MaxInflight: 2}
+	return ProducerConfig{MaxRequestMessages: 4096, MaxRequestBytes: 1 << 20, RequestLimit: DefaultRequestLimit, MaxInflight: 2}
 }
 
 // Producer sends messages idempotently: every request carries the
@@ -62,6 +71,36 @@ type Producer struct {
 	outstanding map[uint64]bool // sequences sent and not yet answered
 }
 
+// ErrSequenceReused: the group refused a request because the producer id
+// and sequence it carried were already used by a request with other content
+// (another producer with the same id, or one that reuses sequences). Nothing
+// of the request was stored. It is a definite failure: the SDK does not
+// retry it, and resending the same request under that sequence fails again.
+var ErrSequenceReused = errors.New("producer sequence reused")
+
+// sendErr classifies the error of a request that the SDK stopped retrying.
+func (p *Producer) sendErr(seq uint64, err error) error {
+	if sequenceReused(err) {
+		return fmt.Errorf("%w: producer %s sequence %d; nothing of this request was stored: %w", ErrSequenceReused, p.id, seq, err)
+	}
+	return err
+}
+
+// sequenceReused reports whether err is the group's refusal of a reused
+// sequence (InvalidArgument with api.ReasonSequenceReused).
+func sequenceReused(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.InvalidArgument {
+		return false
+	}
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.Domain == api.ErrorDomain && ei.Reason == api.ReasonSequenceReused {
+			return true
+		}
+	}
+	return false
+}
+
 // seqSpan bounds how far the newest sequence may run ahead of the oldest
 // unanswered one. The group remembers the last 1024 sequences of a producer;
 // a retry older than that would be refused, so a request that keeps being
@@ -69,6 +108,7 @@ type Producer struct {
 const seqSpan = 512
 
 type sendOp struct {
+	ctx   context.Context // a queued op whose ctx has ended is never sent
 	topic string
 	msgs  []Message
 	size  int
@@ -90,6 +130,10 @@ func (c *Client) NewProducerWith(cfg ProducerConfig) *Producer {
 	if cfg.MaxInflight <= 0 {
 		cfg.MaxInflight = d.MaxInflight
 	}
+	if cfg.RequestLimit <= 0 {
+		cfg.RequestLimit = d.RequestLimit
+	}
+	cfg.MaxRequestBytes = min(cfg.MaxRequestBytes, cfg.RequestLimit)
 	return &Producer{c: c, id: randomID("p-"), cfg: cfg, outstanding: map[uint64]bool{}}
 }
 
@@ -97,8 +141,9 @@ func (c *Client) NewProducerWith(cfg ProducerConfig) *Producer {
 func (p *Producer) ID() string { return p.id }
 
 // Send appends msgs to topic atomically and returns one ack per message,
-// retrying across leader changes. If ctx ends first, the messages may still
-// be appended (exactly once).
+// retrying across leader changes. If ctx has ended before the messages'
+// request is started, Send fails at once with ErrNotSent and nothing is
+// sent; if it ends later, the messages may still be appended (exactly once).
 func (p *Producer) Send(ctx context.Context, topic string, msgs ...Message) ([]*api.Ack, error) {
 	type result struct {
 		acks []*api.Ack
@@ -106,11 +151,19 @@ func (p *Producer) Send(ctx context.Context, topic string, msgs ...Message) ([]*
 	}
 	ch := make(chan result, 1)
 	start := time.Now()
-	p.SendAsync(topic, msgs, func(acks []*api.Ack, err error) { ch <- result{acks, err} })
+	op := p.sendAsync(ctx, topic, msgs, func(acks []*api.Ack, err error) { ch <- result{acks, err} })
 	select {
 	case r := <-ch:
 		return r.acks, r.err
 	case <-ctx.Done():
+		if p.withdraw(op) {
+			return nil, fmt.Errorf("%w: %w", ErrNotSent, ctx.Err())
+		}
+		select {
+		case r := <-ch:
+			return r.acks, r.err
+		default:
+		}
 		if f := p.c.failedSince(start); f != nil {
 			return nil, fmt.Errorf("%w (retrying; last error from %s: %v)", ctx.Err(), f.addr, f.err)
 		}
@@ -128,29 +181,67 @@ func (p *Producer) Send(ctx context.Context, topic string, msgs ...Message) ([]*
 // otherwise). Calls in flight together may be appended in another order
 // than they were made; to keep one key's order, wait for each Send.
 func (p *Producer) SendAsync(topic string, msgs []Message, done func([]*api.Ack, error)) {
+	p.sendAsync(context.Background(), topic, msgs, done)
+}
+
+// SendAsyncContext is SendAsync with a context: when ctx has ended before
+// the messages' request is started, done gets an ErrNotSent error and
+// nothing is sent. A request already started runs to its end as with
+// SendAsync, and done gets its result.
+func (p *Producer) SendAsyncContext(ctx context.Context, topic string, msgs []Message, done func([]*api.Ack, error)) {
+	p.sendAsync(ctx, topic, msgs, done)
+}
+
+func (p *Producer) sendAsync(ctx context.Context, topic string, msgs []Message, done func([]*api.Ack, error)) *sendOp {
 	if len(msgs) == 0 {
-		done(nil, errors.New("send: no messages"))
-		return
+		done(nil, fmt.Errorf("%w: send: no messages", ErrNotSent))
+		return nil
 	}
-	op := &sendOp{topic: topic, msgs: msgs, done: done}
+	if err := ctx.Err(); err != nil {
+		done(nil, fmt.Errorf("%w: %w", ErrNotSent, err))
+		return nil
+	}
+	op := &sendOp{ctx: ctx, topic: topic, msgs: msgs, done: done}
 	for i := range msgs {
-		op.size += len(msgs[i].Body) + len(msgs[i].Key) + 16
+		op.size += messageSize(&msgs[i])
+	}
+	if n := requestOverhead(p.id, topic) + op.size; n > p.cfg.RequestLimit {
+		done(nil, tooLarge(len(msgs), n, p.cfg.RequestLimit))
+		return nil
 	}
 	p.mu.Lock()
 	p.queue = append(p.queue, op)
 	p.dispatchLocked()
 	p.mu.Unlock()
+	return op
+}
+
+// withdraw takes op out of the queue if no request has taken it yet, and
+// reports whether it did (op is then never sent nor called back).
+func (p *Producer) withdraw(op *sendOp) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, q := range p.queue {
+		if q == op {
+			p.queue = append(p.queue[:i:i], p.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // dispatchLocked starts requests while fewer than MaxInflight are in flight,
 // each taking as many waiting operations of one topic as fit.
 func (p *Producer) dispatchLocked() {
+	p.dropEndedLocked()
 	for p.inflight < p.cfg.MaxInflight && len(p.queue) > 0 && p.windowOpenLocked() {
 		first := p.queue[0]
 		batch := []*sendOp{first}
-		n, size := len(first.msgs), first.size
+		n, size := len(first.msgs), requestOverhead(p.id, first.topic)+first.size
 		rest := p.queue[:0:0]
 		for _, op := range p.queue[1:] {
+			// size bounds the request as the broker's log encodes it, so a
+			// coalesced request never exceeds the broker's request bound.
 			if op.topic == first.topic && n+len(op.msgs) <= p.cfg.MaxRequestMessages && size+op.size <= p.cfg.MaxRequestBytes {
 				batch = append(batch, op)
 				n += len(op.msgs)
@@ -165,6 +256,25 @@ func (p *Producer) dispatchLocked() {
 		p.outstanding[seq] = true
 		go p.send(batch, n, seq)
 	}
+}
+
+// dropEndedLocked fails the queued operations whose context has ended as
+// not sent; their callbacks run on their own goroutines, outside p.mu.
+func (p *Producer) dropEndedLocked() {
+	keep := p.queue[:0]
+	for _, op := range p.queue {
+		if op.ctx.Done() == nil { // never ends (SendAsync)
+			keep = append(keep, op)
+			continue
+		}
+		if err := op.ctx.Err(); err != nil {
+			go op.done(nil, fmt.Errorf("%w: %w", ErrNotSent, err))
+			continue
+		}
+		keep = append(keep, op)
+	}
+	clear(p.queue[len(keep):])
+	p.queue = keep
 }
 
 func (p *Producer) windowOpenLocked() bool {
@@ -187,14 +297,22 @@ func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
 			req.Messages = append(req.Messages, pm)
 		}
 	}
+	size := 0
+	for _, op := range batch {
+		size += op.size
+	}
 	var acks []*api.Ack
-	err := p.c.do(context.Background(), func(ctx context.Context, cl api.BrokerClient) error {
+	err := p.c.doSized(context.Background(), size, 0, func(ctx context.Context, cl api.BrokerClient) error {
 		r, err := cl.Produce(ctx, req)
 		if err == nil {
 			acks = r.Acks
 		}
 		return err
 	})
+	err = explainSizeRefusal(err, p.cfg.RequestLimit)
+	if err != nil {
+		err = p.sendErr(seq, err)
+	}
 	if err == nil && len(acks) != n {
 		err = errors.New("broker answered a different number of acks than messages sent")
 	}

@@ -66,6 +66,31 @@ func ParsePeers(s string) ([]Peer, error) {
 	return out, nil
 }
 
+// CheckAddr checks that addr is a HOST:PORT another node can dial: the port
+// a number in 1..65535, the host non-empty and resolvable (bounded by ctx
+// and two seconds).
+func CheckAddr(ctx context.Context, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: want HOST:PORT: %w", addr, err)
+	}
+	if host == "" {
+		return fmt.Errorf("address %q: no host; other nodes cannot dial it", addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("address %q: port %q: want 1 to 65535", addr, port)
+	}
+	if net.ParseIP(host) != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := net.DefaultResolver.LookupHost(ctx, host); err != nil {
+		return fmt.Errorf("address %q: host %q does not resolve: %w", addr, host, err)
+	}
+	return nil
+}
+
 // Config is the Raft side of a node.
 type Config struct {
 	ID            string
@@ -631,6 +656,21 @@ func (n *Node) server(id string) (Server, error) {
 		}
 	}
 	return Server{}, fmt.Errorf("%w: %q", ErrNoSuchServer, id)
+}
+
+// Reachable dials the raft address this node would use for server id at
+// addr (a dial override first), as the transport does, and hangs up. It
+// tells whether anything listens there, bounded by ctx and two seconds.
+func (n *Node) Reachable(ctx context.Context, id, addr string) error {
+	if a, ok := n.cfg.DialOverrides[id]; ok {
+		addr = a
+	}
+	d := net.Dialer{Timeout: 2 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
 
 // AddNonvoter adds a server that receives the log but does not vote.

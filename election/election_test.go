@@ -1,6 +1,7 @@
 package election
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,30 @@ func TestValidateNamesTheField(t *testing.T) {
 		err := c.Validate()
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v", want, err)
+		}
+	}
+}
+
+// TestCheckAddrRefusesWhatCannotBeDialed: `member add ID@not-an-address`
+// left a member raft could never reach; the address is checked first.
+func TestCheckAddrRefusesWhatCannotBeDialed(t *testing.T) {
+	ctx := context.Background()
+	for _, ok := range []string{"127.0.0.1:7001", "localhost:7001", "[::1]:7001"} {
+		if err := CheckAddr(ctx, ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for bad, want := range map[string]string{
+		"not-an-address":           "HOST:PORT",
+		":7001":                    "no host",
+		"127.0.0.1:0":              "1 to 65535",
+		"127.0.0.1:99999":          "1 to 65535",
+		"127.0.0.1:http":           "1 to 65535",
+		"no-such-host.invalid:700": "does not resolve",
+	} {
+		err := CheckAddr(ctx, bad)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), bad) {
+			t.Errorf("%q: %v, want an error naming the address and %q", bad, err, want)
 		}
 	}
 }

@@ -288,13 +288,13 @@ func procStatusOf(addr string, timeout time.Duration) (*api.StatusResponse, erro
 // procSelf is the answering node's own entry of st.
 func procSelf(st *api.StatusResponse) *api.NodeStatus { return localgroup.SelfStatus(st) }
 
-// leaderNow asks every running, unpaused node and returns the leader of the
-// highest term reported (with that answer), or nil.
+// leaderNow asks every running node that is neither paused nor cut off and
+// returns the leader of the highest term reported (with that answer), or nil.
 func (c *procCluster) leaderNow() (*procNode, *api.StatusResponse) {
 	type answer struct{ st *api.StatusResponse }
 	var nodes []*procNode
 	for _, nd := range c.all() {
-		if nd.Running() && !nd.Paused() {
+		if nd.Running() && !nd.Paused() && !c.g.IsCut(nd.ID) {
 			nodes = append(nodes, nd)
 		}
 	}

@@ -334,6 +334,17 @@ func TestProcessMembership(t *testing.T) {
 	load.waitAcks(300, 30*time.Second)
 
 	n4 := c.addNode("n4")
+	// A bad address, or one where nothing listens yet, is refused at once
+	// and leaves the configuration as it was.
+	for addr, want := range map[string]string{"not-an-address": "want HOST:PORT", n4.Raft: "nothing answers at raft address " + n4.Raft} {
+		_, errOut, err := c.cli("", "member", "add", "n4@"+addr, "-s", voters, "--timeout", "20s")
+		if err == nil || !strings.Contains(errOut, want) {
+			t.Fatalf("member add n4@%s: %v, stderr %q, want a refusal saying %q", addr, err, errOut, want)
+		}
+	}
+	if st := c.status(voters); len(st.Nodes) != 3 {
+		t.Fatalf("refused member adds changed the members: %+v", st.Nodes)
+	}
 	c.start("n4")
 	out := c.mustCLI("", "member", "add", "n4@"+n4.Raft, "-s", voters)
 	if !strings.Contains(out, "n4 added (voter: true)") {

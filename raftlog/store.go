@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/segment"
 )
 
 // Log store kinds accepted by Open.
@@ -27,6 +29,18 @@ const DefaultKind = KindWAL
 // ErrBelowFloor is returned by Read for an index whose body this node no
 // longer (or never) held.
 var ErrBelowFloor = errors.New("log index below this node's floor")
+
+// ErrMissingSegment is returned by Open when raft-wal's metadata lists a
+// segment file that is not on disk: the entries it held are gone.
+var ErrMissingSegment = errors.New("a log segment file is missing")
+
+// NeedsRepair reports whether Open or Verify failed because the data on disk
+// is damaged or incomplete (not, say, for a permission or a wrong flag): such
+// a node can only be rebuilt from its group.
+func NeedsRepair(err error) bool {
+	return errors.Is(err, ErrCorrupt) || errors.Is(err, ErrLostEntries) || errors.Is(err, ErrMissingSegment) ||
+		errors.Is(err, wal.ErrCorrupt)
+}
 
 // Stores are the three raft stores of one node, all under one directory.
 type Stores struct {
@@ -99,8 +113,17 @@ func Open(dir string, opts Options) (*Stores, error) {
 
 	switch opts.Kind {
 	case KindWAL:
-		w, err := wal.Open(filepath.Join(dir, "log"), wal.WithSegmentSize(opts.SegmentSize),
-			wal.WithLogger(opts.Logger.Named("wal")))
+		logDir := filepath.Join(dir, "log")
+		filer := wal.WithSegmentFiler(segment.NewFiler(logDir, fs.New()))
+		if vfs := chaosVFS(logDir); vfs != nil {
+			filer = wal.WithSegmentFiler(segment.NewFiler(logDir, vfs)) // fault injection only
+		}
+		w, err := wal.Open(logDir, wal.WithSegmentSize(opts.SegmentSize), wal.WithLogger(opts.Logger.Named("wal")), filer)
+		if errors.Is(err, os.ErrNotExist) {
+			// raft-wal recreates a missing tail segment by itself (the guard
+			// then notices lost entries); a sealed one it only fails to open.
+			return fail(fmt.Errorf("open raft-wal log in %s: %w: %w", logDir, ErrMissingSegment, err))
+		}
 		if err != nil {
 			return fail(fmt.Errorf("open raft-wal log in %s: %w", filepath.Join(dir, "log"), err))
 		}
@@ -122,11 +145,11 @@ func Open(dir string, opts Options) (*Stores, error) {
 		return fail(fmt.Errorf("data directory %s holds a %q log store, not %q", dir, kind, opts.Kind))
 	}
 	s.reads = newReadCache(opts.ReadCache)
-	g, err := newGuard(s.raw, filepath.Join(dir, "LOG_WATERMARK"), s.reads.dropFrom)
+	g, err := newGuard(s.raw, filepath.Join(dir, "LOG_WATERMARK"), s.reads.dropFrom, opts.OnFatal)
 	if err != nil {
 		return fail(fmt.Errorf("open log in %s: %w", dir, err))
 	}
-	g.fatal, g.damage.notify = opts.OnFatal, opts.OnDamaged
+	g.damage.notify = opts.OnDamaged
 	s.guard = g
 	s.closers = append(s.closers, func() error { g.close(); return nil })
 	s.Log = newLogCache(g, opts.CacheSize, opts.CacheBytes)

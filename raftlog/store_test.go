@@ -152,12 +152,11 @@ func TestFailedWriteIsFatal(t *testing.T) {
 		if err := raw.InmemStore.StoreLogs([]*raft.Log{{Index: 1}, {Index: 2}}); err != nil {
 			t.Fatal(err)
 		}
-		g, err := newGuard(raw, filepath.Join(t.TempDir(), "LOG_WATERMARK"), func(uint64) {})
+		var fatal []error
+		g, err := newGuard(raw, filepath.Join(t.TempDir(), "LOG_WATERMARK"), func(uint64) {}, func(err error) { fatal = append(fatal, err) })
 		if err != nil {
 			t.Fatal(err)
 		}
-		var fatal []error
-		g.fatal = func(err error) { fatal = append(fatal, err) }
 		if err := g.StoreLogs([]*raft.Log{{Index: 3}}); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("StoreLogs: %v, want the store's error %q", err, msg)
 		}
@@ -173,6 +172,36 @@ func TestFailedWriteIsFatal(t *testing.T) {
 				t.Errorf("fatal error %q does not name the cause and the remedy", err)
 			}
 		}
+	}
+}
+
+// TestFailedWatermarkWriteIsFatal: the periodic watermark write reports a
+// failure to OnFatal like a failed append, instead of ignoring it and
+// leaving the watermark behind the log.
+func TestFailedWatermarkWriteIsFatal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gone", "LOG_WATERMARK") // its directory does not exist
+	fatal := make(chan error, 16)
+	g, err := newGuard(raft.NewInmemStore(), path, func(uint64) {}, func(err error) {
+		select {
+		case fatal <- err:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	if err := g.StoreLogs([]*raft.Log{{Index: 1, Term: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-fatal:
+		if !strings.Contains(err.Error(), "watermark") || !strings.Contains(err.Error(), "restart the node") ||
+			!errors.Is(err, os.ErrNotExist) {
+			t.Errorf("fatal error %q does not name the watermark, the remedy and the cause", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a failed watermark write was not reported as fatal")
 	}
 }
 
@@ -199,5 +228,39 @@ func TestReadChecksBatchCRC(t *testing.T) {
 		if _, err := s.Read(2); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("read %d of a batch with a flipped byte: %v, want ErrCorrupt", i+1, err)
 		}
+	}
+}
+
+// TestOpenReportsMissingSegment: a sealed segment file deleted from under
+// raft-wal makes Open fail with ErrMissingSegment (a repair case), not with
+// an anonymous "no such file".
+func TestOpenReportsMissingSegment(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Kind: KindWAL, SegmentSize: 64 << 10}
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2000; i += 100 {
+		writeEntries(t, s, i, 100)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := filepath.Glob(filepath.Join(dir, "log", "*.wal"))
+	if err != nil || len(segs) < 3 {
+		t.Fatalf("want at least 3 segments, have %v (%v)", segs, err)
+	}
+	sort.Strings(segs)
+	if err := os.Remove(segs[1]); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, opts)
+	if err == nil {
+		s.Close()
+		t.Fatal("opened a log with a segment missing")
+	}
+	if !errors.Is(err, ErrMissingSegment) || !NeedsRepair(err) {
+		t.Fatalf("open with a segment missing: %v, want ErrMissingSegment", err)
 	}
 }

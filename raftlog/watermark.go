@@ -42,8 +42,8 @@ const watermarkEvery = 100 * time.Millisecond
 // ErrLostEntries is returned by Open when the log ends below its watermark.
 var ErrLostEntries = errors.New("log lost entries it had durably stored")
 
-func newGuard(raw raft.LogStore, path string, dropped func(from uint64)) (*guard, error) {
-	g := &guard{LogStore: raw, path: path, dropped: dropped, stop: make(chan struct{}), done: make(chan struct{})}
+func newGuard(raw raft.LogStore, path string, dropped func(from uint64), fatal func(error)) (*guard, error) {
+	g := &guard{LogStore: raw, path: path, dropped: dropped, fatal: fatal, stop: make(chan struct{}), done: make(chan struct{})}
 	w, err := readWatermark(path)
 	if err != nil {
 		return nil, err
@@ -155,13 +155,18 @@ func (g *guard) loop() {
 	}
 }
 
+// flush writes the watermark when the log has grown since the last write.
+// A failed write is fatal like a failed append: the watermark would stop
+// rising, and a later loss of entries above it would go unnoticed.
 func (g *guard) flush() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if s := g.stored.Load(); s > g.written.Load() {
-		if err := writeWatermark(g.path, s); err == nil {
-			g.written.Store(s)
+		if err := writeWatermark(g.path, s); err != nil {
+			g.failed("watermark write", fmt.Errorf("write log watermark %s: %w", g.path, err))
+			return
 		}
+		g.written.Store(s)
 	}
 }
 

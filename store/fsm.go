@@ -30,6 +30,10 @@ var (
 	// committed on the group, so a producer retries it (same producer id
 	// and sequence) on a healthy leader.
 	ErrDamaged = errors.New("this node stopped applying at a damaged log entry")
+	// ErrSequenceReused: a request came with a (producer id, sequence)
+	// that a request with other content (another digest or message count)
+	// already used. Nothing of it is stored and the remembered result stays.
+	ErrSequenceReused = errors.New("producer sequence already used by another request")
 )
 
 // Limits of the replicated state.
@@ -40,7 +44,7 @@ const (
 	MaxProducers   = 65536 // producers remembered, least recently used evicted
 	DefaultQueues  = 4
 	maxSkipPerRec  = 1 << 16
-	snapshotFormat = 1
+	snapshotFormat = 2 // 2: remembered results carry the request's digest and message counts
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9._%-]+$`)
@@ -301,9 +305,12 @@ func CheckCommand(data []byte) error {
 	return fmt.Errorf("%w: type %d", ErrCorruptCommand, data[0])
 }
 
-// QueueBase is the offset given to the first message of a request in one queue.
+// QueueBase is the offset given to the first message of a request in one
+// queue, and how many of the request's messages that queue got (0 when
+// unknown: a result restored from a format-1 snapshot).
 type QueueBase struct {
 	Queue uint32
+	Count uint32
 	Base  uint64
 }
 
@@ -311,9 +318,16 @@ type QueueBase struct {
 type ProduceResult struct {
 	Err       error
 	Duplicate bool
-	LogIndex  uint64
-	Ordinal   uint32 // ordinal of the request's first message in its entry
-	Bases     []QueueBase
+	// legacy marks a result restored from a format-1 snapshot, which holds
+	// neither the digest nor the counts. (Next to Duplicate: the dedupe
+	// table holds up to DedupeWindow results per producer, and here it
+	// costs no padding.)
+	legacy   bool
+	LogIndex uint64
+	Ordinal  uint32 // ordinal of the request's first message in its entry
+	Count    uint32 // messages of the request
+	Digest   uint64 // raftlog.RequestView.Digest of the request (0 without a producer id)
+	Bases    []QueueBase
 }
 
 // Ack is the acknowledgement of one message.
@@ -323,26 +337,42 @@ type Ack struct {
 	ID     string
 }
 
-// ErrMismatchedRetry: a retry (same producer id and sequence) whose messages
-// went to other queues than the request the group appended.
+// ErrMismatchedRetry: the queues given to Acks are not those of the request
+// the result is for, so some ack would name an offset that holds another
+// message. The FSM refuses such a retry itself (ErrSequenceReused); this is
+// the last check before an ack leaves.
 var ErrMismatchedRetry = errors.New("retry does not match the request appended under its producer id and sequence")
 
 // Acks turns a result into one ack per message, given each message's queue in
-// request order. A queue the result does not know means the request differs
-// from the one appended (only possible for a duplicate).
+// request order. It refuses, rather than naming an offset that holds another
+// message, when the queues do not match the request the result is for: a
+// queue the result does not know, more messages for a queue than the request
+// put there, or another message count.
 func (r *ProduceResult) Acks(queues []uint32) ([]Ack, error) {
+	if !r.legacy && len(queues) != int(r.Count) {
+		return nil, fmt.Errorf("%w: %d messages, the appended request had %d", ErrMismatchedRetry, len(queues), r.Count)
+	}
 	acks := make([]Ack, len(queues))
-	next := make(map[uint32]uint64, len(r.Bases))
-	for _, b := range r.Bases {
-		next[b.Queue] = b.Base
+	next := make(map[uint32]int, len(r.Bases)) // queue -> index in left and off
+	left := make([]uint32, len(r.Bases))
+	off := make([]uint64, len(r.Bases))
+	for i, b := range r.Bases {
+		next[b.Queue] = i
+		left[i], off[i] = b.Count, b.Base
 	}
 	for i, q := range queues {
-		off, ok := next[q]
+		bi, ok := next[q]
 		if !ok {
 			return nil, fmt.Errorf("%w: message %d is for queue %d, the appended request used queues %v", ErrMismatchedRetry, i, q, r.Bases)
 		}
-		acks[i] = Ack{Queue: q, Offset: off, ID: raftlog.MessageID(r.LogIndex, r.Ordinal+uint32(i))}
-		next[q]++
+		if !r.legacy {
+			if left[bi] == 0 {
+				return nil, fmt.Errorf("%w: message %d is one more for queue %d than the %d the appended request put there", ErrMismatchedRetry, i, q, r.Bases[bi].Count)
+			}
+			left[bi]--
+		}
+		acks[i] = Ack{Queue: q, Offset: off[bi], ID: raftlog.MessageID(r.LogIndex, r.Ordinal+uint32(i))}
+		off[bi]++
 	}
 	return acks, nil
 }
@@ -364,13 +394,14 @@ func (f *FSM) applyBatchLocked(index uint64, data []byte) interface{} {
 	var ordinal uint32
 	var skipped []uint32
 	err = b.Each(func(i int, rv *raftlog.RequestView) bool {
-		res := &ProduceResult{LogIndex: index, Ordinal: ordinal}
+		res := &ProduceResult{LogIndex: index, Ordinal: ordinal, Count: uint32(rv.Count)}
 		ordinal += uint32(rv.Count)
+		var digest uint64 // computed by dedupeLocked when the request has a producer id
 		results = append(results, res)
 		t := f.topics[rv.Topic]
 		if t == nil {
 			res.Err = fmt.Errorf("%w: %q", ErrUnknownTopic, rv.Topic)
-		} else if prev, err := f.dedupeLocked(rv.ProducerID, rv.Seq); err != nil {
+		} else if prev, err := f.dedupeLocked(t, rv, &digest); err != nil {
 			res.Err = err
 		} else if prev != nil {
 			*res = *prev
@@ -398,20 +429,23 @@ func (f *FSM) applyBatchLocked(index uint64, data []byte) interface{} {
 				recs[k] = r
 				order = append(order, k)
 			}
-			found := false
-			for _, qb := range res.Bases {
-				if qb.Queue == m.Queue {
-					found = true
+			bi := -1
+			for j := range res.Bases {
+				if res.Bases[j].Queue == m.Queue {
+					bi = j
 					break
 				}
 			}
-			if !found {
+			if bi < 0 {
+				bi = len(res.Bases)
 				res.Bases = append(res.Bases, QueueBase{Queue: m.Queue, Base: r.base + uint64(r.count)})
 			}
+			res.Bases[bi].Count++
 			r.count++
 			return true
 		})
 		if rv.ProducerID != "" {
+			res.Digest = digest
 			f.rememberLocked(rv.ProducerID, rv.Seq, index, res)
 		}
 		return true
@@ -516,21 +550,93 @@ type producer struct {
 	elem    *list.Element
 }
 
-func (f *FSM) dedupeLocked(id string, seq uint64) (*ProduceResult, error) {
+// dedupeLocked looks a request up in the dedupe table. It returns the
+// remembered result when the request is a retry of the one remembered under
+// its (producer id, sequence): same digest and message count. Another
+// request under a remembered (producer id, sequence) gets ErrSequenceReused.
+// It sets *digest to the request's digest when the request has a producer id.
+func (f *FSM) dedupeLocked(t *topic, rv *raftlog.RequestView, digest *uint64) (*ProduceResult, error) {
+	id, seq := rv.ProducerID, rv.Seq
 	if id == "" {
 		return nil, nil
 	}
+	*digest = rv.Digest()
 	p := f.producers[id]
 	if p == nil {
 		return nil, nil
 	}
 	if r, ok := p.results[seq]; ok {
+		if r.legacy {
+			if err := fitsLegacy(t, r, rv); err != nil {
+				return nil, err
+			}
+			return r, nil
+		}
+		switch {
+		case uint32(rv.Count) != r.Count:
+			return nil, fmt.Errorf("%w: producer %q sequence %d held %d messages (entry %d), this request holds %d; nothing of it was stored",
+				ErrSequenceReused, id, seq, r.Count, r.LogIndex, rv.Count)
+		case *digest != r.Digest:
+			return nil, fmt.Errorf("%w: producer %q sequence %d held other content (entry %d): topic, queues, keys, tags, properties or bodies differ (digest %016x, this request %016x); nothing of it was stored",
+				ErrSequenceReused, id, seq, r.LogIndex, r.Digest, *digest)
+		}
 		return r, nil
 	}
 	if len(p.ring) == DedupeWindow && seq <= p.floor {
 		return nil, fmt.Errorf("%w: producer %q sequence %d, window starts after %d", ErrStaleSequence, id, seq, p.floor)
 	}
 	return nil, nil
+}
+
+// fitsLegacy checks a request against a result restored from a format-1
+// snapshot, which holds neither digest nor counts. The request is taken as
+// a retry when each of its messages goes to a queue the remembered request
+// used and, counted from the remembered base, stays within what that entry
+// appended to the queue of this topic: every ack then names an offset the
+// same entry wrote, never one of a later entry or one not yet written. The
+// content itself cannot be compared. Refusing every request under such a
+// sequence would be wrong the other way: a true retry of a request that was
+// stored would be told, for good, that nothing was stored, and a producer
+// that then sends it under a new sequence stores it twice. Results of this
+// kind leave the table as the producer's window moves on (DedupeWindow
+// later sequences); every node stores nothing for the request either way.
+func fitsLegacy(t *topic, r *ProduceResult, rv *raftlog.RequestView) error {
+	end := make(map[uint32]uint64, len(r.Bases)) // queue -> next offset of the request
+	for _, b := range r.Bases {
+		end[b.Queue] = b.Base
+	}
+	var err error
+	rv.Messages(func(j int, m *raftlog.MessageView) bool {
+		off, ok := end[m.Queue]
+		if !ok {
+			err = fmt.Errorf("%w: producer %q sequence %d used queues %v (entry %d), message %d of this request is for queue %d; nothing of it was stored",
+				ErrSequenceReused, rv.ProducerID, rv.Seq, r.Bases, r.LogIndex, j, m.Queue)
+			return false
+		}
+		end[m.Queue] = off + 1
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, b := range r.Bases {
+		if !entryHolds(t, b.Queue, r.LogIndex, end[b.Queue]) {
+			return fmt.Errorf("%w: producer %q sequence %d: entry %d holds fewer messages in queue %d of topic %q than this request has; nothing of it was stored",
+				ErrSequenceReused, rv.ProducerID, rv.Seq, r.LogIndex, b.Queue, t.name)
+		}
+	}
+	return nil
+}
+
+// entryHolds tells whether the record of entry index in queue q of t ends at
+// or after offset end.
+func entryHolds(t *topic, q uint32, index, end uint64) bool {
+	if int(q) >= len(t.queues) {
+		return false
+	}
+	recs := t.queues[q].records
+	i := sort.Search(len(recs), func(i int) bool { return recs[i].index >= index })
+	return i < len(recs) && recs[i].index == index && end <= recs[i].base+uint64(recs[i].count)
 }
 
 func (f *FSM) rememberLocked(id string, seq, index uint64, res *ProduceResult) {
@@ -546,7 +652,7 @@ func (f *FSM) rememberLocked(id string, seq, index uint64, res *ProduceResult) {
 	} else {
 		f.lru.MoveToBack(p.elem)
 	}
-	stored := &ProduceResult{LogIndex: res.LogIndex, Ordinal: res.Ordinal, Bases: res.Bases}
+	stored := &ProduceResult{LogIndex: res.LogIndex, Ordinal: res.Ordinal, Count: res.Count, Digest: res.Digest, Bases: res.Bases}
 	if len(p.ring) < DedupeWindow {
 		p.ring = append(p.ring, seq)
 	} else {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"testing"
 	"unsafe"
 
@@ -179,8 +180,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	h := newHarness(t)
 	h.mustMeta(CreateTopic("t", 2, false))
 	h.mustMeta(RegisterNode(NodeInfo{ID: "n1", ClientAddr: "a:1", PeerAddr: "a:1"}))
-	h.produce(&raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: append(msgs(0, "a"), msgs(1, "b", "c")...)},
-		&raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: msgs(0, "a")})
+	first := &raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: append(msgs(0, "a"), msgs(1, "b", "c")...)}
+	h.produce(first, first)
 	h.mustMeta(CommitOffsets("g", []OffsetEntry{{Topic: "t", Queue: 1, Offset: 2}}))
 	f2, sink := snapshotRoundTrip(t, h.f)
 	if fmt.Sprint(f2.Topics()) != fmt.Sprint(h.f.Topics()) {
@@ -197,10 +198,14 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if fmt.Sprint(l1) != fmt.Sprint(l2) {
 		t.Fatalf("index %v vs %v", l1, l2)
 	}
-	// The dedupe table survives: a retry after restore is still a duplicate.
+	// The dedupe table survives with its digests: a retry after restore is
+	// still a duplicate, another request under its sequence is refused.
 	h2 := &harness{t: t, f: f2, idx: h.idx}
-	if res := h2.produce(&raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: msgs(0, "a")}); !res[0].Duplicate {
+	if res := h2.produce(first); !res[0].Duplicate {
 		t.Fatal("dedupe table lost in snapshot")
+	}
+	if res := h2.produce(&raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: append(msgs(0, "a"), msgs(1, "b", "C")...)}); !errors.Is(res[0].Err, ErrSequenceReused) {
+		t.Fatalf("digest lost in snapshot: other content under a seen sequence gave %+v", res[0])
 	}
 	// A damaged snapshot is refused.
 	bad := append([]byte{}, sink.Bytes()...)
@@ -237,8 +242,24 @@ func FuzzRestore(f *testing.F) {
 	var sink memSink
 	snap.Persist(&sink)
 	f.Add(sink.Bytes())
+	// A dedupe table in both formats.
+	if old, err := os.ReadFile("testdata/snapshot-format1.bin"); err == nil {
+		f.Add(old)
+	}
+	h.f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: raftlog.EncodeBatch(
+		&raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: append(msgs(0, "a"), msgs(1, "b")...)})})
+	snap, _ = h.f.Snapshot()
+	sink.Reset()
+	snap.Persist(&sink)
+	f.Add(sink.Bytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
-		New(nil).Restore(io.NopCloser(bytes.NewReader(data))) // must not panic
+		f := New(nil)
+		if f.Restore(io.NopCloser(bytes.NewReader(data))) != nil { // must not panic
+			return
+		}
+		// Whatever restores must answer a produce without panicking.
+		f.Apply(&raft.Log{Index: f.Applied() + 1, Type: raft.LogCommand, Data: raftlog.EncodeBatch(
+			&raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: append(msgs(0, "a"), msgs(1, "b")...)})})
 	})
 }
 

@@ -14,6 +14,12 @@ import (
 // The snapshot holds metadata only: topics with their index records,
 // consumer offsets, the dedupe table and the node registry. It is a gob
 // stream followed by a CRC32C of the stream.
+//
+// Format 2 adds to every remembered result the request's digest and message
+// count, and to each of its queue bases the messages of that queue. Format 1
+// is still read: its results are marked legacy (NoDigest) and a retry is
+// matched against them as fitsLegacy says, which is as far as they can be
+// checked; they keep the mark when written again in format 2.
 
 type snapRecord struct {
 	Base, Index uint64
@@ -41,7 +47,10 @@ type snapProducer struct {
 type snapResult struct {
 	LogIndex uint64
 	Ordinal  uint32
-	Bases    []QueueBase
+	Bases    []QueueBase // Count is 0 in format 1
+	Count    uint32      // format 2
+	Digest   uint64      // format 2
+	NoDigest bool        // format 2: restored from format 1, Count and Digest unknown
 }
 
 type snapState struct {
@@ -97,7 +106,8 @@ func (f *FSM) captureLocked() *captured {
 			seq := p.ring[(p.head+i)%len(p.ring)]
 			r := p.results[seq]
 			sp.Seqs = append(sp.Seqs, seq)
-			sp.Results = append(sp.Results, snapResult{LogIndex: r.LogIndex, Ordinal: r.Ordinal, Bases: r.Bases})
+			sp.Results = append(sp.Results, snapResult{LogIndex: r.LogIndex, Ordinal: r.Ordinal, Bases: r.Bases,
+				Count: r.Count, Digest: r.Digest, NoDigest: r.legacy})
 		}
 		c.producers = append(c.producers, sp)
 	}
@@ -126,7 +136,8 @@ func (f *FSM) loadLocked(st *snapState) {
 		p := &producer{id: sp.ID, floor: sp.Floor, results: map[uint64]*ProduceResult{}, ring: sp.Seqs}
 		for i, seq := range sp.Seqs {
 			r := sp.Results[i]
-			p.results[seq] = &ProduceResult{LogIndex: r.LogIndex, Ordinal: r.Ordinal, Bases: r.Bases}
+			p.results[seq] = &ProduceResult{LogIndex: r.LogIndex, Ordinal: r.Ordinal, Bases: r.Bases,
+				Count: r.Count, Digest: r.Digest, legacy: r.NoDigest}
 		}
 		p.elem = f.lru.PushBack(p)
 		f.producers[p.id] = p
@@ -198,13 +209,43 @@ func readSnapshot(r io.Reader) (*snapState, error) {
 	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(&st); err != nil {
 		return nil, fmt.Errorf("%w: decode snapshot: %v", ErrCorruptCommand, err)
 	}
-	if st.Format != snapshotFormat {
-		return nil, fmt.Errorf("%w: snapshot format %d, want %d", ErrCorruptCommand, st.Format, snapshotFormat)
+	if st.Format != 1 && st.Format != snapshotFormat {
+		return nil, fmt.Errorf("%w: snapshot format %d, want 1..%d", ErrCorruptCommand, st.Format, snapshotFormat)
 	}
 	for _, p := range st.Producers {
 		if len(p.Seqs) != len(p.Results) || len(p.Seqs) > DedupeWindow {
 			return nil, fmt.Errorf("%w: producer %q has %d sequences and %d results", ErrCorruptCommand, p.ID, len(p.Seqs), len(p.Results))
 		}
+		for i := range p.Results {
+			r := &p.Results[i]
+			if st.Format == 1 {
+				r.NoDigest, r.Count, r.Digest = true, 0, 0
+				for j := range r.Bases {
+					r.Bases[j].Count = 0
+				}
+				continue
+			}
+			if err := checkSnapResult(r); err != nil {
+				return nil, fmt.Errorf("%w: producer %q sequence %d: %w", ErrCorruptCommand, p.ID, p.Seqs[i], err)
+			}
+		}
 	}
 	return &st, nil
+}
+
+// checkSnapResult checks that a format-2 result is one the FSM could have
+// remembered: without the digest mark, its queue counts add up to its
+// message count; with it, no counts at all.
+func checkSnapResult(r *snapResult) error {
+	var sum uint64
+	for _, b := range r.Bases {
+		sum += uint64(b.Count)
+	}
+	switch {
+	case r.NoDigest && (sum != 0 || r.Count != 0 || r.Digest != 0):
+		return fmt.Errorf("result without digest has counts (%d messages, %d in queues)", r.Count, sum)
+	case !r.NoDigest && sum != uint64(r.Count):
+		return fmt.Errorf("%d messages, %d in its queues", r.Count, sum)
+	}
+	return nil
 }

@@ -2,13 +2,17 @@ package grpcapi
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/client"
 )
 
 // FuzzProduceRequest feeds arbitrary bytes through what a produce request
@@ -50,6 +54,25 @@ func TestToStatusCodes(t *testing.T) {
 		if got := statusCode(toStatus(err)); got != want {
 			t.Errorf("%v: %s, want %s", err, got, want)
 		}
+	}
+}
+
+// TestUnknownOutcomeIsRetriedFailedPreconditionIsNot: the code of an
+// unknown outcome is one the SDK retries (with the same sequence); the code
+// of a definite refusal is one it gives up on, so a caller can count it as
+// not stored.
+func TestUnknownOutcomeIsRetriedFailedPreconditionIsNot(t *testing.T) {
+	unknown := fmt.Errorf("%w: leadership lost while committing", broker.ErrUnknownOutcome)
+	refused := fmt.Errorf("%w: refused, this request was not appended: sequence 3", broker.ErrFailedPrecondition)
+	if st := toStatus(unknown); status.Code(st) != codes.Aborted || !client.Retryable(st) {
+		t.Errorf("unknown outcome: %v, want Aborted and retried", st)
+	}
+	st := toStatus(refused)
+	if status.Code(st) != codes.FailedPrecondition || client.Retryable(st) {
+		t.Errorf("refusal: %v, want FailedPrecondition and not retried", st)
+	}
+	if strings.Contains(status.Convert(st).Message(), "unknown") {
+		t.Errorf("refusal %q says its outcome is unknown", status.Convert(st).Message())
 	}
 }
 

@@ -17,13 +17,17 @@ import (
 type Peers struct {
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
+	dial   map[string]string // peer API address -> address to dial instead
 	closed bool
 }
 
 var _ broker.PeerClient = (*Peers)(nil)
 
-// NewPeers returns an empty pool.
-func NewPeers() *Peers { return &Peers{conns: map[string]*grpc.ClientConn{}} }
+// NewPeers returns an empty pool. dial, for fault injection only, maps a
+// peer's API address to the address to dial instead (a proxy); nil: none.
+func NewPeers(dial map[string]string) *Peers {
+	return &Peers{conns: map[string]*grpc.ClientConn{}, dial: dial}
+}
 
 // Client returns a client for addr, dialing lazily.
 func (p *Peers) Client(addr string) (api.BrokerClient, error) {
@@ -35,7 +39,11 @@ func (p *Peers) Client(addr string) (api.BrokerClient, error) {
 	if c, ok := p.conns[addr]; ok {
 		return api.NewBrokerClient(c), nil
 	}
-	c, err := api.Dial(addr)
+	target := addr
+	if d, ok := p.dial[addr]; ok {
+		target = d
+	}
+	c, err := api.Dial(target)
 	if err != nil {
 		return nil, fmt.Errorf("dial peer %s: %w", addr, err)
 	}

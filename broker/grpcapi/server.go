@@ -11,6 +11,7 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -22,8 +23,18 @@ import (
 	"github.com/raftmq/raftmq/store"
 )
 
-// MaxMessageSize bounds one gRPC message (api.MaxMessageSize).
+// MaxMessageSize bounds one gRPC message this node sends (api.MaxMessageSize:
+// a pull answers up to 64 MiB).
 const MaxMessageSize = api.MaxMessageSize
+
+// RecvLimit is the largest gRPC message a node with the given request bound
+// (broker.Config.MaxRequestBytes) reads. Protobuf spends more bytes than the
+// log's encoding only on field tags: at worst 7 bytes for a property the log
+// stores in 3 (a one-byte name, an empty value), so 5/2 of the bound always
+// lets a request within the bound through to ValidateProduce, which answers
+// it with the bound's own error; anything larger is refused by gRPC
+// (ResourceExhausted) before it is read into memory.
+func RecvLimit(maxRequestBytes int) int { return maxRequestBytes/2*5 + 64<<10 }
 
 const forwardedKey = "raftmq-forwarded-by"
 
@@ -43,7 +54,7 @@ func NewServer(b *broker.Broker, peers *Peers) *Server { return &Server{b: b, pe
 // flood of producers waits on its side instead of in this node's memory.
 func ServerOptions(b *broker.Broker) []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(MaxMessageSize),
+		grpc.MaxRecvMsgSize(RecvLimit(b.Config().MaxRequestBytes)),
 		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.InTapHandle(admitProduce(b.AdmitProduce)),
 	}
@@ -83,6 +94,8 @@ func toStatus(err error) error {
 		code = codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
+	case errors.Is(err, broker.ErrSequenceReused):
+		return sequenceReused(err)
 	case errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, broker.ErrTooLarge):
 		code = codes.InvalidArgument
 	case errors.Is(err, broker.ErrNotFound):
@@ -97,6 +110,17 @@ func toStatus(err error) error {
 		code = codes.ResourceExhausted
 	}
 	return status.Error(code, err.Error())
+}
+
+// sequenceReused is InvalidArgument with an ErrorInfo naming the reason, so
+// that a client tells it from other invalid requests without reading the
+// message: the request was refused for good and nothing of it was stored.
+func sequenceReused(err error) error {
+	st := status.New(codes.InvalidArgument, err.Error())
+	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Domain: api.ErrorDomain, Reason: api.ReasonSequenceReused}); derr == nil {
+		st = d
+	}
+	return st.Err()
 }
 
 func forwarded(ctx context.Context) bool {

@@ -44,16 +44,24 @@ type Config struct {
 	// VerifyLog checks every log entry at start and refuses to start on
 	// corruption (see raftlog.Stores.Verify).
 	VerifyLog bool
+	// LockTimeout is how long Start waits for another process to release
+	// the data directory's lock (one that is still exiting) before it
+	// refuses to start, naming that process.
+	LockTimeout time.Duration
 	// OnFatal is called when the node can no longer work and only a restart
 	// helps (a stuck log store). Nil: log the error and exit the process
 	// with status 70, so that a supervisor restarts it.
 	OnFatal func(error)
+	// PeerDial, for fault injection only, maps a peer's API address to the
+	// address to dial instead (forwarding, state polling, registration).
+	PeerDial map[string]string
 }
 
 // DefaultConfig returns a config with every default set; callers fill in
 // the node id, addresses, peers and data directory.
 func DefaultConfig() Config {
-	return Config{LogStore: raftlog.DefaultKind, Raft: election.DefaultConfig(), Broker: broker.DefaultConfig(), VerifyLog: true, SegmentMB: 64}
+	return Config{LogStore: raftlog.DefaultKind, Raft: election.DefaultConfig(), Broker: broker.DefaultConfig(), VerifyLog: true, SegmentMB: 64,
+		LockTimeout: 3 * time.Second}
 }
 
 // Server is a running node.
@@ -68,6 +76,7 @@ type Server struct {
 	grpc   *grpc.Server
 	lis    net.Listener
 	http   *http.Server
+	lock   *dirLock
 	wg     sync.WaitGroup
 	once   sync.Once
 }
@@ -88,9 +97,6 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err := cfg.Raft.Validate(); err != nil {
 		return nil, err
 	}
-	if err := claimDataDir(cfg.DataDir, cfg.Raft.ID); err != nil {
-		return nil, err
-	}
 	s := &Server{cfg: cfg, log: log}
 	var cleanup []func()
 	defer func() {
@@ -100,6 +106,15 @@ func Start(cfg Config) (_ *Server, err error) {
 			}
 		}
 	}()
+	// The lock comes before any port or store: a second process on the
+	// directory must fail here, not hang in the stores' own locks.
+	if s.lock, err = lockDataDir(cfg.DataDir, cfg.LockTimeout); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, s.lock.release)
+	if err := claimDataDir(cfg.DataDir, cfg.Raft.ID); err != nil {
+		return nil, err
+	}
 
 	s.lis, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -112,6 +127,12 @@ func Start(cfg Config) (_ *Server, err error) {
 		bc.ClientAddr = s.lis.Addr().String()
 	}
 	bc.Logger = log.Named("broker")
+	if bc.PeerAddr == "" {
+		bc.PeerAddr = bc.ClientAddr
+	}
+	if err := bc.Validate(); err != nil { // before any data is opened
+		return nil, err
+	}
 
 	onFatal := cfg.OnFatal
 	if onFatal == nil {
@@ -131,6 +152,9 @@ func Start(cfg Config) (_ *Server, err error) {
 	s.stores, err = raftlog.Open(cfg.DataDir, raftlog.Options{Kind: cfg.LogStore, SegmentSize: cfg.SegmentMB << 20,
 		Logger: log.Named("raftlog"), OnFatal: onFatal, OnDamaged: onDamaged})
 	if err != nil {
+		if raftlog.NeedsRepair(err) {
+			return nil, fmt.Errorf("%w\n%s", err, repairSteps(cfg))
+		}
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { s.stores.Close() })
@@ -138,14 +162,11 @@ func Start(cfg Config) (_ *Server, err error) {
 		start := time.Now()
 		n, err := s.stores.Verify(store.CheckCommand)
 		if err != nil {
-			at := "its log"
+			damaged := ""
 			if idx, _ := s.stores.Damaged(); idx != 0 {
-				at = fmt.Sprintf("log index %d", idx)
+				damaged = fmt.Sprintf("this node's log is damaged at log index %d; the other nodes of the group hold the entry.\n", idx)
 			}
-			return nil, fmt.Errorf("%w\nthis node's log is damaged at %s and it will not start: it must not serve or replicate corrupt data; "+
-				"the other nodes of the group hold the entry.\n"+
-				"To repair: run `raftmq member remove %s --force` against the group, move %s away, start this node empty without --peers and run `raftmq member add %s@%s`",
-				err, at, cfg.Raft.ID, cfg.DataDir, cfg.Raft.ID, cfg.Raft.BindAddr)
+			return nil, fmt.Errorf("%w\n%s%s", err, damaged, repairSteps(cfg))
 		}
 		log.Info("log verified", "entries", n, "took", time.Since(start))
 	}
@@ -157,7 +178,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { s.node.Kill() })
-	s.peers = grpcapi.NewPeers()
+	s.peers = grpcapi.NewPeers(cfg.PeerDial)
 	cleanup = append(cleanup, func() { s.peers.Close() })
 	s.broker, err = broker.New(bc, s.node, s.fsm, s.stores, s.peers)
 	if err != nil {
@@ -191,6 +212,23 @@ func Start(cfg Config) (_ *Server, err error) {
 	log.Info("node started", "id", cfg.Raft.ID, "raft", cfg.Raft.BindAddr, "client", bc.ClientAddr, "http", cfg.HTTP,
 		"data", cfg.DataDir, "log_store", cfg.LogStore)
 	return s, nil
+}
+
+// repairSteps is what a node whose log is damaged or incomplete prints when
+// it refuses to start: the steps that rebuild it from its group.
+func repairSteps(cfg Config) string {
+	addr := cfg.Raft.AdvertiseAddr
+	if addr == "" {
+		addr = cfg.Raft.BindAddr
+	}
+	return fmt.Sprintf("this node's log is damaged or incomplete and it will not start: it must not serve, replicate or vote with a damaged log.\n"+
+		"To repair it from the group's healthy members:\n"+
+		"  1. keep this node stopped\n"+
+		"  2. raftmq member remove %[1]s --force -s ADDR   (ADDR: the client address of a healthy member)\n"+
+		"  3. mv %[2]s %[2]s.damaged   (keep it for inspection, or delete it)\n"+
+		"  4. start this node again with an empty --data %[2]s and without --peers\n"+
+		"  5. raftmq member add %[1]s@%[3]s -s ADDR   (it joins as a non-voter and is promoted once caught up)",
+		cfg.Raft.ID, cfg.DataDir, addr)
 }
 
 // claimDataDir refuses a data directory that belongs to another node.
@@ -228,8 +266,8 @@ func (s *Server) httpHandler() http.Handler {
 			return
 		}
 		st := s.node.Stats()
-		if st.LeaderID == "" {
-			http.Error(w, "no leader known", http.StatusServiceUnavailable)
+		if err := s.broker.Readiness(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintf(w, "ok: %s, leader %s, term %d\n", st.Role, st.LeaderID, st.Term)
@@ -303,6 +341,7 @@ func (s *Server) stop(graceful bool) error {
 		if cerr := s.stores.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
+		s.lock.release()
 		s.log.Info("node stopped", "id", s.cfg.Raft.ID)
 	})
 	return err

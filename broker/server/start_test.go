@@ -3,6 +3,9 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -130,4 +133,73 @@ func TestPausedFollowerCatchesUp(t *testing.T) {
 		r, err := c.nodes[f].Broker().Pull(context.Background(), broker.PullRequest{Topic: "t", Queue: 0, MaxMessages: 100})
 		return err == nil && len(r.Messages) == 50
 	})
+}
+
+// TestRefusalsForLostEntriesPrintRepairSteps: a node whose log lost
+// entries (its tail segment is gone, the watermark says they were stored) or
+// misses a sealed segment refuses to start with the same numbered repair
+// steps as a node whose log fails verification; before, it printed none.
+func TestRefusalsForLostEntriesPrintRepairSteps(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		segmentMB  int
+		remove     func(segs []string) []string // the segment files to delete
+	}{
+		{"lost entries", "lost entries", 64, func(segs []string) []string { return segs }},
+		{"missing segment", "segment file is missing", 1, func(segs []string) []string { return segs[:1] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := server.DefaultConfig()
+			cfg.DataDir = t.TempDir()
+			cfg.Listen = freeAddr(t)
+			cfg.Raft.ID = "n1"
+			cfg.Raft.BindAddr = freeAddr(t)
+			cfg.Raft.Peers = []election.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
+			cfg.SegmentMB = tc.segmentMB
+			s, err := server.Start(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := s
+			t.Cleanup(func() { first.Kill() })
+			ctx := ctxT(t, 60*time.Second)
+			waitFor(t, 30*time.Second, "a leader that takes writes", func() bool {
+				_, err := s.Broker().CreateTopic(ctx, "t", 1, true)
+				return err == nil
+			})
+			for i := 0; i < 6; i++ { // 3 MiB: several 1 MiB segments
+				if _, err := s.Broker().Produce(ctx, broker.ProduceRequest{Topic: "t",
+					Messages: []broker.ProduceMessage{{Body: make([]byte, 512<<10)}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wm := filepath.Join(cfg.DataDir, "LOG_WATERMARK")
+			waitFor(t, 30*time.Second, "the watermark", func() bool { st, err := os.Stat(wm); return err == nil && st.Size() > 0 })
+			time.Sleep(300 * time.Millisecond) // a few more watermark writes, up to the last entry
+			s.Kill()
+			segs, _ := filepath.Glob(filepath.Join(cfg.DataDir, "log", "*.wal"))
+			sort.Strings(segs)
+			if len(segs) == 0 || (tc.segmentMB == 1 && len(segs) < 2) {
+				t.Fatalf("segments %v", segs)
+			}
+			for _, p := range tc.remove(segs) {
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, err = server.Start(cfg)
+			if err == nil {
+				s.Kill()
+				t.Fatal("a node with a damaged log started")
+			}
+			msg := err.Error()
+			t.Log(msg)
+			for _, want := range []string{tc.want, "1. keep this node stopped", "raftmq member remove n1 --force",
+				"mv " + cfg.DataDir, "without --peers", "5. raftmq member add n1@" + cfg.Raft.BindAddr} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("refusal does not say %q:\n%s", want, msg)
+				}
+			}
+		})
+	}
 }

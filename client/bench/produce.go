@@ -63,15 +63,20 @@ type Progress struct {
 // ProduceResult is the outcome of a produce run. MB is 10^6 bytes of message
 // bodies (keys and headers not counted).
 type ProduceResult struct {
-	Topic      string  `json:"topic"`
-	Queues     int     `json:"queues"`
-	Size       int     `json:"size"`
-	Producers  int     `json:"producers"`
-	Window     int     `json:"window"`
-	Batch      int     `json:"batch"`
-	Messages   uint64  `json:"messages"` // acknowledged
-	Requests   uint64  `json:"requests"` // acknowledged Send calls
-	Errors     uint64  `json:"errors"`   // failed Send calls (after the SDK's retries)
+	Topic     string `json:"topic"`
+	Queues    int    `json:"queues"`
+	Size      int    `json:"size"`
+	Producers int    `json:"producers"`
+	Window    int    `json:"window"`
+	Batch     int    `json:"batch"`
+	Messages  uint64 `json:"messages"` // acknowledged
+	Requests  uint64 `json:"requests"` // acknowledged Send calls
+	Errors    uint64 `json:"errors"`   // failed Send calls (after the SDK's retries)
+	// Failed messages were definitely not stored (never sent, or refused);
+	// Unknown ones were sent without an answer and may be stored. They
+	// include the Sends that an interrupt ended, which Errors does not.
+	Failed     uint64  `json:"failed_messages"`
+	Unknown    uint64  `json:"unknown_messages"`
 	FirstError string  `json:"first_error,omitempty"`
 	Seconds    float64 `json:"seconds"`
 	MsgsPerSec float64 `json:"msgs_per_sec"`
@@ -227,6 +232,8 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 		acked    atomic.Uint64
 		requests atomic.Uint64
 		failed   atomic.Uint64
+		notSent  atomic.Uint64 // messages definitely not stored
+		unknown  atomic.Uint64 // messages that may be stored
 		stop     atomic.Bool
 		errOnce  sync.Once
 		fatal    error
@@ -277,15 +284,21 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 				return
 			}
 			t0 := time.Now()
-			p.SendAsync(cfg.Topic, msgs[:k], func(_ []*api.Ack, err error) {
+			// A Send still queued in the SDK when the run is interrupted is
+			// never sent (ErrNotSent).
+			p.SendAsyncContext(runCtx, cfg.Topic, msgs[:k], func(_ []*api.Ack, err error) {
 				lat := time.Since(t0)
-				switch {
-				case err == nil:
+				switch client.Classify(err) {
+				case client.Acknowledged:
 					hist.Record(lat)
 					acked.Add(uint64(k))
 					requests.Add(1)
-				case runCtx.Err() != nil: // interrupted: not a failure of the group
+				case client.Failed:
+					notSent.Add(uint64(k))
 				default:
+					unknown.Add(uint64(k))
+				}
+				if err != nil && runCtx.Err() == nil { // interrupted: not a failure of the group
 					fail(err, !client.Retryable(err))
 				}
 				<-window
@@ -299,6 +312,7 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 	res.ClientCPUSeconds = cpu
 
 	res.Messages, res.Requests, res.Errors = acked.Load(), requests.Load(), failed.Load()
+	res.Failed, res.Unknown = notSent.Load(), unknown.Load()
 	res.Seconds = elapsed.Seconds()
 	if res.Seconds > 0 {
 		res.MsgsPerSec = float64(res.Messages) / res.Seconds

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -22,10 +23,20 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// reported is the error of a command that has printed what went wrong
+// itself: main only exits with its code.
+type reported struct{ code int }
+
+func (r reported) Error() string { return fmt.Sprintf("exit status %d", r.code) }
+
 func exitCode(err error) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	var r reported
+	if errors.As(err, &r) {
+		return r.code
 	}
 	return 1
 }

@@ -223,11 +223,21 @@ func runBenchProduce(c *cli.Context) error {
 	if res == nil {
 		return clean(runErr)
 	}
-	return reportBench(c, struct {
+	err = reportBench(c, struct {
 		*bench.ProduceResult
 		Nodes []nodeRSS `json:"nodes,omitempty"`
 	}{res, nodes}, func(w io.Writer) { printProduce(w, res); printNodes(w, nodes) },
 		runErr, res.Errors, res.FirstError, "Send(s)")
+	// The summary line comes last, as with produce. The warm-up messages
+	// (one per producer, outside the clock) are not counted.
+	if err != nil {
+		fmt.Fprintln(c.App.ErrWriter, "raftmq:", err)
+	}
+	fmt.Fprintln(c.App.ErrWriter, sendSummary(res.Messages, res.Failed, res.Unknown))
+	if err != nil {
+		return reported{exitCode(err)}
+	}
+	return nil
 }
 
 // profiled runs a bench case under the CPU profile --cpuprofile asks for,

@@ -22,10 +22,12 @@ import (
 
 func healthCommand() *cli.Command {
 	return &cli.Command{
-		Name:        "health",
-		Usage:       "exit 0 when the node at -s answers and knows a leader (for container health checks)",
-		Flags:       []cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: "127.0.0.1:9001", Usage: "the node to check"}},
-		Description: "Only the first address of -s is checked; the check takes at most 2 seconds.",
+		Name:  "health",
+		Usage: "exit 0 when the node at -s answers, knows a leader and is ready (for container health checks)",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: "127.0.0.1:9001", Usage: "the node to check"}},
+		Description: "Only the first address of -s is checked; the check takes at most 2 seconds. Exit status 2: no\n" +
+			"answer; 3: no leader known; 4: not ready, with the reason (as /readyz: a leader that cannot commit,\n" +
+			"a node whose applying is stuck, a follower that receives no entries).",
 		Action: func(c *cli.Context) error {
 			cl, err := client.New(client.Config{Servers: []string{c.String("servers")}, RequestTimeout: 2 * time.Second})
 			if err != nil {
@@ -39,6 +41,11 @@ func healthCommand() *cli.Command {
 			}
 			if st.LeaderId == "" {
 				return &exitError{3, fmt.Errorf("%s answers but knows no leader", addr)}
+			}
+			for _, n := range st.Nodes {
+				if n.Id == st.AnsweredBy && !n.Healthy {
+					return &exitError{4, fmt.Errorf("%s (%s) answers but is not ready: %s", addr, n.Id, n.Error)}
+				}
 			}
 			fmt.Fprintf(c.App.Writer, "ok: %s, leader %s, term %d\n", st.AnsweredBy, st.LeaderId, st.Term)
 			return nil
@@ -324,74 +331,122 @@ func runProduce(c *cli.Context) error {
 	defer cl.Close()
 	p := cl.NewProducer()
 
-	batches := make(chan []string)
+	// The input is read in batches numbered by their first line (or
+	// argument); reading stops at the interrupt, and no batch is sent
+	// after it.
+	type batch struct {
+		first int // 1-based number of the first line
+		lines []string
+	}
+	batches := make(chan batch)
+	var scanErr error // set before batches is closed
 	go func() {
 		defer close(batches)
 		if c.NArg() > 0 {
-			batches <- c.Args().Slice()
+			select {
+			case batches <- batch{1, c.Args().Slice()}:
+			case <-c.Context.Done():
+			}
 			return
 		}
 		sc := bufio.NewScanner(c.App.Reader)
 		sc.Buffer(make([]byte, 64<<10), 64<<20)
 		var cur []string
-		for sc.Scan() {
-			cur = append(cur, sc.Text())
-			if len(cur) == batchSize {
-				batches <- cur
+		n := 0
+		hand := func() bool {
+			select {
+			case batches <- batch{n - len(cur) + 1, cur}:
 				cur = nil
+				return true
+			case <-c.Context.Done():
+				return false
 			}
 		}
-		if len(cur) > 0 {
-			batches <- cur
+		for c.Context.Err() == nil && sc.Scan() {
+			n++
+			cur = append(cur, sc.Text())
+			if len(cur) == batchSize && !hand() {
+				return
+			}
+		}
+		if len(cur) > 0 && c.Context.Err() == nil {
+			hand()
+		}
+		if err := sc.Err(); err != nil {
+			scanErr = fmt.Errorf("reading input stopped after line %d: %w", n, err)
 		}
 	}()
 	var (
-		mu     sync.Mutex
-		wg     sync.WaitGroup
-		failed int
-		acked  int
-		first  error
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		tally sendTally
+		read  int  // lines handed to sending
+		eof   bool // the reader is done (scanErr may be read)
 	)
 	sem := make(chan struct{}, inflight)
 	out := bufio.NewWriter(c.App.Writer)
-	for lines := range batches {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(lines []string) {
-			defer func() { <-sem; wg.Done() }()
-			msgs := make([]client.Message, len(lines))
-			for i, l := range lines {
-				msgs[i] = client.Message{Key: c.String("key"), Tag: c.String("tag"), Properties: props, Body: []byte(l), Queue: queue}
+	send := func(b batch) {
+		defer func() { <-sem; wg.Done() }()
+		msgs := make([]client.Message, len(b.lines))
+		for i, l := range b.lines {
+			msgs[i] = client.Message{Key: c.String("key"), Tag: c.String("tag"), Properties: props, Body: []byte(l), Queue: queue}
+		}
+		ctx, cancel := opCtx(c)
+		acks, err := p.Send(ctx, topic, msgs...)
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		tally.add(b.first, len(b.lines), err)
+		for i, a := range acks {
+			if format == "json" {
+				j, _ := json.Marshal(ackJSON{Queue: a.Queue, Offset: a.Offset, ID: a.Id, Body: b.lines[i]})
+				out.Write(append(j, '\n'))
+			} else {
+				fmt.Fprintf(out, "queue %d offset %d id %s\n", a.Queue, a.Offset, a.Id)
 			}
-			ctx, cancel := opCtx(c)
-			acks, err := p.Send(ctx, topic, msgs...)
-			cancel()
+		}
+	}
+loop:
+	for {
+		var b batch
+		var ok bool
+		select {
+		case b, ok = <-batches:
+			if !ok {
+				eof = true
+				break loop
+			}
+		case <-c.Context.Done():
+			break loop
+		}
+		read = b.first + len(b.lines) - 1
+		select {
+		case sem <- struct{}{}:
+		case <-c.Context.Done():
+		}
+		if c.Context.Err() != nil { // interrupted: this batch is never sent
 			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				failed += len(lines)
-				if first == nil {
-					first = clean(err)
-				}
-				return
-			}
-			acked += len(acks)
-			for i, a := range acks {
-				if format == "json" {
-					b, _ := json.Marshal(ackJSON{Queue: a.Queue, Offset: a.Offset, ID: a.Id, Body: lines[i]})
-					out.Write(append(b, '\n'))
-				} else {
-					fmt.Fprintf(out, "queue %d offset %d id %s\n", a.Queue, a.Offset, a.Id)
-				}
-			}
-		}(lines)
+			tally.add(b.first, len(b.lines), fmt.Errorf("%w: interrupted", client.ErrNotSent))
+			mu.Unlock()
+			break loop
+		}
+		wg.Add(1)
+		go send(b)
 	}
 	wg.Wait()
 	out.Flush()
-	if failed > 0 {
-		return fmt.Errorf("%d message(s) not acknowledged (%d acknowledged): %w", failed, acked, first)
+	noun := "lines"
+	if c.NArg() > 0 {
+		noun = "arguments"
 	}
-	return nil
+	var notes []string
+	if eof && scanErr != nil {
+		notes = append(notes, scanErr.Error())
+	}
+	if c.Context.Err() != nil {
+		notes = append(notes, fmt.Sprintf("interrupted: read %s up to %d; the input after it was not sent", noun, read))
+	}
+	return tally.report(c.App.ErrWriter, "produce", noun, notes)
 }
 
 func consumeCommand() *cli.Command {

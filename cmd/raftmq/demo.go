@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +28,7 @@ import (
 func demoCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "demo",
-		Usage: "watch a three-node group lose its leader (SIGKILL) under load and lose nothing",
+		Usage: "watch a three-node group lose its leader (SIGKILL, SIGSTOP or a partition) under load and lose nothing",
 		Description: "Starts three `raftmq server` processes of this binary on free 127.0.0.1 ports in a temporary\n" +
 			"directory, produces numbered messages with several idempotent producers, kills the leader\n" +
 			"with SIGKILL, measures how long writes were unavailable, restarts the killed node and waits\n" +
@@ -37,6 +38,12 @@ func demoCommand() *cli.Command {
 			"the follower serving most and shows its readers coming back, then restarts it. Finally it\n" +
 			"reads everything back and checks that\n" +
 			"every acknowledged message is there exactly once, in order per queue and per key.\n\n" +
+			"--fault pause freezes the leader with SIGSTOP for --fault-for instead, then SIGCONT; --fault\n" +
+			"partition runs every link of the nodes (Raft in both directions, and the client API) through\n" +
+			"proxies the demo owns and blackholes the leader's for --fault-for: connections stay open and\n" +
+			"nothing passes, then it heals. Either way the old leader must rejoin as a caught-up follower.\n" +
+			"The window of a fault is the time from the fault to the first acknowledged write after it.\n" +
+			"--cli sends every message with a fresh `raftmq produce` process instead (a user's shell loop).\n\n" +
 			"Write unavailability of a kill is the longest gap between two consecutive acknowledgements\n" +
 			"(of any producer) from the kill until writes flow again: it runs from the last write\n" +
 			"acknowledged before the leader died to the first acknowledged after the new leader took over.\n\n" +
@@ -45,8 +52,11 @@ func demoCommand() *cli.Command {
 			"`compose start`.\n\n" +
 			"Exits non-zero if an acknowledged message is missing or duplicated, or order is broken.",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "kills", Value: 1, Usage: "how many times to kill the leader (and restart it)"},
-			&cli.DurationFlag{Name: "reads", Value: 8 * time.Second, Usage: "length of the read act after the kills (load the leader, read from the start, stop a follower halfway); 0 skips it"},
+			&cli.IntFlag{Name: "kills", Value: 1, Usage: "how many times to fault the leader (and bring it back)"},
+			&cli.StringFlag{Name: "fault", Value: "kill", Usage: "what happens to the leader: kill (SIGKILL, restart), pause (SIGSTOP, SIGCONT) or partition (blackhole all its links, heal)"},
+			&cli.DurationFlag{Name: "fault-for", Value: 3 * time.Second, Usage: "with --fault pause or partition: how long the leader stays paused or cut off"},
+			&cli.BoolFlag{Name: "cli", Usage: "send every message with a fresh `raftmq produce` process (of this binary) instead of SDK producers"},
+			&cli.DurationFlag{Name: "reads", Value: 8 * time.Second, Usage: "length of the read act after the faults (load the leader, read from the start, stop a follower halfway); 0 skips it"},
 			&cli.IntFlag{Name: "transfers", Usage: "after the kills, move leadership this many times with a planned leader transfer and measure the write pause"},
 			&cli.IntFlag{Name: "producers", Value: 4, Usage: "concurrent idempotent producers (one request in flight each)"},
 			&cli.IntFlag{Name: "rate", Value: 400, Usage: "messages per second over all producers (0: as fast as they go)"},
@@ -96,6 +106,12 @@ type demoAck struct {
 
 type demoResult struct {
 	Mode              string         `json:"mode"`
+	Fault             string         `json:"fault"`         // kill, pause or partition
+	FaultForMs        float64        `json:"fault_for_ms"`  // how long a pause or partition lasted
+	Producers1Shot    bool           `json:"cli_producers"` // every message sent by a fresh CLI process
+	WindowMs          []float64      `json:"window_ms"`     // fault -> first acknowledged write after it
+	WindowMedian      float64        `json:"window_median_ms"`
+	WindowMax         float64        `json:"window_max_ms"`
 	OK                bool           `json:"ok"`
 	Error             string         `json:"error,omitempty"`
 	Kills             int            `json:"kills"`
@@ -114,7 +130,7 @@ type demoResult struct {
 	OffsetGaps        int            `json:"offset_gaps"`  // missing offsets inside a queue
 	OrderViolations   int            `json:"order_errors"` // a key's messages out of send order
 	UnavailableMs     []float64      `json:"unavailable_ms"`
-	RecoveryMs        []float64      `json:"recovery_ms"`       // kill -> first acknowledgement after the gap
+	RecoveryMs        []float64      `json:"recovery_ms"`       // fault -> first acknowledgement after the gap
 	LeaderVisibleMs   []float64      `json:"leader_visible_ms"` // kill -> a status poll first showed the new leader
 	RejoinMs          []float64      `json:"rejoin_ms"`         // restart -> healthy, caught-up follower
 	UnavailableMedian float64        `json:"unavailable_median_ms"`
@@ -143,6 +159,12 @@ type demo struct {
 	readsFor  time.Duration
 	producers int
 	rate      int
+	fault     string
+	faultFor  time.Duration
+	cliExe    string // with --cli: the binary whose `produce` sends each message
+
+	awayMu sync.Mutex
+	away   string // client address of the node under a fault, left out of status polls
 
 	mu       sync.Mutex
 	acks     []demoAck
@@ -167,10 +189,30 @@ func runDemo(c *cli.Context) (err error) {
 	}
 	d.kills = max(c.Int("kills"), 0)
 	d.readsFor = max(c.Duration("reads"), 0)
-	d.res = demoResult{Mode: "local", Producers: d.producers, Rate: d.rate,
+	d.fault, d.faultFor = c.String("fault"), c.Duration("fault-for")
+	switch d.fault {
+	case "kill", "pause", "partition":
+	default:
+		return fmt.Errorf("--fault %q: want kill, pause or partition", d.fault)
+	}
+	if d.fault != "kill" && d.faultFor <= 0 {
+		return fmt.Errorf("--fault-for %s: want more than 0", d.faultFor)
+	}
+	if c.Bool("cli") {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("--cli: find this executable: %w", err)
+		}
+		d.cliExe = exe
+	}
+	d.res = demoResult{Mode: "local", Fault: d.fault, Producers1Shot: d.cliExe != "", WindowMs: []float64{},
+		Producers: d.producers, Rate: d.rate,
 		UnavailableMs: []float64{}, RecoveryMs: []float64{}, LeaderVisibleMs: []float64{}, RejoinMs: []float64{},
 		TransferPauseMs: []float64{}, TransferTookMs: []float64{}, Transfers: max(c.Int("transfers"), 0),
 		Leaders: []string{}, Killed: []string{}, KilledAtUnixMs: []int64{}}
+	if d.fault != "kill" {
+		d.res.FaultForMs = ms(d.faultFor)
+	}
 	if c.IsSet("heartbeat-timeout") {
 		d.res.HeartbeatTimeout = c.Duration("heartbeat-timeout").String()
 	}
@@ -184,6 +226,8 @@ func runDemo(c *cli.Context) (err error) {
 		d.res.Topic = d.topic
 		med, worst := medianMax(d.res.UnavailableMs)
 		d.res.UnavailableMedian, d.res.UnavailableMax = round2(med), round2(worst)
+		med, worst = medianMax(d.res.WindowMs)
+		d.res.WindowMedian, d.res.WindowMax = round2(med), round2(worst)
 		d.res.ElapsedS = round2(d.since().Seconds())
 		d.res.OK = err == nil
 		if err != nil {
@@ -198,6 +242,9 @@ func runDemo(c *cli.Context) (err error) {
 
 	if c.Bool("docker") {
 		d.res.Mode = "docker"
+		if d.fault != "kill" {
+			return errors.New("--docker: only --fault kill")
+		}
 		if c.IsSet("heartbeat-timeout") || c.IsSet("election-timeout") || c.IsSet("log-store") {
 			return errors.New("--docker: set RAFTMQ_HEARTBEAT_TIMEOUT / RAFTMQ_ELECTION_TIMEOUT / RAFTMQ_LOG_STORE for `make up` instead of flags")
 		}
@@ -218,7 +265,8 @@ func runDemo(c *cli.Context) (err error) {
 		if c.IsSet("log-store") {
 			sargs = append(sargs, "--log-store", c.String("log-store"))
 		}
-		g, err := localgroup.New(localgroup.Config{Nodes: 3, Dir: c.String("dir"), Keep: c.Bool("keep"), ServerArgs: sargs})
+		g, err := localgroup.New(localgroup.Config{Nodes: 3, Dir: c.String("dir"), Keep: c.Bool("keep"), ServerArgs: sargs,
+			Partitionable: d.fault == "partition"})
 		if err != nil {
 			return err
 		}
@@ -309,7 +357,7 @@ func (d *demo) run(ctx context.Context, kills, transfers, queues int, steady tim
 			stop()
 			return err
 		}
-		if err := d.killOnce(ctx, k); err != nil {
+		if err := d.faultOnce(ctx, k); err != nil {
 			stop()
 			return err
 		}
@@ -376,7 +424,13 @@ func (d *demo) produce(pctx, ctx context.Context, i int) {
 		body := fmt.Sprintf("p%d-%d", i, seq)
 		key := fmt.Sprintf("p%d-k%d", i, seq%3)
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		acks, err := p.Send(sctx, d.topic, client.Message{Key: key, Body: []byte(body)})
+		var acks []*api.Ack
+		var err error
+		if d.cliExe != "" {
+			acks, err = d.produceCLI(sctx, key, body)
+		} else {
+			acks, err = p.Send(sctx, d.topic, client.Message{Key: key, Body: []byte(body)})
+		}
 		cancel()
 		now := d.since()
 		d.mu.Lock()
@@ -397,21 +451,42 @@ func (d *demo) produce(pctx, ctx context.Context, i int) {
 	}
 }
 
-// killOnce kills the leader, measures the write outage, restarts the node
-// and waits until it is a caught-up follower again.
-func (d *demo) killOnce(ctx context.Context, k int) error {
+// produceCLI sends one message with a fresh `raftmq produce` process, as a
+// shell loop would, and returns its acknowledgement.
+func (d *demo) produceCLI(ctx context.Context, key, body string) ([]*api.Ack, error) {
+	cmd := exec.CommandContext(ctx, d.cliExe, "produce", "-s", strings.Join(d.grp.Addrs(), ","), "-t", d.topic,
+		"-k", key, "--format", "json", "--timeout", "30s", body)
+	cmd.Env = localgroup.Env()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("raftmq produce: %w: %s", err, strings.TrimSpace(errOut.String()))
+	}
+	var a ackJSON
+	if err := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &a); err != nil {
+		return nil, fmt.Errorf("raftmq produce: read its acknowledgement %q: %w", out.String(), err)
+	}
+	return []*api.Ack{{Queue: a.Queue, Offset: a.Offset, Id: a.ID}}, nil
+}
+
+// faultOnce kills, pauses or cuts off the leader, measures the write
+// outage, brings the node back (restart, SIGCONT or heal; a pause or
+// partition lasts faultFor) and waits until it is a caught-up follower again.
+func (d *demo) faultOnce(ctx context.Context, k int) error {
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	st, err := d.waitLeader(wctx, "")
 	cancel()
 	if err != nil {
-		return fmt.Errorf("kill %d: no leader: %w", k, err)
+		return fmt.Errorf("%s %d: no leader: %w", d.fault, k, err)
 	}
 	victim := st.LeaderId
+	d.setAway(d.grp.AddrOf(victim))
+	defer d.setAway("")
 	killAt := d.since()
 	killWall := time.Now()
-	how, err := d.grp.Kill(ctx, victim)
+	how, err := d.applyFault(ctx, victim)
 	if err != nil {
-		return fmt.Errorf("kill %d: %w", k, err)
+		return fmt.Errorf("%s %d: %w", d.fault, k, err)
 	}
 	d.res.Killed = append(d.res.Killed, victim)
 	d.res.Kills = len(d.res.Killed)
@@ -419,19 +494,20 @@ func (d *demo) killOnce(ctx context.Context, k int) error {
 	if took := time.Since(killWall); took > 100*time.Millisecond {
 		how += fmt.Sprintf("; the command took %.1fs, so only the gap below is accurate", took.Seconds())
 	}
-	d.logf("killed leader %s (%s) with SIGKILL  [kill %d/%d]", victim, how, k, d.kills)
+	d.logf("%s leader %s (%s)  [%s %d/%d]", faultVerb[d.fault], victim, how, d.fault, k, d.kills)
 
-	// A new leader, as the survivors report it.
+	// A new leader, as the others report it.
 	wctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 	nst, err := d.waitLeader(wctx, victim)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("kill %d: no new leader after killing %s within 30s: %w", k, victim, err)
+		d.undoFault(ctx, victim)
+		return fmt.Errorf("%s %d: no new leader after %s %s within 30s: %w", d.fault, k, faultVerb[d.fault], victim, err)
 	}
 	visible := d.since() - killAt
 	d.res.Leaders = append(d.res.Leaders, nst.LeaderId)
 	d.res.LeaderVisibleMs = append(d.res.LeaderVisibleMs, ms(visible))
-	d.logf("new leader %s (term %d), seen by polling status %.0f ms after the kill", nst.LeaderId, nst.Term, ms(visible))
+	d.logf("new leader %s (term %d), seen by polling status %.0f ms after the %s", nst.LeaderId, nst.Term, ms(visible), d.fault)
 
 	// Writes flow again once every producer has had an acknowledgement
 	// after the new leader showed up.
@@ -439,32 +515,104 @@ func (d *demo) killOnce(ctx context.Context, k int) error {
 	deadline := time.Now().Add(40 * time.Second)
 	for d.ackCount.Load() < base+int64(2*d.producers) {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kill %d: writes did not resume within 40s after %s took over (last send error: %v)", k, nst.LeaderId, d.lastError())
+			d.undoFault(ctx, victim)
+			return fmt.Errorf("%s %d: writes did not resume within 40s after %s took over (last send error: %v)", d.fault, k, nst.LeaderId, d.lastError())
 		}
 		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+			d.undoFault(ctx, victim)
 			return err
 		}
 	}
 	gap, end := d.longestGap(killAt)
 	d.res.UnavailableMs = append(d.res.UnavailableMs, ms(gap))
 	d.res.RecoveryMs = append(d.res.RecoveryMs, ms(end-killAt))
-	d.logf("writes resumed: unavailable for %.0f ms (longest gap between acknowledgements); first ack %.0f ms after the kill",
-		ms(gap), ms(end-killAt))
+	d.res.WindowMs = append(d.res.WindowMs, ms(end-killAt))
+	d.logf("writes resumed: first ack %.0f ms after the %s; unavailable for %.0f ms (longest gap between acknowledgements)",
+		ms(end-killAt), d.fault, ms(gap))
 
-	restartAt := time.Now()
-	how, err = d.grp.Start(ctx, victim)
-	if err != nil {
-		return fmt.Errorf("kill %d: restart %s: %w", k, victim, err)
+	if d.fault != "kill" {
+		if err := sleepCtx(ctx, time.Until(killWall.Add(d.faultFor))); err != nil {
+			d.undoFault(ctx, victim)
+			return err
+		}
 	}
-	d.logf("restarted %s (%s)", victim, how)
+	restartAt := time.Now()
+	how, err = d.undoFault(ctx, victim)
+	if err != nil {
+		return fmt.Errorf("%s %d: bring %s back: %w", d.fault, k, victim, err)
+	}
+	d.logf("%s %s (%s)", undoVerb[d.fault], victim, how)
 	applied, err := d.waitRejoin(ctx, victim, 60*time.Second)
 	if err != nil {
-		return fmt.Errorf("kill %d: %w\n%s", k, err, d.grp.LogTail(victim))
+		return fmt.Errorf("%s %d: %w\n%s", d.fault, k, err, d.grp.LogTail(victim))
 	}
 	rejoin := time.Since(restartAt)
 	d.res.RejoinMs = append(d.res.RejoinMs, ms(rejoin))
-	d.logf("%s rejoined as a healthy follower, applied index %d caught up with the leader (%.2fs after restart)", victim, applied, rejoin.Seconds())
+	d.logf("%s rejoined as a healthy follower, applied index %d caught up with the leader (%.2fs after %s)", victim, applied, rejoin.Seconds(), undoVerb[d.fault])
 	return nil
+}
+
+var (
+	faultVerb = map[string]string{"kill": "killed (SIGKILL)", "pause": "paused (SIGSTOP)", "partition": "cut off (blackholed)"}
+	undoVerb  = map[string]string{"kill": "restarted", "pause": "resumed (SIGCONT)", "partition": "healed"}
+)
+
+// faulter is what a group needs for --fault pause and partition.
+type faulter interface {
+	Pause(id string) (string, error)
+	Resume(id string) (string, error)
+	Cut(id string) (string, error)
+	Heal(id string) (string, error)
+}
+
+func (d *demo) applyFault(ctx context.Context, id string) (string, error) {
+	if d.fault == "kill" {
+		return d.grp.Kill(ctx, id)
+	}
+	f, ok := d.grp.(faulter)
+	if !ok {
+		return "", fmt.Errorf("this group cannot %s a node", d.fault)
+	}
+	if d.fault == "pause" {
+		return f.Pause(id)
+	}
+	return f.Cut(id)
+}
+
+// undoFault restarts, resumes or heals node id.
+func (d *demo) undoFault(ctx context.Context, id string) (string, error) {
+	if d.fault == "kill" {
+		return d.grp.Start(ctx, id)
+	}
+	f, ok := d.grp.(faulter)
+	if !ok {
+		return "", fmt.Errorf("this group cannot %s a node", d.fault)
+	}
+	if d.fault == "pause" {
+		return f.Resume(id)
+	}
+	return f.Heal(id)
+}
+
+func (d *demo) setAway(addr string) {
+	d.awayMu.Lock()
+	d.away = addr
+	d.awayMu.Unlock()
+}
+
+// pollAddrs are the nodes status polls ask: all but one under a fault,
+// whose answer would only come when its poll times out.
+func (d *demo) pollAddrs() []string {
+	d.awayMu.Lock()
+	away := d.away
+	d.awayMu.Unlock()
+	var out []string
+	for _, a := range d.grp.Addrs() {
+		if a != away {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // transferOnce moves leadership to the most caught-up follower and
@@ -524,7 +672,7 @@ func (d *demo) longestGap(from time.Duration) (gap, end time.Duration) {
 func (d *demo) waitLeader(ctx context.Context, not string) (*api.StatusResponse, error) {
 	var last error
 	for {
-		st, err := localgroup.LeaderStatus(ctx, d.grp.Addrs(), 500*time.Millisecond)
+		st, err := localgroup.LeaderStatus(ctx, d.pollAddrs(), 500*time.Millisecond)
 		if err == nil && st.LeaderId != not && st.LeaderAddress != "" {
 			return st, nil
 		}
@@ -822,16 +970,35 @@ func (d *demo) summary() {
 	w := d.out
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "summary")
-	fmt.Fprintf(w, "  kills                  %d (SIGKILL of the leader, then restart)\n", r.Kills)
+	switch r.Fault {
+	case "pause":
+		fmt.Fprintf(w, "  faults                 %d (SIGSTOP of the leader for %.1fs, then SIGCONT)\n", r.Kills, r.FaultForMs/1000)
+	case "partition":
+		fmt.Fprintf(w, "  faults                 %d (all links of the leader blackholed for %.1fs, then healed)\n", r.Kills, r.FaultForMs/1000)
+	default:
+		fmt.Fprintf(w, "  kills                  %d (SIGKILL of the leader, then restart)\n", r.Kills)
+	}
+	if r.Producers1Shot {
+		fmt.Fprintln(w, "  producers              one fresh `raftmq produce` process per message")
+	}
 	fmt.Fprintf(w, "  leaders                %s\n", strings.Join(r.Leaders, " -> "))
+	if len(r.WindowMs) > 0 {
+		var parts []string
+		for _, v := range r.WindowMs {
+			parts = append(parts, fmt.Sprintf("%.0f", v))
+		}
+		med, worst := medianMax(r.WindowMs)
+		fmt.Fprintf(w, "  %-22s median %.0f ms, worst %.0f ms  (ms per fault: %s)\n", r.Fault+" window", med, worst, strings.Join(parts, " "))
+		fmt.Fprintf(w, "                         = from the %s to the first acknowledged write after it\n", r.Fault)
+	}
 	if len(r.UnavailableMs) > 0 {
 		var parts []string
 		for _, v := range r.UnavailableMs {
 			parts = append(parts, fmt.Sprintf("%.0f", v))
 		}
 		med, worst := medianMax(r.UnavailableMs)
-		fmt.Fprintf(w, "  write unavailability   median %.0f ms, worst %.0f ms  (ms per kill: %s)\n", med, worst, strings.Join(parts, " "))
-		fmt.Fprintln(w, "                         = longest gap between two acknowledgements around each kill")
+		fmt.Fprintf(w, "  write unavailability   median %.0f ms, worst %.0f ms  (ms per fault: %s)\n", med, worst, strings.Join(parts, " "))
+		fmt.Fprintln(w, "                         = longest gap between two acknowledgements around each fault")
 	}
 	if len(r.TransferPauseMs) > 0 {
 		med, worst := medianMax(r.TransferPauseMs)
@@ -921,6 +1088,24 @@ func (l *localDemoGroup) LogTail(id string) string {
 }
 
 func (l *localDemoGroup) Close() error { return l.g.Close() }
+
+func (l *localDemoGroup) Pause(id string) (string, error) {
+	pid, err := l.g.Pause(id)
+	return fmt.Sprintf("pid %d", pid), err
+}
+
+func (l *localDemoGroup) Resume(id string) (string, error) {
+	pid, err := l.g.Resume(id)
+	return fmt.Sprintf("pid %d", pid), err
+}
+
+func (l *localDemoGroup) Cut(id string) (string, error) {
+	return "its Raft links both ways and its client API", l.g.Cut(id)
+}
+
+func (l *localDemoGroup) Heal(id string) (string, error) {
+	return "every link passes again", l.g.Heal(id)
+}
 
 // composeGroup is the docker compose group of docker-compose.yml: services
 // n1, n2, n3 whose node ids equal their service names.

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
@@ -44,6 +46,7 @@ func serverCommand() *cli.Command {
 			&cli.BoolFlag{Name: "auto-create-topics", Value: d.Broker.AutoCreateTopics, Usage: "create unknown topics on first produce"},
 			&cli.IntFlag{Name: "default-queues", Value: d.Broker.DefaultQueues, Usage: "queues of auto-created topics"},
 			&cli.IntFlag{Name: "max-message-bytes", Value: d.Broker.MaxMessageBytes, Usage: "largest accepted message body"},
+			&cli.IntFlag{Name: "max-request-bytes", Value: d.Broker.MaxRequestBytes, Usage: "largest produce request as the log encodes it (bodies, keys, tags, properties); one request is one Raft entry, at most " + strconv.Itoa(broker.MaxRequestLimit)},
 			&cli.IntFlag{Name: "max-batch-bytes", Value: d.Broker.MaxBatchBytes, Usage: "group commit closes a Raft entry at this size"},
 			&cli.IntFlag{Name: "max-inflight", Value: d.Broker.MaxInflight, Usage: "group-commit entries handed to raft and not yet applied"},
 			&cli.IntFlag{Name: "max-pending-mb", Value: d.Broker.MaxPendingBytes >> 20, Usage: "MiB of produce requests a node holds (queued or in raft); beyond it producers are told to retry shortly"},
@@ -57,6 +60,9 @@ func serverCommand() *cli.Command {
 			&cli.DurationFlag{Name: "retention-grace", Value: d.Broker.RetentionGrace, Usage: "a cut waits this long for a follower that stopped answering (a restart) to catch up, so it keeps its log"},
 			&cli.Uint64Flag{Name: "snapshot-threshold", Value: d.Raft.SnapshotThreshold, Usage: "log entries between FSM snapshots (bounds restart replay)"},
 			&cli.StringFlag{Name: "raft-dial", Hidden: true, Usage: "fault injection only: ID=ADDR,... dial these addresses for those peers"},
+			&cli.DurationFlag{Name: "lock-timeout", Value: d.LockTimeout, Usage: "wait this long for another process to release the data directory, then refuse to start, naming it"},
+			&cli.BoolFlag{Name: "chaos-lazyfs", Hidden: true, Usage: "fault injection only: raft-wal writes reach its files only at fsync, and DATA/CHAOS_FSYNC_DELAY delays every fsync (sets RAFTMQ_CHAOS_LAZYFS=1)"},
+			&cli.StringFlag{Name: "peer-dial", Hidden: true, Usage: "fault injection only: PEERADDR=ADDR,... dial ADDR for the node-to-node API calls to the peer whose API address is PEERADDR"},
 			&cli.BoolFlag{Name: "verify-log", Value: true, Usage: "check every log entry's checksum at start; refuse to start on corruption"},
 			&cli.IntFlag{Name: "segment-mb", Value: d.SegmentMB, Usage: "size of one raft-wal log segment file in MiB"},
 			&cli.IntFlag{Name: "memory-limit-mb", Value: defaultMemoryLimitMB, Usage: "soft memory limit of the Go heap in MiB: the garbage collector works harder near it (0: none; the GOMEMLIMIT environment variable overrides it)"},
@@ -89,7 +95,16 @@ func runServer(c *cli.Context) error {
 	if cfg.Raft.DialOverrides, err = election.ParseDialOverrides(c.String("raft-dial")); err != nil {
 		return fmt.Errorf("--raft-dial: %w", err)
 	}
+	if cfg.PeerDial, err = election.ParseDialOverrides(c.String("peer-dial")); err != nil {
+		return fmt.Errorf("--peer-dial: %w", err)
+	}
+	if c.Bool("chaos-lazyfs") {
+		os.Setenv("RAFTMQ_CHAOS_LAZYFS", "1")
+	}
 	cfg.VerifyLog = c.Bool("verify-log")
+	if cfg.LockTimeout = c.Duration("lock-timeout"); cfg.LockTimeout < 0 {
+		return fmt.Errorf("--lock-timeout %s: want 0 (do not wait) or more", cfg.LockTimeout)
+	}
 	if cfg.SegmentMB = c.Int("segment-mb"); cfg.SegmentMB < 1 || cfg.SegmentMB > 2047 {
 		return fmt.Errorf("--segment-mb %d: want 1 to 2047 (raft-wal's limit is 2 GiB)", cfg.SegmentMB)
 	}
@@ -120,6 +135,7 @@ func runServer(c *cli.Context) error {
 	cfg.Broker.AutoCreateTopics = c.Bool("auto-create-topics")
 	cfg.Broker.DefaultQueues = c.Int("default-queues")
 	cfg.Broker.MaxMessageBytes = c.Int("max-message-bytes")
+	cfg.Broker.MaxRequestBytes = c.Int("max-request-bytes")
 	cfg.Broker.MaxBatchBytes = c.Int("max-batch-bytes")
 	cfg.Broker.MaxInflight = c.Int("max-inflight")
 	cfg.Broker.MaxPendingBytes = c.Int("max-pending-mb") << 20

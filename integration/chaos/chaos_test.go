@@ -19,13 +19,17 @@ var (
 	flagRuns      = flag.Int("chaos.runs", 0, "TestChaosCampaign: number of randomized runs (0 skips the campaign)")
 	flagDuration  = flag.Duration("chaos.duration", 15*time.Second, "fault phase of each campaign run")
 	flagSeed      = flag.Int64("chaos.seed", 0, "first seed of the campaign (run i uses seed+i); 0 picks one from the clock")
-	flagFaults    = flag.String("chaos.faults", "all", "comma-separated fault kinds, or all: "+strings.Join(AllFaults, ","))
+	flagFaults    = flag.String("chaos.faults", "all", "comma-separated fault kinds; all: "+strings.Join(AllFaults, ",")+"; full: all and "+strings.Join(ExtraFaults, ","))
 	flagDir       = flag.String("chaos.dir", "", "directory for binaries, run directories and failed histories (default: a new temp dir)")
 	flagBin       = flag.String("chaos.bin", "", "use this raftmq binary instead of building one")
 	flagKeep      = flag.Bool("chaos.keep", false, "keep the directories of passed runs too")
 	flagBudget    = flag.Duration("chaos.budget", 0, "TestChaosCampaign: start no new run after this much time (0: no limit)")
 	flagKnown     = flag.String("chaos.known", "", "comma-separated violation kinds of known, reported bugs: counted, but they do not fail a run (e.g. ack-position)")
 	flagRetention = flag.Int("chaos.retention-mb", 0, "run the group with 1 MiB segments and --retention-mb N (0: no retention), bodies padded to about 1 KB")
+	flagRich      = flag.Bool("chaos.rich", true, "producers send tags, properties, binary bodies, fields at their limits and requests of many messages")
+	flagOverLimit = flag.Bool("chaos.over-limit", false, "send requests just over each produce limit (each must be refused, nothing stored) and some at the 32 MiB request limit")
+	flagReuseSeq  = flag.Bool("chaos.reuse-seq", false, "send requests that reuse a producer id and sequence with other content (each must be refused)")
+	flagShortFull = flag.Bool("chaos.short-full", false, "TestChaosShort: add a fifth schedule (seed 105, retention) with the faults only \"full\" has: corrupt-running, corrupt-stable, corrupt-snapshot")
 	flagReport    = flag.String("chaos.report", "", "TestChaosCampaign: write a markdown summary and per-run JSON lines to this path (and path.jsonl)")
 )
 
@@ -77,6 +81,8 @@ func setup(t *testing.T) (dir, bin string) {
 	}
 	return setupDir, setupBin
 }
+
+func oddities() Oddities { return Oddities{OverLimit: *flagOverLimit, ReusedSeq: *flagReuseSeq} }
 
 func knownKinds() map[string]bool {
 	out := map[string]bool{}
@@ -144,6 +150,9 @@ func TestChaosShort(t *testing.T) {
 			ep(9, 500*time.Millisecond, FaultMembership),
 			ep(7, 500*time.Millisecond, FaultTornWrite),
 			ep(8, 500*time.Millisecond, FaultCorrupt),
+			ep(16, 1500*time.Millisecond, FaultSlowDisk, FaultKillLeader),
+			ep(17, 0, FaultLostUnsynced),
+			ep(18, 0, FaultCorruptMeta),
 		}},
 		{Seed: 103, DiskNode: 1, LoadThreshold: "0.05", RunAll: true, Episodes: []Episode{
 			ep(10, 1000*time.Millisecond, FaultDiskFull),
@@ -159,8 +168,16 @@ func TestChaosShort(t *testing.T) {
 			ep(15, 1500*time.Millisecond, FaultKillLeader),
 		}},
 	}
-	// retentionShort is the plan run with --retention-mb.
-	const retentionShort = 104
+	if *flagShortFull {
+		plans = append(plans, Plan{Seed: 105, DiskNode: -1, LoadThreshold: "0.05", RunAll: true, Episodes: []Episode{
+			ep(19, 500*time.Millisecond, FaultKill),
+			ep(20, 0, FaultCorruptSnapshot),
+			ep(21, 0, FaultCorruptStable),
+			ep(22, 0, FaultCorruptRunning),
+		}})
+	}
+	// retentionShort are the plans run with --retention-mb.
+	retentionShort := map[int64]bool{104: true, 105: true}
 	for _, p := range plans {
 		p := p
 		t.Run(fmt.Sprintf("seed=%d", p.Seed), func(t *testing.T) {
@@ -169,13 +186,13 @@ func TestChaosShort(t *testing.T) {
 				kinds = append(kinds, e.Kinds...)
 			}
 			retention := 0
-			if p.Seed == retentionShort {
+			if retentionShort[p.Seed] {
 				retention = 2
 			}
 			res := runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("short-%d-%d", p.Seed, time.Now().UnixNano())),
 				Seed: p.Seed, Duration: 12 * time.Second, Faults: kinds, Plan: &p, NoTmpfs: noTmpfs, Keep: *flagKeep, Logf: t.Logf,
-				RetentionMB: retention})
-			if p.Seed == retentionShort && res.Report != nil && res.Report.Retained == 0 {
+				RetentionMB: retention, Rich: *flagRich, Oddities: oddities()})
+			if retentionShort[p.Seed] && res.Report != nil && res.Report.Retained == 0 {
 				t.Errorf("retention dropped no acknowledged message: the run did not exercise it")
 			}
 			if res.Report != nil && res.Report.Acked == 0 {
@@ -185,6 +202,9 @@ func TestChaosShort(t *testing.T) {
 				if res.Applied[k] == 0 && !(k == FaultDiskFull && noTmpfs != nil) {
 					t.Errorf("fault %s was not applied (see the events above)", k)
 				}
+			}
+			for k, n := range res.NotCovered {
+				t.Errorf("fault %s failed to apply in %d episode(s): a fixed schedule must apply every episode", k, n)
 			}
 		})
 	}
@@ -229,7 +249,8 @@ func TestChaosCampaign(t *testing.T) {
 		var res *Result
 		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 			res = runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("run-%d", s)), Seed: s,
-				Duration: *flagDuration, Faults: faults, NoTmpfs: noTmpfs, Keep: *flagKeep, RetentionMB: *flagRetention, Logf: t.Logf})
+				Duration: *flagDuration, Faults: faults, NoTmpfs: noTmpfs, Keep: *flagKeep, RetentionMB: *flagRetention, Logf: t.Logf,
+				Rich: *flagRich, Oddities: oddities()})
 		})
 		agg.add(res)
 		if jsonl != nil {
@@ -258,16 +279,16 @@ func contains(xs []string, x string) bool {
 type aggregate struct {
 	runs, failed, harness                     int
 	failedSeeds                               []int64
-	applied, outcomes, violations             map[string]int
+	applied, outcomes, violations, notCovered map[string]int
 	ops, acked, failedOps, unknown, unknownIn int
-	messages, lost, duplicated                int
+	messages, lost, duplicated, diskVerified  int
 	deliveries, followerDeliveries, windows   int
 	worstGap                                  time.Duration
 	worstGapSeed                              int64
 }
 
 func newAggregate() *aggregate {
-	return &aggregate{applied: map[string]int{}, outcomes: map[string]int{}, violations: map[string]int{}}
+	return &aggregate{applied: map[string]int{}, outcomes: map[string]int{}, violations: map[string]int{}, notCovered: map[string]int{}}
 }
 
 func (a *aggregate) add(r *Result) {
@@ -288,6 +309,9 @@ func (a *aggregate) add(r *Result) {
 	for k, n := range r.Outcomes {
 		a.outcomes[k] += n
 	}
+	for k, n := range r.NotCovered {
+		a.notCovered[k] += n
+	}
 	rep := r.Report
 	if rep == nil {
 		return
@@ -303,6 +327,7 @@ func (a *aggregate) add(r *Result) {
 	a.messages += rep.Messages
 	a.lost += rep.Lost
 	a.duplicated += rep.Duplicated
+	a.diskVerified += rep.DiskVerified
 	a.deliveries += rep.Deliveries
 	a.followerDeliveries += rep.FollowerDeliveries
 	a.windows += rep.Windows
@@ -331,11 +356,15 @@ func (a *aggregate) markdown(d, took time.Duration, seed int64) string {
 	fmt.Fprintf(&b, "| figure | value |\n| --- | --- |\n")
 	fmt.Fprintf(&b, "| produce requests | %d |\n| acknowledged | %d |\n| definite failures | %d |\n| unknown-outcome requests | %d (their messages in the log, each once at most: %d) |\n",
 		a.ops, a.acked, a.failedOps, a.unknown, a.unknownIn)
-	fmt.Fprintf(&b, "| messages in the final logs | %d |\n| lost | %d |\n| duplicated | %d |\n", a.messages, a.lost, a.duplicated)
+	fmt.Fprintf(&b, "| messages in the final logs | %d |\n| lost | %d |\n| duplicated | %d |\n| acknowledged messages verified on disk at their id | %d |\n",
+		a.messages, a.lost, a.duplicated, a.diskVerified)
 	fmt.Fprintf(&b, "| consumed during faults | %d (served by followers: %d) |\n", a.deliveries, a.followerDeliveries)
 	fmt.Fprintf(&b, "| windows without acks > 1s | %d |\n| worst unavailability (longest time without an ack) | %s (seed %d) |\n\n",
 		a.windows, a.worstGap.Round(time.Millisecond), a.worstGapSeed)
 	fmt.Fprintf(&b, "| fault | episodes applied |\n| --- | --- |\n%s\n", table(a.applied))
+	if len(a.notCovered) > 0 {
+		fmt.Fprintf(&b, "| fault | episodes that failed to apply it (not covered) |\n| --- | --- |\n%s\n", table(a.notCovered))
+	}
 	if len(a.outcomes) > 0 {
 		fmt.Fprintf(&b, "| outcome | count |\n| --- | --- |\n%s\n", table(a.outcomes))
 	}

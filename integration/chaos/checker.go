@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/raftmq/raftmq/raftlog"
 )
 
 // Violation kinds reported by Check. Each is a broken promise of the broker.
@@ -27,6 +29,11 @@ const (
 	VLiveness      = "liveness"       // the group did not recover after healing
 	VWALStuck      = "wal-stuck"      // a node's log store refused appends after the fault was gone, until restarted
 	VReplStall     = "repl-stall"     // the leader stopped replicating to a follower until the leader restarted
+	VDisk          = "disk"           // a node's stores, read offline after it stopped, fail a check (undecodable entry, CRC, term)
+	VAckContent    = "ack-content"    // the log on disk holds, at the id an ack named, another message (or none)
+	VLimit         = "limit"          // a request over the limits was not refused with a definite error
+	VCoverage      = "not-covered"    // the run did not exercise what it claims to (no ack, no follower read, a fault not applied)
+	VRetention     = "retention"      // what retention dropped does not follow from its cuts and the size rule
 )
 
 // Violation is one broken promise.
@@ -52,6 +59,14 @@ type Report struct {
 	// Retained counts acknowledged messages below their queue's final
 	// minimum: deleted by retention, not lost.
 	Retained int `json:"retained,omitempty"`
+
+	// OverLimit counts requests over the limits sent on purpose;
+	// RefusedReuse the reused sequences with other content that were refused.
+	OverLimit int `json:"over_limit,omitempty"`
+	// DiskVerified counts acknowledged messages found as sent at their id
+	// in the logs read offline.
+	DiskVerified int `json:"disk_verified,omitempty"`
+	RefusedReuse int `json:"refused_reuse,omitempty"`
 
 	Deliveries         int `json:"deliveries"`
 	FollowerDeliveries int `json:"follower_deliveries"`
@@ -106,6 +121,10 @@ func (r *Report) Summary() string {
 	if r.Retained > 0 {
 		s += fmt.Sprintf(" retention-dropped=%d", r.Retained)
 	}
+	s += fmt.Sprintf(" verified-on-disk=%d", r.DiskVerified)
+	if r.OverLimit > 0 || r.RefusedReuse > 0 {
+		s += fmt.Sprintf(" over-limit=%d refused-reuse=%d", r.OverLimit, r.RefusedReuse)
+	}
 	if len(r.Counts) > 0 {
 		var kinds []string
 		for k, n := range r.Counts {
@@ -137,15 +156,23 @@ func sortedQueues(l QueueLog) []int32 {
 }
 
 // Check verifies a history:
-//   - no acknowledged message lost, and each sits where its ack said;
-//   - nothing in the log that was never sent, nothing twice, bodies intact;
+//   - no acknowledged message lost, and each sits where its ack said; with
+//     retention only messages of entries below the last announced cut
+//     (History.Cut) may be gone, whatever minimum the broker reports;
+//   - nothing in the log that was never sent, nothing twice, body, key, tag
+//     and properties as sent;
+//   - at every acknowledged id the logs on disk hold that very message
+//     (checkDisk), and a request over the limits got a definite refusal;
 //   - offsets of every queue dense (0..n-1) and in order;
 //   - no message of a request that got a definite error;
 //   - per producer and key, acknowledged messages in sending order, and no
 //     message placed before one acknowledged before it was sent;
-//   - every node's log identical to the group's;
+//   - every node's log, as it serves it pinned, identical to the group's
+//     field by field (the logs on disk are compared by CompareDiskLogs);
 //   - everything consumers received during the run (from leaders or
-//     followers) is in the final log at the same queue and offset.
+//     followers) is in the final log at the same queue and offset;
+//   - coverage: something was acknowledged, and with follower reads on,
+//     something was served by a follower.
 func Check(h *History) *Report {
 	r := &Report{}
 	r.Ops = len(h.Ops)
@@ -196,7 +223,10 @@ func Check(h *History) *Report {
 				r.Add(VCorrupt, "queue %d offset %d: body %q differs from what was sent (hash %x, sent %x)", q, e.Offset, e.Body, e.Hash, m.Hash)
 			}
 			if m.Key != e.Key {
-				r.Add(VCorrupt, "queue %d offset %d: body %q has key %q, sent with %q", q, e.Offset, e.Body, e.Key, m.Key)
+				r.Add(VCorrupt, "queue %d offset %d: body %q has key %q, sent with %q", q, e.Offset, e.Body, short(e.Key), short(m.Key))
+			}
+			if m.Tag != e.Tag || m.Props != e.Props {
+				r.Add(VCorrupt, "queue %d offset %d: body %q has tag %q properties %x, sent with tag %q properties %x", q, e.Offset, e.Body, e.Tag, e.Props, m.Tag, m.Props)
 			}
 			if m.Queue >= 0 && m.Queue != q {
 				r.Add(VMisplaced, "body %q was sent to queue %d but sits in queue %d", e.Body, m.Queue, q)
@@ -223,8 +253,8 @@ func Check(h *History) *Report {
 			}
 			for j, m := range op.Messages {
 				ps := present[m.Body]
-				if len(ps) == 0 && j < len(op.Acks) && op.Acks[j].Offset < h.Min[op.Acks[j].Queue] {
-					r.Retained++ // below the queue's minimum: deleted by retention
+				if len(ps) == 0 && j < len(op.Acks) && h.belowCut(op.Acks[j].ID) {
+					r.Retained++ // in an entry below the last retention cut
 					continue
 				}
 				if len(ps) == 0 {
@@ -250,6 +280,9 @@ func Check(h *History) *Report {
 				}
 			}
 		case OutcomeFail:
+			if op.Kind == KindReusedSeq {
+				r.RefusedReuse++
+			}
 			for _, m := range op.Messages {
 				if ps := present[m.Body]; len(ps) > 0 {
 					r.Add(VFailedPresent, "body %q of op %d (%s seq %d) got a definite error (%s) but sits at queue %d offset %d",
@@ -265,8 +298,19 @@ func Check(h *History) *Report {
 		}
 	}
 
+	for i, op := range h.Ops {
+		if op.Kind == KindOverLimit {
+			r.OverLimit++
+			if op.Outcome != OutcomeFail {
+				r.Add(VLimit, "op %d (%s) was over the limits (%s) but its outcome is %s, not a definite refusal: %s",
+					i, op.Worker, op.Messages[0].Body, op.Outcome, op.Error)
+			}
+		}
+	}
+
 	checkOrder(h, present, r)
 	checkNodes(h, r)
+	checkDisk(h, r)
 
 	// Deliveries during the run.
 	final := map[int32]map[uint64]LogEntry{}
@@ -286,7 +330,7 @@ func Check(h *History) *Report {
 			r.Add(VInvented, "consumer %s received body %q (queue %d offset %d, served by %s) that was never sent",
 				d.Consumer, d.Body, d.Queue, d.Offset, d.ServedBy)
 		}
-		if d.Offset < h.Min[d.Queue] {
+		if h.belowCut(d.ID) {
 			continue // deleted by retention since: nothing to compare with
 		}
 		e, ok := final[d.Queue][d.Offset]
@@ -298,6 +342,15 @@ func Check(h *History) *Report {
 			r.Add(VDelivery, "consumer %s received queue %d offset %d as id %s body %q (served by %s, leader=%v); the final log has id %s body %q",
 				d.Consumer, d.Queue, d.Offset, d.ID, d.Body, d.ServedBy, d.ServedByLeader, e.ID, e.Body)
 		}
+	}
+
+	// Coverage: a run that acknowledged nothing, or read from followers
+	// without one follower-served delivery, proves nothing about it.
+	if r.Acked == 0 {
+		r.Add(VCoverage, "no produce request was acknowledged (%d requests)", r.Ops)
+	}
+	if h.FollowerReads && r.FollowerDeliveries == 0 {
+		r.Add(VCoverage, "follower reads were on but no delivery was served by a follower (%d deliveries)", r.Deliveries)
 	}
 
 	// Unavailability: the longest stretch without an ack in the fault phase.
@@ -477,14 +530,74 @@ func checkNodes(h *History, r *Report) {
 					r.Add(VDivergent, "node %s queue %d: has %d messages, the group's log %d (first missing: offset %d body %q)", n, q, len(b), len(a), a[i].Offset, a[i].Body)
 					break
 				}
-				if a[i].Offset != b[i].Offset || a[i].ID != b[i].ID || a[i].Hash != b[i].Hash || a[i].Body != b[i].Body {
-					r.Add(VDivergent, "node %s queue %d position %d: offset %d id %s body %q, the group's log has offset %d id %s body %q",
-						n, q, i, b[i].Offset, b[i].ID, b[i].Body, a[i].Offset, a[i].ID, a[i].Body)
+				if a[i] != b[i] {
+					r.Add(VDivergent, "node %s queue %d position %d: %s; the group's log has %s", n, q, i, b[i], a[i])
 					break
 				}
 			}
 		}
 	}
+}
+
+// checkDisk compares every acknowledged message with the message the
+// nodes' logs on disk hold at the id its ack named: same producer, body,
+// key, tag and properties. Nothing the broker serves is involved. A
+// message of an entry below the last retention cut may be gone.
+func checkDisk(h *History, r *Report) {
+	if !h.DiskRead {
+		return
+	}
+	for i, op := range h.Ops {
+		if op.Outcome != OutcomeOK {
+			continue
+		}
+		dup := ""
+		if op.Duplicate {
+			dup = " (acknowledged as a duplicate)"
+		}
+		for j, m := range op.Messages {
+			if j >= len(op.Acks) {
+				break
+			}
+			a := op.Acks[j]
+			dm, ok := h.Disk[a.ID]
+			if !ok {
+				if !h.belowCut(a.ID) {
+					r.Add(VAckContent, "body %q of op %d (%s)%s was acked as id %s, which no node's log on disk holds", m.Body, i, op.Worker, dup, a.ID)
+				}
+				continue
+			}
+			if (op.Producer != "" && dm.Producer != op.Producer) || dm.Body != m.Body || dm.Hash != m.Hash || dm.Key != m.Key || dm.Tag != m.Tag || dm.Props != m.Props {
+				r.Add(VAckContent, "body %q of op %d (%s, producer %s)%s was acked as id %s; the log on disk holds there body %q of producer %s seq %d (hash %x/%x key %q/%q tag %q/%q properties %x/%x)",
+					m.Body, i, op.Worker, op.Producer, dup, a.ID, dm.Body, dm.Producer, dm.Seq, dm.Hash, m.Hash, short(dm.Key), short(m.Key), dm.Tag, m.Tag, dm.Props, m.Props)
+				continue
+			}
+			r.DiskVerified++
+		}
+	}
+}
+
+// belowCut reports whether a message id names a log entry below the last
+// retention cut (only in retention runs).
+func (h *History) belowCut(id string) bool {
+	if !h.Retention || h.Cut == 0 {
+		return false
+	}
+	idx, err := raftlog.MessageIndex(id)
+	return err == nil && idx < h.Cut
+}
+
+func (e LogEntry) String() string {
+	return fmt.Sprintf("offset %d id %s body %q (hash %x) key %q tag %q properties %x timestamp %d",
+		e.Offset, e.ID, e.Body, e.Hash, short(e.Key), e.Tag, e.Props, e.Timestamp)
+}
+
+// short abbreviates long keys in messages.
+func short(s string) string {
+	if len(s) > 40 {
+		return fmt.Sprintf("%s...(%d bytes)", s[:32], len(s))
+	}
+	return s
 }
 
 func toLog(qs map[int32]bool) QueueLog {

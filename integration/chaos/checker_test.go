@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftmq/raftmq/raftlog"
 )
 
 // handHistory builds a clean history by hand: two workers, two queues,
@@ -13,7 +15,8 @@ import (
 // nodes and a follower delivery of every message.
 func handHistory() *History {
 	h := &History{Seed: 1, Topic: "t", Queues: 2, FaultStart: 0, FaultEnd: 2 * time.Second,
-		Final: QueueLog{}, Nodes: map[string]QueueLog{}}
+		Final: QueueLog{}, Nodes: map[string]QueueLog{}, FollowerReads: true, Min: map[int32]uint64{0: 0, 1: 0}}
+	index := uint64(10) // each op is one log entry
 	next := map[int32]uint64{}
 	at := time.Duration(0)
 	for seq := uint64(1); seq <= 5; seq++ {
@@ -28,7 +31,7 @@ func handHistory() *History {
 				body := fmt.Sprintf("%s-%06d-%d", w, seq, i)
 				m := SentMessage{Body: body, Hash: BodyHash([]byte(body)), Key: "k-" + w, Queue: -1}
 				op.Messages = append(op.Messages, m)
-				id := fmt.Sprintf("ID%d-%d", q, next[q])
+				id := raftlog.MessageID(index, uint32(i))
 				op.Acks = append(op.Acks, Ack{Queue: q, Offset: next[q], ID: id})
 				e := LogEntry{Offset: next[q], ID: id, Body: body, Hash: m.Hash, Key: m.Key}
 				h.Final[q] = append(h.Final[q], e)
@@ -36,10 +39,29 @@ func handHistory() *History {
 				next[q]++
 			}
 			h.Ops = append(h.Ops, op)
+			index++
 		}
 	}
 	for _, n := range []string{"n1", "n2", "n3"} {
 		h.Nodes[n] = copyLog(h.Final)
+	}
+	return h
+}
+
+// withDisk adds the offline view of the logs: every acknowledged message
+// found on disk at its id, as sent.
+func withDisk(h *History) *History {
+	h.DiskRead = true
+	h.Disk = map[string]DiskMessage{}
+	for _, op := range h.Ops {
+		if op.Outcome != OutcomeOK {
+			continue
+		}
+		for j, m := range op.Messages {
+			a := op.Acks[j]
+			h.Disk[a.ID] = DiskMessage{Producer: op.Producer, Seq: op.Seq, Topic: h.Topic, Queue: uint32(a.Queue),
+				Body: m.Body, Hash: m.Hash, Key: m.Key, Tag: m.Tag, Props: m.Props}
+		}
 	}
 	return h
 }
@@ -93,6 +115,7 @@ func TestCheckerReportsLostAck(t *testing.T) {
 	l[0] = l[0][:len(l[0])-1]
 	setFinal(h, l)
 	h.Deliveries = nil
+	h.FollowerReads = false
 	r := Check(h)
 	wantOnly(t, r, VLost)
 	if r.Lost != 1 {
@@ -106,6 +129,7 @@ func TestCheckerReportsLostAckInTheMiddleAsGapToo(t *testing.T) {
 	l[1] = append(l[1][:3:3], l[1][4:]...)
 	setFinal(h, l)
 	h.Deliveries = nil
+	h.FollowerReads = false
 	r := Check(h)
 	wantOnly(t, r, VLost, VGap)
 }
@@ -173,6 +197,7 @@ func TestCheckerReportsGap(t *testing.T) {
 	}
 	setFinal(h, l)
 	h.Deliveries = nil
+	h.FollowerReads = false
 	for i := range h.Ops { // keep acks consistent with the log
 		for j, a := range h.Ops[i].Acks {
 			if a.Queue == 0 && a.Offset >= 5 {
@@ -218,6 +243,7 @@ func TestCheckerReportsCorruptBody(t *testing.T) {
 	l[0][1].Hash ^= 1
 	setFinal(h, l)
 	h.Deliveries = nil
+	h.FollowerReads = false
 	r := Check(h)
 	wantOnly(t, r, VCorrupt)
 }
@@ -226,7 +252,7 @@ func TestCheckerReportsMisplacedAck(t *testing.T) {
 	h := handHistory()
 	// The ack names another message than the one holding the body.
 	h.Ops[0].Acks[0].Offset = 7
-	h.Ops[0].Acks[0].ID = "ID0-7"
+	h.Ops[0].Acks[0].ID = h.Final[0][7].ID
 	r := Check(h)
 	wantOnly(t, r, VMisplaced)
 }
@@ -256,6 +282,7 @@ func TestCheckerReportsKeyOrder(t *testing.T) {
 	l[0][0].Hash, l[0][2].Hash = l[0][2].Hash, l[0][0].Hash
 	setFinal(h, l)
 	h.Deliveries = nil
+	h.FollowerReads = false
 	h.Ops[0].Acks[0].Offset, h.Ops[2].Acks[0].Offset = 2, 0
 	h.Ops[0].Acks[0].ID, h.Ops[2].Acks[0].ID = l[0][2].ID, l[0][0].ID
 	r := Check(h)
@@ -320,7 +347,10 @@ func TestCheckerRetention(t *testing.T) {
 		h := handHistory()
 		h.Retention = true
 		h.Min = map[int32]uint64{0: 4, 1: 0}
-		h.Final[0] = h.Final[0][4:] // offsets 0-3 of queue 0 deleted
+		// Offsets 0-3 of queue 0 (ops 0 and 2, entries 10 and 12) deleted
+		// by a cut at entry 13.
+		h.Cut = 13
+		h.Final[0] = h.Final[0][4:]
 		for n := range h.Nodes {
 			h.Nodes[n] = copyLog(h.Final)
 		}
@@ -331,9 +361,21 @@ func TestCheckerRetention(t *testing.T) {
 		t.Fatalf("clean retained history: ok=%v retained=%d lost=%d %v", r.OK(), r.Retained, r.Lost, r.Violations)
 	}
 	h = retained()
-	h.Min[0] = 3 // offset 3 should still be there
-	if r := Check(h); r.Lost != 1 || r.Counts[VGap] == 0 {
-		t.Fatalf("a retained offset missing: lost=%d %v", r.Lost, r.Violations)
+	h.Min[0] = 3 // the broker says offset 3 is still there, but its log starts at 4
+	if r := Check(h); r.Lost != 0 || r.Counts[VGap] == 0 {
+		t.Fatalf("a minimum the log does not start at: lost=%d %v", r.Lost, r.Violations)
+	}
+	// The broker's minimum decides nothing: a cut below the entry of a
+	// missing message makes it lost, whatever DescribeTopic said.
+	h = retained()
+	h.Cut = 12 // entry 12 (offsets 2 and 3 of queue 0) is above it
+	if r := Check(h); r.Lost != 2 || r.Retained != 2 || r.Counts[VLost] != 2 {
+		t.Fatalf("messages above the announced cut missing: lost=%d retained=%d %v", r.Lost, r.Retained, r.Violations)
+	}
+	h = retained()
+	h.Cut = 0 // no cut announced: nothing may be gone
+	if r := Check(h); r.Lost != 4 {
+		t.Fatalf("no cut announced but messages gone: lost=%d %v", r.Lost, r.Violations)
 	}
 	h = retained()
 	h.Nodes["n3"][0] = h.Nodes["n3"][0][2:] // n3 installed a snapshot: it holds a suffix
@@ -344,4 +386,111 @@ func TestCheckerRetention(t *testing.T) {
 	if r := Check(h); r.Counts[VDivergent] == 0 {
 		t.Fatalf("without retention a node missing the head of a queue passed")
 	}
+}
+
+func TestCheckerDiskViewCleanPasses(t *testing.T) {
+	if r := Check(withDisk(handHistory())); !r.OK() {
+		t.Fatalf("clean history with its disk view reported: %v", r.Violations)
+	}
+}
+
+// A producer sequence reused with other content, acknowledged as a
+// duplicate: the ack names the first request's messages, so the new bodies
+// are neither in the log nor at the ids the ack named.
+func TestCheckerReportsReusedSequenceAckedButNotStored(t *testing.T) {
+	h := withDisk(handHistory())
+	first := h.Ops[0]
+	reuse := Op{Worker: "reuse", Producer: first.Producer, Seq: first.Seq, Invoke: 2 * time.Second, Complete: 2*time.Second + time.Millisecond,
+		Outcome: OutcomeOK, Duplicate: true, Kind: KindReusedSeq, Acks: append([]Ack(nil), first.Acks...)}
+	for i := range first.Messages {
+		body := fmt.Sprintf("reuse-000001-%d", i)
+		reuse.Messages = append(reuse.Messages, SentMessage{Body: body, Hash: BodyHash([]byte(body)), Queue: -1})
+	}
+	h.Ops = append(h.Ops, reuse)
+	r := Check(h)
+	wantOnly(t, r, VAckContent, VLost)
+	if r.Counts[VAckContent] != 2 || !strings.Contains(fmt.Sprint(r.Violations), "acknowledged as a duplicate") {
+		t.Fatalf("want two ack-content violations naming the duplicate: %v", r.Violations)
+	}
+}
+
+// The refused reuse of a sequence is what the broker should answer.
+func TestCheckerAcceptsRefusedReusedSequence(t *testing.T) {
+	h := withDisk(handHistory())
+	first := h.Ops[0]
+	body := "reuse-000001-0"
+	h.Ops = append(h.Ops, Op{Worker: "reuse", Producer: first.Producer, Seq: first.Seq, Invoke: 2 * time.Second, Complete: 2 * time.Second,
+		Outcome: OutcomeFail, Error: "InvalidArgument: sequence reused with other content", Kind: KindReusedSeq,
+		Messages: []SentMessage{{Body: body, Hash: BodyHash([]byte(body)), Queue: -1}}})
+	r := Check(h)
+	if !r.OK() || r.RefusedReuse != 1 {
+		t.Fatalf("a refused reuse: refused=%d %v", r.RefusedReuse, r.Violations)
+	}
+}
+
+// An ack whose id names an entry that holds another producer's message.
+func TestCheckerReportsAckNamingOtherContentOnDisk(t *testing.T) {
+	h := withDisk(handHistory())
+	id := h.Ops[4].Acks[1].ID
+	dm := h.Disk[id]
+	dm.Key = "other"
+	h.Disk[id] = dm
+	wantOnly(t, Check(h), VAckContent)
+	h = withDisk(handHistory())
+	delete(h.Disk, h.Ops[4].Acks[1].ID) // no node holds the entry
+	wantOnly(t, Check(h), VAckContent)
+}
+
+func TestCheckerReportsCorruptTagAndProperties(t *testing.T) {
+	h := handHistory()
+	h.Ops[2].Messages[0].Tag = "tagA"
+	h.Ops[2].Messages[0].Props = PropsHash(map[string]string{"a": "1"})
+	l := copyLog(h.Final)
+	l[0][2].Tag = "tagA"
+	l[0][2].Props = PropsHash(map[string]string{"a": "2"})
+	setFinal(h, l)
+	wantOnly(t, Check(h), VCorrupt)
+}
+
+func TestCheckerReportsNodeDifferingInTimestamp(t *testing.T) {
+	h := handHistory()
+	h.Nodes["n2"][0][3].Timestamp = 12345
+	wantOnly(t, Check(h), VDivergent)
+}
+
+func TestCheckerReportsOverLimitRequestNotRefused(t *testing.T) {
+	for _, outcome := range []Outcome{OutcomeOK, OutcomeUnknown} {
+		h := handHistory()
+		body := "big-000001-0"
+		h.Ops = append(h.Ops, Op{Worker: "big", Producer: "p-big", Seq: 1, Outcome: outcome, Kind: KindOverLimit, Error: "deadline exceeded",
+			Messages: []SentMessage{{Body: body, Hash: BodyHash([]byte(body)), Queue: -1}}})
+		r := Check(h)
+		if r.Counts[VLimit] != 1 {
+			t.Fatalf("over-limit request with outcome %s: %v", outcome, r.Violations)
+		}
+	}
+	h := handHistory()
+	h.Ops = append(h.Ops, Op{Worker: "big", Producer: "p-big", Seq: 1, Outcome: OutcomeFail, Kind: KindOverLimit,
+		Messages: []SentMessage{{Body: "big-000001-0", Queue: -1}}})
+	if r := Check(h); !r.OK() || r.OverLimit != 1 {
+		t.Fatalf("refused over-limit request: %v", r.Violations)
+	}
+}
+
+func TestCheckerReportsRunThatCoveredNothing(t *testing.T) {
+	h := handHistory()
+	for i := range h.Ops {
+		h.Ops[i].Outcome = OutcomeUnknown
+	}
+	r := Check(h)
+	if r.Counts[VCoverage] != 1 || !strings.Contains(fmt.Sprint(r.Violations), "no produce request was acknowledged") {
+		t.Fatalf("no ack: %v", r.Violations)
+	}
+	h = handHistory()
+	for i := range h.Deliveries {
+		h.Deliveries[i].ServedByLeader = true
+	}
+	wantOnly(t, Check(h), VCoverage)
+	h.FollowerReads = false
+	wantOnly(t, Check(h))
 }

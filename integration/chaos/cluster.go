@@ -94,11 +94,14 @@ type Cluster struct {
 	Bin   string
 	Dir   string
 	Nodes []*Node
-	// Proxies[i][j] carries the Raft RPCs node i sends to node j.
-	Proxies [][]*Proxy
-	Admin   *client.Client
-	logf    func(string, ...any)
-	extra   []string
+	// Proxies[i][j] carries the Raft RPCs node i sends to node j;
+	// APIProxies[i][j] the node-to-node API calls (forwarding, state
+	// polling, registration) i makes to j's client API (--peer-dial).
+	Proxies    [][]*Proxy
+	APIProxies [][]*Proxy
+	Admin      *client.Client
+	logf       func(string, ...any)
+	extra      []string
 }
 
 // ClusterConfig configures NewCluster.
@@ -177,8 +180,10 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		clientAddrs = append(clientAddrs, n.ClientAddr)
 	}
 	c.Proxies = make([][]*Proxy, cfg.Nodes)
+	c.APIProxies = make([][]*Proxy, cfg.Nodes)
 	for i, a := range c.Nodes {
 		c.Proxies[i] = make([]*Proxy, cfg.Nodes)
+		c.APIProxies[i] = make([]*Proxy, cfg.Nodes)
 		for j, b := range c.Nodes {
 			if i == j {
 				continue
@@ -189,6 +194,11 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 				return nil, err
 			}
 			c.Proxies[i][j] = p
+			if p, err = NewProxy(a.ID+"->"+b.ID+" api", b.ClientAddr); err != nil {
+				c.Close()
+				return nil, err
+			}
+			c.APIProxies[i][j] = p
 		}
 	}
 	admin, err := client.New(client.Config{Servers: clientAddrs, RequestTimeout: 5 * time.Second, RetryTimeout: 30 * time.Second})
@@ -227,13 +237,59 @@ func (c *Cluster) dials(n *Node) string {
 	return strings.Join(ds, ",")
 }
 
+// peerDials is n's --peer-dial: each peer's client address through the
+// proxy for n's calls to it.
+func (c *Cluster) peerDials(n *Node) string {
+	var ds []string
+	for j, m := range c.Nodes {
+		if m != n {
+			ds = append(ds, m.ClientAddr+"="+c.APIProxies[n.Index][j].Addr())
+		}
+	}
+	return strings.Join(ds, ",")
+}
+
+// Links returns the proxies that carry what node i sends to node j over
+// the connections i opens: Raft and the node-to-node API.
+func (c *Cluster) Links(i, j int) []*Proxy {
+	return []*Proxy{c.Proxies[i][j], c.APIProxies[i][j]}
+}
+
+// AllProxies lists every proxy.
+func (c *Cluster) AllProxies() []*Proxy {
+	var out []*Proxy
+	for _, rows := range [][][]*Proxy{c.Proxies, c.APIProxies} {
+		for _, row := range rows {
+			for _, p := range row {
+				if p != nil {
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// OneWay drops everything from node i to node j, and nothing from j to i:
+// i's requests to j are held, and so are i's answers on the connections j
+// opened (j's requests reach i, i's answers never reach j). Raft and the
+// node-to-node API alike. Heal (or Partition with Pass) lifts it.
+func (c *Cluster) OneWay(i, j int) {
+	for _, p := range c.Links(i, j) {
+		p.Hold(true)
+	}
+	for _, p := range c.Links(j, i) {
+		p.Hold(false)
+	}
+}
+
 // StartNode starts n's process (it must not be running).
 func (c *Cluster) StartNode(n *Node) error {
 	if n.Running() {
 		return fmt.Errorf("%s is already running", n.ID)
 	}
 	args := []string{"server", "--id", n.ID, "--data", n.DataDir, "--raft", n.RaftAddr, "--listen", n.ClientAddr,
-		"--http", "", "--raft-dial", c.dials(n), "--log-level", "info"}
+		"--http", "", "--raft-dial", c.dials(n), "--peer-dial", c.peerDials(n), "--log-level", "info"}
 	n.mu.Lock()
 	if n.bootstrap {
 		args = append(args, "--peers", c.peers())
@@ -328,17 +384,14 @@ func (c *Cluster) Wipe(n *Node) error {
 
 // Heal lets all traffic through, undelayed.
 func (c *Cluster) Heal() {
-	for _, row := range c.Proxies {
-		for _, p := range row {
-			if p != nil {
-				p.Set(Pass, 0)
-			}
-		}
+	for _, p := range c.AllProxies() {
+		p.Set(Pass, 0)
 	}
 }
 
-// Partition blocks all Raft traffic between the nodes of side and the rest,
-// both ways.
+// Partition blocks all traffic between the nodes of side and the rest,
+// both ways: Raft and the node-to-node API (clients still reach every
+// node).
 func (c *Cluster) Partition(side []*Node, m Mode) {
 	in := map[int]bool{}
 	for _, n := range side {
@@ -347,7 +400,9 @@ func (c *Cluster) Partition(side []*Node, m Mode) {
 	for i := range c.Nodes {
 		for j := range c.Nodes {
 			if i != j && in[i] != in[j] {
-				c.Proxies[i][j].Set(m, 0)
+				for _, p := range c.Links(i, j) {
+					p.Set(m, 0)
+				}
 			}
 		}
 	}
@@ -365,12 +420,8 @@ func (c *Cluster) Close() {
 			}
 		}
 	}
-	for _, row := range c.Proxies {
-		for _, p := range row {
-			if p != nil {
-				p.Close()
-			}
-		}
+	for _, p := range c.AllProxies() {
+		p.Close()
 	}
 	for _, n := range c.Nodes {
 		if n.Tmpfs {
@@ -530,6 +581,18 @@ func (c *Cluster) Settled(ctx context.Context) (bool, string) {
 		return false, fmt.Sprintf("%d voters", len(voters))
 	}
 	return true, ""
+}
+
+// MinApplied is the lowest applied index among the nodes that answer.
+func (c *Cluster) MinApplied(ctx context.Context) uint64 {
+	var low uint64
+	first := true
+	for _, st := range c.statuses(ctx) {
+		if me := self(st); me != nil && (first || me.AppliedIndex < low) {
+			low, first = me.AppliedIndex, false
+		}
+	}
+	return low
 }
 
 // Lagging returns the nodes that do not answer or have applied less than

@@ -10,21 +10,38 @@
 //     127.0.0.1 ports, each in its own data directory, kills, pauses and
 //     restarts them by PID, repairs a node (member remove, wipe, start empty,
 //     member add) and says when the group has settled.
-//   - Proxy (proxy.go): one TCP proxy per directed pair of nodes. Node i's
-//     server gets --raft-dial nj=<proxy(i->j)>, so the Raft RPCs i initiates
-//     towards j (and their responses, on the same connection) pass through
-//     proxy(i->j), which can pass, delay, drop or blackhole them. Blocking
-//     both directions between two sets is a partition; one direction, a
-//     one-way partition. The client API is not proxied.
+//   - Proxy (proxy.go): two TCP proxies per directed pair of nodes. Node
+//     i's server gets --raft-dial nj=<proxy> and --peer-dial <j's API
+//     address>=<proxy>, so every connection i opens to j (Raft RPCs, and
+//     the node-to-node API: forwarding, state polling, registration) passes
+//     through a proxy, which can pass, delay, drop or blackhole it, or hold
+//     one direction only. Blocking both directions between two sets is a
+//     partition; holding everything i sends to j (its requests to j and its
+//     answers to j's requests) is a one-way partition. Clients are not
+//     proxied.
+//   - Every server runs with --chaos-lazyfs (raftlog/chaosfs.go): raft-wal's
+//     writes reach the files at fsync only, so a SIGKILL loses what was not
+//     synced; DATA/CHAOS_FSYNC_DELAY slows every fsync (slow-disk,
+//     lost-unsynced).
 //   - Nemesis (nemesis.go): the fault kinds (AllFaults), a schedule drawn
 //     from a seed (NewPlan) and their application and healing.
-//   - segment.go: raft-wal segment surgery for the disk faults: a torn tail
-//     (cut inside the last batch) and a flipped byte (in a committed body or
-//     an entry frame header).
-//   - Workload (workload.go): producers, consumers and the final reads, both
-//     through a fresh consumer group and from every node pinned to it.
+//   - segment.go: surgery on a stopped node's files for the disk faults: a
+//     torn tail (cut inside the last batch), a flipped byte (in a committed
+//     body, an entry frame header or a metadata entry), a damaged stable
+//     store or snapshot.
+//   - Workload (workload.go): producers (with -chaos.rich: tags,
+//     properties, binary bodies, fields at their limits, requests of many
+//     messages), hand-made requests over the limits and with reused
+//     sequences (RunOddities), consumers, and the final reads, both through
+//     a fresh consumer group and from every node pinned to it.
+//   - disklog.go: the offline reader. After healing every node is stopped
+//     and its stores are opened with raftlog.Open: the logs are compared
+//     entry by entry, every acknowledged id is looked up on disk, and the
+//     retention cuts are taken from the retain commands found there. Then
+//     every node is restarted, so the final reads come from disk.
 //   - History and Check (history.go, checker.go): the record of a run and
-//     the checker; checker_test.go feeds it hand-made histories.
+//     the checker, which trusts no answer of the broker about what should
+//     be there; checker_test.go feeds it hand-made histories.
 //   - Run (runner.go): one run from start to verdict; a failed run keeps its
 //     history.json, plan.txt and node logs in its directory.
 //

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -37,6 +38,9 @@ type SentMessage struct {
 	// Hash is BodyHash of the full body bytes.
 	Hash uint64 `json:"hash"`
 	Key  string `json:"key,omitempty"`
+	Tag  string `json:"tag,omitempty"`
+	// Props is PropsHash of the message's properties (0: none).
+	Props uint64 `json:"props,omitempty"`
 	// Queue is the queue the producer named, -1 when the broker picks.
 	Queue int32 `json:"queue"`
 }
@@ -60,7 +64,20 @@ type Op struct {
 	Outcome  Outcome       `json:"outcome"`
 	Error    string        `json:"error,omitempty"`
 	Acks     []Ack         `json:"acks,omitempty"`
+	// Duplicate is the broker's answer that the request was a retry of one
+	// it had appended (raw requests only; the SDK does not say).
+	Duplicate bool `json:"duplicate,omitempty"`
+	// Kind marks hand-made requests: KindOverLimit (must be refused with a
+	// definite error, nothing of it stored) and KindReusedSeq (a producer
+	// sequence reused with different content).
+	Kind string `json:"kind,omitempty"`
 }
+
+// Kinds of hand-made requests (Op.Kind).
+const (
+	KindOverLimit = "over-limit"
+	KindReusedSeq = "reused-seq"
+)
 
 // Delivery is one message a consumer received while the faults ran.
 type Delivery struct {
@@ -82,6 +99,25 @@ type LogEntry struct {
 	Body   string `json:"body"`
 	Hash   uint64 `json:"hash"`
 	Key    string `json:"key,omitempty"`
+	Tag    string `json:"tag,omitempty"`
+	Props  uint64 `json:"props,omitempty"`
+	// Timestamp is the message's timestamp (unix ms) as served.
+	Timestamp int64 `json:"ts,omitempty"`
+}
+
+// DiskMessage is one message as a node's log on disk holds it, read
+// offline (ReadDiskLog), at the log index and ordinal its id names.
+type DiskMessage struct {
+	Producer  string `json:"producer"`
+	Seq       uint64 `json:"seq"`
+	Topic     string `json:"topic"`
+	Queue     uint32 `json:"queue"`
+	Body      string `json:"body"`
+	Hash      uint64 `json:"hash"`
+	Key       string `json:"key,omitempty"`
+	Tag       string `json:"tag,omitempty"`
+	Props     uint64 `json:"props,omitempty"`
+	Timestamp int64  `json:"ts,omitempty"`
 }
 
 // QueueLog is every queue's messages in the order read: queue -> entries.
@@ -108,10 +144,24 @@ type History struct {
 	Deliveries []Delivery `json:"deliveries"`
 	Events     []Event    `json:"events"`
 	// Retention says the group ran with --retention-mb: Min is then every
-	// queue's lowest retained offset at the end, where the final log starts,
-	// and a node's log may be a suffix of it (see Nodes).
+	// queue's lowest offset the broker reports at the end, where the reads
+	// start, and a node's log may be a suffix of the group's (see Nodes).
+	// Without retention Min is 0 for every queue. Min decides nothing: what
+	// may be missing is what Cut allows.
 	Retention bool             `json:"retention,omitempty"`
 	Min       map[int32]uint64 `json:"min,omitempty"`
+	// Cut is the highest retention cut the group announced (the Below of the
+	// last retain command found in the nodes' logs on disk): messages of log
+	// entries below it may be gone, nothing else.
+	Cut uint64 `json:"cut,omitempty"`
+	// DiskRead says Disk holds, for every acknowledged message id, the
+	// message found at that id in the nodes' logs on disk (missing: no node
+	// holds it); read offline after every node stopped.
+	DiskRead bool                   `json:"disk_read,omitempty"`
+	Disk     map[string]DiskMessage `json:"disk,omitempty"`
+	// FollowerReads says some consumer read with follower reads on: a run
+	// without a single follower-served delivery did not cover them.
+	FollowerReads bool `json:"follower_reads,omitempty"`
 	// Final is the log as a fresh consumer group read it from earliest.
 	Final QueueLog `json:"final"`
 	// Nodes is the log as read from each node, pinned to it, from Min on;
@@ -127,6 +177,31 @@ func BodyHash(b []byte) uint64 {
 	h := fnv.New64a()
 	h.Write(b)
 	return h.Sum64()
+}
+
+// PropsHash is the hash the history keeps of a message's properties: of
+// the sorted name=value pairs; 0 for none.
+func PropsHash(p map[string]string) uint64 {
+	if len(p) == 0 {
+		return 0
+	}
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := fnv.New64a()
+	var n [binary.MaxVarintLen64]byte
+	for _, k := range keys {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(k)))])
+		h.Write([]byte(k))
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(p[k])))])
+		h.Write([]byte(p[k]))
+	}
+	if s := h.Sum64(); s != 0 {
+		return s
+	}
+	return 1
 }
 
 // BodyName returns the unique name at the start of a body (up to "|").
@@ -226,6 +301,21 @@ func (r *Recorder) ackedBodies(rng *rand.Rand, n int, keep func(i, total int, in
 	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	if len(out) > n {
 		out = out[:n]
+	}
+	return out
+}
+
+// AckedIDs returns the message id of every acknowledged message so far.
+func (r *Recorder) AckedIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, op := range r.ops {
+		if op.Outcome == OutcomeOK {
+			for _, a := range op.Acks {
+				out = append(out, a.ID)
+			}
+		}
 	}
 	return out
 }

@@ -21,25 +21,40 @@ const (
 	FaultPause             = "pause"              // SIGSTOP a node (the leader half the time), SIGCONT after the hold
 	FaultPartitionLeader   = "partition-leader"   // cut the leader off from both followers
 	FaultPartitionFollower = "partition-follower" // cut one follower off
-	FaultPartitionOneWay   = "partition-oneway"   // block Raft RPCs from one node to another only
+	FaultPartitionOneWay   = "partition-oneway"   // drop everything one node sends to another (not the other way)
 	FaultDelay             = "delay"              // add latency to one node's links or all links
 	FaultTransfer          = "transfer"           // leadership transfer during load
 	FaultMembership        = "member-change"      // member remove, wipe, start empty, member add
 	FaultTornWrite         = "torn-write"         // SIGKILL, cut the newest segment inside its last batch, restart
 	FaultCorrupt           = "corrupt"            // flip a committed byte of a stopped follower; it must refuse to start; repair it
 	FaultDiskFull          = "disk-full"          // fill one node's (tmpfs) disk while bulk writes roll segments
+	FaultSlowDisk          = "slow-disk"          // every fsync of one node waits 20-300 ms (lazy file system's delay)
+	FaultLostUnsynced      = "lost-unsynced"      // fsyncs of one node slowed to 500 ms, SIGKILL mid-write: it loses what it wrote since its last fsync
+	FaultCorruptMeta       = "corrupt-meta"       // flip a byte of a metadata entry of a stopped follower; it must refuse to start; repair it
+	FaultCorruptStable     = "corrupt-stable"     // damage a stopped follower's stable store (term, or a zeroed page); observe; repair it
+	FaultCorruptSnapshot   = "corrupt-snapshot"   // flip a byte of a stopped follower's newest snapshot; observe; repair it
+	FaultCorruptRunning    = "corrupt-running"    // flip a committed body in the running leader's log, re-add a wiped follower (it gets the whole log), then restart the leader
 )
 
-// AllFaults lists every fault kind.
+// AllFaults lists the fault kinds of "all" (-chaos.faults=all, the
+// default).
 var AllFaults = []string{FaultKillLeader, FaultKill, FaultPause, FaultPartitionLeader, FaultPartitionFollower,
-	FaultPartitionOneWay, FaultDelay, FaultTransfer, FaultMembership, FaultTornWrite, FaultCorrupt, FaultDiskFull}
+	FaultPartitionOneWay, FaultDelay, FaultTransfer, FaultMembership, FaultTornWrite, FaultCorrupt, FaultDiskFull,
+	FaultSlowDisk, FaultLostUnsynced, FaultCorruptMeta}
+
+// ExtraFaults are the kinds only "full" (or naming them) turns on: they
+// need fixes of the defects they were written to see (corruption of a
+// running node), or rarely find what they damage in a short run (a
+// snapshot exists only with retention).
+var ExtraFaults = []string{FaultCorruptRunning, FaultCorruptStable, FaultCorruptSnapshot}
 
 // combinable faults may start together (on different nodes) in one episode.
 var combinable = map[string]bool{FaultKillLeader: true, FaultKill: true, FaultPause: true, FaultPartitionLeader: true,
-	FaultPartitionFollower: true, FaultPartitionOneWay: true, FaultDelay: true}
+	FaultPartitionFollower: true, FaultPartitionOneWay: true, FaultDelay: true, FaultSlowDisk: true}
 
 var weights = map[string]int{FaultKillLeader: 3, FaultKill: 2, FaultPause: 2, FaultPartitionLeader: 3, FaultPartitionFollower: 2,
-	FaultPartitionOneWay: 3, FaultDelay: 1, FaultTransfer: 1, FaultMembership: 1, FaultTornWrite: 2, FaultCorrupt: 1, FaultDiskFull: 1}
+	FaultPartitionOneWay: 3, FaultDelay: 1, FaultTransfer: 1, FaultMembership: 1, FaultTornWrite: 2, FaultCorrupt: 1, FaultDiskFull: 1,
+	FaultSlowDisk: 2, FaultLostUnsynced: 2, FaultCorruptMeta: 1, FaultCorruptStable: 1, FaultCorruptSnapshot: 1, FaultCorruptRunning: 1}
 
 // Episode is one step of a schedule: wait Gap, apply Kinds, hold, heal.
 type Episode struct {
@@ -65,20 +80,24 @@ type Plan struct {
 	RunAll bool
 }
 
-// ParseFaults parses a comma-separated list of fault kinds ("all" or "").
+// ParseFaults parses a comma-separated list of fault kinds: "all" (or "")
+// is AllFaults, "full" AllFaults and ExtraFaults.
 func ParseFaults(s string) ([]string, error) {
 	if s == "" || s == "all" {
 		return append([]string(nil), AllFaults...), nil
 	}
+	if s == "full" {
+		return append(append([]string(nil), AllFaults...), ExtraFaults...), nil
+	}
 	known := map[string]bool{}
-	for _, f := range AllFaults {
+	for _, f := range append(append([]string(nil), AllFaults...), ExtraFaults...) {
 		known[f] = true
 	}
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if !known[f] {
-			return nil, fmt.Errorf("fault %q: want one of %s", f, strings.Join(AllFaults, ","))
+			return nil, fmt.Errorf("fault %q: want all, full or some of %s,%s", f, strings.Join(AllFaults, ","), strings.Join(ExtraFaults, ","))
 		}
 		out = append(out, f)
 	}
@@ -144,6 +163,7 @@ type Nemesis struct {
 
 	mu         sync.Mutex
 	Applied    map[string]int // kind -> episodes applied
+	Skipped    map[string]int // kind -> episodes that failed to apply it
 	Outcomes   map[string]int // e.g. "torn-write: recovered"
 	Violations []Violation
 	damaged    map[string]bool // nodes whose restart may be refused (torn or corrupt data)
@@ -152,7 +172,7 @@ type Nemesis struct {
 // NewNemesis returns a nemesis for c.
 func NewNemesis(c *Cluster, rec *Recorder, w *Workload, diskNode *Node, logf func(string, ...any)) *Nemesis {
 	return &Nemesis{C: c, Rec: rec, Work: w, DiskNode: diskNode, Logf: logf,
-		Applied: map[string]int{}, Outcomes: map[string]int{}, damaged: map[string]bool{}}
+		Applied: map[string]int{}, Skipped: map[string]int{}, Outcomes: map[string]int{}, damaged: map[string]bool{}}
 }
 
 func (nm *Nemesis) violation(kind, format string, args ...any) {
@@ -197,6 +217,9 @@ func (nm *Nemesis) episode(ctx context.Context, i int, e Episode) {
 		heal, err := nm.apply(ctx, k, rng, used, e.Hold)
 		if err != nil {
 			nm.Rec.Event("skip", "episode %d %s: %v", i, k, err)
+			nm.mu.Lock()
+			nm.Skipped[k]++
+			nm.mu.Unlock()
 			continue
 		}
 		nm.mu.Lock()
@@ -336,12 +359,12 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		for to == nil || to == from {
 			to = c.Nodes[rng.Intn(len(c.Nodes))]
 		}
-		m := blockMode(rng)
-		p := c.Proxies[from.Index][to.Index]
-		p.Set(m, 0)
-		nm.Rec.Event(kind, "Raft RPCs %s->%s blocked (%s); %s->%s open", from.ID, to.ID, m, to.ID, from.ID)
+		c.OneWay(from.Index, to.Index)
+		nm.Rec.Event(kind, "everything %s sends to %s is held (Raft and API, requests and answers); %s->%s passes", from.ID, to.ID, to.ID, from.ID)
 		return func(context.Context) {
-			p.Set(Pass, 0)
+			for _, p := range append(c.Links(from.Index, to.Index), c.Links(to.Index, from.Index)...) {
+				p.Set(Pass, 0)
+			}
 			nm.Rec.Event("heal", "%s->%s open", from.ID, to.ID)
 		}, nil
 
@@ -354,28 +377,27 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 			what = n.ID + "'s links"
 			for j := range c.Nodes {
 				if j != n.Index {
-					ps = append(ps, c.Proxies[n.Index][j], c.Proxies[j][n.Index])
+					ps = append(ps, c.Links(n.Index, j)...)
+					ps = append(ps, c.Links(j, n.Index)...)
 				}
 			}
 		} else {
-			for _, row := range c.Proxies {
-				for _, p := range row {
-					if p != nil {
-						ps = append(ps, p)
-					}
-				}
-			}
+			ps = c.AllProxies()
 		}
 		for _, p := range ps {
 			if m, _, _ := p.State(); m == Pass {
-				p.Set(Pass, d)
+				if a, b := p.Held(); !a && !b {
+					p.Set(Pass, d)
+				}
 			}
 		}
 		nm.Rec.Event(kind, "%s delayed by %s each way", what, d)
 		return func(context.Context) {
 			for _, p := range ps {
 				if m, _, _ := p.State(); m == Pass {
-					p.Set(Pass, 0)
+					if a, b := p.Held(); !a && !b {
+						p.Set(Pass, 0)
+					}
 				}
 			}
 			nm.Rec.Event("heal", "%s undelayed", what)
@@ -505,6 +527,52 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		nm.Rec.Event(kind, "%s repaired and a voter again", n.ID)
 		return nil, nil
 
+	case FaultSlowDisk:
+		n := nm.pickMaybeLeader(ctx, rng, used)
+		if n == nil {
+			return nil, errors.New("no node")
+		}
+		used[n.ID] = true
+		d := time.Duration(20+rng.Intn(280)) * time.Millisecond
+		if err := setFsyncDelay(n, d); err != nil {
+			return nil, err
+		}
+		nm.Rec.Event(kind, "every fsync of %s waits %s", n.ID, d)
+		return func(context.Context) {
+			setFsyncDelay(n, 0)
+			nm.Rec.Event("heal", "%s's fsyncs undelayed", n.ID)
+		}, nil
+
+	case FaultLostUnsynced:
+		n := nm.pickMaybeLeader(ctx, rng, used)
+		if n == nil {
+			return nil, errors.New("no node")
+		}
+		used[n.ID] = true
+		if err := setFsyncDelay(n, 500*time.Millisecond); err != nil {
+			return nil, err
+		}
+		// Under load: the node has writes waiting for a slow fsync when it dies.
+		time.Sleep(time.Duration(700+rng.Intn(800)) * time.Millisecond)
+		if err := c.Kill(n); err != nil {
+			setFsyncDelay(n, 0)
+			return nil, err
+		}
+		setFsyncDelay(n, 0)
+		nm.Rec.Event(kind, "SIGKILL %s during 500 ms fsyncs: it lost what it wrote since its last fsync", n.ID)
+		if nm.restart(ctx, n, "after losing its unsynced writes") == restartOK {
+			nm.outcome(FaultLostUnsynced + ": restarted and rejoined")
+		}
+		return nil, nil
+
+	case FaultCorruptMeta, FaultCorruptStable, FaultCorruptSnapshot:
+		damage := map[string]func(string, *rand.Rand) (string, error){
+			FaultCorruptMeta: FlipMeta, FaultCorruptStable: DamageStable, FaultCorruptSnapshot: DamageSnapshot}[kind]
+		return nil, nm.damageStopped(ctx, kind, rng, used, damage, kind == FaultCorruptMeta)
+
+	case FaultCorruptRunning:
+		return nil, nm.corruptRunning(ctx, rng, used)
+
 	case FaultDiskFull:
 		n := nm.DiskNode
 		if n == nil {
@@ -558,6 +626,163 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown fault %q", kind)
+}
+
+// pickMaybeLeader picks the leader half the time, else any running node
+// not used yet.
+func (nm *Nemesis) pickMaybeLeader(ctx context.Context, rng *rand.Rand, used map[string]bool) *Node {
+	if rng.Intn(2) == 0 {
+		if l := nm.leader(ctx); l != nil && !used[l.ID] && l.Running() {
+			return l
+		}
+	}
+	return pickNode(rng, nm.C.Nodes, used)
+}
+
+// setFsyncDelay makes every fsync of n's log wait d (0: none): the file
+// the servers' lazy file system reads (raftlog, --chaos-lazyfs).
+func setFsyncDelay(n *Node, d time.Duration) error {
+	p := filepath.Join(n.DataDir, "CHAOS_FSYNC_DELAY")
+	if d <= 0 {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("fsync delay of %s: %w", n.ID, err)
+		}
+		return nil
+	}
+	if err := os.WriteFile(p, []byte(d.String()), 0o644); err != nil {
+		return fmt.Errorf("fsync delay of %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// damageStopped stops a running follower, damages its data with damage,
+// and starts it. With mustRefuse it must refuse to start with a message
+// (a damaged log); otherwise the outcome is only recorded. Either way it is
+// then repaired (member remove, wipe, start empty, member add), so that
+// the run's final checks look at healthy data.
+func (nm *Nemesis) damageStopped(ctx context.Context, kind string, rng *rand.Rand, used map[string]bool,
+	damage func(string, *rand.Rand) (string, error), mustRefuse bool) error {
+	c := nm.C
+	var cand []*Node
+	for _, f := range nm.followers(ctx) {
+		if !used[f.ID] && f.Running() {
+			cand = append(cand, f)
+		}
+	}
+	if len(cand) == 0 {
+		return errors.New("no running follower")
+	}
+	sort.Slice(cand, func(i, j int) bool { return cand[i].ID < cand[j].ID })
+	n := cand[rng.Intn(len(cand))]
+	used[n.ID] = true
+	if err := c.Stop(n, 10*time.Second); err != nil {
+		return err
+	}
+	desc, err := damage(n.DataDir, rng)
+	if err != nil {
+		nm.Rec.Event(kind, "%s: cannot damage (%v); restarting it as is", n.ID, err)
+		nm.restart(ctx, n, "after a graceful stop")
+		return err
+	}
+	nm.Rec.Event(kind, "stopped %s; %s", n.ID, desc)
+	nm.mu.Lock()
+	nm.damaged[n.ID] = true
+	nm.mu.Unlock()
+	if err := c.StartNode(n); err != nil {
+		return err
+	}
+	res, log := nm.awaitStart(ctx, n)
+	switch res {
+	case restartRefused:
+		nm.Rec.Event(kind, "%s refused to start: %s", n.ID, refusalLine(log))
+		nm.judgeRefusal(n, log, false)
+		nm.outcome(kind + ": refused to start")
+	case restartOK:
+		if mustRefuse {
+			nm.violation(VNemesis, "%s started and answered with damaged data (%s): it must refuse", n.ID, desc)
+			nm.outcome(kind + ": NOT DETECTED")
+		} else {
+			nm.outcome(kind + ": started")
+		}
+	default:
+		nm.violation(VNemesis, "%s neither started nor refused clearly after damage (%s); log tail: %s", n.ID, desc, tail(log, 400))
+	}
+	nm.Rec.Event(kind, "repairing %s: member remove, wipe, start empty, member add", n.ID)
+	if err := c.Rejoin(ctx, n); err != nil {
+		nm.violation(VLiveness, "repair of %s failed: %v", n.ID, err)
+	}
+	nm.mu.Lock()
+	delete(nm.damaged, n.ID)
+	nm.mu.Unlock()
+	return nil
+}
+
+// corruptRunning flips a byte inside a committed body in the running
+// leader's log (the page cache its reads come from), then wipes and re-adds
+// a follower, so the leader must send it the whole log, the damaged entry
+// too, and finally restarts the leader, which must refuse its damaged log
+// (and is repaired). Consumers keep reading meanwhile: whatever any node
+// serves or stores is checked as always, and the logs on disk at the end.
+func (nm *Nemesis) corruptRunning(ctx context.Context, rng *rand.Rand, used map[string]bool) error {
+	c := nm.C
+	l := nm.leader(ctx)
+	if l == nil || used[l.ID] {
+		return errors.New("no leader")
+	}
+	var f *Node
+	for _, n := range nm.followers(ctx) {
+		if !used[n.ID] && n.Running() {
+			f = n
+			break
+		}
+	}
+	if f == nil {
+		return errors.New("no running follower")
+	}
+	used[l.ID], used[f.ID] = true, true
+	bodies := nm.Rec.AckedBodies(rng, 50)
+	if nm.Retention {
+		// Old bodies may be deleted already: take them from the upper half
+		// of what the leader holds.
+		bodies = nil
+		if st, err := c.StatusOf(ctx, l); err == nil && self(st) != nil {
+			lo, hi := self(st).FirstIndex, self(st).AppliedIndex
+			bodies = nm.Rec.AckedBodiesIn(rng, 50, lo+(hi-lo)/2, hi)
+		}
+	}
+	desc, err := FlipByte(l.DataDir, FlipBody, bodies, rng, nm.Retention)
+	if err != nil {
+		return err
+	}
+	nm.mu.Lock()
+	nm.damaged[l.ID] = true
+	nm.mu.Unlock()
+	nm.Rec.Event(FaultCorruptRunning, "leader %s keeps running; %s", l.ID, desc)
+	nm.Rec.Event(FaultCorruptRunning, "re-adding %s empty: the leader must send it the whole log", f.ID)
+	if err := c.Rejoin(ctx, f); err != nil {
+		nm.Rec.Event(FaultCorruptRunning, "re-adding %s: %v", f.ID, err)
+		nm.outcome(FaultCorruptRunning + ": follower not re-added while the leader's log was damaged")
+	} else {
+		nm.outcome(FaultCorruptRunning + ": follower re-added from the damaged leader")
+	}
+	if !l.Running() {
+		nm.Rec.Event(FaultCorruptRunning, "%s exited by itself: %s", l.ID, refusalLine(l.LogSinceStart()))
+		nm.outcome(FaultCorruptRunning + ": damaged node exited")
+	} else {
+		c.Stop(l, 10*time.Second)
+	}
+	if nm.restart(ctx, l, "after its running log was damaged") == restartOK {
+		nm.violation(VNemesis, "%s restarted with a damaged log (%s): it must refuse", l.ID, desc)
+	}
+	// A follower that did not catch up from the damaged leader gets another
+	// chance from the healthy group.
+	if err := c.WaitSettled(ctx, 30*time.Second); err != nil {
+		nm.Rec.Event(FaultCorruptRunning, "not settled after repairing %s: %v; re-adding %s again", l.ID, err, f.ID)
+		if err := c.Rejoin(ctx, f); err != nil {
+			nm.violation(VLiveness, "re-adding %s after the damaged leader was repaired: %v", f.ID, err)
+		}
+	}
+	return nil
 }
 
 // judgeRefusal checks how a node refused a damaged log: with a clear

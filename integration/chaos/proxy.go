@@ -39,16 +39,19 @@ func (m Mode) String() string {
 }
 
 // Proxy forwards TCP connections from its 127.0.0.1 listener to one target.
-// One proxy carries one direction of Raft traffic between two nodes: node
-// i dials node j through proxy(i->j) and j answers on the same connection.
+// One proxy carries the connections one node opens to another: node i
+// dials node j through proxy(i->j) and j answers on the same connection.
 type Proxy struct {
 	Name   string
 	target string
 	ln     net.Listener
 
-	mu      sync.Mutex
-	mode    Mode
-	delay   time.Duration
+	mu    sync.Mutex
+	mode  Mode
+	delay time.Duration
+	// held[0] holds the bytes the dialer sends, held[1] those it receives,
+	// whatever the mode (one direction of a one-way partition).
+	held    [2]bool
 	changed chan struct{} // closed and replaced whenever mode or delay change
 	conns   map[*pconn]struct{}
 	closed  bool
@@ -85,10 +88,12 @@ func NewProxy(name, target string) (*Proxy, error) {
 // Addr is the address to dial instead of the target.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Set changes the mode and delay. Drop closes open connections.
+// Set changes the mode and delay and lets both directions through. Drop
+// closes open connections.
 func (p *Proxy) Set(m Mode, delay time.Duration) {
 	p.mu.Lock()
 	p.mode, p.delay = m, delay
+	p.held = [2]bool{}
 	close(p.changed)
 	p.changed = make(chan struct{})
 	var victims []*pconn
@@ -101,6 +106,37 @@ func (p *Proxy) Set(m Mode, delay time.Duration) {
 	for _, c := range victims {
 		c.close()
 	}
+}
+
+// Hold blackholes one direction of every connection: the bytes the dialer
+// sends (toTarget) or the bytes it receives. The other direction passes.
+// Set lifts it.
+func (p *Proxy) Hold(toTarget bool) {
+	p.mu.Lock()
+	if toTarget {
+		p.held[0] = true
+	} else {
+		p.held[1] = true
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// Held reports which directions Hold blocks.
+func (p *Proxy) Held() (toTarget, fromTarget bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held[0], p.held[1]
+}
+
+func (p *Proxy) state(dir int) (Mode, time.Duration, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held[dir] && p.mode == Pass {
+		return Blackhole, p.delay, p.changed
+	}
+	return p.mode, p.delay, p.changed
 }
 
 // State returns the mode, the delay and a channel closed at the next change.
@@ -174,8 +210,8 @@ func (p *Proxy) serve(a net.Conn) {
 	}()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.pump(c, a, b) }()
-	go func() { defer wg.Done(); p.pump(c, b, a) }()
+	go func() { defer wg.Done(); p.pump(c, a, b, 0) }()
+	go func() { defer wg.Done(); p.pump(c, b, a, 1) }()
 	wg.Wait()
 }
 
@@ -184,9 +220,10 @@ type chunk struct {
 	data []byte
 }
 
-// pump copies src to dst: a reader stamps chunks, a writer delivers each
-// once the delay has passed since it was read and the mode lets it through.
-func (p *Proxy) pump(c *pconn, src, dst net.Conn) {
+// pump copies src to dst (direction dir: 0 from the dialer, 1 to it): a
+// reader stamps chunks, a writer delivers each once the delay has passed
+// since it was read and the mode lets it through.
+func (p *Proxy) pump(c *pconn, src, dst net.Conn, dir int) {
 	ch := make(chan chunk, 64)
 	go func() {
 		defer close(ch)
@@ -211,7 +248,7 @@ func (p *Proxy) pump(c *pconn, src, dst net.Conn) {
 	defer c.close()
 	for ck := range ch {
 		for {
-			mode, delay, changed := p.State()
+			mode, delay, changed := p.state(dir)
 			if mode == Drop {
 				return
 			}

@@ -110,3 +110,84 @@ func TestProxyModes(t *testing.T) {
 		t.Fatalf("healed: %q %v", got, err)
 	}
 }
+
+// Hold blackholes one direction only: with the replies held, the target
+// still gets every request (as in a one-way partition, where the other side
+// hears the requests but its answers are lost); with the requests held, it
+// gets nothing. Set lifts both, and the held bytes arrive in order.
+func TestProxyHoldsOneDirection(t *testing.T) {
+	got := make(chan string, 16)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					l, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					got <- l
+					c.Write([]byte(l))
+				}
+			}()
+		}
+	}()
+	p, err := NewProxy("test", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if l, err := roundTrip(c, r, "a", 5*time.Second); err != nil || l != "a\n" {
+		t.Fatalf("pass: %q %v", l, err)
+	}
+	<-got
+
+	p.Hold(false) // replies held
+	if _, err := roundTrip(c, r, "b", 300*time.Millisecond); err == nil {
+		t.Fatal("a reply came through while replies are held")
+	}
+	select {
+	case l := <-got:
+		if l != "b\n" {
+			t.Fatalf("target got %q", l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request did not reach the target while only replies are held")
+	}
+	p.Set(Pass, 0)
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if l, err := r.ReadString('\n'); err != nil || l != "b\n" {
+		t.Fatalf("held reply after healing: %q %v", l, err)
+	}
+
+	p.Hold(true) // requests held
+	if _, err := roundTrip(c, r, "c", 300*time.Millisecond); err == nil {
+		t.Fatal("a reply came through while requests are held")
+	}
+	select {
+	case l := <-got:
+		t.Fatalf("target got %q while requests are held", l)
+	case <-time.After(300 * time.Millisecond):
+	}
+	p.Set(Pass, 0)
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if l, err := r.ReadString('\n'); err != nil || l != "c\n" {
+		t.Fatalf("held request after healing: %q %v", l, err)
+	}
+}

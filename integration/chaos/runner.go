@@ -32,6 +32,12 @@ type RunConfig struct {
 	// NoTmpfs says tmpfs cannot be mounted: the full-disk fault is skipped.
 	NoTmpfs error
 	Keep    bool // keep the run directory even when the run passes
+	// Rich makes the producers send tags, properties, binary bodies, fields
+	// at their limits and requests of many messages (Workload.Rich).
+	Rich bool
+	// Oddities are hand-made requests over the limits and reused producer
+	// sequences (Workload.RunOddities).
+	Oddities Oddities
 	// Plan, when set, replaces the schedule drawn from Seed.
 	Plan *Plan
 	// Known are violation kinds of known, reported bugs: counted and
@@ -47,8 +53,10 @@ type Result struct {
 	Plan     []string       `json:"plan"`
 	Applied  map[string]int `json:"applied"`
 	Outcomes map[string]int `json:"outcomes,omitempty"`
-	Skipped  string         `json:"skipped,omitempty"`
-	Report   *Report        `json:"report"`
+	// NotCovered counts, per fault kind, the episodes that failed to apply it.
+	NotCovered map[string]int `json:"not_covered,omitempty"`
+	Skipped    string         `json:"skipped,omitempty"`
+	Report     *Report        `json:"report"`
 	// GapEvents are the nemesis events around the longest time without an ack.
 	GapEvents []string      `json:"gap_events,omitempty"`
 	Elapsed   time.Duration `json:"elapsed_ns"`
@@ -70,6 +78,14 @@ func (r *Result) Line() string {
 	}
 	sort.Strings(applied)
 	s := fmt.Sprintf("seed=%d faults=[%s]", r.Seed, strings.Join(applied, " "))
+	if len(r.NotCovered) > 0 {
+		var nc []string
+		for k, n := range r.NotCovered {
+			nc = append(nc, fmt.Sprintf("%s=%d", k, n))
+		}
+		sort.Strings(nc)
+		s += " not-applied=[" + strings.Join(nc, " ") + "]"
+	}
 	if r.Report != nil {
 		s += " " + r.Report.Summary()
 	}
@@ -134,7 +150,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	for _, e := range plan.Episodes {
 		res.Plan = append(res.Plan, e.String())
 	}
-	h := &History{Seed: cfg.Seed, Topic: topicName, Queues: numQueues, Retention: cfg.RetentionMB > 0}
+	h := &History{Seed: cfg.Seed, Topic: topicName, Queues: numQueues, Retention: cfg.RetentionMB > 0, FollowerReads: true}
 	var nemesis *Nemesis
 	defer func() {
 		res.Elapsed = time.Since(start)
@@ -153,7 +169,10 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		return res
 	}
 
-	extra := []string{"--cold-read-bytes", "2048", "--load-threshold", plan.LoadThreshold}
+	// --chaos-lazyfs: every node's raft-wal writes reach its files only at
+	// fsync (a SIGKILL loses what was not synced yet, as a machine crash
+	// would) and the slow-disk faults can delay its fsyncs.
+	extra := []string{"--cold-read-bytes", "2048", "--load-threshold", plan.LoadThreshold, "--chaos-lazyfs"}
 	if cfg.RetentionMB > 0 {
 		// No grace period: followers that are killed or cut off fall behind
 		// cuts and rejoin through the leader's snapshot.
@@ -195,6 +214,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	if cfg.RetentionMB > 0 {
 		w.Pad = 1000
 	}
+	w.Rich = cfg.Rich
 	var diskNode *Node
 	if plan.DiskNode >= 0 {
 		diskNode = c.Nodes[plan.DiskNode]
@@ -218,6 +238,13 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			}
 		}(i)
 	}
+	prodWG.Add(1)
+	go func() {
+		defer prodWG.Done()
+		if err := w.RunOddities(prodCtx, cfg.Oddities, cfg.Seed, time.Second, rec); err != nil {
+			cfg.Logf("oddities: %v", err)
+		}
+	}()
 	consumers := []struct {
 		name  string
 		delay time.Duration
@@ -308,24 +335,56 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			}
 		}
 	}
-	rec.Event("settled", "reading the log back")
-
 	// With retention, the last cut may still be on its way: the leader
 	// checks every 200 ms and nothing is written any more.
 	if cfg.RetentionMB > 0 {
 		time.Sleep(time.Second)
 	}
-	h.Min = map[int32]uint64{}
-	if err := retry(ctx, 30*time.Second, func(ctx context.Context) error {
-		ti, err := c.Admin.DescribeTopic(ctx, topicName)
-		if err == nil {
-			for _, q := range ti.QueueInfo {
-				h.Min[q.Queue] = q.MinOffset
-			}
+	committed := c.MinApplied(ctx)
+	rec.Event("settled", "every node applied %d; stopping every node to read its stores offline", committed)
+
+	// The logs on disk: stop every node, read its stores offline, compare
+	// them entry by entry and look up every acknowledged message at its id.
+	for _, n := range c.Nodes {
+		if err := c.Stop(n, 20*time.Second); err != nil {
+			cfg.Logf("stop %s: %v", n.ID, err)
 		}
-		return err
-	}); err != nil {
-		res.Err = fmt.Sprintf("describe topic: %v", err)
+	}
+	diskViolations := readDisks(c, h, rec, committed, cfg.RetentionMB)
+
+	// Restart every node so that the final reads come from disk, not from
+	// caches filled while the faults ran. Without retention limits: the log
+	// the final reads judge must be the one just read offline, not one a
+	// later cut shortened.
+	c.extra = withoutFlag(c.extra, "--retention-mb")
+	rec.Event("restart", "restarting every node for the final read (caches empty, no retention limits)")
+	for _, n := range c.Nodes {
+		nemesis.restart(ctx, n, "for the final read")
+	}
+	if err := c.WaitSettled(ctx, 60*time.Second); err != nil {
+		nemesis.violation(VLiveness, "after restarting every node for the final read: %v", err)
+	}
+	rec.Event("settled", "reading the log back")
+
+	// Where the reads start. Without retention every queue starts at 0,
+	// whatever the broker says; with it, at the minimum it reports (the
+	// checker judges what is missing by the announced cuts, not by this).
+	h.Min = map[int32]uint64{}
+	for q := int32(0); q < numQueues; q++ {
+		h.Min[q] = 0
+	}
+	if cfg.RetentionMB > 0 {
+		if err := retry(ctx, 30*time.Second, func(ctx context.Context) error {
+			ti, err := c.Admin.DescribeTopic(ctx, topicName)
+			if err == nil {
+				for _, q := range ti.QueueInfo {
+					h.Min[q.Queue] = q.MinOffset
+				}
+			}
+			return err
+		}); err != nil {
+			res.Err = fmt.Sprintf("describe topic: %v", err)
+		}
 	}
 
 	// Read back from every node, pinned, and through a fresh group.
@@ -356,9 +415,20 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			res.GapEvents = append(res.GapEvents, fmt.Sprintf("%s %s %s", e.At.Round(time.Millisecond), e.Kind, e.Detail))
 		}
 	}
+	for _, v := range diskViolations {
+		res.Report.Add(v.Kind, "%s", v.Detail)
+	}
 	nemesis.mu.Lock()
 	for _, v := range nemesis.Violations {
 		res.Report.Add(v.Kind, "%s", v.Detail)
+	}
+	// A fault kind the schedule tried and never applied was not covered.
+	res.NotCovered = map[string]int{}
+	for k, n := range nemesis.Skipped {
+		res.NotCovered[k] = n
+		if nemesis.Applied[k] == 0 {
+			res.Report.Add(VCoverage, "fault %s was scheduled %d time(s) and never applied (see the skip events)", k, n)
+		}
 	}
 	nemesis.mu.Unlock()
 	if res.Report.Counts[VLiveness] > 0 || res.Report.Counts[VWALStuck] > 0 || res.Report.Counts[VReplStall] > 0 {
@@ -394,6 +464,73 @@ func finish(cfg RunConfig, res *Result, h *History, plan Plan) {
 	if j, err := json.MarshalIndent(res, "", "  "); err == nil {
 		os.WriteFile(filepath.Join(cfg.Dir, "result.json"), j, 0o644)
 	}
+}
+
+// readDisks reads every stopped node's stores offline (ReadDiskLog),
+// fills the history's disk view (the message at every acknowledged id and
+// the last retention cut) and returns what the logs themselves violate:
+// entries that do not decode, logs that differ, a node missing committed
+// entries, and with retention a cut the size rule does not allow.
+func readDisks(c *Cluster, h *History, rec *Recorder, committed uint64, retentionMB int) []Violation {
+	scan := NewDiskScan(rec.AckedIDs())
+	var logs []*DiskLog
+	var out []Violation
+	for _, n := range c.Nodes {
+		if n.Running() {
+			out = append(out, Violation{VDisk, fmt.Sprintf("%s still runs: its stores were not read offline", n.ID)})
+			continue
+		}
+		d, err := ReadDiskLog(n.ID, n.DataDir, scan)
+		if err != nil {
+			out = append(out, Violation{VDisk, err.Error()})
+			continue
+		}
+		rec.Event("disk", "%s: log %d..%d on disk, stable term %d, %d snapshot(s)", n.ID, d.First, d.Last, d.StableTerm, d.Snapshots)
+		logs = append(logs, d)
+	}
+	h.DiskRead = len(logs) > 0 // a node that could not be read is a violation already
+	h.Disk = scan.Found
+	h.Cut = scan.Cut()
+	out = append(out, scan.Bad...)
+	out = append(out, CompareDiskLogs(logs, committed)...)
+	if retentionMB > 0 && h.Cut > 0 {
+		out = append(out, checkCut(logs, h.Cut, committed, int64(retentionMB)<<20, 1<<20)...)
+	}
+	return out
+}
+
+// withoutFlag returns args without the flag name and its value.
+func withoutFlag(args []string, name string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == name {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
+
+// checkCut checks the last retention cut against the size rule
+// (retention keeps the log within maxBytes of segment files by dropping
+// whole segments of segBytes from the oldest): the cut is at or below what
+// was applied, and the entries kept from it on hold no more than maxBytes
+// and one segment more (the tail segment is always kept). The rule is an
+// upper bound only: it counts a segment's preallocated space, so a log may
+// keep much less (little more than its tail), and that is not checked.
+func checkCut(logs []*DiskLog, cut, committed uint64, maxBytes, segBytes int64) []Violation {
+	var out []Violation
+	if cut > committed+1 {
+		out = append(out, Violation{VRetention, fmt.Sprintf("retention cut at index %d above the applied index %d", cut, committed)})
+	}
+	for _, d := range logs {
+		if kept := d.BytesFrom(cut); kept > maxBytes+segBytes {
+			out = append(out, Violation{VRetention, fmt.Sprintf("%s keeps %d bytes of entries from the last cut (index %d) on, more than %d MiB and one %d MiB segment: retention did not keep its limit",
+				d.Node, kept, cut, maxBytes>>20, segBytes>>20)})
+		}
+	}
+	return out
 }
 
 // walStuckLine returns the last log store error of a node that could not

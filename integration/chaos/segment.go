@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -246,4 +247,112 @@ func flipAt(path string, pos int64) error {
 func refusalMessage(log string) bool {
 	l := strings.ToLower(log)
 	return strings.Contains(l, "log is damaged") || strings.Contains(l, "lost entries") || strings.Contains(l, "corrupt")
+}
+
+// FlipMeta damages a metadata entry (create_topic, register_node,
+// commit_offsets: JSON behind a CRC) of a stopped node's log: it flips a
+// byte inside the JSON of one in the older half of those in the oldest
+// segment that holds any.
+func FlipMeta(dataDir string, rng *rand.Rand) (string, error) {
+	files, err := segmentFiles(dataDir)
+	if err != nil {
+		return "", err
+	}
+	pat := []byte(`{"op":"`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("read segment: %w", err)
+		}
+		var at []int
+		for i := 0; ; {
+			j := bytes.Index(b[i:], pat)
+			if j < 0 {
+				break
+			}
+			at = append(at, i+j)
+			i += j + len(pat)
+		}
+		if len(at) == 0 {
+			continue
+		}
+		i := at[rng.Intn((len(at)+1)/2)]
+		end := bytes.IndexByte(b[i:], '}')
+		if end < len(pat)+2 {
+			end = len(pat) + 2
+		}
+		pos := int64(i + len(pat) + rng.Intn(end-len(pat)))
+		if err := flipAt(f, pos); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("flipped byte %d of %s inside metadata entry %q (one of %d)", pos, filepath.Base(f), string(b[i:i+min(end+1, 60)]), len(at)), nil
+	}
+	return "", errors.New("no metadata entry found in the log")
+}
+
+// DamageStable damages a stopped node's stable store (bolt, stable.db,
+// where raft keeps its current term and vote): it sets the 8-byte value
+// stored after the key CurrentTerm to a far higher term (high bit flips)
+// or zeroes a whole 4 KiB page past the file's meta pages.
+func DamageStable(dataDir string, rng *rand.Rand) (string, error) {
+	path := filepath.Join(dataDir, "stable.db")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read stable store: %w", err)
+	}
+	if i := bytes.LastIndex(b, []byte("CurrentTerm")); i >= 0 && i+len("CurrentTerm")+8 <= len(b) && rng.Intn(2) == 0 {
+		pos := int64(i + len("CurrentTerm") + 2) // a high byte of the big-endian term
+		if err := flipAt(path, pos); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("flipped a high byte of the current term in %s (byte %d)", filepath.Base(path), pos), nil
+	}
+	const page = 4096
+	pages := len(b) / page
+	if pages < 3 {
+		return "", fmt.Errorf("stable store of %d bytes: no page past the meta pages", len(b))
+	}
+	p := 2 + rng.Intn(pages-2)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return "", fmt.Errorf("open stable store: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, page), int64(p*page)); err != nil {
+		return "", fmt.Errorf("zero page %d: %w", p, err)
+	}
+	if err := f.Sync(); err != nil {
+		return "", fmt.Errorf("sync stable store: %w", err)
+	}
+	return fmt.Sprintf("zeroed page %d of %d of %s", p, pages, filepath.Base(path)), nil
+}
+
+// DamageSnapshot flips a byte in the middle of the newest snapshot's
+// state file (its CRC is in meta.json).
+func DamageSnapshot(dataDir string, rng *rand.Rand) (string, error) {
+	// raft's FileSnapshotStore keeps them in a "snapshots" directory of its own.
+	states, err := filepath.Glob(filepath.Join(dataDir, "snapshots", "snapshots", "*", "state.bin"))
+	if err != nil || len(states) == 0 {
+		return "", fmt.Errorf("no snapshot in %s", filepath.Join(dataDir, "snapshots"))
+	}
+	// Names are term-index-time: the newest has the highest index.
+	index := func(p string) uint64 {
+		parts := strings.Split(filepath.Base(filepath.Dir(p)), "-")
+		if len(parts) < 2 {
+			return 0
+		}
+		i, _ := strconv.ParseUint(parts[1], 10, 64)
+		return i
+	}
+	sort.Slice(states, func(i, j int) bool { return index(states[i]) < index(states[j]) })
+	path := states[len(states)-1]
+	st, err := os.Stat(path)
+	if err != nil || st.Size() == 0 {
+		return "", fmt.Errorf("snapshot %s is empty", path)
+	}
+	pos := rng.Int63n(st.Size())
+	if err := flipAt(path, pos); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("flipped byte %d of %d of snapshot %s", pos, st.Size(), filepath.Base(filepath.Dir(path))), nil
 }

@@ -30,7 +30,24 @@ type Workload struct {
 	OpTimeout time.Duration
 	// Think is the pause between two requests of a worker.
 	Think time.Duration
+	// Rich makes the producers send what applications send besides plain
+	// bodies: tags, properties, binary bodies, and now and then a key of
+	// 16 KiB, 128 properties, a property of 16 KiB, a tag of 255 bytes (each
+	// at its limit) and requests of hundreds of messages.
+	Rich bool
 }
+
+// Limits of one produce request (broker/produce.go): the workload sends
+// messages at them and, with RunOddities, just over them.
+const (
+	limitKey          = 16 << 10
+	limitTag          = 255
+	limitProperties   = 128
+	limitPropertyLen  = 16 << 10 // name + value
+	limitMessages     = 65536
+	limitBody         = 4 << 20              // --max-message-bytes default
+	limitRequestBytes = 4*limitBody + 16<<20 // bodies of one request
+)
 
 // Classify maps a Send error to an outcome: only errors that say the group
 // refused the request are definite failures; everything else may have been
@@ -73,12 +90,18 @@ func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, 
 	name := fmt.Sprintf("w%d", worker)
 	for seq := uint64(1); ctx.Err() == nil; seq++ {
 		n := 1 + rng.Intn(3)
+		if w.Rich && rng.Intn(100) == 0 {
+			n = 100 + rng.Intn(900) // a request of many messages
+		}
 		op := Op{Worker: name, Producer: p.ID(), Seq: seq}
 		msgs := make([]client.Message, n)
 		invalid := rng.Intn(50) == 0
 		for i := range msgs {
 			bname := fmt.Sprintf("%s-%06d-%d", name, seq, i)
 			b := body(bname, w.Pad+rng.Intn(64))
+			if w.Rich && rng.Intn(4) == 0 {
+				b = binaryBody(bname, w.Pad+rng.Intn(256), rng)
+			}
 			sm := SentMessage{Body: bname, Hash: BodyHash(b), Queue: -1}
 			m := client.Message{Body: b}
 			switch r := rng.Intn(10); {
@@ -92,6 +115,9 @@ func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, 
 			default:
 				q := int32(rng.Intn(int(w.Queues)))
 				m.Queue, sm.Queue = &q, q
+			}
+			if w.Rich {
+				richMessage(&m, &sm, bname, rng)
 			}
 			msgs[i] = m
 			op.Messages = append(op.Messages, sm)
@@ -115,6 +141,54 @@ func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, 
 		}
 	}
 	return nil
+}
+
+// binaryBody is the unique name, "|" and n random bytes (any byte value).
+func binaryBody(name string, n int, rng *rand.Rand) []byte {
+	b := make([]byte, len(name)+1+n)
+	copy(b, name)
+	b[len(name)] = '|'
+	rng.Read(b[len(name)+1:])
+	return b
+}
+
+// richMessage gives a message a tag and properties as applications do, and
+// now and then one field at its limit: a 16 KiB key (unique, so per-key
+// order is not involved), 128 properties, one property of 16 KiB, a tag of
+// 255 bytes.
+func richMessage(m *client.Message, sm *SentMessage, name string, rng *rand.Rand) {
+	switch r := rng.Intn(400); {
+	case r == 0 && m.Queue == nil:
+		m.Key = padTo(name+".bigkey.", limitKey)
+	case r == 1:
+		m.Properties = map[string]string{}
+		for i := 0; i < limitProperties; i++ {
+			m.Properties[fmt.Sprintf("p%03d", i)] = fmt.Sprintf("%s-%d", name, i)
+		}
+	case r == 2:
+		m.Properties = map[string]string{"big": padTo(name, limitPropertyLen-len("big"))}
+	case r == 3:
+		m.Tag = padTo(name+".tag.", limitTag)
+	case r < 150:
+		m.Tag = []string{"TagA", "TagB", "tag-" + name[:2]}[rng.Intn(3)]
+	}
+	if m.Properties == nil && rng.Intn(3) == 0 {
+		m.Properties = map[string]string{"trace": name, "n": fmt.Sprint(rng.Intn(1000))}
+		if rng.Intn(2) == 0 {
+			// Any UTF-8 (proto3 strings must be): NUL, control, non-ASCII.
+			m.Properties["bin"] = "\x00\x01é世" + string(rune(0x80+rng.Intn(0x700)))
+		}
+	}
+	sm.Key, sm.Tag, sm.Props = m.Key, m.Tag, PropsHash(m.Properties)
+}
+
+// padTo returns s extended (or cut) to exactly n bytes.
+func padTo(s string, n int) string {
+	b := []byte(s)
+	for len(b) < n {
+		b = append(b, "0123456789abcdefghijklmnopqrstuvwxyz"...)
+	}
+	return string(b[:n])
 }
 
 // RunBulk sends large messages (bodies of size bytes, several per request)
@@ -197,7 +271,8 @@ func (w *Workload) RunConsumer(ctx context.Context, name string, cfg client.Cons
 }
 
 func entryOf(m *api.Message) LogEntry {
-	return LogEntry{Offset: m.Offset, ID: m.Id, Body: BodyName(m.Body), Hash: BodyHash(m.Body), Key: m.Key}
+	return LogEntry{Offset: m.Offset, ID: m.Id, Body: BodyName(m.Body), Hash: BodyHash(m.Body), Key: m.Key, Tag: m.Tag,
+		Props: PropsHash(m.Properties), Timestamp: m.TimestampMs}
 }
 
 // ReadNode reads every queue of topic from one node, pinned to it: raw
@@ -325,4 +400,216 @@ func ReadAll(ctx context.Context, servers []string, topic, group string) (QueueL
 		}
 	}
 	return out, nil
+}
+
+// Oddities are the hand-made requests of RunOddities.
+type Oddities struct {
+	// OverLimit sends requests just over each limit of a produce request
+	// (and one at the limit of a request's bodies): each must be refused
+	// with a definite error and nothing of it stored.
+	OverLimit bool
+	// ReusedSeq sends a request, then another with the same producer id and
+	// sequence but other content: the broker must refuse the second (its
+	// ack would name messages it does not hold).
+	ReusedSeq bool
+}
+
+// rawClient sends hand-made produce requests to any node (a follower
+// forwards them to the leader).
+type rawClient struct {
+	conns   []*grpc.ClientConn
+	clients []api.BrokerClient
+}
+
+func newRawClient(servers []string) (*rawClient, error) {
+	rc := &rawClient{}
+	for _, a := range servers {
+		cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(api.MaxMessageSize), grpc.MaxCallRecvMsgSize(api.MaxMessageSize)))
+		if err != nil {
+			rc.close()
+			return nil, fmt.Errorf("dial %s: %w", a, err)
+		}
+		rc.conns = append(rc.conns, cc)
+		rc.clients = append(rc.clients, api.NewBrokerClient(cc))
+	}
+	return rc, nil
+}
+
+func (rc *rawClient) close() {
+	for _, cc := range rc.conns {
+		cc.Close()
+	}
+}
+
+// produce sends req to the nodes in turn until one answers or refuses it
+// definitely, or timeout passes, and fills in op.
+func (rc *rawClient) produce(req *api.ProduceRequest, op *Op, timeout time.Duration, rec *Recorder) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	op.Invoke = rec.Now()
+	var err error
+	for i := 0; ctx.Err() == nil; i++ {
+		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+		var resp *api.ProduceResponse
+		resp, err = rc.clients[i%len(rc.clients)].Produce(actx, req)
+		acancel()
+		if err == nil {
+			op.Outcome, op.Duplicate = OutcomeOK, resp.Duplicate
+			for _, a := range resp.Acks {
+				op.Acks = append(op.Acks, Ack{Queue: a.Queue, Offset: a.Offset, ID: a.Id})
+			}
+			op.Complete = rec.Now()
+			return
+		}
+		if Classify(err) == OutcomeFail {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	op.Complete = rec.Now()
+	op.Outcome = Classify(err)
+	if err != nil {
+		op.Error = err.Error()
+	}
+}
+
+// overLimit is one request just over a limit.
+type overLimit struct {
+	what string
+	make func(name string) []*api.ProduceMessage
+}
+
+func overLimits() []overLimit {
+	one := func(f func(m *api.ProduceMessage)) func(string) []*api.ProduceMessage {
+		return func(name string) []*api.ProduceMessage {
+			m := &api.ProduceMessage{Body: body(name+"-0", 16)}
+			f(m)
+			return []*api.ProduceMessage{m}
+		}
+	}
+	return []overLimit{
+		{"key of 16 KiB + 1", one(func(m *api.ProduceMessage) { m.Key = padTo("k", limitKey+1) })},
+		{"tag of 256 bytes", one(func(m *api.ProduceMessage) { m.Tag = padTo("t", limitTag+1) })},
+		{"129 properties", one(func(m *api.ProduceMessage) {
+			m.Properties = map[string]string{}
+			for i := 0; i <= limitProperties; i++ {
+				m.Properties[fmt.Sprintf("p%03d", i)] = "v"
+			}
+		})},
+		{"property of 16 KiB + 1", one(func(m *api.ProduceMessage) { m.Properties = map[string]string{"p": padTo("v", limitPropertyLen)} })},
+		{"body of 4 MiB + 1", func(name string) []*api.ProduceMessage {
+			n := name + "-0"
+			return []*api.ProduceMessage{{Body: body(n, limitBody-len(n))}} // len(n) + 1 + pad bytes
+		}},
+		{"65537 messages", func(name string) []*api.ProduceMessage {
+			ms := make([]*api.ProduceMessage, limitMessages+1)
+			for i := range ms {
+				ms[i] = &api.ProduceMessage{Body: []byte(fmt.Sprintf("%s-%d", name, i))}
+			}
+			return ms
+		}},
+		// Every field within its limit, but the request as a whole larger
+		// than one 64 MiB log segment: keys and properties count too.
+		{"keys of 72 MiB in one request", func(name string) []*api.ProduceMessage {
+			ms := make([]*api.ProduceMessage, 72<<20/limitKey)
+			for i := range ms {
+				n := fmt.Sprintf("%s-%d", name, i)
+				ms[i] = &api.ProduceMessage{Body: []byte(n), Key: padTo(n+".", limitKey)}
+			}
+			return ms
+		}},
+		{"bodies of 32 MiB + 4 MiB", func(name string) []*api.ProduceMessage {
+			ms := make([]*api.ProduceMessage, limitRequestBytes/limitBody+1)
+			for i := range ms {
+				ms[i] = &api.ProduceMessage{Body: body(fmt.Sprintf("%s-%d", name, i), limitBody-64)}
+			}
+			return ms
+		}},
+	}
+}
+
+// atLimit is a request whose bodies add up to the limit of one request
+// (32 MiB): it must be acknowledged and stored like any other.
+func atLimit(name string) []*api.ProduceMessage {
+	ms := make([]*api.ProduceMessage, limitRequestBytes/limitBody)
+	for i := range ms {
+		n := fmt.Sprintf("%s-%d", name, i)
+		ms[i] = &api.ProduceMessage{Body: body(n, limitBody-len(n)-1)}
+	}
+	return ms
+}
+
+// RunOddities sends the hand-made requests that o enables, one about every
+// interval, until ctx ends. They are recorded like the producers' requests,
+// marked with their Kind.
+func (w *Workload) RunOddities(ctx context.Context, o Oddities, seed int64, interval time.Duration, rec *Recorder) error {
+	if !o.OverLimit && !o.ReusedSeq {
+		return nil
+	}
+	rc, err := newRawClient(w.Servers)
+	if err != nil {
+		return err
+	}
+	defer rc.close()
+	limits := overLimits()
+	for n := 0; ctx.Err() == nil; n++ {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(interval):
+		}
+		pid := fmt.Sprintf("odd-%d-%d", seed, n)
+		if o.OverLimit && (!o.ReusedSeq || n%2 == 0) {
+			k := n
+			if o.ReusedSeq {
+				k = n / 2
+			}
+			k %= len(limits) + 1
+			name := fmt.Sprintf("x%d-%06d", seed%1000, n)
+			var l overLimit
+			var msgs []*api.ProduceMessage
+			var op Op
+			if k == 0 {
+				l.what = "bodies of 32 MiB, at the limit"
+				msgs = atLimit(name)
+				op = Op{Worker: "at-limit", Producer: pid, Seq: 1}
+			} else {
+				l = limits[k-1]
+				msgs = l.make(name)
+				op = Op{Worker: "over-limit", Producer: pid, Seq: 1, Kind: KindOverLimit}
+			}
+			for i, m := range msgs {
+				op.Messages = append(op.Messages, SentMessage{Body: BodyName(m.Body), Hash: BodyHash(m.Body), Key: m.Key, Tag: m.Tag,
+					Props: PropsHash(m.Properties), Queue: -1})
+				if i >= 16 {
+					break // the names of the first ones are enough to find any of it in the log
+				}
+			}
+			rc.produce(&api.ProduceRequest{Topic: w.Topic, ProducerId: pid, Sequence: 1, Messages: msgs}, &op, w.OpTimeout, rec)
+			if op.Kind == KindOverLimit {
+				op.Error = l.what + ": " + op.Error
+			}
+			rec.AddOp(op)
+			continue
+		}
+		// A sequence reused with other content: the first request is an
+		// ordinary one; the second names other bodies.
+		for k, kind := range []string{"", KindReusedSeq} {
+			var msgs []*api.ProduceMessage
+			op := Op{Worker: fmt.Sprintf("reuse%d", k), Producer: pid, Seq: 1, Kind: kind}
+			for i := 0; i < 2; i++ {
+				name := fmt.Sprintf("r%d-%06d-%d-%d", seed%1000, n, k, i)
+				b := body(name, 8)
+				msgs = append(msgs, &api.ProduceMessage{Body: b, Tag: fmt.Sprint("v", k)})
+				op.Messages = append(op.Messages, SentMessage{Body: name, Hash: BodyHash(b), Tag: fmt.Sprint("v", k), Queue: -1})
+			}
+			rc.produce(&api.ProduceRequest{Topic: w.Topic, ProducerId: pid, Sequence: 1, Messages: msgs}, &op, w.OpTimeout, rec)
+			rec.AddOp(op)
+			if k == 0 && op.Outcome != OutcomeOK {
+				break // the first did not (surely) land: a reuse proves nothing
+			}
+		}
+	}
+	return nil
 }

@@ -26,7 +26,8 @@ import (
 // processes (of Config.Exe, by default this executable) on free 127.0.0.1
 // ports, each with its data directory and log file under one directory. It
 // controls them by PID only: start, SIGKILL, SIGSTOP/SIGCONT, SIGTERM,
-// restart.
+// restart. With Config.Partitionable every link of the initial nodes runs
+// through a Proxy it owns, so Cut can cut a node off the network.
 //
 //	g, err := New(Config{Nodes: 3})
 //	defer g.Close()
@@ -39,6 +40,11 @@ type Group struct {
 
 	mu    sync.Mutex
 	nodes []*Node
+	// With Partitionable: proxies[i][j] carries the Raft RPCs node i sends
+	// to node j (and their answers), clientProxy[id] every client API
+	// connection to node id, from clients and from the other nodes.
+	proxies     map[string]map[string]*Proxy
+	clientProxy map[string]*Proxy
 }
 
 // Config configures a Group.
@@ -55,17 +61,26 @@ type Config struct {
 	ServerArgs []string
 	// StartTimeout bounds the wait for a started node's client API (15s).
 	StartTimeout time.Duration
+	// Partitionable runs every Raft link between the initial nodes (each
+	// direction its own proxy, through --raft-dial) and every client API
+	// connection to them (through --advertise, which the nodes also use to
+	// forward to each other) through in-process proxies, so that Cut can
+	// blackhole all of a node's traffic.
+	Partitionable bool
 }
 
 // Node is one server process (and its identity across restarts).
 type Node struct {
 	ID     string
 	Raft   string // raft address
-	Client string // client API address
+	Client string // client API address (its proxy's with Partitionable)
+	Listen string // where the node's client API listens
 	HTTP   string
 	Data   string
 	Log    string // the server's stderr, appended across restarts
 	Peers  string // --peers, "" for a node that joins with `member add`
+
+	cut bool // guarded by Group.mu
 
 	Process
 }
@@ -103,7 +118,88 @@ func New(cfg Config) (*Group, error) {
 	for _, n := range g.nodes {
 		n.Peers = strings.Join(peers, ",")
 	}
+	if cfg.Partitionable {
+		if err := g.addProxies(); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
 	return g, nil
+}
+
+func (g *Group) addProxies() error {
+	g.proxies, g.clientProxy = map[string]map[string]*Proxy{}, map[string]*Proxy{}
+	for _, n := range g.nodes {
+		cp, err := NewProxy(n.Listen)
+		if err != nil {
+			return err
+		}
+		g.clientProxy[n.ID] = cp
+		n.Client = cp.Addr()
+		g.proxies[n.ID] = map[string]*Proxy{}
+		for _, m := range g.nodes {
+			if m == n {
+				continue
+			}
+			rp, err := NewProxy(m.Raft)
+			if err != nil {
+				return err
+			}
+			g.proxies[n.ID][m.ID] = rp
+		}
+	}
+	return nil
+}
+
+// raftDials is node id's --raft-dial value, "" without proxies.
+func (g *Group) raftDials(id string) string {
+	var ds []string
+	for to, p := range g.proxies[id] {
+		ds = append(ds, to+"="+p.Addr())
+	}
+	return strings.Join(ds, ",")
+}
+
+// Cut blackholes every link of node id (Config.Partitionable): Raft in both
+// directions with every other node, and every client API connection to it.
+// Connections stay open; nothing passes until Heal.
+func (g *Group) Cut(id string) error { return g.setCut(id, true) }
+
+// Heal undoes Cut.
+func (g *Group) Heal(id string) error { return g.setCut(id, false) }
+
+func (g *Group) setCut(id string, on bool) error {
+	n := g.Node(id)
+	if n == nil {
+		return fmt.Errorf("no node %s", id)
+	}
+	if g.clientProxy[id] == nil {
+		return fmt.Errorf("%s has no proxies: the group was not made Partitionable, or %s joined later", id, id)
+	}
+	g.clientProxy[id].Blackhole(on)
+	for from, ps := range g.proxies {
+		for to, p := range ps {
+			if from == id || to == id {
+				p.Blackhole(on)
+			}
+		}
+	}
+	g.mu.Lock()
+	n.cut = on
+	g.mu.Unlock()
+	return nil
+}
+
+// IsCut reports whether node id is cut off by Cut.
+func (g *Group) IsCut(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, n := range g.nodes {
+		if n.ID == id {
+			return n.cut
+		}
+	}
+	return false
 }
 
 func (g *Group) newNode(id string) (*Node, error) {
@@ -112,7 +208,8 @@ func (g *Group) newNode(id string) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{ID: id,
-		Raft: "127.0.0.1:" + strconv.Itoa(ports[0]), Client: "127.0.0.1:" + strconv.Itoa(ports[1]), HTTP: "127.0.0.1:" + strconv.Itoa(ports[2]),
+		Raft: "127.0.0.1:" + strconv.Itoa(ports[0]), Client: "127.0.0.1:" + strconv.Itoa(ports[1]),
+		Listen: "127.0.0.1:" + strconv.Itoa(ports[1]), HTTP: "127.0.0.1:" + strconv.Itoa(ports[2]),
 		Data: filepath.Join(g.dir, id), Log: filepath.Join(g.dir, id+".log")}
 	g.mu.Lock()
 	g.nodes = append(g.nodes, n)
@@ -213,7 +310,13 @@ func (g *Group) Start(ctx context.Context, id string) error {
 	if n.Running() {
 		return fmt.Errorf("%s is already running (pid %d)", id, n.PID())
 	}
-	args := []string{"server", "--id", n.ID, "--data", n.Data, "--raft", n.Raft, "--listen", n.Client, "--http", n.HTTP}
+	args := []string{"server", "--id", n.ID, "--data", n.Data, "--raft", n.Raft, "--listen", n.Listen, "--http", n.HTTP}
+	if n.Client != n.Listen {
+		args = append(args, "--advertise", n.Client)
+	}
+	if d := g.raftDials(id); d != "" {
+		args = append(args, "--raft-dial", d)
+	}
 	if n.Peers != "" {
 		args = append(args, "--peers", n.Peers)
 	}
@@ -321,6 +424,14 @@ func (g *Group) Close() error {
 			g.Kill(n.ID)
 		}
 	}
+	for _, p := range g.clientProxy {
+		p.Close()
+	}
+	for _, ps := range g.proxies {
+		for _, p := range ps {
+			p.Close()
+		}
+	}
 	g.mu.Lock()
 	keep := g.cfg.Keep
 	g.mu.Unlock()
@@ -353,13 +464,13 @@ func (g *Group) StopAll(timeout time.Duration) error {
 	return errors.Join(errs...)
 }
 
-// Leader asks every running, unpaused node at once and returns the leader
+// Leader asks every running node that is neither paused nor cut at once and returns the leader
 // of the highest term any of them reports, with that answer. It fails when
 // no node knows a leader.
 func (g *Group) Leader(ctx context.Context) (*Node, *api.StatusResponse, error) {
 	var addrs []string
 	for _, n := range g.Nodes() {
-		if n.Running() && !n.Paused() {
+		if n.Running() && !n.Paused() && !g.IsCut(n.ID) {
 			addrs = append(addrs, n.Client)
 		}
 	}

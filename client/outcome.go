@@ -1,0 +1,58 @@
+package client
+
+import (
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ErrNotSent: the messages were never handed to the group, so none of them
+// is stored; sending them again cannot create a duplicate. A Send or
+// SendAsyncContext whose context has ended before its request was started
+// fails with it.
+var ErrNotSent = errors.New("not sent")
+
+// Outcome is what a failed or successful send means for its messages.
+type Outcome int
+
+// Outcomes of a send.
+const (
+	// Acknowledged: stored, with one ack per message.
+	Acknowledged Outcome = iota
+	// Failed: definitely not stored (never sent, or refused by the group);
+	// sending again stores the messages once.
+	Failed
+	// Unknown: sent, and possibly stored; sending again with a new
+	// producer may store them twice.
+	Unknown
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Acknowledged:
+		return "acknowledged"
+	case Failed:
+		return "failed"
+	}
+	return "outcome unknown"
+}
+
+// Classify tells what the error of a Send means for its messages: only an
+// error that says the messages were never sent, or that the group refused
+// them, is Failed; anything else (a timeout, a cancelled context, a lost
+// connection after the request left) is Unknown.
+func Classify(err error) Outcome {
+	if err == nil {
+		return Acknowledged
+	}
+	if errors.Is(err, ErrNotSent) || errors.Is(err, ErrRequestTooLarge) || errors.Is(err, ErrSequenceReused) {
+		return Failed
+	}
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.OutOfRange,
+		codes.FailedPrecondition, codes.PermissionDenied, codes.Unimplemented:
+		return Failed
+	}
+	return Unknown
+}

@@ -1,0 +1,127 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftmq/raftmq/api"
+)
+
+// heldBroker answers Produce only once release is closed, and counts the
+// produce requests that reached it.
+type heldBroker struct {
+	api.UnimplementedBrokerServer
+	release  chan struct{}
+	produces atomic.Int32
+}
+
+func (h *heldBroker) Produce(ctx context.Context, req *api.ProduceRequest) (*api.ProduceResponse, error) {
+	h.produces.Add(1)
+	<-h.release
+	acks := make([]*api.Ack, len(req.Messages))
+	for i := range acks {
+		acks[i] = &api.Ack{}
+	}
+	return &api.ProduceResponse{Acks: acks}, nil
+}
+
+func (h *heldBroker) Status(context.Context, *api.StatusRequest) (*api.StatusResponse, error) {
+	return &api.StatusResponse{}, nil
+}
+
+// TestSendWithEndedContextIsNeverSent: a Send whose context ends while its
+// messages still wait in the producer's queue fails with ErrNotSent and is
+// never sent, and one whose context has already ended is refused at once.
+// Before, the queued messages went out after the caller had been told the
+// send failed (produce interrupted with Ctrl-C kept sending).
+func TestSendWithEndedContextIsNeverSent(t *testing.T) {
+	h := &heldBroker{release: make(chan struct{})}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	api.RegisterBrokerServer(srv, h)
+	go srv.Serve(l)
+	defer srv.Stop()
+	c, err := New(Config{Servers: []string{l.Addr().String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p := c.NewProducerWith(ProducerConfig{MaxInflight: 1})
+
+	first := make(chan error, 1)
+	go func() { _, err := p.Send(context.Background(), "t", Message{Body: []byte("1")}); first <- err }()
+	deadline := time.Now().Add(30 * time.Second)
+	for h.produces.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first request never reached the broker")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	// Queued behind the first request, then the caller gives up.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = p.Send(ctx, "t", Message{Body: []byte("2")})
+	if !errors.Is(err, ErrNotSent) || Classify(err) != Failed {
+		t.Fatalf("queued send whose context ended: %v (%v), want ErrNotSent (failed)", err, Classify(err))
+	}
+	async := make(chan error, 1)
+	actx, acancel := context.WithCancel(context.Background())
+	p.SendAsyncContext(actx, "t", []Message{{Body: []byte("3")}}, func(_ []*api.Ack, err error) { async <- err })
+	acancel()
+	// Already ended: refused without being queued.
+	_, err = p.Send(ctx, "t", Message{Body: []byte("4")})
+	if !errors.Is(err, ErrNotSent) {
+		t.Fatalf("send with an ended context: %v, want ErrNotSent", err)
+	}
+
+	close(h.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-async:
+		if !errors.Is(err, ErrNotSent) {
+			t.Fatalf("async send whose context ended in the queue: %v, want ErrNotSent", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the async send was never called back")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := h.produces.Load(); n != 1 {
+		t.Fatalf("%d produce requests reached the broker, want 1: sends whose context had ended went out", n)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	cases := map[error]Outcome{
+		nil: Acknowledged,
+		fmt.Errorf("%w: %w", ErrNotSent, context.Canceled):    Failed,
+		status.Error(codes.InvalidArgument, "too large"):      Failed,
+		status.Error(codes.FailedPrecondition, "refused"):     Failed,
+		status.Error(codes.Aborted, "outcome unknown"):        Unknown,
+		status.Error(codes.Unavailable, "no leader"):          Unknown,
+		fmt.Errorf("%w (last error: x)", context.Canceled):    Unknown,
+		fmt.Errorf("%w (retrying)", context.DeadlineExceeded): Unknown,
+		tooLarge(2, 20<<20, 16<<20):                           Failed,
+		explainSizeRefusal(status.Error(codes.ResourceExhausted, "grpc: received message larger than max (50 vs. 40)"), 64<<20): Failed,
+		fmt.Errorf("%w: producer p sequence 3", ErrSequenceReused):                                                              Failed,
+	}
+	for err, want := range cases {
+		if got := Classify(err); got != want {
+			t.Errorf("%v: %v, want %v", err, got, want)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package raftlog
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+)
+
+// Digest is a 64-bit fingerprint of a request's content: its topic, its
+// message count and, for every message in order, the encoded queue, key,
+// tag, properties and body. Producer id and sequence are not part of it
+// (they are what the digest is looked up by), and neither is the timestamp:
+// a broker stamps a message that has none when it receives it, so a retry
+// of one request may carry other timestamps.
+//
+// It is computed from the entry bytes, so every node gets the same value for
+// the same entry (BatchBuilder encodes properties sorted; the digest covers
+// them as encoded). It is two CRC-32s of the same bytes, Castagnoli in the
+// high half and IEEE in the low half: a change goes unseen only if both
+// polynomials divide it. Both have hardware paths, so it costs about 0.2 ns
+// a byte on the FSM goroutine, where a table-driven CRC-64 cost 0.75 and
+// FNV-1a 1.4 (1 KiB buffers, 2-core dev machine). It tells a retry from a
+// different request; it does not resist a producer that crafts a collision
+// against its own sequence.
+//
+// A request whose messages do not decode gives the digest of the bytes up to
+// the damage; Batch.Each has already refused such an entry.
+func (r *RequestView) Digest() uint64 {
+	var d digest
+	// One allocation per request (crc32.Update keeps its argument from
+	// living on the stack), none per message.
+	head := make([]byte, 0, 2*binary.MaxVarintLen64+len(r.Topic))
+	head = binary.AppendUvarint(head, uint64(len(r.Topic)))
+	head = append(head, r.Topic...)
+	d.add(binary.AppendUvarint(head, uint64(r.Count)))
+	dec := decoder{buf: r.msgs}
+	var m MessageView
+	for j := 0; j < r.Count; j++ {
+		start := dec.off
+		dec.uvarint() // queue
+		stamp := dec.off
+		dec.varint() // timestamp: left out
+		rest := dec.off
+		dec.off = start
+		if !dec.message(&m) {
+			break
+		}
+		d.add(dec.buf[start:stamp])
+		d.add(dec.buf[rest:dec.off])
+	}
+	return uint64(d.c)<<32 | uint64(d.i)
+}
+
+type digest struct{ c, i uint32 }
+
+func (d *digest) add(p []byte) {
+	d.c = crc32.Update(d.c, castagnoli, p)
+	d.i = crc32.Update(d.i, crc32.IEEETable, p)
+}

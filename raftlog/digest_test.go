@@ -1,0 +1,87 @@
+package raftlog
+
+import (
+	"testing"
+)
+
+func digestOf(t *testing.T, r *Request) uint64 {
+	t.Helper()
+	b, err := ParseBatch(EncodeBatch(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d uint64
+	if err := b.Each(func(_ int, rv *RequestView) bool { d = rv.Digest(); return true }); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func digestBase() *Request {
+	return &Request{ProducerID: "p", Seq: 7, Topic: "t", Messages: []Message{
+		{Queue: 1, Timestamp: 100, Key: "k", Tag: "tag", Properties: map[string]string{"a": "1", "b": "2", "c": "3"}, Body: []byte("one")},
+		{Queue: 2, Timestamp: 101, Body: []byte("two")},
+	}}
+}
+
+// TestDigestIgnoresTimestampAndIdentity: a retry re-stamped by another
+// leader, or carrying another producer id/sequence, has the same digest.
+func TestDigestIgnoresTimestampAndIdentity(t *testing.T) {
+	want := digestOf(t, digestBase())
+	r := digestBase()
+	r.Messages[0].Timestamp, r.Messages[1].Timestamp = 9999999999, -5
+	r.ProducerID, r.Seq = "other", 8
+	// Another map with the same properties (Go randomises map order).
+	r.Messages[0].Properties = map[string]string{"c": "3", "b": "2", "a": "1"}
+	if got := digestOf(t, r); got != want {
+		t.Fatalf("digest %016x, want %016x", got, want)
+	}
+}
+
+// TestDigestCoversContent: every part of the content but the timestamp
+// changes the digest, including bytes moved from one field to the next.
+func TestDigestCoversContent(t *testing.T) {
+	base := digestOf(t, digestBase())
+	changes := map[string]func(r *Request){
+		"topic":         func(r *Request) { r.Topic = "u" },
+		"queue":         func(r *Request) { r.Messages[1].Queue = 3 },
+		"key":           func(r *Request) { r.Messages[0].Key = "K" },
+		"tag":           func(r *Request) { r.Messages[0].Tag = "TAG" },
+		"key into tag":  func(r *Request) { r.Messages[0].Key, r.Messages[0].Tag = "ktag", "" },
+		"property":      func(r *Request) { r.Messages[0].Properties["b"] = "x" },
+		"property gone": func(r *Request) { delete(r.Messages[0].Properties, "c") },
+		"body":          func(r *Request) { r.Messages[1].Body = []byte("TWO") },
+		"body into key": func(r *Request) { r.Messages[1].Key, r.Messages[1].Body = "t", []byte("wo") },
+		"more messages": func(r *Request) { r.Messages = append(r.Messages, Message{Queue: 1, Body: []byte("three")}) },
+		"fewer":         func(r *Request) { r.Messages = r.Messages[:1] },
+		"order":         func(r *Request) { r.Messages[0], r.Messages[1] = r.Messages[1], r.Messages[0] },
+	}
+	for name, change := range changes {
+		r := digestBase()
+		change(r)
+		if got := digestOf(t, r); got == base {
+			t.Errorf("%s: digest unchanged (%016x)", name, got)
+		}
+	}
+}
+
+// TestDigestAllocatesOncePerRequest: one allocation for the request, none
+// per message.
+func TestDigestAllocatesOncePerRequest(t *testing.T) {
+	for _, n := range []int{1, 100} {
+		r := digestBase()
+		for len(r.Messages) < n {
+			r.Messages = append(r.Messages, r.Messages[0])
+		}
+		r.Messages = r.Messages[:n]
+		b, err := ParseBatch(EncodeBatch(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rv *RequestView
+		b.Each(func(_ int, r *RequestView) bool { rv = r; return true })
+		if got := testing.AllocsPerRun(100, func() { rv.Digest() }); got > 1 {
+			t.Errorf("Digest of %d messages allocates %.0f times, want 1", n, got)
+		}
+	}
+}
