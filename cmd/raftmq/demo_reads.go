@@ -138,7 +138,10 @@ func (d *demo) readAct(ctx context.Context, length time.Duration) error {
 	}()
 
 	prevServed, prevReasons := map[string]int{}, map[string]int{}
+	prevTick := time.Now()
 	tick := func(phase string) {
+		elapsed := time.Since(prevTick).Seconds()
+		prevTick = time.Now()
 		served, reasons := cons.ServedBy(), cons.Reasons()
 		delta, total := map[string]int{}, 0
 		for n, c := range served {
@@ -175,8 +178,8 @@ func (d *demo) readAct(ctx context.Context, length time.Duration) error {
 		if total > 0 {
 			fshare = 100 * float64(fromFollowers) / float64(total)
 		}
-		d.logf("reads %-9s %6d msg/s   %s   from followers %3.0f%%   reason %s   leader load %s",
-			phase, total, strings.Join(parts, "  "), fshare, topReason, d.leaderLoad(ctx, r.Leader))
+		d.logf("reads %-9s %6.0f msg/s   %s   from followers %3.0f%%   reason %s   leader load %s",
+			phase, float64(total)/max(elapsed, 0.001), strings.Join(parts, "  "), fshare, topReason, d.leaderLoad(ctx, r.Leader))
 	}
 
 	phase := max(length/2, time.Second)
@@ -212,6 +215,12 @@ func (d *demo) readAct(ctx context.Context, length time.Duration) error {
 		}
 	}
 	if victim != "" {
+		how, err := d.grp.Kill(ctx, victim)
+		if err != nil {
+			stopRead()
+			return fmt.Errorf("read act: stop follower %s: %w", victim, err)
+		}
+		// Timed from when the kill is done (`compose kill` takes seconds).
 		mu.Lock()
 		stopped, stopAt = victim, time.Now()
 		for q, n := range lastFrom {
@@ -220,11 +229,6 @@ func (d *demo) readAct(ctx context.Context, length time.Duration) error {
 			}
 		}
 		mu.Unlock()
-		how, err := d.grp.Kill(ctx, victim)
-		if err != nil {
-			stopRead()
-			return fmt.Errorf("read act: stop follower %s: %w", victim, err)
-		}
 		r.StoppedFollower = victim
 		d.logf("read act: stopped follower %s (%s, SIGKILL); its readers must come back", victim, how)
 	}
