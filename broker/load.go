@@ -25,8 +25,8 @@ import (
 // The mean produce latency is sampled too, for /metrics only. The CPU budget is this node's fair share of the
 // CPU it can run on:
 //
-//	budget = min(GOMAXPROCS, cgroup CPU quota, cores / nodes of the group on this host)
-//	         / brokers in this process
+//	budget = min(min(GOMAXPROCS, cgroup CPU quota) / brokers in this process,
+//	             cores / nodes of the group on this host)
 //
 // so three nodes on one machine each count a third of its cores (their sum
 // is what the machine has), a container limited to 0.6 CPU counts 0.6, and
@@ -72,8 +72,9 @@ func (l *loadMeter) budget() float64 {
 	if l.fixed > 0 {
 		return l.fixed
 	}
-	b := min(l.limit, float64(runtime.NumCPU())/float64(max(l.sharing, 1)))
-	return b / float64(max(brokersInProcess.Load(), 1))
+	// The process's limit is shared by its brokers; the machine's cores by
+	// the group's nodes on it (those of this process included).
+	return min(l.limit/float64(max(brokersInProcess.Load(), 1)), float64(runtime.NumCPU())/float64(max(l.sharing, 1)))
 }
 
 func (l *loadMeter) setSharing(n int) {

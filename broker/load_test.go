@@ -47,20 +47,20 @@ func TestSameHost(t *testing.T) {
 	}
 }
 
-// TestLoadBudget: co-located nodes split the machine's cores; a fixed
-// budget wins; brokers of one process split the process's budget.
+// TestLoadBudget: co-located nodes split the machine's cores; brokers of
+// one process split the process's limit; a fixed budget wins.
 func TestLoadBudget(t *testing.T) {
 	l := newLoadMeter(0)
 	l.limit = 8
 	inProc := float64(max(brokersInProcess.Load(), 1))
 	cores := float64(runtime.NumCPU())
 	l.setSharing(3)
-	if want := min(8, cores/3) / inProc; math.Abs(l.budget()-want) > 1e-9 {
+	if want := min(8/inProc, cores/3); math.Abs(l.budget()-want) > 1e-9 {
 		t.Errorf("3 nodes on the host: budget %v, want %v", l.budget(), want)
 	}
 	l.setSharing(1)
 	l.limit = 0.6 // a container limited to 0.6 CPU
-	if want := min(0.6, cores) / inProc; math.Abs(l.budget()-want) > 1e-9 {
+	if want := min(0.6/inProc, cores); math.Abs(l.budget()-want) > 1e-9 {
 		t.Errorf("cgroup-limited: budget %v, want %v", l.budget(), want)
 	}
 	l.fixed = 1.5
