@@ -181,6 +181,9 @@ func TestReadOffloadWithDefaults(t *testing.T) {
 		}
 	}
 	t.Logf("killed %s: the consumer read from another node %v later; served %v, reasons %v", victimID, back, cons.ServedBy(), cons.Reasons())
+	if back == 0 || back > 15*time.Second { // about a second is the target; generous for a loaded machine
+		t.Errorf("after killing %s the consumer read from another node after %v (0: never)", victimID, back)
+	}
 	for body := range fill.acked {
 		if seen[body] != 1 {
 			t.Errorf("older message %s read %d times", body, seen[body])
