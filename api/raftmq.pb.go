@@ -85,6 +85,96 @@ func (PullStatus) EnumDescriptor() ([]byte, []int) {
 	return file_api_raftmq_proto_rawDescGZIP(), []int{0}
 }
 
+// SuggestionReason says why a suggestion names its node (broker.Reason).
+type SuggestionReason int32
+
+const (
+	SuggestionReason_SUGGESTION_REASON_UNSPECIFIED SuggestionReason = 0
+	// The leader keeps the consumer.
+	SuggestionReason_SUGGESTION_REASON_LEADER_NOT_LOADED SuggestionReason = 1 // hot data, the leader is not loaded
+	SuggestionReason_SUGGESTION_REASON_FOLLOWERS_BEHIND  SuggestionReason = 2 // no healthy follower has applied the data yet (a burst just arrived)
+	SuggestionReason_SUGGESTION_REASON_NO_FOLLOWER       SuggestionReason = 3 // no follower is healthy and reachable
+	SuggestionReason_SUGGESTION_REASON_OFFSET_MOVED      SuggestionReason = 4 // below the queue's retained minimum
+	// The leader sends the consumer to a follower.
+	SuggestionReason_SUGGESTION_REASON_LEADER_LOADED  SuggestionReason = 5 // the leader is loaded and the follower has the data
+	SuggestionReason_SUGGESTION_REASON_COLD_READ      SuggestionReason = 6 // the consumer is further behind than --cold-read-bytes
+	SuggestionReason_SUGGESTION_REASON_LEADER_DELETED SuggestionReason = 7 // the leader no longer holds the message bodies
+	// A follower keeps the consumer.
+	SuggestionReason_SUGGESTION_REASON_FOLLOWER_SERVES SuggestionReason = 8
+	SuggestionReason_SUGGESTION_REASON_NO_LEADER       SuggestionReason = 9
+	// A follower sends the consumer (back) to the leader.
+	SuggestionReason_SUGGESTION_REASON_FOLLOWER_LAGGING SuggestionReason = 10 // lags more than --max-follower-lag entries
+	SuggestionReason_SUGGESTION_REASON_NOT_APPLIED      SuggestionReason = 11 // has not applied the data the consumer needs yet
+	SuggestionReason_SUGGESTION_REASON_NOT_HELD         SuggestionReason = 12 // no longer holds the message bodies
+	SuggestionReason_SUGGESTION_REASON_CAUGHT_UP        SuggestionReason = 13 // the consumer reached the tail, the leader is not loaded
+	SuggestionReason_SUGGESTION_REASON_DAMAGED          SuggestionReason = 14 // this node is damaged
+)
+
+// Enum value maps for SuggestionReason.
+var (
+	SuggestionReason_name = map[int32]string{
+		0:  "SUGGESTION_REASON_UNSPECIFIED",
+		1:  "SUGGESTION_REASON_LEADER_NOT_LOADED",
+		2:  "SUGGESTION_REASON_FOLLOWERS_BEHIND",
+		3:  "SUGGESTION_REASON_NO_FOLLOWER",
+		4:  "SUGGESTION_REASON_OFFSET_MOVED",
+		5:  "SUGGESTION_REASON_LEADER_LOADED",
+		6:  "SUGGESTION_REASON_COLD_READ",
+		7:  "SUGGESTION_REASON_LEADER_DELETED",
+		8:  "SUGGESTION_REASON_FOLLOWER_SERVES",
+		9:  "SUGGESTION_REASON_NO_LEADER",
+		10: "SUGGESTION_REASON_FOLLOWER_LAGGING",
+		11: "SUGGESTION_REASON_NOT_APPLIED",
+		12: "SUGGESTION_REASON_NOT_HELD",
+		13: "SUGGESTION_REASON_CAUGHT_UP",
+		14: "SUGGESTION_REASON_DAMAGED",
+	}
+	SuggestionReason_value = map[string]int32{
+		"SUGGESTION_REASON_UNSPECIFIED":       0,
+		"SUGGESTION_REASON_LEADER_NOT_LOADED": 1,
+		"SUGGESTION_REASON_FOLLOWERS_BEHIND":  2,
+		"SUGGESTION_REASON_NO_FOLLOWER":       3,
+		"SUGGESTION_REASON_OFFSET_MOVED":      4,
+		"SUGGESTION_REASON_LEADER_LOADED":     5,
+		"SUGGESTION_REASON_COLD_READ":         6,
+		"SUGGESTION_REASON_LEADER_DELETED":    7,
+		"SUGGESTION_REASON_FOLLOWER_SERVES":   8,
+		"SUGGESTION_REASON_NO_LEADER":         9,
+		"SUGGESTION_REASON_FOLLOWER_LAGGING":  10,
+		"SUGGESTION_REASON_NOT_APPLIED":       11,
+		"SUGGESTION_REASON_NOT_HELD":          12,
+		"SUGGESTION_REASON_CAUGHT_UP":         13,
+		"SUGGESTION_REASON_DAMAGED":           14,
+	}
+)
+
+func (x SuggestionReason) Enum() *SuggestionReason {
+	p := new(SuggestionReason)
+	*p = x
+	return p
+}
+
+func (x SuggestionReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SuggestionReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_raftmq_proto_enumTypes[1].Descriptor()
+}
+
+func (SuggestionReason) Type() protoreflect.EnumType {
+	return &file_api_raftmq_proto_enumTypes[1]
+}
+
+func (x SuggestionReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SuggestionReason.Descriptor instead.
+func (SuggestionReason) EnumDescriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{1}
+}
+
 type ProduceMessage struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Key        string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -564,10 +654,12 @@ func (x *PullRequest) GetConsumerId() string {
 }
 
 type Suggestion struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	NodeId  string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Address string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// reason is code as a sentence, for people (kept for older clients).
+	Reason        string           `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Code          SuggestionReason `protobuf:"varint,4,opt,name=code,proto3,enum=raftmq.v1.SuggestionReason" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -621,6 +713,13 @@ func (x *Suggestion) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *Suggestion) GetCode() SuggestionReason {
+	if x != nil {
+		return x.Code
+	}
+	return SuggestionReason_SUGGESTION_REASON_UNSPECIFIED
 }
 
 type PullResponse struct {
@@ -3021,12 +3120,13 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x05 \x01(\rR\bmaxBytes\x12\x17\n" +
 	"\await_ms\x18\x06 \x01(\rR\x06waitMs\x12\x1f\n" +
 	"\vconsumer_id\x18\a \x01(\tR\n" +
-	"consumerId\"W\n" +
+	"consumerId\"\x88\x01\n" +
 	"\n" +
 	"Suggestion\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xca\x02\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12/\n" +
+	"\x04code\x18\x04 \x01(\x0e2\x1b.raftmq.v1.SuggestionReasonR\x04code\"\xca\x02\n" +
 	"\fPullResponse\x12-\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x15.raftmq.v1.PullStatusR\x06status\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.raftmq.v1.MessageR\bmessages\x12\x1f\n" +
@@ -3209,7 +3309,24 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x11PULL_STATUS_FOUND\x10\x01\x12\x16\n" +
 	"\x12PULL_STATUS_NO_NEW\x10\x02\x12\x1f\n" +
 	"\x1bPULL_STATUS_RETRY_ELSEWHERE\x10\x03\x12\x1c\n" +
-	"\x18PULL_STATUS_OFFSET_MOVED\x10\x042\xce\n" +
+	"\x18PULL_STATUS_OFFSET_MOVED\x10\x04*\xac\x04\n" +
+	"\x10SuggestionReason\x12!\n" +
+	"\x1dSUGGESTION_REASON_UNSPECIFIED\x10\x00\x12'\n" +
+	"#SUGGESTION_REASON_LEADER_NOT_LOADED\x10\x01\x12&\n" +
+	"\"SUGGESTION_REASON_FOLLOWERS_BEHIND\x10\x02\x12!\n" +
+	"\x1dSUGGESTION_REASON_NO_FOLLOWER\x10\x03\x12\"\n" +
+	"\x1eSUGGESTION_REASON_OFFSET_MOVED\x10\x04\x12#\n" +
+	"\x1fSUGGESTION_REASON_LEADER_LOADED\x10\x05\x12\x1f\n" +
+	"\x1bSUGGESTION_REASON_COLD_READ\x10\x06\x12$\n" +
+	" SUGGESTION_REASON_LEADER_DELETED\x10\a\x12%\n" +
+	"!SUGGESTION_REASON_FOLLOWER_SERVES\x10\b\x12\x1f\n" +
+	"\x1bSUGGESTION_REASON_NO_LEADER\x10\t\x12&\n" +
+	"\"SUGGESTION_REASON_FOLLOWER_LAGGING\x10\n" +
+	"\x12!\n" +
+	"\x1dSUGGESTION_REASON_NOT_APPLIED\x10\v\x12\x1e\n" +
+	"\x1aSUGGESTION_REASON_NOT_HELD\x10\f\x12\x1f\n" +
+	"\x1bSUGGESTION_REASON_CAUGHT_UP\x10\r\x12\x1d\n" +
+	"\x19SUGGESTION_REASON_DAMAGED\x10\x0e2\xce\n" +
 	"\n" +
 	"\x06Broker\x12@\n" +
 	"\aProduce\x12\x19.raftmq.v1.ProduceRequest\x1a\x1a.raftmq.v1.ProduceResponse\x127\n" +
@@ -3247,121 +3364,123 @@ func file_api_raftmq_proto_rawDescGZIP() []byte {
 	return file_api_raftmq_proto_rawDescData
 }
 
-var file_api_raftmq_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_api_raftmq_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_api_raftmq_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_api_raftmq_proto_goTypes = []any{
 	(PullStatus)(0),                // 0: raftmq.v1.PullStatus
-	(*ProduceMessage)(nil),         // 1: raftmq.v1.ProduceMessage
-	(*ProduceRequest)(nil),         // 2: raftmq.v1.ProduceRequest
-	(*Ack)(nil),                    // 3: raftmq.v1.Ack
-	(*ProduceResponse)(nil),        // 4: raftmq.v1.ProduceResponse
-	(*Message)(nil),                // 5: raftmq.v1.Message
-	(*PullRequest)(nil),            // 6: raftmq.v1.PullRequest
-	(*Suggestion)(nil),             // 7: raftmq.v1.Suggestion
-	(*PullResponse)(nil),           // 8: raftmq.v1.PullResponse
-	(*QueueOffset)(nil),            // 9: raftmq.v1.QueueOffset
-	(*CommitOffsetsRequest)(nil),   // 10: raftmq.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),  // 11: raftmq.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),    // 12: raftmq.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),   // 13: raftmq.v1.FetchOffsetsResponse
-	(*CreateTopicRequest)(nil),     // 14: raftmq.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),    // 15: raftmq.v1.CreateTopicResponse
-	(*ListTopicsRequest)(nil),      // 16: raftmq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),     // 17: raftmq.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),   // 18: raftmq.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),  // 19: raftmq.v1.DescribeTopicResponse
-	(*QueueInfo)(nil),              // 20: raftmq.v1.QueueInfo
-	(*TopicInfo)(nil),              // 21: raftmq.v1.TopicInfo
-	(*JoinGroupRequest)(nil),       // 22: raftmq.v1.JoinGroupRequest
-	(*Assignment)(nil),             // 23: raftmq.v1.Assignment
-	(*JoinGroupResponse)(nil),      // 24: raftmq.v1.JoinGroupResponse
-	(*LeaveGroupRequest)(nil),      // 25: raftmq.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),     // 26: raftmq.v1.LeaveGroupResponse
-	(*ListGroupsRequest)(nil),      // 27: raftmq.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),     // 28: raftmq.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),   // 29: raftmq.v1.DescribeGroupRequest
-	(*GroupMember)(nil),            // 30: raftmq.v1.GroupMember
-	(*GroupQueue)(nil),             // 31: raftmq.v1.GroupQueue
-	(*DescribeGroupResponse)(nil),  // 32: raftmq.v1.DescribeGroupResponse
-	(*ResetGroupRequest)(nil),      // 33: raftmq.v1.ResetGroupRequest
-	(*ResetGroupResponse)(nil),     // 34: raftmq.v1.ResetGroupResponse
-	(*StatusRequest)(nil),          // 35: raftmq.v1.StatusRequest
-	(*NodeStatus)(nil),             // 36: raftmq.v1.NodeStatus
-	(*StatusResponse)(nil),         // 37: raftmq.v1.StatusResponse
-	(*TransferLeaderRequest)(nil),  // 38: raftmq.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 39: raftmq.v1.TransferLeaderResponse
-	(*AddMemberRequest)(nil),       // 40: raftmq.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),      // 41: raftmq.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),    // 42: raftmq.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 43: raftmq.v1.RemoveMemberResponse
-	(*NodeStateRequest)(nil),       // 44: raftmq.v1.NodeStateRequest
-	(*NodeStateResponse)(nil),      // 45: raftmq.v1.NodeStateResponse
-	(*RegisterRequest)(nil),        // 46: raftmq.v1.RegisterRequest
-	(*RegisterResponse)(nil),       // 47: raftmq.v1.RegisterResponse
-	nil,                            // 48: raftmq.v1.ProduceMessage.PropertiesEntry
-	nil,                            // 49: raftmq.v1.Message.PropertiesEntry
+	(SuggestionReason)(0),          // 1: raftmq.v1.SuggestionReason
+	(*ProduceMessage)(nil),         // 2: raftmq.v1.ProduceMessage
+	(*ProduceRequest)(nil),         // 3: raftmq.v1.ProduceRequest
+	(*Ack)(nil),                    // 4: raftmq.v1.Ack
+	(*ProduceResponse)(nil),        // 5: raftmq.v1.ProduceResponse
+	(*Message)(nil),                // 6: raftmq.v1.Message
+	(*PullRequest)(nil),            // 7: raftmq.v1.PullRequest
+	(*Suggestion)(nil),             // 8: raftmq.v1.Suggestion
+	(*PullResponse)(nil),           // 9: raftmq.v1.PullResponse
+	(*QueueOffset)(nil),            // 10: raftmq.v1.QueueOffset
+	(*CommitOffsetsRequest)(nil),   // 11: raftmq.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),  // 12: raftmq.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),    // 13: raftmq.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),   // 14: raftmq.v1.FetchOffsetsResponse
+	(*CreateTopicRequest)(nil),     // 15: raftmq.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),    // 16: raftmq.v1.CreateTopicResponse
+	(*ListTopicsRequest)(nil),      // 17: raftmq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),     // 18: raftmq.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),   // 19: raftmq.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),  // 20: raftmq.v1.DescribeTopicResponse
+	(*QueueInfo)(nil),              // 21: raftmq.v1.QueueInfo
+	(*TopicInfo)(nil),              // 22: raftmq.v1.TopicInfo
+	(*JoinGroupRequest)(nil),       // 23: raftmq.v1.JoinGroupRequest
+	(*Assignment)(nil),             // 24: raftmq.v1.Assignment
+	(*JoinGroupResponse)(nil),      // 25: raftmq.v1.JoinGroupResponse
+	(*LeaveGroupRequest)(nil),      // 26: raftmq.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),     // 27: raftmq.v1.LeaveGroupResponse
+	(*ListGroupsRequest)(nil),      // 28: raftmq.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),     // 29: raftmq.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),   // 30: raftmq.v1.DescribeGroupRequest
+	(*GroupMember)(nil),            // 31: raftmq.v1.GroupMember
+	(*GroupQueue)(nil),             // 32: raftmq.v1.GroupQueue
+	(*DescribeGroupResponse)(nil),  // 33: raftmq.v1.DescribeGroupResponse
+	(*ResetGroupRequest)(nil),      // 34: raftmq.v1.ResetGroupRequest
+	(*ResetGroupResponse)(nil),     // 35: raftmq.v1.ResetGroupResponse
+	(*StatusRequest)(nil),          // 36: raftmq.v1.StatusRequest
+	(*NodeStatus)(nil),             // 37: raftmq.v1.NodeStatus
+	(*StatusResponse)(nil),         // 38: raftmq.v1.StatusResponse
+	(*TransferLeaderRequest)(nil),  // 39: raftmq.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 40: raftmq.v1.TransferLeaderResponse
+	(*AddMemberRequest)(nil),       // 41: raftmq.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),      // 42: raftmq.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),    // 43: raftmq.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 44: raftmq.v1.RemoveMemberResponse
+	(*NodeStateRequest)(nil),       // 45: raftmq.v1.NodeStateRequest
+	(*NodeStateResponse)(nil),      // 46: raftmq.v1.NodeStateResponse
+	(*RegisterRequest)(nil),        // 47: raftmq.v1.RegisterRequest
+	(*RegisterResponse)(nil),       // 48: raftmq.v1.RegisterResponse
+	nil,                            // 49: raftmq.v1.ProduceMessage.PropertiesEntry
+	nil,                            // 50: raftmq.v1.Message.PropertiesEntry
 }
 var file_api_raftmq_proto_depIdxs = []int32{
-	48, // 0: raftmq.v1.ProduceMessage.properties:type_name -> raftmq.v1.ProduceMessage.PropertiesEntry
-	1,  // 1: raftmq.v1.ProduceRequest.messages:type_name -> raftmq.v1.ProduceMessage
-	3,  // 2: raftmq.v1.ProduceResponse.acks:type_name -> raftmq.v1.Ack
-	49, // 3: raftmq.v1.Message.properties:type_name -> raftmq.v1.Message.PropertiesEntry
-	0,  // 4: raftmq.v1.PullResponse.status:type_name -> raftmq.v1.PullStatus
-	5,  // 5: raftmq.v1.PullResponse.messages:type_name -> raftmq.v1.Message
-	7,  // 6: raftmq.v1.PullResponse.suggestion:type_name -> raftmq.v1.Suggestion
-	9,  // 7: raftmq.v1.CommitOffsetsRequest.offsets:type_name -> raftmq.v1.QueueOffset
-	9,  // 8: raftmq.v1.FetchOffsetsResponse.offsets:type_name -> raftmq.v1.QueueOffset
-	21, // 9: raftmq.v1.CreateTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
-	21, // 10: raftmq.v1.ListTopicsResponse.topics:type_name -> raftmq.v1.TopicInfo
-	21, // 11: raftmq.v1.DescribeTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
-	20, // 12: raftmq.v1.TopicInfo.queue_info:type_name -> raftmq.v1.QueueInfo
-	23, // 13: raftmq.v1.JoinGroupResponse.assignments:type_name -> raftmq.v1.Assignment
-	23, // 14: raftmq.v1.GroupMember.assignments:type_name -> raftmq.v1.Assignment
-	30, // 15: raftmq.v1.DescribeGroupResponse.members:type_name -> raftmq.v1.GroupMember
-	31, // 16: raftmq.v1.DescribeGroupResponse.queues:type_name -> raftmq.v1.GroupQueue
-	9,  // 17: raftmq.v1.ResetGroupResponse.offsets:type_name -> raftmq.v1.QueueOffset
-	36, // 18: raftmq.v1.StatusResponse.nodes:type_name -> raftmq.v1.NodeStatus
-	2,  // 19: raftmq.v1.Broker.Produce:input_type -> raftmq.v1.ProduceRequest
-	6,  // 20: raftmq.v1.Broker.Pull:input_type -> raftmq.v1.PullRequest
-	10, // 21: raftmq.v1.Broker.CommitOffsets:input_type -> raftmq.v1.CommitOffsetsRequest
-	12, // 22: raftmq.v1.Broker.FetchOffsets:input_type -> raftmq.v1.FetchOffsetsRequest
-	14, // 23: raftmq.v1.Broker.CreateTopic:input_type -> raftmq.v1.CreateTopicRequest
-	16, // 24: raftmq.v1.Broker.ListTopics:input_type -> raftmq.v1.ListTopicsRequest
-	18, // 25: raftmq.v1.Broker.DescribeTopic:input_type -> raftmq.v1.DescribeTopicRequest
-	22, // 26: raftmq.v1.Broker.JoinGroup:input_type -> raftmq.v1.JoinGroupRequest
-	25, // 27: raftmq.v1.Broker.LeaveGroup:input_type -> raftmq.v1.LeaveGroupRequest
-	27, // 28: raftmq.v1.Broker.ListGroups:input_type -> raftmq.v1.ListGroupsRequest
-	29, // 29: raftmq.v1.Broker.DescribeGroup:input_type -> raftmq.v1.DescribeGroupRequest
-	33, // 30: raftmq.v1.Broker.ResetGroup:input_type -> raftmq.v1.ResetGroupRequest
-	35, // 31: raftmq.v1.Broker.Status:input_type -> raftmq.v1.StatusRequest
-	38, // 32: raftmq.v1.Broker.TransferLeader:input_type -> raftmq.v1.TransferLeaderRequest
-	40, // 33: raftmq.v1.Broker.AddMember:input_type -> raftmq.v1.AddMemberRequest
-	42, // 34: raftmq.v1.Broker.RemoveMember:input_type -> raftmq.v1.RemoveMemberRequest
-	44, // 35: raftmq.v1.Broker.NodeState:input_type -> raftmq.v1.NodeStateRequest
-	46, // 36: raftmq.v1.Broker.Register:input_type -> raftmq.v1.RegisterRequest
-	4,  // 37: raftmq.v1.Broker.Produce:output_type -> raftmq.v1.ProduceResponse
-	8,  // 38: raftmq.v1.Broker.Pull:output_type -> raftmq.v1.PullResponse
-	11, // 39: raftmq.v1.Broker.CommitOffsets:output_type -> raftmq.v1.CommitOffsetsResponse
-	13, // 40: raftmq.v1.Broker.FetchOffsets:output_type -> raftmq.v1.FetchOffsetsResponse
-	15, // 41: raftmq.v1.Broker.CreateTopic:output_type -> raftmq.v1.CreateTopicResponse
-	17, // 42: raftmq.v1.Broker.ListTopics:output_type -> raftmq.v1.ListTopicsResponse
-	19, // 43: raftmq.v1.Broker.DescribeTopic:output_type -> raftmq.v1.DescribeTopicResponse
-	24, // 44: raftmq.v1.Broker.JoinGroup:output_type -> raftmq.v1.JoinGroupResponse
-	26, // 45: raftmq.v1.Broker.LeaveGroup:output_type -> raftmq.v1.LeaveGroupResponse
-	28, // 46: raftmq.v1.Broker.ListGroups:output_type -> raftmq.v1.ListGroupsResponse
-	32, // 47: raftmq.v1.Broker.DescribeGroup:output_type -> raftmq.v1.DescribeGroupResponse
-	34, // 48: raftmq.v1.Broker.ResetGroup:output_type -> raftmq.v1.ResetGroupResponse
-	37, // 49: raftmq.v1.Broker.Status:output_type -> raftmq.v1.StatusResponse
-	39, // 50: raftmq.v1.Broker.TransferLeader:output_type -> raftmq.v1.TransferLeaderResponse
-	41, // 51: raftmq.v1.Broker.AddMember:output_type -> raftmq.v1.AddMemberResponse
-	43, // 52: raftmq.v1.Broker.RemoveMember:output_type -> raftmq.v1.RemoveMemberResponse
-	45, // 53: raftmq.v1.Broker.NodeState:output_type -> raftmq.v1.NodeStateResponse
-	47, // 54: raftmq.v1.Broker.Register:output_type -> raftmq.v1.RegisterResponse
-	37, // [37:55] is the sub-list for method output_type
-	19, // [19:37] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	49, // 0: raftmq.v1.ProduceMessage.properties:type_name -> raftmq.v1.ProduceMessage.PropertiesEntry
+	2,  // 1: raftmq.v1.ProduceRequest.messages:type_name -> raftmq.v1.ProduceMessage
+	4,  // 2: raftmq.v1.ProduceResponse.acks:type_name -> raftmq.v1.Ack
+	50, // 3: raftmq.v1.Message.properties:type_name -> raftmq.v1.Message.PropertiesEntry
+	1,  // 4: raftmq.v1.Suggestion.code:type_name -> raftmq.v1.SuggestionReason
+	0,  // 5: raftmq.v1.PullResponse.status:type_name -> raftmq.v1.PullStatus
+	6,  // 6: raftmq.v1.PullResponse.messages:type_name -> raftmq.v1.Message
+	8,  // 7: raftmq.v1.PullResponse.suggestion:type_name -> raftmq.v1.Suggestion
+	10, // 8: raftmq.v1.CommitOffsetsRequest.offsets:type_name -> raftmq.v1.QueueOffset
+	10, // 9: raftmq.v1.FetchOffsetsResponse.offsets:type_name -> raftmq.v1.QueueOffset
+	22, // 10: raftmq.v1.CreateTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
+	22, // 11: raftmq.v1.ListTopicsResponse.topics:type_name -> raftmq.v1.TopicInfo
+	22, // 12: raftmq.v1.DescribeTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
+	21, // 13: raftmq.v1.TopicInfo.queue_info:type_name -> raftmq.v1.QueueInfo
+	24, // 14: raftmq.v1.JoinGroupResponse.assignments:type_name -> raftmq.v1.Assignment
+	24, // 15: raftmq.v1.GroupMember.assignments:type_name -> raftmq.v1.Assignment
+	31, // 16: raftmq.v1.DescribeGroupResponse.members:type_name -> raftmq.v1.GroupMember
+	32, // 17: raftmq.v1.DescribeGroupResponse.queues:type_name -> raftmq.v1.GroupQueue
+	10, // 18: raftmq.v1.ResetGroupResponse.offsets:type_name -> raftmq.v1.QueueOffset
+	37, // 19: raftmq.v1.StatusResponse.nodes:type_name -> raftmq.v1.NodeStatus
+	3,  // 20: raftmq.v1.Broker.Produce:input_type -> raftmq.v1.ProduceRequest
+	7,  // 21: raftmq.v1.Broker.Pull:input_type -> raftmq.v1.PullRequest
+	11, // 22: raftmq.v1.Broker.CommitOffsets:input_type -> raftmq.v1.CommitOffsetsRequest
+	13, // 23: raftmq.v1.Broker.FetchOffsets:input_type -> raftmq.v1.FetchOffsetsRequest
+	15, // 24: raftmq.v1.Broker.CreateTopic:input_type -> raftmq.v1.CreateTopicRequest
+	17, // 25: raftmq.v1.Broker.ListTopics:input_type -> raftmq.v1.ListTopicsRequest
+	19, // 26: raftmq.v1.Broker.DescribeTopic:input_type -> raftmq.v1.DescribeTopicRequest
+	23, // 27: raftmq.v1.Broker.JoinGroup:input_type -> raftmq.v1.JoinGroupRequest
+	26, // 28: raftmq.v1.Broker.LeaveGroup:input_type -> raftmq.v1.LeaveGroupRequest
+	28, // 29: raftmq.v1.Broker.ListGroups:input_type -> raftmq.v1.ListGroupsRequest
+	30, // 30: raftmq.v1.Broker.DescribeGroup:input_type -> raftmq.v1.DescribeGroupRequest
+	34, // 31: raftmq.v1.Broker.ResetGroup:input_type -> raftmq.v1.ResetGroupRequest
+	36, // 32: raftmq.v1.Broker.Status:input_type -> raftmq.v1.StatusRequest
+	39, // 33: raftmq.v1.Broker.TransferLeader:input_type -> raftmq.v1.TransferLeaderRequest
+	41, // 34: raftmq.v1.Broker.AddMember:input_type -> raftmq.v1.AddMemberRequest
+	43, // 35: raftmq.v1.Broker.RemoveMember:input_type -> raftmq.v1.RemoveMemberRequest
+	45, // 36: raftmq.v1.Broker.NodeState:input_type -> raftmq.v1.NodeStateRequest
+	47, // 37: raftmq.v1.Broker.Register:input_type -> raftmq.v1.RegisterRequest
+	5,  // 38: raftmq.v1.Broker.Produce:output_type -> raftmq.v1.ProduceResponse
+	9,  // 39: raftmq.v1.Broker.Pull:output_type -> raftmq.v1.PullResponse
+	12, // 40: raftmq.v1.Broker.CommitOffsets:output_type -> raftmq.v1.CommitOffsetsResponse
+	14, // 41: raftmq.v1.Broker.FetchOffsets:output_type -> raftmq.v1.FetchOffsetsResponse
+	16, // 42: raftmq.v1.Broker.CreateTopic:output_type -> raftmq.v1.CreateTopicResponse
+	18, // 43: raftmq.v1.Broker.ListTopics:output_type -> raftmq.v1.ListTopicsResponse
+	20, // 44: raftmq.v1.Broker.DescribeTopic:output_type -> raftmq.v1.DescribeTopicResponse
+	25, // 45: raftmq.v1.Broker.JoinGroup:output_type -> raftmq.v1.JoinGroupResponse
+	27, // 46: raftmq.v1.Broker.LeaveGroup:output_type -> raftmq.v1.LeaveGroupResponse
+	29, // 47: raftmq.v1.Broker.ListGroups:output_type -> raftmq.v1.ListGroupsResponse
+	33, // 48: raftmq.v1.Broker.DescribeGroup:output_type -> raftmq.v1.DescribeGroupResponse
+	35, // 49: raftmq.v1.Broker.ResetGroup:output_type -> raftmq.v1.ResetGroupResponse
+	38, // 50: raftmq.v1.Broker.Status:output_type -> raftmq.v1.StatusResponse
+	40, // 51: raftmq.v1.Broker.TransferLeader:output_type -> raftmq.v1.TransferLeaderResponse
+	42, // 52: raftmq.v1.Broker.AddMember:output_type -> raftmq.v1.AddMemberResponse
+	44, // 53: raftmq.v1.Broker.RemoveMember:output_type -> raftmq.v1.RemoveMemberResponse
+	46, // 54: raftmq.v1.Broker.NodeState:output_type -> raftmq.v1.NodeStateResponse
+	48, // 55: raftmq.v1.Broker.Register:output_type -> raftmq.v1.RegisterResponse
+	38, // [38:56] is the sub-list for method output_type
+	20, // [20:38] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_api_raftmq_proto_init() }
@@ -3375,7 +3494,7 @@ func file_api_raftmq_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftmq_proto_rawDesc), len(file_api_raftmq_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -43,6 +43,10 @@ type Config struct {
 	LoadThreshold  float64 // load at or above this makes the leader "loaded"
 	MaxFollowerLag uint64  // entries; a follower further behind sends consumers to the leader
 	StatePeriod    time.Duration
+	// CPUBudget is the CPU (cores) the load signal counts as this node's;
+	// 0 computes it from GOMAXPROCS, the cgroup quota and the group's nodes
+	// on this host (load.go).
+	CPUBudget float64
 
 	// Consumer groups.
 	SessionTimeout    time.Duration
@@ -67,6 +71,11 @@ type Config struct {
 	Logger hclog.Logger
 }
 
+// DefaultLoadThreshold makes a leader "loaded" (it sends readers to
+// followers). Chosen from measurements of three co-located nodes, idle and
+// under two producers (broker/DESIGN.md, "Load signal").
+const DefaultLoadThreshold = 0.4
+
 // DefaultConfig returns working defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -80,7 +89,7 @@ func DefaultConfig() Config {
 		MaxPendingBytes:   64 << 20,
 		WriteTimeout:      10 * time.Second,
 		ColdReadBytes:     defaultColdReadBytes(),
-		LoadThreshold:     0.8,
+		LoadThreshold:     DefaultLoadThreshold,
 		MaxFollowerLag:    10000,
 		StatePeriod:       200 * time.Millisecond,
 		SessionTimeout:    6 * time.Second,
@@ -114,6 +123,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max-pending-mb: %d bytes, want at least 1 MiB", c.MaxPendingBytes)
 	case c.LoadThreshold <= 0:
 		return fmt.Errorf("load-threshold %v: want > 0", c.LoadThreshold)
+	case c.CPUBudget < 0:
+		return fmt.Errorf("cpu-budget %v: want >= 0 cores (0: computed)", c.CPUBudget)
 	case c.StatePeriod <= 0:
 		return fmt.Errorf("state period %s: want > 0", c.StatePeriod)
 	case c.RetentionAge < 0 || c.RetentionBytes < 0:
@@ -195,8 +206,9 @@ func New(cfg Config, node *election.Node, fsm *store.FSM, rlog Log, peers PeerCl
 		produceCh: make(chan *pending, 4096),
 		inflight:  make(chan inflightEntry, cfg.MaxInflight),
 		stop:      make(chan struct{}),
-		load:      newLoadMeter(),
+		load:      newLoadMeter(cfg.CPUBudget),
 	}
+	brokersInProcess.Add(1)
 	b.view = newClusterView()
 	b.groups = newGroups()
 	b.m = newMetrics(b)
@@ -230,6 +242,7 @@ func (b *Broker) Close() error {
 	}
 	close(b.stop)
 	b.wg.Wait()
+	brokersInProcess.Add(-1)
 	return nil
 }
 

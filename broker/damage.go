@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Damage is a damaged entry this node met in its own log: a checksum that
@@ -139,14 +140,10 @@ func (b *Broker) healthyVoter() string {
 // leadership over), answers ErrUnavailable, which the SDK retries.
 func (b *Broker) damagedPull(req *PullRequest, isLeader bool, why string) (PullResult, error) {
 	if !isLeader {
-		if id := b.node.LeaderID(); id != "" && id != b.cfg.NodeID {
-			if p, ok := b.view.get(id); !ok || !p.state.Damaged {
-				res := PullResult{Status: PullRetryElsewhere, ServedBy: b.cfg.NodeID, NextOffset: req.Offset,
-					Suggestion: b.leaderSuggestion(why)}
-				if res.Suggestion.Addr != "" {
-					return res, nil
-				}
-			}
+		res := PullResult{Status: PullRetryElsewhere, ServedBy: b.cfg.NodeID, NextOffset: req.Offset,
+			Suggestion: b.route(req, false, LocalDamaged, store.QueueRange{}, req.Offset, false)}
+		if res.Suggestion.Addr != "" && res.Suggestion.NodeID != b.cfg.NodeID {
+			return res, nil
 		}
 	}
 	return PullResult{}, fmt.Errorf("%w: %s; retry on a healthy node (this leader hands leadership to one)", ErrUnavailable, why)

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -39,12 +41,13 @@ func newMetrics(b *Broker) *metrics {
 		pullMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raftmq_pull_messages_total", Help: "Messages served to consumers, by the role of this node."}, []string{"role"}),
 		suggestions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "raftmq_pull_suggestions_total", Help: "Next-pull suggestions given, by target (self, leader, follower)."}, []string{"target"}),
+			Name: "raftmq_pull_suggestions_total", Help: "Next-pull suggestions given, by target (self, leader, follower) and reason."}, []string{"target", "reason"}),
 		roleChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raftmq_role_changes_total", Help: "Raft role changes of this node, by new role."}, []string{"role"}),
 		retentionCuts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raftmq_retention_cuts_total", Help: "Retention cuts this node replicated as leader, by limit (age, size)."}, []string{"by"}),
 	}
+	m.produceLatency = latencyTap{m.produceLatency, b.load}
 	m.reg.MustRegister(m.produceMessages, m.produceBytes, m.produceErrors, m.produceLatency, m.batchRequests,
 		m.batchBytes, m.pullMessages, m.suggestions, m.roleChanges, m.retentionCuts,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
@@ -69,7 +72,25 @@ func newMetrics(b *Broker) *metrics {
 		}
 		return 0
 	})
-	gauge("raftmq_load", "Leader-load signal used by read routing (0..1+).", func() float64 { return b.load.value(b) })
+	gauge("raftmq_load", "Load signal used by read routing (0..1+): the max of the raftmq_load_part gauges, or the override.", func() float64 { return b.load.value(b) })
+	gauge("raftmq_loaded", "1 when raftmq_load is at or above --load-threshold.", func() float64 {
+		if b.load.value(b) >= b.cfg.LoadThreshold {
+			return 1
+		}
+		return 0
+	})
+	gauge("raftmq_load_cpu_budget_cores", "CPU the load signal counts as this node's (GOMAXPROCS, cgroup quota, cores / nodes of the group on this host).",
+		func() float64 { return b.load.parts(b).Budget })
+	for _, part := range []struct {
+		name string
+		f    func(loadParts) float64
+	}{{"cpu", func(p loadParts) float64 { return p.CPU }}, {"produce_queue", func(p loadParts) float64 { return p.Queue }},
+		{"reads", func(p loadParts) float64 { return p.Reads }}, {"pipeline", func(p loadParts) float64 { return p.Pipeline }},
+		{"produce_latency_seconds", func(p loadParts) float64 { return p.Latency }}} {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_load_part",
+			Help:        "Components of the load signal: cpu (share of the CPU budget), produce_queue (fill), reads (rate / 200k msg/s).",
+			ConstLabels: prometheus.Labels{"part": part.name}}, func() float64 { return part.f(b.load.parts(b)) }))
+	}
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "raftmq_leader_changes_total", Help: "Leader changes observed by this node."},
 		func() float64 { return float64(b.node.Stats().LeaderChanges) }))
@@ -78,3 +99,14 @@ func newMetrics(b *Broker) *metrics {
 
 // Registry is the node's Prometheus registry, for /metrics.
 func (b *Broker) Registry() *prometheus.Registry { return b.m.reg }
+
+// latencyTap feeds produce latencies to the load meter as well.
+type latencyTap struct {
+	prometheus.Histogram
+	l *loadMeter
+}
+
+func (t latencyTap) Observe(v float64) {
+	t.Histogram.Observe(v)
+	t.l.observeProduce(time.Duration(v * float64(time.Second)))
+}

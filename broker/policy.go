@@ -5,31 +5,126 @@ import (
 	"sort"
 )
 
-// Suggestion names the node a consumer should use for its next pull.
+// Suggestion names the node a consumer should use for its next pull, and why.
 type Suggestion struct {
-	NodeID string
+	NodeID string // "" when no node is known (no leader): the consumer finds the leader
 	Addr   string
-	Reason string
+	Reason Reason
 }
+
+// Reason says why a suggestion names its node. The values are those of the
+// wire enum api.SuggestionReason; String is the metric label and the JSON
+// name, Text the human sentence sent beside it.
+type Reason int32
+
+// Suggestion reasons.
+const (
+	ReasonUnspecified Reason = iota
+	// The leader keeps the consumer.
+	ReasonLeaderNotLoaded // hot data and the leader is not loaded
+	ReasonFollowersBehind // no healthy follower has applied the data yet (a burst just arrived)
+	ReasonNoFollower      // no follower is healthy and reachable
+	ReasonOffsetMoved     // the offset is below the retained minimum: continue there
+	// The leader sends the consumer to a follower.
+	ReasonLeaderLoaded  // the leader is loaded and this follower has the data
+	ReasonColdRead      // the consumer is further behind than ColdBytes (RocketMQ's cold-data rule)
+	ReasonLeaderDeleted // the leader no longer holds the message bodies; this follower does
+	// A follower keeps the consumer.
+	ReasonFollowerServes // this follower has the data and the consumer may stay
+	ReasonNoLeader       // no leader known: this node serves what it has
+	// A follower sends the consumer (back) to the leader.
+	ReasonFollowerLagging // this follower lags the leader by more than MaxLag entries
+	ReasonNotApplied      // this follower has not applied the data the consumer needs yet
+	ReasonNotHeld         // this node no longer holds the message bodies
+	ReasonCaughtUp        // the consumer reached the tail and the leader is not loaded
+	ReasonDamaged         // this node is damaged and serves nothing
+
+	numReasons
+)
+
+var reasonNames = [numReasons]string{
+	"unspecified", "leader_not_loaded", "followers_behind", "no_follower", "offset_moved",
+	"leader_loaded", "cold_read", "leader_deleted",
+	"follower_serves", "no_leader",
+	"follower_lagging", "not_applied", "not_held", "caught_up", "damaged",
+}
+
+var reasonTexts = [numReasons]string{
+	"",
+	"hot data, leader not loaded",
+	"no healthy follower has applied the data yet",
+	"no healthy follower",
+	"offset below the queue's minimum",
+	"leader loaded",
+	"cold read",
+	"the leader no longer holds the offset's entry",
+	"follower serves",
+	"no leader known",
+	"this follower lags",
+	"this follower has not applied the offset yet",
+	"message bodies not held here",
+	"caught up with the tail",
+	"this node is damaged",
+}
+
+// String is the reason's stable name (metric label, JSON).
+func (r Reason) String() string {
+	if r < 0 || r >= numReasons {
+		return "unknown"
+	}
+	return reasonNames[r]
+}
+
+// Text is the reason as a sentence.
+func (r Reason) Text() string {
+	if r < 0 || r >= numReasons {
+		return "unknown"
+	}
+	return reasonTexts[r]
+}
+
+// Reasons lists every reason but ReasonUnspecified.
+func Reasons() []Reason {
+	out := make([]Reason, 0, numReasons-1)
+	for r := ReasonUnspecified + 1; r < numReasons; r++ {
+		out = append(out, r)
+	}
+	return out
+}
+
+// Local is what this node found when it looked for the consumer's offset.
+type Local int
+
+// What a pull found on this node.
+const (
+	LocalServed   Local = iota // messages returned, or the consumer is at the tail
+	LocalNoTopic               // the topic is not applied here
+	LocalBelowMin              // the offset is below this node's minimum
+	LocalPastEnd               // the offset is past what this node applied
+	LocalNotHeld               // the FSM indexes the offset, the log no longer holds its body
+	LocalDamaged               // this node is damaged
+)
 
 // NodeView is what one node knows of another (or of itself) for routing.
 type NodeView struct {
 	ID      string
-	Addr    string // client address
-	Healthy bool   // answered recently and is not lagging
-	Applied uint64 // applied log index
-	First   uint64 // lowest log index whose message bodies it holds
-	Loaded  bool
+	Addr    string  // client address
+	Healthy bool    // answered recently, not damaged, a voter in a known role
+	Applied uint64  // applied log index
+	First   uint64  // lowest log index whose message bodies it holds
+	Load    float64 // its load signal (see loadMeter)
+	Loaded  bool    // Load is at or above its threshold
 }
 
-// RouteInput is everything the suggestion depends on. Building it is the
-// broker's job; deciding is Suggest's, a pure function.
+// RouteInput is everything a suggestion depends on, gathered once per pull.
+// Building it is the broker's job; deciding is Suggest's, a pure function.
 type RouteInput struct {
 	SelfIsLeader bool
 	Self         NodeView
-	Leader       NodeView   // zero when no leader is known
+	Leader       NodeView   // on a follower; zero when no leader is known
 	Followers    []NodeView // on the leader: the other nodes
 
+	Local Local
 	// NeedIndex is the log index a node must have applied to serve the
 	// consumer's next pull (the entry holding its next offset, or the
 	// leader's applied index when the consumer is at the tail).
@@ -40,8 +135,8 @@ type RouteInput struct {
 	AtTail bool
 
 	ColdBytes uint64 // BehindBytes above this is a cold read
-	SelfLag   uint64 // entries this node is behind the leader (followers)
-	MaxLag    uint64
+	SelfLag   uint64 // entries this follower is behind the leader
+	MaxLag    uint64 // a follower further behind than this does not serve
 	// Topic and Queue spread readers over followers: a topic's queues go
 	// round robin over them, so a group's consumers share the followers
 	// evenly, and every reader of one queue lands on the same follower
@@ -50,80 +145,108 @@ type RouteInput struct {
 	Queue int32
 }
 
-// Suggestion reasons, also used as metric labels.
-const (
-	ReasonHot          = "hot data, leader not loaded"
-	ReasonCold         = "cold read"
-	ReasonLoaded       = "leader loaded"
-	ReasonNoFollower   = "no follower has the data"
-	ReasonLagging      = "this follower lags"
-	ReasonMissing      = "this follower lacks the offset"
-	ReasonDeleted      = "the leader no longer holds the offset's entry"
-	ReasonNotHeld      = "message bodies not held here"
-	ReasonCaughtUp     = "caught up with the tail"
-	ReasonNoLeader     = "no leader known"
-	ReasonStayFollower = "follower serves"
-)
-
-// Suggest applies raftmq's read routing:
+// Suggest applies raftmq's read routing.
 //
-// On the leader: send the consumer to a follower when it reads cold data
-// (further behind than ColdBytes), the leader is loaded or the leader no
-// longer holds the message bodies at NeedIndex, and a healthy, unloaded
-// follower holds NeedIndex; spread readers over such followers by topic and
-// queue. Otherwise keep it on the leader.
+// On the leader:
+//   - below the retained minimum: stay (ReasonOffsetMoved);
+//   - hot data, leader not loaded, bodies held: stay (ReasonLeaderNotLoaded);
+//   - otherwise (leader loaded, cold read, or bodies no longer held) send
+//     the consumer to a healthy follower that holds NeedIndex, lags at most
+//     MaxLag and is not loaded and busier than the leader (by busierBy),
+//     spread by topic and queue
+//     (ReasonLeaderLoaded / ReasonColdRead / ReasonLeaderDeleted);
+//   - when none qualifies, stay: ReasonFollowersBehind if some healthy
+//     follower exists but none has applied NeedIndex (a burst just
+//     arrived), ReasonNoFollower if none is healthy.
 //
-// On a follower: send the consumer back to the leader when this follower
-// lags more than MaxLag, lacks NeedIndex (not applied yet, or its body
-// deleted), or the consumer has caught up with the tail and the leader is
-// not loaded. Otherwise keep serving it.
+// On a follower, send the consumer back to the leader when this node is
+// damaged, lacks the topic, the offset or its body (ReasonNotApplied,
+// ReasonNotHeld), lags more than MaxLag (ReasonFollowerLagging), or the
+// consumer reached the tail while the leader is not loaded
+// (ReasonCaughtUp). Otherwise keep serving (ReasonFollowerServes); with no
+// leader known, serve what it has (ReasonNoLeader), or name no node when it
+// has nothing to serve.
 func Suggest(in RouteInput) Suggestion {
 	self := Suggestion{NodeID: in.Self.ID, Addr: in.Self.Addr}
 	if in.SelfIsLeader {
-		cold := in.BehindBytes > in.ColdBytes
-		missing := in.Self.First > in.NeedIndex
-		if !cold && !in.Self.Loaded && !missing {
-			self.Reason = ReasonHot
-			return self
-		}
-		var ok []NodeView
-		for _, f := range in.Followers {
-			if f.Healthy && !f.Loaded && f.Applied >= in.NeedIndex && f.First <= in.NeedIndex && f.Addr != "" {
-				ok = append(ok, f)
-			}
-		}
-		if len(ok) == 0 {
-			self.Reason = ReasonNoFollower
-			return self
-		}
-		sort.Slice(ok, func(i, j int) bool { return ok[i].ID < ok[j].ID })
-		h := fnv.New32a()
-		h.Write([]byte(in.Topic))
-		f := ok[(h.Sum32()+uint32(in.Queue))%uint32(len(ok))]
-		reason := ReasonLoaded
-		switch {
-		case missing:
-			reason = ReasonDeleted
-		case cold:
-			reason = ReasonCold
-		}
-		return Suggestion{NodeID: f.ID, Addr: f.Addr, Reason: reason}
+		return suggestOnLeader(in, self)
 	}
-	if in.Leader.ID == "" || in.Leader.Addr == "" {
+	if in.Leader.ID == "" || in.Leader.Addr == "" || in.Leader.ID == in.Self.ID {
+		if in.Local != LocalServed {
+			return Suggestion{Reason: ReasonNoLeader}
+		}
 		self.Reason = ReasonNoLeader
 		return self
 	}
 	leader := Suggestion{NodeID: in.Leader.ID, Addr: in.Leader.Addr}
 	switch {
+	case in.Local == LocalDamaged:
+		leader.Reason = ReasonDamaged
+	case in.Local == LocalNoTopic || in.Local == LocalPastEnd:
+		leader.Reason = ReasonNotApplied
+	case in.Local == LocalBelowMin || in.Local == LocalNotHeld:
+		leader.Reason = ReasonNotHeld
 	case in.SelfLag > in.MaxLag:
-		leader.Reason = ReasonLagging
-	case in.Self.Applied < in.NeedIndex || in.Self.First > in.NeedIndex:
-		leader.Reason = ReasonMissing
+		leader.Reason = ReasonFollowerLagging
+	case in.Self.Applied < in.NeedIndex:
+		leader.Reason = ReasonNotApplied
+	case in.Self.First > in.NeedIndex:
+		leader.Reason = ReasonNotHeld
 	case in.AtTail && !in.Leader.Loaded:
 		leader.Reason = ReasonCaughtUp
 	default:
-		self.Reason = ReasonStayFollower
+		self.Reason = ReasonFollowerServes
 		return self
 	}
 	return leader
+}
+
+// busierBy: a loaded follower whose load exceeds the leader's by this factor
+// gets no readers from it (moving them there would not relieve the group).
+// Nodes that share one process (in-process test groups) measure the same
+// CPU load; the margin keeps sampling noise from excluding them.
+const busierBy = 1.25
+
+func suggestOnLeader(in RouteInput, self Suggestion) Suggestion {
+	if in.Local == LocalBelowMin {
+		self.Reason = ReasonOffsetMoved
+		return self
+	}
+	cold := in.BehindBytes > in.ColdBytes
+	missing := in.Local == LocalNotHeld || in.Self.First > in.NeedIndex
+	loaded := in.Self.Loaded
+	if !cold && !loaded && !missing {
+		self.Reason = ReasonLeaderNotLoaded
+		return self
+	}
+	var ok []NodeView
+	healthy := 0
+	for _, f := range in.Followers {
+		if !f.Healthy || f.Addr == "" || (f.Loaded && f.Load > busierBy*in.Self.Load) {
+			continue
+		}
+		healthy++
+		if f.Applied >= in.NeedIndex && f.First <= in.NeedIndex && f.Applied+in.MaxLag >= in.Self.Applied {
+			ok = append(ok, f)
+		}
+	}
+	if len(ok) == 0 {
+		self.Reason = ReasonFollowersBehind
+		if healthy == 0 {
+			self.Reason = ReasonNoFollower
+		}
+		return self
+	}
+	sort.Slice(ok, func(i, j int) bool { return ok[i].ID < ok[j].ID })
+	h := fnv.New32a()
+	h.Write([]byte(in.Topic))
+	f := ok[(h.Sum32()+uint32(in.Queue))%uint32(len(ok))]
+	reason := ReasonColdRead
+	switch {
+	case missing:
+		reason = ReasonLeaderDeleted
+	case loaded:
+		reason = ReasonLeaderLoaded
+	}
+	return Suggestion{NodeID: f.ID, Addr: f.Addr, Reason: reason}
 }

@@ -142,7 +142,7 @@ func (b *Broker) account(res *PullResult) {
 	default:
 		target = "follower"
 	}
-	b.m.suggestions.WithLabelValues(target).Inc()
+	b.m.suggestions.WithLabelValues(target, res.Suggestion.Reason.String()).Inc()
 }
 
 func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
@@ -152,7 +152,7 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 		if !isLeader && errors.Is(err, store.ErrUnknownTopic) {
 			// This node may just not have applied the topic yet.
 			res.Status = PullRetryElsewhere
-			res.Suggestion = b.leaderSuggestion("topic not applied here yet")
+			res.Suggestion = b.route(req, isLeader, LocalNoTopic, store.QueueRange{}, req.Offset, false)
 			return res, nil
 		}
 		return PullResult{}, storeErr(err)
@@ -160,25 +160,24 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 	res.MinOffset, res.MaxOffset = rng.Min, rng.Max
 	switch {
 	case req.Offset < rng.Min:
+		res.Suggestion = b.route(req, isLeader, LocalBelowMin, rng, req.Offset, false)
 		if !isLeader {
 			res.Status = PullRetryElsewhere
-			res.Suggestion = b.leaderSuggestion("offset below this node's minimum")
 			return res, nil
 		}
 		res.Status = PullOffsetMoved
 		res.NextOffset = rng.Min
-		res.Suggestion = b.self("")
 		return res, nil
 	case req.Offset > rng.Max:
 		if !isLeader {
 			res.Status = PullRetryElsewhere
-			res.Suggestion = b.leaderSuggestion("offset not applied here yet")
+			res.Suggestion = b.route(req, isLeader, LocalPastEnd, rng, req.Offset, false)
 			return res, nil
 		}
 		return PullResult{}, fmt.Errorf("%w: offset %d of %s/%d is past the end of the queue (next offset %d)", ErrOutOfRange, req.Offset, req.Topic, req.Queue, rng.Max)
 	case req.Offset == rng.Max:
 		res.Status = PullNoNew
-		res.Suggestion = b.suggest(req, rng, 0, true)
+		res.Suggestion = b.route(req, isLeader, LocalServed, rng, req.Offset, true)
 		return res, nil
 	}
 	bytes := 0
@@ -192,11 +191,8 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 				// This node dropped the body (retention, or its log was
 				// replaced by a snapshot): a node that holds it serves it.
 				res.Status = PullRetryElsewhere
-				if !isLeader {
-					res.Suggestion = b.leaderSuggestion(ReasonNotHeld)
-					return res, nil
-				}
-				if res.Suggestion = b.suggest(req, rng, req.Offset, false); res.Suggestion.NodeID == b.cfg.NodeID {
+				res.Suggestion = b.route(req, isLeader, LocalNotHeld, rng, req.Offset, false)
+				if isLeader && res.Suggestion.NodeID == b.cfg.NodeID {
 					return PullResult{}, fmt.Errorf("%w: the message bodies at log index %d are not held by the leader nor by a reachable, caught-up follower", ErrUnavailable, loc.LogIndex)
 				}
 				return res, nil
@@ -223,7 +219,7 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 		}
 	}
 	res.Status = PullFound
-	res.Suggestion = b.suggest(req, rng, res.NextOffset, res.NextOffset >= rng.Max)
+	res.Suggestion = b.route(req, isLeader, LocalServed, rng, res.NextOffset, res.NextOffset >= rng.Max)
 	return res, nil
 }
 

@@ -75,7 +75,7 @@ func (b *Broker) retentionCut(now time.Time) (uint64, string) {
 		if s.ID == b.cfg.NodeID {
 			continue
 		}
-		v := b.peerView(s.ID, applied)
+		v := b.peerView(s.ID)
 		p, heard := b.view.get(s.ID)
 		if heard && p.state.Damaged {
 			continue // stopped applying for good: it is repaired by a wipe, not by waiting

@@ -2,14 +2,10 @@ package broker
 
 import (
 	"context"
-	"math"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/raftmq/raftmq/election"
@@ -139,7 +135,7 @@ func (b *Broker) stateLoop() {
 			return
 		case <-t.C:
 		}
-		b.load.sample()
+		b.load.sample(float64(len(b.inflight)) / float64(cap(b.inflight)))
 		b.checkDamage()
 		b.pollPeers()
 		b.sampleProgress()
@@ -163,6 +159,7 @@ func (b *Broker) pollPeers() {
 		return
 	}
 	ids := map[string]bool{}
+	var others []string
 	var wg sync.WaitGroup
 	for _, s := range servers {
 		ids[s.ID] = true
@@ -173,6 +170,7 @@ func (b *Broker) pollPeers() {
 		if !ok || n.PeerAddr == "" {
 			continue
 		}
+		others = append(others, n.PeerAddr)
 		wg.Add(1)
 		go func(id, addr string) {
 			defer wg.Done()
@@ -186,6 +184,7 @@ func (b *Broker) pollPeers() {
 	}
 	wg.Wait()
 	b.view.retain(ids)
+	b.load.setSharing(sameHost(b.cfg.PeerAddr, others))
 }
 
 func (b *Broker) needsRegister() bool {
@@ -225,46 +224,53 @@ func (b *Broker) preferredReady() bool {
 }
 
 // peerView turns what this node knows of node id into a NodeView.
-func (b *Broker) peerView(id string, leaderApplied uint64) NodeView {
+func (b *Broker) peerView(id string) NodeView {
 	v := NodeView{ID: id}
 	if n, ok := b.fsm.Node(id); ok {
 		v.Addr = n.ClientAddr
 	}
 	if id == b.cfg.NodeID {
 		st := b.NodeState()
-		v.Applied, v.First, v.Loaded, v.Healthy = st.Applied, st.First, st.Loaded, !st.Damaged
+		v.Applied, v.First, v.Load, v.Loaded, v.Healthy = st.Applied, st.First, st.Load, st.Loaded, !st.Damaged
+		if v.Addr == "" {
+			v.Addr = b.cfg.ClientAddr
+		}
 		return v
 	}
 	p, ok := b.view.get(id)
 	if !ok {
 		return v
 	}
-	v.Applied, v.First, v.Loaded = p.state.Applied, p.state.First, p.state.Loaded
-	v.Healthy = time.Since(p.lastOK) <= b.fresh() && !p.state.Damaged && p.state.Applied+b.cfg.MaxFollowerLag >= leaderApplied &&
+	v.Applied, v.First, v.Load, v.Loaded = p.state.Applied, p.state.First, p.state.Load, p.state.Loaded
+	v.Healthy = time.Since(p.lastOK) <= b.fresh() && !p.state.Damaged &&
 		(p.state.Role == string(election.Follower) || p.state.Role == string(election.Leader))
 	return v
 }
 
-// suggest builds the routing input for a pull and asks the policy.
-func (b *Broker) suggest(req *PullRequest, rng store.QueueRange, next uint64, atTail bool) Suggestion {
-	isLeader := b.node.Role() == election.Leader
+// route gathers, once per pull, the facts the policy needs and asks it
+// where the consumer's next pull goes. local is what this node found; rng
+// the queue's range here (zero when the topic is unknown); next the
+// consumer's next offset; atTail whether it has read everything here.
+func (b *Broker) route(req *PullRequest, isLeader bool, local Local, rng store.QueueRange, next uint64, atTail bool) Suggestion {
 	applied := b.fsm.Applied()
 	in := RouteInput{
 		SelfIsLeader: isLeader,
-		Self:         b.peerView(b.cfg.NodeID, applied),
+		Self:         b.peerView(b.cfg.NodeID),
+		Local:        local,
 		AtTail:       atTail,
 		ColdBytes:    b.cfg.ColdReadBytes,
 		MaxLag:       b.cfg.MaxFollowerLag,
 		Topic:        req.Topic,
 		Queue:        req.Queue,
 	}
-	if in.Self.Addr == "" {
-		in.Self.Addr = b.cfg.ClientAddr
-	}
-	if next < rng.Max {
+	if local == LocalServed && next < rng.Max {
 		in.BehindBytes = (rng.Max - next) * b.load.avgMessageBytes()
-		if locs, _, err := b.fsm.Locate(req.Topic, req.Queue, next, 1); err == nil && len(locs) > 0 {
-			in.NeedIndex = locs[0].LogIndex
+	}
+	if local == LocalServed || local == LocalNotHeld {
+		if next < rng.Max {
+			if locs, _, err := b.fsm.Locate(req.Topic, req.Queue, next, 1); err == nil && len(locs) > 0 {
+				in.NeedIndex = locs[0].LogIndex
+			}
 		}
 	}
 	if isLeader {
@@ -274,14 +280,16 @@ func (b *Broker) suggest(req *PullRequest, rng store.QueueRange, next uint64, at
 		servers, _ := b.node.Servers()
 		for _, s := range servers {
 			if s.ID != b.cfg.NodeID {
-				in.Followers = append(in.Followers, b.peerView(s.ID, applied))
+				in.Followers = append(in.Followers, b.peerView(s.ID))
 			}
 		}
 		return Suggest(in)
 	}
 	if id := b.node.LeaderID(); id != "" {
-		in.Leader = b.peerView(id, 0)
-		if p, ok := b.view.get(id); ok {
+		in.Leader = b.peerView(id)
+		if p, ok := b.view.get(id); ok && p.state.Damaged {
+			in.Leader = NodeView{} // a damaged leader is handing over: no one to send readers to
+		} else if ok {
 			if p.state.Applied > applied {
 				in.SelfLag = p.state.Applied - applied
 			}
@@ -291,90 +299,6 @@ func (b *Broker) suggest(req *PullRequest, rng store.QueueRange, next uint64, at
 		}
 	}
 	return Suggest(in)
-}
-
-func (b *Broker) leaderSuggestion(reason string) Suggestion {
-	id := b.node.LeaderID()
-	if id == "" {
-		return Suggestion{Reason: ReasonNoLeader}
-	}
-	s := Suggestion{NodeID: id, Reason: reason}
-	if n, ok := b.fsm.Node(id); ok {
-		s.Addr = n.ClientAddr
-	}
-	return s
-}
-
-func (b *Broker) self(reason string) Suggestion {
-	return Suggestion{NodeID: b.cfg.NodeID, Addr: b.cfg.ClientAddr, Reason: reason}
-}
-
-// loadMeter computes the leader-load signal:
-//
-//	load = max(process CPU time / (wall time x cores),
-//	           produce queue depth / its capacity,
-//	           messages served per second / readCapacity)
-//
-// sampled every StatePeriod. SetLoadOverride replaces it (tests, operators).
-type loadMeter struct {
-	mu       sync.Mutex
-	lastCPU  time.Duration
-	lastWall time.Time
-	cpu      float64
-	readRate float64
-
-	reads    atomic.Int64
-	override atomic.Uint64 // float64 bits; NaN = none
-	avgBytes atomic.Uint64
-}
-
-// readCapacity is the pull rate (messages/s) counted as fully loaded.
-const readCapacity = 200000
-
-func newLoadMeter() *loadMeter {
-	l := &loadMeter{lastWall: time.Now(), lastCPU: processCPU()}
-	l.override.Store(math.Float64bits(math.NaN()))
-	l.avgBytes.Store(1024)
-	return l
-}
-
-func (l *loadMeter) sample() {
-	now, cpu := time.Now(), processCPU()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	dt := now.Sub(l.lastWall)
-	if dt <= 0 {
-		return
-	}
-	l.cpu = float64(cpu-l.lastCPU) / float64(dt) / float64(runtime.NumCPU())
-	l.readRate = float64(l.reads.Swap(0)) / dt.Seconds()
-	l.lastWall, l.lastCPU = now, cpu
-}
-
-func (l *loadMeter) addRead(n int) { l.reads.Add(int64(n)) }
-
-func (l *loadMeter) value(b *Broker) float64 {
-	if o := math.Float64frombits(l.override.Load()); !math.IsNaN(o) {
-		return o
-	}
-	l.mu.Lock()
-	v := max(l.cpu, l.readRate/readCapacity)
-	l.mu.Unlock()
-	return max(v, float64(len(b.produceCh))/float64(cap(b.produceCh)))
-}
-
-func (l *loadMeter) avgMessageBytes() uint64 { return max(l.avgBytes.Load(), 1) }
-
-// SetLoadOverride fixes the load signal at v (NaN restores measuring). It is
-// a hook for tests and for operators who want to push reads to followers.
-func (b *Broker) SetLoadOverride(v float64) { b.load.override.Store(math.Float64bits(v)) }
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // defaultColdReadBytes is 40% of physical memory, as RocketMQ's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,11 +49,22 @@ func DefaultConsumerConfig(topic, group string) ConsumerConfig {
 		MaxMessages: 512, MaxBytes: 4 << 20, Wait: time.Second, CommitInterval: time.Second}
 }
 
-// Record is a consumed message and the node that served it.
+// Record is a consumed message, the node that served it and why the
+// consumer's next pull of its queue goes where it goes.
 type Record struct {
 	*api.Message
 	ServedBy       string
 	ServedByLeader bool
+	// Next is the node the response suggested for the next pull ("" when
+	// it named none) and Reason why, as ReasonName gives it.
+	Next   string
+	Reason string
+}
+
+// ReasonName is a suggestion reason's stable name, as in /metrics
+// (raftmq_pull_suggestions_total{reason}): "leader_loaded", "follower_serves", ...
+func ReasonName(r api.SuggestionReason) string {
+	return strings.ToLower(strings.TrimPrefix(r.String(), "SUGGESTION_REASON_"))
 }
 
 type queueState struct {
@@ -81,6 +93,7 @@ type Consumer struct {
 	order       []int32
 	closed      bool
 	servedStats map[string]int
+	reasonStats map[string]int
 }
 
 // NewConsumer creates a consumer; it joins the group (unless Queues pins
@@ -111,7 +124,7 @@ func (c *Client) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.MemberID == "" {
 		cfg.MemberID = randomID("c-")
 	}
-	return &Consumer{c: c, cfg: cfg, queues: map[int32]*queueState{}, heartbeat: time.Second, servedStats: map[string]int{}}, nil
+	return &Consumer{c: c, cfg: cfg, queues: map[int32]*queueState{}, heartbeat: time.Second, servedStats: map[string]int{}, reasonStats: map[string]int{}}, nil
 }
 
 // MemberID is this consumer's id in its group.
@@ -141,6 +154,18 @@ func (cn *Consumer) ServedBy() map[string]int {
 	defer cn.mu.Unlock()
 	out := map[string]int{}
 	for k, v := range cn.servedStats {
+		out[k] = v
+	}
+	return out
+}
+
+// Reasons counts the messages delivered so far by the reason of the
+// suggestion that came with them (ReasonName).
+func (cn *Consumer) Reasons() map[string]int {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range cn.reasonStats {
 		out[k] = v
 	}
 	return out
@@ -357,10 +382,12 @@ func (cn *Consumer) pullQueue(ctx context.Context, q int32) ([]Record, error) {
 		return nil, nil
 	case api.PullStatus_PULL_STATUS_FOUND:
 		recs := make([]Record, len(r.Messages))
+		next, reason := r.GetSuggestion().GetNodeId(), ReasonName(r.GetSuggestion().GetCode())
 		for i, m := range r.Messages {
-			recs[i] = Record{Message: m, ServedBy: r.ServedBy, ServedByLeader: r.ServedByLeader}
+			recs[i] = Record{Message: m, ServedBy: r.ServedBy, ServedByLeader: r.ServedByLeader, Next: next, Reason: reason}
 		}
 		cn.servedStats[r.ServedBy] += len(recs)
+		cn.reasonStats[reason] += len(recs)
 		s.next, s.delivered = r.NextOffset, r.NextOffset
 		return recs, nil
 	}

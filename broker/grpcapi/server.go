@@ -210,8 +210,9 @@ func (s *Server) Pull(ctx context.Context, req *api.PullRequest) (*api.PullRespo
 	out := &api.PullResponse{
 		Status: api.PullStatus(res.Status), NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset,
 		ServedBy: res.ServedBy, ServedByLeader: res.ServedByLeader,
-		Suggestion: &api.Suggestion{NodeId: res.Suggestion.NodeID, Address: res.Suggestion.Addr, Reason: res.Suggestion.Reason},
-		Messages:   make([]*api.Message, len(res.Messages)),
+		Suggestion: &api.Suggestion{NodeId: res.Suggestion.NodeID, Address: res.Suggestion.Addr,
+			Reason: res.Suggestion.Reason.Text(), Code: api.SuggestionReason(res.Suggestion.Reason)},
+		Messages: make([]*api.Message, len(res.Messages)),
 	}
 	msgs := make([]api.Message, len(res.Messages)) // one allocation for the response's messages
 	for i := range res.Messages {

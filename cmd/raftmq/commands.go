@@ -464,7 +464,7 @@ func consumeCommand() *cli.Command {
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep consuming until interrupted"},
 			&cli.BoolFlag{Name: "follower-reads", Value: true, Usage: "follow the broker's suggestion of which node to pull from"},
 			&cli.IntSliceFlag{Name: "queue", Aliases: []string{"q"}, Usage: "read only these queues, outside the group's assignment"},
-			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (one object per message)"},
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (one object per message, with the node that served it and the reason of the routing suggestion)"},
 		),
 		Action: runConsume,
 	}
@@ -480,7 +480,11 @@ type msgJSON struct {
 	Properties map[string]string `json:"properties,omitempty"`
 	Body       string            `json:"body"`
 	Timestamp  int64             `json:"timestamp_ms"`
-	Node       string            `json:"node"`
+	Node       string            `json:"node"` // the node that served it
+	// Next and Reason: where the broker sent the next pull of this queue,
+	// and why (the enum of /metrics raftmq_pull_suggestions_total{reason}).
+	Next   string `json:"next_node,omitempty"`
+	Reason string `json:"reason"`
 }
 
 func runConsume(c *cli.Context) error {
@@ -563,7 +567,7 @@ func runConsume(c *cli.Context) error {
 			n++
 			if format == "json" {
 				b, _ := json.Marshal(msgJSON{Topic: r.Topic, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Key: r.Key, Tag: r.Tag,
-					Properties: r.Properties, Body: string(r.Body), Timestamp: r.TimestampMs, Node: r.ServedBy})
+					Properties: r.Properties, Body: string(r.Body), Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason})
 				out.Write(append(b, '\n'))
 			} else {
 				fmt.Fprintf(out, "%d:%d\t%s\n", r.Queue, r.Offset, r.Body)

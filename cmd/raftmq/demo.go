@@ -32,7 +32,11 @@ func demoCommand() *cli.Command {
 		Description: "Starts three `raftmq server` processes of this binary on free 127.0.0.1 ports in a temporary\n" +
 			"directory, produces numbered messages with several idempotent producers, kills the leader\n" +
 			"with SIGKILL, measures how long writes were unavailable, restarts the killed node and waits\n" +
-			"until it has rejoined as a caught-up follower; then reads everything back and checks that\n" +
+			"until it has rejoined as a caught-up follower. A read act follows (--reads): more producers\n" +
+			"load the leader, a new consumer reads the topic from its start, and once a second the demo\n" +
+			"prints the share of messages each node served and the routing reason; halfway it SIGKILLs\n" +
+			"the follower serving most and shows its readers coming back, then restarts it. Finally it\n" +
+			"reads everything back and checks that\n" +
 			"every acknowledged message is there exactly once, in order per queue and per key.\n\n" +
 			"--fault pause freezes the leader with SIGSTOP for --fault-for instead, then SIGCONT; --fault\n" +
 			"partition runs every link of the nodes (Raft in both directions, and the client API) through\n" +
@@ -52,6 +56,7 @@ func demoCommand() *cli.Command {
 			&cli.StringFlag{Name: "fault", Value: "kill", Usage: "what happens to the leader: kill (SIGKILL, restart), pause (SIGSTOP, SIGCONT) or partition (blackhole all its links, heal)"},
 			&cli.DurationFlag{Name: "fault-for", Value: 3 * time.Second, Usage: "with --fault pause or partition: how long the leader stays paused or cut off"},
 			&cli.BoolFlag{Name: "cli", Usage: "send every message with a fresh `raftmq produce` process (of this binary) instead of SDK producers"},
+			&cli.DurationFlag{Name: "reads", Value: 8 * time.Second, Usage: "length of the read act after the faults (load the leader, read from the start, stop a follower halfway); 0 skips it"},
 			&cli.IntFlag{Name: "transfers", Usage: "after the kills, move leadership this many times with a planned leader transfer and measure the write pause"},
 			&cli.IntFlag{Name: "producers", Value: 4, Usage: "concurrent idempotent producers (one request in flight each)"},
 			&cli.IntFlag{Name: "rate", Value: 400, Usage: "messages per second over all producers (0: as fast as they go)"},
@@ -136,6 +141,7 @@ type demoResult struct {
 	Killed            []string       `json:"killed"`
 	KilledAtUnixMs    []int64        `json:"killed_at_unix_ms"` // to line up with the servers' logs
 	ServedBy          map[string]int `json:"served_by"`
+	Reads             *readsResult   `json:"reads,omitempty"`
 	AppliedIndex      uint64         `json:"applied_index"`
 	ElapsedS          float64        `json:"elapsed_s"`
 	Dir               string         `json:"dir,omitempty"`
@@ -150,6 +156,7 @@ type demo struct {
 
 	topic     string
 	kills     int
+	readsFor  time.Duration
 	producers int
 	rate      int
 	fault     string
@@ -181,6 +188,7 @@ func runDemo(c *cli.Context) (err error) {
 		d.out = c.App.ErrWriter
 	}
 	d.kills = max(c.Int("kills"), 0)
+	d.readsFor = max(c.Duration("reads"), 0)
 	d.fault, d.faultFor = c.String("fault"), c.Duration("fault-for")
 	switch d.fault {
 	case "kill", "pause", "partition":
@@ -360,6 +368,12 @@ func (d *demo) run(ctx context.Context, kills, transfers, queues int, steady tim
 			return err
 		}
 		if err := d.transferOnce(ctx, k); err != nil {
+			stop()
+			return err
+		}
+	}
+	if d.readsFor > 0 {
+		if err := d.readAct(ctx, d.readsFor); err != nil {
 			stop()
 			return err
 		}
@@ -995,6 +1009,9 @@ func (d *demo) summary() {
 		fmt.Fprintf(w, " (%d sends gave up)", r.Failed)
 	}
 	fmt.Fprintln(w)
+	if line := d.readsSummary(); line != "" {
+		fmt.Fprintf(w, "  reads (leader loaded)  %s\n", line)
+	}
 	fmt.Fprintf(w, "  consumed               %d\n", r.Consumed)
 	fmt.Fprintf(w, "  lost / duplicated      %d / %d\n", r.Lost, r.Duplicated)
 	fmt.Fprintf(w, "  offsets / key order    %d gaps / %d errors\n", r.OffsetGaps, r.OrderViolations)

@@ -51,7 +51,8 @@ func serverCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-inflight", Value: d.Broker.MaxInflight, Usage: "group-commit entries handed to raft and not yet applied"},
 			&cli.IntFlag{Name: "max-pending-mb", Value: d.Broker.MaxPendingBytes >> 20, Usage: "MiB of produce requests a node holds (queued or in raft); beyond it producers are told to retry shortly"},
 			&cli.Uint64Flag{Name: "cold-read-bytes", Value: d.Broker.ColdReadBytes, Usage: "a consumer further behind than this is sent to a follower (default 40% of RAM)"},
-			&cli.Float64Flag{Name: "load-threshold", Value: d.Broker.LoadThreshold, Usage: "leader load (max of CPU share, produce queue fill, read rate/200k msg/s) above which consumers go to followers"},
+			&cli.Float64Flag{Name: "load-threshold", Value: d.Broker.LoadThreshold, Usage: "leader load (max of: share of its CPU budget used, produce queue fill, raft pipeline fill, read rate/200k msg/s) at or above which consumers go to followers"},
+			&cli.Float64Flag{Name: "cpu-budget", Usage: "cores the load signal counts as this node's (0: min of GOMAXPROCS, the cgroup quota, cores / nodes of the group on this host)"},
 			&cli.Uint64Flag{Name: "max-follower-lag", Value: d.Broker.MaxFollowerLag, Usage: "log entries a follower may lag before it sends consumers to the leader"},
 			&cli.DurationFlag{Name: "retention", Value: d.Broker.RetentionAge, Usage: "delete messages older than this, by whole log segments (0: keep forever)"},
 			&cli.IntFlag{Name: "retention-mb", Usage: "keep at most about this many MiB of log per node, deleting the oldest whole segments (0: no limit)"},
@@ -140,6 +141,7 @@ func runServer(c *cli.Context) error {
 	cfg.Broker.MaxPendingBytes = c.Int("max-pending-mb") << 20
 	cfg.Broker.ColdReadBytes = c.Uint64("cold-read-bytes")
 	cfg.Broker.LoadThreshold = c.Float64("load-threshold")
+	cfg.Broker.CPUBudget = c.Float64("cpu-budget")
 	cfg.Broker.MaxFollowerLag = c.Uint64("max-follower-lag")
 	cfg.Broker.RetentionAge = c.Duration("retention")
 	cfg.Broker.RetentionBytes = int64(c.Int("retention-mb")) << 20

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
-	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/client"
 )
 
@@ -326,7 +325,7 @@ func ReadNode(ctx context.Context, addr, topic string, from map[int32]uint64, re
 				continue
 			case api.PullStatus_PULL_STATUS_NO_NEW:
 			case api.PullStatus_PULL_STATUS_RETRY_ELSEWHERE:
-				if retention && r.Suggestion != nil && len(entries) == 0 && (r.Suggestion.Reason == broker.ReasonNotHeld || r.Suggestion.Reason == broker.ReasonDeleted) {
+				if retention && r.Suggestion != nil && len(entries) == 0 && (r.Suggestion.Code == api.SuggestionReason_SUGGESTION_REASON_NOT_HELD || r.Suggestion.Code == api.SuggestionReason_SUGGESTION_REASON_LEADER_DELETED) {
 					offset++ // not held here: the node's log starts later
 					continue
 				}
