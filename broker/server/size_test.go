@@ -137,12 +137,14 @@ func TestLargeKeysRequestRefused(t *testing.T) {
 // 16 KB (32 MiB each, all of it properties) are refused; four concurrent
 // requests just within the bound are accepted, each in an entry of its own
 // (they are larger than --max-batch-bytes), which every node reads back.
-// The bound is 4 MiB here so that the accepted requests replicate quickly
-// under -race on a loaded machine; batches of several requests near the
-// entry bound are covered by broker.TestBatcherNeverBuildsOversizedEntry.
+// The bound is 1 MiB here so that the accepted requests replicate well
+// within the 250 ms leader lease under -race on a loaded machine (with 4 MiB
+// entries a starved follower answered late and leadership moved for tens of
+// seconds; docs/design-notes.md); batches of several requests near the entry
+// bound are covered by broker.TestBatcherNeverBuildsOversizedEntry.
 func TestManyPropertiesRequestsNeverBuildOversizedEntry(t *testing.T) {
-	const bound = 4 << 20
-	c := newCluster(t, 3, func(i int, cfg *server.Config) { cfg.Broker.MaxRequestBytes = bound })
+	const bound = 1 << 20
+	c := newCluster(t, 3, func(i int, cfg *server.Config) { cfg.Broker.MaxRequestBytes, cfg.Broker.MaxMessageBytes = bound, bound })
 	ctx := ctxT(t, 180*time.Second)
 	b := c.nodes[c.leader()].Broker()
 	if _, err := b.CreateTopic(ctx, "props", 4, false); err != nil {
@@ -171,16 +173,16 @@ func TestManyPropertiesRequestsNeverBuildOversizedEntry(t *testing.T) {
 			t.Errorf("request %d of 16 x 128 x 16 KB: %v, want ErrTooLarge naming --max-request-bytes", r, err)
 		}
 	}
-	// 16 x 15 x 16 KB is just under the bound; 16 x 16 x 16 KB is just over.
-	for r, err := range run(16) {
+	// 16 x 3 x 16 KB is under the bound; 16 x 4 x 16 KB is just over.
+	for r, err := range run(4) {
 		if !errors.Is(err, broker.ErrTooLarge) {
-			t.Errorf("request %d of 16 x 16 x 16 KB (just over %d): %v, want ErrTooLarge", r, bound, err)
+			t.Errorf("request %d of 16 x 4 x 16 KB (just over %d): %v, want ErrTooLarge", r, bound, err)
 		}
 	}
 	before := c.nodes[c.leader()].Node().Stats().LastIndex
-	for r, err := range run(15) {
+	for r, err := range run(3) {
 		if err != nil {
-			t.Errorf("request %d of 16 x 15 x 16 KB (just under %d): %v", r, bound, err)
+			t.Errorf("request %d of 16 x 3 x 16 KB (under %d): %v", r, bound, err)
 		}
 	}
 	if after := c.nodes[c.leader()].Node().Stats().LastIndex; after-before < 4 {
