@@ -108,6 +108,14 @@ func runOne(t *testing.T, cfg RunConfig) *Result {
 	if res.Skipped != "" {
 		t.Log(res.Skipped)
 	}
+	if len(res.Outcomes) > 0 {
+		var outs []string
+		for k, n := range res.Outcomes {
+			outs = append(outs, fmt.Sprintf("%s=%d", k, n))
+		}
+		sort.Strings(outs)
+		t.Logf("outcomes: %s", strings.Join(outs, ", "))
+	}
 	if res.Report != nil && res.Report.MaxAckGap > 2*time.Second {
 		t.Logf("longest time without an ack began at %s; events around it:\n  %s",
 			res.Report.MaxAckGapFrom.Round(time.Millisecond), strings.Join(res.GapEvents, "\n  "))
@@ -130,8 +138,9 @@ func ep(seed int64, hold time.Duration, kinds ...string) Episode {
 }
 
 // TestChaosShort is the fixed-seed fault run CI does: four short runs with
-// fixed schedules that together apply every fault kind once or more, the
-// last with retention.
+// fixed schedules that together apply every fault kind of "all" once or
+// more, the last with retention. With the default flags every run also
+// sends the hand-made requests (over and at the limits, reused sequences).
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the chaos runs take about two minutes")
@@ -183,11 +192,14 @@ func TestChaosShort(t *testing.T) {
 	}
 	// retentionShort are the plans run with --retention-mb.
 	retentionShort := map[int64]bool{104: true, 105: true}
-	// oddStart spreads the over-limit shapes over the plans: a 12 s run
-	// sends about six of them, so the four plans together send each of the
-	// OddityShapes at least once.
-	n := OddityShapes()
-	oddStart := map[int64]int{101: 0, 102: n / 2, 103: n / 4, 104: 3 * n / 4, 105: 0}
+	// oddStart spreads the hand-made request shapes over the plans: a 12 s
+	// run sends about six of them (one every other second), and as long as
+	// each sends three (checked below) the four together send all
+	// OddityShapes.
+	oddStart := map[int64]int{101: 0, 102: 9, 103: 3, 104: 6, 105: 0}
+	if OddityShapes() > 12 {
+		t.Fatalf("%d hand-made request shapes: spread them anew over the plans", OddityShapes())
+	}
 	for _, p := range plans {
 		p := p
 		t.Run(fmt.Sprintf("seed=%d", p.Seed), func(t *testing.T) {
@@ -207,6 +219,10 @@ func TestChaosShort(t *testing.T) {
 			}
 			if res.Report != nil && res.Report.Acked == 0 {
 				t.Errorf("no operation was acknowledged: the run proves nothing")
+			}
+			if res.Report != nil && *flagOverLimit && res.Report.OverLimit+res.Report.AtLimit < 3 {
+				t.Errorf("the run sent %d of the hand-made requests at and over the limits, fewer than the 3 the plans count on",
+					res.Report.OverLimit+res.Report.AtLimit)
 			}
 			for _, k := range kinds {
 				if res.Applied[k] == 0 && !(k == FaultDiskFull && noTmpfs != nil) {

@@ -63,6 +63,8 @@ type Report struct {
 	// OverLimit counts requests over the limits sent on purpose;
 	// RefusedReuse the reused sequences with other content that were refused.
 	OverLimit int `json:"over_limit,omitempty"`
+	// AtLimit counts requests just within the request bound sent on purpose.
+	AtLimit int `json:"at_limit,omitempty"`
 	// DiskVerified counts acknowledged messages found as sent at their id
 	// in the logs read offline.
 	DiskVerified int `json:"disk_verified,omitempty"`
@@ -122,8 +124,8 @@ func (r *Report) Summary() string {
 		s += fmt.Sprintf(" retention-dropped=%d", r.Retained)
 	}
 	s += fmt.Sprintf(" verified-on-disk=%d", r.DiskVerified)
-	if r.OverLimit > 0 || r.RefusedReuse > 0 {
-		s += fmt.Sprintf(" over-limit=%d refused-reuse=%d", r.OverLimit, r.RefusedReuse)
+	if r.OverLimit > 0 || r.AtLimit > 0 || r.RefusedReuse > 0 {
+		s += fmt.Sprintf(" over-limit=%d at-limit=%d refused-reuse=%d", r.OverLimit, r.AtLimit, r.RefusedReuse)
 	}
 	if len(r.Counts) > 0 {
 		var kinds []string
@@ -307,6 +309,7 @@ func Check(h *History) *Report {
 					i, op.Worker, op.Messages[0].Body, op.Outcome, op.Error)
 			}
 		case KindAtLimit:
+			r.AtLimit++
 			// A timeout under faults is allowed (unknown); a refusal is not.
 			if op.Outcome == OutcomeFail {
 				r.Add(VLimit, "op %d (%s) was within the limits (%s) but was refused: %s",
