@@ -586,6 +586,9 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 	case FaultCorruptMeta, FaultCorruptStable, FaultCorruptSnapshot:
 		damage := map[string]func(string, *rand.Rand) (string, error){
 			FaultCorruptMeta: FlipMeta, FaultCorruptStable: DamageStable, FaultCorruptSnapshot: DamageSnapshot}[kind]
+		if kind == FaultCorruptMeta && nm.Retention {
+			damage = FlipRecentMeta
+		}
 		return nil, nm.damageStopped(ctx, kind, rng, used, damage, kind == FaultCorruptMeta)
 
 	case FaultCorruptRunning:
