@@ -188,6 +188,7 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 	if err := b.node.AddNonvoter(id, raftAddr); err != nil {
 		return false, b.raftErr(err)
 	}
+	added := time.Now()
 	b.log.Info("added non-voter; waiting for it to catch up", "id", id, "addr", raftAddr)
 	giveUp := make(<-chan time.Time) // never, without a deadline
 	if dl, ok := ctx.Deadline(); ok {
@@ -200,10 +201,13 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 	}
 	for {
 		p, ok := b.view.get(id)
+		// What the view held before the add may be the state of an earlier
+		// node under this id (removed, wiped, started again).
+		ok = ok && p.lastOK.After(added)
 		if ok && p.state.Damaged {
 			return false, fmt.Errorf("%w: %s is damaged (log index %d) and is not promoted: %s", ErrFailedPrecondition, id, p.state.DamagedIndex, p.state.DamagedReason)
 		}
-		if ok && p.caughtUp(time.Now(), b.fresh()) {
+		if ok && p.caughtUp(time.Now(), added, b.fresh()) {
 			break
 		}
 		select {

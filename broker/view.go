@@ -73,8 +73,11 @@ type peerState struct {
 // Comparing with the asker's applied index now rarely holds under a steady
 // write load, as the answer is up to a state period old: member add then
 // waited 10-50 s for a lull in a loaded test group (docs/RELIABILITY.md).
-func (p peerState) caughtUp(now time.Time, fresh time.Duration) bool {
-	return now.Sub(p.lastOK) <= fresh && !p.state.Damaged && p.state.Applied+16 >= p.state.PollerApplied
+// Only an answer heard after since counts: a node removed, wiped and added
+// again under the same id leaves the state of its earlier incarnation in
+// the view, which would promote it empty.
+func (p peerState) caughtUp(now, since time.Time, fresh time.Duration) bool {
+	return p.lastOK.After(since) && now.Sub(p.lastOK) <= fresh && !p.state.Damaged && p.state.Applied+16 >= p.state.PollerApplied
 }
 
 // clusterView holds the latest state heard from every other node.

@@ -24,8 +24,27 @@ func TestPeerCaughtUp(t *testing.T) {
 	}
 	for _, c := range cases {
 		p := peerState{state: NodeState{Applied: c.applied, PollerApplied: c.poller}, lastOK: now.Add(-c.age)}
-		if got := p.caughtUp(now, fresh); got != c.want {
+		if got := p.caughtUp(now, now.Add(-time.Hour), fresh); got != c.want {
 			t.Errorf("%s: caughtUp = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestMemberAddIgnoresStateOfEarlierIncarnation: a node removed, wiped and
+// added again under the same id left its earlier state (caught up, a
+// moment ago) in the view; member add promoted the empty node at once
+// (chaos seed 101, corrupt-running: promoted 11 ms after the add, before
+// the leader had sent it entry 1). Only an answer heard after the add
+// counts.
+func TestMemberAddIgnoresStateOfEarlierIncarnation(t *testing.T) {
+	now := time.Now()
+	p := peerState{state: NodeState{Applied: 1390, PollerApplied: 1390}, lastOK: now.Add(-100 * time.Millisecond)}
+	added := now.Add(-10 * time.Millisecond)
+	if p.caughtUp(now, added, time.Second) {
+		t.Fatal("a state heard before the add counted as caught up")
+	}
+	p.lastOK = now
+	if !p.caughtUp(now, added, time.Second) {
+		t.Fatal("a caught-up state heard after the add did not count")
 	}
 }

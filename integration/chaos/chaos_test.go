@@ -27,9 +27,9 @@ var (
 	flagKnown     = flag.String("chaos.known", "", "comma-separated violation kinds of known, reported bugs: counted, but they do not fail a run (e.g. ack-position)")
 	flagRetention = flag.Int("chaos.retention-mb", 0, "run the group with 1 MiB segments and --retention-mb N (0: no retention), bodies padded to about 1 KB")
 	flagRich      = flag.Bool("chaos.rich", true, "producers send tags, properties, binary bodies, fields at their limits and requests of many messages")
-	flagOverLimit = flag.Bool("chaos.over-limit", false, "send requests just over each produce limit (each must be refused, nothing stored) and some at the 32 MiB request limit")
-	flagReuseSeq  = flag.Bool("chaos.reuse-seq", false, "send requests that reuse a producer id and sequence with other content (each must be refused)")
-	flagShortFull = flag.Bool("chaos.short-full", false, "TestChaosShort: add a fifth schedule (seed 105, retention) with the faults only \"full\" has: corrupt-running, corrupt-stable, corrupt-snapshot")
+	flagOverLimit = flag.Bool("chaos.over-limit", true, "send requests just over each produce limit (each must be refused, nothing stored) and some at the 16 MiB request limit (each must be stored)")
+	flagReuseSeq  = flag.Bool("chaos.reuse-seq", true, "send requests that reuse a producer id and sequence with other content (each must be refused)")
+	flagShortFull = flag.Bool("chaos.short-full", false, "TestChaosShort: add a fifth schedule (seed 105, retention) with the faults only \"full\" has: corrupt-snapshot, corrupt-stable (and corrupt-running)")
 	flagReport    = flag.String("chaos.report", "", "TestChaosCampaign: write a markdown summary and per-run JSON lines to this path (and path.jsonl)")
 )
 
@@ -82,7 +82,11 @@ func setup(t *testing.T) (dir, bin string) {
 	return setupDir, setupBin
 }
 
-func oddities() Oddities { return Oddities{OverLimit: *flagOverLimit, ReusedSeq: *flagReuseSeq} }
+// oddities are the hand-made requests of a run: over-limit shapes from
+// start on (they go round).
+func oddities(start int) Oddities {
+	return Oddities{OverLimit: *flagOverLimit, ReusedSeq: *flagReuseSeq, Start: start}
+}
 
 func knownKinds() map[string]bool {
 	out := map[string]bool{}
@@ -103,6 +107,14 @@ func runOne(t *testing.T, cfg RunConfig) *Result {
 	t.Log(res.Line())
 	if res.Skipped != "" {
 		t.Log(res.Skipped)
+	}
+	if len(res.Outcomes) > 0 {
+		var outs []string
+		for k, n := range res.Outcomes {
+			outs = append(outs, fmt.Sprintf("%s=%d", k, n))
+		}
+		sort.Strings(outs)
+		t.Logf("outcomes: %s", strings.Join(outs, ", "))
 	}
 	if res.Report != nil && res.Report.MaxAckGap > 2*time.Second {
 		t.Logf("longest time without an ack began at %s; events around it:\n  %s",
@@ -126,8 +138,9 @@ func ep(seed int64, hold time.Duration, kinds ...string) Episode {
 }
 
 // TestChaosShort is the fixed-seed fault run CI does: four short runs with
-// fixed schedules that together apply every fault kind once or more, the
-// last with retention.
+// fixed schedules that together apply every fault kind of "all" once or
+// more, the last with retention. With the default flags every run also
+// sends the hand-made requests (over and at the limits, reused sequences).
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the chaos runs take about two minutes")
@@ -145,6 +158,7 @@ func TestChaosShort(t *testing.T) {
 			ep(4, 1500*time.Millisecond, FaultPartitionOneWay, FaultDelay),
 			ep(5, 0, FaultTransfer),
 			ep(6, 1500*time.Millisecond, FaultPartitionFollower, FaultKill),
+			ep(23, 0, FaultCorruptRunning),
 		}},
 		{Seed: 102, DiskNode: -1, LoadThreshold: "0.8", RunAll: true, Episodes: []Episode{
 			ep(9, 500*time.Millisecond, FaultMembership),
@@ -178,6 +192,14 @@ func TestChaosShort(t *testing.T) {
 	}
 	// retentionShort are the plans run with --retention-mb.
 	retentionShort := map[int64]bool{104: true, 105: true}
+	// oddStart spreads the hand-made request shapes over the plans: a 12 s
+	// run sends about six of them (one every other second), and as long as
+	// each sends three (checked below) the four together send all
+	// OddityShapes.
+	oddStart := map[int64]int{101: 0, 102: 9, 103: 3, 104: 6, 105: 0}
+	if OddityShapes() > 12 {
+		t.Fatalf("%d hand-made request shapes: spread them anew over the plans", OddityShapes())
+	}
 	for _, p := range plans {
 		p := p
 		t.Run(fmt.Sprintf("seed=%d", p.Seed), func(t *testing.T) {
@@ -191,12 +213,16 @@ func TestChaosShort(t *testing.T) {
 			}
 			res := runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("short-%d-%d", p.Seed, time.Now().UnixNano())),
 				Seed: p.Seed, Duration: 12 * time.Second, Faults: kinds, Plan: &p, NoTmpfs: noTmpfs, Keep: *flagKeep, Logf: t.Logf,
-				RetentionMB: retention, Rich: *flagRich, Oddities: oddities()})
+				RetentionMB: retention, Rich: *flagRich, Oddities: oddities(oddStart[p.Seed])})
 			if retentionShort[p.Seed] && res.Report != nil && res.Report.Retained == 0 {
 				t.Errorf("retention dropped no acknowledged message: the run did not exercise it")
 			}
 			if res.Report != nil && res.Report.Acked == 0 {
 				t.Errorf("no operation was acknowledged: the run proves nothing")
+			}
+			if res.Report != nil && *flagOverLimit && res.Report.OverLimit+res.Report.AtLimit < 3 {
+				t.Errorf("the run sent %d of the hand-made requests at and over the limits, fewer than the 3 the plans count on",
+					res.Report.OverLimit+res.Report.AtLimit)
 			}
 			for _, k := range kinds {
 				if res.Applied[k] == 0 && !(k == FaultDiskFull && noTmpfs != nil) {
@@ -250,7 +276,7 @@ func TestChaosCampaign(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 			res = runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("run-%d", s)), Seed: s,
 				Duration: *flagDuration, Faults: faults, NoTmpfs: noTmpfs, Keep: *flagKeep, RetentionMB: *flagRetention, Logf: t.Logf,
-				Rich: *flagRich, Oddities: oddities()})
+				Rich: *flagRich, Oddities: oddities(int(s % int64(OddityShapes())))})
 		})
 		agg.add(res)
 		if jsonl != nil {

@@ -31,7 +31,7 @@ const (
 	VReplStall     = "repl-stall"     // the leader stopped replicating to a follower until the leader restarted
 	VDisk          = "disk"           // a node's stores, read offline after it stopped, fail a check (undecodable entry, CRC, term)
 	VAckContent    = "ack-content"    // the log on disk holds, at the id an ack named, another message (or none)
-	VLimit         = "limit"          // a request over the limits was not refused with a definite error
+	VLimit         = "limit"          // a request over the limits was not refused with a definite error, or one at them was refused
 	VCoverage      = "not-covered"    // the run did not exercise what it claims to (no ack, no follower read, a fault not applied)
 	VRetention     = "retention"      // what retention dropped does not follow from its cuts and the size rule
 )
@@ -63,6 +63,8 @@ type Report struct {
 	// OverLimit counts requests over the limits sent on purpose;
 	// RefusedReuse the reused sequences with other content that were refused.
 	OverLimit int `json:"over_limit,omitempty"`
+	// AtLimit counts requests just within the request bound sent on purpose.
+	AtLimit int `json:"at_limit,omitempty"`
 	// DiskVerified counts acknowledged messages found as sent at their id
 	// in the logs read offline.
 	DiskVerified int `json:"disk_verified,omitempty"`
@@ -122,8 +124,8 @@ func (r *Report) Summary() string {
 		s += fmt.Sprintf(" retention-dropped=%d", r.Retained)
 	}
 	s += fmt.Sprintf(" verified-on-disk=%d", r.DiskVerified)
-	if r.OverLimit > 0 || r.RefusedReuse > 0 {
-		s += fmt.Sprintf(" over-limit=%d refused-reuse=%d", r.OverLimit, r.RefusedReuse)
+	if r.OverLimit > 0 || r.AtLimit > 0 || r.RefusedReuse > 0 {
+		s += fmt.Sprintf(" over-limit=%d at-limit=%d refused-reuse=%d", r.OverLimit, r.AtLimit, r.RefusedReuse)
 	}
 	if len(r.Counts) > 0 {
 		var kinds []string
@@ -299,11 +301,19 @@ func Check(h *History) *Report {
 	}
 
 	for i, op := range h.Ops {
-		if op.Kind == KindOverLimit {
+		switch op.Kind {
+		case KindOverLimit:
 			r.OverLimit++
 			if op.Outcome != OutcomeFail {
 				r.Add(VLimit, "op %d (%s) was over the limits (%s) but its outcome is %s, not a definite refusal: %s",
 					i, op.Worker, op.Messages[0].Body, op.Outcome, op.Error)
+			}
+		case KindAtLimit:
+			r.AtLimit++
+			// A timeout under faults is allowed (unknown); a refusal is not.
+			if op.Outcome == OutcomeFail {
+				r.Add(VLimit, "op %d (%s) was within the limits (%s) but was refused: %s",
+					i, op.Worker, op.Messages[0].Body, op.Error)
 			}
 		}
 	}

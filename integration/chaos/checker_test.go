@@ -7,6 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/raftlog"
 )
 
@@ -474,6 +479,57 @@ func TestCheckerReportsOverLimitRequestNotRefused(t *testing.T) {
 		Messages: []SentMessage{{Body: "big-000001-0", Queue: -1}}})
 	if r := Check(h); !r.OK() || r.OverLimit != 1 {
 		t.Fatalf("refused over-limit request: %v", r.Violations)
+	}
+}
+
+func TestCheckerReportsAtLimitRequestRefused(t *testing.T) {
+	h := handHistory()
+	h.Ops = append(h.Ops, Op{Worker: "at-limit", Producer: "p-at", Seq: 1, Outcome: OutcomeFail, Kind: KindAtLimit, Error: "too large",
+		Messages: []SentMessage{{Body: "at-000001-0", Queue: -1}}})
+	wantOnly(t, Check(h), VLimit)
+	// A timeout under faults proves nothing either way.
+	h.Ops[len(h.Ops)-1].Outcome = OutcomeUnknown
+	wantOnly(t, Check(h))
+}
+
+func TestClassifySizeRefusalIsDefinite(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want Outcome
+	}{
+		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max (75611581 vs. 42008576)"), OutcomeFail},
+		{status.Error(codes.ResourceExhausted, "grpc: trying to send message larger than max (90000000 vs. 83886080)"), OutcomeFail},
+		{status.Error(codes.ResourceExhausted, "broker busy: 1234 bytes of produce requests are waiting for raft"), OutcomeUnknown},
+		{status.Error(codes.InvalidArgument, "produce request of 4 messages encodes to 16777300 bytes"), OutcomeFail},
+		{status.Error(codes.Unavailable, "no leader"), OutcomeUnknown},
+	} {
+		if got := Classify(c.err); got != c.want {
+			t.Errorf("Classify(%v) = %s, want %s", c.err, got, c.want)
+		}
+	}
+}
+
+// The hand-made requests at and over the request bound are where they
+// claim to be, as the broker's own edge check counts them.
+func TestOddityRequestSizes(t *testing.T) {
+	cfg := broker.DefaultConfig()
+	validate := func(msgs []*api.ProduceMessage) error {
+		req := broker.ProduceRequest{Topic: "chaos", ProducerID: "odd-123456-99", Seq: 1}
+		for _, m := range msgs {
+			req.Messages = append(req.Messages, broker.ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body})
+		}
+		return broker.ValidateProduce(&cfg, &req)
+	}
+	if err := validate(atLimit("x1-000000")); err != nil {
+		t.Errorf("at-limit request refused: %v", err)
+	}
+	if s := exactSize(atLimit("x1-000000")); s < limitRequestBytes-1024 {
+		t.Errorf("at-limit request encodes to %d bytes, not near the limit %d", s, limitRequestBytes)
+	}
+	for _, l := range overLimits() {
+		if err := validate(l.make("x1-000001")); err == nil {
+			t.Errorf("%s: accepted by broker.ValidateProduce", l.what)
+		}
 	}
 }
 

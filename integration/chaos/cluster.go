@@ -636,6 +636,37 @@ func (c *Cluster) WaitSettled(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// WaitApplied polls until every node answers and has applied index or
+// more, or d passes.
+func (c *Cluster) WaitApplied(ctx context.Context, index uint64, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		sts := c.statuses(ctx)
+		why := ""
+		for _, n := range c.Nodes {
+			me := (*api.NodeStatus)(nil)
+			if st := sts[n.ID]; st != nil {
+				me = self(st)
+			}
+			if me == nil {
+				why = n.ID + " does not answer"
+				break
+			}
+			if me.AppliedIndex < index {
+				why = fmt.Sprintf("%s applied %d of %d", n.ID, me.AppliedIndex, index)
+				break
+			}
+		}
+		if why == "" {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("not every node applied %d after %s: %s", index, d, why)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // Members returns the voters and non-voters in the leader's configuration.
 func (c *Cluster) Members(ctx context.Context) (voters, nonvoters map[string]bool, err error) {
 	l := c.Leader(ctx)

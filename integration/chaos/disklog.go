@@ -3,6 +3,7 @@ package chaos
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"hash/fnv"
@@ -136,6 +137,15 @@ func ReadDiskLog(node, dataDir string, scan *DiskScan) (*DiskLog, error) {
 	var lastTerm uint64
 	for i := first; i <= last; i++ {
 		if err := st.Log.GetLog(i, &l); err != nil {
+			if errors.Is(err, raftlog.ErrCorrupt) {
+				// raftlog checks every entry it reads: a damaged one is a
+				// finding, and the entries after it are still read. It
+				// stays in the list (with no term and an impossible
+				// length), so the comparison with the other nodes sees it.
+				scan.bad(VDisk, "%s: log entry %d does not read back: %v", node, i, err)
+				d.Entries = append(d.Entries, DiskEntry{Len: -1})
+				continue
+			}
 			return nil, fmt.Errorf("%s: log entry %d of %d..%d: %w", node, i, first, last, err)
 		}
 		if l.Index != i {

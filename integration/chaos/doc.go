@@ -31,8 +31,8 @@
 //     store or snapshot.
 //   - Workload (workload.go): producers (with -chaos.rich: tags,
 //     properties, binary bodies, fields at their limits, requests of many
-//     messages), hand-made requests over the limits and with reused
-//     sequences (RunOddities), consumers, and the final reads, both through
+//     messages), hand-made requests at and over the limits and with reused
+//     sequences (RunOddities, on by default), consumers, and the final reads, both through
 //     a fresh consumer group and from every node pinned to it.
 //   - disklog.go: the offline reader. After healing every node is stopped
 //     and its stores are opened with raftlog.Open: the logs are compared
@@ -46,7 +46,7 @@
 //     history.json, plan.txt and node logs in its directory.
 //
 // The runs are Go tests (chaos_test.go): TestChaosShort, fixed schedules
-// that apply every fault kind (CI), and TestChaosCampaign, -chaos.runs
+// that apply every fault kind of "all" (CI), and TestChaosCampaign, -chaos.runs
 // randomized runs (make chaos). Regression tests for bugs the runs found are
 // in regress_test.go. docs/RELIABILITY.md has the method and the results.
 //

@@ -68,7 +68,8 @@ type Op struct {
 	// it had appended (raw requests only; the SDK does not say).
 	Duplicate bool `json:"duplicate,omitempty"`
 	// Kind marks hand-made requests: KindOverLimit (must be refused with a
-	// definite error, nothing of it stored) and KindReusedSeq (a producer
+	// definite error, nothing of it stored), KindAtLimit (just within the
+	// request bound: must not be refused) and KindReusedSeq (a producer
 	// sequence reused with different content).
 	Kind string `json:"kind,omitempty"`
 }
@@ -76,6 +77,7 @@ type Op struct {
 // Kinds of hand-made requests (Op.Kind).
 const (
 	KindOverLimit = "over-limit"
+	KindAtLimit   = "at-limit"
 	KindReusedSeq = "reused-seq"
 )
 

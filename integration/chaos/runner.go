@@ -364,7 +364,15 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	if err := c.WaitSettled(ctx, 60*time.Second); err != nil {
 		nemesis.violation(VLiveness, "after restarting every node for the final read: %v", err)
 	}
-	rec.Event("settled", "reading the log back")
+	// Settled holds as soon as the nodes agree on a leader and on their
+	// applied index; right after a restart of every node that may be the
+	// same low index before any of them has replayed its log (an FSM that
+	// has applied nothing knows no topic). The final reads start once
+	// every node has applied what the group had committed before the stop.
+	if err := c.WaitApplied(ctx, committed, 60*time.Second); err != nil {
+		nemesis.violation(VLiveness, "after restarting every node for the final read: %v", err)
+	}
+	rec.Event("settled", "every node applied %d again; reading the log back", committed)
 
 	// Where the reads start. Without retention every queue starts at 0,
 	// whatever the broker says; with it, at the minimum it reports (the

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -253,10 +254,24 @@ func refusalMessage(log string) bool {
 // commit_offsets: JSON behind a CRC) of a stopped node's log: it flips a
 // byte inside the JSON of one in the older half of those in the oldest
 // segment that holds any.
-func FlipMeta(dataDir string, rng *rand.Rand) (string, error) {
+func FlipMeta(dataDir string, rng *rand.Rand) (string, error) { return flipMeta(dataDir, rng, false) }
+
+// FlipRecentMeta is FlipMeta for a log that retention cuts: the oldest
+// segment may hold entries below the log's first index, which the node
+// rightly never reads, so it damages one in the newer half of those in the
+// newest segment that holds any.
+func FlipRecentMeta(dataDir string, rng *rand.Rand) (string, error) {
+	return flipMeta(dataDir, rng, true)
+}
+
+func flipMeta(dataDir string, rng *rand.Rand, recent bool) (string, error) {
 	files, err := segmentFiles(dataDir)
 	if err != nil {
 		return "", err
+	}
+	if recent {
+		files = append([]string(nil), files...)
+		slices.Reverse(files)
 	}
 	pat := []byte(`{"op":"`)
 	for _, f := range files {
@@ -277,6 +292,9 @@ func FlipMeta(dataDir string, rng *rand.Rand) (string, error) {
 			continue
 		}
 		i := at[rng.Intn((len(at)+1)/2)]
+		if recent {
+			i = at[len(at)/2+rng.Intn(len(at)-len(at)/2)]
+		}
 		end := bytes.IndexByte(b[i:], '}')
 		if end < len(pat)+2 {
 			end = len(pat) + 2

@@ -15,6 +15,8 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Workload parameters.
@@ -45,13 +47,19 @@ const (
 	limitProperties   = 128
 	limitPropertyLen  = 16 << 10 // name + value
 	limitMessages     = 65536
-	limitBody         = 4 << 20              // --max-message-bytes default
-	limitRequestBytes = 4*limitBody + 16<<20 // bodies of one request
+	limitBody         = 4 << 20                       // --max-message-bytes default
+	limitRequestBytes = broker.DefaultMaxRequestBytes // --max-request-bytes default: the request as the log encodes it
 )
 
 // Classify maps a Send error to an outcome: only errors that say the group
 // refused the request are definite failures; everything else may have been
-// written.
+// written. gRPC's refusal of a message over its size limit ("received
+// message larger than max" from the node, "trying to send message larger
+// than max" from the client) is definite too: it comes before any handler
+// reads the request, so nothing of it can be stored (the SDK's
+// client.Classify says Failed for it as well). Like every definite failure
+// it is still checked: none of its messages may be in the log
+// (failed-present).
 func Classify(err error) Outcome {
 	if err == nil {
 		return OutcomeOK
@@ -60,6 +68,10 @@ func Classify(err error) Outcome {
 	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.OutOfRange,
 		codes.FailedPrecondition, codes.PermissionDenied, codes.Unimplemented:
 		return OutcomeFail
+	case codes.ResourceExhausted:
+		if strings.Contains(status.Convert(err).Message(), "message larger than max") {
+			return OutcomeFail
+		}
 	}
 	return OutcomeUnknown
 }
@@ -412,7 +424,14 @@ type Oddities struct {
 	// sequence but other content: the broker must refuse the second (its
 	// ack would name messages it does not hold).
 	ReusedSeq bool
+	// Start is the first of OddityShapes request shapes that OverLimit
+	// sends (0: the one at the limit); they then go round.
+	Start int
 }
+
+// OddityShapes is the number of request shapes OverLimit goes round: one
+// at the limit and one per limit it goes over.
+func OddityShapes() int { return len(overLimits()) + 1 }
 
 // rawClient sends hand-made produce requests to any node (a follower
 // forwards them to the leader).
@@ -509,18 +528,16 @@ func overLimits() []overLimit {
 			}
 			return ms
 		}},
-		// Every field within its limit, but the request as a whole larger
-		// than one 64 MiB log segment: keys and properties count too.
-		{"keys of 72 MiB in one request", func(name string) []*api.ProduceMessage {
-			ms := make([]*api.ProduceMessage, 72<<20/limitKey)
-			for i := range ms {
-				n := fmt.Sprintf("%s-%d", name, i)
-				ms[i] = &api.ProduceMessage{Body: []byte(n), Key: padTo(n+".", limitKey)}
-			}
-			return ms
+		// Every field within its limit, but the request as a whole over
+		// the request bound: keys and properties count too.
+		{"keys of 17 MiB in one request", keysOf(17 << 20)},
+		// Larger than one 64 MiB log segment, and than what gRPC reads.
+		{"keys of 72 MiB in one request", keysOf(72 << 20)},
+		{"request of 16 MiB + 1 as the log encodes it", func(name string) []*api.ProduceMessage {
+			return bodiesEncodingTo(name, limitRequestBytes+1, exactSize)
 		}},
-		{"bodies of 32 MiB + 4 MiB", func(name string) []*api.ProduceMessage {
-			ms := make([]*api.ProduceMessage, limitRequestBytes/limitBody+1)
+		{"bodies of 36 MiB", func(name string) []*api.ProduceMessage {
+			ms := make([]*api.ProduceMessage, 9)
 			for i := range ms {
 				ms[i] = &api.ProduceMessage{Body: body(fmt.Sprintf("%s-%d", name, i), limitBody-64)}
 			}
@@ -529,15 +546,66 @@ func overLimits() []overLimit {
 	}
 }
 
-// atLimit is a request whose bodies add up to the limit of one request
-// (32 MiB): it must be acknowledged and stored like any other.
-func atLimit(name string) []*api.ProduceMessage {
-	ms := make([]*api.ProduceMessage, limitRequestBytes/limitBody)
-	for i := range ms {
-		n := fmt.Sprintf("%s-%d", name, i)
-		ms[i] = &api.ProduceMessage{Body: body(n, limitBody-len(n)-1)}
+// keysOf is a request of 16 KiB keys adding up to n bytes.
+func keysOf(n int) func(string) []*api.ProduceMessage {
+	return func(name string) []*api.ProduceMessage {
+		ms := make([]*api.ProduceMessage, n/limitKey)
+		for i := range ms {
+			m := fmt.Sprintf("%s-%d", name, i)
+			ms[i] = &api.ProduceMessage{Body: []byte(m), Key: padTo(m+".", limitKey)}
+		}
+		return ms
 	}
-	return ms
+}
+
+// exactSize is at most the bytes msgs take in a log entry (raftlog's
+// batch encoding, queues below 128) whatever the producer id and topic
+// (counted empty): a request it puts over --max-request-bytes is over.
+func exactSize(msgs []*api.ProduceMessage) int {
+	return encodedSize(msgs, "", 0, 0)
+}
+
+// boundSize is at least the size the broker's edge check
+// (broker.ValidateProduce) computes before the queue is known, with the
+// widest queue number and count, for a producer id and topic of up to 64
+// bytes each: a request it puts within --max-request-bytes is within.
+func boundSize(msgs []*api.ProduceMessage) int {
+	return encodedSize(msgs, strings.Repeat("x", 64), store.MaxQueues-1, 9)
+}
+
+func encodedSize(msgs []*api.ProduceMessage, ids string, queue uint32, extra int) int {
+	r := raftlog.Request{ProducerID: ids, Seq: 1, Topic: ids}
+	now := time.Now().UnixMilli()
+	for _, m := range msgs {
+		r.Messages = append(r.Messages, raftlog.Message{Queue: queue, Timestamp: now, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body})
+	}
+	return r.EncodedSize() + extra
+}
+
+// bodiesEncodingTo is a request of bodies of at most limitBody bytes whose
+// size, as size counts it, is target.
+func bodiesEncodingTo(name string, target int, size func([]*api.ProduceMessage) int) []*api.ProduceMessage {
+	var ms []*api.ProduceMessage
+	for i := 0; ; i++ {
+		n := fmt.Sprintf("%s-%d", name, i)
+		ms = append(ms, &api.ProduceMessage{Body: body(n, limitBody-len(n)-1)})
+		if s := size(ms); s >= target {
+			last := ms[len(ms)-1]
+			last.Body = last.Body[:len(last.Body)-(s-target)]
+			// The body's length prefix may have shrunk by a byte.
+			for size(ms) < target {
+				last.Body = append(last.Body, '0')
+			}
+			return ms
+		}
+	}
+}
+
+// atLimit is a request that the broker's own bound counts at 64 bytes
+// under --max-request-bytes (16 MiB): it must be acknowledged and stored
+// like any other.
+func atLimit(name string) []*api.ProduceMessage {
+	return bodiesEncodingTo(name, limitRequestBytes-64, boundSize)
 }
 
 // RunOddities sends the hand-made requests that o enables, one about every
@@ -565,15 +633,15 @@ func (w *Workload) RunOddities(ctx context.Context, o Oddities, seed int64, inte
 			if o.ReusedSeq {
 				k = n / 2
 			}
-			k %= len(limits) + 1
+			k = (k + o.Start) % (len(limits) + 1)
 			name := fmt.Sprintf("x%d-%06d", seed%1000, n)
 			var l overLimit
 			var msgs []*api.ProduceMessage
 			var op Op
 			if k == 0 {
-				l.what = "bodies of 32 MiB, at the limit"
+				l.what = "request of 16 MiB less 64 bytes as the broker counts it, at the limit"
 				msgs = atLimit(name)
-				op = Op{Worker: "at-limit", Producer: pid, Seq: 1}
+				op = Op{Worker: "at-limit", Producer: pid, Seq: 1, Kind: KindAtLimit}
 			} else {
 				l = limits[k-1]
 				msgs = l.make(name)
@@ -587,7 +655,7 @@ func (w *Workload) RunOddities(ctx context.Context, o Oddities, seed int64, inte
 				}
 			}
 			rc.produce(&api.ProduceRequest{Topic: w.Topic, ProducerId: pid, Sequence: 1, Messages: msgs}, &op, w.OpTimeout, rec)
-			if op.Kind == KindOverLimit {
+			if op.Error != "" {
 				op.Error = l.what + ": " + op.Error
 			}
 			rec.AddOp(op)
