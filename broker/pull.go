@@ -86,6 +86,12 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		return PullResult{}, ErrShutdown
 	}
 	isLeader := b.node.Role() == election.Leader
+	if isLeader && !b.node.Ready() {
+		// A new leader has not applied its predecessors' entries yet: what
+		// it would answer (an unknown topic, an offset past the end) may
+		// be stale, and such answers are definite to a consumer.
+		return PullResult{}, fmt.Errorf("%w: new leader is still applying earlier entries", ErrUnavailable)
+	}
 	var deadline <-chan time.Time
 	if req.Wait > 0 {
 		t := time.NewTimer(req.Wait)
