@@ -334,7 +334,14 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		if kind == FaultPartitionLeader {
 			n = nm.leader(ctx)
 		} else {
-			fs := nm.followers(ctx)
+			// A node this episode already faulted (a killed leader, say)
+			// cannot be partitioned too; pick among the others.
+			var fs []*Node
+			for _, f := range nm.followers(ctx) {
+				if !used[f.ID] {
+					fs = append(fs, f)
+				}
+			}
 			sort.Slice(fs, func(i, j int) bool { return fs[i].ID < fs[j].ID })
 			if len(fs) > 0 {
 				n = fs[rng.Intn(len(fs))]
