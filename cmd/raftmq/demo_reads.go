@@ -185,18 +185,25 @@ func (d *demo) readAct(ctx context.Context, length time.Duration) error {
 	phase := max(length/2, time.Second)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	deadline := time.Now().Add(phase)
-	for time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			stopRead()
-			return ctx.Err()
-		case err := <-readDone:
-			stopRead()
-			return err
-		case <-t.C:
-			tick("")
+	// watch ticks once a second for one phase; it ends early when the
+	// reader fails or ctx ends.
+	watch := func() error {
+		for deadline := time.Now().Add(phase); time.Now().Before(deadline); {
+			select {
+			case <-ctx.Done():
+				stopRead()
+				return ctx.Err()
+			case err := <-readDone:
+				stopRead()
+				return err
+			case <-t.C:
+				tick("")
+			}
 		}
+		return nil
+	}
+	if err := watch(); err != nil {
+		return err
 	}
 
 	// Stop the follower that served the most: its readers must come back.
@@ -232,18 +239,8 @@ func (d *demo) readAct(ctx context.Context, length time.Duration) error {
 		r.StoppedFollower = victim
 		d.logf("read act: stopped follower %s (%s, SIGKILL); its readers must come back", victim, how)
 	}
-	deadline = time.Now().Add(phase)
-	for time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			stopRead()
-			return ctx.Err()
-		case err := <-readDone:
-			stopRead()
-			return err
-		case <-t.C:
-			tick("")
-		}
+	if err := watch(); err != nil {
+		return err
 	}
 	stopRead()
 	if err := <-readDone; err != nil {
