@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 type metrics struct {
@@ -50,7 +51,7 @@ func newMetrics(b *Broker) *metrics {
 	m.produceLatency = latencyTap{m.produceLatency, b.load}
 	m.reg.MustRegister(m.produceMessages, m.produceBytes, m.produceErrors, m.produceLatency, m.batchRequests,
 		m.batchBytes, m.pullMessages, m.suggestions, m.roleChanges, m.retentionCuts,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	gauge := func(name, help string, f func() float64) {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 	}

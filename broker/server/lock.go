@@ -52,7 +52,8 @@ func lockDataDir(dir string, timeout time.Duration) (*dirLock, error) {
 		time.Sleep(lockRetry)
 	}
 	self := fmt.Sprintf("%d\n%s\n", os.Getpid(), commandLine(os.Args))
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(self), 0)
 	}
 	if err != nil {
