@@ -41,8 +41,8 @@ func (h *heldBroker) Status(context.Context, *api.StatusRequest) (*api.StatusRes
 // TestSendWithEndedContextIsNeverSent: a Send whose context ends while its
 // messages still wait in the producer's queue fails with ErrNotSent and is
 // never sent, and one whose context has already ended is refused at once.
-// Before, the queued messages went out after the caller had been told the
-// send failed (produce interrupted with Ctrl-C kept sending).
+// Otherwise queued messages would go out after the caller had been told the
+// send failed (an interrupted produce would keep sending).
 func TestSendWithEndedContextIsNeverSent(t *testing.T) {
 	h := &heldBroker{release: make(chan struct{})}
 	l, err := net.Listen("tcp", "127.0.0.1:0")

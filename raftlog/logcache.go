@@ -79,7 +79,7 @@ func (c *logCache) StoreLogs(logs []*raft.Log) error {
 // Raft could do this itself for a store that says it is monotonic, but it
 // then deletes the whole log after installing any snapshot, also one older
 // than the log's end (a leader resending its snapshot), and panics on the
-// next commit ("log not found": chaos seed 6106 with retention).
+// next commit ("log not found").
 func (c *logCache) dropBeforeGap(next uint64) error {
 	last, err := c.LogStore.LastIndex()
 	if err != nil || last == 0 || next <= last+1 {

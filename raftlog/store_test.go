@@ -145,7 +145,7 @@ func (f *failingStore) DeleteRange(min, max uint64) error { return f.err }
 
 // TestFailedWriteIsFatal: a failed append or tail deletion is reported to
 // OnFatal (the server exits and is restarted) instead of leaving a node up
-// whose log store refuses every write (chaos seed 103, "wal-stuck").
+// whose log store refuses every write (docs/RELIABILITY.md, "wal-stuck").
 func TestFailedWriteIsFatal(t *testing.T) {
 	for _, msg := range []string{"segment is sealed", "open 00000000000000001172-0000000000000001.wal: file exists"} {
 		raw := &failingStore{InmemStore: raft.NewInmemStore(), err: errors.New(msg)}

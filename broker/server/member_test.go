@@ -17,8 +17,8 @@ import (
 // that is not HOST:PORT, or where nothing listens, is refused before the
 // configuration changes; one where something listens that never catches up
 // is removed again before the caller's deadline, and the caller is told so
-// (FailedPrecondition), not DeadlineExceeded. Before, each left a broken
-// member whose unreachable address the leader logged every 170 ms.
+// (FailedPrecondition), not DeadlineExceeded. Otherwise each would leave a
+// broken member whose unreachable address the leader logs every 170 ms.
 func TestMemberAddWithABadAddressChangesNothing(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	b := c.nodes[c.leader()].Broker()

@@ -286,8 +286,8 @@ func TestNotReadyWhenLeaderCannotReplicate(t *testing.T) {
 
 // TestSDKCoalescedRequestsStayWithinBound: many concurrent Sends whose
 // properties dominate their size are coalesced by the SDK into requests the
-// broker accepts (the SDK used to count only keys and bodies, so a
-// coalesced request could exceed any bound on the whole request).
+// broker accepts: the SDK counts properties and tags too, or a coalesced
+// request could exceed any bound on the whole request.
 func TestSDKCoalescedRequestsStayWithinBound(t *testing.T) {
 	const bound = 64 << 10
 	c := newCluster(t, 1, func(i int, cfg *server.Config) { cfg.Broker.MaxRequestBytes, cfg.Broker.MaxMessageBytes = bound, bound })
