@@ -57,6 +57,8 @@ type Stores struct {
 	reads   *readCache
 	closers []func() error
 	floor   atomic.Uint64
+	opened  bool        // Open succeeded: Close may write the clean mark
+	unclean atomic.Bool // see Unclean
 }
 
 // Options for Open.
@@ -161,8 +163,50 @@ func Open(dir string, opts Options) (*Stores, error) {
 		return fail(fmt.Errorf("open snapshot store: %w", err))
 	}
 	s.Snapshots = snaps
+	unclean, err := takeCleanMark(dir)
+	if err != nil {
+		return fail(err)
+	}
+	s.unclean.Store(unclean && s.LastIndex() > 0)
+	s.opened = true
 	return s, nil
 }
+
+// cleanMark is written by Close after every store closed cleanly and removed
+// (durably) by Open, so its absence at open means the previous process
+// ended without closing the log: killed, crashed or cut off by power loss.
+const cleanMark = "CLEAN_SHUTDOWN"
+
+// takeCleanMark reports whether the directory lacks the clean-shutdown mark,
+// and removes the mark, syncing the directory, so that a crash from now on
+// is seen as one at the next open.
+func takeCleanMark(dir string) (unclean bool, err error) {
+	p := filepath.Join(dir, cleanMark)
+	switch err := os.Remove(p); {
+	case errors.Is(err, os.ErrNotExist):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("remove %s: %w", p, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return false, fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return false, nil
+}
+
+
+// Unclean reports whether the previous process using this directory ended
+// without closing its log cleanly while the log held entries. Its newest
+// entries may then be gone although it had acknowledged them, if the disk
+// lost writes it had confirmed (a volatile write cache, a torn sector):
+// such a node must not vote or campaign until it has caught up with a
+// leader (replica recovers that way), and then calls Recovered. Until then
+// a clean Close leaves the directory marked unclean.
+func (s *Stores) Unclean() bool { return s.unclean.Load() }
+
+// Recovered records that this node has caught up with a leader since an
+// unclean start: the next clean Close marks the directory clean again.
+func (s *Stores) Recovered() { s.unclean.Store(false) }
 
 // openBolt opens a raft-boltdb store. bbolt panics on some damaged pages
 // ("invalid freelist page") instead of returning an error, and returns
@@ -328,7 +372,31 @@ func (s *Stores) Close() error {
 		}
 	}
 	s.closers = nil
+	if len(errs) == 0 && s.opened && !s.unclean.Load() {
+		if err := markClean(s.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+func markClean(dir string) error {
+	p := filepath.Join(dir, cleanMark)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
 }
 
 // MessageID names one message: the log index of its entry and its ordinal

@@ -311,3 +311,52 @@ func TestDamagedStableStoreRefusesToOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestUncleanStart: a directory whose previous process did not Close its
+// log (killed) opens as unclean, and stays so across clean restarts until
+// Recovered is called; an empty log is never unclean.
+func TestUncleanStart(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *Stores {
+		t.Helper()
+		s, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	if s.Unclean() {
+		t.Fatal("a new, empty log is unclean")
+	}
+	if err := s.Log.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogNoop}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open()
+	if s.Unclean() {
+		t.Fatal("unclean after a clean Close")
+	}
+	// A process that ends without Close: the mark was taken at open.
+	s.guard.close()
+	for _, c := range s.closers {
+		c()
+	}
+	s.closers = nil
+	s = open()
+	if !s.Unclean() {
+		t.Fatal("clean after the process ended without Close")
+	}
+	s.Close()
+	if s = open(); !s.Unclean() {
+		t.Fatal("a clean Close before Recovered marked the directory clean")
+	}
+	s.Recovered()
+	s.Close()
+	if s = open(); s.Unclean() {
+		t.Fatal("unclean after Recovered and a clean Close")
+	}
+	s.Close()
+}
