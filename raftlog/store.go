@@ -194,7 +194,6 @@ func takeCleanMark(dir string) (unclean bool, err error) {
 	return false, nil
 }
 
-
 // Unclean reports whether the previous process using this directory ended
 // without closing its log cleanly while the log held entries. Its newest
 // entries may then be gone although it had acknowledged them, if the disk
