@@ -5,21 +5,20 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/raftmq/raftmq/election"
-	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // Topics lists the topics this node has applied.
-func (b *Broker) Topics() []store.TopicInfo { return b.fsm.Topics() }
+func (b *Broker) Topics() []replica.TopicInfo { return b.fsm.Topics() }
 
 // LogFloor is the log index below which retention has dropped every message
 // (0: nothing dropped).
 func (b *Broker) LogFloor() uint64 { return b.fsm.LogFloor() }
 
 // Topic describes one topic as this node has applied it.
-func (b *Broker) Topic(name string) (store.TopicInfo, error) {
-	if err := store.ValidateName("topic", name); err != nil {
-		return store.TopicInfo{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+func (b *Broker) Topic(name string) (replica.TopicInfo, error) {
+	if err := replica.ValidateName("topic", name); err != nil {
+		return replica.TopicInfo{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	ti, err := b.fsm.Topic(name)
 	return ti, storeErr(err)
@@ -122,7 +121,7 @@ func (b *Broker) Status() (Status, error) {
 // TransferLeader moves leadership to node id, or to the most caught-up
 // follower when id is empty (leader only). It returns the new leader.
 func (b *Broker) TransferLeader(ctx context.Context, id string) (string, time.Duration, error) {
-	if b.node.Role() != election.Leader {
+	if b.node.Role() != replica.Leader {
 		return "", 0, b.notLeader()
 	}
 	if id == b.cfg.NodeID {
@@ -159,7 +158,7 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 	if id == "" || raftAddr == "" {
 		return false, invalid("member add needs an id and a raft address")
 	}
-	if err := election.CheckAddr(ctx, raftAddr); err != nil {
+	if err := replica.CheckAddr(ctx, raftAddr); err != nil {
 		return false, fmt.Errorf("%w: member add %s: raft %w", ErrInvalidArgument, id, err)
 	}
 	if err := b.LeaderCheck(); err != nil {
@@ -250,7 +249,7 @@ func (b *Broker) undoAdd(id string, wasMember bool, why string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := b.apply(ctx, store.ForgetNode(id)); err != nil {
+	if err := b.apply(ctx, replica.ForgetNode(id)); err != nil {
 		b.log.Warn("forget removed node's addresses", "id", id, "error", err)
 	}
 	b.log.Warn("member add rolled back: the node did not catch up", "id", id, "reason", why)
@@ -266,7 +265,7 @@ func (b *Broker) RemoveMember(ctx context.Context, id string, force bool) error 
 	if err := b.node.Remove(id, force); err != nil {
 		return b.raftErr(err)
 	}
-	if err := b.apply(ctx, store.ForgetNode(id)); err != nil {
+	if err := b.apply(ctx, replica.ForgetNode(id)); err != nil {
 		b.log.Warn("forget removed node's addresses", "id", id, "error", err)
 	}
 	return nil

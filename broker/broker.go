@@ -10,9 +10,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // Config of a broker node.
@@ -81,7 +80,7 @@ func DefaultConfig() Config {
 	return Config{
 		Group:             "raftmq",
 		AutoCreateTopics:  true,
-		DefaultQueues:     store.DefaultQueues,
+		DefaultQueues:     replica.DefaultQueues,
 		MaxMessageBytes:   4 << 20,
 		MaxRequestBytes:   DefaultMaxRequestBytes,
 		MaxBatchBytes:     256 << 10,
@@ -107,8 +106,8 @@ func (c *Config) Validate() error {
 		return errors.New("node id: empty")
 	case c.ClientAddr == "":
 		return errors.New("client address: empty")
-	case c.DefaultQueues < 1 || c.DefaultQueues > store.MaxQueues:
-		return fmt.Errorf("default-queues %d: want 1..%d", c.DefaultQueues, store.MaxQueues)
+	case c.DefaultQueues < 1 || c.DefaultQueues > replica.MaxQueues:
+		return fmt.Errorf("default-queues %d: want 1..%d", c.DefaultQueues, replica.MaxQueues)
 	case c.MaxRequestBytes < 1024 || c.MaxRequestBytes > MaxRequestLimit:
 		return fmt.Errorf("max-request-bytes %d: want 1024..%d (one request is one Raft entry, and the log store reads back entries of at most %d bytes)",
 			c.MaxRequestBytes, MaxRequestLimit, raftlog.MaxEntryBytes)
@@ -155,15 +154,15 @@ type Log interface {
 // implements it.
 type PeerClient interface {
 	NodeState(ctx context.Context, addr string) (NodeState, error)
-	Register(ctx context.Context, addr string, n store.NodeInfo) error
+	Register(ctx context.Context, addr string, n replica.NodeInfo) error
 }
 
 // Broker is one node's service.
 type Broker struct {
 	cfg   Config
 	log   hclog.Logger
-	node  *election.Node
-	fsm   *store.FSM
+	node  *replica.Node
+	fsm   *replica.FSM
 	rlog  Log
 	peers PeerClient
 	m     *metrics
@@ -186,7 +185,7 @@ type Broker struct {
 }
 
 // New starts a broker over a running raft node, its FSM and its log.
-func New(cfg Config, node *election.Node, fsm *store.FSM, rlog Log, peers PeerClient) (*Broker, error) {
+func New(cfg Config, node *replica.Node, fsm *replica.FSM, rlog Log, peers PeerClient) (*Broker, error) {
 	if cfg.PeerAddr == "" {
 		cfg.PeerAddr = cfg.ClientAddr
 	}
@@ -246,20 +245,20 @@ func (b *Broker) Close() error {
 	return nil
 }
 
-func (b *Broker) onRoleChange(ev election.Event) {
+func (b *Broker) onRoleChange(ev replica.Event) {
 	b.m.roleChanges.WithLabelValues(string(ev.Role)).Inc()
-	if ev.Role == election.Leader {
+	if ev.Role == replica.Leader {
 		b.handOverIfLeader() // a damaged node that was handed leadership anyway
 	}
-	if ev.Role == election.Leader && ev.Ready {
+	if ev.Role == replica.Leader && ev.Ready {
 		b.groups.reset(ev.Term)
 		b.goFunc(func() { b.registerSelf() })
 	}
 }
 
 // info is this node's registry entry.
-func (b *Broker) info() store.NodeInfo {
-	return store.NodeInfo{ID: b.cfg.NodeID, ClientAddr: b.cfg.ClientAddr, PeerAddr: b.cfg.PeerAddr, HTTPAddr: b.cfg.HTTPAddr}
+func (b *Broker) info() replica.NodeInfo {
+	return replica.NodeInfo{ID: b.cfg.NodeID, ClientAddr: b.cfg.ClientAddr, PeerAddr: b.cfg.PeerAddr, HTTPAddr: b.cfg.HTTPAddr}
 }
 
 // registerSelf records this (leader) node's addresses in the replicated
@@ -276,7 +275,7 @@ func (b *Broker) registerSelf() {
 }
 
 // Register records a node's addresses (leader only).
-func (b *Broker) Register(ctx context.Context, n store.NodeInfo) error {
+func (b *Broker) Register(ctx context.Context, n replica.NodeInfo) error {
 	if n.ID == "" || n.ClientAddr == "" {
 		return invalid("register: id and client address are required")
 	}
@@ -289,8 +288,8 @@ func (b *Broker) Register(ctx context.Context, n store.NodeInfo) error {
 	return b.register(ctx, n)
 }
 
-func (b *Broker) register(ctx context.Context, n store.NodeInfo) error {
-	res, err := b.applyMeta(ctx, store.RegisterNode(n))
+func (b *Broker) register(ctx context.Context, n replica.NodeInfo) error {
+	res, err := b.applyMeta(ctx, replica.RegisterNode(n))
 	if err != nil {
 		return err
 	}
@@ -310,7 +309,7 @@ func (b *Broker) LeaderCheck() error {
 	if b.node.Ready() {
 		return nil
 	}
-	if b.node.Role() == election.Leader {
+	if b.node.Role() == replica.Leader {
 		return fmt.Errorf("%w: new leader is still applying earlier entries", ErrUnavailable)
 	}
 	return b.notLeader()
@@ -330,17 +329,17 @@ func (b *Broker) notLeader() error {
 // raftErr maps election errors to broker errors.
 func (b *Broker) raftErr(err error) error {
 	switch {
-	case errors.Is(err, election.ErrNotLeader):
+	case errors.Is(err, replica.ErrNotLeader):
 		return b.notLeader()
-	case errors.Is(err, election.ErrUnknownOutcome):
+	case errors.Is(err, replica.ErrUnknownOutcome):
 		return fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
-	case errors.Is(err, election.ErrTimeout):
+	case errors.Is(err, replica.ErrTimeout):
 		return fmt.Errorf("%w: %v", ErrTimeout, err)
-	case errors.Is(err, election.ErrShutdown):
+	case errors.Is(err, replica.ErrShutdown):
 		return ErrShutdown
-	case errors.Is(err, election.ErrNoSuchServer):
+	case errors.Is(err, replica.ErrNoSuchServer):
 		return fmt.Errorf("%w: %v", ErrNotFound, err)
-	case errors.Is(err, election.ErrRefused):
+	case errors.Is(err, replica.ErrRefused):
 		return fmt.Errorf("%w: %v", ErrFailedPrecondition, err)
 	}
 	return err
@@ -351,21 +350,21 @@ func storeErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, store.ErrUnknownTopic):
+	case errors.Is(err, replica.ErrUnknownTopic):
 		return fmt.Errorf("%w: %v", ErrNotFound, err)
-	case errors.Is(err, store.ErrTopicExists):
+	case errors.Is(err, replica.ErrTopicExists):
 		return fmt.Errorf("%w: %v", ErrAlreadyExists, err)
-	case errors.Is(err, store.ErrStaleSequence):
+	case errors.Is(err, replica.ErrStaleSequence):
 		// This request was not appended. An earlier request with the same
 		// sequence may have been stored, too long ago for its answer to be
 		// remembered; the SDK never retries that far back (seqSpan).
 		return fmt.Errorf("%w: refused, this request was not appended: %w", ErrFailedPrecondition, err)
-	case errors.Is(err, store.ErrDamaged):
+	case errors.Is(err, replica.ErrDamaged):
 		// Committed on the group; this node just did not apply it.
 		return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
-	case errors.Is(err, store.ErrSequenceReused), errors.Is(err, store.ErrMismatchedRetry):
+	case errors.Is(err, replica.ErrSequenceReused), errors.Is(err, replica.ErrMismatchedRetry):
 		return fmt.Errorf("%w: %w", ErrSequenceReused, err)
-	case errors.Is(err, store.ErrInvalidName), errors.Is(err, store.ErrInvalidQueue):
+	case errors.Is(err, replica.ErrInvalidName), errors.Is(err, replica.ErrInvalidQueue):
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	return err

@@ -5,8 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/raftmq/raftmq/election"
-	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // Damage is a damaged entry this node met in its own log: a checksum that
@@ -78,12 +77,12 @@ func errString(err error) string {
 // this damaged node leads: it cannot replicate the damaged entry, and as
 // leader it would answer for state it may not hold.
 func (b *Broker) handOverIfLeader() {
-	if b.damage.Load() == nil || b.node.Role() != election.Leader || !b.handingOver.CompareAndSwap(false, true) {
+	if b.damage.Load() == nil || b.node.Role() != replica.Leader || !b.handingOver.CompareAndSwap(false, true) {
 		return
 	}
 	b.goFunc(func() {
 		defer b.handingOver.Store(false)
-		for b.node.Role() == election.Leader && !b.closed.Load() {
+		for b.node.Role() == replica.Leader && !b.closed.Load() {
 			target := b.healthyVoter()
 			if target == "" {
 				// The FSM may have stopped before it learnt the other
@@ -141,7 +140,7 @@ func (b *Broker) healthyVoter() string {
 func (b *Broker) damagedPull(req *PullRequest, isLeader bool, why string) (PullResult, error) {
 	if !isLeader {
 		res := PullResult{Status: PullRetryElsewhere, ServedBy: b.cfg.NodeID, NextOffset: req.Offset,
-			Suggestion: b.route(req, false, LocalDamaged, store.QueueRange{}, req.Offset, false)}
+			Suggestion: b.route(req, false, LocalDamaged, replica.QueueRange{}, req.Offset, false)}
 		if res.Suggestion.Addr != "" && res.Suggestion.NodeID != b.cfg.NodeID {
 			return res, nil
 		}

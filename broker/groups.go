@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // Consumer group membership is soft state on the leader: members heartbeat
@@ -62,7 +62,7 @@ func (g *groups) reset(term uint64) {
 // JoinGroup registers or refreshes a member and returns its assignment
 // (leader only).
 func (b *Broker) JoinGroup(ctx context.Context, group, memberID string, topics []string) (JoinResult, error) {
-	if err := store.ValidateName("group", group); err != nil {
+	if err := replica.ValidateName("group", group); err != nil {
 		return JoinResult{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	if memberID == "" || len(memberID) > 255 {
@@ -72,7 +72,7 @@ func (b *Broker) JoinGroup(ctx context.Context, group, memberID string, topics [
 		return JoinResult{}, invalid("join group %q: no topics", group)
 	}
 	for _, t := range topics {
-		if err := store.ValidateName("topic", t); err != nil {
+		if err := replica.ValidateName("topic", t); err != nil {
 			return JoinResult{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 		}
 		if b.fsm.QueueCount(t) == 0 {
@@ -218,7 +218,7 @@ func (b *Broker) ListGroups() []string {
 // DescribeGroup returns members (as the leader knows them), committed offsets
 // and lag per queue.
 func (b *Broker) DescribeGroup(group string) (GroupInfo, error) {
-	if err := store.ValidateName("group", group); err != nil {
+	if err := replica.ValidateName("group", group); err != nil {
 		return GroupInfo{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	info := GroupInfo{Group: group}
@@ -277,8 +277,8 @@ func (b *Broker) DescribeGroup(group string) (GroupInfo, error) {
 }
 
 // CommitOffsets stores a group's offsets through Raft (leader only).
-func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []store.OffsetEntry) error {
-	if err := store.ValidateName("group", group); err != nil {
+func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []replica.OffsetEntry) error {
+	if err := replica.ValidateName("group", group); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	if len(offsets) == 0 {
@@ -286,7 +286,7 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []stor
 	}
 	// Checked first: the list is the Raft entry, and validating a huge one
 	// would cost more than encoding it.
-	cmd := store.CommitOffsets(group, offsets)
+	cmd := replica.CommitOffsets(group, offsets)
 	if len(cmd) > b.cfg.MaxRequestBytes {
 		return fmt.Errorf("%w: a commit of %d offsets encodes to %d bytes, the limit (--max-request-bytes) is %d; commit fewer offsets per call",
 			ErrTooLarge, len(offsets), len(cmd), b.cfg.MaxRequestBytes)
@@ -312,7 +312,7 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []stor
 // FetchOffsets returns a group's committed offsets for a topic from this
 // node's state.
 func (b *Broker) FetchOffsets(group, topic string) (map[int32]uint64, error) {
-	if err := store.ValidateName("group", group); err != nil {
+	if err := replica.ValidateName("group", group); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	if b.fsm.QueueCount(topic) == 0 {
@@ -323,8 +323,8 @@ func (b *Broker) FetchOffsets(group, topic string) (map[int32]uint64, error) {
 
 // ResetGroup moves a group's offsets for a topic to earliest, latest or a
 // given offset, only while the group has no live members (leader only).
-func (b *Broker) ResetGroup(ctx context.Context, group, topic, to string) ([]store.OffsetEntry, error) {
-	if err := store.ValidateName("group", group); err != nil {
+func (b *Broker) ResetGroup(ctx context.Context, group, topic, to string) ([]replica.OffsetEntry, error) {
+	if err := replica.ValidateName("group", group); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	if err := b.LeaderCheck(); err != nil {
@@ -344,7 +344,7 @@ func (b *Broker) ResetGroup(ctx context.Context, group, topic, to string) ([]sto
 	if live > 0 {
 		return nil, fmt.Errorf("%w: group %q has %d live member(s); stop them first", ErrFailedPrecondition, group, live)
 	}
-	var offsets []store.OffsetEntry
+	var offsets []replica.OffsetEntry
 	for q, rng := range ti.Queues {
 		var o uint64
 		switch to {
@@ -359,9 +359,9 @@ func (b *Broker) ResetGroup(ctx context.Context, group, topic, to string) ([]sto
 			}
 			o = min(max(n, rng.Min), rng.Max)
 		}
-		offsets = append(offsets, store.OffsetEntry{Topic: topic, Queue: int32(q), Offset: o})
+		offsets = append(offsets, replica.OffsetEntry{Topic: topic, Queue: int32(q), Offset: o})
 	}
-	if err := b.apply(ctx, store.CommitOffsets(group, offsets)); err != nil {
+	if err := b.apply(ctx, replica.CommitOffsets(group, offsets)); err != nil {
 		return nil, err
 	}
 	return offsets, nil

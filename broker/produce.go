@@ -7,9 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // ProduceMessage is one message of a produce request.
@@ -34,7 +33,7 @@ type ProduceRequest struct {
 
 // ProduceResult acknowledges every message of a request, in order.
 type ProduceResult struct {
-	Acks      []store.Ack
+	Acks      []replica.Ack
 	Duplicate bool
 }
 
@@ -64,12 +63,12 @@ type pending struct {
 }
 
 type outcome struct {
-	res *store.ProduceResult
+	res *replica.ProduceResult
 	err error
 }
 
 type inflightEntry struct {
-	p     election.Pending
+	p     replica.Pending
 	batch []*pending
 }
 
@@ -212,7 +211,7 @@ func (bb *byteBudget) held() int {
 // ValidateProduce checks a produce request against the limits in cfg; it is
 // what every wire protocol's decoded request goes through first.
 func ValidateProduce(cfg *Config, req *ProduceRequest) error {
-	if err := store.ValidateName("topic", req.Topic); err != nil {
+	if err := replica.ValidateName("topic", req.Topic); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	if len(req.ProducerID) > raftlog.MaxNameLen {
@@ -252,7 +251,7 @@ func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 		if ts == 0 {
 			ts = now
 		}
-		lm := raftlog.Message{Queue: store.MaxQueues - 1, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
+		lm := raftlog.Message{Queue: replica.MaxQueues - 1, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
 		size += lm.EncodedSize()
 	}
 	size += 10 // the message count's varint at its widest
@@ -405,7 +404,7 @@ func (b *Broker) finish(ie inflightEntry) {
 		}
 		return
 	}
-	results, ok := resp.([]*store.ProduceResult)
+	results, ok := resp.([]*replica.ProduceResult)
 	if !ok || len(results) != len(ie.batch) {
 		if e, isErr := resp.(error); isErr {
 			err = e
@@ -434,21 +433,21 @@ func (b *Broker) drainProduce() {
 }
 
 // CreateTopic creates a topic (leader only).
-func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (store.TopicInfo, error) {
-	if err := store.ValidateName("topic", name); err != nil {
-		return store.TopicInfo{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (replica.TopicInfo, error) {
+	if err := replica.ValidateName("topic", name); err != nil {
+		return replica.TopicInfo{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	if queues == 0 {
 		queues = int32(b.cfg.DefaultQueues)
 	}
-	if queues < 1 || queues > store.MaxQueues {
-		return store.TopicInfo{}, invalid("topic %q: %d queues, want 1..%d", name, queues, store.MaxQueues)
+	if queues < 1 || queues > replica.MaxQueues {
+		return replica.TopicInfo{}, invalid("topic %q: %d queues, want 1..%d", name, queues, replica.MaxQueues)
 	}
 	if err := b.LeaderCheck(); err != nil {
-		return store.TopicInfo{}, err
+		return replica.TopicInfo{}, err
 	}
-	if err := b.apply(ctx, store.CreateTopic(name, queues, ifNotExists)); err != nil {
-		return store.TopicInfo{}, err
+	if err := b.apply(ctx, replica.CreateTopic(name, queues, ifNotExists)); err != nil {
+		return replica.TopicInfo{}, err
 	}
 	return b.fsm.Topic(name)
 }

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // PullStatus says what a pull found.
@@ -70,7 +69,7 @@ const (
 // Pull serves committed messages of one queue from this node's log. It never
 // returns anything this node has not applied, so never uncommitted data.
 func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) {
-	if err := store.ValidateName("topic", req.Topic); err != nil {
+	if err := replica.ValidateName("topic", req.Topic); err != nil {
 		return PullResult{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	if req.MaxMessages <= 0 {
@@ -85,7 +84,7 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 	if b.closed.Load() {
 		return PullResult{}, ErrShutdown
 	}
-	isLeader := b.node.Role() == election.Leader
+	isLeader := b.node.Role() == replica.Leader
 	if isLeader && !b.node.Ready() {
 		// A new leader has not applied its predecessors' entries yet: what
 		// it would answer (an unknown topic, an offset past the end) may
@@ -121,7 +120,7 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		case <-b.stop:
 			return PullResult{}, ErrShutdown
 		}
-		isLeader = b.node.Role() == election.Leader
+		isLeader = b.node.Role() == replica.Leader
 	}
 }
 
@@ -155,10 +154,10 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 	res := PullResult{ServedBy: b.cfg.NodeID, ServedByLeader: isLeader, NextOffset: req.Offset}
 	locs, rng, err := b.fsm.Locate(req.Topic, req.Queue, req.Offset, req.MaxMessages)
 	if err != nil {
-		if !isLeader && errors.Is(err, store.ErrUnknownTopic) {
+		if !isLeader && errors.Is(err, replica.ErrUnknownTopic) {
 			// This node may just not have applied the topic yet.
 			res.Status = PullRetryElsewhere
-			res.Suggestion = b.route(req, isLeader, LocalNoTopic, store.QueueRange{}, req.Offset, false)
+			res.Suggestion = b.route(req, isLeader, LocalNoTopic, replica.QueueRange{}, req.Offset, false)
 			return res, nil
 		}
 		return PullResult{}, storeErr(err)
@@ -231,7 +230,7 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 
 // collect appends the messages of loc at or after res.NextOffset. It reports
 // whether a limit was reached.
-func collect(data []byte, loc store.Location, req *PullRequest, res *PullResult, bytes *int) (bool, error) {
+func collect(data []byte, loc replica.Location, req *PullRequest, res *PullResult, bytes *int) (bool, error) {
 	batch, err := raftlog.ParseReadBatch(data)
 	if err != nil {
 		return false, err

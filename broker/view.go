@@ -8,8 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/election"
-	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // NodeState is what nodes tell each other a few times a second.
@@ -191,7 +190,7 @@ func (b *Broker) pollPeers() {
 }
 
 func (b *Broker) needsRegister() bool {
-	if b.node.Role() == election.Leader {
+	if b.node.Role() == replica.Leader {
 		return false
 	}
 	cur, ok := b.fsm.Node(b.cfg.NodeID)
@@ -246,7 +245,7 @@ func (b *Broker) peerView(id string) NodeView {
 	}
 	v.Applied, v.First, v.Load, v.Loaded = p.state.Applied, p.state.First, p.state.Load, p.state.Loaded
 	v.Healthy = time.Since(p.lastOK) <= b.fresh() && !p.state.Damaged &&
-		(p.state.Role == string(election.Follower) || p.state.Role == string(election.Leader))
+		(p.state.Role == string(replica.Follower) || p.state.Role == string(replica.Leader))
 	return v
 }
 
@@ -254,7 +253,7 @@ func (b *Broker) peerView(id string) NodeView {
 // where the consumer's next pull goes. local is what this node found; rng
 // the queue's range here (zero when the topic is unknown); next the
 // consumer's next offset; atTail whether it has read everything here.
-func (b *Broker) route(req *PullRequest, isLeader bool, local Local, rng store.QueueRange, next uint64, atTail bool) Suggestion {
+func (b *Broker) route(req *PullRequest, isLeader bool, local Local, rng replica.QueueRange, next uint64, atTail bool) Suggestion {
 	applied := b.fsm.Applied()
 	in := RouteInput{
 		SelfIsLeader: isLeader,

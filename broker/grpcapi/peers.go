@@ -9,7 +9,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
-	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // Peers is a pool of gRPC connections to the other nodes. It implements
@@ -67,7 +67,7 @@ func (p *Peers) NodeState(ctx context.Context, addr string) (broker.NodeState, e
 }
 
 // Register asks the leader at addr to record n.
-func (p *Peers) Register(ctx context.Context, addr string, n store.NodeInfo) error {
+func (p *Peers) Register(ctx context.Context, addr string, n replica.NodeInfo) error {
 	c, err := p.Client(addr)
 	if err != nil {
 		return err

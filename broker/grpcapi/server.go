@@ -20,7 +20,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
-	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // MaxMessageSize bounds one gRPC message this node sends (api.MaxMessageSize:
@@ -86,7 +86,7 @@ func toStatus(err error) error {
 	switch {
 	case errors.Is(err, broker.ErrNotLeader), errors.Is(err, broker.ErrUnavailable), errors.Is(err, broker.ErrShutdown):
 		code = codes.Unavailable
-	case errors.Is(err, broker.ErrUnknownOutcome), errors.Is(err, store.ErrDamaged):
+	case errors.Is(err, broker.ErrUnknownOutcome), errors.Is(err, replica.ErrDamaged):
 		// ErrDamaged: a damaged leader's FSM did not apply a committed
 		// entry; the retry (same sequence) is deduplicated elsewhere.
 		code = codes.Aborted
@@ -226,9 +226,9 @@ func (s *Server) Pull(ctx context.Context, req *api.PullRequest) (*api.PullRespo
 
 // CommitOffsets stores a group's offsets through Raft.
 func (s *Server) CommitOffsets(ctx context.Context, req *api.CommitOffsetsRequest) (*api.CommitOffsetsResponse, error) {
-	offs := make([]store.OffsetEntry, len(req.Offsets))
+	offs := make([]replica.OffsetEntry, len(req.Offsets))
 	for i, o := range req.Offsets {
-		offs[i] = store.OffsetEntry{Topic: o.Topic, Queue: o.Queue, Offset: o.Offset}
+		offs[i] = replica.OffsetEntry{Topic: o.Topic, Queue: o.Queue, Offset: o.Offset}
 	}
 	return leaderOnly(ctx, s, func() (*api.CommitOffsetsResponse, error) {
 		return &api.CommitOffsetsResponse{}, s.b.CommitOffsets(ctx, req.Group, offs)
@@ -250,7 +250,7 @@ func (s *Server) FetchOffsets(ctx context.Context, req *api.FetchOffsetsRequest)
 	return out, nil
 }
 
-func topicInfo(ti store.TopicInfo) *api.TopicInfo {
+func topicInfo(ti replica.TopicInfo) *api.TopicInfo {
 	out := &api.TopicInfo{Name: ti.Name, Queues: int32(len(ti.Queues))}
 	for i, q := range ti.Queues {
 		out.QueueInfo = append(out.QueueInfo, &api.QueueInfo{Queue: int32(i), MinOffset: q.Min, MaxOffset: q.Max})
@@ -453,7 +453,7 @@ func (s *Server) NodeState(ctx context.Context, req *api.NodeStateRequest) (*api
 
 // Register records a node's addresses (forwarded to the leader).
 func (s *Server) Register(ctx context.Context, req *api.RegisterRequest) (*api.RegisterResponse, error) {
-	n := store.NodeInfo{ID: req.Id, ClientAddr: req.ClientAddress, HTTPAddr: req.HttpAddress, PeerAddr: req.PeerAddress}
+	n := replica.NodeInfo{ID: req.Id, ClientAddr: req.ClientAddress, HTTPAddr: req.HttpAddress, PeerAddr: req.PeerAddress}
 	if n.PeerAddr == "" {
 		n.PeerAddr = n.ClientAddr
 	}

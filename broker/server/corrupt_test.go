@@ -23,8 +23,8 @@ import (
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
-	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // flipSealedBody flips one byte of the message body that starts with mark
@@ -133,7 +133,7 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 	// The damaged leader stopped leading and is marked damaged.
 	waitFor(t, 30*time.Second, "the damaged node to be marked and to hand leadership over", func() bool {
 		d, ok := c.nodes[l].Broker().Damaged()
-		return ok && d.Index > 0 && c.nodes[l].Node().Role() != election.Leader
+		return ok && d.Index > 0 && c.nodes[l].Node().Role() != replica.Leader
 	})
 	if d, _ := c.nodes[l].Broker().Damaged(); d.Source != "log" {
 		t.Errorf("damage %+v, want found in the log", d)
@@ -224,7 +224,7 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 		Messages: []broker.ProduceMessage{{Body: []byte("after")}}}); err != nil {
 		t.Fatalf("produce with the damaged node as the second voter: %v", err)
 	}
-	if c.nodes[l].Node().Role() == election.Leader {
+	if c.nodes[l].Node().Role() == replica.Leader {
 		t.Fatal("the damaged node leads")
 	}
 
@@ -261,7 +261,7 @@ func TestDamagedNodeVotesButNeverLeads(t *testing.T) {
 	// Kill the new leader too: the damaged node alone never takes over.
 	c.stop(nl, false)
 	time.Sleep(2 * time.Second)
-	if r := c.nodes[d].Node().Role(); r == election.Leader {
+	if r := c.nodes[d].Node().Role(); r == replica.Leader {
 		t.Fatalf("the node that does not campaign became %s", r)
 	}
 	if term := c.nodes[d].Node().Stats().Term; term > 10 {
@@ -299,7 +299,7 @@ func TestDamagedStateMachineHandsOverLeadership(t *testing.T) {
 
 	waitFor(t, 20*time.Second, "the damaged leader to be marked and hand leadership over", func() bool {
 		d, ok := c.nodes[l].Broker().Damaged()
-		return ok && d.Source == "state machine" && c.nodes[l].Node().Role() != election.Leader
+		return ok && d.Source == "state machine" && c.nodes[l].Node().Role() != replica.Leader
 	})
 	nl := c.leaderExcept(l)
 	get := func(path string) (int, string) {

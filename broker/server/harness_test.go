@@ -14,7 +14,7 @@ import (
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
-	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // cluster is an in-process group of real nodes: real raft over loopback TCP,
@@ -59,11 +59,11 @@ func newPartitionableCluster(t *testing.T, n int, mod func(i int, c *server.Conf
 func startCluster(t *testing.T, n int, proxied bool, mod func(i int, c *server.Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t}
-	var peers []election.Peer
+	var peers []replica.Peer
 	raftAddrs := make([]string, n)
 	for i := 0; i < n; i++ {
 		raftAddrs[i] = freeAddr(t)
-		peers = append(peers, election.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: raftAddrs[i]})
+		peers = append(peers, replica.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: raftAddrs[i]})
 	}
 	for i := 0; i < n; i++ {
 		cfg := server.DefaultConfig()

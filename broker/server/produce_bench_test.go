@@ -24,7 +24,7 @@ import (
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // benchHeartbeat overrides the Raft heartbeat and election timeouts (the
@@ -48,9 +48,9 @@ var benchMaxInflight = flag.Int("bench.max-inflight", 0, "broker MaxInflight of 
 // production timeouts and discards logs.
 func benchCluster(b *testing.B, n int) []*server.Server {
 	b.Helper()
-	var peers []election.Peer
+	var peers []replica.Peer
 	for i := 0; i < n; i++ {
-		peers = append(peers, election.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: freeAddr(b)})
+		peers = append(peers, replica.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: freeAddr(b)})
 	}
 	nodes := make([]*server.Server, n)
 	b.Cleanup(func() {

@@ -26,9 +26,8 @@ import (
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/grpcapi"
-	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // Config is everything a node needs.
@@ -37,7 +36,7 @@ type Config struct {
 	LogStore  string // raftlog.KindWAL or raftlog.KindBolt
 	Listen    string // client API bind address
 	HTTP      string // "" disables
-	Raft      election.Config
+	Raft      replica.Config
 	Broker    broker.Config
 	Logger    hclog.Logger
 	SegmentMB int
@@ -60,7 +59,7 @@ type Config struct {
 // DefaultConfig returns a config with every default set; callers fill in
 // the node id, addresses, peers and data directory.
 func DefaultConfig() Config {
-	return Config{LogStore: raftlog.DefaultKind, Raft: election.DefaultConfig(), Broker: broker.DefaultConfig(), VerifyLog: true, SegmentMB: 64,
+	return Config{LogStore: raftlog.DefaultKind, Raft: replica.DefaultConfig(), Broker: broker.DefaultConfig(), VerifyLog: true, SegmentMB: 64,
 		LockTimeout: 3 * time.Second}
 }
 
@@ -69,8 +68,8 @@ type Server struct {
 	cfg    Config
 	log    hclog.Logger
 	stores *raftlog.Stores
-	fsm    *store.FSM
-	node   *election.Node
+	fsm    *replica.FSM
+	node   *replica.Node
 	broker *broker.Broker
 	peers  *grpcapi.Peers
 	grpc   *grpc.Server
@@ -160,7 +159,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	cleanup = append(cleanup, func() { s.stores.Close() })
 	if cfg.VerifyLog {
 		start := time.Now()
-		n, err := s.stores.Verify(store.CheckCommand)
+		n, err := s.stores.Verify(replica.CheckCommand)
 		if err != nil {
 			damaged := ""
 			if idx, _ := s.stores.Damaged(); idx != 0 {
@@ -176,10 +175,10 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err := s.checkSnapshots(); err != nil {
 		return nil, err
 	}
-	s.fsm = store.New(log.Named("store"))
+	s.fsm = replica.New(log.Named("store"))
 	rc := cfg.Raft
 	rc.Logger = log.Named("election")
-	s.node, err = election.Start(rc, s.fsm, election.Stores{Log: s.stores.Log, Stable: s.stores.Stable, Snapshots: s.stores.Snapshots})
+	s.node, err = replica.Start(rc, s.fsm, replica.Stores{Log: s.stores.Log, Stable: s.stores.Stable, Snapshots: s.stores.Snapshots})
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +223,7 @@ func Start(cfg Config) (_ *Server, err error) {
 // a damaged snapshot aside when an older one and the log still hold all it
 // summarised, and refuses with the repair steps when they do not.
 func (s *Server) checkSnapshots() error {
-	snaps, err := s.stores.CheckSnapshots(store.CheckSnapshot)
+	snaps, err := s.stores.CheckSnapshots(replica.CheckSnapshot)
 	if err != nil {
 		if raftlog.NeedsRepair(err) {
 			return fmt.Errorf("%w\nthis node's data directory %s is damaged: the snapshots and log it holds do not hold all of the state it had; the other nodes of the group hold it.\n%s",
@@ -324,10 +323,10 @@ func (s *Server) Addr() string { return s.lis.Addr().String() }
 func (s *Server) Broker() *broker.Broker { return s.broker }
 
 // Node is the node's raft side.
-func (s *Server) Node() *election.Node { return s.node }
+func (s *Server) Node() *replica.Node { return s.node }
 
 // FSM is the node's state machine.
-func (s *Server) FSM() *store.FSM { return s.fsm }
+func (s *Server) FSM() *replica.FSM { return s.fsm }
 
 // Stores are the node's raft stores.
 func (s *Server) Stores() *raftlog.Stores { return s.stores }
@@ -344,7 +343,7 @@ func (s *Server) Kill() error { return s.stop(false) }
 func (s *Server) stop(graceful bool) error {
 	var err error
 	s.once.Do(func() {
-		if graceful && s.node.Role() == election.Leader {
+		if graceful && s.node.Role() == replica.Leader {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			_, _, terr := s.broker.TransferLeader(ctx, "")
 			cancel()

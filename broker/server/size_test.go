@@ -19,7 +19,7 @@ import (
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // bigProps is n properties of 16 KB each, the per-property limit.
@@ -59,7 +59,7 @@ func groupStillWorks(t *testing.T, c *cluster, topic string) {
 		if err := s.Broker().Readiness(); err != nil {
 			t.Errorf("node %d not ready after the large requests: %v", i, err)
 		}
-		n, err := s.Stores().Verify(store.CheckCommand)
+		n, err := s.Stores().Verify(replica.CheckCommand)
 		if err != nil {
 			t.Errorf("node %d: log unreadable after %d entries: %v", i, n, err)
 		}
@@ -202,9 +202,9 @@ func TestCommitOffsetsListBounded(t *testing.T) {
 	if _, err := b.CreateTopic(ctx, "t", 1, false); err != nil {
 		t.Fatal(err)
 	}
-	offsets := make([]store.OffsetEntry, 5000)
+	offsets := make([]replica.OffsetEntry, 5000)
 	for i := range offsets {
-		offsets[i] = store.OffsetEntry{Topic: "t", Queue: 0, Offset: 0}
+		offsets[i] = replica.OffsetEntry{Topic: "t", Queue: 0, Offset: 0}
 	}
 	if err := b.CommitOffsets(ctx, "g", offsets); !errors.Is(err, broker.ErrTooLarge) || !strings.Contains(err.Error(), "--max-request-bytes") {
 		t.Fatalf("commit of 5,000 offsets: %v, want ErrTooLarge naming --max-request-bytes", err)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
-	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // logBuffer keeps what a node logs, for tests that look for a line.
@@ -46,7 +46,7 @@ func singleNode(t *testing.T) (server.Config, *logBuffer) {
 	cfg.Listen = freeAddr(t)
 	cfg.Raft.ID = "n1"
 	cfg.Raft.BindAddr = freeAddr(t)
-	cfg.Raft.Peers = []election.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
+	cfg.Raft.Peers = []replica.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
 	cfg.Broker.StatePeriod = 50 * time.Millisecond
 	logs := &logBuffer{}
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "n1", Level: hclog.Info, Output: io.MultiWriter(testWriter{t}, logs)})

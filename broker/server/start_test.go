@@ -12,7 +12,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
-	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/replica"
 )
 
 func TestStartRefusesBadConfig(t *testing.T) {
@@ -22,7 +22,7 @@ func TestStartRefusesBadConfig(t *testing.T) {
 		cfg.Listen = freeAddr(t)
 		cfg.Raft.ID = "n1"
 		cfg.Raft.BindAddr = freeAddr(t)
-		cfg.Raft.Peers = []election.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
+		cfg.Raft.Peers = []replica.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
 		return cfg
 	}
 	cases := []struct {
@@ -30,7 +30,7 @@ func TestStartRefusesBadConfig(t *testing.T) {
 		mod  func(*server.Config)
 		want string
 	}{
-		{"peers without this node", func(c *server.Config) { c.Raft.Peers = []election.Peer{{ID: "n2", Addr: "127.0.0.1:1"}} }, "is not in the list"},
+		{"peers without this node", func(c *server.Config) { c.Raft.Peers = []replica.Peer{{ID: "n2", Addr: "127.0.0.1:1"}} }, "is not in the list"},
 		{"no data dir", func(c *server.Config) { c.DataDir = "" }, "data directory"},
 		{"bad log store", func(c *server.Config) { c.LogStore = "sqlite" }, `log store "sqlite"`},
 		{"election below heartbeat", func(c *server.Config) { c.Raft.ElectionTimeout = time.Millisecond * 10 }, "election-timeout"},
@@ -58,7 +58,7 @@ func TestStartRefusesBadConfig(t *testing.T) {
 	}
 	s.Kill()
 	cfg.Raft.ID = "n9"
-	cfg.Raft.Peers = []election.Peer{{ID: "n9", Addr: cfg.Raft.BindAddr}}
+	cfg.Raft.Peers = []replica.Peer{{ID: "n9", Addr: cfg.Raft.BindAddr}}
 	if _, err := server.Start(cfg); err == nil || !strings.Contains(err.Error(), `belongs to node "n1"`) {
 		t.Fatalf("other node's data dir: %v", err)
 	}
@@ -154,7 +154,7 @@ func TestRefusalsForLostEntriesPrintRepairSteps(t *testing.T) {
 			cfg.Listen = freeAddr(t)
 			cfg.Raft.ID = "n1"
 			cfg.Raft.BindAddr = freeAddr(t)
-			cfg.Raft.Peers = []election.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
+			cfg.Raft.Peers = []replica.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
 			cfg.SegmentMB = tc.segmentMB
 			s, err := server.Start(cfg)
 			if err != nil {

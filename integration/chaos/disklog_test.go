@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/store"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // writeNodeLog makes a data directory holding the given entries (index 1
@@ -45,9 +45,9 @@ func sampleEntries() [][]byte {
 		return r
 	}
 	return [][]byte{
-		store.CreateTopic("chaos", 2, true),
+		replica.CreateTopic("chaos", 2, true),
 		raftlog.EncodeBatch(req(1, "w0-000001-0", "w0-000001-1"), req(2, "w0-000002-0")),
-		store.Retain(2),
+		replica.Retain(2),
 		raftlog.EncodeBatch(req(3, "w0-000003-0")),
 	}
 }
@@ -101,7 +101,7 @@ func TestCompareDiskLogsReportsDifferingEntry(t *testing.T) {
 	for _, n := range []string{"n1", "n2"} {
 		es := sampleEntries()
 		if n == "n2" {
-			es[2] = store.Retain(3) // a metadata entry that differs
+			es[2] = replica.Retain(3) // a metadata entry that differs
 		}
 		writeNodeLog(t, filepath.Join(base, n), 2, es)
 		d, err := ReadDiskLog(n, filepath.Join(base, n), scan)

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
-	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // flakyLog fails StoreLogs while failing is set, like a log store on a full
@@ -68,22 +68,22 @@ func TestRegressionPipelineStallsAfterFailedAppend(t *testing.T) {
 	}
 	const n = 3
 	addrs := make([]string, n)
-	var peers []election.Peer
+	var peers []replica.Peer
 	ports, err := localgroup.FreePorts(n) // below the ephemeral range: see localgroup.FreePorts
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range addrs {
 		addrs[i] = fmt.Sprintf("127.0.0.1:%d", ports[i])
-		peers = append(peers, election.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: addrs[i]})
+		peers = append(peers, replica.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: addrs[i]})
 	}
-	nodes := make([]*election.Node, n)
+	nodes := make([]*replica.Node, n)
 	logs := make([]*flakyLog, n)
 	for i := range nodes {
-		cfg := election.DefaultConfig()
+		cfg := replica.DefaultConfig()
 		cfg.ID, cfg.BindAddr, cfg.Peers = peers[i].ID, addrs[i], peers
 		logs[i] = &flakyLog{LogStore: raft.NewInmemStore()}
-		node, err := election.Start(cfg, nopFSM{}, election.Stores{Log: logs[i], Stable: raft.NewInmemStore(), Snapshots: raft.NewInmemSnapshotStore()})
+		node, err := replica.Start(cfg, nopFSM{}, replica.Stores{Log: logs[i], Stable: raft.NewInmemStore(), Snapshots: raft.NewInmemSnapshotStore()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestRegressionPipelineStallsAfterFailedAppend(t *testing.T) {
 	leader := -1
 	for deadline := time.Now().Add(20 * time.Second); leader < 0; {
 		for i, node := range nodes {
-			if node.Role() == election.Leader {
+			if node.Role() == replica.Leader {
 				leader = i
 			}
 		}
@@ -126,7 +126,7 @@ func TestRegressionPipelineStallsAfterFailedAppend(t *testing.T) {
 	defer func() { close(stop); wg.Wait() }()
 
 	for round := 1; round <= 10; round++ {
-		if nodes[leader].Role() != election.Leader {
+		if nodes[leader].Role() != replica.Leader {
 			t.Skipf("leadership moved in round %d; the test needs a stable leader", round)
 		}
 		logs[follower].failing.Store(true)

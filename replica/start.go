@@ -1,4 +1,4 @@
-package election
+package replica
 
 import (
 	"context"
