@@ -18,10 +18,10 @@ func (b *Broker) LogFloor() uint64 { return b.fsm.LogFloor() }
 // Topic describes one topic as this node has applied it.
 func (b *Broker) Topic(name string) (replica.TopicInfo, error) {
 	if err := replica.ValidateName("topic", name); err != nil {
-		return replica.TopicInfo{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		return replica.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	ti, err := b.fsm.Topic(name)
-	return ti, storeErr(err)
+	return ti, b.replicaErr(err)
 }
 
 // NodeStatus is one node in a status report.
@@ -70,7 +70,7 @@ func (b *Broker) Status() (Status, error) {
 	}
 	servers, err := b.node.Servers()
 	if err != nil {
-		return Status{}, b.raftErr(err)
+		return Status{}, b.replicaErr(err)
 	}
 	self := b.NodeState()
 	leaderApplied := self.Applied
@@ -135,7 +135,7 @@ func (b *Broker) TransferLeader(ctx context.Context, id string) (string, time.Du
 	}
 	start := time.Now()
 	if err := b.node.Transfer(id); err != nil {
-		return "", 0, b.raftErr(err)
+		return "", 0, b.replicaErr(err)
 	}
 	for ctx.Err() == nil {
 		if l := b.node.LeaderID(); l != "" && l != b.cfg.NodeID {
@@ -166,7 +166,7 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 	}
 	servers, err := b.node.Servers()
 	if err != nil {
-		return false, b.raftErr(err)
+		return false, b.replicaErr(err)
 	}
 	wasMember := false
 	for _, s := range servers {
@@ -185,7 +185,7 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 			ErrFailedPrecondition, raftAddr, id, err)
 	}
 	if err := b.node.AddNonvoter(id, raftAddr); err != nil {
-		return false, b.raftErr(err)
+		return false, b.replicaErr(err)
 	}
 	added := time.Now()
 	b.log.Info("added non-voter; waiting for it to catch up", "id", id, "addr", raftAddr)
@@ -220,7 +220,7 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 		}
 	}
 	if err := b.node.Promote(id, raftAddr); err != nil {
-		return false, b.raftErr(err)
+		return false, b.replicaErr(err)
 	}
 	b.log.Info("promoted to voter", "id", id)
 	return true, nil
@@ -245,11 +245,11 @@ func (b *Broker) undoAdd(id string, wasMember bool, why string) error {
 	if err := b.node.Remove(id, false); err != nil {
 		b.log.Error("member add: removing the node that did not catch up failed", "id", id, "error", err)
 		return fmt.Errorf("member add %s: it %s, and removing it again failed (%w): it is still in the configuration as a non-voter; run `raftmq member remove %s`",
-			id, why, b.raftErr(err), id)
+			id, why, b.replicaErr(err), id)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := b.apply(ctx, replica.ForgetNode(id)); err != nil {
+	if err := b.w.ForgetNode(ctx, id); err != nil {
 		b.log.Warn("forget removed node's addresses", "id", id, "error", err)
 	}
 	b.log.Warn("member add rolled back: the node did not catch up", "id", id, "reason", why)
@@ -263,9 +263,9 @@ func (b *Broker) RemoveMember(ctx context.Context, id string, force bool) error 
 		return err
 	}
 	if err := b.node.Remove(id, force); err != nil {
-		return b.raftErr(err)
+		return b.replicaErr(err)
 	}
-	if err := b.apply(ctx, replica.ForgetNode(id)); err != nil {
+	if err := b.w.ForgetNode(ctx, id); err != nil {
 		b.log.Warn("forget removed node's addresses", "id", id, "error", err)
 	}
 	return nil

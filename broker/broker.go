@@ -161,8 +161,9 @@ type PeerClient interface {
 type Broker struct {
 	cfg   Config
 	log   hclog.Logger
-	node  *replica.Node
-	fsm   *replica.FSM
+	w     Writer
+	fsm   State
+	node  node
 	rlog  Log
 	peers PeerClient
 	m     *metrics
@@ -184,12 +185,15 @@ type Broker struct {
 	closed atomic.Bool
 }
 
-// New starts a broker over a running raft node, its FSM and its log.
-func New(cfg Config, node *replica.Node, fsm *replica.FSM, rlog Log, peers PeerClient) (*Broker, error) {
+// New starts a broker over a running replica and its log.
+func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 	if cfg.PeerAddr == "" {
 		cfg.PeerAddr = cfg.ClientAddr
 	}
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := rep.check(); err != nil {
 		return nil, err
 	}
 	if cfg.Logger == nil {
@@ -198,8 +202,9 @@ func New(cfg Config, node *replica.Node, fsm *replica.FSM, rlog Log, peers PeerC
 	b := &Broker{
 		cfg:       cfg,
 		log:       cfg.Logger,
-		node:      node,
-		fsm:       fsm,
+		w:         rep.Writer,
+		fsm:       rep.State,
+		node:      node{rep.Leadership, rep.Membership, rep.Snapshots},
 		rlog:      rlog,
 		peers:     peers,
 		produceCh: make(chan *pending, 4096),
@@ -211,7 +216,7 @@ func New(cfg Config, node *replica.Node, fsm *replica.FSM, rlog Log, peers PeerC
 	b.view = newClusterView()
 	b.groups = newGroups()
 	b.m = newMetrics(b)
-	node.OnChange(b.onRoleChange)
+	b.node.OnChange(b.onRoleChange)
 	b.goFunc(b.batchLoop)
 	b.goFunc(b.completeLoop)
 	b.goFunc(b.stateLoop)
@@ -289,12 +294,8 @@ func (b *Broker) Register(ctx context.Context, n replica.NodeInfo) error {
 }
 
 func (b *Broker) register(ctx context.Context, n replica.NodeInfo) error {
-	res, err := b.applyMeta(ctx, replica.RegisterNode(n))
-	if err != nil {
-		return err
-	}
-	if err, ok := res.(error); ok {
-		return err
+	if err := b.w.RegisterNode(ctx, n); err != nil {
+		return b.replicaErr(err)
 	}
 	b.log.Info("registered node", "id", n.ID, "client", n.ClientAddr, "peer", n.PeerAddr)
 	return nil
@@ -324,48 +325,4 @@ func (b *Broker) notLeader() error {
 		}
 	}
 	return e
-}
-
-// raftErr maps election errors to broker errors.
-func (b *Broker) raftErr(err error) error {
-	switch {
-	case errors.Is(err, replica.ErrNotLeader):
-		return b.notLeader()
-	case errors.Is(err, replica.ErrUnknownOutcome):
-		return fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
-	case errors.Is(err, replica.ErrTimeout):
-		return fmt.Errorf("%w: %v", ErrTimeout, err)
-	case errors.Is(err, replica.ErrShutdown):
-		return ErrShutdown
-	case errors.Is(err, replica.ErrNoSuchServer):
-		return fmt.Errorf("%w: %v", ErrNotFound, err)
-	case errors.Is(err, replica.ErrRefused):
-		return fmt.Errorf("%w: %v", ErrFailedPrecondition, err)
-	}
-	return err
-}
-
-// storeErr maps FSM errors to broker errors.
-func storeErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, replica.ErrUnknownTopic):
-		return fmt.Errorf("%w: %v", ErrNotFound, err)
-	case errors.Is(err, replica.ErrTopicExists):
-		return fmt.Errorf("%w: %v", ErrAlreadyExists, err)
-	case errors.Is(err, replica.ErrStaleSequence):
-		// This request was not appended. An earlier request with the same
-		// sequence may have been stored, too long ago for its answer to be
-		// remembered; the SDK never retries that far back (seqSpan).
-		return fmt.Errorf("%w: refused, this request was not appended: %w", ErrFailedPrecondition, err)
-	case errors.Is(err, replica.ErrDamaged):
-		// Committed on the group; this node just did not apply it.
-		return fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
-	case errors.Is(err, replica.ErrSequenceReused), errors.Is(err, replica.ErrMismatchedRetry):
-		return fmt.Errorf("%w: %w", ErrSequenceReused, err)
-	case errors.Is(err, replica.ErrInvalidName), errors.Is(err, replica.ErrInvalidQueue):
-		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
-	}
-	return err
 }

@@ -13,7 +13,7 @@ import (
 // a sequence older than the dedupe window is a definite failure and its
 // text says so; it said "outcome unknown" under FailedPrecondition before.
 func TestFailedPreconditionSaysDefiniteFailure(t *testing.T) {
-	stale := storeErr(fmt.Errorf("%w: producer %q sequence 3, window starts after 9", replica.ErrStaleSequence, "p"))
+	stale := (&Broker{}).replicaErr(fmt.Errorf("%w: producer %q sequence 3, window starts after 9", replica.ErrStaleSequence, "p"))
 	if !errors.Is(stale, ErrFailedPrecondition) || errors.Is(stale, ErrUnknownOutcome) {
 		t.Errorf("%v: want ErrFailedPrecondition only", stale)
 	}
@@ -21,6 +21,6 @@ func TestFailedPreconditionSaysDefiniteFailure(t *testing.T) {
 		t.Errorf("%q: the text of a definite failure must say the request was not appended, not that the outcome is unknown", stale)
 	}
 	if !errors.Is(stale, replica.ErrStaleSequence) {
-		t.Errorf("%v: the store's error is not wrapped", stale)
+		t.Errorf("%v: replica's error is not wrapped", stale)
 	}
 }

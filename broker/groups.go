@@ -63,7 +63,7 @@ func (g *groups) reset(term uint64) {
 // (leader only).
 func (b *Broker) JoinGroup(ctx context.Context, group, memberID string, topics []string) (JoinResult, error) {
 	if err := replica.ValidateName("group", group); err != nil {
-		return JoinResult{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		return JoinResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if memberID == "" || len(memberID) > 255 {
 		return JoinResult{}, invalid("member id must be 1..255 bytes")
@@ -73,7 +73,7 @@ func (b *Broker) JoinGroup(ctx context.Context, group, memberID string, topics [
 	}
 	for _, t := range topics {
 		if err := replica.ValidateName("topic", t); err != nil {
-			return JoinResult{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+			return JoinResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 		if b.fsm.QueueCount(t) == 0 {
 			return JoinResult{}, fmt.Errorf("%w: topic %q", ErrNotFound, t)
@@ -219,7 +219,7 @@ func (b *Broker) ListGroups() []string {
 // and lag per queue.
 func (b *Broker) DescribeGroup(group string) (GroupInfo, error) {
 	if err := replica.ValidateName("group", group); err != nil {
-		return GroupInfo{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		return GroupInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	info := GroupInfo{Group: group}
 	owner := map[string]string{} // topic/queue -> member
@@ -279,22 +279,21 @@ func (b *Broker) DescribeGroup(group string) (GroupInfo, error) {
 // CommitOffsets stores a group's offsets through Raft (leader only).
 func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []replica.OffsetEntry) error {
 	if err := replica.ValidateName("group", group); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if len(offsets) == 0 {
 		return nil
 	}
 	// Checked first: the list is the Raft entry, and validating a huge one
 	// would cost more than encoding it.
-	cmd := replica.CommitOffsets(group, offsets)
-	if len(cmd) > b.cfg.MaxRequestBytes {
+	if n := len(replica.EncodeCommitOffsets(group, offsets)); n > b.cfg.MaxRequestBytes {
 		return fmt.Errorf("%w: a commit of %d offsets encodes to %d bytes, the limit (--max-request-bytes) is %d; commit fewer offsets per call",
-			ErrTooLarge, len(offsets), len(cmd), b.cfg.MaxRequestBytes)
+			ErrTooLarge, len(offsets), n, b.cfg.MaxRequestBytes)
 	}
 	for _, o := range offsets {
 		ti, err := b.fsm.Topic(o.Topic)
 		if err != nil {
-			return storeErr(err)
+			return b.replicaErr(err)
 		}
 		if o.Queue < 0 || int(o.Queue) >= len(ti.Queues) {
 			return invalid("queue %d of topic %q with %d queues", o.Queue, o.Topic, len(ti.Queues))
@@ -306,14 +305,14 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []repl
 	if err := b.LeaderCheck(); err != nil {
 		return err
 	}
-	return b.apply(ctx, cmd)
+	return b.replicaErr(b.w.CommitOffsets(ctx, group, offsets))
 }
 
 // FetchOffsets returns a group's committed offsets for a topic from this
 // node's state.
 func (b *Broker) FetchOffsets(group, topic string) (map[int32]uint64, error) {
 	if err := replica.ValidateName("group", group); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if b.fsm.QueueCount(topic) == 0 {
 		return nil, fmt.Errorf("%w: topic %q", ErrNotFound, topic)
@@ -325,14 +324,14 @@ func (b *Broker) FetchOffsets(group, topic string) (map[int32]uint64, error) {
 // given offset, only while the group has no live members (leader only).
 func (b *Broker) ResetGroup(ctx context.Context, group, topic, to string) ([]replica.OffsetEntry, error) {
 	if err := replica.ValidateName("group", group); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if err := b.LeaderCheck(); err != nil {
 		return nil, err
 	}
 	ti, err := b.fsm.Topic(topic)
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, b.replicaErr(err)
 	}
 	b.groups.mu.Lock()
 	live := 0
@@ -361,7 +360,7 @@ func (b *Broker) ResetGroup(ctx context.Context, group, topic, to string) ([]rep
 		}
 		offsets = append(offsets, replica.OffsetEntry{Topic: topic, Queue: int32(q), Offset: o})
 	}
-	if err := b.apply(ctx, replica.CommitOffsets(group, offsets)); err != nil {
+	if err := b.replicaErr(b.w.CommitOffsets(ctx, group, offsets)); err != nil {
 		return nil, err
 	}
 	return offsets, nil

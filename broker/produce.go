@@ -56,19 +56,18 @@ const (
 )
 
 type pending struct {
-	req    raftlog.Request
-	queues []uint32
-	size   int
-	done   chan outcome
+	req  raftlog.Request
+	size int
+	done chan outcome
 }
 
 type outcome struct {
-	res *replica.ProduceResult
+	res replica.RequestResult
 	err error
 }
 
 type inflightEntry struct {
-	p     replica.Pending
+	f     replica.ProduceFuture
 	batch []*pending
 }
 
@@ -95,9 +94,8 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		nq = b.fsm.QueueCount(req.Topic)
 	}
 	p := &pending{
-		req:    raftlog.Request{ProducerID: req.ProducerID, Seq: req.Seq, Topic: req.Topic, Messages: make([]raftlog.Message, len(req.Messages))},
-		queues: make([]uint32, len(req.Messages)),
-		done:   make(chan outcome, 1),
+		req:  raftlog.Request{ProducerID: req.ProducerID, Seq: req.Seq, Topic: req.Topic, Messages: make([]raftlog.Message, len(req.Messages))},
+		done: make(chan outcome, 1),
 	}
 	now := time.Now().UnixMilli()
 	rr := b.roundRobinBase(&req)
@@ -113,7 +111,6 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 			ts = now
 		}
 		p.req.Messages[i] = raftlog.Message{Queue: q, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
-		p.queues[i] = q
 	}
 	// The exact bytes this request adds to its entry: what the budget, the
 	// batcher and the request bound count.
@@ -129,7 +126,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	select {
 	case b.produceCh <- p:
 	case <-ctx.Done():
-		return ProduceResult{}, fmt.Errorf("%w: produce queue full: %v", ErrTimeout, ctx.Err())
+		return ProduceResult{}, fmt.Errorf("%w: produce queue full: %w", ErrTimeout, ctx.Err())
 	case <-b.stop:
 		return ProduceResult{}, ErrShutdown
 	}
@@ -139,26 +136,22 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	case <-ctx.Done():
 		// The request is with raft; it may still commit. Report it as
 		// unknown so the client retries with the same sequence.
-		return ProduceResult{}, fmt.Errorf("%w: %v", ErrUnknownOutcome, ctx.Err())
+		return ProduceResult{}, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
 	}
 	if out.err != nil {
 		b.m.produceErrors.WithLabelValues("raft").Inc()
 		return ProduceResult{}, out.err
 	}
 	if out.res.Err != nil {
+		// Refused by the state machine (a duplicate whose queues do not
+		// match, too): nothing of it was stored.
 		b.m.produceErrors.WithLabelValues("rejected").Inc()
-		return ProduceResult{}, storeErr(out.res.Err)
-	}
-	acks, err := out.res.Acks(p.queues)
-	if err != nil {
-		// Only a duplicate can mismatch, and nothing of it was stored.
-		b.m.produceErrors.WithLabelValues("rejected").Inc()
-		return ProduceResult{}, storeErr(err)
+		return ProduceResult{}, b.replicaErr(out.res.Err)
 	}
 	b.m.produceMessages.Add(float64(len(req.Messages)))
 	b.m.produceBytes.Add(float64(p.size))
 	b.m.produceLatency.Observe(time.Since(start).Seconds())
-	return ProduceResult{Acks: acks, Duplicate: out.res.Duplicate}, nil
+	return ProduceResult{Acks: out.res.Acks, Duplicate: out.res.Duplicate}, nil
 }
 
 // AdmitProduce tells, before a produce request is read, whether this node
@@ -212,7 +205,7 @@ func (bb *byteBudget) held() int {
 // what every wire protocol's decoded request goes through first.
 func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 	if err := replica.ValidateName("topic", req.Topic); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if len(req.ProducerID) > raftlog.MaxNameLen {
 		return invalid("producer id is %d bytes, at most %d", len(req.ProducerID), raftlog.MaxNameLen)
@@ -322,27 +315,13 @@ func (b *Broker) batchLoop() {
 		var batch []*pending
 		var size int
 		batch, size, next = collectBatch(first, b.produceCh, b.cfg.MaxBatchBytes)
-		if size+raftlog.BatchOverhead > raftlog.MaxEntryBytes {
-			// Unreachable while Validate holds MaxRequestBytes and
-			// MaxBatchBytes below the entry bound; an entry the log store
-			// cannot read back would stop every later write, so it is
-			// refused, never written.
-			err := fmt.Errorf("%w: a batch of %d requests would encode to %d bytes, above the %d bytes the log store reads back; nothing was written",
-				ErrTooLarge, len(batch), size+raftlog.BatchOverhead, raftlog.MaxEntryBytes)
-			b.log.Error("refused an oversized entry", "requests", len(batch), "bytes", size+raftlog.BatchOverhead)
-			for _, p := range batch {
-				p.done <- outcome{err: err}
-			}
-			continue
+		reqs := make([]*raftlog.Request, len(batch))
+		for i, p := range batch {
+			reqs[i] = &p.req
 		}
-		enc := raftlog.NewBatchBuilder(size)
-		for _, p := range batch {
-			enc.Add(&p.req)
-		}
-		data := enc.Finish()
 		b.m.batchRequests.Observe(float64(len(batch)))
-		b.m.batchBytes.Observe(float64(len(data)))
-		ie := inflightEntry{p: b.node.ApplyAsync(data, b.cfg.WriteTimeout), batch: batch}
+		b.m.batchBytes.Observe(float64(size + raftlog.BatchOverhead)) // exact: see raftlog.BatchOverhead
+		ie := inflightEntry{f: b.w.Produce(reqs, size, b.cfg.WriteTimeout), batch: batch}
 		select {
 		case b.inflight <- ie: // bounded: this blocks when MaxInflight entries are in raft
 		case <-b.stop:
@@ -396,21 +375,9 @@ func (b *Broker) completeLoop() {
 }
 
 func (b *Broker) finish(ie inflightEntry) {
-	resp, _, err := ie.p.Wait()
+	results, err := ie.f.Wait()
 	if err != nil {
-		err = b.raftErr(err)
-		for _, p := range ie.batch {
-			p.done <- outcome{err: err}
-		}
-		return
-	}
-	results, ok := resp.([]*replica.ProduceResult)
-	if !ok || len(results) != len(ie.batch) {
-		if e, isErr := resp.(error); isErr {
-			err = e
-		} else {
-			err = fmt.Errorf("internal: FSM answered %T for a batch of %d", resp, len(ie.batch))
-		}
+		err = b.replicaErr(err)
 		for _, p := range ie.batch {
 			p.done <- outcome{err: err}
 		}
@@ -435,7 +402,7 @@ func (b *Broker) drainProduce() {
 // CreateTopic creates a topic (leader only).
 func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (replica.TopicInfo, error) {
 	if err := replica.ValidateName("topic", name); err != nil {
-		return replica.TopicInfo{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		return replica.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if queues == 0 {
 		queues = int32(b.cfg.DefaultQueues)
@@ -446,33 +413,9 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifN
 	if err := b.LeaderCheck(); err != nil {
 		return replica.TopicInfo{}, err
 	}
-	if err := b.apply(ctx, replica.CreateTopic(name, queues, ifNotExists)); err != nil {
-		return replica.TopicInfo{}, err
-	}
-	return b.fsm.Topic(name)
-}
-
-// apply runs a metadata command through raft and returns the FSM's error.
-func (b *Broker) apply(ctx context.Context, cmd []byte) error {
-	res, err := b.applyMeta(ctx, cmd)
+	ti, err := b.w.CreateTopic(ctx, name, queues, ifNotExists)
 	if err != nil {
-		return err
+		return replica.TopicInfo{}, b.replicaErr(err)
 	}
-	if e, ok := res.(error); ok && e != nil {
-		return storeErr(e)
-	}
-	return nil
-}
-
-// applyMeta hands a metadata command to raft, refusing one that the log
-// store could not read back (the raft entry is the command).
-func (b *Broker) applyMeta(ctx context.Context, cmd []byte) (interface{}, error) {
-	if len(cmd) > raftlog.MaxEntryBytes {
-		return nil, fmt.Errorf("%w: command encodes to %d bytes, above the %d bytes the log store reads back; nothing was written", ErrTooLarge, len(cmd), raftlog.MaxEntryBytes)
-	}
-	res, _, err := b.node.Apply(ctx, cmd)
-	if err != nil {
-		return nil, b.raftErr(err)
-	}
-	return res, nil
+	return ti, nil
 }

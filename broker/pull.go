@@ -160,7 +160,7 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 			res.Suggestion = b.route(req, isLeader, LocalNoTopic, replica.QueueRange{}, req.Offset, false)
 			return res, nil
 		}
-		return PullResult{}, storeErr(err)
+		return PullResult{}, b.replicaErr(err)
 	}
 	res.MinOffset, res.MaxOffset = rng.Min, rng.Max
 	switch {

@@ -54,7 +54,7 @@ func decodeMeta(data []byte) (*metaCmd, error) {
 	}
 	var c metaCmd
 	if err := json.Unmarshal(data[raftlog.MetaHeaderLen:], &c); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorruptCommand, err)
+		return nil, fmt.Errorf("%w: %w", ErrCorruptCommand, err)
 	}
 	if (c.Op == opRegisterNode || c.Op == opForgetNode) && c.Node == nil {
 		return nil, fmt.Errorf("%w: %s without a node", ErrCorruptCommand, c.Op)
@@ -62,29 +62,29 @@ func decodeMeta(data []byte) (*metaCmd, error) {
 	return &c, nil
 }
 
-// CreateTopic encodes a command that creates a topic.
-func CreateTopic(name string, queues int32, ifNotExists bool) []byte {
+// EncodeCreateTopic encodes a command that creates a topic.
+func EncodeCreateTopic(name string, queues int32, ifNotExists bool) []byte {
 	return encodeMeta(&metaCmd{Op: opCreateTopic, Topic: name, Queues: queues, IfNotExists: ifNotExists})
 }
 
-// CommitOffsets encodes a command that sets a group's offsets.
-func CommitOffsets(group string, offsets []OffsetEntry) []byte {
+// EncodeCommitOffsets encodes a command that sets a group's offsets.
+func EncodeCommitOffsets(group string, offsets []OffsetEntry) []byte {
 	return encodeMeta(&metaCmd{Op: opCommitOffsets, Group: group, Offsets: offsets})
 }
 
-// RegisterNode encodes a command that records a node's addresses.
-func RegisterNode(n NodeInfo) []byte {
+// EncodeRegisterNode encodes a command that records a node's addresses.
+func EncodeRegisterNode(n NodeInfo) []byte {
 	return encodeMeta(&metaCmd{Op: opRegisterNode, Node: &n})
 }
 
-// ForgetNode encodes a command that drops a removed node's addresses.
-func ForgetNode(id string) []byte {
+// EncodeForgetNode encodes a command that drops a removed node's addresses.
+func EncodeForgetNode(id string) []byte {
 	return encodeMeta(&metaCmd{Op: opForgetNode, Node: &NodeInfo{ID: id}})
 }
 
-// Retain encodes a command that drops every message stored in a log entry
+// EncodeRetain encodes a command that drops every message stored in a log entry
 // below index below: each queue's minimum offset moves past them, and every
 // node may then delete that part of its log (retention).
-func Retain(below uint64) []byte {
+func EncodeRetain(below uint64) []byte {
 	return encodeMeta(&metaCmd{Op: opRetain, Below: below})
 }

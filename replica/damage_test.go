@@ -24,7 +24,7 @@ func TestCorruptBatchStopsFSM(t *testing.T) {
 			t.Errorf("OnDamaged error %v", err)
 		}
 	})
-	h.mustMeta(CreateTopic("t", 1, false))
+	h.mustMeta(EncodeCreateTopic("t", 1, false))
 	h.produce(&raftlog.Request{Topic: "t", Messages: msgs(0, "a")})
 	good := h.f.Applied()
 
@@ -34,7 +34,7 @@ func TestCorruptBatchStopsFSM(t *testing.T) {
 	logs := []*raft.Log{
 		{Index: good + 1, Type: raft.LogCommand, Data: bad},
 		{Index: good + 2, Type: raft.LogCommand, Data: next},
-		{Index: good + 3, Type: raft.LogCommand, Data: CreateTopic("u", 1, false)},
+		{Index: good + 3, Type: raft.LogCommand, Data: EncodeCreateTopic("u", 1, false)},
 	}
 	out := h.f.ApplyBatch(logs)
 	for i, o := range out {
@@ -70,7 +70,7 @@ func TestCorruptBatchStopsFSM(t *testing.T) {
 // and a command with a damaged type byte stop the FSM too; a CRC-valid but
 // undecodable command is rejected alike on every node and the FSM goes on.
 func TestDamagedFramingStopsFSM(t *testing.T) {
-	meta := CreateTopic("t", 1, false)
+	meta := EncodeCreateTopic("t", 1, false)
 	meta[len(meta)-2] ^= 0x01
 	typ := raftlog.EncodeBatch(&raftlog.Request{Topic: "t"})
 	typ[0] = 9
@@ -85,7 +85,7 @@ func TestDamagedFramingStopsFSM(t *testing.T) {
 	}
 
 	h := newHarness(t)
-	h.mustMeta(CreateTopic("t", 1, false))
+	h.mustMeta(EncodeCreateTopic("t", 1, false))
 	// A valid CRC over a request that walks past the end of the entry.
 	malformed := raftlog.NewBatchBuilder(0)
 	malformed.Add(&raftlog.Request{Topic: "t", Messages: msgs(0, "a")})

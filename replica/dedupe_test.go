@@ -13,7 +13,7 @@ import (
 )
 
 // queueMax is the next offset of each queue of topic t.
-func queueMax(t *testing.T, f *FSM) []uint64 {
+func queueMax(t *testing.T, f *fsm) []uint64 {
 	t.Helper()
 	ti, err := f.Topic("t")
 	if err != nil {
@@ -22,14 +22,6 @@ func queueMax(t *testing.T, f *FSM) []uint64 {
 	out := make([]uint64, len(ti.Queues))
 	for i, q := range ti.Queues {
 		out[i] = q.Max
-	}
-	return out
-}
-
-func queuesOf(r *raftlog.Request) []uint32 {
-	out := make([]uint32, len(r.Messages))
-	for i, m := range r.Messages {
-		out[i] = m.Queue
 	}
 	return out
 }
@@ -51,7 +43,7 @@ func mustAcks(t *testing.T, res *ProduceResult, queues []uint32) []Ack {
 // the remembered result stays for the true retry.
 func TestReusedSequenceDifferentBodyRefused(t *testing.T) {
 	h := newHarness(t)
-	h.mustMeta(CreateTopic("t", 1, false))
+	h.mustMeta(EncodeCreateTopic("t", 1, false))
 	orig := &raftlog.Request{ProducerID: "p", Seq: 5, Topic: "t", Messages: msgs(0, "x")}
 	first := mustAcks(t, h.produce(orig)[0], []uint32{0})
 
@@ -89,7 +81,7 @@ func TestReusedSequenceDifferentBodyRefused(t *testing.T) {
 		t.Fatalf("index of the entry: %+v", locs)
 	}
 	// Other topic, other queue, key, tag or properties are other requests too.
-	h.mustMeta(CreateTopic("u", 2, false))
+	h.mustMeta(EncodeCreateTopic("u", 2, false))
 	others := []*raftlog.Request{
 		{ProducerID: "p", Seq: 5, Topic: "u", Messages: msgs(0, "x")},
 		{ProducerID: "p", Seq: 5, Topic: "t", Messages: []raftlog.Message{{Queue: 0, Key: "k", Body: []byte("x")}}},
@@ -108,7 +100,7 @@ func TestReusedSequenceDifferentBodyRefused(t *testing.T) {
 // not yet written. It is refused; and Acks itself refuses to name them.
 func TestReusedSequenceMoreMessagesRefused(t *testing.T) {
 	h := newHarness(t)
-	h.mustMeta(CreateTopic("t", 2, false))
+	h.mustMeta(EncodeCreateTopic("t", 2, false))
 	res := h.produce(
 		&raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: msgs(0, "a")},
 		&raftlog.Request{ProducerID: "other", Seq: 1, Topic: "t", Messages: msgs(0, "b")},
@@ -150,7 +142,7 @@ func TestReusedSequenceMoreMessagesRefused(t *testing.T) {
 // receiving leader's clock) is the same request: dup=true with the first acks.
 func TestRetryWithNewTimestampIsDuplicate(t *testing.T) {
 	h := newHarness(t)
-	h.mustMeta(CreateTopic("t", 2, false))
+	h.mustMeta(EncodeCreateTopic("t", 2, false))
 	req := func(ts int64) *raftlog.Request {
 		return &raftlog.Request{ProducerID: "p", Seq: 3, Topic: "t", Messages: []raftlog.Message{
 			{Queue: 1, Timestamp: ts, Key: "k", Tag: "tag", Properties: map[string]string{"a": "1", "b": "2"}, Body: []byte("one")},
@@ -187,14 +179,14 @@ func TestRestoreFormat1Snapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := New(nil)
+	f := newFSM(nil)
 	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 		t.Fatalf("restore format 1: %v", err)
 	}
 	if got := queueMax(t, f); fmt.Sprint(got) != "[2 2]" {
 		t.Fatalf("queues %v", got)
 	}
-	check := func(f *FSM, idx uint64) {
+	check := func(f *fsm, idx uint64) {
 		t.Helper()
 		h := &harness{t: t, f: f, idx: idx}
 		p1 := &raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: append(msgs(0, "a"), msgs(1, "b", "c")...)}
@@ -236,7 +228,7 @@ func TestRestoreFormat1Snapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(f, 3)
-	f2 := New(nil)
+	f2 := newFSM(nil)
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatalf("restore format 2 written from format 1: %v", err)
 	}

@@ -1,9 +1,9 @@
-package replica_test
+package replica
 
 // Benchmarks of the FSM: applying group-commit entries (every node does this
 // for every entry) and the index lookup of every pull (Locate).
 //
-//	go test -run '^$' -bench 'FSM' -benchmem ./store/
+//	go test -run '^$' -bench 'FSM' -benchmem ./replica/
 
 import (
 	"fmt"
@@ -13,17 +13,16 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
 )
 
 const fsmBenchQueues = 4
 
 // newBenchFSM returns an FSM with topic "bench" of 4 queues, created at
 // index 1 by the same command the broker sends.
-func newBenchFSM(b *testing.B) *replica.FSM {
+func newBenchFSM(b *testing.B) *fsm {
 	b.Helper()
-	f := replica.New(nil)
-	if res := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: replica.CreateTopic("bench", fsmBenchQueues, false)}); res != nil {
+	f := newFSM(nil)
+	if res := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeCreateTopic("bench", fsmBenchQueues, false)}); res != nil {
 		b.Fatalf("create topic: %v", res)
 	}
 	return f
@@ -80,7 +79,7 @@ func BenchmarkFSMApplyBatch(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				res := f.Apply(&raft.Log{Index: uint64(i + 2), Type: raft.LogCommand, Data: entries[i]})
-				if rs, ok := res.([]*replica.ProduceResult); !ok || len(rs) != s.reqs || rs[0].Err != nil {
+				if rs, ok := res.([]*ProduceResult); !ok || len(rs) != s.reqs || rs[0].Err != nil {
 					b.Fatalf("apply %d: %v", i, res)
 				}
 			}

@@ -16,11 +16,11 @@ import (
 
 type harness struct {
 	t   *testing.T
-	f   *FSM
+	f   *fsm
 	idx uint64
 }
 
-func newHarness(t *testing.T) *harness { return &harness{t: t, f: New(nil)} }
+func newHarness(t *testing.T) *harness { return &harness{t: t, f: newFSM(nil)} }
 
 func (h *harness) apply(data []byte) interface{} {
 	h.idx++
@@ -53,7 +53,7 @@ func msgs(queue uint32, bodies ...string) []raftlog.Message {
 
 func TestApplyAssignsDenseOffsetsPerQueue(t *testing.T) {
 	h := newHarness(t)
-	h.mustMeta(CreateTopic("t", 2, false))
+	h.mustMeta(EncodeCreateTopic("t", 2, false))
 	res := h.produce(
 		&raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: append(msgs(0, "a", "b"), msgs(1, "c")...)},
 		&raftlog.Request{ProducerID: "p", Seq: 2, Topic: "t", Messages: msgs(0, "d")},
@@ -77,7 +77,7 @@ func TestApplyAssignsDenseOffsetsPerQueue(t *testing.T) {
 
 func TestDedupeRetryGetsSameAck(t *testing.T) {
 	h := newHarness(t)
-	h.mustMeta(CreateTopic("t", 1, false))
+	h.mustMeta(EncodeCreateTopic("t", 1, false))
 	first := h.produce(&raftlog.Request{ProducerID: "p", Seq: 5, Topic: "t", Messages: msgs(0, "x")})
 	// A retry in a later entry, and a duplicate inside one entry.
 	res := h.produce(
@@ -108,7 +108,7 @@ func TestDedupeRetryGetsSameAck(t *testing.T) {
 
 func TestDedupeWindowRefusesStaleSequences(t *testing.T) {
 	h := newHarness(t)
-	h.mustMeta(CreateTopic("t", 1, false))
+	h.mustMeta(EncodeCreateTopic("t", 1, false))
 	for s := uint64(1); s <= DedupeWindow+10; s++ {
 		h.produce(&raftlog.Request{ProducerID: "p", Seq: s, Topic: "t", Messages: msgs(0, "m")})
 	}
@@ -124,7 +124,7 @@ func TestDedupeWindowRefusesStaleSequences(t *testing.T) {
 
 func TestRejectsUnknownTopicAndBadQueue(t *testing.T) {
 	h := newHarness(t)
-	h.mustMeta(CreateTopic("t", 2, false))
+	h.mustMeta(EncodeCreateTopic("t", 2, false))
 	res := h.produce(
 		&raftlog.Request{Topic: "nope", Messages: msgs(0, "a")},
 		&raftlog.Request{Topic: "t", Messages: msgs(5, "b")},
@@ -133,14 +133,14 @@ func TestRejectsUnknownTopicAndBadQueue(t *testing.T) {
 	if !errors.Is(res[0].Err, ErrUnknownTopic) || !errors.Is(res[1].Err, ErrInvalidQueue) || res[2].Err != nil {
 		t.Fatalf("errors %v / %v / %v", res[0].Err, res[1].Err, res[2].Err)
 	}
-	if err, _ := h.apply(CreateTopic("t", 3, false)).(error); !errors.Is(err, ErrTopicExists) {
+	if err, _ := h.apply(EncodeCreateTopic("t", 3, false)).(error); !errors.Is(err, ErrTopicExists) {
 		t.Fatalf("recreate: %v", err)
 	}
-	if h.apply(CreateTopic("t", 2, true)) != nil {
+	if h.apply(EncodeCreateTopic("t", 2, true)) != nil {
 		t.Fatal("if-not-exists with same queues should succeed")
 	}
 	for _, name := range []string{"", "a b", "x/y", string(make([]byte, 200))} {
-		if err, _ := h.apply(CreateTopic(name, 1, false)).(error); !errors.Is(err, ErrInvalidName) {
+		if err, _ := h.apply(EncodeCreateTopic(name, 1, false)).(error); !errors.Is(err, ErrInvalidName) {
 			t.Errorf("name %q: %v", name, err)
 		}
 	}
@@ -159,7 +159,7 @@ func (m *memSink) Cancel() error { m.cancelled = true; return nil }
 func (m *memSink) Close() error  { return nil }
 
 // snapshotRoundTrip persists a snapshot of f and restores it into a new FSM.
-func snapshotRoundTrip(t *testing.T, f *FSM) (*FSM, *memSink) {
+func snapshotRoundTrip(t *testing.T, f *fsm) (*fsm, *memSink) {
 	t.Helper()
 	snap, err := f.Snapshot()
 	if err != nil {
@@ -169,7 +169,7 @@ func snapshotRoundTrip(t *testing.T, f *FSM) (*FSM, *memSink) {
 	if err := snap.Persist(sink); err != nil {
 		t.Fatal(err)
 	}
-	f2 := New(nil)
+	f2 := newFSM(nil)
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
@@ -178,11 +178,11 @@ func snapshotRoundTrip(t *testing.T, f *FSM) (*FSM, *memSink) {
 
 func TestSnapshotRoundTrip(t *testing.T) {
 	h := newHarness(t)
-	h.mustMeta(CreateTopic("t", 2, false))
-	h.mustMeta(RegisterNode(NodeInfo{ID: "n1", ClientAddr: "a:1", PeerAddr: "a:1"}))
+	h.mustMeta(EncodeCreateTopic("t", 2, false))
+	h.mustMeta(EncodeRegisterNode(NodeInfo{ID: "n1", ClientAddr: "a:1", PeerAddr: "a:1"}))
 	first := &raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: append(msgs(0, "a"), msgs(1, "b", "c")...)}
 	h.produce(first, first)
-	h.mustMeta(CommitOffsets("g", []OffsetEntry{{Topic: "t", Queue: 1, Offset: 2}}))
+	h.mustMeta(EncodeCommitOffsets("g", []OffsetEntry{{Topic: "t", Queue: 1, Offset: 2}}))
 	f2, sink := snapshotRoundTrip(t, h.f)
 	if fmt.Sprint(f2.Topics()) != fmt.Sprint(h.f.Topics()) {
 		t.Fatalf("topics %v vs %v", f2.Topics(), h.f.Topics())
@@ -210,7 +210,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	// A damaged snapshot is refused.
 	bad := append([]byte{}, sink.Bytes()...)
 	bad[len(bad)/2] ^= 1
-	if err := New(nil).Restore(io.NopCloser(bytes.NewReader(bad))); !errors.Is(err, ErrCorruptCommand) {
+	if err := newFSM(nil).Restore(io.NopCloser(bytes.NewReader(bad))); !errors.Is(err, ErrCorruptCommand) {
 		t.Fatalf("damaged snapshot: %v", err)
 	}
 	// CheckSnapshot (a node's start-up check) accepts what Restore accepts.
@@ -223,16 +223,16 @@ func TestSnapshotRoundTrip(t *testing.T) {
 }
 
 func FuzzCheckCommand(f *testing.F) {
-	f.Add(CreateTopic("t", 4, true))
-	f.Add(CommitOffsets("g", []OffsetEntry{{Topic: "t", Queue: 1, Offset: 9}}))
-	f.Add(RegisterNode(NodeInfo{ID: "n", ClientAddr: "x:1"}))
-	f.Add(Retain(3))
+	f.Add(EncodeCreateTopic("t", 4, true))
+	f.Add(EncodeCommitOffsets("g", []OffsetEntry{{Topic: "t", Queue: 1, Offset: 9}}))
+	f.Add(EncodeRegisterNode(NodeInfo{ID: "n", ClientAddr: "x:1"}))
+	f.Add(EncodeRetain(3))
 	f.Add(raftlog.EncodeBatch(&raftlog.Request{Topic: "t", Messages: msgs(0, "a")}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		err := CheckCommand(data)
 		// Whatever passes the check must apply without panicking.
 		h := newHarness(t)
-		h.apply(CreateTopic("t", 4, false))
+		h.apply(EncodeCreateTopic("t", 4, false))
 		res := h.apply(data)
 		if err == nil {
 			if e, ok := res.(error); ok && errors.Is(e, ErrCorruptCommand) {
@@ -244,7 +244,7 @@ func FuzzCheckCommand(f *testing.F) {
 
 func FuzzRestore(f *testing.F) {
 	h := newHarness(&testing.T{})
-	h.f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: CreateTopic("t", 2, false)})
+	h.f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeCreateTopic("t", 2, false)})
 	snap, _ := h.f.Snapshot()
 	var sink memSink
 	snap.Persist(&sink)
@@ -260,7 +260,7 @@ func FuzzRestore(f *testing.F) {
 	snap.Persist(&sink)
 	f.Add(sink.Bytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
-		f := New(nil)
+		f := newFSM(nil)
 		if f.Restore(io.NopCloser(bytes.NewReader(data))) != nil { // must not panic
 			return
 		}
@@ -283,11 +283,11 @@ func TestRecordSize(t *testing.T) {
 // it find nothing, offsets keep counting, and the floor survives a snapshot.
 func TestRetainMovesQueueMinimums(t *testing.T) {
 	h := newHarness(t)
-	h.mustMeta(CreateTopic("t", 3, false))                                                        // index 1
+	h.mustMeta(EncodeCreateTopic("t", 3, false))                                                  // index 1
 	h.produce(&raftlog.Request{Topic: "t", Messages: append(msgs(0, "a", "b"), msgs(1, "c")...)}) // 2
 	h.produce(&raftlog.Request{Topic: "t", Messages: msgs(0, "d")})                               // 3
 	h.produce(&raftlog.Request{Topic: "t", Messages: append(msgs(0, "e"), msgs(2, "f")...)})      // 4
-	h.mustMeta(Retain(4))                                                                         // 5
+	h.mustMeta(EncodeRetain(4))                                                                   // 5
 	ti, _ := h.f.Topic("t")
 	want := []QueueRange{{Min: 3, Max: 4}, {Min: 1, Max: 1}, {Min: 0, Max: 1}}
 	if fmt.Sprint(ti.Queues) != fmt.Sprint(want) {
@@ -303,7 +303,7 @@ func TestRetainMovesQueueMinimums(t *testing.T) {
 		t.Fatalf("floor %d", h.f.LogFloor())
 	}
 	// A lower or equal floor changes nothing; offsets go on from the end.
-	h.mustMeta(Retain(2))
+	h.mustMeta(EncodeRetain(2))
 	res := h.produce(&raftlog.Request{Topic: "t", Messages: msgs(1, "g")})
 	if a, _ := res[0].Acks([]uint32{1}); a[0].Offset != 1 {
 		t.Fatalf("offset after retain: %+v", a)

@@ -79,7 +79,7 @@ type capturedTopic struct {
 	queues []queue // records slices are append-only: sharing the header is safe
 }
 
-func (f *FSM) captureLocked() *captured {
+func (f *fsm) captureLocked() *captured {
 	c := &captured{offsets: map[string]map[string]map[int32]uint64{}, nodes: map[string]NodeInfo{}, logFloor: f.logFloor,
 		applied: f.applied.Load()}
 	for _, t := range f.topics {
@@ -117,7 +117,7 @@ func (f *FSM) captureLocked() *captured {
 	return c
 }
 
-func (f *FSM) loadLocked(st *snapState) {
+func (f *fsm) loadLocked(st *snapState) {
 	for _, st := range st.Topics {
 		t := &topic{name: st.Name, queues: make([]*queue, len(st.Queues))}
 		for i, sq := range st.Queues {
@@ -216,7 +216,7 @@ func readSnapshot(r io.Reader) (*snapState, error) {
 	}
 	var st snapState
 	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(&st); err != nil {
-		return nil, fmt.Errorf("%w: decode snapshot: %v", ErrCorruptCommand, err)
+		return nil, fmt.Errorf("%w: decode snapshot: %w", ErrCorruptCommand, err)
 	}
 	if st.Format != 1 && st.Format != snapshotFormat {
 		return nil, fmt.Errorf("%w: snapshot format %d, want 1..%d", ErrCorruptCommand, st.Format, snapshotFormat)
@@ -256,5 +256,37 @@ func checkSnapResult(r *snapResult) error {
 	case !r.NoDigest && sum != uint64(r.Count):
 		return fmt.Errorf("%d messages, %d in its queues", r.Count, sum)
 	}
+	return nil
+}
+
+// Snapshot captures the metadata; message bodies stay in the log.
+//
+// A damaged FSM (see ApplyBatch) refuses: raft labels a snapshot with the
+// index of the last entry it handed to the FSM, which this state does not
+// hold, and a restart from it would lose the entries after the damage.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	if at, err := f.Damaged(); at != 0 {
+		return nil, fmt.Errorf("snapshot refused: %w", err)
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &fsmSnapshot{state: f.captureLocked()}, nil
+}
+
+// Restore replaces the state with a snapshot.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st, err := readSnapshot(rc)
+	if err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	f.mu.Lock()
+	f.reset()
+	f.loadLocked(st)
+	f.mu.Unlock()
+	// Raft applies the entries after the snapshot next; until one comes,
+	// the node has applied what the snapshot holds.
+	f.applied.Store(st.Applied)
+	f.wake()
 	return nil
 }

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -141,7 +140,7 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 	nl := c.leaderExcept(l)
 	t.Logf("new leader %s", c.cfgs[nl].Raft.ID)
 	waitFor(t, 30*time.Second, "the new follower to apply everything", func() bool {
-		return c.nodes[f].FSM().Applied() >= c.nodes[nl].FSM().Applied()
+		return c.nodes[f].Node().Applied() >= c.nodes[nl].Node().Applied()
 	})
 	waitFor(t, 10*time.Second, "status on the new leader to show the damaged node", func() bool {
 		st, err := c.nodes[nl].Broker().Status()
@@ -202,7 +201,7 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 	// The re-added follower holds the good entry: its log was never sent
 	// the damaged one.
 	idx := func(i int) uint64 {
-		locs, _, err := c.nodes[i].FSM().Locate("t", 0, bad, 1)
+		locs, _, err := c.nodes[i].Node().Locate("t", 0, bad, 1)
 		if err != nil || len(locs) == 0 {
 			t.Fatalf("locate offset %d on node %d: %v", bad, i, err)
 		}
@@ -293,8 +292,8 @@ func TestDamagedStateMachineHandsOverLeadership(t *testing.T) {
 	// memory, say), as if raft handed it the next entry.
 	bad := raftlog.EncodeBatch(&raftlog.Request{Topic: "t", Messages: []raftlog.Message{{Body: []byte("rotten")}}})
 	bad[len(bad)-1] ^= 0x01
-	fsm := c.nodes[l].FSM()
-	fsm.Apply(&raft.Log{Index: fsm.Applied() + 1, Type: raft.LogCommand, Data: bad})
+	fsm := c.nodes[l].Node()
+	fsm.ApplyUnreplicated(fsm.Applied()+1, bad)
 	frozen := fsm.Applied()
 
 	waitFor(t, 20*time.Second, "the damaged leader to be marked and hand leadership over", func() bool {
@@ -338,6 +337,6 @@ func TestDamagedStateMachineHandsOverLeadership(t *testing.T) {
 		t.Fatalf("pull on the damaged node: %+v, want a suggestion to the leader %s", res, c.cfgs[nl].Raft.ID)
 	}
 	waitFor(t, 30*time.Second, "retention on the new leader despite the damaged follower", func() bool {
-		return c.nodes[nl].FSM().LogFloor() > 0
+		return c.nodes[nl].Node().LogFloor() > 0
 	})
 }

@@ -280,7 +280,7 @@ func BenchmarkPull(b *testing.B) {
 	wg.Wait()
 	for _, s := range nodes { // wait until every node has applied everything
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			ti, err := s.FSM().Topic("bench")
+			ti, err := s.Node().Topic("bench")
 			total := uint64(0)
 			for _, q := range ti.Queues {
 				total += q.Max

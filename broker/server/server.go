@@ -68,7 +68,6 @@ type Server struct {
 	cfg    Config
 	log    hclog.Logger
 	stores *raftlog.Stores
-	fsm    *replica.FSM
 	node   *replica.Node
 	broker *broker.Broker
 	peers  *grpcapi.Peers
@@ -175,17 +174,16 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err := s.checkSnapshots(); err != nil {
 		return nil, err
 	}
-	s.fsm = replica.New(log.Named("store"))
 	rc := cfg.Raft
-	rc.Logger = log.Named("election")
-	s.node, err = replica.Start(rc, s.fsm, replica.Stores{Log: s.stores.Log, Stable: s.stores.Stable, Snapshots: s.stores.Snapshots})
+	rc.Logger = log.Named("replica")
+	s.node, err = replica.Start(rc, replica.Stores{Log: s.stores.Log, Stable: s.stores.Stable, Snapshots: s.stores.Snapshots})
 	if err != nil {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { s.node.Kill() })
 	s.peers = grpcapi.NewPeers(cfg.PeerDial)
 	cleanup = append(cleanup, func() { s.peers.Close() })
-	s.broker, err = broker.New(bc, s.node, s.fsm, s.stores, s.peers)
+	s.broker, err = broker.New(bc, broker.ReplicaOf(s.node), s.stores, s.peers)
 	if err != nil {
 		return nil, err
 	}
@@ -322,11 +320,8 @@ func (s *Server) Addr() string { return s.lis.Addr().String() }
 // Broker is the node's broker service.
 func (s *Server) Broker() *broker.Broker { return s.broker }
 
-// Node is the node's raft side.
+// Node is the node's replica: its raft member and the state it applies.
 func (s *Server) Node() *replica.Node { return s.node }
-
-// FSM is the node's state machine.
-func (s *Server) FSM() *replica.FSM { return s.fsm }
 
 // Stores are the node's raft stores.
 func (s *Server) Stores() *raftlog.Stores { return s.stores }

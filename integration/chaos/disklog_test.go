@@ -45,9 +45,9 @@ func sampleEntries() [][]byte {
 		return r
 	}
 	return [][]byte{
-		replica.CreateTopic("chaos", 2, true),
+		replica.EncodeCreateTopic("chaos", 2, true),
 		raftlog.EncodeBatch(req(1, "w0-000001-0", "w0-000001-1"), req(2, "w0-000002-0")),
-		replica.Retain(2),
+		replica.EncodeRetain(2),
 		raftlog.EncodeBatch(req(3, "w0-000003-0")),
 	}
 }
@@ -101,7 +101,7 @@ func TestCompareDiskLogsReportsDifferingEntry(t *testing.T) {
 	for _, n := range []string{"n1", "n2"} {
 		es := sampleEntries()
 		if n == "n2" {
-			es[2] = replica.Retain(3) // a metadata entry that differs
+			es[2] = replica.EncodeRetain(3) // a metadata entry that differs
 		}
 		writeNodeLog(t, filepath.Join(base, n), 2, es)
 		d, err := ReadDiskLog(n, filepath.Join(base, n), scan)

@@ -1,0 +1,83 @@
+package replica
+
+import (
+	"errors"
+
+	"github.com/hashicorp/raft"
+)
+
+// Errors of this package: every error a call returns wraps one of them (or
+// is a plain validation message). raft's own errors are translated once, in
+// translate; callers never see a raft type.
+var (
+	// ErrNotLeader: this node is not the leader (or is handing leadership
+	// over); nothing was appended.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrUnknownOutcome: leadership was lost while the command was in
+	// flight; it may or may not be committed. Retry with the same producer
+	// id and sequence.
+	ErrUnknownOutcome = errors.New("leadership lost while committing: outcome unknown")
+	// ErrTimeout: the command was not accepted in time; nothing was appended.
+	ErrTimeout = errors.New("timed out waiting for raft")
+	// ErrShutdown: the node is shutting down.
+	ErrShutdown = errors.New("node is shutting down")
+	// ErrNoSuchServer names a server that is not in the configuration.
+	ErrNoSuchServer = errors.New("no such server")
+	// ErrRefused: a membership change that would hurt availability.
+	ErrRefused = errors.New("refused")
+	// ErrTooLarge: the command would be a Raft entry larger than the log
+	// store reads back (raftlog.MaxEntryBytes); it was refused, never
+	// written.
+	ErrTooLarge = errors.New("entry too large")
+
+	// ErrUnknownTopic: no topic of that name has been applied here.
+	ErrUnknownTopic = errors.New("unknown topic")
+	// ErrTopicExists: the topic exists with another queue count (or the
+	// create did not allow an existing topic).
+	ErrTopicExists = errors.New("topic exists")
+	// ErrInvalidName: a topic or group name that ValidateName refuses.
+	ErrInvalidName = errors.New("invalid name")
+	// ErrInvalidQueue: a queue number or count out of range.
+	ErrInvalidQueue = errors.New("invalid queue")
+	// ErrStaleSequence: the producer's sequence is below its dedupe window;
+	// the request was not appended.
+	ErrStaleSequence = errors.New("producer sequence is older than the dedupe window")
+	// ErrCorruptCommand: bytes that do not decode as a raftmq command.
+	ErrCorruptCommand = errors.New("corrupt command")
+	// ErrDamaged: this node met a damaged committed entry and stopped
+	// applying; it holds no state at or after that entry. The entry is
+	// committed on the group, so a producer retries it (same producer id
+	// and sequence) on a healthy leader.
+	ErrDamaged = errors.New("this node stopped applying at a damaged log entry")
+	// ErrSequenceReused: a request came with a (producer id, sequence)
+	// that a request with other content (another digest or message count)
+	// already used. Nothing of it is stored and the remembered result stays.
+	ErrSequenceReused = errors.New("producer sequence already used by another request")
+	// ErrMismatchedRetry: the queues of a retry are not those of the
+	// request appended under its producer id and sequence, so some ack
+	// would name an offset that holds another message. The state machine
+	// refuses such a retry itself (ErrSequenceReused); this is the last
+	// check before an ack leaves.
+	ErrMismatchedRetry = errors.New("retry does not match the request appended under its producer id and sequence")
+)
+
+// errNoCampaign fails this node's own vote requests (NeverCampaign); raft
+// logs it, no caller sees it.
+var errNoCampaign = errors.New("this node does not campaign: its log or state machine is damaged")
+
+// translate maps raft's errors to this package's sentinels. It is the only
+// place that knows them; raft's error is dropped, not wrapped, so no caller
+// can come to depend on it (its text says nothing the sentinel does not).
+func translate(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrNotVoter):
+		return ErrNotLeader
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrAbortedByRestore):
+		return ErrUnknownOutcome
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return ErrTimeout
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShutdown
+	}
+	return err
+}

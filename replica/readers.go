@@ -1,0 +1,133 @@
+package replica
+
+import (
+	"fmt"
+	"sort"
+)
+
+// TopicInfo describes a topic as this node has applied it.
+type TopicInfo struct {
+	Name   string
+	Queues []QueueRange
+}
+
+// Topic returns one topic.
+func (f *fsm) Topic(name string) (TopicInfo, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t := f.topics[name]
+	if t == nil {
+		return TopicInfo{}, fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+	}
+	return t.infoLocked(), nil
+}
+
+func (t *topic) infoLocked() TopicInfo {
+	ti := TopicInfo{Name: t.name, Queues: make([]QueueRange, len(t.queues))}
+	for i, q := range t.queues {
+		ti.Queues[i] = QueueRange{Min: q.min, Max: q.next}
+	}
+	return ti
+}
+
+// Topics lists every topic, sorted by name.
+func (f *fsm) Topics() []TopicInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]TopicInfo, 0, len(f.topics))
+	for _, t := range f.topics {
+		out = append(out, t.infoLocked())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// QueueCount returns the number of queues of a topic, or 0 when unknown.
+func (f *fsm) QueueCount(name string) int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if t := f.topics[name]; t != nil {
+		return len(t.queues)
+	}
+	return 0
+}
+
+// Offsets returns a group's committed offsets for a topic (queue -> offset).
+func (f *fsm) Offsets(group, topicName string) map[int32]uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := map[int32]uint64{}
+	for q, o := range f.offsets[group][topicName] {
+		out[q] = o
+	}
+	return out
+}
+
+// Groups lists the consumer groups with committed offsets, sorted.
+func (f *fsm) Groups() []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]string, 0, len(f.offsets))
+	for g := range f.offsets {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// GroupTopics lists the topics a group has committed offsets for, sorted.
+func (f *fsm) GroupTopics(group string) []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []string
+	for t := range f.offsets[group] {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Applied is the index of the last entry applied to this node's state.
+func (n *Node) Applied() uint64 { return n.fsm.Applied() }
+
+// Changed returns a channel that is closed at the next apply. Long polls
+// grab it, check their condition, then wait on it.
+func (n *Node) Changed() <-chan struct{} { return n.fsm.Changed() }
+
+// Damaged returns the damaged entry the state machine stopped at and why
+// (0, nil: none).
+func (n *Node) Damaged() (uint64, error) { return n.fsm.Damaged() }
+
+// LogFloor is the log index below which retention has dropped every message
+// (0: nothing dropped).
+func (n *Node) LogFloor() uint64 { return n.fsm.LogFloor() }
+
+// Locate returns up to limit locations covering offsets from offset on in
+// queue q of a topic, and the queue's range as this node has applied it.
+func (n *Node) Locate(topic string, q int32, offset uint64, limit int) ([]Location, QueueRange, error) {
+	return n.fsm.Locate(topic, q, offset, limit)
+}
+
+// Topic returns one topic as this node has applied it.
+func (n *Node) Topic(name string) (TopicInfo, error) { return n.fsm.Topic(name) }
+
+// Topics lists every topic, sorted by name.
+func (n *Node) Topics() []TopicInfo { return n.fsm.Topics() }
+
+// QueueCount returns the number of queues of a topic, or 0 when unknown.
+func (n *Node) QueueCount(topic string) int { return n.fsm.QueueCount(topic) }
+
+// Offsets returns a group's committed offsets for a topic (queue -> offset).
+func (n *Node) Offsets(group, topic string) map[int32]uint64 { return n.fsm.Offsets(group, topic) }
+
+// Groups lists the consumer groups with committed offsets, sorted.
+func (n *Node) Groups() []string { return n.fsm.Groups() }
+
+// GroupTopics lists the topics a group has committed offsets for, sorted.
+func (n *Node) GroupTopics(group string) []string { return n.fsm.GroupTopics(group) }
+
+// Node returns the addresses registered for a node.
+func (n *Node) Node(id string) (NodeInfo, bool) { return n.fsm.Node(id) }
+
+// Nodes returns every registered node.
+func (n *Node) Nodes() map[string]NodeInfo { return n.fsm.Nodes() }
