@@ -1,0 +1,429 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/replica"
+)
+
+// fakeReplica is a one-node replica in memory: it implements every interface
+// of replica.go, and Log, with no raft, no disk and no network. Produce
+// applies at once, numbering entries 1, 2, ...; it keeps each entry's bytes
+// so that Pull reads real batches, and answers like the real state machine
+// (offsets per queue, dedupe by producer id and sequence, unknown topics).
+// Tests set the role and inject errors.
+type fakeReplica struct {
+	id string
+
+	mu        sync.Mutex
+	role      replica.Role
+	ready     bool
+	leaderID  string
+	failWrite error // every write fails with it (a raft error: nothing applied)
+	topics    map[string][]*fakeQueue
+	offsets   map[string]map[string]map[int32]uint64
+	nodes     map[string]replica.NodeInfo
+	entries   map[uint64][]byte
+	last      uint64
+	seen      map[string]replica.RequestResult // producer id/sequence -> first answer
+	changed   chan struct{}
+	listeners []func(replica.Event)
+}
+
+type fakeQueue struct {
+	next uint64
+	locs []replica.Location
+}
+
+var (
+	_ Writer      = (*fakeReplica)(nil)
+	_ State       = (*fakeReplica)(nil)
+	_ Leadership  = (*fakeReplica)(nil)
+	_ Membership  = (*fakeReplica)(nil)
+	_ Snapshotter = (*fakeReplica)(nil)
+	_ Log         = (*fakeReplica)(nil)
+)
+
+func newFakeReplica(id string) *fakeReplica {
+	return &fakeReplica{id: id, role: replica.Leader, ready: true, leaderID: id,
+		topics: map[string][]*fakeQueue{}, offsets: map[string]map[string]map[int32]uint64{},
+		nodes: map[string]replica.NodeInfo{}, entries: map[uint64][]byte{}, seen: map[string]replica.RequestResult{},
+		changed: make(chan struct{})}
+}
+
+// setRole changes the role and tells the broker, as raft's observer would.
+func (f *fakeReplica) setRole(role replica.Role, ready bool, leaderID string) {
+	f.mu.Lock()
+	f.role, f.ready, f.leaderID = role, ready, leaderID
+	ls := append([]func(replica.Event){}, f.listeners...)
+	f.mu.Unlock()
+	for _, fn := range ls {
+		fn(replica.Event{Role: role, Term: 1, LeaderID: leaderID, Ready: ready})
+	}
+}
+
+func (f *fakeReplica) fail(err error) {
+	f.mu.Lock()
+	f.failWrite = err
+	f.mu.Unlock()
+}
+
+// appendLocked stores an entry and wakes long polls.
+func (f *fakeReplica) appendLocked(data []byte) uint64 {
+	f.last++
+	f.entries[f.last] = data
+	close(f.changed)
+	f.changed = make(chan struct{})
+	return f.last
+}
+
+func (f *fakeReplica) writeErrLocked() error {
+	if f.failWrite != nil {
+		return f.failWrite
+	}
+	if f.role != replica.Leader {
+		return replica.ErrNotLeader
+	}
+	return nil
+}
+
+// Writer.
+
+type fakeFuture struct {
+	res []replica.RequestResult
+	err error
+}
+
+func (p fakeFuture) Wait() ([]replica.RequestResult, error) { return p.res, p.err }
+
+func (f *fakeReplica) Produce(reqs []*raftlog.Request, sizeHint int, _ time.Duration) replica.ProduceFuture {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.writeErrLocked(); err != nil {
+		return fakeFuture{err: err}
+	}
+	enc := raftlog.NewBatchBuilder(sizeHint)
+	for _, r := range reqs {
+		enc.Add(r)
+	}
+	index := f.appendLocked(enc.Finish())
+	type qkey struct {
+		topic string
+		q     uint32
+	}
+	locs := map[qkey]*replica.Location{}
+	var order []qkey
+	var skipped []uint32
+	var ordinal uint32
+	out := make([]replica.RequestResult, len(reqs))
+	for i, r := range reqs {
+		first := ordinal
+		ordinal += uint32(len(r.Messages))
+		key := fmt.Sprintf("%s/%d", r.ProducerID, r.Seq)
+		if prev, ok := f.seen[key]; ok && r.ProducerID != "" {
+			prev.Duplicate = true
+			out[i] = prev
+			skipped = append(skipped, uint32(i))
+			continue
+		}
+		qs := f.topics[r.Topic]
+		if qs == nil {
+			out[i].Err = fmt.Errorf("%w: %q", replica.ErrUnknownTopic, r.Topic)
+			skipped = append(skipped, uint32(i))
+			continue
+		}
+		acks := make([]replica.Ack, len(r.Messages))
+		for j, m := range r.Messages {
+			k := qkey{r.Topic, m.Queue}
+			l := locs[k]
+			if l == nil {
+				l = &replica.Location{Base: qs[m.Queue].next, LogIndex: index}
+				locs[k] = l
+				order = append(order, k)
+			}
+			acks[j] = replica.Ack{Queue: m.Queue, Offset: qs[m.Queue].next, ID: raftlog.MessageID(index, first+uint32(j))}
+			qs[m.Queue].next++
+			l.Count++
+		}
+		out[i] = replica.RequestResult{Acks: acks}
+		if r.ProducerID != "" {
+			f.seen[key] = out[i]
+		}
+	}
+	for _, k := range order {
+		l := locs[k]
+		l.Skip = skipped
+		q := f.topics[k.topic][k.q]
+		q.locs = append(q.locs, *l)
+	}
+	return fakeFuture{res: out}
+}
+
+func (f *fakeReplica) CreateTopic(_ context.Context, name string, queues int32, ifNotExists bool) (replica.TopicInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.writeErrLocked(); err != nil {
+		return replica.TopicInfo{}, err
+	}
+	f.appendLocked(replica.EncodeCreateTopic(name, queues, ifNotExists))
+	if qs, ok := f.topics[name]; ok {
+		if !ifNotExists || len(qs) != int(queues) {
+			return replica.TopicInfo{}, fmt.Errorf("create topic %q: %w: %q has %d queues", name, replica.ErrTopicExists, name, len(qs))
+		}
+		return f.topicLocked(name), nil
+	}
+	qs := make([]*fakeQueue, queues)
+	for i := range qs {
+		qs[i] = &fakeQueue{}
+	}
+	f.topics[name] = qs
+	return f.topicLocked(name), nil
+}
+
+func (f *fakeReplica) CommitOffsets(_ context.Context, group string, offsets []replica.OffsetEntry) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.writeErrLocked(); err != nil {
+		return err
+	}
+	f.appendLocked(replica.EncodeCommitOffsets(group, offsets))
+	g := f.offsets[group]
+	if g == nil {
+		g = map[string]map[int32]uint64{}
+		f.offsets[group] = g
+	}
+	for _, o := range offsets {
+		if g[o.Topic] == nil {
+			g[o.Topic] = map[int32]uint64{}
+		}
+		g[o.Topic][o.Queue] = o.Offset
+	}
+	return nil
+}
+
+func (f *fakeReplica) RegisterNode(_ context.Context, n replica.NodeInfo) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.writeErrLocked(); err != nil {
+		return err
+	}
+	f.nodes[n.ID] = n
+	return nil
+}
+
+func (f *fakeReplica) ForgetNode(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.nodes, id)
+	return nil
+}
+
+func (f *fakeReplica) Retain(context.Context, uint64) error { return nil }
+
+// State.
+
+func (f *fakeReplica) Applied() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
+}
+
+func (f *fakeReplica) Changed() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
+}
+
+func (f *fakeReplica) Damaged() (uint64, error) { return 0, nil } // State and Log
+func (f *fakeReplica) LogFloor() uint64         { return 0 }
+
+func (f *fakeReplica) Locate(topic string, q int32, offset uint64, limit int) ([]replica.Location, replica.QueueRange, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	qs := f.topics[topic]
+	if qs == nil {
+		return nil, replica.QueueRange{}, fmt.Errorf("%w: %q", replica.ErrUnknownTopic, topic)
+	}
+	if q < 0 || int(q) >= len(qs) {
+		return nil, replica.QueueRange{}, fmt.Errorf("%w: queue %d", replica.ErrInvalidQueue, q)
+	}
+	rng := replica.QueueRange{Max: qs[q].next}
+	var out []replica.Location
+	for _, l := range qs[q].locs {
+		if l.Base+uint64(l.Count) > offset && len(out) < limit {
+			out = append(out, l)
+		}
+	}
+	return out, rng, nil
+}
+
+func (f *fakeReplica) topicLocked(name string) replica.TopicInfo {
+	qs := f.topics[name]
+	ti := replica.TopicInfo{Name: name, Queues: make([]replica.QueueRange, len(qs))}
+	for i, q := range qs {
+		ti.Queues[i] = replica.QueueRange{Max: q.next}
+	}
+	return ti
+}
+
+func (f *fakeReplica) Topic(name string) (replica.TopicInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.topics[name] == nil {
+		return replica.TopicInfo{}, fmt.Errorf("%w: %q", replica.ErrUnknownTopic, name)
+	}
+	return f.topicLocked(name), nil
+}
+
+func (f *fakeReplica) Topics() []replica.TopicInfo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []replica.TopicInfo
+	for name := range f.topics {
+		out = append(out, f.topicLocked(name))
+	}
+	return out
+}
+
+func (f *fakeReplica) QueueCount(topic string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.topics[topic])
+}
+
+func (f *fakeReplica) Offsets(group, topic string) map[int32]uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[int32]uint64{}
+	for q, o := range f.offsets[group][topic] {
+		out[q] = o
+	}
+	return out
+}
+
+func (f *fakeReplica) Groups() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for g := range f.offsets {
+		out = append(out, g)
+	}
+	return out
+}
+
+func (f *fakeReplica) GroupTopics(group string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for t := range f.offsets[group] {
+		out = append(out, t)
+	}
+	return out
+}
+
+func (f *fakeReplica) Node(id string) (replica.NodeInfo, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.nodes[id]
+	return n, ok
+}
+
+// Leadership.
+
+func (f *fakeReplica) Role() replica.Role {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.role
+}
+
+func (f *fakeReplica) Ready() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.role == replica.Leader && f.ready
+}
+
+func (f *fakeReplica) LeaderID() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.leaderID
+}
+
+func (f *fakeReplica) Stats() replica.Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return replica.Stats{Role: f.role, Term: 1, LeaderID: f.leaderID, CommitIndex: f.last, AppliedIndex: f.last, LastIndex: f.last}
+}
+
+func (f *fakeReplica) OnChange(fn func(replica.Event)) {
+	f.mu.Lock()
+	f.listeners = append(f.listeners, fn)
+	f.mu.Unlock()
+}
+
+func (f *fakeReplica) NeverCampaign() {}
+
+// Membership: a group of this node alone.
+
+func (f *fakeReplica) Servers() ([]replica.Server, error) {
+	return []replica.Server{{ID: f.id, Addr: "raft-" + f.id, Voter: true}}, nil
+}
+
+func (f *fakeReplica) Transfer(string) error { return replica.ErrRefused }
+func (f *fakeReplica) Reachable(context.Context, string, string) error {
+	return errors.New("fake: no network")
+}
+func (f *fakeReplica) AddNonvoter(string, string) error { return replica.ErrRefused }
+func (f *fakeReplica) Promote(string, string) error     { return replica.ErrRefused }
+func (f *fakeReplica) Remove(string, bool) error        { return replica.ErrRefused }
+
+// Snapshotter.
+
+func (f *fakeReplica) Snapshot() (uint64, error) { return f.Applied(), nil }
+func (f *fakeReplica) LastSnapshotIndex() uint64 { return 0 }
+
+// Log: the entries Produce and the metadata calls appended.
+
+func (f *fakeReplica) Read(index uint64) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d, ok := f.entries[index]; ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("entry %d: %w", index, raftlog.ErrBelowFloor)
+}
+
+func (f *fakeReplica) FirstIndex() uint64 { return 1 }
+func (f *fakeReplica) LastIndex() uint64  { return f.Applied() }
+
+func (f *fakeReplica) Segments() ([]raftlog.Segment, error) { return nil, nil }
+func (f *fakeReplica) AppendedAt(uint64) (time.Time, error) { return time.Now(), nil }
+func (f *fakeReplica) DeleteBelow(uint64) error             { return nil }
+func (f *fakeReplica) NodeState(context.Context, string) (NodeState, error) {
+	return NodeState{}, errors.New("fake: no network")
+}
+func (f *fakeReplica) Register(context.Context, string, replica.NodeInfo) error {
+	return errors.New("fake: no network")
+}
+
+// newFakeBroker starts a broker over a fake replica; the fake also serves as
+// its log and its peer client.
+func newFakeBroker(t *testing.T) (*Broker, *fakeReplica) {
+	t.Helper()
+	f := newFakeReplica("n1")
+	cfg := DefaultConfig()
+	cfg.NodeID = "n1"
+	cfg.ClientAddr = "n1:9000"
+	cfg.RetentionAge = 0
+	b, err := New(cfg, Replica{Writer: f, State: f, Leadership: f, Membership: f, Snapshots: f}, f, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b, f
+}
