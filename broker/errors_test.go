@@ -11,7 +11,7 @@ import (
 
 // TestFailedPreconditionSaysDefiniteFailure: a produce request refused for
 // a sequence older than the dedupe window is a definite failure and its
-// text says so; it said "outcome unknown" under FailedPrecondition before.
+// text says so, never "outcome unknown".
 func TestFailedPreconditionSaysDefiniteFailure(t *testing.T) {
 	stale := (&Broker{}).replicaErr(fmt.Errorf("%w: producer %q sequence 3, window starts after 9", replica.ErrStaleSequence, "p"))
 	if !errors.Is(stale, ErrFailedPrecondition) || errors.Is(stale, ErrUnknownOutcome) {

@@ -297,7 +297,7 @@ func pickQueue(m *ProduceMessage, rr uint64, nq int) (uint32, error) {
 }
 
 // batchLoop is the group commit: it takes every request waiting right now
-// (up to MaxBatchBytes), encodes them as one Raft entry and hands it to raft
+// (up to MaxBatchBytes) and hands them to the replica as one Raft entry
 // without waiting, so the next batch forms while this one replicates.
 func (b *Broker) batchLoop() {
 	var next *pending

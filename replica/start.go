@@ -61,8 +61,8 @@ func Start(cfg Config, st Stores) (*Node, error) {
 	}
 	tc := &raft.NetworkTransportConfig{
 		// No pipelining: with it, a follower's single failed append can stall
-		// replication to that follower for good (hashicorp/raft#612; chaos
-		// finding "repl-stall", TestRegressionPipelineStallsAfterFailedAppend).
+		// replication to that follower for good (hashicorp/raft#612;
+		// TestRegressionPipelineStallsAfterFailedAppend in integration/chaos).
 		// raft's own docs say pipelining brings little with batching.
 		MaxRPCsInFlight: 1,
 		MaxPool:         3,

@@ -1,5 +1,5 @@
 // Package server assembles one raftmq node from its parts: the raftlog
-// stores, the store FSM, the election (raft) node, the broker service, its
+// stores, the replica (raft and the state machine), the broker service, its
 // gRPC API and the HTTP endpoints (/metrics, /healthz, /readyz). The CLI's
 // `raftmq server` and the in-process test clusters both start nodes here.
 //
