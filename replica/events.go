@@ -30,8 +30,11 @@ type Event struct {
 	Ready bool
 }
 
-// OnChange registers fn to be called (on one goroutine, in order) at every
-// role or leader change, and once more when a new leader becomes ready.
+// OnChange registers fn to be called at every role or leader change (in
+// order, on the observer goroutine), and once more when a new leader becomes
+// ready (on that term's barrier goroutine, so possibly beside an observer
+// call). fn must not block: observations queue behind it, and raft drops
+// them once the queue (64) is full.
 func (n *Node) OnChange(fn func(Event)) {
 	n.mu.Lock()
 	n.listeners = append(n.listeners, fn)
