@@ -258,3 +258,14 @@ func TestFollowerWithoutTheTopicSendsToLeader(t *testing.T) {
 		t.Errorf("follower pull of an unknown topic: status %d suggestion %+v, want retry elsewhere at n2", res.Status, res.Suggestion)
 	}
 }
+
+func TestMembershipErrorsMapped(t *testing.T) {
+	b, _ := newFakeBroker(t)
+	ctx := context.Background()
+	if err := b.RemoveMember(ctx, "n9", false); !errors.Is(err, ErrNotFound) || !errors.Is(err, replica.ErrNoSuchServer) {
+		t.Errorf("remove an unknown server: %v, want ErrNotFound wrapping replica.ErrNoSuchServer", err)
+	}
+	if err := b.RemoveMember(ctx, "n1", false); !errors.Is(err, ErrFailedPrecondition) || !errors.Is(err, replica.ErrRefused) {
+		t.Errorf("remove the leader: %v, want ErrFailedPrecondition wrapping replica.ErrRefused", err)
+	}
+}

@@ -380,7 +380,12 @@ func (f *fakeReplica) Reachable(context.Context, string, string) error {
 }
 func (f *fakeReplica) AddNonvoter(string, string) error { return replica.ErrRefused }
 func (f *fakeReplica) Promote(string, string) error     { return replica.ErrRefused }
-func (f *fakeReplica) Remove(string, bool) error        { return replica.ErrRefused }
+func (f *fakeReplica) Remove(id string, _ bool) error {
+	if id != f.id {
+		return fmt.Errorf("%w: %q", replica.ErrNoSuchServer, id)
+	}
+	return fmt.Errorf("%w: %s is the leader", replica.ErrRefused, id)
+}
 
 // Snapshotter.
 
