@@ -161,9 +161,9 @@ type PeerClient interface {
 type Broker struct {
 	cfg   Config
 	log   hclog.Logger
-	w     Writer
-	fsm   State
-	node  node
+	w     Writer // replicated writes
+	fsm   State  // what this node's state machine has applied
+	node  node   // roles, members and snapshots
 	rlog  Log
 	peers PeerClient
 	m     *metrics
