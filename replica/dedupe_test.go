@@ -250,3 +250,50 @@ func TestRestoreRefusesInconsistentCounts(t *testing.T) {
 		t.Errorf("consistent result refused: %v", err)
 	}
 }
+
+func TestDedupeRetryGetsSameAck(t *testing.T) {
+	h := newHarness(t)
+	h.mustMeta(EncodeCreateTopic("t", 1, false))
+	first := h.produce(&raftlog.Request{ProducerID: "p", Seq: 5, Topic: "t", Messages: msgs(0, "x")})
+	// A retry in a later entry, and a duplicate inside one entry.
+	res := h.produce(
+		&raftlog.Request{ProducerID: "p", Seq: 5, Topic: "t", Messages: msgs(0, "x")},
+		&raftlog.Request{ProducerID: "p", Seq: 6, Topic: "t", Messages: msgs(0, "y")},
+		&raftlog.Request{ProducerID: "p", Seq: 6, Topic: "t", Messages: msgs(0, "y")},
+	)
+	if !res[0].Duplicate || res[1].Duplicate || !res[2].Duplicate {
+		t.Fatalf("duplicate flags %v %v %v", res[0].Duplicate, res[1].Duplicate, res[2].Duplicate)
+	}
+	a, _ := first[0].Acks([]uint32{0})
+	b, _ := res[0].Acks([]uint32{0})
+	if a[0] != b[0] {
+		t.Fatalf("retry ack %+v, first ack %+v", b, a)
+	}
+	if _, err := res[0].Acks([]uint32{1}); !errors.Is(err, ErrMismatchedRetry) {
+		t.Fatalf("retry to another queue: %v", err)
+	}
+	ti, _ := h.f.Topic("t")
+	if ti.Queues[0].Max != 2 {
+		t.Fatalf("queue holds %d messages, want 2", ti.Queues[0].Max)
+	}
+	locs, _, _ := h.f.Locate("t", 0, 1, 10)
+	if len(locs) != 1 || fmt.Sprint(locs[0].Skip) != "[0 2]" {
+		t.Fatalf("skip list %+v", locs)
+	}
+}
+
+func TestDedupeWindowRefusesStaleSequences(t *testing.T) {
+	h := newHarness(t)
+	h.mustMeta(EncodeCreateTopic("t", 1, false))
+	for s := uint64(1); s <= DedupeWindow+10; s++ {
+		h.produce(&raftlog.Request{ProducerID: "p", Seq: s, Topic: "t", Messages: msgs(0, "m")})
+	}
+	res := h.produce(&raftlog.Request{ProducerID: "p", Seq: 3, Topic: "t", Messages: msgs(0, "old")})
+	if !errors.Is(res[0].Err, ErrStaleSequence) {
+		t.Fatalf("stale seq: %v", res[0].Err)
+	}
+	res = h.produce(&raftlog.Request{ProducerID: "p", Seq: DedupeWindow + 5, Topic: "t", Messages: msgs(0, "m")})
+	if !res[0].Duplicate {
+		t.Fatal("recent seq not deduplicated")
+	}
+}
