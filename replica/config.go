@@ -89,6 +89,10 @@ type Config struct {
 	MaxAppendEntries   int
 	SnapshotThreshold  uint64
 	SnapshotInterval   time.Duration
+	// RecoveryTimeout: after an unclean start, the node votes and campaigns
+	// again once it has heard from no leader for this long (recover.go);
+	// 0 means DefaultRecoveryTimeout.
+	RecoveryTimeout time.Duration
 
 	Logger hclog.Logger
 }

@@ -63,7 +63,7 @@ var (
 
 // errNoCampaign fails this node's own vote requests (NeverCampaign); raft
 // logs it, no caller sees it.
-var errNoCampaign = errors.New("this node does not campaign: its log or state machine is damaged")
+var errNoCampaign = errors.New("this node does not campaign now: its log or state machine is damaged, or it is catching up after an unclean start")
 
 // translate maps raft's errors to this package's sentinels. It is the only
 // place that knows them; raft's error is dropped, not wrapped, so no caller

@@ -27,6 +27,7 @@ type Node struct {
 	closed atomic.Bool
 
 	noCampaign    atomic.Bool   // NeverCampaign: vote requests of this node fail
+	recovering    atomic.Bool   // after an unclean start: neither campaign nor vote (recover.go)
 	readyTerm     atomic.Uint64 // term whose barrier completed
 	leaderChanges atomic.Uint64
 	roleChanges   atomic.Uint64
@@ -40,6 +41,11 @@ type Stores struct {
 	Log       raft.LogStore
 	Stable    raft.StableStore
 	Snapshots raft.SnapshotStore
+	// Unclean says the previous process ended without closing the log
+	// (raftlog.Stores.Unclean): the node recovers before it votes
+	// (recover.go) and then calls Recovered, when set.
+	Unclean   bool
+	Recovered func()
 }
 
 // Start creates the transport and raft, bootstrapping the peers when the
@@ -107,8 +113,13 @@ func Start(cfg Config, st Stores) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, trans: trans, log: logger, stop: make(chan struct{}),
 		obsCh: make(chan raft.Observation, 64), fsm: newFSM(logger.Named("fsm"))}
-	r, err := raft.NewRaft(rc, n.fsm, st.Log, st.Stable, st.Snapshots, &gatedTransport{NetworkTransport: trans, noCampaign: &n.noCampaign})
+	gt := &gatedTransport{NetworkTransport: trans, noCampaign: &n.noCampaign, recovering: &n.recovering, rpcs: make(chan raft.RPC)}
+	n.recovering.Store(st.Unclean)
+	n.goFunc(func() { recoveringVotes(trans.Consumer(), gt.rpcs, &n.recovering, n.stop) })
+	r, err := raft.NewRaft(rc, n.fsm, st.Log, st.Stable, st.Snapshots, gt)
 	if err != nil {
+		close(n.stop)
+		n.wg.Wait()
 		trans.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
@@ -137,7 +148,38 @@ func Start(cfg Config, st Stores) (*Node, error) {
 	} else if hasState {
 		logger.Info("rejoining with existing state", "last_index", r.LastIndex())
 	}
+	if n.recovering.Load() {
+		if voters(r) <= 1 { // nobody else could hold what it lost
+			n.recovering.Store(false)
+			if st.Recovered != nil {
+				st.Recovered()
+			}
+		} else {
+			timeout := cfg.RecoveryTimeout
+			if timeout <= 0 {
+				timeout = DefaultRecoveryTimeout
+			}
+			logger.Warn("started after an unclean shutdown: not voting or campaigning until caught up with a leader",
+				"at_most_without_a_leader", timeout)
+			n.goFunc(func() { n.recover(timeout, st.Recovered) })
+		}
+	}
 	return n, nil
+}
+
+// voters counts the voters of the latest configuration.
+func voters(r *raft.Raft) int {
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	c := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			c++
+		}
+	}
+	return c
 }
 
 // gatedTransport is raft's transport, except that this node's own vote
@@ -151,20 +193,31 @@ func Start(cfg Config, st Stores) (*Node, error) {
 // leader rejects every vote request: after the leader died the node would
 // refuse to vote for anyone, and a 3-node group with one damaged node
 // could not elect a new leader.
+//
+// It also refuses other nodes' vote requests while the node recovers from an
+// unclean start (recover.go), and then fails its own vote requests too.
 type gatedTransport struct {
 	*raft.NetworkTransport
 	noCampaign *atomic.Bool
+	recovering *atomic.Bool
+	rpcs       chan raft.RPC // fed by recoveringVotes
 }
 
+// Consumer is what raft reads incoming calls from: the transport's, less the
+// vote requests refused while recovering.
+func (t *gatedTransport) Consumer() <-chan raft.RPC { return t.rpcs }
+
+func (t *gatedTransport) campaigns() bool { return !t.noCampaign.Load() && !t.recovering.Load() }
+
 func (t *gatedTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	if t.noCampaign.Load() {
+	if !t.campaigns() {
 		return errNoCampaign
 	}
 	return t.NetworkTransport.RequestVote(id, target, args, resp)
 }
 
 func (t *gatedTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	if t.noCampaign.Load() {
+	if !t.campaigns() {
 		return errNoCampaign
 	}
 	return t.NetworkTransport.RequestPreVote(id, target, args, resp)

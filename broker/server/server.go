@@ -176,7 +176,8 @@ func Start(cfg Config) (_ *Server, err error) {
 	}
 	rc := cfg.Raft
 	rc.Logger = log.Named("replica")
-	s.node, err = replica.Start(rc, replica.Stores{Log: s.stores.Log, Stable: s.stores.Stable, Snapshots: s.stores.Snapshots})
+	s.node, err = replica.Start(rc, replica.Stores{Log: s.stores.Log, Stable: s.stores.Stable, Snapshots: s.stores.Snapshots,
+		Unclean: s.stores.Unclean(), Recovered: s.stores.Recovered})
 	if err != nil {
 		return nil, err
 	}
