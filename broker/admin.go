@@ -15,6 +15,25 @@ func (b *Broker) Topics() []replica.TopicInfo { return b.fsm.Topics() }
 // (0: nothing dropped).
 func (b *Broker) LogFloor() uint64 { return b.fsm.LogFloor() }
 
+// ListTopics lists the topics as the leader has applied them, so queue ends
+// are current (leader only).
+func (b *Broker) ListTopics(ctx context.Context) ([]replica.TopicInfo, error) {
+	if err := b.awaitLeader(ctx); err != nil {
+		return nil, err
+	}
+	return b.Topics(), nil
+}
+
+// DescribeTopic describes one topic as the leader has applied it: a
+// consumer that stops at the end must not take a lagging follower's end
+// (leader only).
+func (b *Broker) DescribeTopic(ctx context.Context, name string) (replica.TopicInfo, error) {
+	if err := b.awaitLeader(ctx); err != nil {
+		return replica.TopicInfo{}, err
+	}
+	return b.Topic(name)
+}
+
 // Topic describes one topic as this node has applied it.
 func (b *Broker) Topic(name string) (replica.TopicInfo, error) {
 	if err := replica.ValidateName("topic", name); err != nil {
@@ -121,8 +140,8 @@ func (b *Broker) Status() (Status, error) {
 // TransferLeader moves leadership to node id, or to the most caught-up
 // follower when id is empty (leader only). It returns the new leader.
 func (b *Broker) TransferLeader(ctx context.Context, id string) (string, time.Duration, error) {
-	if b.node.Role() != replica.Leader {
-		return "", 0, b.notLeader()
+	if err := b.await(ctx, b.isLeader); err != nil {
+		return "", 0, err
 	}
 	if id == b.cfg.NodeID {
 		return id, 0, nil
@@ -161,7 +180,7 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 	if err := replica.CheckAddr(ctx, raftAddr); err != nil {
 		return false, fmt.Errorf("%w: member add %s: raft %w", ErrInvalidArgument, id, err)
 	}
-	if err := b.LeaderCheck(); err != nil {
+	if err := b.awaitLeader(ctx); err != nil {
 		return false, err
 	}
 	servers, err := b.node.Servers()
@@ -259,7 +278,7 @@ func (b *Broker) undoAdd(id string, wasMember bool, why string) error {
 
 // RemoveMember removes a node from the group (leader only).
 func (b *Broker) RemoveMember(ctx context.Context, id string, force bool) error {
-	if err := b.LeaderCheck(); err != nil {
+	if err := b.awaitLeader(ctx); err != nil {
 		return err
 	}
 	if err := b.node.Remove(id, force); err != nil {

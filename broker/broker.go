@@ -284,7 +284,7 @@ func (b *Broker) Register(ctx context.Context, n replica.NodeInfo) error {
 	if n.ID == "" || n.ClientAddr == "" {
 		return invalid("register: id and client address are required")
 	}
-	if err := b.LeaderCheck(); err != nil {
+	if err := b.awaitLeader(ctx); err != nil {
 		return err
 	}
 	if cur, ok := b.fsm.Node(n.ID); ok && cur == n {

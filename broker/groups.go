@@ -79,7 +79,7 @@ func (b *Broker) JoinGroup(ctx context.Context, group, memberID string, topics [
 			return JoinResult{}, fmt.Errorf("%w: topic %q", ErrNotFound, t)
 		}
 	}
-	if err := b.LeaderCheck(); err != nil {
+	if err := b.awaitLeader(ctx); err != nil {
 		return JoinResult{}, err
 	}
 	now := time.Now()
@@ -114,7 +114,7 @@ func (b *Broker) JoinGroup(ctx context.Context, group, memberID string, topics [
 
 // LeaveGroup removes a member at once (leader only).
 func (b *Broker) LeaveGroup(ctx context.Context, group, memberID string) error {
-	if err := b.LeaderCheck(); err != nil {
+	if err := b.awaitLeader(ctx); err != nil {
 		return err
 	}
 	g := b.groups
@@ -194,8 +194,12 @@ type GroupInfo struct {
 	Queues     []GroupQueue
 }
 
-// ListGroups lists groups known by committed offsets or live members.
-func (b *Broker) ListGroups() []string {
+// ListGroups lists groups known by committed offsets or live members
+// (leader only: it holds the live members).
+func (b *Broker) ListGroups(ctx context.Context) ([]string, error) {
+	if err := b.awaitLeader(ctx); err != nil {
+		return nil, err
+	}
 	set := map[string]bool{}
 	for _, g := range b.fsm.Groups() {
 		set[g] = true
@@ -212,12 +216,15 @@ func (b *Broker) ListGroups() []string {
 		out = append(out, g)
 	}
 	sort.Strings(out)
-	return out
+	return out, nil
 }
 
 // DescribeGroup returns members (as the leader knows them), committed offsets
-// and lag per queue.
-func (b *Broker) DescribeGroup(group string) (GroupInfo, error) {
+// and lag per queue (leader only).
+func (b *Broker) DescribeGroup(ctx context.Context, group string) (GroupInfo, error) {
+	if err := b.awaitLeader(ctx); err != nil {
+		return GroupInfo{}, err
+	}
 	if err := replica.ValidateName("group", group); err != nil {
 		return GroupInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
@@ -302,7 +309,7 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []repl
 			return fmt.Errorf("%w: commit %d for %s/%d, whose next offset is %d", ErrOutOfRange, o.Offset, o.Topic, o.Queue, ti.Queues[o.Queue].Max)
 		}
 	}
-	if err := b.LeaderCheck(); err != nil {
+	if err := b.awaitLeader(ctx); err != nil {
 		return err
 	}
 	return b.replicaErr(b.w.CommitOffsets(ctx, group, offsets))
@@ -326,7 +333,7 @@ func (b *Broker) ResetGroup(ctx context.Context, group, topic, to string) ([]rep
 	if err := replica.ValidateName("group", group); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	if err := b.LeaderCheck(); err != nil {
+	if err := b.awaitLeader(ctx); err != nil {
 		return nil, err
 	}
 	ti, err := b.fsm.Topic(topic)

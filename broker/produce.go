@@ -79,7 +79,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		b.m.produceErrors.WithLabelValues("invalid").Inc()
 		return ProduceResult{}, err
 	}
-	if err := b.LeaderCheck(); err != nil {
+	if err := b.awaitLeader(ctx); err != nil {
 		return ProduceResult{}, err
 	}
 	nq := b.fsm.QueueCount(req.Topic)
@@ -410,7 +410,7 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifN
 	if queues < 1 || queues > replica.MaxQueues {
 		return replica.TopicInfo{}, invalid("topic %q: %d queues, want 1..%d", name, queues, replica.MaxQueues)
 	}
-	if err := b.LeaderCheck(); err != nil {
+	if err := b.awaitLeader(ctx); err != nil {
 		return replica.TopicInfo{}, err
 	}
 	ti, err := b.w.CreateTopic(ctx, name, queues, ifNotExists)

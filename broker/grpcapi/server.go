@@ -1,9 +1,11 @@
 // Package grpcapi serves a broker over gRPC (api/raftmq.proto) and is the
-// gRPC client nodes use to reach each other. Requests that only the leader can
-// serve are forwarded to it here, so a client may call any node.
+// gRPC client nodes use to reach each other.
 //
-// It owns only translation: broker types to protobuf and broker errors to
-// gRPC status codes. It never touches raft or the FSM directly.
+// It encodes, decodes and forwards: protobuf to broker types and back, and
+// broker errors to gRPC status codes (toStatus, the one place). Which calls
+// only the leader answers is the broker's decision; when the broker names
+// another node as leader, the request is forwarded there, so a client may
+// call any node. It never touches raft or the FSM directly.
 package grpcapi
 
 import (
@@ -128,38 +130,23 @@ func forwarded(ctx context.Context) bool {
 	return ok && len(md.Get(forwardedKey)) > 0
 }
 
-// leaderOnly runs local; when this node is not the leader it forwards the
-// call to the leader (once: a forwarded call is never forwarded again). While
-// no leader is known, or a new leader is still applying, it waits briefly.
-func leaderOnly[R any](ctx context.Context, s *Server, local func() (R, error), remote func(context.Context, api.BrokerClient) (R, error)) (R, error) {
-	wait := time.NewTimer(3 * time.Second)
-	defer wait.Stop()
-	for {
-		r, err := local()
-		if err == nil {
-			return r, nil
-		}
-		var nl *broker.NotLeaderError
-		switch {
-		case errors.As(err, &nl) && nl.PeerAddr != "" && nl.LeaderID != s.b.ID() && !forwarded(ctx):
-			cl, cerr := s.peers.Client(nl.PeerAddr)
-			if cerr != nil {
-				return r, toStatus(err)
-			}
-			fctx := metadata.AppendToOutgoingContext(ctx, forwardedKey, s.b.ID())
-			return remote(fctx, cl)
-		case errors.Is(err, broker.ErrNotLeader) && forwarded(ctx):
-			return r, toStatus(err)
-		case errors.Is(err, broker.ErrNotLeader), errors.Is(err, broker.ErrUnavailable):
-			select {
-			case <-time.After(20 * time.Millisecond):
-				continue
-			case <-wait.C:
-			case <-ctx.Done():
-			}
-		}
-		return r, toStatus(err)
+// call is how every RPC runs: local calls the broker, which decides whether
+// this node may answer. When the broker answers that another node leads
+// (a *broker.NotLeaderError naming it), the same request goes to that node
+// through remote, once: a forwarded call carries forwardedKey and is never
+// forwarded again. Every broker error leaves through toStatus.
+func call[R any](ctx context.Context, s *Server, local func() (R, error), remote func(context.Context, api.BrokerClient) (R, error)) (R, error) {
+	r, err := local()
+	if err == nil {
+		return r, nil
 	}
+	var nl *broker.NotLeaderError
+	if errors.As(err, &nl) && nl.PeerAddr != "" && nl.LeaderID != s.b.ID() && !forwarded(ctx) {
+		if cl, cerr := s.peers.Client(nl.PeerAddr); cerr == nil {
+			return remote(metadata.AppendToOutgoingContext(ctx, forwardedKey, s.b.ID()), cl)
+		}
+	}
+	return r, toStatus(err)
 }
 
 func produceRequest(req *api.ProduceRequest) broker.ProduceRequest {
@@ -178,10 +165,10 @@ func produceRequest(req *api.ProduceRequest) broker.ProduceRequest {
 	return breq
 }
 
-// Produce appends messages; followers forward to the leader.
+// Produce appends messages.
 func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.ProduceResponse, error) {
 	breq := produceRequest(req)
-	return leaderOnly(ctx, s, func() (*api.ProduceResponse, error) {
+	return call(ctx, s, func() (*api.ProduceResponse, error) {
 		res, err := s.b.Produce(ctx, breq)
 		if err != nil {
 			return nil, err
@@ -198,15 +185,23 @@ func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.Pro
 	})
 }
 
-// Pull serves from this node, whatever its role.
+// Pull reads one queue.
 func (s *Server) Pull(ctx context.Context, req *api.PullRequest) (*api.PullResponse, error) {
-	res, err := s.b.Pull(ctx, broker.PullRequest{
-		Topic: req.Topic, Queue: req.Queue, Offset: req.Offset, MaxMessages: int(req.MaxMessages),
-		MaxBytes: int(req.MaxBytes), Wait: time.Duration(req.WaitMs) * time.Millisecond, ConsumerID: req.ConsumerId,
+	return call(ctx, s, func() (*api.PullResponse, error) {
+		res, err := s.b.Pull(ctx, broker.PullRequest{
+			Topic: req.Topic, Queue: req.Queue, Offset: req.Offset, MaxMessages: int(req.MaxMessages),
+			MaxBytes: int(req.MaxBytes), Wait: time.Duration(req.WaitMs) * time.Millisecond, ConsumerID: req.ConsumerId,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return pullResponse(&res), nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.PullResponse, error) {
+		return c.Pull(ctx, req)
 	})
-	if err != nil {
-		return nil, toStatus(err)
-	}
+}
+
+func pullResponse(res *broker.PullResult) *api.PullResponse {
 	out := &api.PullResponse{
 		Status: api.PullStatus(res.Status), NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset,
 		ServedBy: res.ServedBy, ServedByLeader: res.ServedByLeader,
@@ -221,33 +216,37 @@ func (s *Server) Pull(ctx context.Context, req *api.PullRequest) (*api.PullRespo
 		o.Properties, o.Body, o.TimestampMs = m.Properties, m.Body, m.Timestamp
 		out.Messages[i] = o
 	}
-	return out, nil
+	return out
 }
 
-// CommitOffsets stores a group's offsets through Raft.
+// CommitOffsets stores a group's offsets.
 func (s *Server) CommitOffsets(ctx context.Context, req *api.CommitOffsetsRequest) (*api.CommitOffsetsResponse, error) {
 	offs := make([]replica.OffsetEntry, len(req.Offsets))
 	for i, o := range req.Offsets {
 		offs[i] = replica.OffsetEntry{Topic: o.Topic, Queue: o.Queue, Offset: o.Offset}
 	}
-	return leaderOnly(ctx, s, func() (*api.CommitOffsetsResponse, error) {
+	return call(ctx, s, func() (*api.CommitOffsetsResponse, error) {
 		return &api.CommitOffsetsResponse{}, s.b.CommitOffsets(ctx, req.Group, offs)
 	}, func(ctx context.Context, c api.BrokerClient) (*api.CommitOffsetsResponse, error) {
 		return c.CommitOffsets(ctx, req)
 	})
 }
 
-// FetchOffsets answers from this node's state.
+// FetchOffsets returns a group's committed offsets.
 func (s *Server) FetchOffsets(ctx context.Context, req *api.FetchOffsetsRequest) (*api.FetchOffsetsResponse, error) {
-	offs, err := s.b.FetchOffsets(req.Group, req.Topic)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	out := &api.FetchOffsetsResponse{}
-	for q, o := range offs {
-		out.Offsets = append(out.Offsets, &api.QueueOffset{Topic: req.Topic, Queue: q, Offset: o})
-	}
-	return out, nil
+	return call(ctx, s, func() (*api.FetchOffsetsResponse, error) {
+		offs, err := s.b.FetchOffsets(req.Group, req.Topic)
+		if err != nil {
+			return nil, err
+		}
+		out := &api.FetchOffsetsResponse{}
+		for q, o := range offs {
+			out.Offsets = append(out.Offsets, &api.QueueOffset{Topic: req.Topic, Queue: q, Offset: o})
+		}
+		return out, nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.FetchOffsetsResponse, error) {
+		return c.FetchOffsets(ctx, req)
+	})
 }
 
 func topicInfo(ti replica.TopicInfo) *api.TopicInfo {
@@ -260,7 +259,7 @@ func topicInfo(ti replica.TopicInfo) *api.TopicInfo {
 
 // CreateTopic creates a topic.
 func (s *Server) CreateTopic(ctx context.Context, req *api.CreateTopicRequest) (*api.CreateTopicResponse, error) {
-	return leaderOnly(ctx, s, func() (*api.CreateTopicResponse, error) {
+	return call(ctx, s, func() (*api.CreateTopicResponse, error) {
 		ti, err := s.b.CreateTopic(ctx, req.Name, req.Queues, req.IfNotExists)
 		if err != nil {
 			return nil, err
@@ -271,14 +270,15 @@ func (s *Server) CreateTopic(ctx context.Context, req *api.CreateTopicRequest) (
 	})
 }
 
-// ListTopics is answered by the leader, so queue ends are current.
+// ListTopics lists the topics.
 func (s *Server) ListTopics(ctx context.Context, req *api.ListTopicsRequest) (*api.ListTopicsResponse, error) {
-	return leaderOnly(ctx, s, func() (*api.ListTopicsResponse, error) {
-		if err := s.b.LeaderCheck(); err != nil {
+	return call(ctx, s, func() (*api.ListTopicsResponse, error) {
+		tis, err := s.b.ListTopics(ctx)
+		if err != nil {
 			return nil, err
 		}
 		out := &api.ListTopicsResponse{}
-		for _, ti := range s.b.Topics() {
+		for _, ti := range tis {
 			out.Topics = append(out.Topics, topicInfo(ti))
 		}
 		return out, nil
@@ -287,14 +287,10 @@ func (s *Server) ListTopics(ctx context.Context, req *api.ListTopicsRequest) (*a
 	})
 }
 
-// DescribeTopic is answered by the leader, so queue ends are current (a
-// consumer that stops at the end must not take a lagging follower's end).
+// DescribeTopic describes one topic.
 func (s *Server) DescribeTopic(ctx context.Context, req *api.DescribeTopicRequest) (*api.DescribeTopicResponse, error) {
-	return leaderOnly(ctx, s, func() (*api.DescribeTopicResponse, error) {
-		if err := s.b.LeaderCheck(); err != nil {
-			return nil, err
-		}
-		ti, err := s.b.Topic(req.Name)
+	return call(ctx, s, func() (*api.DescribeTopicResponse, error) {
+		ti, err := s.b.DescribeTopic(ctx, req.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -312,9 +308,9 @@ func assignments(as []broker.Assignment) []*api.Assignment {
 	return out
 }
 
-// JoinGroup registers a member with the leader and returns its queues.
+// JoinGroup registers a member and returns its queues.
 func (s *Server) JoinGroup(ctx context.Context, req *api.JoinGroupRequest) (*api.JoinGroupResponse, error) {
-	return leaderOnly(ctx, s, func() (*api.JoinGroupResponse, error) {
+	return call(ctx, s, func() (*api.JoinGroupResponse, error) {
 		r, err := s.b.JoinGroup(ctx, req.Group, req.MemberId, req.Topics)
 		if err != nil {
 			return nil, err
@@ -328,32 +324,30 @@ func (s *Server) JoinGroup(ctx context.Context, req *api.JoinGroupRequest) (*api
 
 // LeaveGroup removes a member.
 func (s *Server) LeaveGroup(ctx context.Context, req *api.LeaveGroupRequest) (*api.LeaveGroupResponse, error) {
-	return leaderOnly(ctx, s, func() (*api.LeaveGroupResponse, error) {
+	return call(ctx, s, func() (*api.LeaveGroupResponse, error) {
 		return &api.LeaveGroupResponse{}, s.b.LeaveGroup(ctx, req.Group, req.MemberId)
 	}, func(ctx context.Context, c api.BrokerClient) (*api.LeaveGroupResponse, error) {
 		return c.LeaveGroup(ctx, req)
 	})
 }
 
-// ListGroups is answered by the leader, which holds the live members.
+// ListGroups lists the consumer groups.
 func (s *Server) ListGroups(ctx context.Context, req *api.ListGroupsRequest) (*api.ListGroupsResponse, error) {
-	return leaderOnly(ctx, s, func() (*api.ListGroupsResponse, error) {
-		if err := s.b.LeaderCheck(); err != nil {
+	return call(ctx, s, func() (*api.ListGroupsResponse, error) {
+		gs, err := s.b.ListGroups(ctx)
+		if err != nil {
 			return nil, err
 		}
-		return &api.ListGroupsResponse{Groups: s.b.ListGroups()}, nil
+		return &api.ListGroupsResponse{Groups: gs}, nil
 	}, func(ctx context.Context, c api.BrokerClient) (*api.ListGroupsResponse, error) {
 		return c.ListGroups(ctx, req)
 	})
 }
 
-// DescribeGroup is answered by the leader, which holds the live members.
+// DescribeGroup describes one consumer group.
 func (s *Server) DescribeGroup(ctx context.Context, req *api.DescribeGroupRequest) (*api.DescribeGroupResponse, error) {
-	return leaderOnly(ctx, s, func() (*api.DescribeGroupResponse, error) {
-		if err := s.b.LeaderCheck(); err != nil {
-			return nil, err
-		}
-		g, err := s.b.DescribeGroup(req.Group)
+	return call(ctx, s, func() (*api.DescribeGroupResponse, error) {
+		g, err := s.b.DescribeGroup(ctx, req.Group)
 		if err != nil {
 			return nil, err
 		}
@@ -372,7 +366,7 @@ func (s *Server) DescribeGroup(ctx context.Context, req *api.DescribeGroupReques
 
 // ResetGroup moves a group's offsets.
 func (s *Server) ResetGroup(ctx context.Context, req *api.ResetGroupRequest) (*api.ResetGroupResponse, error) {
-	return leaderOnly(ctx, s, func() (*api.ResetGroupResponse, error) {
+	return call(ctx, s, func() (*api.ResetGroupResponse, error) {
 		offs, err := s.b.ResetGroup(ctx, req.Group, req.Topic, req.To)
 		if err != nil {
 			return nil, err
@@ -389,10 +383,18 @@ func (s *Server) ResetGroup(ctx context.Context, req *api.ResetGroupRequest) (*a
 
 // Status reports the group as this node sees it.
 func (s *Server) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
-	st, err := s.b.Status()
-	if err != nil {
-		return nil, toStatus(err)
-	}
+	return call(ctx, s, func() (*api.StatusResponse, error) {
+		st, err := s.b.Status()
+		if err != nil {
+			return nil, err
+		}
+		return statusResponse(&st), nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.StatusResponse, error) {
+		return c.Status(ctx, req)
+	})
+}
+
+func statusResponse(st *broker.Status) *api.StatusResponse {
 	out := &api.StatusResponse{Group: st.Group, Term: st.Term, LeaderId: st.LeaderID, LeaderAddress: st.LeaderAddr,
 		AnsweredBy: st.AnsweredBy, LeaderChanges: st.LeaderChanges}
 	for _, n := range st.Nodes {
@@ -405,12 +407,12 @@ func (s *Server) Status(ctx context.Context, req *api.StatusRequest) (*api.Statu
 		}
 		out.Nodes = append(out.Nodes, ns)
 	}
-	return out, nil
+	return out
 }
 
 // TransferLeader moves leadership.
 func (s *Server) TransferLeader(ctx context.Context, req *api.TransferLeaderRequest) (*api.TransferLeaderResponse, error) {
-	return leaderOnly(ctx, s, func() (*api.TransferLeaderResponse, error) {
+	return call(ctx, s, func() (*api.TransferLeaderResponse, error) {
 		id, took, err := s.b.TransferLeader(ctx, req.To)
 		if err != nil {
 			return nil, err
@@ -423,7 +425,7 @@ func (s *Server) TransferLeader(ctx context.Context, req *api.TransferLeaderRequ
 
 // AddMember adds a node as non-voter and promotes it once caught up.
 func (s *Server) AddMember(ctx context.Context, req *api.AddMemberRequest) (*api.AddMemberResponse, error) {
-	return leaderOnly(ctx, s, func() (*api.AddMemberResponse, error) {
+	return call(ctx, s, func() (*api.AddMemberResponse, error) {
 		voter, err := s.b.AddMember(ctx, req.Id, req.RaftAddress)
 		if err != nil {
 			return nil, err
@@ -436,7 +438,7 @@ func (s *Server) AddMember(ctx context.Context, req *api.AddMemberRequest) (*api
 
 // RemoveMember removes a node.
 func (s *Server) RemoveMember(ctx context.Context, req *api.RemoveMemberRequest) (*api.RemoveMemberResponse, error) {
-	return leaderOnly(ctx, s, func() (*api.RemoveMemberResponse, error) {
+	return call(ctx, s, func() (*api.RemoveMemberResponse, error) {
 		return &api.RemoveMemberResponse{}, s.b.RemoveMember(ctx, req.Id, req.Force)
 	}, func(ctx context.Context, c api.BrokerClient) (*api.RemoveMemberResponse, error) {
 		return c.RemoveMember(ctx, req)
@@ -451,13 +453,13 @@ func (s *Server) NodeState(ctx context.Context, req *api.NodeStateRequest) (*api
 		Damaged: st.Damaged, DamagedIndex: st.DamagedIndex, DamagedReason: st.DamagedReason}, nil
 }
 
-// Register records a node's addresses (forwarded to the leader).
+// Register records a node's addresses.
 func (s *Server) Register(ctx context.Context, req *api.RegisterRequest) (*api.RegisterResponse, error) {
 	n := replica.NodeInfo{ID: req.Id, ClientAddr: req.ClientAddress, HTTPAddr: req.HttpAddress, PeerAddr: req.PeerAddress}
 	if n.PeerAddr == "" {
 		n.PeerAddr = n.ClientAddr
 	}
-	return leaderOnly(ctx, s, func() (*api.RegisterResponse, error) {
+	return call(ctx, s, func() (*api.RegisterResponse, error) {
 		return &api.RegisterResponse{}, s.b.Register(ctx, n)
 	}, func(ctx context.Context, c api.BrokerClient) (*api.RegisterResponse, error) {
 		return c.Register(ctx, req)

@@ -1,0 +1,65 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/raftmq/raftmq/replica"
+)
+
+// leaderWait bounds how long a leader-only call waits for a leader it can
+// run on or name.
+const leaderWait = 3 * time.Second
+
+// awaitLeader is the check at the top of every leader-only call: nil on a
+// ready leader; at once a *NotLeaderError when another node leads, whose
+// address it names (a protocol adapter forwards the call there). While no
+// leader is known, the leader has not registered its address, or this node
+// leads but has not applied its predecessors' entries, it checks again every
+// 20 ms for at most leaderWait or until ctx ends, then returns the last error.
+func (b *Broker) awaitLeader(ctx context.Context) error { return b.await(ctx, b.LeaderCheck) }
+
+// await runs check until it returns nil, an error naming a leader to forward
+// to, or an error no wait resolves (see awaitLeader).
+func (b *Broker) await(ctx context.Context, check func() error) error {
+	var wait <-chan time.Time
+	for {
+		err := check()
+		if err == nil || !b.leaderPending(err) {
+			return err
+		}
+		if wait == nil {
+			t := time.NewTimer(leaderWait)
+			defer t.Stop()
+			wait = t.C
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-wait:
+			return err
+		case <-ctx.Done():
+			return err
+		case <-b.stop:
+			return ErrShutdown
+		}
+	}
+}
+
+// leaderPending reports whether err may resolve by itself within moments:
+// no leader known, one not reachable yet, or this leader not ready.
+func (b *Broker) leaderPending(err error) bool {
+	var nl *NotLeaderError
+	if errors.As(err, &nl) {
+		return nl.LeaderID == "" || nl.LeaderID == b.cfg.NodeID || nl.PeerAddr == ""
+	}
+	return errors.Is(err, ErrUnavailable)
+}
+
+// isLeader is TransferLeader's check: it needs the role, not readiness.
+func (b *Broker) isLeader() error {
+	if b.node.Role() != replica.Leader {
+		return b.notLeader()
+	}
+	return nil
+}
