@@ -133,17 +133,3 @@ func (b *Broker) healthyVoter() string {
 	}
 	return cs[0].id
 }
-
-// damagedPull answers a pull on a damaged node: it serves nothing, and
-// sends the consumer to the leader, or, on the leader (which is handing
-// leadership over), answers ErrUnavailable, which the SDK retries.
-func (b *Broker) damagedPull(req *PullRequest, isLeader bool, why string) (PullResult, error) {
-	if !isLeader {
-		res := PullResult{Status: PullRetryElsewhere, ServedBy: b.cfg.NodeID, NextOffset: req.Offset,
-			Suggestion: b.route(req, false, LocalDamaged, replica.QueueRange{}, req.Offset, false)}
-		if res.Suggestion.Addr != "" && res.Suggestion.NodeID != b.cfg.NodeID {
-			return res, nil
-		}
-	}
-	return PullResult{}, fmt.Errorf("%w: %s; retry on a healthy node (this leader hands leadership to one)", ErrUnavailable, why)
-}

@@ -105,6 +105,26 @@ const (
 	LocalDamaged               // this node is damaged
 )
 
+// Answer is what a pull answers, as Suggest decides it.
+type Answer int
+
+// Pull answers.
+const (
+	AnswerServe          Answer = iota // what this node found: messages, or nothing new at the tail
+	AnswerRetryElsewhere               // PullRetryElsewhere: nothing here, pull from the suggested node
+	AnswerOffsetMoved                  // PullOffsetMoved: continue at the queue's minimum
+	AnswerNotFound                     // the leader has no such topic: a definite answer
+	AnswerOutOfRange                   // past the end of the leader's queue: a definite answer
+	AnswerUnavailable                  // no reachable node serves it now: an error the client retries
+)
+
+// Decision is the policy's answer to one pull: what to answer, and where
+// the consumer's next pull goes.
+type Decision struct {
+	Answer     Answer
+	Suggestion Suggestion
+}
+
 // NodeView is what one node knows of another (or of itself) for routing.
 type NodeView struct {
 	ID      string
@@ -116,12 +136,13 @@ type NodeView struct {
 	Loaded  bool    // Load is at or above its threshold
 }
 
-// RouteInput is everything a suggestion depends on, gathered once per pull.
-// Building it is the broker's job; deciding is Suggest's, a pure function.
+// RouteInput is everything a pull's answer and suggestion depend on,
+// gathered once per pull (Broker.routeInput). Deciding is Suggest's, a pure
+// function.
 type RouteInput struct {
 	SelfIsLeader bool
 	Self         NodeView
-	Leader       NodeView   // on a follower; zero when no leader is known
+	Leader       NodeView   // on a follower; zero when no leader is known, or it is damaged
 	Followers    []NodeView // on the leader: the other nodes
 
 	Local Local
@@ -145,10 +166,13 @@ type RouteInput struct {
 	Queue int32
 }
 
-// Suggest applies raftmq's read routing.
+// Suggest applies raftmq's read routing: what a pull answers and where the
+// consumer's next pull goes. It makes every routing decision of a pull.
 //
 // On the leader:
-//   - below the retained minimum: stay (ReasonOffsetMoved);
+//   - no such topic: AnswerNotFound; past the queue's end: AnswerOutOfRange;
+//     damaged: AnswerUnavailable (it is handing leadership over);
+//   - below the retained minimum: AnswerOffsetMoved, stay (ReasonOffsetMoved);
 //   - hot data, leader not loaded, bodies held: stay (ReasonLeaderNotLoaded);
 //   - otherwise (leader loaded, cold read, or bodies no longer held) send
 //     the consumer to a healthy follower that holds NeedIndex, lags at most
@@ -157,7 +181,9 @@ type RouteInput struct {
 //     (ReasonLeaderLoaded / ReasonColdRead / ReasonLeaderDeleted);
 //   - when none qualifies, stay: ReasonFollowersBehind if some healthy
 //     follower exists but none has applied NeedIndex (a burst just
-//     arrived), ReasonNoFollower if none is healthy.
+//     arrived), ReasonNoFollower if none is healthy;
+//   - bodies not held here: AnswerRetryElsewhere to that follower, or
+//     AnswerUnavailable when no follower holds them; else AnswerServe.
 //
 // On a follower, send the consumer back to the leader when this node is
 // damaged, lacks the topic, the offset or its body (ReasonNotApplied,
@@ -165,12 +191,26 @@ type RouteInput struct {
 // consumer reached the tail while the leader is not loaded
 // (ReasonCaughtUp). Otherwise keep serving (ReasonFollowerServes); with no
 // leader known, serve what it has (ReasonNoLeader), or name no node when it
-// has nothing to serve.
-func Suggest(in RouteInput) Suggestion {
-	self := Suggestion{NodeID: in.Self.ID, Addr: in.Self.Addr}
+// has nothing to serve. A follower answers AnswerServe when it served, and
+// AnswerRetryElsewhere when it did not: never a definite "no such topic" or
+// "out of range", since it may just lag. A damaged follower that knows no
+// other node to name answers AnswerUnavailable.
+func Suggest(in RouteInput) Decision {
 	if in.SelfIsLeader {
-		return suggestOnLeader(in, self)
+		return decideOnLeader(in)
 	}
+	s := suggestOnFollower(in)
+	switch {
+	case in.Local == LocalServed:
+		return Decision{Answer: AnswerServe, Suggestion: s}
+	case in.Local == LocalDamaged && (s.Addr == "" || s.NodeID == in.Self.ID):
+		return Decision{Answer: AnswerUnavailable, Suggestion: s}
+	}
+	return Decision{Answer: AnswerRetryElsewhere, Suggestion: s}
+}
+
+func suggestOnFollower(in RouteInput) Suggestion {
+	self := Suggestion{NodeID: in.Self.ID, Addr: in.Self.Addr}
 	if in.Leader.ID == "" || in.Leader.Addr == "" || in.Leader.ID == in.Self.ID {
 		if in.Local != LocalServed {
 			return Suggestion{Reason: ReasonNoLeader}
@@ -207,11 +247,30 @@ func Suggest(in RouteInput) Suggestion {
 // CPU load; the margin keeps sampling noise from excluding them.
 const busierBy = 1.25
 
-func suggestOnLeader(in RouteInput, self Suggestion) Suggestion {
-	if in.Local == LocalBelowMin {
+func decideOnLeader(in RouteInput) Decision {
+	self := Suggestion{NodeID: in.Self.ID, Addr: in.Self.Addr}
+	switch in.Local {
+	case LocalNoTopic:
+		return Decision{Answer: AnswerNotFound}
+	case LocalPastEnd:
+		return Decision{Answer: AnswerOutOfRange}
+	case LocalDamaged:
+		return Decision{Answer: AnswerUnavailable, Suggestion: Suggestion{Reason: ReasonDamaged}}
+	case LocalBelowMin:
 		self.Reason = ReasonOffsetMoved
-		return self
+		return Decision{Answer: AnswerOffsetMoved, Suggestion: self}
 	}
+	s := suggestOnLeader(in, self)
+	if in.Local == LocalNotHeld {
+		if s.NodeID == in.Self.ID {
+			return Decision{Answer: AnswerUnavailable, Suggestion: s}
+		}
+		return Decision{Answer: AnswerRetryElsewhere, Suggestion: s}
+	}
+	return Decision{Answer: AnswerServe, Suggestion: s}
+}
+
+func suggestOnLeader(in RouteInput, self Suggestion) Suggestion {
 	cold := in.BehindBytes > in.ColdBytes
 	missing := in.Local == LocalNotHeld || in.Self.First > in.NeedIndex
 	loaded := in.Self.Loaded

@@ -5,7 +5,9 @@ import (
 	"testing"
 )
 
-// TestSuggest covers every rule and every reason of Suggest.
+// TestSuggest covers every rule of Suggest: each answer and each reason at
+// least once, and the edge cases of the follower set (none, all lagging,
+// dead, data below a follower's log floor).
 func TestSuggest(t *testing.T) {
 	leader := NodeView{ID: "n1", Addr: "a1", Healthy: true, Applied: 100, Load: 0.2}
 	loaded := leader
@@ -13,6 +15,8 @@ func TestSuggest(t *testing.T) {
 	f2 := NodeView{ID: "n2", Addr: "a2", Healthy: true, Applied: 100, Load: 0.3}
 	f3 := NodeView{ID: "n3", Addr: "a3", Healthy: true, Applied: 100, Load: 0.3}
 	behind := func(f NodeView, applied uint64) NodeView { f.Applied = applied; return f }
+	floor := func(f NodeView, first uint64) NodeView { f.First = first; return f }
+	dead := func(f NodeView) NodeView { f.Healthy = false; return f }
 	const cold = 1000
 	onLeader := func(self NodeView, need uint64, behindBytes uint64, fs ...NodeView) RouteInput {
 		return RouteInput{SelfIsLeader: true, Self: self, Followers: fs, NeedIndex: need, BehindBytes: behindBytes, ColdBytes: cold, MaxLag: 20, Topic: "t"}
@@ -21,53 +25,82 @@ func TestSuggest(t *testing.T) {
 		return RouteInput{Self: self, Leader: l, NeedIndex: need, ColdBytes: cold, MaxLag: 20}
 	}
 	with := func(in RouteInput, f func(*RouteInput)) RouteInput { f(&in); return in }
+	local := func(in RouteInput, l Local) RouteInput { in.Local = l; return in }
+	atTail := func(in RouteInput) RouteInput { in.AtTail = true; return in }
+	const (
+		serve   = AnswerServe
+		retry   = AnswerRetryElsewhere
+		moved   = AnswerOffsetMoved
+		unavail = AnswerUnavailable
+	)
 	cases := []struct {
 		name       string
 		in         RouteInput
+		wantAnswer Answer
 		wantNode   string // "-": no node
 		wantReason Reason
 	}{
 		// The leader.
-		{"leader: hot reader stays on an idle leader", onLeader(leader, 90, 10, f2, f3), "n1", ReasonLeaderNotLoaded},
-		{"rule 1: loaded leader sends a reader to a follower that has the data", onLeader(loaded, 90, 10, f2), "n2", ReasonLeaderLoaded},
-		{"rule 1: loaded leader skips a follower without the data", onLeader(loaded, 90, 10, behind(f2, 50), f3), "n3", ReasonLeaderLoaded},
-		{"rule 2: loaded leader keeps a reader whose burst no follower applied yet", onLeader(loaded, 100, 0, behind(f2, 95), behind(f3, 98)), "n1", ReasonFollowersBehind},
-		{"rule 2: a reader at the tail of a loaded leader stays while followers trail", with(onLeader(loaded, 100, 0, behind(f2, 99)), func(in *RouteInput) { in.AtTail = true }), "n1", ReasonFollowersBehind},
-		{"loaded leader with a lagging follower uses the other one", onLeader(loaded, 60, 10, behind(f2, 70), f3), "n3", ReasonLeaderLoaded},
-		{"loaded leader with only a lagging follower keeps the reader", onLeader(loaded, 60, 10, behind(f2, 70)), "n1", ReasonFollowersBehind},
-		{"cold read goes to a follower (RocketMQ's rule)", onLeader(leader, 90, 5000, f2), "n2", ReasonColdRead},
-		{"cold read on a loaded leader says loaded", onLeader(loaded, 90, 5000, f2), "n2", ReasonLeaderLoaded},
-		{"cold read skips a follower without the body", onLeader(leader, 90, 5000, NodeView{ID: "n2", Addr: "a2", Healthy: true, Applied: 100, First: 95}, f3), "n3", ReasonColdRead},
-		{"leader without the body sends the reader where it is", onLeader(NodeView{ID: "n1", Addr: "a1", Healthy: true, Applied: 100, First: 95}, 90, 10, NodeView{ID: "n2", Addr: "a2", Healthy: true, Applied: 100, First: 95}, f3), "n3", ReasonLeaderDeleted},
-		{"leader whose log lost the body (LocalNotHeld)", with(onLeader(leader, 90, 10, f2), func(in *RouteInput) { in.Local = LocalNotHeld }), "n2", ReasonLeaderDeleted},
-		{"leader whose log lost the body, no follower has it", with(onLeader(leader, 90, 10, NodeView{ID: "n2", Addr: "a2", Healthy: true, Applied: 100, First: 95}), func(in *RouteInput) { in.Local = LocalNotHeld }), "n1", ReasonFollowersBehind},
-		{"unhealthy (dead) follower: the loaded leader keeps the reader", onLeader(loaded, 90, 10, NodeView{ID: "n2", Addr: "a2", Applied: 100}), "n1", ReasonNoFollower},
-		{"no follower at all: a cold reader stays", onLeader(leader, 90, 5000), "n1", ReasonNoFollower},
-		{"follower with no address is skipped", onLeader(loaded, 90, 10, NodeView{ID: "n2", Healthy: true, Applied: 100}), "n1", ReasonNoFollower},
-		{"a loaded follower busier than the leader is skipped", onLeader(loaded, 90, 10, NodeView{ID: "n2", Addr: "a2", Healthy: true, Applied: 100, Loaded: true, Load: 1.5}), "n1", ReasonNoFollower},
-		{"a loaded follower less busy than the leader still helps", onLeader(loaded, 90, 10, NodeView{ID: "n2", Addr: "a2", Healthy: true, Applied: 100, Loaded: true, Load: 0.85}), "n2", ReasonLeaderLoaded},
-		{"below the retained minimum the leader answers itself", with(onLeader(loaded, 90, 10, f2), func(in *RouteInput) { in.Local = LocalBelowMin }), "n1", ReasonOffsetMoved},
+		{"leader: hot reader stays on an idle leader", onLeader(leader, 90, 10, f2, f3), serve, "n1", ReasonLeaderNotLoaded},
+		{"leader: idle leader without followers keeps a hot reader", onLeader(leader, 90, 10), serve, "n1", ReasonLeaderNotLoaded},
+		{"rule 1: loaded leader sends a reader to a follower that has the data", onLeader(loaded, 90, 10, f2), serve, "n2", ReasonLeaderLoaded},
+		{"rule 1: loaded leader skips a follower without the data", onLeader(loaded, 90, 10, behind(f2, 50), f3), serve, "n3", ReasonLeaderLoaded},
+		{"rule 2: loaded leader keeps a reader whose burst no follower applied yet", onLeader(loaded, 100, 0, behind(f2, 95), behind(f3, 98)), serve, "n1", ReasonFollowersBehind},
+		{"rule 2: a reader at the tail of a loaded leader stays while followers trail", atTail(onLeader(loaded, 100, 0, behind(f2, 99))), serve, "n1", ReasonFollowersBehind},
+		{"loaded leader with a lagging follower uses the other one", onLeader(loaded, 60, 10, behind(f2, 70), f3), serve, "n3", ReasonLeaderLoaded},
+		{"loaded leader with only a lagging follower keeps the reader", onLeader(loaded, 60, 10, behind(f2, 70)), serve, "n1", ReasonFollowersBehind},
+		{"loaded leader whose followers all lag more than MaxLag keeps the reader", onLeader(loaded, 60, 10, behind(f2, 70), behind(f3, 79)), serve, "n1", ReasonFollowersBehind},
+		{"a follower exactly MaxLag behind still serves", onLeader(loaded, 60, 10, behind(f2, 80)), serve, "n2", ReasonLeaderLoaded},
+		{"cold read goes to a follower (RocketMQ's rule)", onLeader(leader, 90, 5000, f2), serve, "n2", ReasonColdRead},
+		{"just at the cold threshold is not cold", onLeader(leader, 90, cold, f2), serve, "n1", ReasonLeaderNotLoaded},
+		{"cold read on a loaded leader says loaded", onLeader(loaded, 90, 5000, f2), serve, "n2", ReasonLeaderLoaded},
+		{"cold read skips a follower whose log floor is above the data", onLeader(leader, 90, 5000, floor(f2, 95), f3), serve, "n3", ReasonColdRead},
+		{"cold read with every follower's floor above the data stays", onLeader(leader, 90, 5000, floor(f2, 95), floor(f3, 91)), serve, "n1", ReasonFollowersBehind},
+		{"a follower whose floor is the needed entry holds it", onLeader(leader, 90, 5000, floor(f2, 90)), serve, "n2", ReasonColdRead},
+		{"leader without the body sends the reader where it is", onLeader(floor(leader, 95), 90, 10, floor(f2, 95), f3), serve, "n3", ReasonLeaderDeleted},
+		{"leader whose log lost the body (LocalNotHeld) sends the reader away", local(onLeader(leader, 90, 10, f2), LocalNotHeld), retry, "n2", ReasonLeaderDeleted},
+		{"leader whose log lost the body, no follower has it: unavailable", local(onLeader(leader, 90, 10, floor(f2, 95)), LocalNotHeld), unavail, "n1", ReasonFollowersBehind},
+		{"leader whose log lost the body, no follower at all: unavailable", local(onLeader(leader, 90, 10), LocalNotHeld), unavail, "n1", ReasonNoFollower},
+		{"dead follower: the loaded leader keeps the reader", onLeader(loaded, 90, 10, dead(f2)), serve, "n1", ReasonNoFollower},
+		{"dead follower is skipped for a live one", onLeader(loaded, 90, 10, dead(f2), f3), serve, "n3", ReasonLeaderLoaded},
+		{"no follower at all: a cold reader stays", onLeader(leader, 90, 5000), serve, "n1", ReasonNoFollower},
+		{"follower with no address is skipped", onLeader(loaded, 90, 10, NodeView{ID: "n2", Healthy: true, Applied: 100}), serve, "n1", ReasonNoFollower},
+		{"a loaded follower busier than the leader is skipped", onLeader(loaded, 90, 10, NodeView{ID: "n2", Addr: "a2", Healthy: true, Applied: 100, Loaded: true, Load: 1.5}), serve, "n1", ReasonNoFollower},
+		{"a loaded follower less busy than the leader still helps", onLeader(loaded, 90, 10, NodeView{ID: "n2", Addr: "a2", Healthy: true, Applied: 100, Loaded: true, Load: 0.85}), serve, "n2", ReasonLeaderLoaded},
+		{"below the retained minimum the leader answers offset moved", local(onLeader(loaded, 90, 10, f2), LocalBelowMin), moved, "n1", ReasonOffsetMoved},
+		{"the leader without the topic: not found", local(onLeader(leader, 0, 0, f2), LocalNoTopic), AnswerNotFound, "-", ReasonUnspecified},
+		{"past the leader's end: out of range", local(onLeader(leader, 0, 0, f2), LocalPastEnd), AnswerOutOfRange, "-", ReasonUnspecified},
+		{"a damaged leader serves nothing and names no node", local(onLeader(leader, 90, 10, f2), LocalDamaged), unavail, "-", ReasonDamaged},
 
 		// A follower.
-		{"follower keeps a reader it can serve", onFollower(f2, leader, 90), "n2", ReasonFollowerServes},
-		{"follower keeps a reader at the tail while the leader is loaded", with(onFollower(f2, loaded, 100), func(in *RouteInput) { in.AtTail = true }), "n2", ReasonFollowerServes},
-		{"follower returns a caught-up reader to an idle leader", with(onFollower(f2, leader, 100), func(in *RouteInput) { in.AtTail = true }), "n1", ReasonCaughtUp},
-		{"lagging follower returns the reader", with(onFollower(f2, loaded, 90), func(in *RouteInput) { in.SelfLag = 50 }), "n1", ReasonFollowerLagging},
-		{"rule 2: follower that has not applied the offset returns the reader", onFollower(behind(f2, 80), loaded, 90), "n1", ReasonNotApplied},
-		{"follower without the topic yet", with(onFollower(f2, loaded, 0), func(in *RouteInput) { in.Local = LocalNoTopic }), "n1", ReasonNotApplied},
-		{"follower behind the offset (past its end)", with(onFollower(f2, loaded, 0), func(in *RouteInput) { in.Local = LocalPastEnd }), "n1", ReasonNotApplied},
-		{"follower below its minimum", with(onFollower(f2, loaded, 0), func(in *RouteInput) { in.Local = LocalBelowMin }), "n1", ReasonNotHeld},
-		{"follower whose log lost the body", with(onFollower(f2, loaded, 90), func(in *RouteInput) { in.Local = LocalNotHeld }), "n1", ReasonNotHeld},
-		{"follower that indexes a body below its first index", onFollower(NodeView{ID: "n2", Addr: "a2", Applied: 100, First: 95}, leader, 90), "n1", ReasonNotHeld},
-		{"damaged follower sends the reader to the leader", with(onFollower(f2, leader, 90), func(in *RouteInput) { in.Local = LocalDamaged }), "n1", ReasonDamaged},
-		{"follower with no leader serves what it has", onFollower(f2, NodeView{}, 90), "n2", ReasonNoLeader},
-		{"follower with no leader and nothing to serve names no node", with(onFollower(f2, NodeView{}, 0), func(in *RouteInput) { in.Local = LocalPastEnd }), "-", ReasonNoLeader},
+		{"follower keeps a reader it can serve", onFollower(f2, leader, 90), serve, "n2", ReasonFollowerServes},
+		{"follower keeps a reader at the tail while the leader is loaded", atTail(onFollower(f2, loaded, 100)), serve, "n2", ReasonFollowerServes},
+		{"follower returns a caught-up reader to an idle leader", atTail(onFollower(f2, leader, 100)), serve, "n1", ReasonCaughtUp},
+		{"lagging follower returns the reader", with(onFollower(f2, loaded, 90), func(in *RouteInput) { in.SelfLag = 50 }), serve, "n1", ReasonFollowerLagging},
+		{"a follower exactly MaxLag behind keeps the reader", with(onFollower(f2, loaded, 90), func(in *RouteInput) { in.SelfLag = 20 }), serve, "n2", ReasonFollowerServes},
+		{"rule 2: follower that has not applied the offset returns the reader", onFollower(behind(f2, 80), loaded, 90), serve, "n1", ReasonNotApplied},
+		{"follower without the topic yet", local(onFollower(f2, loaded, 0), LocalNoTopic), retry, "n1", ReasonNotApplied},
+		{"follower behind the offset (past its end)", local(onFollower(f2, loaded, 0), LocalPastEnd), retry, "n1", ReasonNotApplied},
+		{"follower below its minimum never says offset moved", local(onFollower(f2, loaded, 0), LocalBelowMin), retry, "n1", ReasonNotHeld},
+		{"follower whose log lost the body", local(onFollower(f2, loaded, 90), LocalNotHeld), retry, "n1", ReasonNotHeld},
+		{"follower whose log floor is above the next entry", onFollower(floor(f2, 95), leader, 90), serve, "n1", ReasonNotHeld},
+		{"damaged follower sends the reader to the leader", local(onFollower(f2, leader, 90), LocalDamaged), retry, "n1", ReasonDamaged},
+		{"damaged follower with no leader known: unavailable", local(onFollower(f2, NodeView{}, 90), LocalDamaged), unavail, "-", ReasonNoLeader},
+		{"damaged follower that thinks it leads: unavailable", local(onFollower(f2, f2, 90), LocalDamaged), unavail, "-", ReasonNoLeader},
+		{"follower with no leader serves what it has", onFollower(f2, NodeView{}, 90), serve, "n2", ReasonNoLeader},
+		{"follower whose leader has no address serves what it has", onFollower(f2, NodeView{ID: "n1"}, 90), serve, "n2", ReasonNoLeader},
+		{"follower with no leader and nothing to serve names no node", local(onFollower(f2, NodeView{}, 0), LocalPastEnd), retry, "-", ReasonNoLeader},
 	}
-	seen := map[Reason]bool{}
+	reasons := map[Reason]bool{}
+	answers := map[Answer]bool{}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := Suggest(c.in)
-			seen[got.Reason] = true
+			d := Suggest(c.in)
+			got := d.Suggestion
+			reasons[got.Reason], answers[d.Answer] = true, true
+			if d.Answer != c.wantAnswer {
+				t.Fatalf("answer %d, want %d (%+v)", d.Answer, c.wantAnswer, d)
+			}
 			if got.Reason != c.wantReason {
 				t.Fatalf("reason %s, want %s (%+v)", got.Reason, c.wantReason, got)
 			}
@@ -82,8 +115,13 @@ func TestSuggest(t *testing.T) {
 		})
 	}
 	for _, r := range Reasons() {
-		if !seen[r] {
+		if !reasons[r] {
 			t.Errorf("no case yields reason %s", r)
+		}
+	}
+	for a := AnswerServe; a <= AnswerUnavailable; a++ {
+		if !answers[a] {
+			t.Errorf("no case yields answer %d", a)
 		}
 	}
 }
@@ -117,8 +155,8 @@ func TestSuggestSpreadsConsumers(t *testing.T) {
 	prev := ""
 	for q := int32(0); q < 100; q++ {
 		in.Queue = q
-		first := Suggest(in).NodeID
-		if again := Suggest(in).NodeID; again != first {
+		first := Suggest(in).Suggestion.NodeID
+		if again := Suggest(in).Suggestion.NodeID; again != first {
 			t.Fatalf("queue %d moved from %s to %s", q, first, again)
 		}
 		if first == prev {

@@ -98,9 +98,6 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		deadline = t.C
 	}
 	for {
-		if d, ok := b.Damaged(); ok {
-			return b.damagedPull(&req, isLeader, fmt.Sprintf("node %s is damaged at log index %d", b.cfg.NodeID, d.Index))
-		}
 		changed := b.fsm.Changed()
 		res, err := b.pullOnce(&req, isLeader)
 		if err != nil || res.Status != PullNoNew || req.Wait == 0 || res.Suggestion.NodeID != b.cfg.NodeID {
@@ -150,41 +147,67 @@ func (b *Broker) account(res *PullResult) {
 	b.m.suggestions.WithLabelValues(target, res.Suggestion.Reason.String()).Inc()
 }
 
+// pullOnce looks the offset up in the index once, reads what this node
+// holds, gathers the routing facts (routeInput) and lets the policy
+// (Suggest) decide the answer and the suggestion.
 func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 	res := PullResult{ServedBy: b.cfg.NodeID, ServedByLeader: isLeader, NextOffset: req.Offset}
-	locs, rng, err := b.fsm.Locate(req.Topic, req.Queue, req.Offset, req.MaxMessages)
-	if err != nil {
-		if !isLeader && errors.Is(err, replica.ErrUnknownTopic) {
-			// This node may just not have applied the topic yet.
-			res.Status = PullRetryElsewhere
-			res.Suggestion = b.route(req, isLeader, LocalNoTopic, replica.QueueRange{}, req.Offset, false)
-			return res, nil
+	local, why := LocalServed, ""
+	var locs []replica.Location
+	var rng replica.QueueRange
+	var lerr error
+	if d, ok := b.Damaged(); ok {
+		local, why = LocalDamaged, damagedWhy(fmt.Sprintf("node %s is damaged at log index %d", b.cfg.NodeID, d.Index))
+	} else {
+		// One entry more than messages asked for: each entry holds at least
+		// one message of the queue, so the entry of the consumer's next
+		// offset is among them whenever the queue has it.
+		locs, rng, lerr = b.fsm.Locate(req.Topic, req.Queue, req.Offset, req.MaxMessages+1)
+		switch {
+		case errors.Is(lerr, replica.ErrUnknownTopic):
+			local = LocalNoTopic
+		case lerr != nil:
+			return PullResult{}, b.replicaErr(lerr)
+		case req.Offset < rng.Min:
+			local = LocalBelowMin
+		case req.Offset > rng.Max:
+			local = LocalPastEnd
+		case req.Offset < rng.Max:
+			var err error
+			if local, why, err = b.read(locs, req, &res); err != nil {
+				return PullResult{}, err
+			}
 		}
-		return PullResult{}, b.replicaErr(err)
 	}
-	res.MinOffset, res.MaxOffset = rng.Min, rng.Max
-	switch {
-	case req.Offset < rng.Min:
-		res.Suggestion = b.route(req, isLeader, LocalBelowMin, rng, req.Offset, false)
-		if !isLeader {
-			res.Status = PullRetryElsewhere
-			return res, nil
+	d := Suggest(b.routeInput(req, isLeader, local, rng, res.NextOffset, locs))
+	res.Suggestion = d.Suggestion
+	if local != LocalDamaged {
+		res.MinOffset, res.MaxOffset = rng.Min, rng.Max
+	}
+	switch d.Answer {
+	case AnswerServe:
+		res.Status = PullFound
+		if req.Offset == rng.Max {
+			res.Status = PullNoNew
 		}
-		res.Status = PullOffsetMoved
-		res.NextOffset = rng.Min
-		return res, nil
-	case req.Offset > rng.Max:
-		if !isLeader {
-			res.Status = PullRetryElsewhere
-			res.Suggestion = b.route(req, isLeader, LocalPastEnd, rng, req.Offset, false)
-			return res, nil
-		}
+	case AnswerRetryElsewhere:
+		res.Status = PullRetryElsewhere
+	case AnswerOffsetMoved:
+		res.Status, res.NextOffset = PullOffsetMoved, rng.Min
+	case AnswerNotFound:
+		return PullResult{}, b.replicaErr(lerr)
+	case AnswerOutOfRange:
 		return PullResult{}, fmt.Errorf("%w: offset %d of %s/%d is past the end of the queue (next offset %d)", ErrOutOfRange, req.Offset, req.Topic, req.Queue, rng.Max)
-	case req.Offset == rng.Max:
-		res.Status = PullNoNew
-		res.Suggestion = b.route(req, isLeader, LocalServed, rng, req.Offset, true)
-		return res, nil
+	default:
+		return PullResult{}, fmt.Errorf("%w: %s", ErrUnavailable, why)
 	}
+	return res, nil
+}
+
+// read collects the messages of locs into res. It stops early, serving what
+// it has, at an entry it cannot read; when that is the first, it reports
+// what it found (the body is not held here, or damaged) and why.
+func (b *Broker) read(locs []replica.Location, req *PullRequest, res *PullResult) (Local, string, error) {
 	bytes := 0
 	for _, loc := range locs {
 		data, err := b.rlog.Read(loc.LogIndex)
@@ -195,37 +218,90 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 			if errors.Is(err, raftlog.ErrBelowFloor) {
 				// This node dropped the body (retention, or its log was
 				// replaced by a snapshot): a node that holds it serves it.
-				res.Status = PullRetryElsewhere
-				res.Suggestion = b.route(req, isLeader, LocalNotHeld, rng, req.Offset, false)
-				if isLeader && res.Suggestion.NodeID == b.cfg.NodeID {
-					return PullResult{}, fmt.Errorf("%w: the message bodies at log index %d are not held by the leader nor by a reachable, caught-up follower", ErrUnavailable, loc.LogIndex)
-				}
-				return res, nil
+				return LocalNotHeld, fmt.Sprintf("the message bodies at log index %d are not held by the leader nor by a reachable, caught-up follower", loc.LogIndex), nil
 			}
 			if errors.Is(err, raftlog.ErrCorrupt) {
 				// Damaged here (the log reported it, and the node is
 				// marked damaged within a state period): never Internal,
 				// the other nodes hold the entry.
 				b.log.Error("damaged log entry", "index", loc.LogIndex, "error", err)
-				return b.damagedPull(req, isLeader, fmt.Sprintf("log entry %d is damaged on node %s", loc.LogIndex, b.cfg.NodeID))
+				return LocalDamaged, damagedWhy(fmt.Sprintf("log entry %d is damaged on node %s", loc.LogIndex, b.cfg.NodeID)), nil
 			}
-			return PullResult{}, fmt.Errorf("read log entry %d: %w", loc.LogIndex, err)
+			return LocalServed, "", fmt.Errorf("read log entry %d: %w", loc.LogIndex, err)
 		}
-		full, err := collect(data, loc, req, &res, &bytes)
+		full, err := collect(data, loc, req, res, &bytes)
 		if err != nil {
 			b.log.Error("corrupt log entry", "index", loc.LogIndex, "error", err)
 			if len(res.Messages) > 0 {
 				break
 			}
-			return b.damagedPull(req, isLeader, fmt.Sprintf("log entry %d does not match this node's index on node %s", loc.LogIndex, b.cfg.NodeID))
+			return LocalDamaged, damagedWhy(fmt.Sprintf("log entry %d does not match this node's index on node %s", loc.LogIndex, b.cfg.NodeID)), nil
 		}
 		if full {
 			break
 		}
 	}
-	res.Status = PullFound
-	res.Suggestion = b.route(req, isLeader, LocalServed, rng, res.NextOffset, res.NextOffset >= rng.Max)
-	return res, nil
+	return LocalServed, "", nil
+}
+
+// damagedWhy is the error a damaged node answers when it names no other
+// node (the leader: it hands leadership over); the SDK retries it.
+func damagedWhy(what string) string {
+	return what + "; retry on a healthy node (this leader hands leadership to one)"
+}
+
+// routeInput gathers the facts Suggest decides from. local is what this
+// node found; rng the queue's range here (zero when the topic is unknown);
+// next the consumer's next offset; locs the entries the pull looked up, the
+// one holding next among them (pullOnce).
+func (b *Broker) routeInput(req *PullRequest, isLeader bool, local Local, rng replica.QueueRange, next uint64, locs []replica.Location) RouteInput {
+	in := RouteInput{
+		SelfIsLeader: isLeader,
+		Self:         b.peerView(b.cfg.NodeID),
+		Local:        local,
+		AtTail:       local == LocalServed && next >= rng.Max,
+		ColdBytes:    b.cfg.ColdReadBytes,
+		MaxLag:       b.cfg.MaxFollowerLag,
+		Topic:        req.Topic,
+		Queue:        req.Queue,
+	}
+	if (local == LocalServed || local == LocalNotHeld) && next < rng.Max {
+		if local == LocalServed {
+			in.BehindBytes = (rng.Max - next) * b.load.avgMessageBytes()
+		}
+		for _, l := range locs {
+			if next >= l.Base && next < l.Base+uint64(l.Count) {
+				in.NeedIndex = l.LogIndex
+				break
+			}
+		}
+	}
+	if isLeader {
+		if in.NeedIndex == 0 {
+			in.NeedIndex = in.Self.Applied
+		}
+		servers, _ := b.node.Servers()
+		for _, s := range servers {
+			if s.ID != b.cfg.NodeID {
+				in.Followers = append(in.Followers, b.peerView(s.ID))
+			}
+		}
+		return in
+	}
+	if id := b.node.LeaderID(); id != "" {
+		in.Leader = b.peerView(id)
+		if p, ok := b.view.get(id); ok && p.state.Damaged {
+			in.Leader = NodeView{} // a damaged leader is handing over: no one to send readers to
+		} else if ok {
+			if p.state.Applied > in.Self.Applied {
+				in.SelfLag = p.state.Applied - in.Self.Applied
+			}
+			if in.NeedIndex == 0 {
+				in.NeedIndex = p.state.Applied
+			}
+		}
+	}
+	return in
 }
 
 // collect appends the messages of loc at or after res.NextOffset. It reports

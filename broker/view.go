@@ -249,60 +249,6 @@ func (b *Broker) peerView(id string) NodeView {
 	return v
 }
 
-// route gathers, once per pull, the facts the policy needs and asks it
-// where the consumer's next pull goes. local is what this node found; rng
-// the queue's range here (zero when the topic is unknown); next the
-// consumer's next offset; atTail whether it has read everything here.
-func (b *Broker) route(req *PullRequest, isLeader bool, local Local, rng replica.QueueRange, next uint64, atTail bool) Suggestion {
-	applied := b.fsm.Applied()
-	in := RouteInput{
-		SelfIsLeader: isLeader,
-		Self:         b.peerView(b.cfg.NodeID),
-		Local:        local,
-		AtTail:       atTail,
-		ColdBytes:    b.cfg.ColdReadBytes,
-		MaxLag:       b.cfg.MaxFollowerLag,
-		Topic:        req.Topic,
-		Queue:        req.Queue,
-	}
-	if local == LocalServed && next < rng.Max {
-		in.BehindBytes = (rng.Max - next) * b.load.avgMessageBytes()
-	}
-	if local == LocalServed || local == LocalNotHeld {
-		if next < rng.Max {
-			if locs, _, err := b.fsm.Locate(req.Topic, req.Queue, next, 1); err == nil && len(locs) > 0 {
-				in.NeedIndex = locs[0].LogIndex
-			}
-		}
-	}
-	if isLeader {
-		if in.NeedIndex == 0 {
-			in.NeedIndex = applied
-		}
-		servers, _ := b.node.Servers()
-		for _, s := range servers {
-			if s.ID != b.cfg.NodeID {
-				in.Followers = append(in.Followers, b.peerView(s.ID))
-			}
-		}
-		return Suggest(in)
-	}
-	if id := b.node.LeaderID(); id != "" {
-		in.Leader = b.peerView(id)
-		if p, ok := b.view.get(id); ok && p.state.Damaged {
-			in.Leader = NodeView{} // a damaged leader is handing over: no one to send readers to
-		} else if ok {
-			if p.state.Applied > applied {
-				in.SelfLag = p.state.Applied - applied
-			}
-			if in.NeedIndex == 0 {
-				in.NeedIndex = p.state.Applied
-			}
-		}
-	}
-	return Suggest(in)
-}
-
 // defaultColdReadBytes is 40% of physical memory, as RocketMQ's
 // accessMessageInMemoryMaxRatio, or 1 GiB when memory cannot be read.
 func defaultColdReadBytes() uint64 {
