@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
@@ -13,7 +15,8 @@ import (
 )
 
 // Peers is a pool of gRPC connections to the other nodes. It implements
-// broker.PeerClient and is what the server forwards through.
+// broker.PeerClient (the Peer service) and is what the server forwards
+// client calls through (the Broker service).
 type Peers struct {
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -29,15 +32,15 @@ func NewPeers(dial map[string]string) *Peers {
 	return &Peers{conns: map[string]*grpc.ClientConn{}, dial: dial}
 }
 
-// Client returns a client for addr, dialing lazily.
-func (p *Peers) Client(addr string) (api.BrokerClient, error) {
+// Conn returns the connection to the node at addr, dialing lazily.
+func (p *Peers) Conn(addr string) (grpc.ClientConnInterface, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, broker.ErrShutdown
 	}
 	if c, ok := p.conns[addr]; ok {
-		return api.NewBrokerClient(c), nil
+		return c, nil
 	}
 	target := addr
 	if d, ok := p.dial[addr]; ok {
@@ -48,16 +51,16 @@ func (p *Peers) Client(addr string) (api.BrokerClient, error) {
 		return nil, fmt.Errorf("dial peer %s: %w", addr, err)
 	}
 	p.conns[addr] = c
-	return api.NewBrokerClient(c), nil
+	return c, nil
 }
 
 // NodeState asks a peer for its state.
 func (p *Peers) NodeState(ctx context.Context, addr string) (broker.NodeState, error) {
-	c, err := p.Client(addr)
+	cc, err := p.Conn(addr)
 	if err != nil {
 		return broker.NodeState{}, err
 	}
-	r, err := c.NodeState(ctx, &api.NodeStateRequest{})
+	r, err := peerCall(ctx, cc, &api.NodeStateRequest{}, api.PeerClient.NodeState, legacyNodeState)
 	if err != nil {
 		return broker.NodeState{}, err
 	}
@@ -68,12 +71,29 @@ func (p *Peers) NodeState(ctx context.Context, addr string) (broker.NodeState, e
 
 // Register asks the leader at addr to record n.
 func (p *Peers) Register(ctx context.Context, addr string, n replica.NodeInfo) error {
-	c, err := p.Client(addr)
+	cc, err := p.Conn(addr)
 	if err != nil {
 		return err
 	}
-	_, err = c.Register(ctx, &api.RegisterRequest{Id: n.ID, ClientAddress: n.ClientAddr, HttpAddress: n.HTTPAddr, PeerAddress: n.PeerAddr})
+	_, err = peerCall(ctx, cc, &api.RegisterRequest{Id: n.ID, ClientAddress: n.ClientAddr, HttpAddress: n.HTTPAddr, PeerAddress: n.PeerAddr},
+		api.PeerClient.Register, legacyRegister)
 	return err
+}
+
+// peerCall calls a Peer method; a node of the release before the Peer
+// service answers Unimplemented, and is asked again under the method's
+// legacy name on the Broker service.
+func peerCall[Q any, R any](ctx context.Context, cc grpc.ClientConnInterface, req *Q,
+	rpc func(api.PeerClient, context.Context, *Q, ...grpc.CallOption) (*R, error), legacy string) (*R, error) {
+	r, err := rpc(api.NewPeerClient(cc), ctx, req)
+	if status.Code(err) != codes.Unimplemented {
+		return r, err
+	}
+	r = new(R)
+	if err := cc.Invoke(ctx, legacy, req, r); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // Close closes every connection; it is idempotent.

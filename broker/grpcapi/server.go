@@ -40,15 +40,22 @@ func RecvLimit(maxRequestBytes int) int { return maxRequestBytes/2*5 + 64<<10 }
 
 const forwardedKey = "raftmq-forwarded-by"
 
-// Server implements api.BrokerServer over a broker.
+// Server implements api.BrokerServer, the client service, over a broker.
 type Server struct {
 	api.UnimplementedBrokerServer
 	b     *broker.Broker
 	peers *Peers
 }
 
-// NewServer returns the gRPC face of b; peers is used to forward.
+// NewServer returns the client face of b; peers is used to forward.
 func NewServer(b *broker.Broker, peers *Peers) *Server { return &Server{b: b, peers: peers} }
+
+// RegisterServices registers both services of b on gs: Broker for clients
+// and Peer for the other nodes.
+func RegisterServices(gs *grpc.Server, b *broker.Broker, peers *Peers) {
+	api.RegisterBrokerServer(gs, NewServer(b, peers))
+	api.RegisterPeerServer(gs, NewPeerServer(b, peers))
+}
 
 // ServerOptions are the options every raftmq gRPC server of b uses. A
 // produce call is refused (ResourceExhausted, which the SDK retries) before
@@ -59,6 +66,7 @@ func ServerOptions(b *broker.Broker) []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(RecvLimit(b.Config().MaxRequestBytes)),
 		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.InTapHandle(admitProduce(b.AdmitProduce)),
+		grpc.UnknownServiceHandler(legacyHandler(NewPeerServer(b, nil))),
 	}
 }
 
@@ -136,14 +144,21 @@ func forwarded(ctx context.Context) bool {
 // through remote, once: a forwarded call carries forwardedKey and is never
 // forwarded again. Every broker error leaves through toStatus.
 func call[R any](ctx context.Context, s *Server, local func() (R, error), remote func(context.Context, api.BrokerClient) (R, error)) (R, error) {
+	return forward(ctx, s.b.ID(), s.peers, local, func(ctx context.Context, cc grpc.ClientConnInterface) (R, error) {
+		return remote(ctx, api.NewBrokerClient(cc))
+	})
+}
+
+// forward is call for any service: remote gets the leader's connection.
+func forward[R any](ctx context.Context, self string, peers *Peers, local func() (R, error), remote func(context.Context, grpc.ClientConnInterface) (R, error)) (R, error) {
 	r, err := local()
 	if err == nil {
 		return r, nil
 	}
 	var nl *broker.NotLeaderError
-	if errors.As(err, &nl) && nl.PeerAddr != "" && nl.LeaderID != s.b.ID() && !forwarded(ctx) {
-		if cl, cerr := s.peers.Client(nl.PeerAddr); cerr == nil {
-			return remote(metadata.AppendToOutgoingContext(ctx, forwardedKey, s.b.ID()), cl)
+	if peers != nil && errors.As(err, &nl) && nl.PeerAddr != "" && nl.LeaderID != self && !forwarded(ctx) {
+		if cc, cerr := peers.Conn(nl.PeerAddr); cerr == nil {
+			return remote(metadata.AppendToOutgoingContext(ctx, forwardedKey, self), cc)
 		}
 	}
 	return r, toStatus(err)
@@ -442,26 +457,5 @@ func (s *Server) RemoveMember(ctx context.Context, req *api.RemoveMemberRequest)
 		return &api.RemoveMemberResponse{}, s.b.RemoveMember(ctx, req.Id, req.Force)
 	}, func(ctx context.Context, c api.BrokerClient) (*api.RemoveMemberResponse, error) {
 		return c.RemoveMember(ctx, req)
-	})
-}
-
-// NodeState tells another node this node's role, applied index and load.
-func (s *Server) NodeState(ctx context.Context, req *api.NodeStateRequest) (*api.NodeStateResponse, error) {
-	st := s.b.NodeState()
-	return &api.NodeStateResponse{Id: st.ID, Role: st.Role, Term: st.Term, AppliedIndex: st.Applied, CommitIndex: st.Commit,
-		LastIndex: st.Last, FirstIndex: st.First, Load: st.Load, Loaded: st.Loaded, LeaderId: st.LeaderID,
-		Damaged: st.Damaged, DamagedIndex: st.DamagedIndex, DamagedReason: st.DamagedReason}, nil
-}
-
-// Register records a node's addresses.
-func (s *Server) Register(ctx context.Context, req *api.RegisterRequest) (*api.RegisterResponse, error) {
-	n := replica.NodeInfo{ID: req.Id, ClientAddr: req.ClientAddress, HTTPAddr: req.HttpAddress, PeerAddr: req.PeerAddress}
-	if n.PeerAddr == "" {
-		n.PeerAddr = n.ClientAddr
-	}
-	return call(ctx, s, func() (*api.RegisterResponse, error) {
-		return &api.RegisterResponse{}, s.b.Register(ctx, n)
-	}, func(ctx context.Context, c api.BrokerClient) (*api.RegisterResponse, error) {
-		return c.Register(ctx, req)
 	})
 }

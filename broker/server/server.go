@@ -23,7 +23,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
-	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/grpcapi"
 	"github.com/raftmq/raftmq/raftlog"
@@ -205,7 +204,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		}()
 	}
 	s.grpc = grpc.NewServer(grpcapi.ServerOptions(s.broker)...)
-	api.RegisterBrokerServer(s.grpc, grpcapi.NewServer(s.broker, s.peers))
+	grpcapi.RegisterServices(s.grpc, s.broker, s.peers)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
