@@ -1,10 +1,6 @@
 package broker
 
 import (
-	"context"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -69,12 +65,11 @@ type peerState struct {
 
 // caughtUp reports whether the peer answered recently and had applied,
 // within 16 entries, what the asking node had applied when it asked.
-// Comparing with the asker's applied index now rarely holds under a steady
-// write load, as the answer is up to a state period old: member add then
-// waited 10-50 s for a lull in a loaded test group (docs/RELIABILITY.md).
-// Only an answer heard after since counts: a node removed, wiped and added
-// again under the same id leaves the state of its earlier incarnation in
-// the view, which would promote it empty.
+// Comparing with the asker's applied index now would rarely hold under a
+// steady write load, as the answer is up to a state period old. Only an
+// answer heard after since counts: a node removed, wiped and added again
+// under the same id leaves the state of its earlier incarnation in the
+// view, which would promote it empty.
 func (p peerState) caughtUp(now, since time.Time, fresh time.Duration) bool {
 	return p.lastOK.After(since) && now.Sub(p.lastOK) <= fresh && !p.state.Damaged && p.state.Applied+16 >= p.state.PollerApplied
 }
@@ -125,106 +120,6 @@ func (v *clusterView) retain(ids map[string]bool) {
 // fresh is how recent a peer's state must be to count as healthy.
 func (b *Broker) fresh() time.Duration { return 5 * b.cfg.StatePeriod }
 
-// stateLoop polls the other nodes, keeps this node registered, samples load
-// and moves leadership to the preferred leader.
-func (b *Broker) stateLoop() {
-	t := time.NewTicker(b.cfg.StatePeriod)
-	defer t.Stop()
-	var lastRegister, lastPreferred time.Time
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C:
-		}
-		b.load.sample(float64(len(b.inflight)) / float64(cap(b.inflight)))
-		b.checkDamage()
-		b.pollPeers()
-		b.sampleProgress()
-		if time.Since(lastRegister) > 500*time.Millisecond && b.needsRegister() {
-			lastRegister = time.Now()
-			b.goFunc(b.registerWithLeader)
-		}
-		if b.cfg.PreferredLeader != "" && time.Since(lastPreferred) > 2*time.Second && b.preferredReady() {
-			lastPreferred = time.Now()
-			b.log.Info("handing leadership to the preferred leader", "to", b.cfg.PreferredLeader)
-			if err := b.node.Transfer(b.cfg.PreferredLeader); err != nil {
-				b.log.Warn("transfer to preferred leader failed", "to", b.cfg.PreferredLeader, "error", err)
-			}
-		}
-	}
-}
-
-func (b *Broker) pollPeers() {
-	servers, err := b.node.Servers()
-	if err != nil {
-		return
-	}
-	ids := map[string]bool{}
-	var others []string
-	var wg sync.WaitGroup
-	for _, s := range servers {
-		ids[s.ID] = true
-		if s.ID == b.cfg.NodeID {
-			continue
-		}
-		n, ok := b.fsm.Node(s.ID)
-		if !ok || n.PeerAddr == "" {
-			continue
-		}
-		others = append(others, n.PeerAddr)
-		wg.Add(1)
-		go func(id, addr string) {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*b.cfg.StatePeriod)
-			defer cancel()
-			applied := b.fsm.Applied()
-			st, err := b.peers.NodeState(ctx, addr)
-			st.ReceivedAt, st.PollerApplied = time.Now(), applied
-			b.view.set(id, st, err)
-		}(s.ID, n.PeerAddr)
-	}
-	wg.Wait()
-	b.view.retain(ids)
-	b.load.setSharing(sameHost(b.cfg.PeerAddr, others))
-}
-
-func (b *Broker) needsRegister() bool {
-	if b.node.Role() == replica.Leader {
-		return false
-	}
-	cur, ok := b.fsm.Node(b.cfg.NodeID)
-	return !ok || cur != b.info()
-}
-
-func (b *Broker) registerWithLeader() {
-	id := b.node.LeaderID()
-	if id == "" {
-		return
-	}
-	leader, ok := b.fsm.Node(id)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if err := b.peers.Register(ctx, leader.PeerAddr, b.info()); err != nil {
-		b.log.Debug("register with leader", "leader", id, "error", err)
-	}
-}
-
-func (b *Broker) preferredReady() bool {
-	pref := b.cfg.PreferredLeader
-	if pref == b.cfg.NodeID || !b.node.Ready() {
-		return false
-	}
-	p, ok := b.view.get(pref)
-	if !ok || time.Since(p.lastOK) > b.fresh() || p.state.Damaged {
-		return false
-	}
-	return p.state.Applied+16 >= b.fsm.Applied()
-}
-
 // peerView turns what this node knows of node id into a NodeView.
 func (b *Broker) peerView(id string) NodeView {
 	v := NodeView{ID: id}
@@ -247,20 +142,4 @@ func (b *Broker) peerView(id string) NodeView {
 	v.Healthy = time.Since(p.lastOK) <= b.fresh() && !p.state.Damaged &&
 		(p.state.Role == string(replica.Follower) || p.state.Role == string(replica.Leader))
 	return v
-}
-
-// defaultColdReadBytes is 40% of physical memory, as RocketMQ's
-// accessMessageInMemoryMaxRatio, or 1 GiB when memory cannot be read.
-func defaultColdReadBytes() uint64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
-				if kb, err := strconv.ParseUint(f[1], 10, 64); err == nil {
-					return kb * 1024 * 40 / 100
-				}
-			}
-		}
-	}
-	return 1 << 30
 }

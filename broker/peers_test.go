@@ -31,11 +31,9 @@ func TestPeerCaughtUp(t *testing.T) {
 }
 
 // TestMemberAddIgnoresStateOfEarlierIncarnation: a node removed, wiped and
-// added again under the same id left its earlier state (caught up, a
-// moment ago) in the view; member add promoted the empty node at once
-// (chaos seed 101, corrupt-running: promoted 11 ms after the add, before
-// the leader had sent it entry 1). Only an answer heard after the add
-// counts.
+// added again under the same id leaves its earlier state (caught up, a
+// moment ago) in the view, which must not promote the empty node. Only an
+// answer heard after the add counts.
 func TestMemberAddIgnoresStateOfEarlierIncarnation(t *testing.T) {
 	now := time.Now()
 	p := peerState{state: NodeState{Applied: 1390, PollerApplied: 1390}, lastOK: now.Add(-100 * time.Millisecond)}

@@ -1,0 +1,89 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// stateLoop polls the other nodes, keeps this node registered, samples load
+// and moves leadership to the preferred leader.
+func (b *Broker) stateLoop() {
+	t := time.NewTicker(b.cfg.StatePeriod)
+	defer t.Stop()
+	var lastRegister, lastPreferred time.Time
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		}
+		b.load.sample(float64(len(b.inflight)) / float64(cap(b.inflight)))
+		b.checkDamage()
+		b.pollPeers()
+		b.sampleProgress()
+		if time.Since(lastRegister) > 500*time.Millisecond && b.needsRegister() {
+			lastRegister = time.Now()
+			b.goFunc(b.registerWithLeader)
+		}
+		if b.cfg.PreferredLeader != "" && time.Since(lastPreferred) > 2*time.Second && b.preferredReady() {
+			lastPreferred = time.Now()
+			b.log.Info("handing leadership to the preferred leader", "to", b.cfg.PreferredLeader)
+			if err := b.node.Transfer(b.cfg.PreferredLeader); err != nil {
+				b.log.Warn("transfer to preferred leader failed", "to", b.cfg.PreferredLeader, "error", err)
+			}
+		}
+	}
+}
+
+// pollPeers asks every other member for its NodeState at once, records the
+// answers in the view and tells the load meter how many of the group's
+// nodes share this host.
+func (b *Broker) pollPeers() {
+	servers, err := b.node.Servers()
+	if err != nil {
+		return
+	}
+	ids := map[string]bool{}
+	var others []string
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		ids[s.ID] = true
+		if s.ID == b.cfg.NodeID {
+			continue
+		}
+		n, ok := b.fsm.Node(s.ID)
+		if !ok || n.PeerAddr == "" {
+			continue
+		}
+		others = append(others, n.PeerAddr)
+		wg.Add(1)
+		go func(id, addr string) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*b.cfg.StatePeriod)
+			defer cancel()
+			applied := b.fsm.Applied()
+			st, err := b.peers.NodeState(ctx, addr)
+			st.ReceivedAt, st.PollerApplied = time.Now(), applied
+			b.view.set(id, st, err)
+		}(s.ID, n.PeerAddr)
+	}
+	wg.Wait()
+	b.view.retain(ids)
+	b.load.setSharing(sameHost(b.cfg.PeerAddr, others))
+}
+
+// preferredReady reports whether this ready leader should hand leadership
+// to the preferred leader: it answered recently, is not damaged and has
+// applied within 16 entries of this node.
+func (b *Broker) preferredReady() bool {
+	pref := b.cfg.PreferredLeader
+	if pref == b.cfg.NodeID || !b.node.Ready() {
+		return false
+	}
+	p, ok := b.view.get(pref)
+	if !ok || time.Since(p.lastOK) > b.fresh() || p.state.Damaged {
+		return false
+	}
+	return p.state.Applied+16 >= b.fsm.Applied()
+}

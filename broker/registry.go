@@ -1,0 +1,36 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/raftmq/raftmq/replica"
+)
+
+// needsRegister reports whether this follower's addresses are missing from
+// the replicated node registry, or differ from its own.
+func (b *Broker) needsRegister() bool {
+	if b.node.Role() == replica.Leader {
+		return false
+	}
+	cur, ok := b.fsm.Node(b.cfg.NodeID)
+	return !ok || cur != b.info()
+}
+
+// registerWithLeader sends this node's addresses to the leader, which
+// records them in the registry through raft.
+func (b *Broker) registerWithLeader() {
+	id := b.node.LeaderID()
+	if id == "" {
+		return
+	}
+	leader, ok := b.fsm.Node(id)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := b.peers.Register(ctx, leader.PeerAddr, b.info()); err != nil {
+		b.log.Debug("register with leader", "leader", id, "error", err)
+	}
+}
