@@ -96,9 +96,7 @@ func toStatus(err error) error {
 	switch {
 	case errors.Is(err, broker.ErrNotLeader), errors.Is(err, broker.ErrUnavailable), errors.Is(err, broker.ErrShutdown):
 		code = codes.Unavailable
-	case errors.Is(err, broker.ErrUnknownOutcome), errors.Is(err, replica.ErrDamaged):
-		// ErrDamaged: a damaged leader's FSM did not apply a committed
-		// entry; the retry (same sequence) is deduplicated elsewhere.
+	case errors.Is(err, broker.ErrUnknownOutcome):
 		code = codes.Aborted
 	case errors.Is(err, broker.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
