@@ -29,7 +29,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
+	"github.com/raftmq/raftmq/internal/localgroup"
 )
 
 const (

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
+	"github.com/raftmq/raftmq/internal/localgroup"
 )
 
 // TestProcessSecondServerOnADataDirectoryExits: a second `raftmq server`

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
+	"github.com/raftmq/raftmq/internal/localgroup"
 )
 
 // lockedBuffer is a bytes buffer a running process writes while the test

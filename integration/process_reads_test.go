@@ -10,7 +10,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
+	"github.com/raftmq/raftmq/internal/localgroup"
 )
 
 // TestProcessDemoReadOffload runs `raftmq demo --json` as a new user would

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
+	"github.com/raftmq/raftmq/internal/localgroup"
 )
 
 // TestProcessLeaderStalls freezes the leader (SIGSTOP) and, separately,

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
+	"github.com/raftmq/raftmq/internal/localgroup"
 )
 
 // readsResult is what the demo's read act measured (JSON "reads").
