@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/internal/testbin"
 )
 
 const (
@@ -104,20 +105,11 @@ func composeRequire(t *testing.T) {
 // composeRepoRoot is the directory holding go.mod, Dockerfile and docker-compose.yml.
 func composeRepoRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := testbin.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("cannot find the repository root (go.mod) above the working directory")
-		}
-		dir = parent
-	}
+	return root
 }
 
 func composeRandomHex(n int) string {
@@ -206,15 +198,13 @@ func composeBuildImage(t *testing.T, root string) (cli, image string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	goBuild := func(out, goos, goarch string) {
-		env := append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
 		start := time.Now()
-		_, stderr, err := composeExec(ctx, env, root, nil, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/raftmq")
-		if err != nil {
-			t.Fatalf("go build ./cmd/raftmq (%s/%s): %v\n%s", goos, goarch, err, stderr)
+		if err := testbin.Build(ctx, out, goos, goarch, true); err != nil {
+			t.Fatal(err)
 		}
 		t.Logf("built %s (%s/%s) in %v", filepath.Base(out), goos, goarch, time.Since(start).Round(time.Millisecond))
 	}
-	if prebuilt := os.Getenv("RAFTMQ_IT_BINARY"); prebuilt != "" {
+	if prebuilt := os.Getenv(testbin.EnvBinary); prebuilt != "" {
 		// A static linux binary built elsewhere, used for both the image
 		// and the host CLI.
 		b, err := os.ReadFile(prebuilt)

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -32,6 +31,7 @@ import (
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/internal/testbin"
 )
 
 const (
@@ -54,72 +54,14 @@ func procRequire(t *testing.T) {
 	}
 }
 
-var (
-	procBinOnce sync.Once
-	procBinPath string
-	procBinErr  error
-)
-
-// procRepoRoot is the directory of go.mod, found from this source file.
-func procRepoRoot() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("runtime.Caller failed")
-	}
-	root := filepath.Dir(filepath.Dir(file))
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		return "", fmt.Errorf("no go.mod in %s: %w", root, err)
-	}
-	return root, nil
-}
-
-// procBinary builds cmd/raftmq once per test run (or uses RAFTMQ_IT_BINARY)
-// and returns its path. The binary lives in a per-user directory under the
-// temp dir, named after this test process; binaries of test processes that
-// are gone are removed first, so runs leave at most one binary behind.
+// procBinary is the raftmq binary the process tests run (internal/testbin).
 func procBinary(t *testing.T) string {
 	t.Helper()
-	procBinOnce.Do(func() {
-		if p := os.Getenv("RAFTMQ_IT_BINARY"); p != "" {
-			procBinPath = p
-			return
-		}
-		root, err := procRepoRoot()
-		if err != nil {
-			procBinErr = err
-			return
-		}
-		dir := filepath.Join(os.TempDir(), fmt.Sprintf("raftmq-it-bin-%d", os.Getuid()))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			procBinErr = err
-			return
-		}
-		if old, _ := filepath.Glob(filepath.Join(dir, "raftmq-*")); len(old) > 0 {
-			for _, f := range old {
-				pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(f), "raftmq-"))
-				if err == nil && syscall.Kill(pid, 0) == syscall.ESRCH {
-					os.Remove(f)
-				}
-			}
-		}
-		out := filepath.Join(dir, fmt.Sprintf("raftmq-%d", os.Getpid()))
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/raftmq")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		start := time.Now()
-		if b, err := cmd.CombinedOutput(); err != nil {
-			procBinErr = fmt.Errorf("go build ./cmd/raftmq: %w\n%s", err, b)
-			return
-		}
-		procBinPath = out
-		fmt.Fprintf(os.Stderr, "integration: built %s in %v\n", out, time.Since(start).Round(time.Millisecond))
-	})
-	if procBinErr != nil {
-		t.Fatal(procBinErr)
+	p, err := testbin.Path()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return procBinPath
+	return p
 }
 
 // procCluster is a group of raftmq server processes: a localgroup.Group
@@ -195,7 +137,7 @@ func (c *procCluster) startAll() {
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.all()))
 	for i, nd := range c.all() {
-		if nd.Running() || (nd.Peers == "" && !nd.Started()) {
+		if nd.Running() || (nd.Peers() == "" && !nd.Started()) {
 			continue
 		}
 		wg.Add(1)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/raftmq/raftmq/internal/testbin"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -45,9 +46,6 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if setupDir != "" && *flagDir == "" {
-		if *flagBin == "" {
-			os.Remove(filepath.Join(setupDir, "raftmq"))
-		}
 		os.Remove(setupDir) // only when empty
 	}
 	os.Exit(code)
@@ -71,9 +69,7 @@ func setup(t *testing.T) (dir, bin string) {
 		}
 		setupBin = *flagBin
 		if setupBin == "" {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			setupBin, setupErr = Build(ctx, setupDir)
+			setupBin, setupErr = testbin.Path()
 		}
 	})
 	if setupErr != nil {

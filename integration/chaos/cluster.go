@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -21,87 +17,30 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/faultproxy"
 	"github.com/raftmq/raftmq/internal/localgroup"
 )
 
-// Build compiles the server binary into dir and returns its path. The
-// module root is found from the working directory with `go env GOMOD`.
-func Build(ctx context.Context, dir string) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	bin := filepath.Join(dir, "raftmq")
-	var last error
-	for attempt := 0; attempt < 3; attempt++ {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/raftmq")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		msg, err := cmd.CombinedOutput()
-		if err == nil {
-			return bin, nil
-		}
-		// Others edit the tree concurrently: a half-written file fails the
-		// build for a moment.
-		last = fmt.Errorf("go build ./cmd/raftmq: %w\n%s", err, msg)
-		select {
-		case <-ctx.Done():
-			return "", last
-		case <-time.After(10 * time.Second):
-		}
-	}
-	return "", last
-}
-
-// Node is one `raftmq server` process of the group and its directory.
+// Node is one `raftmq server` process of the group: a localgroup node
+// (its addresses, its directory DIR/ID with data/ and server.log, its
+// current process) and its place in the chaos suite's pair matrices.
 type Node struct {
-	ID         string
-	Index      int
-	RaftAddr   string
-	ClientAddr string
-	Dir        string // the node's directory: data/, server.log, maybe a tmpfs mount
-	DataDir    string
-	LogPath    string
-	Tmpfs      bool // DataDir is a tmpfs mount (the full-disk fault)
-
-	localgroup.Process // the current server process
-
-	mu        sync.Mutex
-	bootstrap bool // start with --peers (false once it was wiped and re-added)
-	logStart  int64
+	*localgroup.Node
+	Index int
+	Tmpfs bool // Data is a tmpfs mount (the full-disk fault)
 }
 
-// LogSinceStart is what the node's latest process wrote.
-func (n *Node) LogSinceStart() string {
-	n.mu.Lock()
-	off := n.logStart
-	n.mu.Unlock()
-	f, err := os.Open(n.LogPath)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return ""
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, 64<<20))
-	return string(b)
-}
-
-// Cluster is a 3-node group of real processes with a proxy per directed pair.
+// Cluster is a group of real processes, started by a localgroup.Group
+// with a proxy per directed pair of nodes for Raft and one for the
+// node-to-node API (localgroup.Config.PeerLinks); clients reach the nodes
+// directly.
 type Cluster struct {
 	Bin   string
 	Dir   string
 	Nodes []*Node
-	// Proxies[i][j] carries the Raft RPCs node i sends to node j;
-	// APIProxies[i][j] the node-to-node API calls (forwarding, state
-	// polling, registration) i makes to j's client API (--peer-dial).
-	Proxies    [][]*Proxy
-	APIProxies [][]*Proxy
-	Admin      *client.Client
-	logf       func(string, ...any)
-	extra      []string
+	Group *localgroup.Group
+	Admin *client.Client
+	logf  func(string, ...any)
 }
 
 // ClusterConfig configures NewCluster.
@@ -118,90 +57,32 @@ type ClusterConfig struct {
 	Logf  func(string, ...any)
 }
 
-// reservePort listens on a free 127.0.0.1 port below the kernel's
-// ephemeral range (32768 and up on Linux), so that no outgoing connection
-// can hold it while its node is down and wants it back. The caller closes
-// the listener just before the node binds the port.
-func reservePort(rng *rand.Rand) (net.Listener, error) {
-	for i := 0; i < 200; i++ {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rng.Intn(12000)))
-		if err == nil {
-			return l, nil
-		}
-	}
-	return net.Listen("tcp", "127.0.0.1:0")
-}
-
-// NewCluster prepares directories, addresses and proxies; Start runs it.
+// NewCluster prepares directories, addresses and proxies; StartNode runs
+// each node.
 func NewCluster(cfg ClusterConfig) (*Cluster, error) {
-	c := &Cluster{Bin: cfg.Bin, Dir: cfg.Dir, logf: cfg.Logf, extra: cfg.Extra}
+	c := &Cluster{Bin: cfg.Bin, Dir: cfg.Dir, logf: cfg.Logf}
 	if c.logf == nil {
 		c.logf = func(string, ...any) {}
 	}
-	var clientAddrs []string
-	// Node ports stay reserved until the proxies have theirs.
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
-	reserve := func() (string, error) {
-		l, err := reservePort(rng)
-		if err != nil {
-			return "", fmt.Errorf("reserve a port: %w", err)
-		}
-		held = append(held, l)
-		return l.Addr().String(), nil
+	g, err := localgroup.New(localgroup.Config{Exe: cfg.Bin, Dir: cfg.Dir, Keep: true, Nodes: cfg.Nodes,
+		ServerArgs: append([]string{"--log-level", "info"}, cfg.Extra...),
+		PeerLinks:  true, NodeDirs: true, NoHTTP: true})
+	if err != nil {
+		return nil, err
 	}
-	for i := 0; i < cfg.Nodes; i++ {
-		n := &Node{ID: fmt.Sprintf("n%d", i+1), Index: i, bootstrap: true}
-		n.Dir = filepath.Join(cfg.Dir, n.ID)
-		n.DataDir = filepath.Join(n.Dir, "data")
-		n.LogPath = filepath.Join(n.Dir, "server.log")
-		if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
-			return nil, fmt.Errorf("node dir: %w", err)
-		}
-		var err error
-		if n.RaftAddr, err = reserve(); err != nil {
-			return nil, err
-		}
-		if n.ClientAddr, err = reserve(); err != nil {
-			return nil, err
-		}
+	c.Group = g
+	for i, ln := range g.Nodes() {
+		n := &Node{Node: ln, Index: i}
+		c.Nodes = append(c.Nodes, n)
 		if i == cfg.TmpfsNode {
-			if err := mountTmpfs(n.DataDir, cfg.TmpfsMB); err != nil {
+			if err := mountTmpfs(n.Data, cfg.TmpfsMB); err != nil {
+				c.Close()
 				return nil, err
 			}
 			n.Tmpfs = true
 		}
-		c.Nodes = append(c.Nodes, n)
-		clientAddrs = append(clientAddrs, n.ClientAddr)
 	}
-	c.Proxies = make([][]*Proxy, cfg.Nodes)
-	c.APIProxies = make([][]*Proxy, cfg.Nodes)
-	for i, a := range c.Nodes {
-		c.Proxies[i] = make([]*Proxy, cfg.Nodes)
-		c.APIProxies[i] = make([]*Proxy, cfg.Nodes)
-		for j, b := range c.Nodes {
-			if i == j {
-				continue
-			}
-			p, err := NewProxy(a.ID+"->"+b.ID, b.RaftAddr)
-			if err != nil {
-				c.Close()
-				return nil, err
-			}
-			c.Proxies[i][j] = p
-			if p, err = NewProxy(a.ID+"->"+b.ID+" api", b.ClientAddr); err != nil {
-				c.Close()
-				return nil, err
-			}
-			c.APIProxies[i][j] = p
-		}
-	}
-	admin, err := client.New(client.Config{Servers: clientAddrs, RequestTimeout: 5 * time.Second, RetryTimeout: 30 * time.Second})
+	admin, err := client.New(client.Config{Servers: c.ClientAddrs(), RequestTimeout: 5 * time.Second, RetryTimeout: 30 * time.Second})
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("admin client: %w", err)
@@ -214,61 +95,19 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 func (c *Cluster) ClientAddrs() []string {
 	var out []string
 	for _, n := range c.Nodes {
-		out = append(out, n.ClientAddr)
+		out = append(out, n.Client)
 	}
 	return out
-}
-
-func (c *Cluster) peers() string {
-	var ps []string
-	for _, n := range c.Nodes {
-		ps = append(ps, n.ID+"@"+n.RaftAddr)
-	}
-	return strings.Join(ps, ",")
-}
-
-func (c *Cluster) dials(n *Node) string {
-	var ds []string
-	for j, m := range c.Nodes {
-		if m != n {
-			ds = append(ds, m.ID+"="+c.Proxies[n.Index][j].Addr())
-		}
-	}
-	return strings.Join(ds, ",")
-}
-
-// peerDials is n's --peer-dial: each peer's client address through the
-// proxy for n's calls to it.
-func (c *Cluster) peerDials(n *Node) string {
-	var ds []string
-	for j, m := range c.Nodes {
-		if m != n {
-			ds = append(ds, m.ClientAddr+"="+c.APIProxies[n.Index][j].Addr())
-		}
-	}
-	return strings.Join(ds, ",")
 }
 
 // Links returns the proxies that carry what node i sends to node j over
 // the connections i opens: Raft and the node-to-node API.
-func (c *Cluster) Links(i, j int) []*Proxy {
-	return []*Proxy{c.Proxies[i][j], c.APIProxies[i][j]}
+func (c *Cluster) Links(i, j int) []*faultproxy.Proxy {
+	return c.Group.Links(c.Nodes[i].ID, c.Nodes[j].ID)
 }
 
 // AllProxies lists every proxy.
-func (c *Cluster) AllProxies() []*Proxy {
-	var out []*Proxy
-	for _, rows := range [][][]*Proxy{c.Proxies, c.APIProxies} {
-		for _, row := range rows {
-			for _, p := range row {
-				if p != nil {
-					out = append(out, p)
-				}
-			}
-		}
-	}
-	return out
-}
+func (c *Cluster) AllProxies() []*faultproxy.Proxy { return c.Group.Proxies() }
 
 // OneWay drops everything from node i to node j, and nothing from j to i:
 // i's requests to j are held, and so are i's answers on the connections j
@@ -283,28 +122,9 @@ func (c *Cluster) OneWay(i, j int) {
 	}
 }
 
-// StartNode starts n's process (it must not be running).
-func (c *Cluster) StartNode(n *Node) error {
-	if n.Running() {
-		return fmt.Errorf("%s is already running", n.ID)
-	}
-	args := []string{"server", "--id", n.ID, "--data", n.DataDir, "--raft", n.RaftAddr, "--listen", n.ClientAddr,
-		"--http", "", "--raft-dial", c.dials(n), "--peer-dial", c.peerDials(n), "--log-level", "info"}
-	n.mu.Lock()
-	if n.bootstrap {
-		args = append(args, "--peers", c.peers())
-	}
-	n.mu.Unlock()
-	args = append(args, c.extra...)
-	logStart, err := n.Launch(c.Bin, args, n.LogPath)
-	if err != nil {
-		return fmt.Errorf("start %s: %w", n.ID, err)
-	}
-	n.mu.Lock()
-	n.logStart = logStart
-	n.mu.Unlock()
-	return nil
-}
+// StartNode starts n's process (it must not be running) and returns at
+// once: WaitAnswering waits for it.
+func (c *Cluster) StartNode(n *Node) error { return c.Group.Launch(n.ID) }
 
 // DumpStacks sends SIGQUIT to every running node: the Go runtime writes
 // all goroutine stacks to the node's log and exits. For diagnosis only,
@@ -319,24 +139,24 @@ func (c *Cluster) DumpStacks() {
 
 // Kill SIGKILLs n and waits for it to be gone.
 func (c *Cluster) Kill(n *Node) error {
-	if _, err := n.SignalAndWait(syscall.SIGKILL, 20*time.Second); err != nil && n.Running() {
-		return fmt.Errorf("%s: %w", n.ID, err)
+	if _, err := c.Group.Kill(n.ID); err != nil && n.Running() {
+		return err
 	}
 	return nil
 }
 
 // Stop SIGTERMs n (graceful) and waits; SIGKILL after the timeout.
 func (c *Cluster) Stop(n *Node, timeout time.Duration) error {
-	if _, err := n.SignalAndWait(syscall.SIGTERM, timeout); err != nil && n.Running() {
-		return c.Kill(n)
+	if err := c.Group.Stop(n.ID, timeout); err != nil && n.Running() {
+		return err
 	}
 	return nil
 }
 
 // Pause SIGSTOPs n; Resume SIGCONTs it.
 func (c *Cluster) Pause(n *Node) error {
-	if _, err := n.Signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("pause %s: %w", n.ID, err)
+	if _, err := c.Group.Pause(n.ID); err != nil {
+		return fmt.Errorf("pause: %w", err)
 	}
 	return nil
 }
@@ -346,8 +166,8 @@ func (c *Cluster) Resume(n *Node) error {
 	if !n.Paused() {
 		return nil
 	}
-	if _, err := n.Signal(syscall.SIGCONT); err != nil {
-		return fmt.Errorf("resume %s: %w", n.ID, err)
+	if _, err := c.Group.Resume(n.ID); err != nil {
+		return fmt.Errorf("resume: %w", err)
 	}
 	return nil
 }
@@ -363,36 +183,19 @@ func (c *Cluster) WaitExit(n *Node, d time.Duration) (err error, ok bool) {
 
 // Wipe empties n's data directory (n must be stopped); the node will be
 // started without --peers and added with `member add`.
-func (c *Cluster) Wipe(n *Node) error {
-	if n.Running() {
-		return fmt.Errorf("wipe %s: it is running", n.ID)
-	}
-	ents, err := os.ReadDir(n.DataDir)
-	if err != nil {
-		return fmt.Errorf("wipe %s: %w", n.ID, err)
-	}
-	for _, e := range ents {
-		if err := os.RemoveAll(filepath.Join(n.DataDir, e.Name())); err != nil {
-			return fmt.Errorf("wipe %s: %w", n.ID, err)
-		}
-	}
-	n.mu.Lock()
-	n.bootstrap = false
-	n.mu.Unlock()
-	return nil
-}
+func (c *Cluster) Wipe(n *Node) error { return c.Group.Wipe(n.ID) }
 
 // Heal lets all traffic through, undelayed.
 func (c *Cluster) Heal() {
 	for _, p := range c.AllProxies() {
-		p.Set(Pass, 0)
+		p.Set(faultproxy.Pass, 0)
 	}
 }
 
 // Partition blocks all traffic between the nodes of side and the rest,
 // both ways: Raft and the node-to-node API (clients still reach every
 // node).
-func (c *Cluster) Partition(side []*Node, m Mode) {
+func (c *Cluster) Partition(side []*Node, m faultproxy.Mode) {
 	in := map[int]bool{}
 	for _, n := range side {
 		in[n.Index] = true
@@ -413,19 +216,12 @@ func (c *Cluster) Close() {
 	if c.Admin != nil {
 		c.Admin.Close()
 	}
-	for _, n := range c.Nodes {
-		if n.Running() {
-			if err := c.Kill(n); err != nil {
-				c.logf("cleanup: %v", err)
-			}
-		}
-	}
-	for _, p := range c.AllProxies() {
-		p.Close()
+	if err := c.Group.Close(); err != nil {
+		c.logf("cleanup: %v", err)
 	}
 	for _, n := range c.Nodes {
 		if n.Tmpfs {
-			if err := unmount(n.DataDir); err != nil {
+			if err := unmount(n.Data); err != nil {
 				c.logf("cleanup: %v", err)
 			}
 		}
@@ -446,7 +242,7 @@ func (c *Cluster) NodeByID(id string) *Node {
 func (c *Cluster) StatusOf(ctx context.Context, n *Node) (*api.StatusResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	defer cancel()
-	return c.Admin.StatusOf(ctx, n.ClientAddr)
+	return c.Admin.StatusOf(ctx, n.Client)
 }
 
 // statuses asks every running node at once.
@@ -526,14 +322,7 @@ func (c *Cluster) WaitLeader(ctx context.Context, d time.Duration) *Node {
 	}
 }
 
-func self(st *api.StatusResponse) *api.NodeStatus {
-	for _, n := range st.Nodes {
-		if n.Id == st.AnsweredBy {
-			return n
-		}
-	}
-	return nil
-}
+func self(st *api.StatusResponse) *api.NodeStatus { return localgroup.SelfStatus(st) }
 
 // Settled reports whether every node runs, answers, agrees on one leader,
 // the leader's configuration has every node as a voter, and all have
@@ -736,7 +525,7 @@ func (c *Cluster) Rejoin(ctx context.Context, n *Node) error {
 		return err
 	}
 	if err := retry(ctx, 60*time.Second, func(ctx context.Context) error {
-		r, err := c.Admin.AddMember(ctx, n.ID, n.RaftAddr)
+		r, err := c.Admin.AddMember(ctx, n.ID, n.Raft)
 		if err == nil && !r.Voter {
 			return errors.New("added but not a voter yet")
 		}

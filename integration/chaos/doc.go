@@ -6,19 +6,21 @@
 //
 // Parts:
 //
-//   - Cluster (cluster.go): builds the binary, starts nodes on free
-//     127.0.0.1 ports, each in its own data directory, kills, pauses and
-//     restarts them by PID, repairs a node (member remove, wipe, start empty,
-//     member add) and says when the group has settled.
-//   - Proxy (proxy.go): two TCP proxies per directed pair of nodes. Node
-//     i's server gets --raft-dial nj=<proxy> and --peer-dial <j's API
-//     address>=<proxy>, so every connection i opens to j (Raft RPCs, and
-//     the node-to-node API: forwarding, state polling, registration) passes
-//     through a proxy, which can pass, delay, drop or blackhole it, or hold
-//     one direction only. Blocking both directions between two sets is a
-//     partition; holding everything i sends to j (its requests to j and its
-//     answers to j's requests) is a one-way partition. Clients are not
-//     proxied.
+//   - Cluster (cluster.go): a group started by internal/localgroup (the
+//     binary built once by internal/testbin, nodes on free 127.0.0.1 ports,
+//     each in its own directory, killed, paused and restarted by PID), plus
+//     what only this suite does: a node's data on tmpfs, the repair of a node
+//     (member remove, wipe, start empty, member add) and the test of when
+//     the group has settled.
+//   - Proxies (internal/faultproxy): two TCP proxies per directed pair of
+//     nodes (localgroup.Config.PeerLinks). Node i's server gets
+//     --raft-dial nj=<proxy> and --peer-dial <j's API address>=<proxy>, so
+//     every connection i opens to j (Raft RPCs, and the node-to-node API:
+//     forwarding, state polling, registration) passes through a proxy,
+//     which can pass, delay, drop or blackhole it, or hold one direction
+//     only. Blocking both directions between two sets is a partition;
+//     holding everything i sends to j (its requests to j and its answers to
+//     j's requests) is a one-way partition. Clients are not proxied.
 //   - Every server runs with --chaos-lazyfs (raftlog/chaosfs.go): raft-wal's
 //     writes reach the files at fsync only, so a SIGKILL loses what was not
 //     synced; DATA/CHAOS_FSYNC_DELAY slows every fsync (slow-disk,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/internal/faultproxy"
 )
 
 // Fault kinds.
@@ -274,11 +275,11 @@ func (nm *Nemesis) followers(ctx context.Context) []*Node {
 	return out
 }
 
-func blockMode(rng *rand.Rand) Mode {
+func blockMode(rng *rand.Rand) faultproxy.Mode {
 	if rng.Intn(2) == 0 {
-		return Drop
+		return faultproxy.Drop
 	}
-	return Blackhole
+	return faultproxy.Blackhole
 }
 
 // apply starts one fault and returns how to heal it (nil: nothing to heal).
@@ -355,7 +356,7 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		c.Partition([]*Node{n}, m)
 		nm.Rec.Event(kind, "%s cut off from the others (%s)", n.ID, m)
 		return func(context.Context) {
-			c.Partition([]*Node{n}, Pass)
+			c.Partition([]*Node{n}, faultproxy.Pass)
 			nm.Rec.Event("heal", "%s reconnected", n.ID)
 		}, nil
 
@@ -374,14 +375,14 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		nm.Rec.Event(kind, "everything %s sends to %s is held (Raft and API, requests and answers); %s->%s passes", from.ID, to.ID, to.ID, from.ID)
 		return func(context.Context) {
 			for _, p := range append(c.Links(from.Index, to.Index), c.Links(to.Index, from.Index)...) {
-				p.Set(Pass, 0)
+				p.Set(faultproxy.Pass, 0)
 			}
 			nm.Rec.Event("heal", "%s->%s open", from.ID, to.ID)
 		}, nil
 
 	case FaultDelay:
 		d := time.Duration(20+rng.Intn(180)) * time.Millisecond
-		var ps []*Proxy
+		var ps []*faultproxy.Proxy
 		what := "all links"
 		if rng.Intn(2) == 0 {
 			n := c.Nodes[rng.Intn(len(c.Nodes))]
@@ -396,18 +397,18 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 			ps = c.AllProxies()
 		}
 		for _, p := range ps {
-			if m, _, _ := p.State(); m == Pass {
+			if m, _, _ := p.State(); m == faultproxy.Pass {
 				if a, b := p.Held(); !a && !b {
-					p.Set(Pass, d)
+					p.Set(faultproxy.Pass, d)
 				}
 			}
 		}
 		nm.Rec.Event(kind, "%s delayed by %s each way", what, d)
 		return func(context.Context) {
 			for _, p := range ps {
-				if m, _, _ := p.State(); m == Pass {
+				if m, _, _ := p.State(); m == faultproxy.Pass {
 					if a, b := p.Held(); !a && !b {
-						p.Set(Pass, 0)
+						p.Set(faultproxy.Pass, 0)
 					}
 				}
 			}
@@ -463,7 +464,7 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		if err := c.Kill(n); err != nil {
 			return nil, err
 		}
-		desc, err := TearTail(n.DataDir, rng)
+		desc, err := TearTail(n.Data, rng)
 		if err != nil {
 			nm.Rec.Event(kind, "%s: cannot tear (%v); restarting it as is", n.ID, err)
 			nm.restart(ctx, n, "after SIGKILL")
@@ -512,10 +513,10 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		if err := c.Stop(n, 10*time.Second); err != nil {
 			return nil, err
 		}
-		desc, err := FlipByte(n.DataDir, variant, bodies, rng, nm.Retention)
+		desc, err := FlipByte(n.Data, variant, bodies, rng, nm.Retention)
 		if err != nil && variant == FlipBody {
 			variant = FlipFrame
-			desc, err = FlipByte(n.DataDir, variant, nil, rng, nm.Retention)
+			desc, err = FlipByte(n.Data, variant, nil, rng, nm.Retention)
 		}
 		if err != nil {
 			nm.Rec.Event(kind, "%s: cannot corrupt (%v); restarting it as is", n.ID, err)
@@ -608,7 +609,7 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		}
 		used[n.ID] = true
 		headroom := int64(rng.Intn(2)) * 4 << 20
-		filled, err := fillDisk(n.DataDir, headroom)
+		filled, err := fillDisk(n.Data, headroom)
 		if err != nil {
 			return nil, err
 		}
@@ -642,7 +643,7 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		cancel()
 		nm.Rec.Event(kind, "bulk writes acknowledged %d MiB; %s running=%v", acked.Load()>>20, n.ID, n.Running())
 		return func(ctx context.Context) {
-			os.Remove(filepath.Join(n.DataDir, fillerName))
+			os.Remove(filepath.Join(n.Data, fillerName))
 			nm.Rec.Event("heal", "%s's disk has space again", n.ID)
 			if !n.Running() {
 				nm.Rec.Event(kind, "%s exited while its disk was full: %s", n.ID, refusalLine(n.LogSinceStart()))
@@ -670,7 +671,7 @@ func (nm *Nemesis) pickMaybeLeader(ctx context.Context, rng *rand.Rand, used map
 // setFsyncDelay makes every fsync of n's log wait d (0: none): the file
 // the servers' lazy file system reads (raftlog, --chaos-lazyfs).
 func setFsyncDelay(n *Node, d time.Duration) error {
-	p := filepath.Join(n.DataDir, "CHAOS_FSYNC_DELAY")
+	p := filepath.Join(n.Data, "CHAOS_FSYNC_DELAY")
 	if d <= 0 {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("fsync delay of %s: %w", n.ID, err)
@@ -706,7 +707,7 @@ func (nm *Nemesis) damageStopped(ctx context.Context, kind string, rng *rand.Ran
 	if err := c.Stop(n, 10*time.Second); err != nil {
 		return err
 	}
-	desc, err := damage(n.DataDir, rng)
+	desc, err := damage(n.Data, rng)
 	if err != nil {
 		nm.Rec.Event(kind, "%s: cannot damage (%v); restarting it as is", n.ID, err)
 		nm.restart(ctx, n, "after a graceful stop")
@@ -778,7 +779,7 @@ func (nm *Nemesis) corruptRunning(ctx context.Context, rng *rand.Rand, used map[
 			bodies = nm.Rec.AckedBodiesIn(rng, 50, lo+(hi-lo)/2, hi)
 		}
 	}
-	desc, err := FlipByte(l.DataDir, FlipBody, bodies, rng, nm.Retention)
+	desc, err := FlipByte(l.Data, FlipBody, bodies, rng, nm.Retention)
 	if err != nil {
 		return err
 	}
@@ -950,7 +951,7 @@ func (nm *Nemesis) HealAll(ctx context.Context) {
 	c.Heal()
 	for _, n := range c.Nodes {
 		c.Resume(n)
-		os.Remove(filepath.Join(n.DataDir, fillerName))
+		os.Remove(filepath.Join(n.Data, fillerName))
 	}
 	for _, n := range c.Nodes {
 		if !n.Running() {
@@ -973,7 +974,7 @@ func (nm *Nemesis) HealAll(ctx context.Context) {
 			nm.Rec.Event("heal", "%s is not a voter (non-voter=%v): adding it", n.ID, nonvoters[n.ID])
 			if nonvoters[n.ID] {
 				actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				_, err = c.Admin.AddMember(actx, n.ID, n.RaftAddr)
+				_, err = c.Admin.AddMember(actx, n.ID, n.Raft)
 				cancel()
 			} else {
 				err = c.Rejoin(ctx, n)

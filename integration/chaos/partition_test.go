@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/internal/faultproxy"
 )
 
 // A partition cuts the node-to-node API too: a produce request sent to a
@@ -56,7 +57,7 @@ func TestPartitionCutsForwarding(t *testing.T) {
 			break
 		}
 	}
-	cc, err := grpc.NewClient(f.ClientAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(f.Client, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestPartitionCutsForwarding(t *testing.T) {
 	if err := retry(ctx, 30*time.Second, func(context.Context) error { return produce(5 * time.Second) }); err != nil {
 		t.Fatalf("produce through follower %s: %v", f.ID, err)
 	}
-	c.Partition([]*Node{f}, Drop)
+	c.Partition([]*Node{f}, faultproxy.Drop)
 	if err := produce(3 * time.Second); err == nil {
 		t.Fatalf("follower %s forwarded a produce request while partitioned", f.ID)
 	}

@@ -61,7 +61,7 @@ func startSingleOn(t *testing.T, queues int32, tmpfsMB int) (api.BrokerClient, *
 	}); err != nil {
 		t.Fatal(err)
 	}
-	cc, err := grpc.NewClient(c.Nodes[0].ClientAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(c.Nodes[0].Client, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestRegressionDamagedLogRefusalPanics(t *testing.T) {
 	if err := c.Stop(n, 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	desc, err := FlipByte(n.DataDir, FlipBody, bodies[5:6], rand.New(rand.NewSource(1)), false)
+	desc, err := FlipByte(n.Data, FlipBody, bodies[5:6], rand.New(rand.NewSource(1)), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestRegressionWALStuckAfterDiskFull(t *testing.T) {
 	}
 	bc, c := startSingleOn(t, 1, 160) // room for two 64 MiB segments once the filler is gone
 	n := c.Nodes[0]
-	filled, err := fillDisk(n.DataDir, 4<<20)
+	filled, err := fillDisk(n.Data, 4<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestRegressionWALStuckAfterDiskFull(t *testing.T) {
 		t.Fatalf("wrote %d MiB to a full disk without an error", written>>20)
 	}
 	t.Logf("after %d MiB: %v", written>>20, lastErr)
-	if err := os.Remove(filepath.Join(n.DataDir, fillerName)); err != nil {
+	if err := os.Remove(filepath.Join(n.Data, fillerName)); err != nil {
 		t.Fatal(err)
 	}
 	// Space is back: within 30s the node must store again, or exit.

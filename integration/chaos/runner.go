@@ -326,7 +326,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 				nemesis.restart(ctx, l, "after SIGQUIT")
 				if err2 := c.WaitSettled(ctx, 60*time.Second); err2 == nil {
 					nemesis.violation(VReplStall, "after restarting the nodes that were behind: %v; settled once the leader %s was restarted: "+
-						"its replication to a follower had stopped (goroutine stacks in %s)", err, l.ID, l.LogPath)
+						"its replication to a follower had stopped (goroutine stacks in %s)", err, l.ID, l.Log)
 				} else {
 					nemesis.violation(VLiveness, "after restarting the nodes that were behind and then the leader %s: %v", l.ID, err2)
 				}
@@ -356,7 +356,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	// caches filled while the faults ran. Without retention limits: the log
 	// the final reads judge must be the one just read offline, not one a
 	// later cut shortened.
-	c.extra = withoutFlag(c.extra, "--retention-mb")
+	c.Group.SetServerArgs(withoutFlag(c.Group.ServerArgs(), "--retention-mb"))
 	rec.Event("restart", "restarting every node for the final read (caches empty, no retention limits)")
 	for _, n := range c.Nodes {
 		nemesis.restart(ctx, n, "for the final read")
@@ -400,7 +400,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	h.NodeErrors = map[string]string{}
 	for _, n := range c.Nodes {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		l, err := ReadNode(rctx, n.ClientAddr, topicName, h.Min, h.Retention)
+		l, err := ReadNode(rctx, n.Client, topicName, h.Min, h.Retention)
 		cancel()
 		if err != nil {
 			h.NodeErrors[n.ID] = err.Error()
@@ -488,7 +488,7 @@ func readDisks(c *Cluster, h *History, rec *Recorder, committed uint64, retentio
 			out = append(out, Violation{VDisk, fmt.Sprintf("%s still runs: its stores were not read offline", n.ID)})
 			continue
 		}
-		d, err := ReadDiskLog(n.ID, n.DataDir, scan)
+		d, err := ReadDiskLog(n.ID, n.Data, scan)
 		if err != nil {
 			out = append(out, Violation{VDisk, err.Error()})
 			continue

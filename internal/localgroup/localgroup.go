@@ -1,6 +1,3 @@
-// Package localgroup runs a broker group as `raftmq server` processes on
-// 127.0.0.1: `raftmq demo`, `raftmq bench --local` and the process tests in
-// integration use it.
 package localgroup
 
 import (
@@ -8,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,14 +19,15 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/faultproxy"
 )
 
 // Group runs the nodes of a broker group as `raftmq server` child
 // processes (of Config.Exe, by default this executable) on free 127.0.0.1
 // ports, each with its data directory and log file under one directory. It
 // controls them by PID only: start, SIGKILL, SIGSTOP/SIGCONT, SIGTERM,
-// restart. With Config.Partitionable every link of the initial nodes runs
-// through a Proxy it owns, so Cut can cut a node off the network.
+// restart. With Config.Partitionable or Config.PeerLinks the links of the
+// initial nodes run through fault proxies it owns (Cut, Links).
 //
 //	g, err := New(Config{Nodes: 3})
 //	defer g.Close()
@@ -40,11 +40,13 @@ type Group struct {
 
 	mu    sync.Mutex
 	nodes []*Node
-	// With Partitionable: proxies[i][j] carries the Raft RPCs node i sends
-	// to node j (and their answers), clientProxy[id] every client API
-	// connection to node id, from clients and from the other nodes.
-	proxies     map[string]map[string]*Proxy
-	clientProxy map[string]*Proxy
+	// proxies[i][j] carries the Raft RPCs node i sends to node j (and
+	// their answers); with PeerLinks apiProxies[i][j] the node-to-node API
+	// calls i makes to j; with Partitionable clientProxy[id] every client
+	// API connection to node id, from clients and from the other nodes.
+	proxies     map[string]map[string]*faultproxy.Proxy
+	apiProxies  map[string]map[string]*faultproxy.Proxy
+	clientProxy map[string]*faultproxy.Proxy
 }
 
 // Config configures a Group.
@@ -67,6 +69,16 @@ type Config struct {
 	// forward to each other) through in-process proxies, so that Cut can
 	// blackhole all of a node's traffic.
 	Partitionable bool
+	// PeerLinks runs every connection a node opens to another through a
+	// proxy of its own per directed pair: Raft (--raft-dial) and the
+	// node-to-node API (--peer-dial); clients reach the nodes directly.
+	// Links returns them. It excludes Partitionable.
+	PeerLinks bool
+	// NodeDirs gives each node a directory DIR/ID holding data/ and
+	// server.log; by default the data is in DIR/ID and the log DIR/ID.log.
+	NodeDirs bool
+	// NoHTTP starts the servers without the metrics endpoint (--http "").
+	NoHTTP bool
 }
 
 // Node is one server process (and its identity across restarts).
@@ -75,12 +87,14 @@ type Node struct {
 	Raft   string // raft address
 	Client string // client API address (its proxy's with Partitionable)
 	Listen string // where the node's client API listens
-	HTTP   string
+	HTTP   string // "" with Config.NoHTTP
+	Dir    string // the node's own directory (Config.NodeDirs), else the group's
 	Data   string
 	Log    string // the server's stderr, appended across restarts
-	Peers  string // --peers, "" for a node that joins with `member add`
 
-	cut bool // guarded by Group.mu
+	mu    sync.Mutex
+	peers string // --peers, "" for a node that joins with `member add`
+	cut   bool
 
 	Process
 }
@@ -95,6 +109,9 @@ func New(cfg Config) (*Group, error) {
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 15 * time.Second
+	}
+	if cfg.Partitionable && cfg.PeerLinks {
+		return nil, errors.New("localgroup: Partitionable and PeerLinks exclude each other")
 	}
 	g := &Group{cfg: cfg, dir: cfg.Dir}
 	if g.dir == "" {
@@ -116,9 +133,9 @@ func New(cfg Config) (*Group, error) {
 		peers = append(peers, n.ID+"@"+n.Raft)
 	}
 	for _, n := range g.nodes {
-		n.Peers = strings.Join(peers, ",")
+		n.peers = strings.Join(peers, ",")
 	}
-	if cfg.Partitionable {
+	if cfg.Partitionable || cfg.PeerLinks {
 		if err := g.addProxies(); err != nil {
 			g.Close()
 			return nil, err
@@ -128,24 +145,36 @@ func New(cfg Config) (*Group, error) {
 }
 
 func (g *Group) addProxies() error {
-	g.proxies, g.clientProxy = map[string]map[string]*Proxy{}, map[string]*Proxy{}
+	g.proxies = map[string]map[string]*faultproxy.Proxy{}
+	g.apiProxies = map[string]map[string]*faultproxy.Proxy{}
+	g.clientProxy = map[string]*faultproxy.Proxy{}
 	for _, n := range g.nodes {
-		cp, err := NewProxy(n.Listen)
-		if err != nil {
-			return err
+		if g.cfg.Partitionable {
+			cp, err := faultproxy.New(n.ID+" client", n.Listen)
+			if err != nil {
+				return err
+			}
+			g.clientProxy[n.ID] = cp
+			n.Client = cp.Addr()
 		}
-		g.clientProxy[n.ID] = cp
-		n.Client = cp.Addr()
-		g.proxies[n.ID] = map[string]*Proxy{}
+		g.proxies[n.ID] = map[string]*faultproxy.Proxy{}
+		g.apiProxies[n.ID] = map[string]*faultproxy.Proxy{}
 		for _, m := range g.nodes {
 			if m == n {
 				continue
 			}
-			rp, err := NewProxy(m.Raft)
+			rp, err := faultproxy.New(n.ID+"->"+m.ID, m.Raft)
 			if err != nil {
 				return err
 			}
 			g.proxies[n.ID][m.ID] = rp
+			if g.cfg.PeerLinks {
+				ap, err := faultproxy.New(n.ID+"->"+m.ID+" api", m.Listen)
+				if err != nil {
+					return err
+				}
+				g.apiProxies[n.ID][m.ID] = ap
+			}
 		}
 	}
 	return nil
@@ -157,7 +186,49 @@ func (g *Group) raftDials(id string) string {
 	for to, p := range g.proxies[id] {
 		ds = append(ds, to+"="+p.Addr())
 	}
+	sort.Strings(ds)
 	return strings.Join(ds, ",")
+}
+
+// peerDials is node id's --peer-dial value (PeerLinks): each peer's client
+// address through the proxy of id's calls to it.
+func (g *Group) peerDials(id string) string {
+	var ds []string
+	for to, p := range g.apiProxies[id] {
+		ds = append(ds, g.Node(to).Listen+"="+p.Addr())
+	}
+	sort.Strings(ds)
+	return strings.Join(ds, ",")
+}
+
+// Links returns the proxies that carry what node from sends to node to
+// over the connections from opens: Raft, and with PeerLinks the
+// node-to-node API. Nil without proxies or for a node that joined later.
+func (g *Group) Links(from, to string) []*faultproxy.Proxy {
+	var out []*faultproxy.Proxy
+	if p := g.proxies[from][to]; p != nil {
+		out = append(out, p)
+	}
+	if p := g.apiProxies[from][to]; p != nil {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Proxies returns every proxy of the group.
+func (g *Group) Proxies() []*faultproxy.Proxy {
+	var out []*faultproxy.Proxy
+	for _, p := range g.clientProxy {
+		out = append(out, p)
+	}
+	for _, m := range []map[string]map[string]*faultproxy.Proxy{g.proxies, g.apiProxies} {
+		for _, ps := range m {
+			for _, p := range ps {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // Cut blackholes every link of node id (Config.Partitionable): Raft in both
@@ -176,30 +247,41 @@ func (g *Group) setCut(id string, on bool) error {
 	if g.clientProxy[id] == nil {
 		return fmt.Errorf("%s has no proxies: the group was not made Partitionable, or %s joined later", id, id)
 	}
-	g.clientProxy[id].Blackhole(on)
+	mode := faultproxy.Pass
+	if on {
+		mode = faultproxy.Blackhole
+	}
+	g.clientProxy[id].Set(mode, 0)
 	for from, ps := range g.proxies {
 		for to, p := range ps {
 			if from == id || to == id {
-				p.Blackhole(on)
+				p.Set(mode, 0)
 			}
 		}
 	}
-	g.mu.Lock()
+	n.mu.Lock()
 	n.cut = on
-	g.mu.Unlock()
+	n.mu.Unlock()
 	return nil
 }
 
 // IsCut reports whether node id is cut off by Cut.
 func (g *Group) IsCut(id string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, n := range g.nodes {
-		if n.ID == id {
-			return n.cut
-		}
+	n := g.Node(id)
+	if n == nil {
+		return false
 	}
-	return false
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cut
+}
+
+// Peers is the node's --peers, "" for a node that joins with `member add`
+// (added by AddNode, or wiped).
+func (n *Node) Peers() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.peers
 }
 
 func (g *Group) newNode(id string) (*Node, error) {
@@ -210,7 +292,17 @@ func (g *Group) newNode(id string) (*Node, error) {
 	n := &Node{ID: id,
 		Raft: "127.0.0.1:" + strconv.Itoa(ports[0]), Client: "127.0.0.1:" + strconv.Itoa(ports[1]),
 		Listen: "127.0.0.1:" + strconv.Itoa(ports[1]), HTTP: "127.0.0.1:" + strconv.Itoa(ports[2]),
-		Data: filepath.Join(g.dir, id), Log: filepath.Join(g.dir, id+".log")}
+		Dir: g.dir, Data: filepath.Join(g.dir, id), Log: filepath.Join(g.dir, id+".log")}
+	if g.cfg.NoHTTP {
+		n.HTTP = ""
+	}
+	if g.cfg.NodeDirs {
+		n.Dir = filepath.Join(g.dir, id)
+		n.Data, n.Log = filepath.Join(n.Dir, "data"), filepath.Join(n.Dir, "server.log")
+		if err := os.MkdirAll(n.Data, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", n.Data, err)
+		}
+	}
 	g.mu.Lock()
 	g.nodes = append(g.nodes, n)
 	g.mu.Unlock()
@@ -237,6 +329,20 @@ func (g *Group) SetKeep(keep bool) {
 func (g *Group) AddServerArgs(args ...string) {
 	g.mu.Lock()
 	g.cfg.ServerArgs = append(g.cfg.ServerArgs, args...)
+	g.mu.Unlock()
+}
+
+// ServerArgs are the extra flags every server gets when it starts;
+// SetServerArgs replaces them for the servers started from now on.
+func (g *Group) ServerArgs() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.cfg.ServerArgs...)
+}
+
+func (g *Group) SetServerArgs(args []string) {
+	g.mu.Lock()
+	g.cfg.ServerArgs = append([]string(nil), args...)
 	g.mu.Unlock()
 }
 
@@ -299,10 +405,9 @@ func (g *Group) StartAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Start starts node id (again, with its data) and waits until its client
-// API answers. A process that exits meanwhile is reported with the tail of
-// its log.
-func (g *Group) Start(ctx context.Context, id string) error {
+// Launch starts node id's process (again, with its data) and returns at
+// once; Start also waits until it answers.
+func (g *Group) Launch(id string) error {
 	n := g.Node(id)
 	if n == nil {
 		return fmt.Errorf("no node %s", id)
@@ -317,8 +422,11 @@ func (g *Group) Start(ctx context.Context, id string) error {
 	if d := g.raftDials(id); d != "" {
 		args = append(args, "--raft-dial", d)
 	}
-	if n.Peers != "" {
-		args = append(args, "--peers", n.Peers)
+	if d := g.peerDials(id); d != "" {
+		args = append(args, "--peer-dial", d)
+	}
+	if p := n.Peers(); p != "" {
+		args = append(args, "--peers", p)
 	}
 	g.mu.Lock()
 	args = append(args, g.cfg.ServerArgs...)
@@ -326,6 +434,17 @@ func (g *Group) Start(ctx context.Context, id string) error {
 	if _, err := n.Launch(g.cfg.Exe, args, n.Log); err != nil {
 		return fmt.Errorf("start %s: %w", id, err)
 	}
+	return nil
+}
+
+// Start starts node id (again, with its data) and waits until its client
+// API answers. A process that exits meanwhile is reported with the tail of
+// its log.
+func (g *Group) Start(ctx context.Context, id string) error {
+	if err := g.Launch(id); err != nil {
+		return err
+	}
+	n := g.Node(id)
 	pid, exited := n.PID(), n.Exited()
 
 	deadline := time.Now().Add(g.cfg.StartTimeout)
@@ -358,7 +477,32 @@ func (g *Group) Start(ctx context.Context, id string) error {
 // Kill sends SIGKILL to node id and waits until the process is gone. It
 // returns the killed PID.
 func (g *Group) Kill(id string) (int, error) {
-	return g.signalAndWait(id, syscall.SIGKILL, 10*time.Second)
+	return g.signalAndWait(id, syscall.SIGKILL, 20*time.Second)
+}
+
+// Wipe empties the data directory of node id, which must be stopped; it
+// starts from now on without --peers, to be added with `member add`.
+func (g *Group) Wipe(id string) error {
+	n := g.Node(id)
+	if n == nil {
+		return fmt.Errorf("no node %s", id)
+	}
+	if n.Running() {
+		return fmt.Errorf("wipe %s: it is running", id)
+	}
+	ents, err := os.ReadDir(n.Data)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("wipe %s: %w", id, err)
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(n.Data, e.Name())); err != nil {
+			return fmt.Errorf("wipe %s: %w", id, err)
+		}
+	}
+	n.mu.Lock()
+	n.peers = ""
+	n.mu.Unlock()
+	return nil
 }
 
 // Stop sends SIGTERM (a leader hands over leadership first) and waits up to
@@ -424,13 +568,8 @@ func (g *Group) Close() error {
 			g.Kill(n.ID)
 		}
 	}
-	for _, p := range g.clientProxy {
+	for _, p := range g.Proxies() {
 		p.Close()
-	}
-	for _, ps := range g.proxies {
-		for _, p := range ps {
-			p.Close()
-		}
 	}
 	g.mu.Lock()
 	keep := g.cfg.Keep
@@ -576,6 +715,21 @@ func SelfStatus(st *api.StatusResponse) *api.NodeStatus {
 		}
 	}
 	return nil
+}
+
+// LogSinceStart is what the node's current (or last) process wrote to its
+// log, at most 64 MiB.
+func (n *Node) LogSinceStart() string {
+	f, err := os.Open(n.Log)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(n.LogStart(), io.SeekStart); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 64<<20))
+	return string(b)
 }
 
 // LogTail returns the last lines of the node's log, indented.

@@ -13,14 +13,14 @@ import (
 
 // Process is one server process at a time: started, signalled and waited
 // for by PID, its output appended to a log file across restarts. The zero
-// value is a process never started. Group's nodes and the chaos suite's
-// nodes both run their servers through it.
+// value is a process never started.
 type Process struct {
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed when the current process has been reaped
-	waitErr error
-	paused  bool
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed when the current process has been reaped
+	waitErr  error
+	paused   bool
+	logStart int64
 }
 
 // errNotRunning is what signalling a process that is not running returns.
@@ -54,7 +54,7 @@ func (p *Process) Launch(exe string, args []string, logPath string) (logStart in
 	}
 	exited := make(chan struct{})
 	p.mu.Lock()
-	p.cmd, p.exited, p.waitErr, p.paused = cmd, exited, nil, false
+	p.cmd, p.exited, p.waitErr, p.paused, p.logStart = cmd, exited, nil, false, logStart
 	p.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
@@ -113,6 +113,14 @@ func (p *Process) SignalAndWait(sig syscall.Signal, timeout time.Duration) (int,
 		return pid, fmt.Errorf("pid %d still running %s after %v", pid, timeout, sig)
 	}
 	return pid, nil
+}
+
+// LogStart is the size the log had when the current process started:
+// where its output begins.
+func (p *Process) LogStart() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logStart
 }
 
 // PID is the current process id, 0 if never started.

@@ -1,7 +1,8 @@
-package chaos
+package faultproxy
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func roundTrip(c net.Conn, r *bufio.Reader, msg string, timeout time.Duration) (
 }
 
 func TestProxyModes(t *testing.T) {
-	p, err := NewProxy("test", echoServer(t))
+	p, err := New("test", echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestProxyHoldsOneDirection(t *testing.T) {
 			}()
 		}
 	}()
-	p, err := NewProxy("test", ln.Addr().String())
+	p, err := New("test", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,4 +191,66 @@ func TestProxyHoldsOneDirection(t *testing.T) {
 	if l, err := r.ReadString('\n'); err != nil || l != "c\n" {
 		t.Fatalf("held request after healing: %q %v", l, err)
 	}
+}
+
+// TestProxyBlackholeHoldsConnectionsAndPassesNothing: blackholed, a proxy
+// keeps the connection open and delivers nothing; healed, it delivers what
+// was held, in order.
+func TestProxyBlackholeHoldsConnectionsAndPassesNothing(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	p, err := New("test", echo.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip := func(msg string) {
+		t.Helper()
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != msg {
+			t.Fatalf("read %q, %v; want %q", buf, err, msg)
+		}
+	}
+	roundTrip("before")
+
+	p.Set(Blackhole, 0)
+	if _, err := c.Write([]byte("held")); err != nil {
+		t.Fatalf("write into the blackhole: %v (the connection must stay open)", err)
+	}
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	buf := make([]byte, 16)
+	if n, err := c.Read(buf); n > 0 || err == nil {
+		t.Fatalf("read %q through a blackhole", buf[:n])
+	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("blackholed read ended with %v, want silence (a timeout)", err)
+	}
+
+	p.Set(Pass, 0)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "held" {
+		t.Fatalf("after heal read %q, %v; want the held bytes", got, err)
+	}
+	roundTrip("after")
 }

@@ -1,4 +1,4 @@
-package chaos
+package faultproxy
 
 import (
 	"errors"
@@ -73,8 +73,9 @@ func (c *pconn) close() {
 	})
 }
 
-// NewProxy listens on a free 127.0.0.1 port and forwards to target.
-func NewProxy(name, target string) (*Proxy, error) {
+// New listens on a free 127.0.0.1 port and forwards to target; name
+// labels the proxy in logs and reports.
+func New(name, target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: listen: %w", name, err)
