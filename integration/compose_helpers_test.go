@@ -23,12 +23,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/raftmq/raftmq/internal/history"
 	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/internal/testbin"
 )
@@ -649,6 +651,7 @@ type composeMessage struct {
 	Topic  string      `json:"topic"`
 	Queue  composeUint `json:"queue"`
 	Offset composeUint `json:"offset"`
+	ID     string      `json:"id"`
 	Key    string      `json:"key"`
 	Tag    string      `json:"tag"`
 	Body   string      `json:"body"`
@@ -774,52 +777,72 @@ func composeBodies(prefix string, first, n int) []string {
 	return out
 }
 
-// composeLedger records what was produced and checks what was consumed.
+// composeLedger records what the CLI was told of every message produced
+// (one op per message: acknowledged, refused, or of unknown outcome when
+// its invocation failed) and checks what was consumed with
+// internal/history.
 type composeLedger struct {
-	mu sync.Mutex
-	// acked bodies: the CLI acknowledged each of them (exit 0, one ack per message).
-	acked map[string]bool
-	// uncertain bodies: sent by an invocation that failed; each may be stored at most once.
-	uncertain map[string]bool
-	// absent bodies: refused writes that must never appear.
-	absent map[string]bool
-	// ackedPos are acknowledged positions of failed invocations; each must be present.
+	mu  sync.Mutex
+	ops []history.Op
+	// ackedPos are acknowledged positions the CLI printed without a body;
+	// each must be present.
 	ackedPos map[composePos]bool
 }
 
 func newComposeLedger() *composeLedger {
-	return &composeLedger{acked: map[string]bool{}, uncertain: map[string]bool{}, absent: map[string]bool{}, ackedPos: map[composePos]bool{}}
+	return &composeLedger{ackedPos: map[composePos]bool{}}
+}
+
+func (l *composeLedger) addLocked(body string, outcome history.Outcome, ack *composeAck) {
+	op := history.Op{Worker: "cli", Seq: uint64(len(l.ops) + 1), Outcome: outcome,
+		Messages: []history.SentMessage{{Body: body, Hash: history.BodyHash([]byte(body)), Queue: -1}}}
+	if ack != nil {
+		op.Acks = []history.Ack{{Queue: int32(ack.Queue), Offset: uint64(ack.Offset), ID: ack.ID}}
+	}
+	l.ops = append(l.ops, op)
 }
 
 func (l *composeLedger) record(r composeProduceResult) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r.ok() {
-		for _, b := range r.Bodies {
-			l.acked[b] = true
-		}
-		return
-	}
-	ackedBody := map[string]bool{}
-	for _, a := range r.Acks {
+	ackOf := map[string]*composeAck{}
+	for i, a := range r.Acks {
 		if a.Body != "" {
-			ackedBody[a.Body] = true
-			l.acked[a.Body] = true
+			ackOf[a.Body] = &r.Acks[i]
 		} else {
 			l.ackedPos[a.pos()] = true
 		}
 	}
 	for _, b := range r.Bodies {
-		if !ackedBody[b] {
-			l.uncertain[b] = true
+		if a := ackOf[b]; a != nil {
+			l.addLocked(b, history.OutcomeOK, a)
+		} else {
+			l.addLocked(b, history.OutcomeUnknown, nil)
 		}
+	}
+}
+
+// refused records bodies whose writes were refused: they must never appear.
+func (l *composeLedger) refused(bodies []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, b := range bodies {
+		l.addLocked(b, history.OutcomeFail, nil)
 	}
 }
 
 func (l *composeLedger) counts() (acked, uncertain int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.acked), len(l.uncertain)
+	for _, op := range l.ops {
+		switch op.Outcome {
+		case history.OutcomeOK:
+			acked++
+		case history.OutcomeUnknown:
+			uncertain++
+		}
+	}
+	return acked, uncertain
 }
 
 // allAckedSeen: every acknowledged body is among msgs.
@@ -831,8 +854,8 @@ func (l *composeLedger) allAckedSeen(prefix string) func([]composeMessage) bool 
 		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		for b := range l.acked {
-			if !seen[b] {
+		for _, op := range l.ops {
+			if op.Outcome == history.OutcomeOK && !seen[op.Messages[0].Body] {
 				return false
 			}
 		}
@@ -840,61 +863,38 @@ func (l *composeLedger) allAckedSeen(prefix string) func([]composeMessage) bool 
 	}
 }
 
-// check verifies: every acked body exactly once, no body twice, no unknown
-// or refused body, every acked position present, no position twice.
+// check verifies what was consumed against what the CLI was told: every
+// acknowledged body exactly once where its ack said, no body twice, no
+// unknown or refused body, offsets dense, every acknowledged position
+// present.
 func (l *composeLedger) check(t *testing.T, prefix string, msgs []composeMessage) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	count := map[string]int{}
-	byPos := map[composePos]string{}
-	var errs []string
+	final := history.QueueLog{}
+	byPos := map[composePos]bool{}
 	for _, m := range msgs {
 		b := composeBody(m, prefix)
-		count[b]++
-		if prev, dup := byPos[m.pos()]; dup {
-			errs = append(errs, fmt.Sprintf("queue %d offset %d delivered twice (%q, %q)", m.Queue, m.Offset, prev, b))
-		}
-		byPos[m.pos()] = b
-		switch {
-		case l.acked[b], l.uncertain[b]:
-		case l.absent[b]:
-			errs = append(errs, fmt.Sprintf("refused write %q is stored (queue %d offset %d, node %s)", b, m.Queue, m.Offset, m.Node))
-		default:
-			errs = append(errs, fmt.Sprintf("unexpected body %q (queue %d offset %d)", b, m.Queue, m.Offset))
-		}
+		q := int32(m.Queue)
+		final[q] = append(final[q], history.LogEntry{Offset: uint64(m.Offset), ID: m.ID, Body: b, Hash: history.BodyHash([]byte(b)), Key: m.Key, Tag: m.Tag})
+		byPos[m.pos()] = true
 	}
-	missing := 0
-	for b := range l.acked {
-		if count[b] == 0 {
-			missing++
-			if missing <= 20 {
-				errs = append(errs, fmt.Sprintf("acknowledged body %q missing", b))
-			}
-		}
+	for _, es := range final {
+		sort.SliceStable(es, func(i, j int) bool { return es[i].Offset < es[j].Offset })
 	}
-	for b, n := range count {
-		if n > 1 {
-			errs = append(errs, fmt.Sprintf("body %q stored %d times", b, n))
-		}
+	r := history.Check(&history.History{Ops: l.ops, Final: final})
+	var errs []string
+	if !r.OK() {
+		errs = append(errs, r.Errors())
 	}
 	for p := range l.ackedPos {
-		if _, ok := byPos[p]; !ok {
+		if !byPos[p] {
 			errs = append(errs, fmt.Sprintf("acknowledged position queue %d offset %d missing", p.Queue, p.Offset))
 		}
 	}
-	uncertainStored := 0
-	for b := range l.uncertain {
-		if count[b] > 0 {
-			uncertainStored++
-		}
-	}
 	t.Logf("ledger: %d acked, %d uncertain (%d of them stored), %d refused; consumed %d messages, %d acked missing",
-		len(l.acked), len(l.uncertain), uncertainStored, len(l.absent), len(msgs), missing)
+		r.Acked, r.Unknown, r.UnknownPresent, r.Failed, len(msgs), r.Lost)
 	if len(errs) > 0 {
-		if len(errs) > 50 {
-			errs = append(errs[:50], fmt.Sprintf("... and %d more", len(errs)-50))
-		}
 		t.Errorf("consumed data does not match what was produced:\n  %s", strings.Join(errs, "\n  "))
 	}
 }

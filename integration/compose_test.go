@@ -340,11 +340,7 @@ func TestComposePartitionLeader(t *testing.T) {
 		ledger.record(r)
 		t.Errorf("isolated old leader %s acknowledged a write from the host: %d acks, err %v", old, len(r.Acks), r.Err)
 	} else {
-		ledger.mu.Lock()
-		for _, b := range refused {
-			ledger.absent[b] = true
-		}
-		ledger.mu.Unlock()
+		ledger.refused(refused)
 		t.Logf("host write to isolated %s refused as expected: %v: %s", old, r.Err, r.Stderr)
 	}
 
@@ -365,11 +361,7 @@ func TestComposePartitionLeader(t *testing.T) {
 			ledger.record(composeProduceResult{Bodies: inside, Acks: acks, Err: err})
 			t.Errorf("isolated old leader %s acknowledged a local write: %d acks, err %v", old, len(acks), err)
 		case ended:
-			ledger.mu.Lock()
-			for _, b := range inside {
-				ledger.absent[b] = true
-			}
-			ledger.mu.Unlock()
+			ledger.refused(inside)
 			t.Logf("local write on isolated %s refused as expected: %v: %s", old, err, composeTail(stderr, 300))
 		default:
 			ledger.record(composeProduceResult{Bodies: inside, Err: err})

@@ -30,6 +30,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/history"
 	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/internal/testbin"
 )
@@ -458,7 +459,26 @@ type procAck struct {
 	Key    string
 	Queue  int32
 	Offset uint64
+	ID     string
 	At     time.Time
+}
+
+// procClock is the start of the clock of every history.Op the process
+// tests record, so that ops of different loads compare in time.
+var procClock = time.Now()
+
+func procNow() time.Duration { return time.Since(procClock) }
+
+// procOps are the ops of messages acknowledged one by one, as the CLI
+// reports them (no key, one op per message).
+func procOps(worker string, acks []procAck) []history.Op {
+	var ops []history.Op
+	for i, a := range acks {
+		ops = append(ops, history.Op{Worker: worker, Seq: uint64(i + 1), Outcome: history.OutcomeOK,
+			Messages: []history.SentMessage{{Body: a.Body, Hash: history.BodyHash([]byte(a.Body)), Key: a.Key, Queue: -1}},
+			Acks:     []history.Ack{{Queue: a.Queue, Offset: a.Offset, ID: a.ID}}})
+	}
+	return ops
 }
 
 // procLoad runs idempotent SDK producers, one request in flight each, and
@@ -472,6 +492,7 @@ type procLoad struct {
 
 	mu     sync.Mutex
 	acks   []procAck
+	ops    []history.Op // every send, acknowledged or not
 	failed []string
 	errs   []error
 }
@@ -509,15 +530,19 @@ func procStartLoad(t *testing.T, cl *client.Client, topic, prefix string, produc
 				// Not ctx: a send in progress when the load stops finishes,
 				// so that its outcome is known.
 				sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-				acks, err := p.Send(sctx, topic, client.Message{Key: key, Body: []byte(body)})
+				msg := client.Message{Key: key, Body: []byte(body)}
+				invoke := procNow()
+				acks, err := p.Send(sctx, topic, msg)
 				scancel()
 				now := time.Now()
+				op := history.Sent(fmt.Sprintf("%sp%d", prefix, i), uint64(seq), []client.Message{msg}, invoke, procNow(), acks, err)
 				l.mu.Lock()
+				l.ops = append(l.ops, op)
 				if err != nil || len(acks) != 1 {
 					l.failed = append(l.failed, body)
 					l.errs = append(l.errs, fmt.Errorf("%s: %w (acks %d)", body, err, len(acks)))
 				} else {
-					l.acks = append(l.acks, procAck{Body: body, Key: key, Queue: acks[0].Queue, Offset: acks[0].Offset, At: now})
+					l.acks = append(l.acks, procAck{Body: body, Key: key, Queue: acks[0].Queue, Offset: acks[0].Offset, ID: acks[0].Id, At: now})
 				}
 				l.mu.Unlock()
 				select {
@@ -548,6 +573,13 @@ func (l *procLoad) acked() []procAck {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]procAck{}, l.acks...)
+}
+
+// sends returns what the producers were told of every send so far.
+func (l *procLoad) sends() []history.Op {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]history.Op{}, l.ops...)
 }
 
 // waitAcks waits until n more acknowledgements than now arrived.
@@ -600,8 +632,8 @@ type procLoc struct {
 }
 
 // procReadNode reads every queue of topic from offset 0 to end straight from
-// the node at addr (raw Pull, no redirection) and returns location -> body.
-func procReadNode(t *testing.T, nd *procNode, topic string, end map[int32]uint64) map[procLoc]string {
+// the node (raw Pull, no redirection) and returns its log.
+func procReadNode(t *testing.T, nd *procNode, topic string, end map[int32]uint64) history.QueueLog {
 	t.Helper()
 	conn, err := grpc.NewClient(nd.Client, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
@@ -610,7 +642,7 @@ func procReadNode(t *testing.T, nd *procNode, topic string, end map[int32]uint64
 	}
 	defer conn.Close()
 	bc := api.NewBrokerClient(conn)
-	out := map[procLoc]string{}
+	out := history.QueueLog{}
 	for q, e := range end {
 		off := uint64(0)
 		deadline := time.Now().Add(30 * time.Second)
@@ -632,7 +664,7 @@ func procReadNode(t *testing.T, nd *procNode, topic string, end map[int32]uint64
 				if m.Offset != off {
 					t.Fatalf("%s: queue %d: got offset %d, want %d (offsets must be dense)", nd.ID, q, m.Offset, off)
 				}
-				out[procLoc{q, m.Offset}] = string(m.Body)
+				out[q] = append(out[q], history.Entry(m))
 				off++
 			}
 		}
@@ -640,13 +672,14 @@ func procReadNode(t *testing.T, nd *procNode, topic string, end map[int32]uint64
 	return out
 }
 
-// procVerify checks what the group holds against what was acknowledged:
-// a consumer group reading from the earliest offset gets every acknowledged
-// message exactly once, at its acknowledged queue and offset; offsets of
-// every queue are dense from 0; per key the send order is kept; and every
-// running node holds exactly the same messages (read straight from it).
-// It returns the number of messages in the topic.
-func procVerify(t *testing.T, c *procCluster, cl *client.Client, topic string, acks []procAck) int {
+// procVerify checks what the group holds against what clients were told
+// (internal/history): a consumer group reading from the earliest offset
+// gets every acknowledged message exactly once, at its acknowledged queue,
+// offset and id, as sent; nothing unsent or refused; offsets of every queue
+// dense from 0; per producer and key the send order kept; and every running
+// node holds exactly the same log (read straight from it). It returns the
+// number of messages in the topic.
+func procVerify(t *testing.T, c *procCluster, cl *client.Client, topic string, ops []history.Op) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -669,109 +702,37 @@ func procVerify(t *testing.T, c *procCluster, cl *client.Client, topic string, a
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[procLoc]client.Record{}
-	bodies := map[string]int{}
+	var read []client.Record
 	for !cons.CaughtUp(end) {
 		recs, err := cons.Poll(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				t.Fatalf("consume %s: read %d of %d messages: %v", topic, len(got), total, err)
+				t.Fatalf("consume %s: read %d of %d messages: %v", topic, len(read), total, err)
 			}
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		for _, r := range recs {
-			l := procLoc{r.Queue, r.Offset}
-			if _, dup := got[l]; dup {
-				t.Errorf("queue %d offset %d delivered twice to one consumer", r.Queue, r.Offset)
-			}
-			got[l] = r
-			bodies[string(r.Body)]++
-		}
+		read = append(read, recs...)
 	}
 	cons.Close(ctx)
-	if len(got) != total {
-		t.Errorf("consumed %d messages, the queues' end offsets add up to %d", len(got), total)
+	if len(read) != total {
+		t.Errorf("consumed %d messages, the queues' end offsets add up to %d", len(read), total)
 	}
-	// Dense offsets.
-	for q, e := range end {
-		for off := uint64(0); off < e; off++ {
-			if _, ok := got[procLoc{q, off}]; !ok {
-				t.Errorf("queue %d: offset %d missing (end %d)", q, off, e)
-				break
-			}
-		}
-	}
-	// Every acknowledged message, once, where the ack said.
-	lost, dups, misplaced := 0, 0, 0
-	for _, a := range acks {
-		n := bodies[a.Body]
-		if n == 0 {
-			lost++
-			if lost <= 5 {
-				t.Errorf("LOST: %s acknowledged at queue %d offset %d", a.Body, a.Queue, a.Offset)
-			}
-		}
-		if r, ok := got[procLoc{a.Queue, a.Offset}]; ok && string(r.Body) != a.Body {
-			misplaced++
-			if misplaced <= 5 {
-				t.Errorf("%s acknowledged at queue %d offset %d, which holds %s", a.Body, a.Queue, a.Offset, r.Body)
-			}
-		}
-	}
-	for b, n := range bodies {
-		if n > 1 {
-			dups++
-			if dups <= 5 {
-				t.Errorf("DUPLICATE: %s stored %d times", b, n)
-			}
-		}
-	}
-	// Per key, the producer's send order.
-	locs := make([]procLoc, 0, len(got))
-	for l := range got {
-		locs = append(locs, l)
-	}
-	sort.Slice(locs, func(i, j int) bool {
-		if locs[i].q != locs[j].q {
-			return locs[i].q < locs[j].q
-		}
-		return locs[i].off < locs[j].off
-	})
-	last := map[string]int{}
-	orderErrs := 0
-	for _, l := range locs {
-		r := got[l]
-		i := strings.LastIndex(string(r.Body), "-")
-		seq, err := strconv.Atoi(string(r.Body)[i+1:])
-		if i < 0 || err != nil || r.Key == "" {
-			continue
-		}
-		if prev, ok := last[r.Key]; ok && seq <= prev {
-			orderErrs++
-			if orderErrs <= 5 {
-				t.Errorf("key %s: %s (queue %d offset %d) after seq %d", r.Key, r.Body, l.q, l.off, prev)
-			}
-		}
-		last[r.Key] = seq
-	}
-	// Every running node holds the same messages.
+	h := &history.History{Topic: topic, Ops: ops, Final: history.LogOf(history.Records(read)), Nodes: map[string]history.QueueLog{}}
+	nodes := 0
 	for _, nd := range c.runningNodes() {
 		if nd.Paused() {
 			continue
 		}
-		held := procReadNode(t, nd, topic, end)
-		diff := 0
-		for l, r := range got {
-			if held[l] != string(r.Body) {
-				diff++
-				if diff <= 3 {
-					t.Errorf("%s: queue %d offset %d holds %q, the group delivered %q", nd.ID, l.q, l.off, held[l], r.Body)
-				}
-			}
-		}
+		h.Nodes[nd.ID] = procReadNode(t, nd, topic, end)
+		nodes++
 	}
-	t.Logf("verified %s: %d messages, %d acknowledged: %d lost, %d duplicated, %d misplaced, %d key order errors; %d nodes hold identical data",
-		topic, total, len(acks), lost, dups, misplaced, orderErrs, len(c.runningNodes()))
+	r := history.Check(h)
+	if !r.OK() {
+		t.Errorf("%s: what the group holds does not match what clients were told: %s", topic, r.Errors())
+	}
+	t.Logf("verified %s: %d messages, %d acknowledged: %d lost, %d duplicated, %d misplaced, %d key order errors; %d nodes compared",
+		topic, total, r.AckedMessages, r.Lost, r.Duplicated, r.Counts[history.VMisplaced]+r.Counts[history.VAckPosition],
+		r.Counts[history.VKeyOrder], nodes)
 	return total
 }

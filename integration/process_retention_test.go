@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/history"
 	"github.com/raftmq/raftmq/raftlog"
 )
 
@@ -27,9 +28,8 @@ type retentionGroup struct {
 	cl    *client.Client
 	topic string
 
-	mu    sync.Mutex
-	acked map[procLoc]string // queue/offset -> body acknowledged there
-	sent  map[string]bool    // every body sent (an unknown outcome may be in the log)
+	mu  sync.Mutex
+	ops []history.Op // every request sent and what its producer was told
 }
 
 func newRetentionGroup(t *testing.T) *retentionGroup {
@@ -37,7 +37,7 @@ func newRetentionGroup(t *testing.T) *retentionGroup {
 	// through the leader's snapshot.
 	c := procStartCluster(t, 3, "--segment-mb", fmt.Sprint(retSegMB), "--retention-mb", fmt.Sprint(retLimitMB),
 		"--retention-check", "200ms", "--retention-grace", "0s")
-	return &retentionGroup{procCluster: c, cl: c.client(), topic: "retained", acked: map[procLoc]string{}, sent: map[string]bool{}}
+	return &retentionGroup{procCluster: c, cl: c.client(), topic: "retained"}
 }
 
 // produce sends n 1 KB messages, 50 per request, and records the acks. With
@@ -47,28 +47,19 @@ func (g *retentionGroup) produce(phase string, n int, tolerate bool) {
 	p := g.cl.NewProducer()
 	for i := 0; i < n; i += 50 {
 		msgs := make([]client.Message, 50)
-		bodies := make([]string, 50)
-		g.mu.Lock()
 		for j := range msgs {
-			bodies[j] = fmt.Sprintf("%s-%06d-%s", phase, i+j, strings.Repeat("x", 1000))
-			msgs[j] = client.Message{Body: []byte(bodies[j])}
-			g.sent[bodies[j]] = true
+			msgs[j] = client.Message{Body: []byte(fmt.Sprintf("%s-%06d-%s", phase, i+j, strings.Repeat("x", 1000)))}
 		}
-		g.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		invoke := procNow()
 		acks, err := p.Send(ctx, g.topic, msgs...)
 		cancel()
-		if err != nil {
-			if tolerate {
-				continue
-			}
+		g.mu.Lock()
+		g.ops = append(g.ops, history.Sent(phase, uint64(i), msgs, invoke, procNow(), acks, err))
+		g.mu.Unlock()
+		if err != nil && !tolerate {
 			g.t.Fatalf("send %s %d: %v", phase, i, err)
 		}
-		g.mu.Lock()
-		for j, a := range acks {
-			g.acked[procLoc{a.Queue, a.Offset}] = bodies[j]
-		}
-		g.mu.Unlock()
 	}
 }
 
@@ -145,15 +136,19 @@ func (g *retentionGroup) waitCaughtUp(nd *procNode) {
 }
 
 // verify reads the topic from offset 0 with a new consumer group: every
-// queue's minimum has moved past deleted messages, and the consumer gets
-// exactly the retained range, every acknowledged offset in it with the body
-// acknowledged there and nothing that was not sent.
+// queue's minimum has moved past deleted messages, the consumer gets
+// exactly the retained range, and internal/history finds every acknowledged
+// message of the entries above the retention cut where its ack said, and
+// nothing that was not sent. The cut is the one retention must have made
+// to drop what the group reports dropped: past the last log entry of every
+// acknowledged message below its queue's minimum.
 func (g *retentionGroup) verify() {
 	t := g.t
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	ti := g.settled(ctx)
+	h := &history.History{Topic: g.topic, Retention: true, Min: map[int32]uint64{}}
 	end, retained := map[int32]uint64{}, 0
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -162,6 +157,7 @@ func (g *retentionGroup) verify() {
 			t.Errorf("queue %d: min offset still 0 after more than %d MiB through a %d MiB limit", q.Queue, 2*retLimitMB, retLimitMB)
 		}
 		end[q.Queue] = q.MaxOffset
+		h.Min[q.Queue] = q.MinOffset
 		retained += int(q.MaxOffset - q.MinOffset)
 	}
 	// At most the limit, plus the segment being written (whole segments
@@ -178,43 +174,42 @@ func (g *retentionGroup) verify() {
 		t.Fatal(err)
 	}
 	defer cons.Close(context.Background())
-	got := map[procLoc]bool{}
+	var read []client.Record
 	for !cons.CaughtUp(end) {
 		recs, err := cons.Poll(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				t.Fatalf("consume: %d of %d retained messages read: %v", len(got), retained, err)
+				t.Fatalf("consume: %d of %d retained messages read: %v", len(read), retained, err)
 			}
 			continue
 		}
-		for _, r := range recs {
-			l := procLoc{r.Queue, r.Offset}
-			if got[l] {
-				t.Fatalf("queue %d offset %d delivered twice", r.Queue, r.Offset)
+		read = append(read, recs...)
+	}
+	if len(read) != retained {
+		t.Fatalf("consumer read %d messages, %d are retained", len(read), retained)
+	}
+	h.Ops = g.ops
+	h.Final = history.LogOf(history.Records(read))
+	acked := 0
+	for _, op := range g.ops {
+		if op.Outcome != history.OutcomeOK {
+			continue
+		}
+		for _, a := range op.Acks {
+			acked++
+			if a.Offset >= h.Min[a.Queue] {
+				continue
 			}
-			got[l] = true
-			body := string(r.Body)
-			if want, ok := g.acked[l]; ok && body != want {
-				t.Fatalf("queue %d offset %d: body %q, acknowledged %q", r.Queue, r.Offset, procCut(body, 20), procCut(want, 20))
-			}
-			if !g.sent[body] {
-				t.Fatalf("queue %d offset %d: body %q was never sent", r.Queue, r.Offset, procCut(body, 20))
+			if idx, err := raftlog.MessageIndex(a.ID); err == nil && idx+1 > h.Cut {
+				h.Cut = idx + 1
 			}
 		}
 	}
-	if len(got) != retained {
-		t.Fatalf("consumer read %d messages, %d are retained", len(got), retained)
+	r := history.Check(h)
+	if !r.OK() {
+		t.Fatalf("the retained log does not match what producers were told: %s", r.Errors())
 	}
-	lost := 0
-	for l := range g.acked {
-		if l.off >= ti.QueueInfo[l.q].MinOffset && !got[l] {
-			lost++
-		}
-	}
-	if lost > 0 {
-		t.Fatalf("%d acknowledged messages at or above their queue's minimum were not read", lost)
-	}
-	t.Logf("%d of %d acknowledged messages retained", retained, len(g.acked))
+	t.Logf("%d of %d acknowledged messages retained (%d below the cut at log index %d)", retained, acked, r.Retained, h.Cut)
 }
 
 // TestProcessRetention: each node's log stays within --retention-mb while

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmq/raftmq/internal/history"
 	"github.com/raftmq/raftmq/internal/localgroup"
 )
 
@@ -80,7 +81,7 @@ func procLeaderStalls(t *testing.T, fault string) {
 	load.checkNoFailures()
 	shell.checkNoFailures(t)
 	c.waitConverged(30 * time.Second)
-	procVerify(t, c, cl, topic, append(load.acked(), shell.acked()...))
+	procVerify(t, c, cl, topic, append(load.sends(), shell.sends()...))
 	t.Logf("%s: windows SDK %v, CLI %v; took %v", fault, sdkWin, cliWin, time.Since(start).Round(time.Millisecond))
 }
 
@@ -137,6 +138,7 @@ type procShellLoop struct {
 
 	mu    sync.Mutex
 	acks  []procAck
+	ops   []history.Op
 	fails []string
 }
 
@@ -152,24 +154,34 @@ func procStartShellLoop(c *procCluster, topic string) *procShellLoop {
 			default:
 			}
 			body := fmt.Sprintf("cli-%d", seq)
+			op := history.Op{Worker: "shell", Seq: uint64(seq), Invoke: procNow(),
+				Messages: []history.SentMessage{{Body: body, Hash: history.BodyHash([]byte(body)), Key: "cli-k", Queue: -1}}}
 			out, errOut, err := c.cli("", "produce", "-s", c.addrs(), "-t", topic, "-k", "cli-k", "--format", "json", body)
-			var a struct {
-				Queue  int32  `json:"queue"`
-				Offset uint64 `json:"offset"`
-			}
+			var a procCLIAck
 			if err == nil {
 				err = json.Unmarshal([]byte(strings.TrimSpace(out)), &a)
 			}
+			op.Complete = procNow()
 			s.mu.Lock()
 			if err != nil {
+				// A CLI that failed may have stored the message.
+				op.Outcome, op.Error = history.OutcomeUnknown, err.Error()
 				s.fails = append(s.fails, fmt.Sprintf("%s: %v: %s", body, err, procCut(errOut, 500)))
 			} else {
-				s.acks = append(s.acks, procAck{Body: body, Key: "cli-k", Queue: a.Queue, Offset: a.Offset, At: time.Now()})
+				op.Outcome, op.Acks = history.OutcomeOK, []history.Ack{{Queue: a.Queue, Offset: a.Offset, ID: a.ID}}
+				s.acks = append(s.acks, procAck{Body: body, Key: "cli-k", Queue: a.Queue, Offset: a.Offset, ID: a.ID, At: time.Now()})
 			}
+			s.ops = append(s.ops, op)
 			s.mu.Unlock()
 		}
 	}()
 	return s
+}
+
+func (s *procShellLoop) sends() []history.Op {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]history.Op{}, s.ops...)
 }
 
 func (s *procShellLoop) acked() []procAck {

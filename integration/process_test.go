@@ -73,7 +73,7 @@ func procProduceCLI(t *testing.T, c *procCluster, topic, addrs string, lines []s
 			t.Fatalf("unexpected ack %+v", a)
 		}
 		delete(want, a.Body)
-		res = append(res, procAck{Body: a.Body, Queue: a.Queue, Offset: a.Offset, At: time.Now()})
+		res = append(res, procAck{Body: a.Body, Queue: a.Queue, Offset: a.Offset, ID: a.ID, At: time.Now()})
 	}
 	return res
 }
@@ -173,7 +173,7 @@ func TestProcessCLI(t *testing.T) {
 	acks = append(acks, procProduceCLI(t, c, "orders", f1.Client, procLines("order", 101, 50))...)
 	c.waitConverged(30 * time.Second)
 	cl := c.client()
-	if n := procVerify(t, c, cl, "orders", acks); n != 150 {
+	if n := procVerify(t, c, cl, "orders", procOps("cli", acks)); n != 150 {
 		t.Errorf("topic holds %d messages, want 150", n)
 	}
 	out = c.mustCLI("", "consume", "--topic", "orders", "--group", "audit", "--format", "json", "-s", f1.Client)
@@ -186,7 +186,7 @@ func TestProcessCLI(t *testing.T) {
 	c.startAll()
 	c.waitLeader("")
 	c.waitConverged(30 * time.Second)
-	procVerify(t, c, c.client(), "orders", acks)
+	procVerify(t, c, c.client(), "orders", procOps("cli", acks))
 	// billing resumes where it committed (after the first 50).
 	out = c.mustCLI("", "consume", "--topic", "orders", "--group", "billing", "--format", "json", "-s", c.addrs())
 	if n := len(procJSONLines[procCLIMessage](t, out)); n != 100 {
@@ -220,7 +220,7 @@ func TestProcessKillLeaderRepeatedly(t *testing.T) {
 	load.stop()
 	load.checkNoFailures()
 	idx := c.waitConverged(30 * time.Second)
-	procVerify(t, c, cl, "kills", load.acked())
+	procVerify(t, c, cl, "kills", load.sends())
 	t.Logf("write pauses %v; every node applied index %d; took %v", pauses, idx, time.Since(start).Round(time.Millisecond))
 }
 
@@ -246,7 +246,7 @@ func TestProcessPauseLeader(t *testing.T) {
 	load.stop()
 	load.checkNoFailures()
 	c.waitConverged(30 * time.Second)
-	procVerify(t, c, cl, "pause", load.acked())
+	procVerify(t, c, cl, "pause", load.sends())
 	t.Logf("TestProcessPauseLeader took %v", time.Since(start).Round(time.Millisecond))
 }
 
@@ -282,7 +282,7 @@ func TestProcessLeaderTransfer(t *testing.T) {
 	}
 	load.stop()
 	load.checkNoFailures()
-	acks := load.acked()
+	sends := load.sends()
 
 	// Preferred leader n1 on every server.
 	c.stopAll()
@@ -312,7 +312,7 @@ func TestProcessLeaderTransfer(t *testing.T) {
 	load2.stop()
 	load2.checkNoFailures()
 	c.waitConverged(30 * time.Second)
-	procVerify(t, c, cl, "transfer", append(acks, load2.acked()...))
+	procVerify(t, c, cl, "transfer", append(sends, load2.sends()...))
 	t.Logf("TestProcessLeaderTransfer took %v", time.Since(start).Round(time.Millisecond))
 }
 
@@ -367,7 +367,7 @@ func TestProcessMembership(t *testing.T) {
 	load.stop()
 	load.checkNoFailures()
 	c.waitConverged(30 * time.Second) // n4 included
-	procVerify(t, c, cl, "members", load.acked())
+	procVerify(t, c, cl, "members", load.sends())
 
 	// Remove n4 (moving leadership away first should it lead).
 	if l := c.waitLeader(""); l.ID == "n4" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftmq/raftmq/internal/history"
 	"github.com/raftmq/raftmq/raftlog"
 )
 
@@ -53,17 +54,17 @@ func (d *DiskLog) Entry(i uint64) (DiskEntry, bool) {
 // announced by retain commands, and every entry that does not decode.
 type DiskScan struct {
 	want  map[uint64]map[uint32]string // log index -> ordinal -> message id
-	Found map[string]DiskMessage
+	Found map[string]history.DiskMessage
 	// Cuts are the Below of every retain command found.
 	Cuts []uint64
 	// Bad are problems found in the logs (undecodable entries, a stable
 	// store behind the log, a snapshot that does not open).
-	Bad []Violation
+	Bad []history.Violation
 }
 
 // NewDiskScan returns a scan that looks up the given message ids.
 func NewDiskScan(ids []string) *DiskScan {
-	s := &DiskScan{want: map[uint64]map[uint32]string{}, Found: map[string]DiskMessage{}}
+	s := &DiskScan{want: map[uint64]map[uint32]string{}, Found: map[string]history.DiskMessage{}}
 	for _, id := range ids {
 		idx, err := raftlog.MessageIndex(id)
 		if err != nil {
@@ -84,8 +85,8 @@ func NewDiskScan(ids []string) *DiskScan {
 }
 
 func (s *DiskScan) bad(kind, format string, args ...any) {
-	if len(s.Bad) < maxViolationsKept {
-		s.Bad = append(s.Bad, Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	if len(s.Bad) < history.MaxViolationsKept {
+		s.Bad = append(s.Bad, history.Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
 }
 
@@ -113,17 +114,17 @@ func ReadDiskLog(node, dataDir string, scan *DiskScan) (*DiskLog, error) {
 	if term, err := st.Stable.GetUint64([]byte("CurrentTerm")); err == nil {
 		d.StableTerm = term
 	} else {
-		scan.bad(VDisk, "%s: stable store: current term unreadable: %v", node, err)
+		scan.bad(history.VDisk, "%s: stable store: current term unreadable: %v", node, err)
 	}
 	if metas, err := st.Snapshots.List(); err != nil {
-		scan.bad(VDisk, "%s: snapshot store: %v", node, err)
+		scan.bad(history.VDisk, "%s: snapshot store: %v", node, err)
 	} else {
 		d.Snapshots = len(metas)
 		if len(metas) > 0 {
 			// FileSnapshotStore.Open checks the snapshot's CRC.
 			_, rc, err := st.Snapshots.Open(metas[0].ID)
 			if err != nil {
-				scan.bad(VDisk, "%s: newest snapshot %s does not open: %v", node, metas[0].ID, err)
+				scan.bad(history.VDisk, "%s: newest snapshot %s does not open: %v", node, metas[0].ID, err)
 			} else {
 				rc.Close()
 			}
@@ -142,14 +143,14 @@ func ReadDiskLog(node, dataDir string, scan *DiskScan) (*DiskLog, error) {
 				// finding, and the entries after it are still read. It
 				// stays in the list (with no term and an impossible
 				// length), so the comparison with the other nodes sees it.
-				scan.bad(VDisk, "%s: log entry %d does not read back: %v", node, i, err)
+				scan.bad(history.VDisk, "%s: log entry %d does not read back: %v", node, i, err)
 				d.Entries = append(d.Entries, DiskEntry{Len: -1})
 				continue
 			}
 			return nil, fmt.Errorf("%s: log entry %d of %d..%d: %w", node, i, first, last, err)
 		}
 		if l.Index != i {
-			scan.bad(VDisk, "%s: log entry read at index %d says index %d", node, i, l.Index)
+			scan.bad(history.VDisk, "%s: log entry read at index %d says index %d", node, i, l.Index)
 		}
 		h := fnv.New64a()
 		h.Write(l.Data)
@@ -158,7 +159,7 @@ func ReadDiskLog(node, dataDir string, scan *DiskScan) (*DiskLog, error) {
 		scan.visit(node, &l)
 	}
 	if d.StableTerm < lastTerm {
-		scan.bad(VDisk, "%s: stable store's current term %d is below its last log entry's term %d", node, d.StableTerm, lastTerm)
+		scan.bad(history.VDisk, "%s: stable store's current term %d is below its last log entry's term %d", node, d.StableTerm, lastTerm)
 	}
 	return d, nil
 }
@@ -177,18 +178,18 @@ func (s *DiskScan) visit(node string, l *raft.Log) {
 		return
 	}
 	if len(l.Data) == 0 {
-		s.bad(VDisk, "%s: log entry %d is an empty command", node, l.Index)
+		s.bad(history.VDisk, "%s: log entry %d is an empty command", node, l.Index)
 		return
 	}
 	switch raftlog.CommandType(l.Data[0]) {
 	case raftlog.CmdMeta:
 		if len(l.Data) < 5 || crc32.Checksum(l.Data[5:], castagnoliTable) != binary.BigEndian.Uint32(l.Data[1:5]) {
-			s.bad(VDisk, "%s: metadata entry %d fails its CRC", node, l.Index)
+			s.bad(history.VDisk, "%s: metadata entry %d fails its CRC", node, l.Index)
 			return
 		}
 		var c retainCmd
 		if err := json.Unmarshal(l.Data[5:], &c); err != nil {
-			s.bad(VDisk, "%s: metadata entry %d does not decode: %v", node, l.Index, err)
+			s.bad(history.VDisk, "%s: metadata entry %d does not decode: %v", node, l.Index, err)
 			return
 		}
 		if c.Op == "retain" {
@@ -197,7 +198,7 @@ func (s *DiskScan) visit(node string, l *raft.Log) {
 	case raftlog.CmdBatch:
 		b, err := raftlog.ParseBatch(l.Data)
 		if err != nil {
-			s.bad(VDisk, "%s: batch entry %d: %v", node, l.Index, err)
+			s.bad(history.VDisk, "%s: batch entry %d: %v", node, l.Index, err)
 			return
 		}
 		want := s.want[l.Index]
@@ -212,8 +213,8 @@ func (s *DiskScan) visit(node string, l *raft.Log) {
 					if _, seen := s.Found[id]; seen {
 						return true // the entries are compared across nodes anyway
 					}
-					s.Found[id] = DiskMessage{Producer: rv.ProducerID, Seq: rv.Seq, Topic: rv.Topic, Queue: m.Queue,
-						Body: BodyName(m.Body), Hash: BodyHash(m.Body), Key: string(m.Key), Tag: string(m.Tag), Props: PropsHash(m.Properties()),
+					s.Found[id] = history.DiskMessage{Producer: rv.ProducerID, Seq: rv.Seq, Topic: rv.Topic, Queue: m.Queue,
+						Body: history.BodyName(m.Body), Hash: history.BodyHash(m.Body), Key: string(m.Key), Tag: string(m.Tag), Props: history.PropsHash(m.Properties()),
 						Timestamp: m.Timestamp}
 					return true
 				})
@@ -222,10 +223,10 @@ func (s *DiskScan) visit(node string, l *raft.Log) {
 			return true
 		})
 		if err != nil {
-			s.bad(VDisk, "%s: batch entry %d: %v", node, l.Index, err)
+			s.bad(history.VDisk, "%s: batch entry %d: %v", node, l.Index, err)
 		}
 	default:
-		s.bad(VDisk, "%s: log entry %d has unknown command type %d", node, l.Index, l.Data[0])
+		s.bad(history.VDisk, "%s: log entry %d has unknown command type %d", node, l.Index, l.Data[0])
 	}
 }
 
@@ -242,15 +243,15 @@ func (s *DiskScan) Cut() uint64 {
 // data) over the range every node holds, and checks that every node holds
 // the group's committed log up to committed. It reports at most one
 // difference per node.
-func CompareDiskLogs(logs []*DiskLog, committed uint64) []Violation {
-	var out []Violation
+func CompareDiskLogs(logs []*DiskLog, committed uint64) []history.Violation {
+	var out []history.Violation
 	if len(logs) == 0 {
 		return nil
 	}
 	sort.Slice(logs, func(i, j int) bool { return logs[i].Node < logs[j].Node })
 	for _, d := range logs {
 		if d.Last < committed {
-			out = append(out, Violation{VDivergent, fmt.Sprintf("%s's log on disk ends at index %d, the group had applied %d", d.Node, d.Last, committed)})
+			out = append(out, history.Violation{Kind: history.VDivergent, Detail: fmt.Sprintf("%s's log on disk ends at index %d, the group had applied %d", d.Node, d.Last, committed)})
 		}
 	}
 	lo, hi := uint64(0), ^uint64(0)
@@ -266,7 +267,7 @@ func CompareDiskLogs(logs []*DiskLog, committed uint64) []Violation {
 			a, _ := ref.Entry(i)
 			b, _ := d.Entry(i)
 			if a != b {
-				out = append(out, Violation{VDivergent, fmt.Sprintf("log entry %d on disk: %s has term %d type %s %d bytes (hash %x), %s has term %d type %s %d bytes (hash %x)",
+				out = append(out, history.Violation{Kind: history.VDivergent, Detail: fmt.Sprintf("log entry %d on disk: %s has term %d type %s %d bytes (hash %x), %s has term %d type %s %d bytes (hash %x)",
 					i, ref.Node, a.Term, a.Type, a.Len, a.Hash, d.Node, b.Term, b.Type, b.Len, b.Hash)})
 				break
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftmq/raftmq/internal/history"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -77,7 +78,7 @@ func TestReadDiskLogFindsMessagesAndCuts(t *testing.T) {
 	}
 	dm, ok := scan.Found[id]
 	if !ok || dm.Body != "w0-000002-0" || dm.Seq != 2 || dm.Producer != "p1" || dm.Key != "k" || dm.Tag != "t" ||
-		dm.Props != PropsHash(map[string]string{"a": "w0-000002-0"}) || dm.Hash != BodyHash([]byte("w0-000002-0|pad")) || dm.Timestamp != 1002 {
+		dm.Props != history.PropsHash(map[string]string{"a": "w0-000002-0"}) || dm.Hash != history.BodyHash([]byte("w0-000002-0|pad")) || dm.Timestamp != 1002 {
 		t.Fatalf("message at %s: %+v (found %v)", id, dm, ok)
 	}
 	if _, ok := scan.Found[raftlog.MessageID(9, 0)]; ok {
@@ -111,7 +112,7 @@ func TestCompareDiskLogsReportsDifferingEntry(t *testing.T) {
 		logs = append(logs, d)
 	}
 	v := CompareDiskLogs(logs, 4)
-	if len(v) != 1 || v[0].Kind != VDivergent || !strings.Contains(v[0].Detail, "log entry 3 on disk") {
+	if len(v) != 1 || v[0].Kind != history.VDivergent || !strings.Contains(v[0].Detail, "log entry 3 on disk") {
 		t.Fatalf("want entry 3 divergent: %v", v)
 	}
 }
@@ -145,7 +146,7 @@ func TestCheckCut(t *testing.T) {
 	if v := checkCut([]*DiskLog{d}, 11, 13, 2<<20, 1<<20); len(v) != 0 {
 		t.Fatalf("3 MiB kept with a 2 MiB limit and 1 MiB segments: %v", v)
 	}
-	if v := checkCut([]*DiskLog{d}, 10, 13, 2<<20, 1<<20); len(v) != 1 || v[0].Kind != VRetention {
+	if v := checkCut([]*DiskLog{d}, 10, 13, 2<<20, 1<<20); len(v) != 1 || v[0].Kind != history.VRetention {
 		t.Fatalf("4 MiB kept with a 2 MiB limit: %v", v)
 	}
 	if v := checkCut([]*DiskLog{d}, 15, 13, 8<<20, 1<<20); len(v) != 1 || !strings.Contains(v[0].Detail, "above the applied index") {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/internal/faultproxy"
+	"github.com/raftmq/raftmq/internal/history"
 )
 
 // Fault kinds.
@@ -158,7 +159,7 @@ func NewPlan(seed int64, faults []string, d time.Duration) Plan {
 // Nemesis applies a plan's episodes to a cluster.
 type Nemesis struct {
 	C        *Cluster
-	Rec      *Recorder
+	Rec      *history.Recorder
 	Work     *Workload
 	DiskNode *Node
 	Logf     func(string, ...any)
@@ -170,18 +171,18 @@ type Nemesis struct {
 	Applied    map[string]int // kind -> episodes applied
 	Skipped    map[string]int // kind -> episodes that failed to apply it
 	Outcomes   map[string]int // e.g. "torn-write: recovered"
-	Violations []Violation
+	Violations []history.Violation
 	damaged    map[string]bool // nodes whose restart may be refused (torn or corrupt data)
 }
 
 // NewNemesis returns a nemesis for c.
-func NewNemesis(c *Cluster, rec *Recorder, w *Workload, diskNode *Node, logf func(string, ...any)) *Nemesis {
+func NewNemesis(c *Cluster, rec *history.Recorder, w *Workload, diskNode *Node, logf func(string, ...any)) *Nemesis {
 	return &Nemesis{C: c, Rec: rec, Work: w, DiskNode: diskNode, Logf: logf,
 		Applied: map[string]int{}, Skipped: map[string]int{}, Outcomes: map[string]int{}, damaged: map[string]bool{}}
 }
 
 func (nm *Nemesis) violation(kind, format string, args ...any) {
-	v := Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)}
+	v := history.Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)}
 	nm.mu.Lock()
 	nm.Violations = append(nm.Violations, v)
 	nm.mu.Unlock()
@@ -449,7 +450,7 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		used[n.ID] = true
 		nm.Rec.Event(kind, "stop %s, member remove, wipe, start empty, member add", n.ID)
 		if err := c.Rejoin(ctx, n); err != nil {
-			nm.violation(VLiveness, "member change of %s failed: %v", n.ID, err)
+			nm.violation(history.VLiveness, "member change of %s failed: %v", n.ID, err)
 			return nil, err
 		}
 		nm.Rec.Event(kind, "%s is a voter again", n.ID)
@@ -537,14 +538,14 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 			nm.judgeRefusal(n, log, variant == FlipBody)
 			nm.outcome(fmt.Sprintf("%s (%s): refused to start", FaultCorrupt, variant))
 		case restartOK:
-			nm.violation(VNemesis, "%s started and answered with a corrupt log (%s): it must refuse", n.ID, desc)
+			nm.violation(history.VNemesis, "%s started and answered with a corrupt log (%s): it must refuse", n.ID, desc)
 			nm.outcome(fmt.Sprintf("%s (%s): NOT DETECTED", FaultCorrupt, variant))
 		default:
-			nm.violation(VNemesis, "%s neither started nor refused clearly after corruption (%s); log tail: %s", n.ID, desc, tail(log, 400))
+			nm.violation(history.VNemesis, "%s neither started nor refused clearly after corruption (%s); log tail: %s", n.ID, desc, tail(log, 400))
 		}
 		nm.Rec.Event(kind, "repairing %s: member remove, wipe, start empty, member add", n.ID)
 		if err := c.Rejoin(ctx, n); err != nil {
-			nm.violation(VLiveness, "repair of %s failed: %v", n.ID, err)
+			nm.violation(history.VLiveness, "repair of %s failed: %v", n.ID, err)
 			return nil, nil
 		}
 		nm.mu.Lock()
@@ -728,17 +729,17 @@ func (nm *Nemesis) damageStopped(ctx context.Context, kind string, rng *rand.Ran
 		nm.outcome(kind + ": refused to start")
 	case restartOK:
 		if mustRefuse {
-			nm.violation(VNemesis, "%s started and answered with damaged data (%s): it must refuse", n.ID, desc)
+			nm.violation(history.VNemesis, "%s started and answered with damaged data (%s): it must refuse", n.ID, desc)
 			nm.outcome(kind + ": NOT DETECTED")
 		} else {
 			nm.outcome(kind + ": started")
 		}
 	default:
-		nm.violation(VNemesis, "%s neither started nor refused clearly after damage (%s); log tail: %s", n.ID, desc, tail(log, 400))
+		nm.violation(history.VNemesis, "%s neither started nor refused clearly after damage (%s); log tail: %s", n.ID, desc, tail(log, 400))
 	}
 	nm.Rec.Event(kind, "repairing %s: member remove, wipe, start empty, member add", n.ID)
 	if err := c.Rejoin(ctx, n); err != nil {
-		nm.violation(VLiveness, "repair of %s failed: %v", n.ID, err)
+		nm.violation(history.VLiveness, "repair of %s failed: %v", n.ID, err)
 	}
 	nm.mu.Lock()
 	delete(nm.damaged, n.ID)
@@ -802,14 +803,14 @@ func (nm *Nemesis) corruptRunning(ctx context.Context, rng *rand.Rand, used map[
 		c.Stop(l, 10*time.Second)
 	}
 	if nm.restart(ctx, l, "after its running log was damaged") == restartOK {
-		nm.violation(VNemesis, "%s restarted with a damaged log (%s): it must refuse", l.ID, desc)
+		nm.violation(history.VNemesis, "%s restarted with a damaged log (%s): it must refuse", l.ID, desc)
 	}
 	// A follower that did not catch up from the damaged leader gets another
 	// chance from the healthy group.
 	if err := c.WaitSettled(ctx, 30*time.Second); err != nil {
 		nm.Rec.Event(FaultCorruptRunning, "not settled after repairing %s: %v; re-adding %s again", l.ID, err, f.ID)
 		if err := c.Rejoin(ctx, f); err != nil {
-			nm.violation(VLiveness, "re-adding %s after the damaged leader was repaired: %v", f.ID, err)
+			nm.violation(history.VLiveness, "re-adding %s after the damaged leader was repaired: %v", f.ID, err)
 		}
 	}
 	return nil
@@ -843,7 +844,7 @@ func (nm *Nemesis) judgeRunningDamage(ctx context.Context, l *Node) {
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			if cur == l {
-				nm.violation(VNemesis, "%s is damaged (index %d) and still leads 15 s later: a damaged node must hand leadership over", l.ID, me.DamagedIndex)
+				nm.violation(history.VNemesis, "%s is damaged (index %d) and still leads 15 s later: a damaged node must hand leadership over", l.ID, me.DamagedIndex)
 			}
 			return
 		}
@@ -855,15 +856,15 @@ func (nm *Nemesis) judgeRunningDamage(ctx context.Context, l *Node) {
 // message (and, for a damaged body, "log is damaged"), never by crashing.
 func (nm *Nemesis) judgeRefusal(n *Node, log string, wantDamaged bool) {
 	if i := strings.Index(log, "panic:"); i >= 0 {
-		nm.violation(VStartPanic, "%s crashed instead of refusing its damaged log with a message: %s", n.ID, panicSummary(log[i:]))
+		nm.violation(history.VStartPanic, "%s crashed instead of refusing its damaged log with a message: %s", n.ID, panicSummary(log[i:]))
 		return
 	}
 	if !refusalMessage(log) {
-		nm.violation(VNemesis, "%s refused to start without saying its log is damaged: %s", n.ID, tail(log, 400))
+		nm.violation(history.VNemesis, "%s refused to start without saying its log is damaged: %s", n.ID, tail(log, 400))
 		return
 	}
 	if wantDamaged && !strings.Contains(log, "log is damaged") {
-		nm.violation(VNemesis, "%s refused its corrupt log without the message \"log is damaged\": %s", n.ID, refusalLine(log))
+		nm.violation(history.VNemesis, "%s refused its corrupt log without the message \"log is damaged\": %s", n.ID, refusalLine(log))
 	}
 }
 
@@ -913,7 +914,7 @@ func (nm *Nemesis) restart(ctx context.Context, n *Node, why string) restartResu
 		return restartOK
 	}
 	if err := nm.C.StartNode(n); err != nil {
-		nm.violation(VLiveness, "restart %s %s: %v", n.ID, why, err)
+		nm.violation(history.VLiveness, "restart %s %s: %v", n.ID, why, err)
 		return restartStuck
 	}
 	res, log := nm.awaitStart(ctx, n)
@@ -926,13 +927,13 @@ func (nm *Nemesis) restart(ctx context.Context, n *Node, why string) restartResu
 	case restartRefused, restartStuck:
 		nm.Rec.Event("restart", "%s did not start %s: %s", n.ID, why, refusalLine(log))
 		if !damaged {
-			nm.violation(VNemesis, "%s did not start %s: %s", n.ID, why, tail(log, 600))
+			nm.violation(history.VNemesis, "%s did not start %s: %s", n.ID, why, tail(log, 600))
 		} else {
 			nm.judgeRefusal(n, log, false)
 		}
 		nm.Rec.Event("repair", "repairing %s: member remove, wipe, start empty, member add", n.ID)
 		if err := nm.C.Rejoin(ctx, n); err != nil {
-			nm.violation(VLiveness, "repair of %s failed: %v", n.ID, err)
+			nm.violation(history.VLiveness, "repair of %s failed: %v", n.ID, err)
 		} else {
 			nm.Rec.Event("repair", "%s repaired and a voter again", n.ID)
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/history"
 )
 
 // RunConfig configures one run.
@@ -54,9 +55,9 @@ type Result struct {
 	Applied  map[string]int `json:"applied"`
 	Outcomes map[string]int `json:"outcomes,omitempty"`
 	// NotCovered counts, per fault kind, the episodes that failed to apply it.
-	NotCovered map[string]int `json:"not_covered,omitempty"`
-	Skipped    string         `json:"skipped,omitempty"`
-	Report     *Report        `json:"report"`
+	NotCovered map[string]int  `json:"not_covered,omitempty"`
+	Skipped    string          `json:"skipped,omitempty"`
+	Report     *history.Report `json:"report"`
 	// GapEvents are the nemesis events around the longest time without an ack.
 	GapEvents []string      `json:"gap_events,omitempty"`
 	Elapsed   time.Duration `json:"elapsed_ns"`
@@ -150,7 +151,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	for _, e := range plan.Episodes {
 		res.Plan = append(res.Plan, e.String())
 	}
-	h := &History{Seed: cfg.Seed, Topic: topicName, Queues: numQueues, Retention: cfg.RetentionMB > 0, FollowerReads: true}
+	h := &history.History{Seed: cfg.Seed, Topic: topicName, Queues: numQueues, Retention: cfg.RetentionMB > 0, FollowerReads: true}
 	var nemesis *Nemesis
 	defer func() {
 		res.Elapsed = time.Since(start)
@@ -208,7 +209,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		return res
 	}
 
-	rec := NewRecorder()
+	rec := history.NewRecorder()
 	w := &Workload{Topic: topicName, Queues: numQueues, Servers: c.ClientAddrs(), Workers: cfg.Workers,
 		OpTimeout: 10 * time.Second, Think: 5 * time.Millisecond}
 	if cfg.RetentionMB > 0 {
@@ -301,13 +302,13 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		stuck := c.Lagging(ctx)
 		for _, n := range stuck {
 			if line := walStuckLine(n.LogSinceStart()); line != "" {
-				nemesis.violation(VWALStuck, "after healing: %v; %s's log store keeps failing after its disk has space again, until it is restarted: %s", err, n.ID, line)
+				nemesis.violation(history.VWALStuck, "after healing: %v; %s's log store keeps failing after its disk has space again, until it is restarted: %s", err, n.ID, line)
 			} else {
-				nemesis.violation(VLiveness, "after healing: %v; %s is behind", err, n.ID)
+				nemesis.violation(history.VLiveness, "after healing: %v; %s is behind", err, n.ID)
 			}
 		}
 		if len(stuck) == 0 {
-			nemesis.violation(VLiveness, "after healing: %v", err)
+			nemesis.violation(history.VLiveness, "after healing: %v", err)
 		}
 		for _, n := range stuck {
 			rec.Event("heal", "restarting %s, which did not catch up", n.ID)
@@ -325,13 +326,13 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 				c.Kill(l)
 				nemesis.restart(ctx, l, "after SIGQUIT")
 				if err2 := c.WaitSettled(ctx, 60*time.Second); err2 == nil {
-					nemesis.violation(VReplStall, "after restarting the nodes that were behind: %v; settled once the leader %s was restarted: "+
+					nemesis.violation(history.VReplStall, "after restarting the nodes that were behind: %v; settled once the leader %s was restarted: "+
 						"its replication to a follower had stopped (goroutine stacks in %s)", err, l.ID, l.Log)
 				} else {
-					nemesis.violation(VLiveness, "after restarting the nodes that were behind and then the leader %s: %v", l.ID, err2)
+					nemesis.violation(history.VLiveness, "after restarting the nodes that were behind and then the leader %s: %v", l.ID, err2)
 				}
 			} else {
-				nemesis.violation(VLiveness, "after restarting the nodes that were behind: %v", err)
+				nemesis.violation(history.VLiveness, "after restarting the nodes that were behind: %v", err)
 			}
 		}
 	}
@@ -362,7 +363,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		nemesis.restart(ctx, n, "for the final read")
 	}
 	if err := c.WaitSettled(ctx, 60*time.Second); err != nil {
-		nemesis.violation(VLiveness, "after restarting every node for the final read: %v", err)
+		nemesis.violation(history.VLiveness, "after restarting every node for the final read: %v", err)
 	}
 	// Settled holds as soon as the nodes agree on a leader and on their
 	// applied index; right after a restart of every node that may be the
@@ -370,7 +371,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	// has applied nothing knows no topic). The final reads start once
 	// every node has applied what the group had committed before the stop.
 	if err := c.WaitApplied(ctx, committed, 60*time.Second); err != nil {
-		nemesis.violation(VLiveness, "after restarting every node for the final read: %v", err)
+		nemesis.violation(history.VLiveness, "after restarting every node for the final read: %v", err)
 	}
 	rec.Event("settled", "every node applied %d again; reading the log back", committed)
 
@@ -396,7 +397,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	}
 
 	// Read back from every node, pinned, and through a fresh group.
-	h.Nodes = map[string]QueueLog{}
+	h.Nodes = map[string]history.QueueLog{}
 	h.NodeErrors = map[string]string{}
 	for _, n := range c.Nodes {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -416,7 +417,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	}
 	h.Final = final
 	rec.Fill(h)
-	res.Report = Check(h)
+	res.Report = history.Check(h)
 	from, to := res.Report.MaxAckGapFrom, res.Report.MaxAckGapFrom+res.Report.MaxAckGap
 	for _, e := range h.Events {
 		if e.At >= from-4*time.Second && e.At <= to {
@@ -435,11 +436,11 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	for k, n := range nemesis.Skipped {
 		res.NotCovered[k] = n
 		if nemesis.Applied[k] == 0 {
-			res.Report.Add(VCoverage, "fault %s was scheduled %d time(s) and never applied (see the skip events)", k, n)
+			res.Report.Add(history.VCoverage, "fault %s was scheduled %d time(s) and never applied (see the skip events)", k, n)
 		}
 	}
 	nemesis.mu.Unlock()
-	if res.Report.Counts[VLiveness] > 0 || res.Report.Counts[VWALStuck] > 0 || res.Report.Counts[VReplStall] > 0 {
+	if res.Report.Counts[history.VLiveness] > 0 || res.Report.Counts[history.VWALStuck] > 0 || res.Report.Counts[history.VReplStall] > 0 {
 		// Where was everyone stuck? The stacks land in the nodes' logs.
 		c.DumpStacks()
 		rec.Event("diagnosis", "SIGQUIT sent to every node: goroutine stacks are in the server logs")
@@ -449,7 +450,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 
 // finish writes the artefacts of a failed run and removes a passed run's
 // directory (unless asked to keep it).
-func finish(cfg RunConfig, res *Result, h *History, plan Plan) {
+func finish(cfg RunConfig, res *Result, h *history.History, plan Plan) {
 	if res.OK() && !cfg.Keep {
 		if err := os.RemoveAll(cfg.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 			cfg.Logf("remove %s: %v", cfg.Dir, err)
@@ -479,18 +480,18 @@ func finish(cfg RunConfig, res *Result, h *History, plan Plan) {
 // the last retention cut) and returns what the logs themselves violate:
 // entries that do not decode, logs that differ, a node missing committed
 // entries, and with retention a cut the size rule does not allow.
-func readDisks(c *Cluster, h *History, rec *Recorder, committed uint64, retentionMB int) []Violation {
+func readDisks(c *Cluster, h *history.History, rec *history.Recorder, committed uint64, retentionMB int) []history.Violation {
 	scan := NewDiskScan(rec.AckedIDs())
 	var logs []*DiskLog
-	var out []Violation
+	var out []history.Violation
 	for _, n := range c.Nodes {
 		if n.Running() {
-			out = append(out, Violation{VDisk, fmt.Sprintf("%s still runs: its stores were not read offline", n.ID)})
+			out = append(out, history.Violation{Kind: history.VDisk, Detail: fmt.Sprintf("%s still runs: its stores were not read offline", n.ID)})
 			continue
 		}
 		d, err := ReadDiskLog(n.ID, n.Data, scan)
 		if err != nil {
-			out = append(out, Violation{VDisk, err.Error()})
+			out = append(out, history.Violation{Kind: history.VDisk, Detail: err.Error()})
 			continue
 		}
 		rec.Event("disk", "%s: log %d..%d on disk, stable term %d, %d snapshot(s)", n.ID, d.First, d.Last, d.StableTerm, d.Snapshots)
@@ -527,14 +528,14 @@ func withoutFlag(args []string, name string) []string {
 // and one segment more (the tail segment is always kept). The rule is an
 // upper bound only: it counts a segment's preallocated space, so a log may
 // keep much less (little more than its tail), and that is not checked.
-func checkCut(logs []*DiskLog, cut, committed uint64, maxBytes, segBytes int64) []Violation {
-	var out []Violation
+func checkCut(logs []*DiskLog, cut, committed uint64, maxBytes, segBytes int64) []history.Violation {
+	var out []history.Violation
 	if cut > committed+1 {
-		out = append(out, Violation{VRetention, fmt.Sprintf("retention cut at index %d above the applied index %d", cut, committed)})
+		out = append(out, history.Violation{Kind: history.VRetention, Detail: fmt.Sprintf("retention cut at index %d above the applied index %d", cut, committed)})
 	}
 	for _, d := range logs {
 		if kept := d.BytesFrom(cut); kept > maxBytes+segBytes {
-			out = append(out, Violation{VRetention, fmt.Sprintf("%s keeps %d bytes of entries from the last cut (index %d) on, more than %d MiB and one %d MiB segment: retention did not keep its limit",
+			out = append(out, history.Violation{Kind: history.VRetention, Detail: fmt.Sprintf("%s keeps %d bytes of entries from the last cut (index %d) on, more than %d MiB and one %d MiB segment: retention did not keep its limit",
 				d.Node, kept, cut, maxBytes>>20, segBytes>>20)})
 		}
 	}

@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/history"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -52,31 +51,6 @@ const (
 	limitRequestBytes = broker.DefaultMaxRequestBytes // --max-request-bytes default: the request as the log encodes it
 )
 
-// Classify maps a Send error to an outcome: only errors that say the group
-// refused the request are definite failures; everything else may have been
-// written. gRPC's refusal of a message over its size limit ("received
-// message larger than max" from the node, "trying to send message larger
-// than max" from the client) is definite too: it comes before any handler
-// reads the request, so nothing of it can be stored (the SDK's
-// client.Classify says Failed for it as well). Like every definite failure
-// it is still checked: none of its messages may be in the log
-// (failed-present).
-func Classify(err error) Outcome {
-	if err == nil {
-		return OutcomeOK
-	}
-	switch status.Code(err) {
-	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.OutOfRange,
-		codes.FailedPrecondition, codes.PermissionDenied, codes.Unimplemented:
-		return OutcomeFail
-	case codes.ResourceExhausted:
-		if strings.Contains(status.Convert(err).Message(), "message larger than max") {
-			return OutcomeFail
-		}
-	}
-	return OutcomeUnknown
-}
-
 // body builds a message body: the unique name, "|", and filler of pad bytes.
 func body(name string, pad int) []byte {
 	b := make([]byte, 0, len(name)+1+pad)
@@ -93,7 +67,7 @@ func body(name string, pad int) []byte {
 // (round robin), some to an explicit queue, and one in fifty to a queue
 // that does not exist (a definite failure). One in five gives up early.
 // Every request is recorded.
-func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, rec *Recorder) error {
+func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, rec *history.Recorder) error {
 	cl, err := client.New(client.Config{Servers: w.Servers, RequestTimeout: 2 * time.Second, RetryTimeout: w.OpTimeout})
 	if err != nil {
 		return err
@@ -106,7 +80,7 @@ func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, 
 		if w.Rich && rng.Intn(100) == 0 {
 			n = 100 + rng.Intn(900) // a request of many messages
 		}
-		op := Op{Worker: name, Producer: p.ID(), Seq: seq}
+		op := history.Op{Worker: name, Producer: p.ID(), Seq: seq}
 		msgs := make([]client.Message, n)
 		invalid := rng.Intn(50) == 0
 		for i := range msgs {
@@ -115,7 +89,7 @@ func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, 
 			if w.Rich && rng.Intn(4) == 0 {
 				b = binaryBody(bname, w.Pad+rng.Intn(256), rng)
 			}
-			sm := SentMessage{Body: bname, Hash: BodyHash(b), Queue: -1}
+			sm := history.SentMessage{Body: bname, Hash: history.BodyHash(b), Queue: -1}
 			m := client.Message{Body: b}
 			switch r := rng.Intn(10); {
 			case invalid && i == 0:
@@ -142,7 +116,7 @@ func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, 
 			timeout = time.Duration(300+rng.Intn(1200)) * time.Millisecond
 		}
 		w.send(p, &op, msgs, timeout, rec)
-		if op.Outcome == OutcomeOK && len(op.Acks) == 0 {
+		if op.Outcome == history.OutcomeOK && len(op.Acks) == 0 {
 			op.Error = "acknowledged without acks"
 		}
 		rec.AddOp(op)
@@ -169,7 +143,7 @@ func binaryBody(name string, n int, rng *rand.Rand) []byte {
 // now and then one field at its limit: a 16 KiB key (unique, so per-key
 // order is not involved), 128 properties, one property of 16 KiB, a tag of
 // 255 bytes.
-func richMessage(m *client.Message, sm *SentMessage, name string, rng *rand.Rand) {
+func richMessage(m *client.Message, sm *history.SentMessage, name string, rng *rand.Rand) {
 	switch r := rng.Intn(400); {
 	case r == 0 && m.Queue == nil:
 		m.Key = padTo(name+".bigkey.", limitKey)
@@ -192,7 +166,7 @@ func richMessage(m *client.Message, sm *SentMessage, name string, rng *rand.Rand
 			m.Properties["bin"] = "\x00\x01é世" + string(rune(0x80+rng.Intn(0x700)))
 		}
 	}
-	sm.Key, sm.Tag, sm.Props = m.Key, m.Tag, PropsHash(m.Properties)
+	sm.Key, sm.Tag, sm.Props = m.Key, m.Tag, history.PropsHash(m.Properties)
 }
 
 // padTo returns s extended (or cut) to exactly n bytes.
@@ -208,7 +182,7 @@ func padTo(s string, n int) string {
 // until total bytes are acknowledged, the deadline passes or ctx ends; they
 // are recorded like any others. The full-disk fault uses it to make every
 // node roll over to a new log segment.
-func (w *Workload) RunBulk(ctx context.Context, name string, size, perOp int, total int64, rec *Recorder) (acked int64) {
+func (w *Workload) RunBulk(ctx context.Context, name string, size, perOp int, total int64, rec *history.Recorder) (acked int64) {
 	cl, err := client.New(client.Config{Servers: w.Servers, RequestTimeout: 5 * time.Second, RetryTimeout: w.OpTimeout})
 	if err != nil {
 		return 0
@@ -216,14 +190,14 @@ func (w *Workload) RunBulk(ctx context.Context, name string, size, perOp int, to
 	defer cl.Close()
 	p := cl.NewProducer()
 	for seq := uint64(1); ctx.Err() == nil && acked < total; seq++ {
-		op := Op{Worker: name, Producer: p.ID(), Seq: seq}
+		op := history.Op{Worker: name, Producer: p.ID(), Seq: seq}
 		msgs := make([]client.Message, perOp)
 		for i := range msgs {
 			bname := fmt.Sprintf("%s-%06d-%d", name, seq, i)
 			b := body(bname, size)
 			q := int32((int(seq)*perOp + i) % int(w.Queues))
 			msgs[i] = client.Message{Body: b, Queue: &q}
-			op.Messages = append(op.Messages, SentMessage{Body: bname, Hash: BodyHash(b), Queue: q})
+			op.Messages = append(op.Messages, history.SentMessage{Body: bname, Hash: history.BodyHash(b), Queue: q})
 		}
 		if w.send(p, &op, msgs, w.OpTimeout, rec) == nil {
 			acked += int64(size * perOp)
@@ -235,24 +209,24 @@ func (w *Workload) RunBulk(ctx context.Context, name string, size, perOp int, to
 
 // send sends msgs to the topic with the given deadline and fills in op's
 // times, outcome, error and acks.
-func (w *Workload) send(p *client.Producer, op *Op, msgs []client.Message, timeout time.Duration, rec *Recorder) error {
+func (w *Workload) send(p *client.Producer, op *history.Op, msgs []client.Message, timeout time.Duration, rec *history.Recorder) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	op.Invoke = rec.Now()
 	acks, err := p.Send(ctx, w.Topic, msgs...)
 	op.Complete = rec.Now()
-	op.Outcome = Classify(err)
+	op.Outcome = history.Classify(err)
 	if err != nil {
 		op.Error = err.Error()
 	}
 	for _, a := range acks {
-		op.Acks = append(op.Acks, Ack{Queue: a.Queue, Offset: a.Offset, ID: a.Id})
+		op.Acks = append(op.Acks, history.Ack{Queue: a.Queue, Offset: a.Offset, ID: a.Id})
 	}
 	return err
 }
 
 // RunConsumer polls until ctx ends and records every message received.
-func (w *Workload) RunConsumer(ctx context.Context, name string, cfg client.ConsumerConfig, rec *Recorder) error {
+func (w *Workload) RunConsumer(ctx context.Context, name string, cfg client.ConsumerConfig, rec *history.Recorder) error {
 	cl, err := client.New(client.Config{Servers: w.Servers, RequestTimeout: 2 * time.Second, RetryTimeout: 5 * time.Second})
 	if err != nil {
 		return err
@@ -267,8 +241,8 @@ func (w *Workload) RunConsumer(ctx context.Context, name string, cfg client.Cons
 		recs, err := cons.Poll(pctx)
 		cancel()
 		for _, r := range recs {
-			rec.AddDelivery(Delivery{Consumer: name, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Body: BodyName(r.Body),
-				Hash: BodyHash(r.Body), ServedBy: r.ServedBy, ServedByLeader: r.ServedByLeader, At: rec.Now()})
+			rec.AddDelivery(history.Delivery{Consumer: name, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Body: history.BodyName(r.Body),
+				Hash: history.BodyHash(r.Body), ServedBy: r.ServedBy, ServedByLeader: r.ServedByLeader, At: rec.Now()})
 		}
 		if err != nil && len(recs) == 0 {
 			select {
@@ -283,11 +257,6 @@ func (w *Workload) RunConsumer(ctx context.Context, name string, cfg client.Cons
 	return nil
 }
 
-func entryOf(m *api.Message) LogEntry {
-	return LogEntry{Offset: m.Offset, ID: m.Id, Body: BodyName(m.Body), Hash: BodyHash(m.Body), Key: m.Key, Tag: m.Tag,
-		Props: PropsHash(m.Properties), Timestamp: m.TimestampMs}
-}
-
 // ReadNode reads every queue of topic from one node, pinned to it: raw
 // Pull calls against its address, so whatever it serves comes from its own
 // log whatever its role.
@@ -297,7 +266,7 @@ func entryOf(m *api.Message) LogEntry {
 // snapshot after retention deleted the entries before it), it skips to the
 // next offset: the node's log is then a suffix of the group's. Without, that
 // is an error.
-func ReadNode(ctx context.Context, addr, topic string, from map[int32]uint64, retention bool) (QueueLog, error) {
+func ReadNode(ctx context.Context, addr, topic string, from map[int32]uint64, retention bool) (history.QueueLog, error) {
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(128<<20)))
 	if err != nil {
@@ -305,9 +274,9 @@ func ReadNode(ctx context.Context, addr, topic string, from map[int32]uint64, re
 	}
 	defer cc.Close()
 	bc := api.NewBrokerClient(cc)
-	out := QueueLog{}
+	out := history.QueueLog{}
 	for q, start := range from {
-		var entries []LogEntry
+		var entries []history.LogEntry
 		offset := start
 		retries := 0
 		for iter := 0; ; iter++ {
@@ -328,7 +297,7 @@ func ReadNode(ctx context.Context, addr, topic string, from map[int32]uint64, re
 			switch r.Status {
 			case api.PullStatus_PULL_STATUS_FOUND:
 				for _, m := range r.Messages {
-					entries = append(entries, entryOf(m))
+					entries = append(entries, history.Entry(m))
 				}
 				if r.NextOffset <= offset {
 					return nil, fmt.Errorf("queue %d: pull at %d returned next offset %d", q, offset, r.NextOffset)
@@ -365,7 +334,7 @@ func ReadNode(ctx context.Context, addr, topic string, from map[int32]uint64, re
 // ReadAll consumes the whole topic from earliest with a fresh consumer
 // group (following the read-routing suggestions) up to the end offsets the
 // leader reports, and returns what it got per queue in delivery order.
-func ReadAll(ctx context.Context, servers []string, topic, group string) (QueueLog, error) {
+func ReadAll(ctx context.Context, servers []string, topic, group string) (history.QueueLog, error) {
 	cl, err := client.New(client.Config{Servers: servers, RequestTimeout: 5 * time.Second, RetryTimeout: 30 * time.Second})
 	if err != nil {
 		return nil, err
@@ -386,7 +355,7 @@ func ReadAll(ctx context.Context, servers []string, topic, group string) (QueueL
 	if err != nil {
 		return nil, err
 	}
-	out := QueueLog{}
+	out := history.QueueLog{}
 	for q := range end {
 		out[q] = nil
 	}
@@ -409,7 +378,7 @@ func ReadAll(ctx context.Context, servers []string, topic, group string) (QueueL
 			time.Sleep(100 * time.Millisecond)
 		}
 		for _, r := range recs {
-			out[r.Queue] = append(out[r.Queue], entryOf(r.Message))
+			out[r.Queue] = append(out[r.Queue], history.Entry(r.Message))
 		}
 	}
 	return out, nil
@@ -464,7 +433,7 @@ func (rc *rawClient) close() {
 
 // produce sends req to the nodes in turn until one answers or refuses it
 // definitely, or timeout passes, and fills in op.
-func (rc *rawClient) produce(req *api.ProduceRequest, op *Op, timeout time.Duration, rec *Recorder) {
+func (rc *rawClient) produce(req *api.ProduceRequest, op *history.Op, timeout time.Duration, rec *history.Recorder) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	op.Invoke = rec.Now()
@@ -475,20 +444,20 @@ func (rc *rawClient) produce(req *api.ProduceRequest, op *Op, timeout time.Durat
 		resp, err = rc.clients[i%len(rc.clients)].Produce(actx, req)
 		acancel()
 		if err == nil {
-			op.Outcome, op.Duplicate = OutcomeOK, resp.Duplicate
+			op.Outcome, op.Duplicate = history.OutcomeOK, resp.Duplicate
 			for _, a := range resp.Acks {
-				op.Acks = append(op.Acks, Ack{Queue: a.Queue, Offset: a.Offset, ID: a.Id})
+				op.Acks = append(op.Acks, history.Ack{Queue: a.Queue, Offset: a.Offset, ID: a.Id})
 			}
 			op.Complete = rec.Now()
 			return
 		}
-		if Classify(err) == OutcomeFail {
+		if history.Classify(err) == history.OutcomeFail {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	op.Complete = rec.Now()
-	op.Outcome = Classify(err)
+	op.Outcome = history.Classify(err)
 	if err != nil {
 		op.Error = err.Error()
 	}
@@ -612,7 +581,7 @@ func atLimit(name string) []*api.ProduceMessage {
 // RunOddities sends the hand-made requests that o enables, one about every
 // interval, until ctx ends. They are recorded like the producers' requests,
 // marked with their Kind.
-func (w *Workload) RunOddities(ctx context.Context, o Oddities, seed int64, interval time.Duration, rec *Recorder) error {
+func (w *Workload) RunOddities(ctx context.Context, o Oddities, seed int64, interval time.Duration, rec *history.Recorder) error {
 	if !o.OverLimit && !o.ReusedSeq {
 		return nil
 	}
@@ -638,19 +607,19 @@ func (w *Workload) RunOddities(ctx context.Context, o Oddities, seed int64, inte
 			name := fmt.Sprintf("x%d-%06d", seed%1000, n)
 			var l overLimit
 			var msgs []*api.ProduceMessage
-			var op Op
+			var op history.Op
 			if k == 0 {
 				l.what = "request of 16 MiB less 64 bytes as the broker counts it, at the limit"
 				msgs = atLimit(name)
-				op = Op{Worker: "at-limit", Producer: pid, Seq: 1, Kind: KindAtLimit}
+				op = history.Op{Worker: "at-limit", Producer: pid, Seq: 1, Kind: history.KindAtLimit}
 			} else {
 				l = limits[k-1]
 				msgs = l.make(name)
-				op = Op{Worker: "over-limit", Producer: pid, Seq: 1, Kind: KindOverLimit}
+				op = history.Op{Worker: "over-limit", Producer: pid, Seq: 1, Kind: history.KindOverLimit}
 			}
 			for i, m := range msgs {
-				op.Messages = append(op.Messages, SentMessage{Body: BodyName(m.Body), Hash: BodyHash(m.Body), Key: m.Key, Tag: m.Tag,
-					Props: PropsHash(m.Properties), Queue: -1})
+				op.Messages = append(op.Messages, history.SentMessage{Body: history.BodyName(m.Body), Hash: history.BodyHash(m.Body), Key: m.Key, Tag: m.Tag,
+					Props: history.PropsHash(m.Properties), Queue: -1})
 				if i >= 16 {
 					break // the names of the first ones are enough to find any of it in the log
 				}
@@ -664,18 +633,18 @@ func (w *Workload) RunOddities(ctx context.Context, o Oddities, seed int64, inte
 		}
 		// A sequence reused with other content: the first request is an
 		// ordinary one; the second names other bodies.
-		for k, kind := range []string{"", KindReusedSeq} {
+		for k, kind := range []string{"", history.KindReusedSeq} {
 			var msgs []*api.ProduceMessage
-			op := Op{Worker: fmt.Sprintf("reuse%d", k), Producer: pid, Seq: 1, Kind: kind}
+			op := history.Op{Worker: fmt.Sprintf("reuse%d", k), Producer: pid, Seq: 1, Kind: kind}
 			for i := 0; i < 2; i++ {
 				name := fmt.Sprintf("r%d-%06d-%d-%d", seed%1000, n, k, i)
 				b := body(name, 8)
 				msgs = append(msgs, &api.ProduceMessage{Body: b, Tag: fmt.Sprint("v", k)})
-				op.Messages = append(op.Messages, SentMessage{Body: name, Hash: BodyHash(b), Tag: fmt.Sprint("v", k), Queue: -1})
+				op.Messages = append(op.Messages, history.SentMessage{Body: name, Hash: history.BodyHash(b), Tag: fmt.Sprint("v", k), Queue: -1})
 			}
 			rc.produce(&api.ProduceRequest{Topic: w.Topic, ProducerId: pid, Sequence: 1, Messages: msgs}, &op, w.OpTimeout, rec)
 			rec.AddOp(op)
-			if k == 0 && op.Outcome != OutcomeOK {
+			if k == 0 && op.Outcome != history.OutcomeOK {
 				break // the first did not (surely) land: a reuse proves nothing
 			}
 		}

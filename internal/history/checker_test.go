@@ -1,4 +1,4 @@
-package chaos
+package history
 
 import (
 	"fmt"
@@ -10,8 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/raftmq/raftmq/api"
-	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/raftlog"
 )
 
@@ -492,47 +490,6 @@ func TestCheckerReportsAtLimitRequestRefused(t *testing.T) {
 	wantOnly(t, Check(h))
 }
 
-func TestClassifySizeRefusalIsDefinite(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want Outcome
-	}{
-		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max (75611581 vs. 42008576)"), OutcomeFail},
-		{status.Error(codes.ResourceExhausted, "grpc: trying to send message larger than max (90000000 vs. 83886080)"), OutcomeFail},
-		{status.Error(codes.ResourceExhausted, "broker busy: 1234 bytes of produce requests are waiting for raft"), OutcomeUnknown},
-		{status.Error(codes.InvalidArgument, "produce request of 4 messages encodes to 16777300 bytes"), OutcomeFail},
-		{status.Error(codes.Unavailable, "no leader"), OutcomeUnknown},
-	} {
-		if got := Classify(c.err); got != c.want {
-			t.Errorf("Classify(%v) = %s, want %s", c.err, got, c.want)
-		}
-	}
-}
-
-// The hand-made requests at and over the request bound are where they
-// claim to be, as the broker's own edge check counts them.
-func TestOddityRequestSizes(t *testing.T) {
-	cfg := broker.DefaultConfig()
-	validate := func(msgs []*api.ProduceMessage) error {
-		req := broker.ProduceRequest{Topic: "chaos", ProducerID: "odd-123456-99", Seq: 1}
-		for _, m := range msgs {
-			req.Messages = append(req.Messages, broker.ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body})
-		}
-		return broker.ValidateProduce(&cfg, &req)
-	}
-	if err := validate(atLimit("x1-000000")); err != nil {
-		t.Errorf("at-limit request refused: %v", err)
-	}
-	if s := exactSize(atLimit("x1-000000")); s < limitRequestBytes-1024 {
-		t.Errorf("at-limit request encodes to %d bytes, not near the limit %d", s, limitRequestBytes)
-	}
-	for _, l := range overLimits() {
-		if err := validate(l.make("x1-000001")); err == nil {
-			t.Errorf("%s: accepted by broker.ValidateProduce", l.what)
-		}
-	}
-}
-
 func TestCheckerReportsRunThatCoveredNothing(t *testing.T) {
 	h := handHistory()
 	for i := range h.Ops {
@@ -549,4 +506,21 @@ func TestCheckerReportsRunThatCoveredNothing(t *testing.T) {
 	wantOnly(t, Check(h), VCoverage)
 	h.FollowerReads = false
 	wantOnly(t, Check(h))
+}
+
+func TestClassifySizeRefusalIsDefinite(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want Outcome
+	}{
+		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max (75611581 vs. 42008576)"), OutcomeFail},
+		{status.Error(codes.ResourceExhausted, "grpc: trying to send message larger than max (90000000 vs. 83886080)"), OutcomeFail},
+		{status.Error(codes.ResourceExhausted, "broker busy: 1234 bytes of produce requests are waiting for raft"), OutcomeUnknown},
+		{status.Error(codes.InvalidArgument, "produce request of 4 messages encodes to 16777300 bytes"), OutcomeFail},
+		{status.Error(codes.Unavailable, "no leader"), OutcomeUnknown},
+	} {
+		if got := Classify(c.err); got != c.want {
+			t.Errorf("Classify(%v) = %s, want %s", c.err, got, c.want)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package chaos
+package history
 
 import (
 	"encoding/binary"
@@ -12,6 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/raftlog"
 )
 
@@ -29,6 +33,27 @@ const (
 	// messages may appear, each at most once.
 	OutcomeUnknown Outcome = "unknown"
 )
+
+// Classify is what the error of a produce request told its client:
+// client.Classify's verdict, and for requests sent without the SDK also
+// gRPC's refusal of a message over its size limit ("received message
+// larger than max" from the node, "trying to send message larger than
+// max" from the client), which the SDK reports as ErrRequestTooLarge: it
+// comes before any handler reads the request, so nothing of it can be
+// stored. Like every definite failure it is still checked: none of its
+// messages may be in the log (failed-present).
+func Classify(err error) Outcome {
+	switch client.Classify(err) {
+	case client.Acknowledged:
+		return OutcomeOK
+	case client.Failed:
+		return OutcomeFail
+	}
+	if status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "message larger than max") {
+		return OutcomeFail
+	}
+	return OutcomeUnknown
+}
 
 // SentMessage is one message of a produce operation.
 type SentMessage struct {

@@ -1,4 +1,4 @@
-package chaos
+package history
 
 import (
 	"fmt"
@@ -102,7 +102,9 @@ func (r *Report) OKIgnoring(known map[string]bool) bool {
 	return true
 }
 
-const maxViolationsKept = 40
+// MaxViolationsKept is how many violations a Report keeps in full; Counts
+// counts them all.
+const MaxViolationsKept = 40
 
 // Add records a violation.
 func (r *Report) Add(kind, format string, args ...any) {
@@ -110,7 +112,7 @@ func (r *Report) Add(kind, format string, args ...any) {
 		r.Counts = map[string]int{}
 	}
 	r.Counts[kind]++
-	if len(r.Violations) < maxViolationsKept {
+	if len(r.Violations) < MaxViolationsKept {
 		r.Violations = append(r.Violations, Violation{Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
 }
