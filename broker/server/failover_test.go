@@ -12,15 +12,17 @@ import (
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
+	hist "github.com/raftmq/raftmq/internal/history"
 )
 
-// history records what producers were told.
+// history records what producers were told: counts for the test, and every
+// send for internal/history's checker.
 type history struct {
 	mu      sync.Mutex
 	acked   map[string]ackRec // body -> ack
 	failed  int
-	perKey  map[string][]string // key -> bodies in send order (acked only)
 	ackedAt []time.Time
+	rec     *hist.Recorder
 }
 
 type ackRec struct {
@@ -29,7 +31,7 @@ type ackRec struct {
 }
 
 func newHistory() *history {
-	return &history{acked: map[string]ackRec{}, perKey: map[string][]string{}}
+	return &history{acked: map[string]ackRec{}, rec: hist.NewRecorder()}
 }
 
 func (h *history) count() int {
@@ -58,15 +60,17 @@ func runProducers(t *testing.T, cl *client.Client, topic string, n int, h *histo
 				default:
 				}
 				body := fmt.Sprintf("r%d-w%d-%06d", run, w, seq)
+				msg := client.Message{Key: key, Body: []byte(body)}
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				acks, err := p.Send(ctx, topic, client.Message{Key: key, Body: []byte(body)})
+				invoke := h.rec.Now()
+				acks, err := p.Send(ctx, topic, msg)
 				cancel()
+				h.rec.AddOp(hist.Sent(fmt.Sprintf("r%d-w%d", run, w), uint64(seq), []client.Message{msg}, invoke, h.rec.Now(), acks, err))
 				h.mu.Lock()
 				if err != nil {
 					h.failed++
 				} else {
 					h.acked[body] = ackRec{acks[0].Queue, acks[0].Offset}
-					h.perKey[key] = append(h.perKey[key], body)
 					h.ackedAt = append(h.ackedAt, time.Now())
 				}
 				h.mu.Unlock()
@@ -114,58 +118,11 @@ func consumeAll(t *testing.T, cl *client.Client, topic string, followerReads boo
 
 // checkHistory: every acknowledged message is in the log exactly once at
 // its acknowledged place, nothing is duplicated, offsets are dense and each
-// key's messages keep their send order.
+// key's messages keep their send order (internal/history).
 func checkHistory(t *testing.T, h *history, recs []client.Record) {
 	t.Helper()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	seen := map[string]int{}
-	pos := map[string]ackRec{}
-	perQueue := map[int32][]uint64{}
-	for _, r := range recs {
-		seen[string(r.Body)]++
-		pos[string(r.Body)] = ackRec{r.Queue, r.Offset}
-		perQueue[r.Queue] = append(perQueue[r.Queue], r.Offset)
-	}
-	for body, n := range seen {
-		if n > 1 {
-			t.Errorf("duplicate: %s appears %d times", body, n)
-		}
-	}
-	lost := 0
-	for body, a := range h.acked {
-		got, ok := pos[body]
-		if !ok {
-			lost++
-			if lost < 5 {
-				t.Errorf("lost: acknowledged %s (queue %d offset %d) is not in the log", body, a.queue, a.offset)
-			}
-			continue
-		}
-		if got != a {
-			t.Errorf("%s acknowledged at %+v, found at %+v", body, a, got)
-		}
-	}
-	if lost > 0 {
-		t.Errorf("%d acknowledged messages lost of %d", lost, len(h.acked))
-	}
-	for q, offs := range perQueue {
-		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
-		for i, o := range offs {
-			if o != uint64(i) {
-				t.Fatalf("queue %d: offsets not dense from 0: position %d holds %d", q, i, o)
-			}
-		}
-	}
-	for key, bodies := range h.perKey {
-		var last ackRec
-		for i, b := range bodies {
-			p := pos[b]
-			if i > 0 && (p.queue != last.queue || p.offset <= last.offset) {
-				t.Fatalf("key %s: %s at %+v does not follow %+v", key, b, p, last)
-			}
-			last = p
-		}
+	if r := hist.CheckRead(h.rec, hist.LogOf(hist.Records(recs)), nil); !r.OK() {
+		t.Errorf("the log does not match what producers were told: %s", r.Errors())
 	}
 }
 
