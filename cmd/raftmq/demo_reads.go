@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/history"
 	"github.com/raftmq/raftmq/internal/localgroup"
 )
 
@@ -318,8 +319,10 @@ func (d *demo) load(pctx, ctx context.Context, i int) {
 		}
 		seq += demoLoadBatch
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		invoke := d.rec.Now()
 		acks, err := p.Send(sctx, d.topic, msgs...)
 		cancel()
+		d.rec.AddOp(history.Sent(fmt.Sprintf("p%d", i), uint64(first), msgs, invoke, d.rec.Now(), acks, err))
 		now := d.since()
 		d.mu.Lock()
 		if err != nil || len(acks) != len(msgs) {
