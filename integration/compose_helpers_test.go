@@ -17,7 +17,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -30,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmq/raftmq/internal/composegroup"
 	"github.com/raftmq/raftmq/internal/history"
 	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/internal/testbin"
@@ -55,26 +55,13 @@ var (
 	composeCmdErr  error
 )
 
-// composeCommand returns the compose command prefix: ["docker", "compose"]
-// when the plugin works, else ["docker-compose"].
+// composeCommand returns the compose command prefix that works here
+// (composegroup.Command), asked once.
 func composeCommand() ([]string, error) {
 	composeCmdOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := exec.CommandContext(ctx, "docker", "compose", "version").Run(); err == nil {
-			composeCmdArgs = []string{"docker", "compose"}
-			return
-		}
-		if p, err := exec.LookPath("docker-compose"); err == nil {
-			if out, err := exec.CommandContext(ctx, p, "version").CombinedOutput(); err == nil {
-				composeCmdArgs = []string{p}
-				return
-			} else {
-				composeCmdErr = fmt.Errorf("docker-compose version: %v: %s", err, bytes.TrimSpace(out))
-				return
-			}
-		}
-		composeCmdErr = errors.New("neither `docker compose` nor `docker-compose` is available")
+		composeCmdArgs, composeCmdErr = composegroup.Command(ctx)
 	})
 	return composeCmdArgs, composeCmdErr
 }
@@ -255,12 +242,15 @@ func composeImageID(image string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// composeCluster is one running compose project of docker-compose.yml.
+var _ localgroup.Launcher = (*composeCluster)(nil)
+
+// composeCluster is one running compose project of docker-compose.yml,
+// driven like any other group through its composegroup.Group.
 type composeCluster struct {
+	*composegroup.Group
 	t         *testing.T
 	root      string
 	project   string
-	compose   []string
 	env       []string
 	cli       string
 	image     string
@@ -284,7 +274,6 @@ func composeUp(t *testing.T) *composeCluster {
 		t:         t,
 		root:      root,
 		project:   "raftmq-it-" + composeRandomHex(4),
-		compose:   cmd,
 		cli:       cli,
 		image:     image,
 		ports:     map[string]int{},
@@ -302,6 +291,12 @@ func composeUp(t *testing.T) *composeCluster {
 			fmt.Sprintf("RAFTMQ_%s_HTTP_PORT=%d", up, c.httpPorts[n]))
 	}
 	c.env = env
+	g, err := composegroup.New(context.Background(), composegroup.Config{Command: cmd, File: filepath.Join(root, "docker-compose.yml"),
+		Project: c.project, Env: env, Dir: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Group = g
 
 	help, helpErr, _ := c.cliRun(10*time.Second, nil, "produce", "--help")
 	c.produceHasTimeout = bytes.Contains(help, []byte("--timeout")) || bytes.Contains(helpErr, []byte("--timeout"))
@@ -313,6 +308,11 @@ func composeUp(t *testing.T) *composeCluster {
 		t.Fatalf("compose up: %v\n%s", err, out)
 	}
 	t.Logf("compose up -d took %v", time.Since(start).Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Discover(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 
@@ -340,14 +340,7 @@ func (c *composeCluster) down() {
 func (c *composeCluster) composeRun(timeout time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	full := append(append([]string{}, c.compose[1:]...), "-p", c.project, "-f", filepath.Join(c.root, "docker-compose.yml"))
-	full = append(full, args...)
-	stdout, stderr, err := composeExec(ctx, c.env, c.root, nil, c.compose[0], full...)
-	out := string(stdout) + string(stderr)
-	if err != nil {
-		return out, fmt.Errorf("%s %s: %w", strings.Join(c.compose, " "), strings.Join(args, " "), err)
-	}
-	return out, nil
+	return c.RunLong(ctx, args...)
 }
 
 // cliRun runs the host raftmq CLI.

@@ -211,8 +211,8 @@ func TestComposeKillLeader(t *testing.T) {
 	}
 	others := composeOthers(old)
 	t.Logf("killing leader %s", old)
-	if out, err := c.composeRun(time.Minute, "kill", old); err != nil {
-		t.Fatalf("compose kill %s: %v\n%s", old, err, out)
+	if _, err := c.Kill(context.Background(), old); err != nil {
+		t.Fatalf("kill %s: %v", old, err)
 	}
 
 	c.composeWaitStatus("new leader among "+strings.Join(others, ","), composeWaitTimeout, others, func(st *composeStatus) bool {
@@ -221,8 +221,8 @@ func TestComposeKillLeader(t *testing.T) {
 	p.waitAcked("writes after failover", 50, 2*time.Minute)
 
 	t.Logf("starting %s again", old)
-	if out, err := c.composeRun(time.Minute, "start", old); err != nil {
-		t.Fatalf("compose start %s: %v\n%s", old, err, out)
+	if _, err := c.Start(context.Background(), old); err != nil {
+		t.Fatalf("start %s: %v", old, err)
 	}
 	c.composeWaitStatus(old+" back as a healthy follower", composeWaitTimeout, nil, func(st *composeStatus) bool {
 		n, ok := st.node(old)
