@@ -180,14 +180,6 @@ func (c *procCluster) kill(id string) int {
 	return pid
 }
 
-// stop sends SIGTERM to node id and waits (up to 20s) until it has exited.
-func (c *procCluster) stop(id string) {
-	c.t.Helper()
-	if err := c.g.Stop(id, 20*time.Second); err != nil {
-		c.t.Fatalf("%v\n%s", err, c.node(id).LogTail(20))
-	}
-}
-
 // stopAll sends SIGTERM to every running node at once and waits.
 func (c *procCluster) stopAll() {
 	c.t.Helper()
@@ -234,38 +226,11 @@ func procSelf(st *api.StatusResponse) *api.NodeStatus { return localgroup.SelfSt
 // leaderNow asks every running node that is neither paused nor cut off and
 // returns the leader of the highest term reported (with that answer), or nil.
 func (c *procCluster) leaderNow() (*procNode, *api.StatusResponse) {
-	type answer struct{ st *api.StatusResponse }
-	var nodes []*procNode
-	for _, nd := range c.all() {
-		if nd.Running() && !nd.Paused() && !c.g.IsCut(nd.ID) {
-			nodes = append(nodes, nd)
-		}
+	nd, st, err := c.g.Leader(context.Background())
+	if err != nil {
+		return nil, st
 	}
-	ch := make(chan *api.StatusResponse, len(nodes))
-	for _, nd := range nodes {
-		go func() {
-			st, err := procStatusOf(nd.Client, time.Second)
-			if err != nil {
-				st = nil
-			}
-			ch <- st
-		}()
-	}
-	var best *api.StatusResponse
-	for range nodes {
-		if st := <-ch; st != nil && st.LeaderId != "" && st.LeaderAddress != "" && (best == nil || st.Term > best.Term) {
-			best = st
-		}
-	}
-	if best == nil {
-		return nil, nil
-	}
-	for _, nd := range c.all() {
-		if nd.ID == best.LeaderId {
-			return nd, best
-		}
-	}
-	return nil, nil
+	return nd, st
 }
 
 // waitLeader waits until a running node other than not leads and returns it.

@@ -15,8 +15,8 @@ import (
 // TestProcessSecondServerOnADataDirectoryExits: a second `raftmq server`
 // started on the data directory of a running node exits non-zero within its
 // --lock-timeout, naming the running node's process, and the running node
-// goes on serving. Before, the second process bound its client port and
-// then blocked forever, silently, ignoring SIGTERM.
+// goes on serving: the second process must not bind its client port and
+// then block, silently, ignoring SIGTERM.
 func TestProcessSecondServerOnADataDirectoryExits(t *testing.T) {
 	procRequire(t)
 	c := procStartCluster(t, 1)

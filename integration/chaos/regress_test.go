@@ -70,11 +70,12 @@ func startSingleOn(t *testing.T, queues int32, tmpfsMB int) (api.BrokerClient, *
 }
 
 // TestRegressionDuplicateAckOfRoundRobinMessage: a retried produce request
-// (same producer id and sequence) is deduplicated, but its acks were built
-// from the queues the retry picked afresh: a message without key or queue
-// goes round robin, so the duplicate's ack named another queue and offset 0
-// while the message sat elsewhere (chaos seed 101, "misplaced"/"ack-position";
-// broker/produce.go Produce returns out.res.Acks(p.queues) for duplicates).
+// (same producer id and sequence) is deduplicated, and its acks must name
+// where the first attempt put the messages, not the queues the retry would
+// pick afresh: a message without key or queue goes round robin, so such an
+// ack names another queue and offset 0 while the message sits elsewhere
+// (violations "misplaced" and "ack-position"; broker/produce.go Produce,
+// the acks of duplicates).
 func TestRegressionDuplicateAckOfRoundRobinMessage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts a server process")
@@ -114,11 +115,11 @@ func TestRegressionDuplicateAckOfRoundRobinMessage(t *testing.T) {
 
 // TestRegressionDamagedLogRefusalPanics: a node whose log fails the
 // checksum check at start must exit with "log is damaged" and the repair
-// steps. It crashed instead: server.Start's named result s is nil on its
-// error returns, and the deferred cleanups (s.lis.Close(), ...) dereference
-// it, so every start-up error after the listener opened became a nil
-// pointer panic (chaos seed 102, "start-panic"; broker/server/server.go
-// Start, the cleanup closures).
+// steps, not crash: server.Start's named result s is nil on its error
+// returns, so deferred cleanups that dereference it (s.lis.Close(), ...)
+// turn every start-up error after the listener opened into a nil pointer
+// panic (violation "start-panic"; broker/server/server.go Start, the
+// cleanup closures).
 func TestRegressionDamagedLogRefusalPanics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts a server process")
@@ -167,7 +168,7 @@ func TestRegressionDamagedLogRefusalPanics(t *testing.T) {
 // no space left on device"), the tail stays sealed, and raft-wal v0.4.2
 // never retries: every later append fails with "segment is sealed", even
 // after space is freed, until the process restarts. The node stays up and
-// silently stops storing the log (chaos seed 103, "wal-stuck"). A fix may
+// silently stops storing the log (violation "wal-stuck"). A fix may
 // make the node store again or exit so it is restarted; this test accepts
 // either, but not a node that is up and refuses writes.
 func TestRegressionWALStuckAfterDiskFull(t *testing.T) {
