@@ -258,42 +258,14 @@ func (c *procCluster) waitFollower(id string, timeout time.Duration) {
 	c.t.Helper()
 	nd := c.node(id)
 	procWaitFor(c.t, timeout, id+" to be a caught-up, healthy follower", func() (bool, string) {
-		l, _ := c.leaderNow()
-		if l == nil {
-			return false, "no leader"
-		}
-		lst, err := procStatusOf(l.Client, time.Second)
-		if err != nil {
-			return false, "leader does not answer: " + err.Error()
-		}
-		var leaderApplied uint64
-		healthy := false
-		for _, n := range lst.Nodes {
-			if n.Id == lst.AnsweredBy {
-				leaderApplied = n.AppliedIndex
-			}
-			if n.Id == id {
-				healthy = n.Healthy
+		var addrs []string
+		for _, n := range c.all() {
+			if n.Running() && !n.Paused() && !c.g.IsCut(n.ID) {
+				addrs = append(addrs, n.Client)
 			}
 		}
-		st, err := procStatusOf(nd.Client, time.Second)
-		if err != nil {
-			return false, "does not answer: " + err.Error()
-		}
-		self := procSelf(st)
-		switch {
-		case self == nil:
-			return false, "does not list itself"
-		case self.Role != "follower":
-			return false, "role " + self.Role
-		case st.LeaderId == "":
-			return false, "knows no leader"
-		case !healthy:
-			return false, "leader " + lst.AnsweredBy + " does not report it healthy"
-		case self.AppliedIndex < leaderApplied:
-			return false, fmt.Sprintf("applied %d < leader's %d", self.AppliedIndex, leaderApplied)
-		}
-		return true, ""
+		_, why := localgroup.FollowerCaughtUp(context.Background(), addrs, id, nd.Client, time.Second)
+		return why == "", why
 	})
 }
 

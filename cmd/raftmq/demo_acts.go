@@ -262,33 +262,29 @@ var (
 	undoVerb  = map[string]string{"kill": "restarted", "pause": "resumed (SIGCONT)", "partition": "healed"}
 )
 
+// applyFault kills, pauses or cuts off node id (--fault); undoFault
+// restarts, resumes or heals it.
 func (d *demo) applyFault(ctx context.Context, id string) (string, error) {
-	switch d.fault {
-	case "kill":
-		return d.grp.Kill(ctx, id)
-	case "pause":
-		return d.grp.Pause(ctx, id)
-	}
-	c, ok := d.grp.(localgroup.Cutter)
-	if !ok {
-		return "", fmt.Errorf("this group cannot %s a node", d.fault)
-	}
-	return c.Cut(id)
+	return d.doFault(ctx, id, d.grp.Kill, d.grp.Pause, localgroup.Cutter.Cut)
 }
 
-// undoFault restarts, resumes or heals node id.
 func (d *demo) undoFault(ctx context.Context, id string) (string, error) {
+	return d.doFault(ctx, id, d.grp.Start, d.grp.Resume, localgroup.Cutter.Heal)
+}
+
+func (d *demo) doFault(ctx context.Context, id string, kill, pause func(context.Context, string) (string, error),
+	cut func(localgroup.Cutter, string) (string, error)) (string, error) {
 	switch d.fault {
 	case "kill":
-		return d.grp.Start(ctx, id)
+		return kill(ctx, id)
 	case "pause":
-		return d.grp.Resume(ctx, id)
+		return pause(ctx, id)
 	}
 	c, ok := d.grp.(localgroup.Cutter)
 	if !ok {
 		return "", fmt.Errorf("this group cannot %s a node", d.fault)
 	}
-	return c.Heal(id)
+	return cut(c, id)
 }
 
 func (d *demo) setAway(addr string) {
@@ -391,66 +387,12 @@ func (d *demo) waitLeader(ctx context.Context, not string) (*api.StatusResponse,
 // leader, the leader reports it healthy, and its applied index has reached
 // the leader's applied index as it was just before.
 func (d *demo) waitRejoin(ctx context.Context, id string, timeout time.Duration) (uint64, error) {
-	addr := d.grp.AddrOf(id)
-	cl, err := client.New(client.Config{Servers: []string{addr}, RequestTimeout: time.Second})
-	if err != nil {
-		return 0, err
-	}
-	defer cl.Close()
 	deadline := time.Now().Add(timeout)
-	var why string
 	for {
-		why = func() string {
-			lst, err := localgroup.LeaderStatus(ctx, d.grp.Addrs(), 500*time.Millisecond)
-			if err != nil {
-				return err.Error()
-			}
-			var leaderApplied uint64
-			healthy := false
-			for _, n := range lst.Nodes {
-				if n.Id == lst.LeaderId {
-					leaderApplied = n.AppliedIndex
-				}
-				if n.Id == id {
-					healthy = n.Healthy
-				}
-			}
-			if lst.AnsweredBy != lst.LeaderId {
-				// Only the leader's own applied index is current.
-				lctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-				l, err := cl.StatusOf(lctx, lst.LeaderAddress)
-				cancel()
-				if err != nil {
-					return "leader does not answer: " + err.Error()
-				}
-				if self := localgroup.SelfStatus(l); self != nil {
-					leaderApplied = self.AppliedIndex
-				}
-			}
-			sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			st, err := cl.StatusOf(sctx, addr)
-			cancel()
-			if err != nil {
-				return "does not answer: " + err.Error()
-			}
-			self := localgroup.SelfStatus(st)
-			switch {
-			case self == nil:
-				return "does not list itself"
-			case self.Role != "follower":
-				return "role " + self.Role
-			case st.LeaderId == "":
-				return "knows no leader"
-			case !healthy:
-				return "the leader does not report it healthy yet"
-			case self.AppliedIndex < leaderApplied:
-				return fmt.Sprintf("applied %d < leader's %d", self.AppliedIndex, leaderApplied)
-			}
-			d.res.AppliedIndex = self.AppliedIndex
-			return ""
-		}()
+		applied, why := localgroup.FollowerCaughtUp(ctx, d.grp.Addrs(), id, d.grp.AddrOf(id), 500*time.Millisecond)
 		if why == "" {
-			return d.res.AppliedIndex, nil
+			d.res.AppliedIndex = applied
+			return applied, nil
 		}
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("%s did not rejoin as a caught-up follower within %s: %s", id, timeout, why)

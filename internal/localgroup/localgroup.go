@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/api"
-	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/internal/faultproxy"
 )
 
@@ -648,73 +647,6 @@ func (g *Group) WaitLeader(ctx context.Context, not string) (*Node, *api.StatusR
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// LeaderStatus asks addrs at once (each for at most timeout) and returns
-// the answer with a leader and the highest term.
-func LeaderStatus(ctx context.Context, addrs []string, timeout time.Duration) (*api.StatusResponse, error) {
-	if len(addrs) == 0 {
-		return nil, errors.New("no node to ask")
-	}
-	cl, err := client.New(client.Config{Servers: addrs, RequestTimeout: timeout})
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	type answer struct {
-		st  *api.StatusResponse
-		err error
-	}
-	ch := make(chan answer, len(addrs))
-	for _, a := range addrs {
-		go func() {
-			actx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			st, err := cl.StatusOf(actx, a)
-			ch <- answer{st, err}
-		}()
-	}
-	var best *api.StatusResponse
-	var errs []error
-	for range addrs {
-		a := <-ch
-		if a.err != nil {
-			errs = append(errs, a.err)
-			continue
-		}
-		if a.st.LeaderId != "" && (best == nil || a.st.Term > best.Term) {
-			best = a.st
-		}
-	}
-	if best == nil {
-		if len(errs) == len(addrs) {
-			return nil, fmt.Errorf("no node answered: %w", errors.Join(errs...))
-		}
-		return nil, errors.New("no node knows a leader")
-	}
-	return best, nil
-}
-
-// StatusOnce asks addr for its status over a new connection.
-func StatusOnce(ctx context.Context, addr string, timeout time.Duration) (*api.StatusResponse, error) {
-	cl, err := client.New(client.Config{Servers: []string{addr}, RequestTimeout: timeout})
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return cl.StatusOf(actx, addr)
-}
-
-// SelfStatus returns node n's own entry of st (the node that answered).
-func SelfStatus(st *api.StatusResponse) *api.NodeStatus {
-	for _, ns := range st.Nodes {
-		if ns.Id == st.AnsweredBy {
-			return ns
-		}
-	}
-	return nil
 }
 
 // LogSinceStart is what the node's current (or last) process wrote to its

@@ -1,0 +1,127 @@
+package localgroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/client"
+)
+
+// LeaderStatus asks addrs at once (each for at most timeout) and returns
+// the answer with a leader and the highest term.
+func LeaderStatus(ctx context.Context, addrs []string, timeout time.Duration) (*api.StatusResponse, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("no node to ask")
+	}
+	cl, err := client.New(client.Config{Servers: addrs, RequestTimeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	type answer struct {
+		st  *api.StatusResponse
+		err error
+	}
+	ch := make(chan answer, len(addrs))
+	for _, a := range addrs {
+		go func() {
+			actx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			st, err := cl.StatusOf(actx, a)
+			ch <- answer{st, err}
+		}()
+	}
+	var best *api.StatusResponse
+	var errs []error
+	for range addrs {
+		a := <-ch
+		if a.err != nil {
+			errs = append(errs, a.err)
+			continue
+		}
+		if a.st.LeaderId != "" && (best == nil || a.st.Term > best.Term) {
+			best = a.st
+		}
+	}
+	if best == nil {
+		if len(errs) == len(addrs) {
+			return nil, fmt.Errorf("no node answered: %w", errors.Join(errs...))
+		}
+		return nil, errors.New("no node knows a leader")
+	}
+	return best, nil
+}
+
+// StatusOnce asks addr for its status over a new connection.
+func StatusOnce(ctx context.Context, addr string, timeout time.Duration) (*api.StatusResponse, error) {
+	cl, err := client.New(client.Config{Servers: []string{addr}, RequestTimeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return cl.StatusOf(actx, addr)
+}
+
+// SelfStatus returns node n's own entry of st (the node that answered).
+func SelfStatus(st *api.StatusResponse) *api.NodeStatus {
+	for _, ns := range st.Nodes {
+		if ns.Id == st.AnsweredBy {
+			return ns
+		}
+	}
+	return nil
+}
+
+// FollowerCaughtUp asks the group (at addrs, each for at most timeout)
+// whether node id, answering at addr, has rejoined: it is a follower of a
+// known leader, the leader reports it healthy, and it has applied what the
+// leader has applied. It returns the node's applied index, or why not.
+func FollowerCaughtUp(ctx context.Context, addrs []string, id, addr string, timeout time.Duration) (applied uint64, why string) {
+	lst, err := LeaderStatus(ctx, addrs, timeout)
+	if err != nil {
+		return 0, err.Error()
+	}
+	var leaderApplied uint64
+	healthy := false
+	for _, n := range lst.Nodes {
+		if n.Id == lst.LeaderId {
+			leaderApplied = n.AppliedIndex
+		}
+		if n.Id == id {
+			healthy = n.Healthy
+		}
+	}
+	if lst.AnsweredBy != lst.LeaderId {
+		// Only the leader's own applied index is current.
+		l, err := StatusOnce(ctx, lst.LeaderAddress, timeout)
+		if err != nil {
+			return 0, "leader does not answer: " + err.Error()
+		}
+		if self := SelfStatus(l); self != nil {
+			leaderApplied = self.AppliedIndex
+		}
+	}
+	st, err := StatusOnce(ctx, addr, timeout)
+	if err != nil {
+		return 0, "does not answer: " + err.Error()
+	}
+	self := SelfStatus(st)
+	switch {
+	case self == nil:
+		return 0, "does not list itself"
+	case self.Role != "follower":
+		return 0, "role " + self.Role
+	case st.LeaderId == "":
+		return 0, "knows no leader"
+	case !healthy:
+		return 0, "the leader " + lst.LeaderId + " does not report it healthy yet"
+	case self.AppliedIndex < leaderApplied:
+		return 0, fmt.Sprintf("applied %d < leader's %d", self.AppliedIndex, leaderApplied)
+	}
+	return self.AppliedIndex, ""
+}
