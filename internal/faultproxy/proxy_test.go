@@ -48,22 +48,29 @@ func roundTrip(c net.Conn, r *bufio.Reader, msg string, timeout time.Duration) (
 	return l, err
 }
 
-func TestProxyModes(t *testing.T) {
-	p, err := New("test", echoServer(t))
+// connect starts a proxy to target, dials it and checks one round trip
+// through it; the proxy and the connection close with the test.
+func connect(t *testing.T, target string) (*Proxy, net.Conn, *bufio.Reader) {
+	t.Helper()
+	p, err := New("test", target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-
+	t.Cleanup(p.Close)
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	r := bufio.NewReader(c)
-	if got, err := roundTrip(c, r, "one", 5*time.Second); err != nil || got != "one\n" {
+	if got, err := roundTrip(c, r, "first", 5*time.Second); err != nil || got != "first\n" {
 		t.Fatalf("pass: %q %v", got, err)
 	}
+	return p, c, r
+}
+
+func TestProxyModes(t *testing.T) {
+	p, c, r := connect(t, echoServer(t))
 
 	// Blackhole: nothing comes back while it lasts; held bytes arrive after.
 	p.Set(Blackhole, 0)
@@ -142,20 +149,7 @@ func TestProxyHoldsOneDirection(t *testing.T) {
 			}()
 		}
 	}()
-	p, err := New("test", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
-	if l, err := roundTrip(c, r, "a", 5*time.Second); err != nil || l != "a\n" {
-		t.Fatalf("pass: %q %v", l, err)
-	}
+	p, c, r := connect(t, ln.Addr().String())
 	<-got
 
 	p.Hold(false) // replies held
@@ -196,23 +190,10 @@ func TestProxyHoldsOneDirection(t *testing.T) {
 // keeps the connection open (writes succeed) and delivers nothing (reads
 // time out, they do not fail); healed, it delivers what was held, in order.
 func TestProxyBlackholeHoldsConnectionsAndPassesNothing(t *testing.T) {
-	p, err := New("test", echoServer(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
-	if got, err := roundTrip(c, r, "before", 10*time.Second); err != nil || got != "before\n" {
-		t.Fatalf("pass: %q %v", got, err)
-	}
+	p, c, r := connect(t, echoServer(t))
 
 	p.Set(Blackhole, 0)
-	_, err = roundTrip(c, r, "held", 300*time.Millisecond)
+	_, err := roundTrip(c, r, "held", 300*time.Millisecond)
 	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
 		t.Fatalf("round trip through a blackhole ended with %v, want silence (a timeout)", err)
 	}
