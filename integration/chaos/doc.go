@@ -41,9 +41,10 @@
 //     entry by entry, every acknowledged id is looked up on disk, and the
 //     retention cuts are taken from the retain commands found there. Then
 //     every node is restarted, so the final reads come from disk.
-//   - History and Check (history.go, checker.go): the record of a run and
-//     the checker, which trusts no answer of the broker about what should
-//     be there; checker_test.go feeds it hand-made histories.
+//   - History and Check (internal/history): the record of a run and the
+//     checker, which trusts no answer of the broker about what should be
+//     there; its checker_test.go feeds it hand-made histories. The process
+//     and compose tests and the demo use the same checker.
 //   - Run (runner.go): one run from start to verdict; a failed run keeps its
 //     history.json, plan.txt and node logs in its directory.
 //
