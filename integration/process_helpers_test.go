@@ -407,11 +407,12 @@ var procClock = time.Now()
 func procNow() time.Duration { return time.Since(procClock) }
 
 // procOps are the ops of messages acknowledged one by one, as the CLI
-// reports them (no key, one op per message).
+// reports them (no key, one op per message). When each was sent is not
+// known: it counts as sent at the start, acknowledged at At.
 func procOps(worker string, acks []procAck) []history.Op {
 	var ops []history.Op
 	for i, a := range acks {
-		ops = append(ops, history.Op{Worker: worker, Seq: uint64(i + 1), Outcome: history.OutcomeOK,
+		ops = append(ops, history.Op{Worker: worker, Seq: uint64(i + 1), Outcome: history.OutcomeOK, Complete: a.At.Sub(procClock),
 			Messages: []history.SentMessage{{Body: a.Body, Hash: history.BodyHash([]byte(a.Body)), Key: a.Key, Queue: -1}},
 			Acks:     []history.Ack{{Queue: a.Queue, Offset: a.Offset, ID: a.ID}}})
 	}
