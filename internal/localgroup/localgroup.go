@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,138 +138,6 @@ func New(cfg Config) (*Group, error) {
 		}
 	}
 	return g, nil
-}
-
-func (g *Group) addProxies() error {
-	g.proxies = map[string]map[string]*faultproxy.Proxy{}
-	g.apiProxies = map[string]map[string]*faultproxy.Proxy{}
-	g.clientProxy = map[string]*faultproxy.Proxy{}
-	for _, n := range g.nodes {
-		if g.cfg.Partitionable {
-			cp, err := faultproxy.New(n.ID+" client", n.Listen)
-			if err != nil {
-				return err
-			}
-			g.clientProxy[n.ID] = cp
-			n.Client = cp.Addr()
-		}
-		g.proxies[n.ID] = map[string]*faultproxy.Proxy{}
-		g.apiProxies[n.ID] = map[string]*faultproxy.Proxy{}
-		for _, m := range g.nodes {
-			if m == n {
-				continue
-			}
-			rp, err := faultproxy.New(n.ID+"->"+m.ID, m.Raft)
-			if err != nil {
-				return err
-			}
-			g.proxies[n.ID][m.ID] = rp
-			if g.cfg.PeerLinks {
-				ap, err := faultproxy.New(n.ID+"->"+m.ID+" api", m.Listen)
-				if err != nil {
-					return err
-				}
-				g.apiProxies[n.ID][m.ID] = ap
-			}
-		}
-	}
-	return nil
-}
-
-// raftDials is node id's --raft-dial value, "" without proxies.
-func (g *Group) raftDials(id string) string {
-	var ds []string
-	for to, p := range g.proxies[id] {
-		ds = append(ds, to+"="+p.Addr())
-	}
-	sort.Strings(ds)
-	return strings.Join(ds, ",")
-}
-
-// peerDials is node id's --peer-dial value (PeerLinks): each peer's client
-// address through the proxy of id's calls to it.
-func (g *Group) peerDials(id string) string {
-	var ds []string
-	for to, p := range g.apiProxies[id] {
-		ds = append(ds, g.Node(to).Listen+"="+p.Addr())
-	}
-	sort.Strings(ds)
-	return strings.Join(ds, ",")
-}
-
-// Links returns the proxies that carry what node from sends to node to
-// over the connections from opens: Raft, and with PeerLinks the
-// node-to-node API. Nil without proxies or for a node that joined later.
-func (g *Group) Links(from, to string) []*faultproxy.Proxy {
-	var out []*faultproxy.Proxy
-	if p := g.proxies[from][to]; p != nil {
-		out = append(out, p)
-	}
-	if p := g.apiProxies[from][to]; p != nil {
-		out = append(out, p)
-	}
-	return out
-}
-
-// Proxies returns every proxy of the group.
-func (g *Group) Proxies() []*faultproxy.Proxy {
-	var out []*faultproxy.Proxy
-	for _, p := range g.clientProxy {
-		out = append(out, p)
-	}
-	for _, m := range []map[string]map[string]*faultproxy.Proxy{g.proxies, g.apiProxies} {
-		for _, ps := range m {
-			for _, p := range ps {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
-
-// Cut blackholes every link of node id (Config.Partitionable): Raft in both
-// directions with every other node, and every client API connection to it.
-// Connections stay open; nothing passes until Heal.
-func (g *Group) Cut(id string) error { return g.setCut(id, true) }
-
-// Heal undoes Cut.
-func (g *Group) Heal(id string) error { return g.setCut(id, false) }
-
-func (g *Group) setCut(id string, on bool) error {
-	n := g.Node(id)
-	if n == nil {
-		return fmt.Errorf("no node %s", id)
-	}
-	if g.clientProxy[id] == nil {
-		return fmt.Errorf("%s has no proxies: the group was not made Partitionable, or %s joined later", id, id)
-	}
-	mode := faultproxy.Pass
-	if on {
-		mode = faultproxy.Blackhole
-	}
-	g.clientProxy[id].Set(mode, 0)
-	for from, ps := range g.proxies {
-		for to, p := range ps {
-			if from == id || to == id {
-				p.Set(mode, 0)
-			}
-		}
-	}
-	n.mu.Lock()
-	n.cut = on
-	n.mu.Unlock()
-	return nil
-}
-
-// IsCut reports whether node id is cut off by Cut.
-func (g *Group) IsCut(id string) bool {
-	n := g.Node(id)
-	if n == nil {
-		return false
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.cut
 }
 
 // Peers is the node's --peers, "" for a node that joins with `member add`
@@ -682,44 +547,4 @@ func (n *Node) LogTail(lines int) string {
 		sb.WriteByte('\n')
 	}
 	return sb.String()
-}
-
-var (
-	portsMu   sync.Mutex
-	portsUsed = map[int]bool{}
-)
-
-// FreePorts returns n distinct ports on 127.0.0.1 that were free a moment
-// ago. They come from below the kernel's ephemeral range, so an outgoing
-// connection cannot take one while its node is down for a restart.
-func FreePorts(n int) ([]int, error) {
-	lo, hi := 20000, 32000
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if first, err := strconv.Atoi(f[0]); err == nil && first > 11000 && first <= 32768 {
-				hi = first
-				lo = max(hi-12000, 10000)
-			}
-		}
-	}
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	var out []int
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 1000 {
-			return nil, errors.New("no free port on 127.0.0.1")
-		}
-		p := lo + rand.IntN(hi-lo)
-		if portsUsed[p] {
-			continue
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		portsUsed[p] = true
-		out = append(out, p)
-	}
-	return out, nil
 }
