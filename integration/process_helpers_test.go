@@ -81,8 +81,15 @@ type procNode = localgroup.Node
 // every node's log is printed.
 func procStartCluster(t *testing.T, n int, extra ...string) *procCluster {
 	t.Helper()
-	g, err := localgroup.New(localgroup.Config{Exe: procBinary(t), Dir: t.TempDir(), Keep: true, Nodes: n,
-		ServerArgs: extra, StartTimeout: procStartTimeout})
+	return procStartGroup(t, localgroup.Config{Nodes: n, ServerArgs: extra})
+}
+
+// procStartGroup is procStartCluster with a whole localgroup.Config (the
+// binary, directory and start timeout are filled in).
+func procStartGroup(t *testing.T, cfg localgroup.Config) *procCluster {
+	t.Helper()
+	cfg.Exe, cfg.Dir, cfg.Keep, cfg.StartTimeout = procBinary(t), t.TempDir(), true, procStartTimeout
+	g, err := localgroup.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,29 +85,6 @@ func procLeaderStalls(t *testing.T, fault string) {
 	t.Logf("%s: windows SDK %v, CLI %v; took %v", fault, sdkWin, cliWin, time.Since(start).Round(time.Millisecond))
 }
 
-// procStartGroup is procStartCluster with a whole localgroup.Config (the
-// binary, directory and start timeout are filled in).
-func procStartGroup(t *testing.T, cfg localgroup.Config) *procCluster {
-	t.Helper()
-	cfg.Exe, cfg.Dir, cfg.Keep, cfg.StartTimeout = procBinary(t), t.TempDir(), true, procStartTimeout
-	g, err := localgroup.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &procCluster{t: t, g: g}
-	t.Cleanup(func() {
-		g.Close()
-		if t.Failed() {
-			for _, nd := range g.Nodes() {
-				t.Logf("log of %s:\n%s", nd.ID, nd.LogTail(40))
-			}
-		}
-	})
-	c.startAll()
-	c.waitLeader("")
-	return c
-}
-
 // procWindow is when writes resumed after a fault at t0: the end of the
 // longest gap between consecutive acknowledgements that ends after t0,
 // measured from t0.
