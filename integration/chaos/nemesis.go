@@ -219,7 +219,7 @@ func (nm *Nemesis) episode(ctx context.Context, i int, e Episode) {
 	rng := rand.New(rand.NewSource(e.Seed))
 	used := map[string]bool{}
 	var heals []func(context.Context)
-	for _, k := range e.Kinds {
+	for _, k := range leaderFaultsFirst(e.Kinds) {
 		heal, err := nm.apply(ctx, k, rng, used, e.Hold)
 		if err != nil {
 			nm.Rec.Event("skip", "episode %d %s: %v", i, k, err)
@@ -245,6 +245,23 @@ func (nm *Nemesis) episode(ctx context.Context, i int, e Episode) {
 	for j := len(heals) - 1; j >= 0; j-- {
 		heals[j](ctx)
 	}
+}
+
+// leaderFaultsFirst orders an episode's faults so that those that must hit
+// the leader pick it before a fault that may pick any node (a slow disk,
+// say) has made it unavailable to them.
+func leaderFaultsFirst(kinds []string) []string {
+	out := append([]string(nil), kinds...)
+	sort.SliceStable(out, func(i, j int) bool { return needsLeader(out[i]) && !needsLeader(out[j]) })
+	return out
+}
+
+func needsLeader(kind string) bool {
+	switch kind {
+	case FaultKillLeader, FaultPartitionLeader, FaultCorruptRunning:
+		return true
+	}
+	return false
 }
 
 func pickNode(rng *rand.Rand, ns []*Node, used map[string]bool) *Node {

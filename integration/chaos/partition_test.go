@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +87,14 @@ func TestPartitionCutsForwarding(t *testing.T) {
 		t.Fatalf("follower %s forwarded a produce request while what it sends the leader is held", f.ID)
 	}
 	c.Heal()
+}
+
+// TestLeaderFaultsFirst: in an episode, faults that must hit the leader pick
+// it before faults that may pick any node; the others keep their order.
+func TestLeaderFaultsFirst(t *testing.T) {
+	got := leaderFaultsFirst([]string{FaultSlowDisk, FaultPartitionLeader, FaultPause, FaultKillLeader})
+	want := []string{FaultPartitionLeader, FaultKillLeader, FaultSlowDisk, FaultPause}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("got %v, want %v", got, want)
+	}
 }

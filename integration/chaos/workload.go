@@ -318,7 +318,7 @@ func ReadNode(ctx context.Context, addr, topic string, from map[int32]uint64, re
 				}
 				reason := ""
 				if r.Suggestion != nil {
-					reason = r.Suggestion.Reason
+					reason = r.Suggestion.Code.String()
 				}
 				return nil, fmt.Errorf("queue %d: node does not serve offset %d (%s)", q, offset, reason)
 			default:
