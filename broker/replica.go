@@ -119,10 +119,8 @@ func (b *Broker) replicaErr(err error) error {
 		return b.notLeader()
 	case errors.Is(err, replica.ErrShutdown):
 		return ErrShutdown
-	case errors.Is(err, replica.ErrUnknownOutcome):
-		to = ErrUnknownOutcome
-	case errors.Is(err, replica.ErrDamaged):
-		// Committed on the group; this node just did not apply it.
+	case errors.Is(err, replica.ErrUnknownOutcome), errors.Is(err, replica.ErrDamaged):
+		// ErrDamaged: committed on the group; this node just did not apply it.
 		to = ErrUnknownOutcome
 	case errors.Is(err, replica.ErrTimeout):
 		to = ErrTimeout

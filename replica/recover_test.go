@@ -30,6 +30,23 @@ func testPorts(t *testing.T, n int) []string {
 	return out
 }
 
+// groupConfigs returns the config of node i of a new n-node group on
+// loopback, logging warnings to the test.
+func groupConfigs(t *testing.T, n int, recoveryTimeout time.Duration) func(i int) Config {
+	addrs := testPorts(t, n)
+	var peers []Peer
+	for i, a := range addrs {
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), Addr: a})
+	}
+	return func(i int) Config {
+		cfg := DefaultConfig()
+		cfg.ID, cfg.BindAddr, cfg.Peers = peers[i].ID, addrs[i], peers
+		cfg.RecoveryTimeout = recoveryTimeout
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: peers[i].ID, Level: hclog.Warn, Output: testLog{t}})
+		return cfg
+	}
+}
+
 type memStores struct {
 	log, stable *raft.InmemStore
 	snaps       *raft.InmemSnapshotStore
@@ -56,11 +73,7 @@ func TestUncleanStartDoesNotElectWithoutLostEntry(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs a 3-node raft group for about ten seconds")
 	}
-	addrs := testPorts(t, 3)
-	var peers []Peer
-	for i, a := range addrs {
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), Addr: a})
-	}
+	config := groupConfigs(t, 3, time.Minute) // the test decides when the holder returns
 	stores := make([]memStores, 3)
 	for i := range stores {
 		stores[i] = memStores{raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore()}
@@ -75,12 +88,8 @@ func TestUncleanStartDoesNotElectWithoutLostEntry(t *testing.T) {
 	})
 	start := func(i int, unclean bool) {
 		t.Helper()
-		cfg := DefaultConfig()
-		cfg.ID, cfg.BindAddr, cfg.Peers = peers[i].ID, addrs[i], peers
-		cfg.RecoveryTimeout = time.Minute // the test decides when the holder returns
-		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: peers[i].ID, Level: hclog.Warn, Output: testLog{t}})
 		s := stores[i]
-		n, err := Start(cfg, Stores{Log: s.log, Stable: s.stable, Snapshots: s.snaps, Unclean: unclean})
+		n, err := Start(config(i), Stores{Log: s.log, Stable: s.stable, Snapshots: s.snaps, Unclean: unclean})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +135,7 @@ func TestUncleanStartDoesNotElectWithoutLostEntry(t *testing.T) {
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		for _, i := range []int{leader, lagging} {
 			if nodes[i].Role() == Leader {
-				t.Fatalf("%s was elected while the only node holding the committed entry was down", peers[i].ID)
+				t.Fatalf("%s was elected while the only node holding the committed entry was down", config(i).ID)
 			}
 		}
 	}
@@ -137,7 +146,7 @@ func TestUncleanStartDoesNotElectWithoutLostEntry(t *testing.T) {
 	start(holder, false)
 	waitUntil(t, 20*time.Second, "the holder of the entry to lead", func() bool { return nodes[holder].Ready() })
 	for i, n := range nodes {
-		waitUntil(t, 20*time.Second, peers[i].ID+" to apply the entry", func() bool {
+		waitUntil(t, 20*time.Second, config(i).ID+" to apply the entry", func() bool {
 			_, err := n.Topic("kept")
 			return err == nil
 		})
@@ -152,11 +161,7 @@ func TestUncleanStartAloneVotesAfterTimeout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs a 3-node raft group")
 	}
-	addrs := testPorts(t, 3)
-	var peers []Peer
-	for i, a := range addrs {
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), Addr: a})
-	}
+	config := groupConfigs(t, 3, 500*time.Millisecond)
 	nodes := make([]*Node, 3)
 	t.Cleanup(func() {
 		for _, n := range nodes {
@@ -167,11 +172,8 @@ func TestUncleanStartAloneVotesAfterTimeout(t *testing.T) {
 	})
 	recovered := make(chan string, 3)
 	for i := range nodes {
-		cfg := DefaultConfig()
-		cfg.ID, cfg.BindAddr, cfg.Peers = peers[i].ID, addrs[i], peers
-		cfg.RecoveryTimeout = 500 * time.Millisecond
-		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: peers[i].ID, Level: hclog.Warn, Output: testLog{t}})
-		id := peers[i].ID
+		cfg := config(i)
+		id := cfg.ID
 		n, err := Start(cfg, Stores{Log: raft.NewInmemStore(), Stable: raft.NewInmemStore(), Snapshots: raft.NewInmemSnapshotStore(),
 			Unclean: true, Recovered: func() { recovered <- id }})
 		if err != nil {
