@@ -73,7 +73,7 @@ const (
 // returns anything this node has not applied, so never uncommitted data.
 func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) {
 	if err := replica.ValidateName("topic", req.Topic); err != nil {
-		return PullResult{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		return PullResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if req.MaxMessages <= 0 {
 		req.MaxMessages = DefaultPullMessages
