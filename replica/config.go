@@ -72,8 +72,13 @@ func CheckAddr(ctx context.Context, addr string) error {
 // Config is the Raft side of a node.
 type Config struct {
 	ID            string
-	BindAddr      string // raft TCP listen address
+	BindAddr      string // raft TCP listen address; unused with Transport
 	AdvertiseAddr string // address the other nodes dial; defaults to BindAddr
+	// Transport, when set, carries this node's raft traffic instead of a TCP
+	// transport on BindAddr (tests: raft.InmemTransport). The node closes it
+	// when it shuts down, as it does its own; a restarted node needs a new
+	// one. DialOverrides do not apply to it.
+	Transport raft.Transport
 	// Peers is the initial voter set. It is used only to bootstrap a node
 	// with no state; it must contain this node.
 	Peers []Peer
@@ -119,8 +124,10 @@ func (c *Config) Validate() error {
 	if c.ID == "" {
 		return errors.New("id: empty; every node needs a unique id")
 	}
-	if _, _, err := net.SplitHostPort(c.BindAddr); err != nil {
-		return fmt.Errorf("raft address %q: %w", c.BindAddr, err)
+	if c.Transport == nil {
+		if _, _, err := net.SplitHostPort(c.BindAddr); err != nil {
+			return fmt.Errorf("raft address %q: %w", c.BindAddr, err)
+		}
 	}
 	if c.HeartbeatTimeout < 5*time.Millisecond {
 		return fmt.Errorf("heartbeat-timeout %s: must be at least 5ms", c.HeartbeatTimeout)

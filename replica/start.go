@@ -18,7 +18,7 @@ type Node struct {
 	cfg    Config
 	fsm    *fsm
 	raft   *raft.Raft
-	trans  *raft.NetworkTransport
+	trans  *gatedTransport // closed on shutdown, also when cfg.Transport gave it
 	log    hclog.Logger
 	obsCh  chan raft.Observation
 	obs    *raft.Observer
@@ -48,8 +48,8 @@ type Stores struct {
 	Recovered func()
 }
 
-// Start creates the transport and raft, bootstrapping the peers when the
-// stores hold no state.
+// Start creates the transport (unless cfg.Transport brings one) and raft,
+// bootstrapping the peers when the stores hold no state.
 func Start(cfg Config, st Stores) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -61,30 +61,13 @@ func Start(cfg Config, st Stores) (*Node, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	adv, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr)
-	if err != nil {
-		return nil, fmt.Errorf("raft advertise address %q: %w", cfg.AdvertiseAddr, err)
-	}
-	tc := &raft.NetworkTransportConfig{
-		// No pipelining: with it, a follower's single failed append can stall
-		// replication to that follower for good (hashicorp/raft#612;
-		// TestRegressionPipelineStallsAfterFailedAppend in integration/chaos).
-		// raft's own docs say pipelining brings little with batching.
-		MaxRPCsInFlight: 1,
-		MaxPool:         3,
-		Timeout:         5 * time.Second,
-		Logger:          logger.Named("transport"),
-	}
-	if len(cfg.DialOverrides) > 0 {
-		d := dialOverrides{cfg.ID: cfg.AdvertiseAddr} // no warning for looking up itself
-		for id, a := range cfg.DialOverrides {
-			d[id] = a
+	trans := cfg.Transport
+	if trans == nil {
+		tcp, err := newTCPTransport(cfg, logger)
+		if err != nil {
+			return nil, err
 		}
-		tc.ServerAddressProvider = d
-	}
-	trans, err := raft.NewTCPTransportWithConfig(cfg.BindAddr, adv, tc)
-	if err != nil {
-		return nil, fmt.Errorf("raft transport on %s: %w", cfg.BindAddr, err)
+		trans = tcp
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -103,24 +86,25 @@ func Start(cfg Config, st Stores) (*Node, error) {
 		rc.SnapshotInterval = cfg.SnapshotInterval
 	}
 	if err := raft.ValidateConfig(rc); err != nil {
-		trans.Close()
+		closeTransport(trans)
 		return nil, fmt.Errorf("raft config: %w", err)
 	}
 	hasState, err := raft.HasExistingState(st.Log, st.Stable, st.Snapshots)
 	if err != nil {
-		trans.Close()
+		closeTransport(trans)
 		return nil, fmt.Errorf("check existing raft state: %w", err)
 	}
-	n := &Node{cfg: cfg, trans: trans, log: logger, stop: make(chan struct{}),
+	n := &Node{cfg: cfg, log: logger, stop: make(chan struct{}),
 		obsCh: make(chan raft.Observation, 64), fsm: newFSM(logger.Named("fsm"))}
-	gt := &gatedTransport{NetworkTransport: trans, noCampaign: &n.noCampaign, recovering: &n.recovering, rpcs: make(chan raft.RPC)}
+	gt := newGatedTransport(trans, &n.noCampaign, &n.recovering)
+	n.trans = gt
 	n.recovering.Store(st.Unclean)
 	n.goFunc(func() { recoveringVotes(trans.Consumer(), gt.rpcs, &n.recovering, n.stop) })
-	r, err := raft.NewRaft(rc, n.fsm, st.Log, st.Stable, st.Snapshots, gt)
+	r, err := raft.NewRaft(rc, n.fsm, st.Log, st.Stable, st.Snapshots, gt.raftTransport())
 	if err != nil {
 		close(n.stop)
 		n.wg.Wait()
-		trans.Close()
+		closeTransport(trans)
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
@@ -167,6 +151,44 @@ func Start(cfg Config, st Stores) (*Node, error) {
 	return n, nil
 }
 
+// newTCPTransport is raft's TCP transport on cfg.BindAddr.
+func newTCPTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, error) {
+	adv, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr)
+	if err != nil {
+		return nil, fmt.Errorf("raft advertise address %q: %w", cfg.AdvertiseAddr, err)
+	}
+	tc := &raft.NetworkTransportConfig{
+		// No pipelining: with it, a follower's single failed append can stall
+		// replication to that follower for good (hashicorp/raft#612;
+		// TestRegressionPipelineStallsAfterFailedAppend in integration/chaos).
+		// raft's own docs say pipelining brings little with batching.
+		// gatedTransport refuses pipelines on any transport for the same reason.
+		MaxRPCsInFlight: 1,
+		MaxPool:         3,
+		Timeout:         5 * time.Second,
+		Logger:          logger.Named("transport"),
+	}
+	if len(cfg.DialOverrides) > 0 {
+		d := dialOverrides{cfg.ID: cfg.AdvertiseAddr} // no warning for looking up itself
+		for id, a := range cfg.DialOverrides {
+			d[id] = a
+		}
+		tc.ServerAddressProvider = d
+	}
+	trans, err := raft.NewTCPTransportWithConfig(cfg.BindAddr, adv, tc)
+	if err != nil {
+		return nil, fmt.Errorf("raft transport on %s: %w", cfg.BindAddr, err)
+	}
+	return trans, nil
+}
+
+// closeTransport closes t if it can be closed (raft.WithClose).
+func closeTransport(t raft.Transport) {
+	if c, ok := t.(raft.WithClose); ok {
+		c.Close()
+	}
+}
+
 // voters counts the voters of the latest configuration.
 func voters(r *raft.Raft) int {
 	f := r.GetConfiguration()
@@ -182,7 +204,7 @@ func voters(r *raft.Raft) int {
 	return c
 }
 
-// gatedTransport is raft's transport, except that this node's own vote
+// gatedTransport wraps the node's transport so that this node's own vote
 // requests (pre-vote and vote) fail once NeverCampaign was called: the
 // node never gets elected, yet it keeps answering other nodes' vote
 // requests and appends, so it still counts for a quorum.
@@ -196,16 +218,59 @@ func voters(r *raft.Raft) int {
 //
 // It also refuses other nodes' vote requests while the node recovers from an
 // unclean start (recover.go), and then fails its own vote requests too.
+//
+// It refuses pipelined appends on every transport (see newTCPTransport) and
+// passes Close through (raft.WithClose: raft closes the transport when it
+// shuts down). raft type-asserts only that and raft.WithPreVote on its
+// transport; gatedPreVote adds RequestPreVote when the wrapped transport has
+// it, so raft pre-votes exactly when it would without the wrapper.
 type gatedTransport struct {
-	*raft.NetworkTransport
+	raft.Transport
 	noCampaign *atomic.Bool
 	recovering *atomic.Bool
 	rpcs       chan raft.RPC // fed by recoveringVotes
 }
 
+// gatedPreVote is a gatedTransport over a transport that pre-votes.
+type gatedPreVote struct {
+	*gatedTransport
+	pre raft.WithPreVote
+}
+
+var (
+	_ raft.WithClose   = (*gatedTransport)(nil)
+	_ raft.WithPreVote = gatedPreVote{}
+)
+
+func newGatedTransport(t raft.Transport, noCampaign, recovering *atomic.Bool) *gatedTransport {
+	return &gatedTransport{Transport: t, noCampaign: noCampaign, recovering: recovering, rpcs: make(chan raft.RPC)}
+}
+
+// raftTransport is what raft is given: t, with RequestPreVote when the
+// wrapped transport has it.
+func (t *gatedTransport) raftTransport() raft.Transport {
+	if pre, ok := t.Transport.(raft.WithPreVote); ok {
+		return gatedPreVote{gatedTransport: t, pre: pre}
+	}
+	return t
+}
+
 // Consumer is what raft reads incoming calls from: the transport's, less the
 // vote requests refused while recovering.
 func (t *gatedTransport) Consumer() <-chan raft.RPC { return t.rpcs }
+
+// AppendEntriesPipeline makes raft send appends one at a time.
+func (t *gatedTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+// Close closes the wrapped transport when it can be closed.
+func (t *gatedTransport) Close() error {
+	if c, ok := t.Transport.(raft.WithClose); ok {
+		return c.Close()
+	}
+	return nil
+}
 
 func (t *gatedTransport) campaigns() bool { return !t.noCampaign.Load() && !t.recovering.Load() }
 
@@ -213,14 +278,14 @@ func (t *gatedTransport) RequestVote(id raft.ServerID, target raft.ServerAddress
 	if !t.campaigns() {
 		return errNoCampaign
 	}
-	return t.NetworkTransport.RequestVote(id, target, args, resp)
+	return t.Transport.RequestVote(id, target, args, resp)
 }
 
-func (t *gatedTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+func (t gatedPreVote) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
 	if !t.campaigns() {
 		return errNoCampaign
 	}
-	return t.NetworkTransport.RequestPreVote(id, target, args, resp)
+	return t.pre.RequestPreVote(id, target, args, resp)
 }
 
 // NeverCampaign stops this node from ever being elected (until it
