@@ -11,6 +11,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/broker/server/servertest"
 	"github.com/raftmq/raftmq/client"
 	hist "github.com/raftmq/raftmq/internal/history"
 )
@@ -127,9 +128,9 @@ func checkHistory(t *testing.T, h *history, recs []client.Record) {
 }
 
 func TestKillLeaderUnderLoad(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	l := c.leader()
-	cl := c.client(t)
+	c := servertest.New(t, 3, servertest.InMemory())
+	l := c.Leader()
+	cl := c.Client(t)
 	if _, err := cl.CreateTopic(ctxT(t, 10*time.Second), "f", 4, false); err != nil {
 		t.Fatal(err)
 	}
@@ -137,23 +138,23 @@ func TestKillLeaderUnderLoad(t *testing.T) {
 	stop := make(chan struct{})
 	wg := runProducers(t, cl, "f", 4, h, stop)
 	waitFor(t, 30*time.Second, "200 acks", func() bool { return h.count() >= 200 })
-	c.stop(l, false)
-	nl := c.leaderExcept(l)
+	c.Kill(l)
+	nl := c.LeaderExcept(l)
 	before := h.count()
 	waitFor(t, 30*time.Second, "200 acks after the kill", func() bool { return h.count() >= before+200 })
 	close(stop)
 	wg.Wait()
-	c.start(l)
+	c.Restart(l)
 	t.Logf("leader %d killed, new leader %d, %d acked, %d failed", l, nl, h.count(), h.failed)
 	recs, _ := consumeAll(t, cl, "f", true)
 	checkHistory(t, h, recs)
 }
 
 func TestPartitionedLeaderAcknowledgesNothing(t *testing.T) {
-	c := newPartitionableCluster(t, 3, nil)
-	l := c.leader()
+	c := servertest.New(t, 3, servertest.InMemory())
+	l := c.Leader()
 	ctx := ctxT(t, 60*time.Second)
-	old := c.nodes[l].Broker()
+	old := c.Node(l).Broker()
 	if _, err := old.CreateTopic(ctx, "p", 1, false); err != nil {
 		t.Fatal(err)
 	}
@@ -164,20 +165,20 @@ func TestPartitionedLeaderAcknowledgesNothing(t *testing.T) {
 		return err
 	}
 	for i := 0; i < 5; i++ {
-		if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "p", ProducerID: "pp", Seq: uint64(i),
+		if _, err := produceTo(ctx, t, c, broker.ProduceRequest{Topic: "p", ProducerID: "pp", Seq: uint64(i),
 			Messages: []broker.ProduceMessage{{Body: []byte(fmt.Sprintf("before-%d", i))}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	l = c.leader()
-	old = c.nodes[l].Broker()
-	c.isolate(l, true)
+	l = c.Leader()
+	old = c.Node(l).Broker()
+	c.Partition(l)
 	if err := send(old, "minority", 2*time.Second); err == nil {
 		t.Fatal("the partitioned leader acknowledged a write")
 	}
-	c.leaderExcept(l)
+	c.LeaderExcept(l)
 	for i := 0; i < 5; i++ {
-		if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "p", ProducerID: "pa", Seq: uint64(i),
+		if _, err := produceTo(ctx, t, c, broker.ProduceRequest{Topic: "p", ProducerID: "pa", Seq: uint64(i),
 			Messages: []broker.ProduceMessage{{Body: []byte(fmt.Sprintf("after-%d", i))}}}); err != nil {
 			t.Fatalf("write to the majority's leader: %v", err)
 		}
@@ -192,13 +193,13 @@ func TestPartitionedLeaderAcknowledgesNothing(t *testing.T) {
 			t.Fatal("the partitioned leader served an uncommitted message")
 		}
 	}
-	c.isolate(l, false)
+	c.Heal()
 	// After healing every node holds the same queue.
 	var want []string
 	waitFor(t, 30*time.Second, "all nodes to hold the same queue", func() bool {
 		var first []string
-		for i, s := range c.nodes {
-			r, err := s.Broker().Pull(ctx, broker.PullRequest{Topic: "p", Queue: 0, Offset: 0, MaxMessages: 100})
+		for i := range c.Size() {
+			r, err := c.Node(i).Broker().Pull(ctx, broker.PullRequest{Topic: "p", Queue: 0, Offset: 0, MaxMessages: 100})
 			if err != nil {
 				return false
 			}

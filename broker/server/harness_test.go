@@ -12,18 +12,20 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/broker/server/servertest"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/replica"
 )
 
 // cluster is an in-process group of real nodes: real raft over loopback TCP,
-// real raft-wal with fsync, in temp dirs.
+// real raft-wal with fsync, in temp dirs. Tests that only find the leader,
+// kill, restart or partition nodes use servertest instead; this one stays
+// for the tests that reach into each node's config and server directly.
 type cluster struct {
-	t       *testing.T
-	cfgs    []server.Config
-	nodes   []*server.Server
-	proxies [][]*proxy // proxies[i][j]: raft traffic that node i sends to node j
+	t     *testing.T
+	cfgs  []server.Config
+	nodes []*server.Server
 }
 
 // freeAddr is a 127.0.0.1 address free a moment ago, on a port below the
@@ -47,16 +49,6 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 func newCluster(t *testing.T, n int, mod func(i int, c *server.Config)) *cluster {
-	return startCluster(t, n, false, mod)
-}
-
-// newPartitionableCluster routes each direction of raft traffic between two
-// nodes through its own proxy, so tests can cut any of them.
-func newPartitionableCluster(t *testing.T, n int, mod func(i int, c *server.Config)) *cluster {
-	return startCluster(t, n, true, mod)
-}
-
-func startCluster(t *testing.T, n int, proxied bool, mod func(i int, c *server.Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t}
 	var peers []replica.Peer
@@ -74,19 +66,6 @@ func startCluster(t *testing.T, n int, proxied bool, mod func(i int, c *server.C
 		cfg.Raft.Peers = peers
 		cfg.Broker.StatePeriod = 50 * time.Millisecond
 		cfg.Broker.ClientAddr = cfg.Listen
-		if proxied {
-			if c.proxies == nil {
-				c.proxies = make([][]*proxy, n)
-			}
-			c.proxies[i] = make([]*proxy, n)
-			cfg.Raft.DialOverrides = map[string]string{}
-			for j := 0; j < n; j++ {
-				if j != i {
-					c.proxies[i][j] = newProxy(t, raftAddrs[j])
-					cfg.Raft.DialOverrides[peers[j].ID] = c.proxies[i][j].addr()
-				}
-			}
-		}
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: peers[i].ID, Level: hclog.Info, Output: testWriter{t}})
 		if mod != nil {
 			mod(i, &cfg)
@@ -128,16 +107,6 @@ func (c *cluster) stop(i int, graceful bool) {
 		c.t.Logf("stop node %d: %v", i, err)
 	}
 	c.nodes[i] = nil
-}
-
-// isolate cuts (or with heal, restores) all raft traffic to and from node i.
-func (c *cluster) isolate(i int, cut bool) {
-	for j := range c.proxies {
-		if j != i {
-			c.proxies[i][j].setBlocked(cut)
-			c.proxies[j][i].setBlocked(cut)
-		}
-	}
 }
 
 // leaderExcept waits for a ready leader other than node skip.
@@ -207,16 +176,24 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // produce sends one request to whichever node leads, retrying (with the
 // same producer id and sequence) across leader changes, as the client does.
 func (c *cluster) produce(ctx context.Context, req broker.ProduceRequest) (broker.ProduceResult, error) {
+	return produceRetrying(ctx, c.t, func() *broker.Broker { return c.nodes[c.leader()].Broker() }, req)
+}
+
+// produceTo is (*cluster).produce on a servertest cluster.
+func produceTo(ctx context.Context, t testing.TB, c *servertest.Cluster, req broker.ProduceRequest) (broker.ProduceResult, error) {
+	return produceRetrying(ctx, t, func() *broker.Broker { return c.Node(c.Leader()).Broker() }, req)
+}
+
+func produceRetrying(ctx context.Context, t testing.TB, leader func() *broker.Broker, req broker.ProduceRequest) (broker.ProduceResult, error) {
 	for {
-		b := c.nodes[c.leader()].Broker()
-		res, err := b.Produce(ctx, req)
+		res, err := leader().Produce(ctx, req)
 		if err == nil || ctx.Err() != nil {
 			return res, err
 		}
 		if !errors.Is(err, broker.ErrNotLeader) && !errors.Is(err, broker.ErrUnavailable) && !errors.Is(err, broker.ErrUnknownOutcome) {
 			return res, err
 		}
-		c.t.Logf("retrying produce after: %v", err)
+		t.Logf("retrying produce after: %v", err)
 		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/broker/server/servertest"
 	"github.com/raftmq/raftmq/replica"
 )
 
@@ -110,27 +111,27 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 // TestPausedFollowerCatchesUp cuts a follower off (its raft traffic stops
 // both ways), writes, and lets it back: it catches up with everything.
 func TestPausedFollowerCatchesUp(t *testing.T) {
-	c := newPartitionableCluster(t, 3, nil)
-	l := c.leader()
+	c := servertest.New(t, 3, servertest.InMemory())
+	l := c.Leader()
 	f := (l + 1) % 3
 	ctx := ctxT(t, 60*time.Second)
-	if _, err := c.nodes[l].Broker().CreateTopic(ctx, "t", 1, false); err != nil {
+	if _, err := c.Node(l).Broker().CreateTopic(ctx, "t", 1, false); err != nil {
 		t.Fatal(err)
 	}
-	c.isolate(f, true)
+	c.Partition(f)
 	for i := 0; i < 50; i++ {
-		if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "t", ProducerID: "p", Seq: uint64(i),
+		if _, err := produceTo(ctx, t, c, broker.ProduceRequest{Topic: "t", ProducerID: "p", Seq: uint64(i),
 			Messages: []broker.ProduceMessage{{Body: []byte(fmt.Sprintf("m%d", i))}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r, err := c.nodes[f].Broker().Pull(ctx, broker.PullRequest{Topic: "t", Queue: 0, MaxMessages: 100})
+	r, err := c.Node(f).Broker().Pull(ctx, broker.PullRequest{Topic: "t", Queue: 0, MaxMessages: 100})
 	if err == nil && len(r.Messages) == 50 {
 		t.Fatal("an isolated follower received writes")
 	}
-	c.isolate(f, false)
+	c.Heal()
 	waitFor(t, 30*time.Second, "the follower to catch up", func() bool {
-		r, err := c.nodes[f].Broker().Pull(context.Background(), broker.PullRequest{Topic: "t", Queue: 0, MaxMessages: 100})
+		r, err := c.Node(f).Broker().Pull(context.Background(), broker.PullRequest{Topic: "t", Queue: 0, MaxMessages: 100})
 		return err == nil && len(r.Messages) == 50
 	})
 }
