@@ -61,6 +61,10 @@ func recoveringVotes(in <-chan raft.RPC, out chan<- raft.RPC, recovering *atomic
 		select {
 		case out <- rpc:
 		case <-stop:
+			// Answer it: a transport that does not fail calls on its own
+			// when the node stops (raft.InmemTransport) would leave the
+			// caller waiting out its timeout.
+			rpc.Respond(nil, raft.ErrTransportShutdown)
 			return
 		}
 	}
