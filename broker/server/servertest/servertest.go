@@ -1,21 +1,7 @@
-// Package servertest starts in-process raftmq groups for tests, as
-// net/http/httptest starts HTTP servers: n real server.Server nodes (real
-// raft-wal with fsync in temp dirs, the gRPC client API on loopback), raft
-// over loopback TCP or, with InMemory, over raft's in-memory transport.
-// Tests then find the leader, kill, stop and restart nodes, and cut a node
-// off from the others.
-//
-// Partition cuts raft traffic only, in both modes: with InMemory it
-// disconnects the node's in-memory transport from every other one (both
-// directions); over TCP every direction of raft traffic between two nodes
-// goes through its own proxy, and Partition blocks the node's proxies. The
-// nodes' gRPC traffic to each other (forwarding to the leader, state
-// polling) and the client API stay up.
-//
-// Everything a Cluster starts stops in t.Cleanup.
 package servertest
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -134,8 +120,11 @@ func (c *Cluster) start(i int) {
 	cfg := c.cfgs[i]
 	var tr *raft.InmemTransport
 	if c.inmem {
-		// A node closes its transport when it stops: every start gets a new one.
-		_, tr = raft.NewInmemTransport(raft.ServerAddress(cfg.Raft.BindAddr))
+		// A node closes its transport when it stops: every start gets a new
+		// one. The timeout is the TCP transport's (replica): raft's default
+		// of 500ms fails appends to a follower whose fsync is slow on a
+		// loaded machine.
+		_, tr = raft.NewInmemTransportWithTimeout(raft.ServerAddress(cfg.Raft.BindAddr), 5*time.Second)
 		cfg.Raft.Transport = tr
 	}
 	s, err := server.Start(cfg)
@@ -241,6 +230,21 @@ func (c *Cluster) stop(i int, graceful bool) {
 	if s == nil {
 		return
 	}
+	if graceful && c.inmem && s.Node().Role() == replica.Leader {
+		// What Close does first, done here so that the node can be cut off
+		// before it stops (below).
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		if _, _, err := s.Broker().TransferLeader(ctx, ""); err != nil {
+			c.t.Logf("servertest: node %d: leadership transfer before stop: %v", i, err)
+		}
+		cancel()
+	}
+	// In memory, nothing reaches the node from now on: calls to it fail at
+	// once, as over TCP, instead of waiting out the transport's timeout in
+	// a node that no longer reads them.
+	c.mu.Lock()
+	c.forgetLocked(i)
+	c.mu.Unlock()
 	var err error
 	if graceful {
 		err = s.Close()
@@ -250,17 +254,20 @@ func (c *Cluster) stop(i int, graceful bool) {
 	if err != nil {
 		c.t.Logf("servertest: stop node %d: %v", i, err)
 	}
-	if c.inmem {
-		// The others fail at once to reach it, as over TCP, rather than
-		// wait out the in-memory transport's timeout.
-		c.mu.Lock()
-		c.trans[i] = nil
-		for _, tr := range c.trans {
-			if tr != nil {
-				tr.Disconnect(raft.ServerAddress(c.cfgs[i].Raft.BindAddr))
-			}
+}
+
+// forgetLocked disconnects node i's in-memory transport from every other
+// one, both ways, for good: the node is stopping.
+func (c *Cluster) forgetLocked(i int) {
+	if !c.inmem || c.trans[i] == nil {
+		return
+	}
+	c.trans[i].DisconnectAll()
+	c.trans[i] = nil
+	for _, tr := range c.trans {
+		if tr != nil {
+			tr.Disconnect(raft.ServerAddress(c.cfgs[i].Raft.BindAddr))
 		}
-		c.mu.Unlock()
 	}
 }
 

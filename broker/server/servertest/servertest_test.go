@@ -48,7 +48,7 @@ func hasTopic(c *servertest.Cluster, i int, name string) bool {
 // TestCluster partitions the leader away (a new leader is elected among the
 // others, the old one steps down), heals (the old leader follows and
 // catches up), kills the new leader (another is elected) and restarts it
-// (it follows), in both modes.
+// (it follows), stops the leader gracefully and restarts it, in both modes.
 func TestCluster(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -87,6 +87,16 @@ func TestCluster(t *testing.T) {
 			if n := len(c.Addrs()); n != 3 {
 				t.Fatalf("Addrs: %d running nodes, want 3", n)
 			}
+
+			// A graceful stop hands leadership over.
+			last := c.Leader()
+			c.Stop(last)
+			if c.Node(last) != nil || len(c.Addrs()) != 2 {
+				t.Fatal("a stopped node is still listed")
+			}
+			createTopic(t, c, c.LeaderExcept(last), "stopped")
+			c.Restart(last)
+			waitFor(t, "the stopped node to catch up", func() bool { return hasTopic(c, last, "stopped") })
 		})
 	}
 }
