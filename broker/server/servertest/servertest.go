@@ -13,7 +13,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/cmd/raftmq/localgroup"
+	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/replica"
 )
 
