@@ -2,6 +2,7 @@ package servertest_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -31,12 +32,24 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func createTopic(t *testing.T, c *servertest.Cluster, leader int, name string) {
+// createTopic creates a topic on the leader (other than node skip), trying
+// again on the next one when leadership moves meanwhile (a loaded machine
+// under -race sees leaders step down).
+func createTopic(t *testing.T, c *servertest.Cluster, skip int, name string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), servertest.WaitTimeout)
 	defer cancel()
-	if _, err := c.Node(leader).Node().CreateTopic(ctx, name, 2, false); err != nil {
-		t.Fatalf("create topic %q on node %d: %v", name, leader, err)
+	for {
+		l := c.LeaderExcept(skip)
+		_, err := c.Node(l).Node().CreateTopic(ctx, name, 2, true)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil || !(errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrUnknownOutcome)) {
+			t.Fatalf("create topic %q on node %d: %v", name, l, err)
+		}
+		t.Logf("create topic %q on node %d: %v; trying again", name, l, err)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -60,25 +73,27 @@ func TestCluster(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := servertest.New(t, 3, tc.opts...)
 			old := c.Leader()
-			createTopic(t, c, old, "before")
+			createTopic(t, c, -1, "before")
 
 			c.Partition(old)
-			leader := c.LeaderExcept(old)
+			c.LeaderExcept(old) // a new leader among the others
 			waitFor(t, "the cut-off leader to step down", func() bool { return c.Node(old).Node().Role() != replica.Leader })
-			createTopic(t, c, leader, "during")
+			createTopic(t, c, old, "during")
 			if hasTopic(c, old, "during") {
 				t.Fatal("the cut-off node applied an entry of the new leader")
 			}
 
 			c.Heal()
-			leaderID := c.Config(leader).Raft.ID
-			waitFor(t, "the old leader to follow the new one", func() bool {
-				return c.Node(old).Node().LeaderID() == leaderID && hasTopic(c, old, "during")
+			oldID := c.Config(old).Raft.ID
+			waitFor(t, "the old leader to follow a new one", func() bool {
+				id := c.Node(old).Node().LeaderID()
+				return id != "" && id != oldID && hasTopic(c, old, "during")
 			})
+			leader := c.Leader()
 
 			c.Kill(leader)
-			next := c.LeaderExcept(leader)
-			createTopic(t, c, next, "after")
+			c.LeaderExcept(leader)
+			createTopic(t, c, leader, "after")
 			c.Restart(leader)
 			waitFor(t, "the restarted node to catch up", func() bool { return hasTopic(c, leader, "after") })
 			if got := c.Leader(); got == leader {
@@ -94,7 +109,7 @@ func TestCluster(t *testing.T) {
 			if c.Node(last) != nil || len(c.Addrs()) != 2 {
 				t.Fatal("a stopped node is still listed")
 			}
-			createTopic(t, c, c.LeaderExcept(last), "stopped")
+			createTopic(t, c, last, "stopped")
 			c.Restart(last)
 			waitFor(t, "the stopped node to catch up", func() bool { return hasTopic(c, last, "stopped") })
 		})
