@@ -301,9 +301,9 @@ func (b *Broker) register(ctx context.Context, n replica.NodeInfo) error {
 	return nil
 }
 
-// LeaderCheck returns nil on a ready leader, else a NotLeaderError or
+// leaderCheck returns nil on a ready leader, else a NotLeaderError or
 // ErrUnavailable.
-func (b *Broker) LeaderCheck() error {
+func (b *Broker) leaderCheck() error {
 	if b.closed.Load() {
 		return ErrShutdown
 	}

@@ -18,7 +18,7 @@ const leaderWait = 3 * time.Second
 // leader is known, the leader has not registered its address, or this node
 // leads but has not applied its predecessors' entries, it checks again every
 // 20 ms for at most leaderWait or until ctx ends, then returns the last error.
-func (b *Broker) awaitLeader(ctx context.Context) error { return b.await(ctx, b.LeaderCheck) }
+func (b *Broker) awaitLeader(ctx context.Context) error { return b.await(ctx, b.leaderCheck) }
 
 // await runs check until it returns nil, an error naming a leader to forward
 // to, or an error no wait resolves (see awaitLeader).
