@@ -8,7 +8,11 @@ import (
 )
 
 // echoServer answers every line with the same line.
-func echoServer(t *testing.T) string {
+func echoServer(t *testing.T) string { return echoServerTelling(t, nil) }
+
+// echoServerTelling is echoServer, sending each line it reads to got first
+// (when not nil).
+func echoServerTelling(t *testing.T, got chan<- string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -28,6 +32,9 @@ func echoServer(t *testing.T) string {
 					l, err := r.ReadString('\n')
 					if err != nil {
 						return
+					}
+					if got != nil {
+						got <- l
 					}
 					if _, err := c.Write([]byte(l)); err != nil {
 						return
@@ -124,32 +131,7 @@ func TestProxyModes(t *testing.T) {
 // gets nothing. Set lifts both, and the held bytes arrive in order.
 func TestProxyHoldsOneDirection(t *testing.T) {
 	got := make(chan string, 16)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					l, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					got <- l
-					c.Write([]byte(l))
-				}
-			}()
-		}
-	}()
-	p, c, r := connect(t, ln.Addr().String())
+	p, c, r := connect(t, echoServerTelling(t, got))
 	<-got
 
 	p.Hold(false) // replies held
