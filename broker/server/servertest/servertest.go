@@ -13,6 +13,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/faultproxy"
 	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -49,7 +50,7 @@ type Cluster struct {
 	cfgs    []server.Config
 	nodes   []*server.Server       // nil: stopped
 	trans   []*raft.InmemTransport // InMemory: node i's current transport
-	proxies [][]*proxy             // TCP: proxies[i][j] carries raft traffic from node i to node j
+	proxies [][]*faultproxy.Proxy  // TCP: proxies[i][j] carries raft traffic from node i to node j
 	cut     []bool                 // Partition(i) and no Heal since
 }
 
@@ -76,7 +77,7 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 	if c.inmem {
 		c.trans = make([]*raft.InmemTransport, n)
 	} else {
-		c.proxies = make([][]*proxy, n)
+		c.proxies = make([][]*faultproxy.Proxy, n)
 	}
 	for i := range n {
 		cfg := server.DefaultConfig()
@@ -89,12 +90,17 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 		cfg.OnFatal = func(err error) { t.Errorf("node %s: fatal: %v", peers[i].ID, err) }
 		cfg.Raft.BindAddr = raftAddrs[i] // InMemory: the transport's address, for the logs
 		if !c.inmem {
-			c.proxies[i] = make([]*proxy, n)
+			c.proxies[i] = make([]*faultproxy.Proxy, n)
 			cfg.Raft.DialOverrides = map[string]string{}
 			for j := range n {
 				if j != i {
-					c.proxies[i][j] = newProxy(t, raftAddrs[j])
-					cfg.Raft.DialOverrides[peers[j].ID] = c.proxies[i][j].addr()
+					p, err := faultproxy.New(peers[i].ID+"->"+peers[j].ID, raftAddrs[j])
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(p.Close)
+					c.proxies[i][j] = p
+					cfg.Raft.DialOverrides[peers[j].ID] = p.Addr()
 				}
 			}
 		}
@@ -164,8 +170,13 @@ func (c *Cluster) connectLocked() {
 func (c *Cluster) setProxiesLocked() {
 	for i := range c.proxies {
 		for j, p := range c.proxies[i] {
-			if p != nil {
-				p.setBlocked(c.cut[i] || c.cut[j])
+			if p == nil {
+				continue
+			}
+			if c.cut[i] || c.cut[j] {
+				p.Set(faultproxy.Drop, 0)
+			} else {
+				p.Set(faultproxy.Pass, 0)
 			}
 		}
 	}
