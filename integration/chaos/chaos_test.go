@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/raftmq/raftmq/internal/testbin"
 )
 
@@ -42,10 +44,24 @@ var (
 	setupErr  error
 )
 
-// TestMain removes the base directory it made, unless a failed run kept
-// its directory there.
+// TestMain checks that the runs stopped every goroutine they started and
+// removes the base directory it made, unless a failed run kept its
+// directory there.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(
+			// grpc-go's resolver/balancer winds down asynchronously after Close.
+			goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+			// raft's NetworkTransport.Close leaves pooled outgoing connections
+			// open, so a peer's handler for one blocks in Read until the
+			// process exits (the in-process raft group of the pipeline test).
+			goleak.IgnoreAnyFunction("github.com/hashicorp/raft.(*NetworkTransport).handleConn"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	if setupDir != "" && *flagDir == "" {
 		os.Remove(setupDir) // only when empty
 	}
