@@ -40,10 +40,10 @@ func (f *flakyLog) StoreLog(l *raft.Log) error { return f.StoreLogs([]*raft.Log{
 // pipeline channels are unbuffered, so that send blocks forever on
 // inprogressCh while decodeResponses blocks on doneCh. Replication to that
 // follower stops for good: heartbeats go on, so there is no election, and
-// restarting the follower does not help; only a new leader does (chaos
-// seeds 32 and 51; hashicorp/raft#612). Goroutine stacks of the leader:
+// restarting the follower does not help; only a new leader does
+// (hashicorp/raft#612; docs/RELIABILITY.md row 4). Goroutine stacks of the leader:
 // netPipeline.AppendEntries at net_transport.go:885 and
-// netPipeline.decodeResponses at :852, for minutes. A fix in election:
+// netPipeline.decodeResponses at :852, for minutes. The fix, in replica:
 // NetworkTransportConfig.MaxRPCsInFlight = 1 (no pipelining).
 //
 // The test fails a follower's appends for a moment under load, ten times,
