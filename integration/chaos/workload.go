@@ -591,11 +591,16 @@ func (w *Workload) RunOddities(ctx context.Context, o Oddities, seed int64, inte
 	}
 	defer rc.close()
 	limits := overLimits()
+	// One request every interval, on a fixed schedule: a slow one (16 MiB
+	// on a loaded machine) is followed by the next at once, so a run sends
+	// as many as its length allows however long each takes.
+	next := time.Now()
 	for n := 0; ctx.Err() == nil; n++ {
+		next = next.Add(interval)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(interval):
+		case <-time.After(time.Until(next)):
 		}
 		pid := fmt.Sprintf("odd-%d-%d", seed, n)
 		if o.OverLimit && (!o.ReusedSeq || n%2 == 0) {
