@@ -70,9 +70,9 @@ func recoveringVotes(in <-chan raft.RPC, out chan<- raft.RPC, recovering *atomic
 	}
 }
 
-// recover waits until this node may vote again (see above) and clears
+// awaitCatchUp waits until this node may vote again (see above) and clears
 // n.recovering; done is called when it caught up (not on a timeout).
-func (n *Node) recover(timeout time.Duration, done func()) {
+func (n *Node) awaitCatchUp(timeout time.Duration, done func()) {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	heard := time.Now()

@@ -99,7 +99,10 @@ func Start(cfg Config, st Stores) (*Node, error) {
 	gt := newGatedTransport(trans, &n.noCampaign, &n.recovering)
 	n.trans = gt
 	n.recovering.Store(st.Unclean)
-	n.goFunc(func() { recoveringVotes(trans.Consumer(), gt.rpcs, &n.recovering, n.stop) })
+	if st.Unclean { // only then can a vote request need refusing
+		gt.rpcs = make(chan raft.RPC)
+		n.goFunc(func() { recoveringVotes(trans.Consumer(), gt.rpcs, &n.recovering, n.stop) })
+	}
 	r, err := raft.NewRaft(rc, n.fsm, st.Log, st.Stable, st.Snapshots, gt.raftTransport())
 	if err != nil {
 		close(n.stop)
@@ -145,7 +148,7 @@ func Start(cfg Config, st Stores) (*Node, error) {
 			}
 			logger.Warn("started after an unclean shutdown: not voting or campaigning until caught up with a leader",
 				"at_most_without_a_leader", timeout)
-			n.goFunc(func() { n.recover(timeout, st.Recovered) })
+			n.goFunc(func() { n.awaitCatchUp(timeout, st.Recovered) })
 		}
 	}
 	return n, nil
@@ -228,7 +231,7 @@ type gatedTransport struct {
 	raft.Transport
 	noCampaign *atomic.Bool
 	recovering *atomic.Bool
-	rpcs       chan raft.RPC // fed by recoveringVotes
+	rpcs       chan raft.RPC // after an unclean start: fed by recoveringVotes; else nil
 }
 
 // gatedPreVote is a gatedTransport over a transport that pre-votes.
@@ -243,7 +246,7 @@ var (
 )
 
 func newGatedTransport(t raft.Transport, noCampaign, recovering *atomic.Bool) *gatedTransport {
-	return &gatedTransport{Transport: t, noCampaign: noCampaign, recovering: recovering, rpcs: make(chan raft.RPC)}
+	return &gatedTransport{Transport: t, noCampaign: noCampaign, recovering: recovering}
 }
 
 // raftTransport is what raft is given: t, with RequestPreVote when the
@@ -255,9 +258,15 @@ func (t *gatedTransport) raftTransport() raft.Transport {
 	return t
 }
 
-// Consumer is what raft reads incoming calls from: the transport's, less the
-// vote requests refused while recovering.
-func (t *gatedTransport) Consumer() <-chan raft.RPC { return t.rpcs }
+// Consumer is what raft reads incoming calls from: the transport's, and
+// after an unclean start the transport's less the vote requests refused
+// while recovering. A clean start adds no hop to every incoming call.
+func (t *gatedTransport) Consumer() <-chan raft.RPC {
+	if t.rpcs == nil {
+		return t.Transport.Consumer()
+	}
+	return t.rpcs
+}
 
 // AppendEntriesPipeline makes raft send appends one at a time.
 func (t *gatedTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
