@@ -189,8 +189,15 @@ type ProduceMessage struct {
 	Body       []byte                 `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
 	// Explicit queue; when unset the key's hash picks the queue, or round robin
 	// when there is no key.
-	Queue         *int32 `protobuf:"varint,5,opt,name=queue,proto3,oneof" json:"queue,omitempty"`
-	TimestampMs   int64  `protobuf:"varint,6,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	Queue       *int32 `protobuf:"varint,5,opt,name=queue,proto3,oneof" json:"queue,omitempty"`
+	TimestampMs int64  `protobuf:"varint,6,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// Delayed delivery, at most one of the two: delay_level is one of RocketMQ's
+	// 18 levels (1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h);
+	// deliver_at_ms is a unix time in ms, at most the broker's maximum delay
+	// ahead. The message is invisible until then, and is then appended to its
+	// topic once.
+	DelayLevel    uint32 `protobuf:"varint,7,opt,name=delay_level,json=delayLevel,proto3" json:"delay_level,omitempty"`
+	DeliverAtMs   int64  `protobuf:"varint,8,opt,name=deliver_at_ms,json=deliverAtMs,proto3" json:"deliver_at_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -267,6 +274,20 @@ func (x *ProduceMessage) GetTimestampMs() int64 {
 	return 0
 }
 
+func (x *ProduceMessage) GetDelayLevel() uint32 {
+	if x != nil {
+		return x.DelayLevel
+	}
+	return 0
+}
+
+func (x *ProduceMessage) GetDeliverAtMs() int64 {
+	if x != nil {
+		return x.DeliverAtMs
+	}
+	return 0
+}
+
 type ProduceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -338,10 +359,13 @@ func (x *ProduceRequest) GetMessages() []*ProduceMessage {
 }
 
 type Ack struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         int32                  `protobuf:"varint,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	Offset        uint64                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
-	Id            string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Queue  int32                  `protobuf:"varint,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Offset uint64                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Id     string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	// deliver_at_ms is set for a delayed message: its offset is assigned at
+	// delivery (LookupMessage by id gives it afterwards) and offset is 0 here.
+	DeliverAtMs   int64 `protobuf:"varint,4,opt,name=deliver_at_ms,json=deliverAtMs,proto3" json:"deliver_at_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -395,6 +419,13 @@ func (x *Ack) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *Ack) GetDeliverAtMs() int64 {
+	if x != nil {
+		return x.DeliverAtMs
+	}
+	return 0
 }
 
 type ProduceResponse struct {
@@ -575,7 +606,12 @@ type PullRequest struct {
 	MaxBytes    uint32                 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	WaitMs      uint32                 `protobuf:"varint,6,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	// consumer_id spreads consumers over followers; may be empty.
-	ConsumerId    string `protobuf:"bytes,7,opt,name=consumer_id,json=consumerId,proto3" json:"consumer_id,omitempty"`
+	ConsumerId string `protobuf:"bytes,7,opt,name=consumer_id,json=consumerId,proto3" json:"consumer_id,omitempty"`
+	// filter_type says how filter reads: "TAG" (the default: "*", "" or
+	// "TagA || TagB") or "SQL92" (an expression over properties). Messages that
+	// do not match are skipped on the broker and next_offset moves past them.
+	FilterType    string `protobuf:"bytes,8,opt,name=filter_type,json=filterType,proto3" json:"filter_type,omitempty"`
+	Filter        string `protobuf:"bytes,9,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -655,6 +691,20 @@ func (x *PullRequest) GetWaitMs() uint32 {
 func (x *PullRequest) GetConsumerId() string {
 	if x != nil {
 		return x.ConsumerId
+	}
+	return ""
+}
+
+func (x *PullRequest) GetFilterType() string {
+	if x != nil {
+		return x.FilterType
+	}
+	return ""
+}
+
+func (x *PullRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
 	}
 	return ""
 }
@@ -739,8 +789,10 @@ type PullResponse struct {
 	ServedBy       string      `protobuf:"bytes,6,opt,name=served_by,json=servedBy,proto3" json:"served_by,omitempty"`
 	Suggestion     *Suggestion `protobuf:"bytes,7,opt,name=suggestion,proto3" json:"suggestion,omitempty"`
 	ServedByLeader bool        `protobuf:"varint,8,opt,name=served_by_leader,json=servedByLeader,proto3" json:"served_by_leader,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// filtered counts the messages skipped because they did not match the filter.
+	Filtered      uint32 `protobuf:"varint,9,opt,name=filtered,proto3" json:"filtered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PullResponse) Reset() {
@@ -829,6 +881,13 @@ func (x *PullResponse) GetServedByLeader() bool {
 	return false
 }
 
+func (x *PullResponse) GetFiltered() uint32 {
+	if x != nil {
+		return x.Filtered
+	}
+	return 0
+}
+
 type QueueOffset struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -890,9 +949,12 @@ func (x *QueueOffset) GetOffset() uint64 {
 }
 
 type CommitOffsetsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Offsets       []*QueueOffset         `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Group   string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Offsets []*QueueOffset         `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// member_id, in a broadcasting group, names the member whose own offsets
+	// these are (every member reads every message).
+	MemberId      string `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -941,6 +1003,13 @@ func (x *CommitOffsetsRequest) GetOffsets() []*QueueOffset {
 	return nil
 }
 
+func (x *CommitOffsetsRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
 type CommitOffsetsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -978,9 +1047,11 @@ func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
 }
 
 type FetchOffsetsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topic string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// member_id: a broadcasting member's own offsets (see CommitOffsetsRequest).
+	MemberId      string `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1025,6 +1096,13 @@ func (x *FetchOffsetsRequest) GetGroup() string {
 func (x *FetchOffsetsRequest) GetTopic() string {
 	if x != nil {
 		return x.Topic
+	}
+	return ""
+}
+
+func (x *FetchOffsetsRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
 	}
 	return ""
 }
@@ -1409,10 +1487,12 @@ func (x *QueueInfo) GetMaxOffset() uint64 {
 }
 
 type TopicInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Queues        int32                  `protobuf:"varint,2,opt,name=queues,proto3" json:"queues,omitempty"`
-	QueueInfo     []*QueueInfo           `protobuf:"bytes,3,rep,name=queue_info,json=queueInfo,proto3" json:"queue_info,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Queues    int32                  `protobuf:"varint,2,opt,name=queues,proto3" json:"queues,omitempty"`
+	QueueInfo []*QueueInfo           `protobuf:"bytes,3,rep,name=queue_info,json=queueInfo,proto3" json:"queue_info,omitempty"`
+	// perm is RocketMQ's permission bits: 4 readable, 2 writable (6 both).
+	Perm          uint32 `protobuf:"varint,4,opt,name=perm,proto3" json:"perm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1468,11 +1548,21 @@ func (x *TopicInfo) GetQueueInfo() []*QueueInfo {
 	return nil
 }
 
+func (x *TopicInfo) GetPerm() uint32 {
+	if x != nil {
+		return x.Perm
+	}
+	return 0
+}
+
 type JoinGroupRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	Topics        []string               `protobuf:"bytes,3,rep,name=topics,proto3" json:"topics,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Group    string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Topics   []string               `protobuf:"bytes,3,rep,name=topics,proto3" json:"topics,omitempty"`
+	// broadcast: every member of the group is assigned every queue and keeps
+	// its own offsets (RocketMQ's BROADCASTING model).
+	Broadcast     bool `protobuf:"varint,4,opt,name=broadcast,proto3" json:"broadcast,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1526,6 +1616,13 @@ func (x *JoinGroupRequest) GetTopics() []string {
 		return x.Topics
 	}
 	return nil
+}
+
+func (x *JoinGroupRequest) GetBroadcast() bool {
+	if x != nil {
+		return x.Broadcast
+	}
+	return false
 }
 
 type Assignment struct {
@@ -2011,6 +2108,7 @@ type DescribeGroupResponse struct {
 	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
 	Members       []*GroupMember         `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
 	Queues        []*GroupQueue          `protobuf:"bytes,4,rep,name=queues,proto3" json:"queues,omitempty"`
+	Settings      *GroupSettings         `protobuf:"bytes,5,opt,name=settings,proto3" json:"settings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2073,6 +2171,67 @@ func (x *DescribeGroupResponse) GetQueues() []*GroupQueue {
 	return nil
 }
 
+func (x *DescribeGroupResponse) GetSettings() *GroupSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+type GroupSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// max_reconsume_times is how often a message is retried before it goes to
+	// %DLQ%<group> (RocketMQ's default 16).
+	MaxReconsumeTimes int32 `protobuf:"varint,1,opt,name=max_reconsume_times,json=maxReconsumeTimes,proto3" json:"max_reconsume_times,omitempty"`
+	Broadcast         bool  `protobuf:"varint,2,opt,name=broadcast,proto3" json:"broadcast,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *GroupSettings) Reset() {
+	*x = GroupSettings{}
+	mi := &file_api_raftmq_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupSettings) ProtoMessage() {}
+
+func (x *GroupSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupSettings.ProtoReflect.Descriptor instead.
+func (*GroupSettings) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GroupSettings) GetMaxReconsumeTimes() int32 {
+	if x != nil {
+		return x.MaxReconsumeTimes
+	}
+	return 0
+}
+
+func (x *GroupSettings) GetBroadcast() bool {
+	if x != nil {
+		return x.Broadcast
+	}
+	return false
+}
+
 type ResetGroupRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -2085,7 +2244,7 @@ type ResetGroupRequest struct {
 
 func (x *ResetGroupRequest) Reset() {
 	*x = ResetGroupRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[32]
+	mi := &file_api_raftmq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2097,7 +2256,7 @@ func (x *ResetGroupRequest) String() string {
 func (*ResetGroupRequest) ProtoMessage() {}
 
 func (x *ResetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[32]
+	mi := &file_api_raftmq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2110,7 +2269,7 @@ func (x *ResetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetGroupRequest.ProtoReflect.Descriptor instead.
 func (*ResetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{32}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResetGroupRequest) GetGroup() string {
@@ -2143,7 +2302,7 @@ type ResetGroupResponse struct {
 
 func (x *ResetGroupResponse) Reset() {
 	*x = ResetGroupResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[33]
+	mi := &file_api_raftmq_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2314,7 @@ func (x *ResetGroupResponse) String() string {
 func (*ResetGroupResponse) ProtoMessage() {}
 
 func (x *ResetGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[33]
+	mi := &file_api_raftmq_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2327,7 @@ func (x *ResetGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetGroupResponse.ProtoReflect.Descriptor instead.
 func (*ResetGroupResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{33}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResetGroupResponse) GetOffsets() []*QueueOffset {
@@ -2186,7 +2345,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[34]
+	mi := &file_api_raftmq_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2357,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[34]
+	mi := &file_api_raftmq_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2370,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{34}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{35}
 }
 
 type NodeStatus struct {
@@ -2245,7 +2404,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_api_raftmq_proto_msgTypes[35]
+	mi := &file_api_raftmq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2257,7 +2416,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[35]
+	mi := &file_api_raftmq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2270,7 +2429,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{35}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NodeStatus) GetId() string {
@@ -2421,7 +2580,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[36]
+	mi := &file_api_raftmq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2592,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[36]
+	mi := &file_api_raftmq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2605,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{36}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StatusResponse) GetGroup() string {
@@ -2508,7 +2667,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[37]
+	mi := &file_api_raftmq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2679,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[37]
+	mi := &file_api_raftmq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2692,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{37}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TransferLeaderRequest) GetTo() string {
@@ -2553,7 +2712,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[38]
+	mi := &file_api_raftmq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2565,7 +2724,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[38]
+	mi := &file_api_raftmq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2578,7 +2737,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{38}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TransferLeaderResponse) GetLeaderId() string {
@@ -2605,7 +2764,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[39]
+	mi := &file_api_raftmq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2617,7 +2776,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[39]
+	mi := &file_api_raftmq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,7 +2789,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{39}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AddMemberRequest) GetId() string {
@@ -2656,7 +2815,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[40]
+	mi := &file_api_raftmq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +2827,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[40]
+	mi := &file_api_raftmq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +2840,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{40}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AddMemberResponse) GetVoter() bool {
@@ -2701,7 +2860,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[41]
+	mi := &file_api_raftmq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2713,7 +2872,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[41]
+	mi := &file_api_raftmq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2726,7 +2885,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{41}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -2751,7 +2910,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[42]
+	mi := &file_api_raftmq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +2922,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[42]
+	mi := &file_api_raftmq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +2935,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{42}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{43}
 }
 
 type NodeStateRequest struct {
@@ -2788,7 +2947,7 @@ type NodeStateRequest struct {
 
 func (x *NodeStateRequest) Reset() {
 	*x = NodeStateRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[43]
+	mi := &file_api_raftmq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2800,7 +2959,7 @@ func (x *NodeStateRequest) String() string {
 func (*NodeStateRequest) ProtoMessage() {}
 
 func (x *NodeStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[43]
+	mi := &file_api_raftmq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2813,7 +2972,7 @@ func (x *NodeStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStateRequest.ProtoReflect.Descriptor instead.
 func (*NodeStateRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{43}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodeStateRequest) GetFromId() string {
@@ -2847,7 +3006,7 @@ type NodeStateResponse struct {
 
 func (x *NodeStateResponse) Reset() {
 	*x = NodeStateResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[44]
+	mi := &file_api_raftmq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2859,7 +3018,7 @@ func (x *NodeStateResponse) String() string {
 func (*NodeStateResponse) ProtoMessage() {}
 
 func (x *NodeStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[44]
+	mi := &file_api_raftmq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2872,7 +3031,7 @@ func (x *NodeStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStateResponse.ProtoReflect.Descriptor instead.
 func (*NodeStateResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{44}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeStateResponse) GetId() string {
@@ -2979,7 +3138,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[45]
+	mi := &file_api_raftmq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3150,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[45]
+	mi := &file_api_raftmq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3163,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{45}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RegisterRequest) GetId() string {
@@ -3043,7 +3202,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[46]
+	mi := &file_api_raftmq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3055,7 +3214,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[46]
+	mi := &file_api_raftmq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3068,14 +3227,1141 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{46}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{47}
+}
+
+type SendBackRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// id of the consumed message.
+	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// delay_level: 0 picks 3 + the message's reconsume count (RocketMQ's);
+	// -1 sends it to %DLQ%<group> at once.
+	DelayLevel int32 `protobuf:"varint,3,opt,name=delay_level,json=delayLevel,proto3" json:"delay_level,omitempty"`
+	// max_reconsume_times overrides the group's setting when above 0.
+	MaxReconsumeTimes int32 `protobuf:"varint,4,opt,name=max_reconsume_times,json=maxReconsumeTimes,proto3" json:"max_reconsume_times,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *SendBackRequest) Reset() {
+	*x = SendBackRequest{}
+	mi := &file_api_raftmq_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendBackRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendBackRequest) ProtoMessage() {}
+
+func (x *SendBackRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendBackRequest.ProtoReflect.Descriptor instead.
+func (*SendBackRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *SendBackRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SendBackRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SendBackRequest) GetDelayLevel() int32 {
+	if x != nil {
+		return x.DelayLevel
+	}
+	return 0
+}
+
+func (x *SendBackRequest) GetMaxReconsumeTimes() int32 {
+	if x != nil {
+		return x.MaxReconsumeTimes
+	}
+	return 0
+}
+
+type SendBackResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id and topic of the stored copy (%RETRY%<group> or %DLQ%<group>).
+	Id             string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Topic          string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	DeadLettered   bool   `protobuf:"varint,3,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	ReconsumeTimes int32  `protobuf:"varint,4,opt,name=reconsume_times,json=reconsumeTimes,proto3" json:"reconsume_times,omitempty"`
+	DeliverAtMs    int64  `protobuf:"varint,5,opt,name=deliver_at_ms,json=deliverAtMs,proto3" json:"deliver_at_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SendBackResponse) Reset() {
+	*x = SendBackResponse{}
+	mi := &file_api_raftmq_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendBackResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendBackResponse) ProtoMessage() {}
+
+func (x *SendBackResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendBackResponse.ProtoReflect.Descriptor instead.
+func (*SendBackResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *SendBackResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SendBackResponse) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SendBackResponse) GetDeadLettered() bool {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return false
+}
+
+func (x *SendBackResponse) GetReconsumeTimes() int32 {
+	if x != nil {
+		return x.ReconsumeTimes
+	}
+	return 0
+}
+
+func (x *SendBackResponse) GetDeliverAtMs() int64 {
+	if x != nil {
+		return x.DeliverAtMs
+	}
+	return 0
+}
+
+type LookupMessageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupMessageRequest) Reset() {
+	*x = LookupMessageRequest{}
+	mi := &file_api_raftmq_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupMessageRequest) ProtoMessage() {}
+
+func (x *LookupMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupMessageRequest.ProtoReflect.Descriptor instead.
+func (*LookupMessageRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *LookupMessageRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type LookupMessageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// message has its topic, queue and offset once stored in its topic; for a
+	// delayed message not yet delivered, pending is true and offset is 0.
+	Message       *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	ServedBy      string   `protobuf:"bytes,2,opt,name=served_by,json=servedBy,proto3" json:"served_by,omitempty"`
+	DeliverAtMs   int64    `protobuf:"varint,3,opt,name=deliver_at_ms,json=deliverAtMs,proto3" json:"deliver_at_ms,omitempty"`
+	Pending       bool     `protobuf:"varint,4,opt,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupMessageResponse) Reset() {
+	*x = LookupMessageResponse{}
+	mi := &file_api_raftmq_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupMessageResponse) ProtoMessage() {}
+
+func (x *LookupMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupMessageResponse.ProtoReflect.Descriptor instead.
+func (*LookupMessageResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *LookupMessageResponse) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *LookupMessageResponse) GetServedBy() string {
+	if x != nil {
+		return x.ServedBy
+	}
+	return ""
+}
+
+func (x *LookupMessageResponse) GetDeliverAtMs() int64 {
+	if x != nil {
+		return x.DeliverAtMs
+	}
+	return 0
+}
+
+func (x *LookupMessageResponse) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
+}
+
+type FindMessagesRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Key         string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	MaxMessages uint32                 `protobuf:"varint,3,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	// Optional time window of the messages' timestamps (unix ms; 0 = open).
+	BeginMs       int64 `protobuf:"varint,4,opt,name=begin_ms,json=beginMs,proto3" json:"begin_ms,omitempty"`
+	EndMs         int64 `protobuf:"varint,5,opt,name=end_ms,json=endMs,proto3" json:"end_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FindMessagesRequest) Reset() {
+	*x = FindMessagesRequest{}
+	mi := &file_api_raftmq_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FindMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FindMessagesRequest) ProtoMessage() {}
+
+func (x *FindMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FindMessagesRequest.ProtoReflect.Descriptor instead.
+func (*FindMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *FindMessagesRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *FindMessagesRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *FindMessagesRequest) GetMaxMessages() uint32 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+func (x *FindMessagesRequest) GetBeginMs() int64 {
+	if x != nil {
+		return x.BeginMs
+	}
+	return 0
+}
+
+func (x *FindMessagesRequest) GetEndMs() int64 {
+	if x != nil {
+		return x.EndMs
+	}
+	return 0
+}
+
+type FindMessagesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	ServedBy      string                 `protobuf:"bytes,2,opt,name=served_by,json=servedBy,proto3" json:"served_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FindMessagesResponse) Reset() {
+	*x = FindMessagesResponse{}
+	mi := &file_api_raftmq_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FindMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FindMessagesResponse) ProtoMessage() {}
+
+func (x *FindMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FindMessagesResponse.ProtoReflect.Descriptor instead.
+func (*FindMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *FindMessagesResponse) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *FindMessagesResponse) GetServedBy() string {
+	if x != nil {
+		return x.ServedBy
+	}
+	return ""
+}
+
+type ResendDeadLetterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResendDeadLetterRequest) Reset() {
+	*x = ResendDeadLetterRequest{}
+	mi := &file_api_raftmq_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResendDeadLetterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResendDeadLetterRequest) ProtoMessage() {}
+
+func (x *ResendDeadLetterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResendDeadLetterRequest.ProtoReflect.Descriptor instead.
+func (*ResendDeadLetterRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ResendDeadLetterRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ResendDeadLetterRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type ResendDeadLetterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Ack           *Ack                   `protobuf:"bytes,2,opt,name=ack,proto3" json:"ack,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResendDeadLetterResponse) Reset() {
+	*x = ResendDeadLetterResponse{}
+	mi := &file_api_raftmq_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResendDeadLetterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResendDeadLetterResponse) ProtoMessage() {}
+
+func (x *ResendDeadLetterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResendDeadLetterResponse.ProtoReflect.Descriptor instead.
+func (*ResendDeadLetterResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ResendDeadLetterResponse) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ResendDeadLetterResponse) GetAck() *Ack {
+	if x != nil {
+		return x.Ack
+	}
+	return nil
+}
+
+type UpdateTopicRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Perm          *uint32                `protobuf:"varint,2,opt,name=perm,proto3,oneof" json:"perm,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTopicRequest) Reset() {
+	*x = UpdateTopicRequest{}
+	mi := &file_api_raftmq_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTopicRequest) ProtoMessage() {}
+
+func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTopicRequest.ProtoReflect.Descriptor instead.
+func (*UpdateTopicRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *UpdateTopicRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateTopicRequest) GetPerm() uint32 {
+	if x != nil && x.Perm != nil {
+		return *x.Perm
+	}
+	return 0
+}
+
+type UpdateTopicResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         *TopicInfo             `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTopicResponse) Reset() {
+	*x = UpdateTopicResponse{}
+	mi := &file_api_raftmq_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTopicResponse) ProtoMessage() {}
+
+func (x *UpdateTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTopicResponse.ProtoReflect.Descriptor instead.
+func (*UpdateTopicResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *UpdateTopicResponse) GetTopic() *TopicInfo {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
+type DeleteTopicRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// force deletes even while consumers are connected to the topic.
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTopicRequest) Reset() {
+	*x = DeleteTopicRequest{}
+	mi := &file_api_raftmq_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTopicRequest) ProtoMessage() {}
+
+func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
+func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *DeleteTopicRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteTopicRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type DeleteTopicResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTopicResponse) Reset() {
+	*x = DeleteTopicResponse{}
+	mi := &file_api_raftmq_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTopicResponse) ProtoMessage() {}
+
+func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
+func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{59}
+}
+
+type UpdateGroupRequest struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Group             string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MaxReconsumeTimes *int32                 `protobuf:"varint,2,opt,name=max_reconsume_times,json=maxReconsumeTimes,proto3,oneof" json:"max_reconsume_times,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *UpdateGroupRequest) Reset() {
+	*x = UpdateGroupRequest{}
+	mi := &file_api_raftmq_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateGroupRequest) ProtoMessage() {}
+
+func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateGroupRequest.ProtoReflect.Descriptor instead.
+func (*UpdateGroupRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *UpdateGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *UpdateGroupRequest) GetMaxReconsumeTimes() int32 {
+	if x != nil && x.MaxReconsumeTimes != nil {
+		return *x.MaxReconsumeTimes
+	}
+	return 0
+}
+
+type UpdateGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Settings      *GroupSettings         `protobuf:"bytes,1,opt,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateGroupResponse) Reset() {
+	*x = UpdateGroupResponse{}
+	mi := &file_api_raftmq_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateGroupResponse) ProtoMessage() {}
+
+func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateGroupResponse.ProtoReflect.Descriptor instead.
+func (*UpdateGroupResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *UpdateGroupResponse) GetSettings() *GroupSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+type DeleteGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// force deletes even while members are connected.
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupRequest) Reset() {
+	*x = DeleteGroupRequest{}
+	mi := &file_api_raftmq_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupRequest) ProtoMessage() {}
+
+func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
+func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *DeleteGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeleteGroupRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type DeleteGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupResponse) Reset() {
+	*x = DeleteGroupResponse{}
+	mi := &file_api_raftmq_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupResponse) ProtoMessage() {}
+
+func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
+func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{63}
+}
+
+type QueueRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Queue         int32                  `protobuf:"varint,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueRef) Reset() {
+	*x = QueueRef{}
+	mi := &file_api_raftmq_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueRef) ProtoMessage() {}
+
+func (x *QueueRef) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueRef.ProtoReflect.Descriptor instead.
+func (*QueueRef) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *QueueRef) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *QueueRef) GetQueue() int32 {
+	if x != nil {
+		return x.Queue
+	}
+	return 0
+}
+
+type LockQueuesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Queues        []*QueueRef            `protobuf:"bytes,3,rep,name=queues,proto3" json:"queues,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockQueuesRequest) Reset() {
+	*x = LockQueuesRequest{}
+	mi := &file_api_raftmq_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockQueuesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockQueuesRequest) ProtoMessage() {}
+
+func (x *LockQueuesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockQueuesRequest.ProtoReflect.Descriptor instead.
+func (*LockQueuesRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *LockQueuesRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *LockQueuesRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *LockQueuesRequest) GetQueues() []*QueueRef {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+type LockQueuesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// locked lists the asked queues this member now holds.
+	Locked        []*QueueRef `protobuf:"bytes,1,rep,name=locked,proto3" json:"locked,omitempty"`
+	LeaseMs       uint32      `protobuf:"varint,2,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockQueuesResponse) Reset() {
+	*x = LockQueuesResponse{}
+	mi := &file_api_raftmq_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockQueuesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockQueuesResponse) ProtoMessage() {}
+
+func (x *LockQueuesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockQueuesResponse.ProtoReflect.Descriptor instead.
+func (*LockQueuesResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *LockQueuesResponse) GetLocked() []*QueueRef {
+	if x != nil {
+		return x.Locked
+	}
+	return nil
+}
+
+func (x *LockQueuesResponse) GetLeaseMs() uint32 {
+	if x != nil {
+		return x.LeaseMs
+	}
+	return 0
+}
+
+type UnlockQueuesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Queues        []*QueueRef            `protobuf:"bytes,3,rep,name=queues,proto3" json:"queues,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnlockQueuesRequest) Reset() {
+	*x = UnlockQueuesRequest{}
+	mi := &file_api_raftmq_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnlockQueuesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnlockQueuesRequest) ProtoMessage() {}
+
+func (x *UnlockQueuesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnlockQueuesRequest.ProtoReflect.Descriptor instead.
+func (*UnlockQueuesRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *UnlockQueuesRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *UnlockQueuesRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *UnlockQueuesRequest) GetQueues() []*QueueRef {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+type UnlockQueuesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnlockQueuesResponse) Reset() {
+	*x = UnlockQueuesResponse{}
+	mi := &file_api_raftmq_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnlockQueuesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnlockQueuesResponse) ProtoMessage() {}
+
+func (x *UnlockQueuesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnlockQueuesResponse.ProtoReflect.Descriptor instead.
+func (*UnlockQueuesResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{68}
 }
 
 var File_api_raftmq_proto protoreflect.FileDescriptor
 
 const file_api_raftmq_proto_rawDesc = "" +
 	"\n" +
-	"\x10api/raftmq.proto\x12\traftmq.v1\"\x9a\x02\n" +
+	"\x10api/raftmq.proto\x12\traftmq.v1\"\xdf\x02\n" +
 	"\x0eProduceMessage\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03tag\x18\x02 \x01(\tR\x03tag\x12I\n" +
@@ -3084,7 +4370,10 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"properties\x12\x12\n" +
 	"\x04body\x18\x04 \x01(\fR\x04body\x12\x19\n" +
 	"\x05queue\x18\x05 \x01(\x05H\x00R\x05queue\x88\x01\x01\x12!\n" +
-	"\ftimestamp_ms\x18\x06 \x01(\x03R\vtimestampMs\x1a=\n" +
+	"\ftimestamp_ms\x18\x06 \x01(\x03R\vtimestampMs\x12\x1f\n" +
+	"\vdelay_level\x18\a \x01(\rR\n" +
+	"delayLevel\x12\"\n" +
+	"\rdeliver_at_ms\x18\b \x01(\x03R\vdeliverAtMs\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\b\n" +
@@ -3094,11 +4383,12 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\vproducer_id\x18\x02 \x01(\tR\n" +
 	"producerId\x12\x1a\n" +
 	"\bsequence\x18\x03 \x01(\x04R\bsequence\x125\n" +
-	"\bmessages\x18\x04 \x03(\v2\x19.raftmq.v1.ProduceMessageR\bmessages\"C\n" +
+	"\bmessages\x18\x04 \x03(\v2\x19.raftmq.v1.ProduceMessageR\bmessages\"g\n" +
 	"\x03Ack\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\x05R\x05queue\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x0e\n" +
-	"\x02id\x18\x03 \x01(\tR\x02id\"l\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x12\"\n" +
+	"\rdeliver_at_ms\x18\x04 \x01(\x03R\vdeliverAtMs\"l\n" +
 	"\x0fProduceResponse\x12\"\n" +
 	"\x04acks\x18\x01 \x03(\v2\x0e.raftmq.v1.AckR\x04acks\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12\x17\n" +
@@ -3117,7 +4407,7 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\ftimestamp_ms\x18\t \x01(\x03R\vtimestampMs\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcb\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x02\n" +
 	"\vPullRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\x05R\x05queue\x12\x16\n" +
@@ -3126,13 +4416,16 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x05 \x01(\rR\bmaxBytes\x12\x17\n" +
 	"\await_ms\x18\x06 \x01(\rR\x06waitMs\x12\x1f\n" +
 	"\vconsumer_id\x18\a \x01(\tR\n" +
-	"consumerId\"\x88\x01\n" +
+	"consumerId\x12\x1f\n" +
+	"\vfilter_type\x18\b \x01(\tR\n" +
+	"filterType\x12\x16\n" +
+	"\x06filter\x18\t \x01(\tR\x06filter\"\x88\x01\n" +
 	"\n" +
 	"Suggestion\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12/\n" +
-	"\x04code\x18\x04 \x01(\x0e2\x1b.raftmq.v1.SuggestionReasonR\x04code\"\xca\x02\n" +
+	"\x04code\x18\x04 \x01(\x0e2\x1b.raftmq.v1.SuggestionReasonR\x04code\"\xe6\x02\n" +
 	"\fPullResponse\x12-\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x15.raftmq.v1.PullStatusR\x06status\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.raftmq.v1.MessageR\bmessages\x12\x1f\n" +
@@ -3146,18 +4439,21 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\n" +
 	"suggestion\x18\a \x01(\v2\x15.raftmq.v1.SuggestionR\n" +
 	"suggestion\x12(\n" +
-	"\x10served_by_leader\x18\b \x01(\bR\x0eservedByLeader\"Q\n" +
+	"\x10served_by_leader\x18\b \x01(\bR\x0eservedByLeader\x12\x1a\n" +
+	"\bfiltered\x18\t \x01(\rR\bfiltered\"Q\n" +
 	"\vQueueOffset\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\x05R\x05queue\x12\x16\n" +
-	"\x06offset\x18\x03 \x01(\x04R\x06offset\"^\n" +
+	"\x06offset\x18\x03 \x01(\x04R\x06offset\"{\n" +
 	"\x14CommitOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x120\n" +
-	"\aoffsets\x18\x02 \x03(\v2\x16.raftmq.v1.QueueOffsetR\aoffsets\"\x17\n" +
-	"\x15CommitOffsetsResponse\"A\n" +
+	"\aoffsets\x18\x02 \x03(\v2\x16.raftmq.v1.QueueOffsetR\aoffsets\x12\x1b\n" +
+	"\tmember_id\x18\x03 \x01(\tR\bmemberId\"\x17\n" +
+	"\x15CommitOffsetsResponse\"^\n" +
 	"\x13FetchOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
-	"\x05topic\x18\x02 \x01(\tR\x05topic\"H\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1b\n" +
+	"\tmember_id\x18\x03 \x01(\tR\bmemberId\"H\n" +
 	"\x14FetchOffsetsResponse\x120\n" +
 	"\aoffsets\x18\x01 \x03(\v2\x16.raftmq.v1.QueueOffsetR\aoffsets\"d\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
@@ -3178,16 +4474,18 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\n" +
 	"min_offset\x18\x02 \x01(\x04R\tminOffset\x12\x1d\n" +
 	"\n" +
-	"max_offset\x18\x03 \x01(\x04R\tmaxOffset\"l\n" +
+	"max_offset\x18\x03 \x01(\x04R\tmaxOffset\"\x80\x01\n" +
 	"\tTopicInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06queues\x18\x02 \x01(\x05R\x06queues\x123\n" +
 	"\n" +
-	"queue_info\x18\x03 \x03(\v2\x14.raftmq.v1.QueueInfoR\tqueueInfo\"]\n" +
+	"queue_info\x18\x03 \x03(\v2\x14.raftmq.v1.QueueInfoR\tqueueInfo\x12\x12\n" +
+	"\x04perm\x18\x04 \x01(\rR\x04perm\"{\n" +
 	"\x10JoinGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x16\n" +
-	"\x06topics\x18\x03 \x03(\tR\x06topics\":\n" +
+	"\x06topics\x18\x03 \x03(\tR\x06topics\x12\x1c\n" +
+	"\tbroadcast\x18\x04 \x01(\bR\tbroadcast\":\n" +
 	"\n" +
 	"Assignment\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x16\n" +
@@ -3221,14 +4519,18 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\n" +
 	"max_offset\x18\x04 \x01(\x04R\tmaxOffset\x12\x10\n" +
 	"\x03lag\x18\x05 \x01(\x04R\x03lag\x12\x1b\n" +
-	"\tmember_id\x18\x06 \x01(\tR\bmemberId\"\xae\x01\n" +
+	"\tmember_id\x18\x06 \x01(\tR\bmemberId\"\xe4\x01\n" +
 	"\x15DescribeGroupResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\x120\n" +
 	"\amembers\x18\x03 \x03(\v2\x16.raftmq.v1.GroupMemberR\amembers\x12-\n" +
-	"\x06queues\x18\x04 \x03(\v2\x15.raftmq.v1.GroupQueueR\x06queues\"O\n" +
+	"\x06queues\x18\x04 \x03(\v2\x15.raftmq.v1.GroupQueueR\x06queues\x124\n" +
+	"\bsettings\x18\x05 \x01(\v2\x18.raftmq.v1.GroupSettingsR\bsettings\"]\n" +
+	"\rGroupSettings\x12.\n" +
+	"\x13max_reconsume_times\x18\x01 \x01(\x05R\x11maxReconsumeTimes\x12\x1c\n" +
+	"\tbroadcast\x18\x02 \x01(\bR\tbroadcast\"O\n" +
 	"\x11ResetGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x0e\n" +
@@ -3308,7 +4610,76 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x0eclient_address\x18\x02 \x01(\tR\rclientAddress\x12!\n" +
 	"\fhttp_address\x18\x03 \x01(\tR\vhttpAddress\x12!\n" +
 	"\fpeer_address\x18\x04 \x01(\tR\vpeerAddress\"\x12\n" +
-	"\x10RegisterResponse*\x97\x01\n" +
+	"\x10RegisterResponse\"\x88\x01\n" +
+	"\x0fSendBackRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1f\n" +
+	"\vdelay_level\x18\x03 \x01(\x05R\n" +
+	"delayLevel\x12.\n" +
+	"\x13max_reconsume_times\x18\x04 \x01(\x05R\x11maxReconsumeTimes\"\xaa\x01\n" +
+	"\x10SendBackResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12#\n" +
+	"\rdead_lettered\x18\x03 \x01(\bR\fdeadLettered\x12'\n" +
+	"\x0freconsume_times\x18\x04 \x01(\x05R\x0ereconsumeTimes\x12\"\n" +
+	"\rdeliver_at_ms\x18\x05 \x01(\x03R\vdeliverAtMs\"&\n" +
+	"\x14LookupMessageRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xa0\x01\n" +
+	"\x15LookupMessageResponse\x12,\n" +
+	"\amessage\x18\x01 \x01(\v2\x12.raftmq.v1.MessageR\amessage\x12\x1b\n" +
+	"\tserved_by\x18\x02 \x01(\tR\bservedBy\x12\"\n" +
+	"\rdeliver_at_ms\x18\x03 \x01(\x03R\vdeliverAtMs\x12\x18\n" +
+	"\apending\x18\x04 \x01(\bR\apending\"\x92\x01\n" +
+	"\x13FindMessagesRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12!\n" +
+	"\fmax_messages\x18\x03 \x01(\rR\vmaxMessages\x12\x19\n" +
+	"\bbegin_ms\x18\x04 \x01(\x03R\abeginMs\x12\x15\n" +
+	"\x06end_ms\x18\x05 \x01(\x03R\x05endMs\"c\n" +
+	"\x14FindMessagesResponse\x12.\n" +
+	"\bmessages\x18\x01 \x03(\v2\x12.raftmq.v1.MessageR\bmessages\x12\x1b\n" +
+	"\tserved_by\x18\x02 \x01(\tR\bservedBy\"?\n" +
+	"\x17ResendDeadLetterRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"R\n" +
+	"\x18ResendDeadLetterResponse\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12 \n" +
+	"\x03ack\x18\x02 \x01(\v2\x0e.raftmq.v1.AckR\x03ack\"J\n" +
+	"\x12UpdateTopicRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
+	"\x04perm\x18\x02 \x01(\rH\x00R\x04perm\x88\x01\x01B\a\n" +
+	"\x05_perm\"A\n" +
+	"\x13UpdateTopicResponse\x12*\n" +
+	"\x05topic\x18\x01 \x01(\v2\x14.raftmq.v1.TopicInfoR\x05topic\">\n" +
+	"\x12DeleteTopicRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\x15\n" +
+	"\x13DeleteTopicResponse\"w\n" +
+	"\x12UpdateGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x123\n" +
+	"\x13max_reconsume_times\x18\x02 \x01(\x05H\x00R\x11maxReconsumeTimes\x88\x01\x01B\x16\n" +
+	"\x14_max_reconsume_times\"K\n" +
+	"\x13UpdateGroupResponse\x124\n" +
+	"\bsettings\x18\x01 \x01(\v2\x18.raftmq.v1.GroupSettingsR\bsettings\"@\n" +
+	"\x12DeleteGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\x15\n" +
+	"\x13DeleteGroupResponse\"6\n" +
+	"\bQueueRef\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\x05R\x05queue\"s\n" +
+	"\x11LockQueuesRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12+\n" +
+	"\x06queues\x18\x03 \x03(\v2\x13.raftmq.v1.QueueRefR\x06queues\"\\\n" +
+	"\x12LockQueuesResponse\x12+\n" +
+	"\x06locked\x18\x01 \x03(\v2\x13.raftmq.v1.QueueRefR\x06locked\x12\x19\n" +
+	"\blease_ms\x18\x02 \x01(\rR\aleaseMs\"u\n" +
+	"\x13UnlockQueuesRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12+\n" +
+	"\x06queues\x18\x03 \x03(\v2\x13.raftmq.v1.QueueRefR\x06queues\"\x16\n" +
+	"\x14UnlockQueuesResponse*\x97\x01\n" +
 	"\n" +
 	"PullStatus\x12\x1b\n" +
 	"\x17PULL_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -3332,7 +4703,7 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x1dSUGGESTION_REASON_NOT_APPLIED\x10\v\x12\x1e\n" +
 	"\x1aSUGGESTION_REASON_NOT_HELD\x10\f\x12\x1f\n" +
 	"\x1bSUGGESTION_REASON_CAUGHT_UP\x10\r\x12\x1d\n" +
-	"\x19SUGGESTION_REASON_DAMAGED\x10\x0e2\xc1\t\n" +
+	"\x19SUGGESTION_REASON_DAMAGED\x10\x0e2\xdc\x0f\n" +
 	"\x06Broker\x12@\n" +
 	"\aProduce\x12\x19.raftmq.v1.ProduceRequest\x1a\x1a.raftmq.v1.ProduceResponse\x127\n" +
 	"\x04Pull\x12\x16.raftmq.v1.PullRequest\x1a\x17.raftmq.v1.PullResponse\x12R\n" +
@@ -3353,7 +4724,18 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x06Status\x12\x18.raftmq.v1.StatusRequest\x1a\x19.raftmq.v1.StatusResponse\x12U\n" +
 	"\x0eTransferLeader\x12 .raftmq.v1.TransferLeaderRequest\x1a!.raftmq.v1.TransferLeaderResponse\x12F\n" +
 	"\tAddMember\x12\x1b.raftmq.v1.AddMemberRequest\x1a\x1c.raftmq.v1.AddMemberResponse\x12O\n" +
-	"\fRemoveMember\x12\x1e.raftmq.v1.RemoveMemberRequest\x1a\x1f.raftmq.v1.RemoveMemberResponse2\x93\x01\n" +
+	"\fRemoveMember\x12\x1e.raftmq.v1.RemoveMemberRequest\x1a\x1f.raftmq.v1.RemoveMemberResponse\x12C\n" +
+	"\bSendBack\x12\x1a.raftmq.v1.SendBackRequest\x1a\x1b.raftmq.v1.SendBackResponse\x12R\n" +
+	"\rLookupMessage\x12\x1f.raftmq.v1.LookupMessageRequest\x1a .raftmq.v1.LookupMessageResponse\x12O\n" +
+	"\fFindMessages\x12\x1e.raftmq.v1.FindMessagesRequest\x1a\x1f.raftmq.v1.FindMessagesResponse\x12[\n" +
+	"\x10ResendDeadLetter\x12\".raftmq.v1.ResendDeadLetterRequest\x1a#.raftmq.v1.ResendDeadLetterResponse\x12L\n" +
+	"\vUpdateTopic\x12\x1d.raftmq.v1.UpdateTopicRequest\x1a\x1e.raftmq.v1.UpdateTopicResponse\x12L\n" +
+	"\vDeleteTopic\x12\x1d.raftmq.v1.DeleteTopicRequest\x1a\x1e.raftmq.v1.DeleteTopicResponse\x12L\n" +
+	"\vUpdateGroup\x12\x1d.raftmq.v1.UpdateGroupRequest\x1a\x1e.raftmq.v1.UpdateGroupResponse\x12L\n" +
+	"\vDeleteGroup\x12\x1d.raftmq.v1.DeleteGroupRequest\x1a\x1e.raftmq.v1.DeleteGroupResponse\x12I\n" +
+	"\n" +
+	"LockQueues\x12\x1c.raftmq.v1.LockQueuesRequest\x1a\x1d.raftmq.v1.LockQueuesResponse\x12O\n" +
+	"\fUnlockQueues\x12\x1e.raftmq.v1.UnlockQueuesRequest\x1a\x1f.raftmq.v1.UnlockQueuesResponse2\x93\x01\n" +
 	"\x04Peer\x12F\n" +
 	"\tNodeState\x12\x1b.raftmq.v1.NodeStateRequest\x1a\x1c.raftmq.v1.NodeStateResponse\x12C\n" +
 	"\bRegister\x12\x1a.raftmq.v1.RegisterRequest\x1a\x1b.raftmq.v1.RegisterResponseB\"Z github.com/raftmq/raftmq/api;apib\x06proto3"
@@ -3371,65 +4753,87 @@ func file_api_raftmq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftmq_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_raftmq_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_api_raftmq_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_api_raftmq_proto_goTypes = []any{
-	(PullStatus)(0),                // 0: raftmq.v1.PullStatus
-	(SuggestionReason)(0),          // 1: raftmq.v1.SuggestionReason
-	(*ProduceMessage)(nil),         // 2: raftmq.v1.ProduceMessage
-	(*ProduceRequest)(nil),         // 3: raftmq.v1.ProduceRequest
-	(*Ack)(nil),                    // 4: raftmq.v1.Ack
-	(*ProduceResponse)(nil),        // 5: raftmq.v1.ProduceResponse
-	(*Message)(nil),                // 6: raftmq.v1.Message
-	(*PullRequest)(nil),            // 7: raftmq.v1.PullRequest
-	(*Suggestion)(nil),             // 8: raftmq.v1.Suggestion
-	(*PullResponse)(nil),           // 9: raftmq.v1.PullResponse
-	(*QueueOffset)(nil),            // 10: raftmq.v1.QueueOffset
-	(*CommitOffsetsRequest)(nil),   // 11: raftmq.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),  // 12: raftmq.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),    // 13: raftmq.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),   // 14: raftmq.v1.FetchOffsetsResponse
-	(*CreateTopicRequest)(nil),     // 15: raftmq.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),    // 16: raftmq.v1.CreateTopicResponse
-	(*ListTopicsRequest)(nil),      // 17: raftmq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),     // 18: raftmq.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),   // 19: raftmq.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),  // 20: raftmq.v1.DescribeTopicResponse
-	(*QueueInfo)(nil),              // 21: raftmq.v1.QueueInfo
-	(*TopicInfo)(nil),              // 22: raftmq.v1.TopicInfo
-	(*JoinGroupRequest)(nil),       // 23: raftmq.v1.JoinGroupRequest
-	(*Assignment)(nil),             // 24: raftmq.v1.Assignment
-	(*JoinGroupResponse)(nil),      // 25: raftmq.v1.JoinGroupResponse
-	(*LeaveGroupRequest)(nil),      // 26: raftmq.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),     // 27: raftmq.v1.LeaveGroupResponse
-	(*ListGroupsRequest)(nil),      // 28: raftmq.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),     // 29: raftmq.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),   // 30: raftmq.v1.DescribeGroupRequest
-	(*GroupMember)(nil),            // 31: raftmq.v1.GroupMember
-	(*GroupQueue)(nil),             // 32: raftmq.v1.GroupQueue
-	(*DescribeGroupResponse)(nil),  // 33: raftmq.v1.DescribeGroupResponse
-	(*ResetGroupRequest)(nil),      // 34: raftmq.v1.ResetGroupRequest
-	(*ResetGroupResponse)(nil),     // 35: raftmq.v1.ResetGroupResponse
-	(*StatusRequest)(nil),          // 36: raftmq.v1.StatusRequest
-	(*NodeStatus)(nil),             // 37: raftmq.v1.NodeStatus
-	(*StatusResponse)(nil),         // 38: raftmq.v1.StatusResponse
-	(*TransferLeaderRequest)(nil),  // 39: raftmq.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 40: raftmq.v1.TransferLeaderResponse
-	(*AddMemberRequest)(nil),       // 41: raftmq.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),      // 42: raftmq.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),    // 43: raftmq.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 44: raftmq.v1.RemoveMemberResponse
-	(*NodeStateRequest)(nil),       // 45: raftmq.v1.NodeStateRequest
-	(*NodeStateResponse)(nil),      // 46: raftmq.v1.NodeStateResponse
-	(*RegisterRequest)(nil),        // 47: raftmq.v1.RegisterRequest
-	(*RegisterResponse)(nil),       // 48: raftmq.v1.RegisterResponse
-	nil,                            // 49: raftmq.v1.ProduceMessage.PropertiesEntry
-	nil,                            // 50: raftmq.v1.Message.PropertiesEntry
+	(PullStatus)(0),                  // 0: raftmq.v1.PullStatus
+	(SuggestionReason)(0),            // 1: raftmq.v1.SuggestionReason
+	(*ProduceMessage)(nil),           // 2: raftmq.v1.ProduceMessage
+	(*ProduceRequest)(nil),           // 3: raftmq.v1.ProduceRequest
+	(*Ack)(nil),                      // 4: raftmq.v1.Ack
+	(*ProduceResponse)(nil),          // 5: raftmq.v1.ProduceResponse
+	(*Message)(nil),                  // 6: raftmq.v1.Message
+	(*PullRequest)(nil),              // 7: raftmq.v1.PullRequest
+	(*Suggestion)(nil),               // 8: raftmq.v1.Suggestion
+	(*PullResponse)(nil),             // 9: raftmq.v1.PullResponse
+	(*QueueOffset)(nil),              // 10: raftmq.v1.QueueOffset
+	(*CommitOffsetsRequest)(nil),     // 11: raftmq.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),    // 12: raftmq.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),      // 13: raftmq.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),     // 14: raftmq.v1.FetchOffsetsResponse
+	(*CreateTopicRequest)(nil),       // 15: raftmq.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),      // 16: raftmq.v1.CreateTopicResponse
+	(*ListTopicsRequest)(nil),        // 17: raftmq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),       // 18: raftmq.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),     // 19: raftmq.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),    // 20: raftmq.v1.DescribeTopicResponse
+	(*QueueInfo)(nil),                // 21: raftmq.v1.QueueInfo
+	(*TopicInfo)(nil),                // 22: raftmq.v1.TopicInfo
+	(*JoinGroupRequest)(nil),         // 23: raftmq.v1.JoinGroupRequest
+	(*Assignment)(nil),               // 24: raftmq.v1.Assignment
+	(*JoinGroupResponse)(nil),        // 25: raftmq.v1.JoinGroupResponse
+	(*LeaveGroupRequest)(nil),        // 26: raftmq.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),       // 27: raftmq.v1.LeaveGroupResponse
+	(*ListGroupsRequest)(nil),        // 28: raftmq.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),       // 29: raftmq.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),     // 30: raftmq.v1.DescribeGroupRequest
+	(*GroupMember)(nil),              // 31: raftmq.v1.GroupMember
+	(*GroupQueue)(nil),               // 32: raftmq.v1.GroupQueue
+	(*DescribeGroupResponse)(nil),    // 33: raftmq.v1.DescribeGroupResponse
+	(*GroupSettings)(nil),            // 34: raftmq.v1.GroupSettings
+	(*ResetGroupRequest)(nil),        // 35: raftmq.v1.ResetGroupRequest
+	(*ResetGroupResponse)(nil),       // 36: raftmq.v1.ResetGroupResponse
+	(*StatusRequest)(nil),            // 37: raftmq.v1.StatusRequest
+	(*NodeStatus)(nil),               // 38: raftmq.v1.NodeStatus
+	(*StatusResponse)(nil),           // 39: raftmq.v1.StatusResponse
+	(*TransferLeaderRequest)(nil),    // 40: raftmq.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),   // 41: raftmq.v1.TransferLeaderResponse
+	(*AddMemberRequest)(nil),         // 42: raftmq.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),        // 43: raftmq.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),      // 44: raftmq.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),     // 45: raftmq.v1.RemoveMemberResponse
+	(*NodeStateRequest)(nil),         // 46: raftmq.v1.NodeStateRequest
+	(*NodeStateResponse)(nil),        // 47: raftmq.v1.NodeStateResponse
+	(*RegisterRequest)(nil),          // 48: raftmq.v1.RegisterRequest
+	(*RegisterResponse)(nil),         // 49: raftmq.v1.RegisterResponse
+	(*SendBackRequest)(nil),          // 50: raftmq.v1.SendBackRequest
+	(*SendBackResponse)(nil),         // 51: raftmq.v1.SendBackResponse
+	(*LookupMessageRequest)(nil),     // 52: raftmq.v1.LookupMessageRequest
+	(*LookupMessageResponse)(nil),    // 53: raftmq.v1.LookupMessageResponse
+	(*FindMessagesRequest)(nil),      // 54: raftmq.v1.FindMessagesRequest
+	(*FindMessagesResponse)(nil),     // 55: raftmq.v1.FindMessagesResponse
+	(*ResendDeadLetterRequest)(nil),  // 56: raftmq.v1.ResendDeadLetterRequest
+	(*ResendDeadLetterResponse)(nil), // 57: raftmq.v1.ResendDeadLetterResponse
+	(*UpdateTopicRequest)(nil),       // 58: raftmq.v1.UpdateTopicRequest
+	(*UpdateTopicResponse)(nil),      // 59: raftmq.v1.UpdateTopicResponse
+	(*DeleteTopicRequest)(nil),       // 60: raftmq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),      // 61: raftmq.v1.DeleteTopicResponse
+	(*UpdateGroupRequest)(nil),       // 62: raftmq.v1.UpdateGroupRequest
+	(*UpdateGroupResponse)(nil),      // 63: raftmq.v1.UpdateGroupResponse
+	(*DeleteGroupRequest)(nil),       // 64: raftmq.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),      // 65: raftmq.v1.DeleteGroupResponse
+	(*QueueRef)(nil),                 // 66: raftmq.v1.QueueRef
+	(*LockQueuesRequest)(nil),        // 67: raftmq.v1.LockQueuesRequest
+	(*LockQueuesResponse)(nil),       // 68: raftmq.v1.LockQueuesResponse
+	(*UnlockQueuesRequest)(nil),      // 69: raftmq.v1.UnlockQueuesRequest
+	(*UnlockQueuesResponse)(nil),     // 70: raftmq.v1.UnlockQueuesResponse
+	nil,                              // 71: raftmq.v1.ProduceMessage.PropertiesEntry
+	nil,                              // 72: raftmq.v1.Message.PropertiesEntry
 }
 var file_api_raftmq_proto_depIdxs = []int32{
-	49, // 0: raftmq.v1.ProduceMessage.properties:type_name -> raftmq.v1.ProduceMessage.PropertiesEntry
+	71, // 0: raftmq.v1.ProduceMessage.properties:type_name -> raftmq.v1.ProduceMessage.PropertiesEntry
 	2,  // 1: raftmq.v1.ProduceRequest.messages:type_name -> raftmq.v1.ProduceMessage
 	4,  // 2: raftmq.v1.ProduceResponse.acks:type_name -> raftmq.v1.Ack
-	50, // 3: raftmq.v1.Message.properties:type_name -> raftmq.v1.Message.PropertiesEntry
+	72, // 3: raftmq.v1.Message.properties:type_name -> raftmq.v1.Message.PropertiesEntry
 	1,  // 4: raftmq.v1.Suggestion.code:type_name -> raftmq.v1.SuggestionReason
 	0,  // 5: raftmq.v1.PullResponse.status:type_name -> raftmq.v1.PullStatus
 	6,  // 6: raftmq.v1.PullResponse.messages:type_name -> raftmq.v1.Message
@@ -3444,49 +4848,78 @@ var file_api_raftmq_proto_depIdxs = []int32{
 	24, // 15: raftmq.v1.GroupMember.assignments:type_name -> raftmq.v1.Assignment
 	31, // 16: raftmq.v1.DescribeGroupResponse.members:type_name -> raftmq.v1.GroupMember
 	32, // 17: raftmq.v1.DescribeGroupResponse.queues:type_name -> raftmq.v1.GroupQueue
-	10, // 18: raftmq.v1.ResetGroupResponse.offsets:type_name -> raftmq.v1.QueueOffset
-	37, // 19: raftmq.v1.StatusResponse.nodes:type_name -> raftmq.v1.NodeStatus
-	3,  // 20: raftmq.v1.Broker.Produce:input_type -> raftmq.v1.ProduceRequest
-	7,  // 21: raftmq.v1.Broker.Pull:input_type -> raftmq.v1.PullRequest
-	11, // 22: raftmq.v1.Broker.CommitOffsets:input_type -> raftmq.v1.CommitOffsetsRequest
-	13, // 23: raftmq.v1.Broker.FetchOffsets:input_type -> raftmq.v1.FetchOffsetsRequest
-	15, // 24: raftmq.v1.Broker.CreateTopic:input_type -> raftmq.v1.CreateTopicRequest
-	17, // 25: raftmq.v1.Broker.ListTopics:input_type -> raftmq.v1.ListTopicsRequest
-	19, // 26: raftmq.v1.Broker.DescribeTopic:input_type -> raftmq.v1.DescribeTopicRequest
-	23, // 27: raftmq.v1.Broker.JoinGroup:input_type -> raftmq.v1.JoinGroupRequest
-	26, // 28: raftmq.v1.Broker.LeaveGroup:input_type -> raftmq.v1.LeaveGroupRequest
-	28, // 29: raftmq.v1.Broker.ListGroups:input_type -> raftmq.v1.ListGroupsRequest
-	30, // 30: raftmq.v1.Broker.DescribeGroup:input_type -> raftmq.v1.DescribeGroupRequest
-	34, // 31: raftmq.v1.Broker.ResetGroup:input_type -> raftmq.v1.ResetGroupRequest
-	36, // 32: raftmq.v1.Broker.Status:input_type -> raftmq.v1.StatusRequest
-	39, // 33: raftmq.v1.Broker.TransferLeader:input_type -> raftmq.v1.TransferLeaderRequest
-	41, // 34: raftmq.v1.Broker.AddMember:input_type -> raftmq.v1.AddMemberRequest
-	43, // 35: raftmq.v1.Broker.RemoveMember:input_type -> raftmq.v1.RemoveMemberRequest
-	45, // 36: raftmq.v1.Peer.NodeState:input_type -> raftmq.v1.NodeStateRequest
-	47, // 37: raftmq.v1.Peer.Register:input_type -> raftmq.v1.RegisterRequest
-	5,  // 38: raftmq.v1.Broker.Produce:output_type -> raftmq.v1.ProduceResponse
-	9,  // 39: raftmq.v1.Broker.Pull:output_type -> raftmq.v1.PullResponse
-	12, // 40: raftmq.v1.Broker.CommitOffsets:output_type -> raftmq.v1.CommitOffsetsResponse
-	14, // 41: raftmq.v1.Broker.FetchOffsets:output_type -> raftmq.v1.FetchOffsetsResponse
-	16, // 42: raftmq.v1.Broker.CreateTopic:output_type -> raftmq.v1.CreateTopicResponse
-	18, // 43: raftmq.v1.Broker.ListTopics:output_type -> raftmq.v1.ListTopicsResponse
-	20, // 44: raftmq.v1.Broker.DescribeTopic:output_type -> raftmq.v1.DescribeTopicResponse
-	25, // 45: raftmq.v1.Broker.JoinGroup:output_type -> raftmq.v1.JoinGroupResponse
-	27, // 46: raftmq.v1.Broker.LeaveGroup:output_type -> raftmq.v1.LeaveGroupResponse
-	29, // 47: raftmq.v1.Broker.ListGroups:output_type -> raftmq.v1.ListGroupsResponse
-	33, // 48: raftmq.v1.Broker.DescribeGroup:output_type -> raftmq.v1.DescribeGroupResponse
-	35, // 49: raftmq.v1.Broker.ResetGroup:output_type -> raftmq.v1.ResetGroupResponse
-	38, // 50: raftmq.v1.Broker.Status:output_type -> raftmq.v1.StatusResponse
-	40, // 51: raftmq.v1.Broker.TransferLeader:output_type -> raftmq.v1.TransferLeaderResponse
-	42, // 52: raftmq.v1.Broker.AddMember:output_type -> raftmq.v1.AddMemberResponse
-	44, // 53: raftmq.v1.Broker.RemoveMember:output_type -> raftmq.v1.RemoveMemberResponse
-	46, // 54: raftmq.v1.Peer.NodeState:output_type -> raftmq.v1.NodeStateResponse
-	48, // 55: raftmq.v1.Peer.Register:output_type -> raftmq.v1.RegisterResponse
-	38, // [38:56] is the sub-list for method output_type
-	20, // [20:38] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	34, // 18: raftmq.v1.DescribeGroupResponse.settings:type_name -> raftmq.v1.GroupSettings
+	10, // 19: raftmq.v1.ResetGroupResponse.offsets:type_name -> raftmq.v1.QueueOffset
+	38, // 20: raftmq.v1.StatusResponse.nodes:type_name -> raftmq.v1.NodeStatus
+	6,  // 21: raftmq.v1.LookupMessageResponse.message:type_name -> raftmq.v1.Message
+	6,  // 22: raftmq.v1.FindMessagesResponse.messages:type_name -> raftmq.v1.Message
+	4,  // 23: raftmq.v1.ResendDeadLetterResponse.ack:type_name -> raftmq.v1.Ack
+	22, // 24: raftmq.v1.UpdateTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
+	34, // 25: raftmq.v1.UpdateGroupResponse.settings:type_name -> raftmq.v1.GroupSettings
+	66, // 26: raftmq.v1.LockQueuesRequest.queues:type_name -> raftmq.v1.QueueRef
+	66, // 27: raftmq.v1.LockQueuesResponse.locked:type_name -> raftmq.v1.QueueRef
+	66, // 28: raftmq.v1.UnlockQueuesRequest.queues:type_name -> raftmq.v1.QueueRef
+	3,  // 29: raftmq.v1.Broker.Produce:input_type -> raftmq.v1.ProduceRequest
+	7,  // 30: raftmq.v1.Broker.Pull:input_type -> raftmq.v1.PullRequest
+	11, // 31: raftmq.v1.Broker.CommitOffsets:input_type -> raftmq.v1.CommitOffsetsRequest
+	13, // 32: raftmq.v1.Broker.FetchOffsets:input_type -> raftmq.v1.FetchOffsetsRequest
+	15, // 33: raftmq.v1.Broker.CreateTopic:input_type -> raftmq.v1.CreateTopicRequest
+	17, // 34: raftmq.v1.Broker.ListTopics:input_type -> raftmq.v1.ListTopicsRequest
+	19, // 35: raftmq.v1.Broker.DescribeTopic:input_type -> raftmq.v1.DescribeTopicRequest
+	23, // 36: raftmq.v1.Broker.JoinGroup:input_type -> raftmq.v1.JoinGroupRequest
+	26, // 37: raftmq.v1.Broker.LeaveGroup:input_type -> raftmq.v1.LeaveGroupRequest
+	28, // 38: raftmq.v1.Broker.ListGroups:input_type -> raftmq.v1.ListGroupsRequest
+	30, // 39: raftmq.v1.Broker.DescribeGroup:input_type -> raftmq.v1.DescribeGroupRequest
+	35, // 40: raftmq.v1.Broker.ResetGroup:input_type -> raftmq.v1.ResetGroupRequest
+	37, // 41: raftmq.v1.Broker.Status:input_type -> raftmq.v1.StatusRequest
+	40, // 42: raftmq.v1.Broker.TransferLeader:input_type -> raftmq.v1.TransferLeaderRequest
+	42, // 43: raftmq.v1.Broker.AddMember:input_type -> raftmq.v1.AddMemberRequest
+	44, // 44: raftmq.v1.Broker.RemoveMember:input_type -> raftmq.v1.RemoveMemberRequest
+	50, // 45: raftmq.v1.Broker.SendBack:input_type -> raftmq.v1.SendBackRequest
+	52, // 46: raftmq.v1.Broker.LookupMessage:input_type -> raftmq.v1.LookupMessageRequest
+	54, // 47: raftmq.v1.Broker.FindMessages:input_type -> raftmq.v1.FindMessagesRequest
+	56, // 48: raftmq.v1.Broker.ResendDeadLetter:input_type -> raftmq.v1.ResendDeadLetterRequest
+	58, // 49: raftmq.v1.Broker.UpdateTopic:input_type -> raftmq.v1.UpdateTopicRequest
+	60, // 50: raftmq.v1.Broker.DeleteTopic:input_type -> raftmq.v1.DeleteTopicRequest
+	62, // 51: raftmq.v1.Broker.UpdateGroup:input_type -> raftmq.v1.UpdateGroupRequest
+	64, // 52: raftmq.v1.Broker.DeleteGroup:input_type -> raftmq.v1.DeleteGroupRequest
+	67, // 53: raftmq.v1.Broker.LockQueues:input_type -> raftmq.v1.LockQueuesRequest
+	69, // 54: raftmq.v1.Broker.UnlockQueues:input_type -> raftmq.v1.UnlockQueuesRequest
+	46, // 55: raftmq.v1.Peer.NodeState:input_type -> raftmq.v1.NodeStateRequest
+	48, // 56: raftmq.v1.Peer.Register:input_type -> raftmq.v1.RegisterRequest
+	5,  // 57: raftmq.v1.Broker.Produce:output_type -> raftmq.v1.ProduceResponse
+	9,  // 58: raftmq.v1.Broker.Pull:output_type -> raftmq.v1.PullResponse
+	12, // 59: raftmq.v1.Broker.CommitOffsets:output_type -> raftmq.v1.CommitOffsetsResponse
+	14, // 60: raftmq.v1.Broker.FetchOffsets:output_type -> raftmq.v1.FetchOffsetsResponse
+	16, // 61: raftmq.v1.Broker.CreateTopic:output_type -> raftmq.v1.CreateTopicResponse
+	18, // 62: raftmq.v1.Broker.ListTopics:output_type -> raftmq.v1.ListTopicsResponse
+	20, // 63: raftmq.v1.Broker.DescribeTopic:output_type -> raftmq.v1.DescribeTopicResponse
+	25, // 64: raftmq.v1.Broker.JoinGroup:output_type -> raftmq.v1.JoinGroupResponse
+	27, // 65: raftmq.v1.Broker.LeaveGroup:output_type -> raftmq.v1.LeaveGroupResponse
+	29, // 66: raftmq.v1.Broker.ListGroups:output_type -> raftmq.v1.ListGroupsResponse
+	33, // 67: raftmq.v1.Broker.DescribeGroup:output_type -> raftmq.v1.DescribeGroupResponse
+	36, // 68: raftmq.v1.Broker.ResetGroup:output_type -> raftmq.v1.ResetGroupResponse
+	39, // 69: raftmq.v1.Broker.Status:output_type -> raftmq.v1.StatusResponse
+	41, // 70: raftmq.v1.Broker.TransferLeader:output_type -> raftmq.v1.TransferLeaderResponse
+	43, // 71: raftmq.v1.Broker.AddMember:output_type -> raftmq.v1.AddMemberResponse
+	45, // 72: raftmq.v1.Broker.RemoveMember:output_type -> raftmq.v1.RemoveMemberResponse
+	51, // 73: raftmq.v1.Broker.SendBack:output_type -> raftmq.v1.SendBackResponse
+	53, // 74: raftmq.v1.Broker.LookupMessage:output_type -> raftmq.v1.LookupMessageResponse
+	55, // 75: raftmq.v1.Broker.FindMessages:output_type -> raftmq.v1.FindMessagesResponse
+	57, // 76: raftmq.v1.Broker.ResendDeadLetter:output_type -> raftmq.v1.ResendDeadLetterResponse
+	59, // 77: raftmq.v1.Broker.UpdateTopic:output_type -> raftmq.v1.UpdateTopicResponse
+	61, // 78: raftmq.v1.Broker.DeleteTopic:output_type -> raftmq.v1.DeleteTopicResponse
+	63, // 79: raftmq.v1.Broker.UpdateGroup:output_type -> raftmq.v1.UpdateGroupResponse
+	65, // 80: raftmq.v1.Broker.DeleteGroup:output_type -> raftmq.v1.DeleteGroupResponse
+	68, // 81: raftmq.v1.Broker.LockQueues:output_type -> raftmq.v1.LockQueuesResponse
+	70, // 82: raftmq.v1.Broker.UnlockQueues:output_type -> raftmq.v1.UnlockQueuesResponse
+	47, // 83: raftmq.v1.Peer.NodeState:output_type -> raftmq.v1.NodeStateResponse
+	49, // 84: raftmq.v1.Peer.Register:output_type -> raftmq.v1.RegisterResponse
+	57, // [57:85] is the sub-list for method output_type
+	29, // [29:57] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_api_raftmq_proto_init() }
@@ -3495,13 +4928,15 @@ func file_api_raftmq_proto_init() {
 		return
 	}
 	file_api_raftmq_proto_msgTypes[0].OneofWrappers = []any{}
+	file_api_raftmq_proto_msgTypes[56].OneofWrappers = []any{}
+	file_api_raftmq_proto_msgTypes[60].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftmq_proto_rawDesc), len(file_api_raftmq_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   49,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

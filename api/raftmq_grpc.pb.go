@@ -28,22 +28,32 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Broker_Produce_FullMethodName        = "/raftmq.v1.Broker/Produce"
-	Broker_Pull_FullMethodName           = "/raftmq.v1.Broker/Pull"
-	Broker_CommitOffsets_FullMethodName  = "/raftmq.v1.Broker/CommitOffsets"
-	Broker_FetchOffsets_FullMethodName   = "/raftmq.v1.Broker/FetchOffsets"
-	Broker_CreateTopic_FullMethodName    = "/raftmq.v1.Broker/CreateTopic"
-	Broker_ListTopics_FullMethodName     = "/raftmq.v1.Broker/ListTopics"
-	Broker_DescribeTopic_FullMethodName  = "/raftmq.v1.Broker/DescribeTopic"
-	Broker_JoinGroup_FullMethodName      = "/raftmq.v1.Broker/JoinGroup"
-	Broker_LeaveGroup_FullMethodName     = "/raftmq.v1.Broker/LeaveGroup"
-	Broker_ListGroups_FullMethodName     = "/raftmq.v1.Broker/ListGroups"
-	Broker_DescribeGroup_FullMethodName  = "/raftmq.v1.Broker/DescribeGroup"
-	Broker_ResetGroup_FullMethodName     = "/raftmq.v1.Broker/ResetGroup"
-	Broker_Status_FullMethodName         = "/raftmq.v1.Broker/Status"
-	Broker_TransferLeader_FullMethodName = "/raftmq.v1.Broker/TransferLeader"
-	Broker_AddMember_FullMethodName      = "/raftmq.v1.Broker/AddMember"
-	Broker_RemoveMember_FullMethodName   = "/raftmq.v1.Broker/RemoveMember"
+	Broker_Produce_FullMethodName          = "/raftmq.v1.Broker/Produce"
+	Broker_Pull_FullMethodName             = "/raftmq.v1.Broker/Pull"
+	Broker_CommitOffsets_FullMethodName    = "/raftmq.v1.Broker/CommitOffsets"
+	Broker_FetchOffsets_FullMethodName     = "/raftmq.v1.Broker/FetchOffsets"
+	Broker_CreateTopic_FullMethodName      = "/raftmq.v1.Broker/CreateTopic"
+	Broker_ListTopics_FullMethodName       = "/raftmq.v1.Broker/ListTopics"
+	Broker_DescribeTopic_FullMethodName    = "/raftmq.v1.Broker/DescribeTopic"
+	Broker_JoinGroup_FullMethodName        = "/raftmq.v1.Broker/JoinGroup"
+	Broker_LeaveGroup_FullMethodName       = "/raftmq.v1.Broker/LeaveGroup"
+	Broker_ListGroups_FullMethodName       = "/raftmq.v1.Broker/ListGroups"
+	Broker_DescribeGroup_FullMethodName    = "/raftmq.v1.Broker/DescribeGroup"
+	Broker_ResetGroup_FullMethodName       = "/raftmq.v1.Broker/ResetGroup"
+	Broker_Status_FullMethodName           = "/raftmq.v1.Broker/Status"
+	Broker_TransferLeader_FullMethodName   = "/raftmq.v1.Broker/TransferLeader"
+	Broker_AddMember_FullMethodName        = "/raftmq.v1.Broker/AddMember"
+	Broker_RemoveMember_FullMethodName     = "/raftmq.v1.Broker/RemoveMember"
+	Broker_SendBack_FullMethodName         = "/raftmq.v1.Broker/SendBack"
+	Broker_LookupMessage_FullMethodName    = "/raftmq.v1.Broker/LookupMessage"
+	Broker_FindMessages_FullMethodName     = "/raftmq.v1.Broker/FindMessages"
+	Broker_ResendDeadLetter_FullMethodName = "/raftmq.v1.Broker/ResendDeadLetter"
+	Broker_UpdateTopic_FullMethodName      = "/raftmq.v1.Broker/UpdateTopic"
+	Broker_DeleteTopic_FullMethodName      = "/raftmq.v1.Broker/DeleteTopic"
+	Broker_UpdateGroup_FullMethodName      = "/raftmq.v1.Broker/UpdateGroup"
+	Broker_DeleteGroup_FullMethodName      = "/raftmq.v1.Broker/DeleteGroup"
+	Broker_LockQueues_FullMethodName       = "/raftmq.v1.Broker/LockQueues"
+	Broker_UnlockQueues_FullMethodName     = "/raftmq.v1.Broker/UnlockQueues"
 )
 
 // BrokerClient is the client API for Broker service.
@@ -70,6 +80,28 @@ type BrokerClient interface {
 	TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error)
 	AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*AddMemberResponse, error)
 	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error)
+	// RocketMQ's message semantics (docs/semantics.md).
+	//
+	// SendBack is a consumer's "consume later": the message is stored again in
+	// the group's retry topic %RETRY%<group>, delivered after delay level
+	// 3 + its reconsume count, or in %DLQ%<group> once that count passes the
+	// group's max reconsume times.
+	SendBack(ctx context.Context, in *SendBackRequest, opts ...grpc.CallOption) (*SendBackResponse, error)
+	// LookupMessage reads one message by id (the id encodes its log position).
+	LookupMessage(ctx context.Context, in *LookupMessageRequest, opts ...grpc.CallOption) (*LookupMessageResponse, error)
+	// FindMessages finds a topic's messages by key.
+	FindMessages(ctx context.Context, in *FindMessagesRequest, opts ...grpc.CallOption) (*FindMessagesResponse, error)
+	// ResendDeadLetter sends a message of %DLQ%<group> back to its original topic.
+	ResendDeadLetter(ctx context.Context, in *ResendDeadLetterRequest, opts ...grpc.CallOption) (*ResendDeadLetterResponse, error)
+	UpdateTopic(ctx context.Context, in *UpdateTopicRequest, opts ...grpc.CallOption) (*UpdateTopicResponse, error)
+	DeleteTopic(ctx context.Context, in *DeleteTopicRequest, opts ...grpc.CallOption) (*DeleteTopicResponse, error)
+	UpdateGroup(ctx context.Context, in *UpdateGroupRequest, opts ...grpc.CallOption) (*UpdateGroupResponse, error)
+	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
+	// LockQueues takes or renews a member's orderly-consumption locks (RocketMQ's
+	// LOCK_BATCH_MQ) and answers the queues it holds; a lock lapses when not
+	// renewed within the lock lease.
+	LockQueues(ctx context.Context, in *LockQueuesRequest, opts ...grpc.CallOption) (*LockQueuesResponse, error)
+	UnlockQueues(ctx context.Context, in *UnlockQueuesRequest, opts ...grpc.CallOption) (*UnlockQueuesResponse, error)
 }
 
 type brokerClient struct {
@@ -240,6 +272,106 @@ func (c *brokerClient) RemoveMember(ctx context.Context, in *RemoveMemberRequest
 	return out, nil
 }
 
+func (c *brokerClient) SendBack(ctx context.Context, in *SendBackRequest, opts ...grpc.CallOption) (*SendBackResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SendBackResponse)
+	err := c.cc.Invoke(ctx, Broker_SendBack_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) LookupMessage(ctx context.Context, in *LookupMessageRequest, opts ...grpc.CallOption) (*LookupMessageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LookupMessageResponse)
+	err := c.cc.Invoke(ctx, Broker_LookupMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) FindMessages(ctx context.Context, in *FindMessagesRequest, opts ...grpc.CallOption) (*FindMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FindMessagesResponse)
+	err := c.cc.Invoke(ctx, Broker_FindMessages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) ResendDeadLetter(ctx context.Context, in *ResendDeadLetterRequest, opts ...grpc.CallOption) (*ResendDeadLetterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResendDeadLetterResponse)
+	err := c.cc.Invoke(ctx, Broker_ResendDeadLetter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) UpdateTopic(ctx context.Context, in *UpdateTopicRequest, opts ...grpc.CallOption) (*UpdateTopicResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateTopicResponse)
+	err := c.cc.Invoke(ctx, Broker_UpdateTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) DeleteTopic(ctx context.Context, in *DeleteTopicRequest, opts ...grpc.CallOption) (*DeleteTopicResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteTopicResponse)
+	err := c.cc.Invoke(ctx, Broker_DeleteTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) UpdateGroup(ctx context.Context, in *UpdateGroupRequest, opts ...grpc.CallOption) (*UpdateGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateGroupResponse)
+	err := c.cc.Invoke(ctx, Broker_UpdateGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteGroupResponse)
+	err := c.cc.Invoke(ctx, Broker_DeleteGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) LockQueues(ctx context.Context, in *LockQueuesRequest, opts ...grpc.CallOption) (*LockQueuesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LockQueuesResponse)
+	err := c.cc.Invoke(ctx, Broker_LockQueues_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) UnlockQueues(ctx context.Context, in *UnlockQueuesRequest, opts ...grpc.CallOption) (*UnlockQueuesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnlockQueuesResponse)
+	err := c.cc.Invoke(ctx, Broker_UnlockQueues_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BrokerServer is the server API for Broker service.
 // All implementations must embed UnimplementedBrokerServer
 // for forward compatibility.
@@ -264,6 +396,28 @@ type BrokerServer interface {
 	TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error)
 	AddMember(context.Context, *AddMemberRequest) (*AddMemberResponse, error)
 	RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error)
+	// RocketMQ's message semantics (docs/semantics.md).
+	//
+	// SendBack is a consumer's "consume later": the message is stored again in
+	// the group's retry topic %RETRY%<group>, delivered after delay level
+	// 3 + its reconsume count, or in %DLQ%<group> once that count passes the
+	// group's max reconsume times.
+	SendBack(context.Context, *SendBackRequest) (*SendBackResponse, error)
+	// LookupMessage reads one message by id (the id encodes its log position).
+	LookupMessage(context.Context, *LookupMessageRequest) (*LookupMessageResponse, error)
+	// FindMessages finds a topic's messages by key.
+	FindMessages(context.Context, *FindMessagesRequest) (*FindMessagesResponse, error)
+	// ResendDeadLetter sends a message of %DLQ%<group> back to its original topic.
+	ResendDeadLetter(context.Context, *ResendDeadLetterRequest) (*ResendDeadLetterResponse, error)
+	UpdateTopic(context.Context, *UpdateTopicRequest) (*UpdateTopicResponse, error)
+	DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error)
+	UpdateGroup(context.Context, *UpdateGroupRequest) (*UpdateGroupResponse, error)
+	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
+	// LockQueues takes or renews a member's orderly-consumption locks (RocketMQ's
+	// LOCK_BATCH_MQ) and answers the queues it holds; a lock lapses when not
+	// renewed within the lock lease.
+	LockQueues(context.Context, *LockQueuesRequest) (*LockQueuesResponse, error)
+	UnlockQueues(context.Context, *UnlockQueuesRequest) (*UnlockQueuesResponse, error)
 	mustEmbedUnimplementedBrokerServer()
 }
 
@@ -321,6 +475,36 @@ func (UnimplementedBrokerServer) AddMember(context.Context, *AddMemberRequest) (
 }
 func (UnimplementedBrokerServer) RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveMember not implemented")
+}
+func (UnimplementedBrokerServer) SendBack(context.Context, *SendBackRequest) (*SendBackResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SendBack not implemented")
+}
+func (UnimplementedBrokerServer) LookupMessage(context.Context, *LookupMessageRequest) (*LookupMessageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LookupMessage not implemented")
+}
+func (UnimplementedBrokerServer) FindMessages(context.Context, *FindMessagesRequest) (*FindMessagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FindMessages not implemented")
+}
+func (UnimplementedBrokerServer) ResendDeadLetter(context.Context, *ResendDeadLetterRequest) (*ResendDeadLetterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResendDeadLetter not implemented")
+}
+func (UnimplementedBrokerServer) UpdateTopic(context.Context, *UpdateTopicRequest) (*UpdateTopicResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateTopic not implemented")
+}
+func (UnimplementedBrokerServer) DeleteTopic(context.Context, *DeleteTopicRequest) (*DeleteTopicResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteTopic not implemented")
+}
+func (UnimplementedBrokerServer) UpdateGroup(context.Context, *UpdateGroupRequest) (*UpdateGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateGroup not implemented")
+}
+func (UnimplementedBrokerServer) DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteGroup not implemented")
+}
+func (UnimplementedBrokerServer) LockQueues(context.Context, *LockQueuesRequest) (*LockQueuesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LockQueues not implemented")
+}
+func (UnimplementedBrokerServer) UnlockQueues(context.Context, *UnlockQueuesRequest) (*UnlockQueuesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnlockQueues not implemented")
 }
 func (UnimplementedBrokerServer) mustEmbedUnimplementedBrokerServer() {}
 func (UnimplementedBrokerServer) testEmbeddedByValue()                {}
@@ -631,6 +815,186 @@ func _Broker_RemoveMember_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Broker_SendBack_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SendBackRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).SendBack(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_SendBack_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).SendBack(ctx, req.(*SendBackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_LookupMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LookupMessageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).LookupMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_LookupMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).LookupMessage(ctx, req.(*LookupMessageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_FindMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FindMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).FindMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_FindMessages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).FindMessages(ctx, req.(*FindMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_ResendDeadLetter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResendDeadLetterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).ResendDeadLetter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_ResendDeadLetter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).ResendDeadLetter(ctx, req.(*ResendDeadLetterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_UpdateTopic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).UpdateTopic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_UpdateTopic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).UpdateTopic(ctx, req.(*UpdateTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_DeleteTopic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).DeleteTopic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_DeleteTopic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).DeleteTopic(ctx, req.(*DeleteTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_UpdateGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).UpdateGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_UpdateGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).UpdateGroup(ctx, req.(*UpdateGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_DeleteGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).DeleteGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_DeleteGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).DeleteGroup(ctx, req.(*DeleteGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_LockQueues_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LockQueuesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).LockQueues(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_LockQueues_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).LockQueues(ctx, req.(*LockQueuesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_UnlockQueues_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnlockQueuesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).UnlockQueues(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_UnlockQueues_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).UnlockQueues(ctx, req.(*UnlockQueuesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Broker_ServiceDesc is the grpc.ServiceDesc for Broker service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -701,6 +1065,46 @@ var Broker_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveMember",
 			Handler:    _Broker_RemoveMember_Handler,
+		},
+		{
+			MethodName: "SendBack",
+			Handler:    _Broker_SendBack_Handler,
+		},
+		{
+			MethodName: "LookupMessage",
+			Handler:    _Broker_LookupMessage_Handler,
+		},
+		{
+			MethodName: "FindMessages",
+			Handler:    _Broker_FindMessages_Handler,
+		},
+		{
+			MethodName: "ResendDeadLetter",
+			Handler:    _Broker_ResendDeadLetter_Handler,
+		},
+		{
+			MethodName: "UpdateTopic",
+			Handler:    _Broker_UpdateTopic_Handler,
+		},
+		{
+			MethodName: "DeleteTopic",
+			Handler:    _Broker_DeleteTopic_Handler,
+		},
+		{
+			MethodName: "UpdateGroup",
+			Handler:    _Broker_UpdateGroup_Handler,
+		},
+		{
+			MethodName: "DeleteGroup",
+			Handler:    _Broker_DeleteGroup_Handler,
+		},
+		{
+			MethodName: "LockQueues",
+			Handler:    _Broker_LockQueues_Handler,
+		},
+		{
+			MethodName: "UnlockQueues",
+			Handler:    _Broker_UnlockQueues_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
