@@ -1,0 +1,63 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// RocketMQ's names for its message semantics, shared by the broker, the SDK
+// and the remoting adapter (docs/semantics.md).
+
+// Message properties the broker writes on retry, dead-letter and delayed copies.
+const (
+	PropDelay             = "DELAY"
+	PropTimerDeliverMS    = "TIMER_DELIVER_MS"
+	PropRealTopic         = "REAL_TOPIC"
+	PropRealQueue         = "REAL_QID"
+	PropRetryTopic        = "RETRY_TOPIC"
+	PropOriginMessageID   = "ORIGIN_MESSAGE_ID"
+	PropReconsumeTime     = "RECONSUME_TIME"
+	PropMaxReconsumeTimes = "MAX_RECONSUME_TIMES"
+	PropDeadLetterReason  = "DLQ_REASON"
+	retryPrefix           = "%RETRY%"
+	deadLetterPrefix      = "%DLQ%"
+	ScheduleTopic         = "SCHEDULE_TOPIC_XXXX"
+	DefaultMaxReconsume   = 16
+	MaxMaxReconsumeTimes  = 64
+	DefaultMaxDelay       = 72 * time.Hour
+)
+
+// DelayLevels are RocketMQ's 18 delay levels; level n waits DelayLevels[n-1].
+var DelayLevels = [...]time.Duration{
+	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute,
+	6 * time.Minute, 7 * time.Minute, 8 * time.Minute, 9 * time.Minute, 10 * time.Minute,
+	20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
+}
+
+// LevelDelay is how long delay level n (1..18) waits.
+func LevelDelay(n int) (time.Duration, error) {
+	if n < 1 || n > len(DelayLevels) {
+		return 0, fmt.Errorf("delay level %d is not one of 1..%d (1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h)", n, len(DelayLevels))
+	}
+	return DelayLevels[n-1], nil
+}
+
+// RetryTopic is the topic a group's sent-back messages wait in.
+func RetryTopic(group string) string { return retryPrefix + group }
+
+// DeadLetterTopic is the topic of a group's dead letters.
+func DeadLetterTopic(group string) string { return deadLetterPrefix + group }
+
+// IsRetryTopic reports whether topic is some group's retry topic.
+func IsRetryTopic(topic string) bool { return strings.HasPrefix(topic, retryPrefix) }
+
+// IsDeadLetterTopic reports whether topic is some group's dead-letter topic.
+func IsDeadLetterTopic(topic string) bool { return strings.HasPrefix(topic, deadLetterPrefix) }
+
+// IsSystemTopic reports whether the broker owns topic (retry, dead-letter,
+// schedule): users do not create, delete or produce to it directly.
+func IsSystemTopic(topic string) bool {
+	return IsRetryTopic(topic) || IsDeadLetterTopic(topic) || topic == ScheduleTopic
+}
