@@ -1,5 +1,9 @@
 GO      ?= go
 BIN     := bin/raftmq
+# raftmq version and commit, printed by `raftmq version`.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.buildCommit=$(COMMIT)
 PKGS    := ./...
 export PATH := $(shell $(GO) env GOPATH)/bin:$(PATH)
 
@@ -8,7 +12,7 @@ export PATH := $(shell $(GO) env GOPATH)/bin:$(PATH)
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/raftmq
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/raftmq
 
 proto:
 	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }

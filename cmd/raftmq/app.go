@@ -55,6 +55,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Suggest:                true,
 		UseShortOptionHandling: true,
 		ExitErrHandler:         func(*cli.Context, error) {}, // Run returns errors; main prints them
+		Version:                versionLine(),
+		OnUsageError:           onUsageError,
+		Action:                 unknownCommand,
 		Commands: []*cli.Command{
 			serverCommand(),
 			healthCommand(),
@@ -67,10 +70,13 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			groupCommand(),
 			demoCommand(),
 			benchCommand(),
+			versionCommand(),
 		},
 	}
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionLine()) }
 	for _, c := range app.Commands {
 		addEnv(c)
+		withUsage(c)
 	}
 	return app.RunContext(ctx, interspersed(app.Commands, args))
 }

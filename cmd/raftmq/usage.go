@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version and commit are set at link time (make build: -ldflags "-X
+// main.version=... -X main.buildCommit=..."); a build without them reports what
+// the Go build info holds, or "dev" and "unknown".
+var version, buildCommit = "", ""
+
+// buildInfo is the version, the commit and the Go version of this binary.
+func buildInfo() (ver, commit, goVersion string) {
+	ver, commit = version, buildCommit
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if ver == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			ver = bi.Main.Version
+		}
+		dirty := false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				if commit == "" {
+					commit = s.Value
+				}
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if dirty && commit != "" && !strings.HasSuffix(commit, "-dirty") {
+			commit += "-dirty"
+		}
+	}
+	if ver == "" {
+		ver = "dev"
+	}
+	if commit == "" {
+		commit = "unknown"
+	}
+	return ver, commit, runtime.Version()
+}
+
+func versionLine() string {
+	ver, commit, gov := buildInfo()
+	return fmt.Sprintf("raftmq %s (commit %s, %s %s/%s)", ver, commit, gov, runtime.GOOS, runtime.GOARCH)
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the version, commit and Go version",
+		Action: func(c *cli.Context) error {
+			fmt.Fprintln(c.App.Writer, versionLine())
+			return nil
+		},
+	}
+}
+
+// usageError is a command line that cannot run as given: exit code 2, one
+// line on stderr and a hint where the help is, never the whole help.
+func usageError(c *cli.Context, format string, args ...any) error {
+	fmt.Fprintf(c.App.ErrWriter, "raftmq: %s\nRun '%s --help' for usage.\n", fmt.Sprintf(format, args...), commandPath(c))
+	return reported{code: 2}
+}
+
+// commandPath is "raftmq topic create" for the command c runs.
+func commandPath(c *cli.Context) string {
+	var names []string
+	for _, l := range c.Lineage() {
+		if l.Command != nil && l.Command.Name != "" && l.Command.Name != c.App.Name {
+			names = append(names, l.Command.Name)
+		}
+	}
+	path := "raftmq"
+	for i := len(names) - 1; i >= 0; i-- {
+		path += " " + names[i]
+	}
+	return path
+}
+
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		if len(name) > 1 && !strings.HasPrefix(name, "-") {
+			name = "-" + name // the flag package drops one dash of --name
+		}
+		msg = "unknown flag -" + name
+	}
+	return usageError(c, "%s", msg)
+}
+
+// unknownCommand is the action of a command that only groups others (and of
+// the app): without arguments it shows the help, with one it refuses it.
+func unknownCommand(c *cli.Context) error {
+	if c.NArg() == 0 {
+		return cli.ShowSubcommandHelp(c)
+	}
+	return usageError(c, "unknown command %q", c.Args().First())
+}
+
+// withUsage gives c and its subcommands the usage-error handling above.
+func withUsage(c *cli.Command) {
+	c.OnUsageError = onUsageError
+	if c.Action == nil && len(c.Subcommands) > 0 {
+		c.Action = unknownCommand
+	}
+	for _, sc := range c.Subcommands {
+		withUsage(sc)
+	}
+}
