@@ -46,6 +46,17 @@ type Config struct {
 	StallTimeout time.Duration
 	// RetryTimeout bounds all attempts of a call whose context has no deadline.
 	RetryTimeout time.Duration
+	// GiveUpUnreachable, when above 0, ends a call with ErrNoNode once every
+	// server has refused the connection (or does not resolve, or is not
+	// raftmq's API) for that long: a command line tool pointed at a wrong
+	// address. 0 retries until RetryTimeout, as a long-lived producer
+	// riding out a restart of the whole group must.
+	GiveUpUnreachable time.Duration
+	// OnWaiting, when set, is called once per call that has been retrying
+	// for WaitingAfter, with what it waits for ("waiting for 127.0.0.1:9009
+	// (connection refused) ...").
+	OnWaiting    func(msg string)
+	WaitingAfter time.Duration
 }
 
 // DefaultConfig returns defaults for everything but Servers.
@@ -78,6 +89,7 @@ type Client struct {
 	closed bool
 
 	lastFail atomic.Pointer[failure] // the latest failed attempt of any call
+	reach    reachability
 
 	viewMu sync.Mutex
 	view   *leaderView // the latest answer to "who leads, other than X"
@@ -124,6 +136,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	cfg.Servers = servers
 	d := DefaultConfig()
+	if cfg.WaitingAfter <= 0 {
+		cfg.WaitingAfter = 2 * time.Second
+	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = d.RequestTimeout
 	}
@@ -276,7 +291,9 @@ func (c *Client) statusAt(ctx context.Context, addr string) (*api.StatusResponse
 	}
 	actx, cancel := context.WithTimeout(ctx, min(c.cfg.RequestTimeout, 2*time.Second))
 	defer cancel()
-	return cl.Status(actx, &api.StatusRequest{})
+	st, err := cl.Status(actx, &api.StatusRequest{})
+	c.reach.note(addr, err)
+	return st, err
 }
 
 // do runs call against the leader (any node forwards, but the leader saves a
@@ -301,6 +318,7 @@ func (c *Client) doSized(ctx context.Context, size int, wait time.Duration, call
 	}
 	backoff := 10 * time.Millisecond
 	var last error
+	start, told := time.Now(), false
 	for attempt := 0; ; attempt++ {
 		addrs := c.candidates()
 		addr := addrs[attempt%len(addrs)]
@@ -318,8 +336,18 @@ func (c *Client) doSized(ctx context.Context, size int, wait time.Duration, call
 		}
 		last = err
 		c.lastFail.Store(&failure{err: err, addr: addr, at: time.Now()})
+		c.reach.note(addr, err)
 		if !Retryable(err) {
 			return err
+		}
+		if g := c.cfg.GiveUpUnreachable; g > 0 {
+			if down, why := c.reach.allDown(c.cfg.Servers, g); down {
+				return fmt.Errorf("%w: %s", ErrNoNode, why)
+			}
+		}
+		if !told && c.cfg.OnWaiting != nil && time.Since(start) >= c.cfg.WaitingAfter {
+			told = true
+			c.cfg.OnWaiting(c.reach.waiting(addr, err))
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)

@@ -180,10 +180,22 @@ func clientFlags(extra ...cli.Flag) []cli.Flag {
 
 func jsonFlag() cli.Flag { return &cli.BoolFlag{Name: "json", Usage: "print JSON for machines"} }
 
+// unreachableGiveUp is how long every address of -s may refuse before a
+// command gives up (client.Config.GiveUpUnreachable).
+const unreachableGiveUp = 3 * time.Second
+
 func newClient(c *cli.Context) (*client.Client, error) {
 	cfg := client.DefaultConfig()
 	cfg.Servers = []string{c.String("servers")}
 	cfg.RetryTimeout = c.Duration("timeout")
+	// A command pointed at a wrong or dead address says so after a moment
+	// and stops once every address has refused for a while; a consumer that
+	// follows the topic keeps waiting, as it would through a group restart.
+	if !c.Bool("follow") {
+		cfg.GiveUpUnreachable = unreachableGiveUp
+	}
+	errw := c.App.ErrWriter
+	cfg.OnWaiting = func(msg string) { fmt.Fprintln(errw, "raftmq:", msg) }
 	return client.New(cfg)
 }
 
