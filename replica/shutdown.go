@@ -34,6 +34,7 @@ func (n *Node) Kill() error {
 }
 
 func (n *Node) shutdown() error {
+	n.trans.patience.stopWaiting() // raft waits for its replication goroutines
 	err := n.raft.Shutdown().Error()
 	n.raft.DeregisterObserver(n.obs)
 	close(n.stop)

@@ -232,6 +232,7 @@ type gatedTransport struct {
 	noCampaign *atomic.Bool
 	recovering *atomic.Bool
 	rpcs       chan raft.RPC // after an unclean start: fed by recoveringVotes; else nil
+	patience   *patience     // appends to a node that is down wait for it (patience.go)
 }
 
 // gatedPreVote is a gatedTransport over a transport that pre-votes.
@@ -246,7 +247,7 @@ var (
 )
 
 func newGatedTransport(t raft.Transport, noCampaign, recovering *atomic.Bool) *gatedTransport {
-	return &gatedTransport{Transport: t, noCampaign: noCampaign, recovering: recovering}
+	return &gatedTransport{Transport: t, noCampaign: noCampaign, recovering: recovering, patience: newPatience()}
 }
 
 // raftTransport is what raft is given: t, with RequestPreVote when the
