@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftmq/raftmq/broker/filter"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -33,6 +34,13 @@ type PullRequest struct {
 	MaxBytes    int
 	Wait        time.Duration
 	ConsumerID  string
+	// FilterType ("TAG", the default, or "SQL92") and Filter select the
+	// messages served (package filter); the others are skipped here and
+	// NextOffset moves past them.
+	FilterType string
+	Filter     string
+
+	flt *filter.Filter // compiled by Pull
 }
 
 // Message is a stored message as a consumer sees it.
@@ -58,6 +66,10 @@ type PullResult struct {
 	ServedBy       string
 	ServedByLeader bool
 	Suggestion     Suggestion
+	// Filtered counts the messages skipped because they did not match the
+	// request's filter. A pull whose window held only such messages is
+	// PullFound with no messages and NextOffset past them.
+	Filtered int
 }
 
 // Pull limits.
@@ -84,6 +96,11 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 	}
 	req.MaxBytes = min(req.MaxBytes, MaxPullBytes)
 	req.Wait = min(max(req.Wait, 0), MaxPullWait)
+	flt, err := filter.Compile(req.FilterType, req.Filter)
+	if err != nil {
+		return PullResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	req.flt = flt
 	if b.closed.Load() {
 		return PullResult{}, ErrShutdown
 	}
@@ -215,7 +232,7 @@ func (b *Broker) read(locs []replica.Location, req *PullRequest, res *PullResult
 	for _, loc := range locs {
 		data, err := b.rlog.Read(loc.LogIndex)
 		if err != nil {
-			if len(res.Messages) > 0 {
+			if res.NextOffset > req.Offset { // delivered or filtered some: serve that
 				break
 			}
 			if errors.Is(err, raftlog.ErrBelowFloor) {
@@ -235,7 +252,7 @@ func (b *Broker) read(locs []replica.Location, req *PullRequest, res *PullResult
 		full, err := collect(data, loc, req, res, &bytes)
 		if err != nil {
 			b.log.Error("corrupt log entry", "index", loc.LogIndex, "error", err)
-			if len(res.Messages) > 0 {
+			if res.NextOffset > req.Offset {
 				break
 			}
 			return LocalDamaged, damagedWhy(fmt.Sprintf("log entry %d does not match this node's index on node %s", loc.LogIndex, b.cfg.NodeID)), nil
@@ -337,6 +354,18 @@ func collect(data []byte, loc replica.Location, req *PullRequest, res *PullResul
 			if off < res.NextOffset {
 				return true
 			}
+			var props map[string]string
+			if req.flt.NeedsProperties() {
+				props = m.Properties()
+			}
+			if !req.flt.Match(string(m.Tag), props) {
+				res.Filtered++
+				res.NextOffset = off + 1
+				return true
+			}
+			if props == nil {
+				props = m.Properties()
+			}
 			if len(res.Messages) >= req.MaxMessages || (len(res.Messages) > 0 && *bytes+len(m.Body) > req.MaxBytes) {
 				full = true
 				return false
@@ -348,7 +377,7 @@ func collect(data []byte, loc replica.Location, req *PullRequest, res *PullResul
 				ID:         raftlog.MessageID(loc.LogIndex, first+uint32(j)),
 				Key:        string(m.Key),
 				Tag:        string(m.Tag),
-				Properties: m.Properties(),
+				Properties: props,
 				Body:       m.Body,
 				Timestamp:  m.Timestamp,
 			})

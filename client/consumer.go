@@ -41,6 +41,11 @@ type ConsumerConfig struct {
 	// deleted offsets [from, to) of a queue before this consumer read them;
 	// the consumer continues at to.
 	OnSkipped func(queue int32, from, to uint64)
+	// Tags ("TagA || TagB"; "" or "*": all) or SQL (RocketMQ's SQL92 over
+	// properties, the tag as TAGS), at most one: the broker serves only
+	// matching messages and the committed offsets move past the others.
+	Tags string
+	SQL  string
 }
 
 // DefaultConsumerConfig returns the defaults for a topic and group.
@@ -94,6 +99,7 @@ type Consumer struct {
 	closed      bool
 	servedStats map[string]int
 	reasonStats map[string]int
+	filtered    int
 }
 
 // NewConsumer creates a consumer; it joins the group (unless Queues pins
@@ -123,6 +129,9 @@ func (c *Client) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	}
 	if cfg.MemberID == "" {
 		cfg.MemberID = randomID("c-")
+	}
+	if cfg.Tags != "" && cfg.SQL != "" {
+		return nil, errors.New("consumer: a tag expression and a SQL92 filter cannot both be set")
 	}
 	return &Consumer{c: c, cfg: cfg, queues: map[int32]*queueState{}, heartbeat: time.Second, servedStats: map[string]int{}, reasonStats: map[string]int{}}, nil
 }
@@ -344,6 +353,7 @@ func (cn *Consumer) pullQueue(ctx context.Context, q int32) ([]Record, error) {
 	}
 	req := &api.PullRequest{Topic: cn.cfg.Topic, Queue: q, Offset: offset, MaxMessages: cn.cfg.MaxMessages,
 		MaxBytes: cn.cfg.MaxBytes, WaitMs: uint32(cn.cfg.Wait.Milliseconds()), ConsumerId: cn.cfg.MemberID}
+	req.FilterType, req.Filter = cn.filter()
 	var r *api.PullResponse
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -386,6 +396,7 @@ func (cn *Consumer) pullQueue(ctx context.Context, q int32) ([]Record, error) {
 		for i, m := range r.Messages {
 			recs[i] = Record{Message: m, ServedBy: r.ServedBy, ServedByLeader: r.ServedByLeader, Next: next, Reason: reason}
 		}
+		cn.filtered += int(r.Filtered)
 		cn.servedStats[r.ServedBy] += len(recs)
 		cn.reasonStats[reason] += len(recs)
 		s.next, s.delivered = r.NextOffset, r.NextOffset

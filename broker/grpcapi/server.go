@@ -204,6 +204,7 @@ func (s *Server) Pull(ctx context.Context, req *api.PullRequest) (*api.PullRespo
 		res, err := s.b.Pull(ctx, broker.PullRequest{
 			Topic: req.Topic, Queue: req.Queue, Offset: req.Offset, MaxMessages: int(req.MaxMessages),
 			MaxBytes: int(req.MaxBytes), Wait: time.Duration(req.WaitMs) * time.Millisecond, ConsumerID: req.ConsumerId,
+			FilterType: req.FilterType, Filter: req.Filter,
 		})
 		if err != nil {
 			return nil, err
@@ -217,7 +218,7 @@ func (s *Server) Pull(ctx context.Context, req *api.PullRequest) (*api.PullRespo
 func pullResponse(res *broker.PullResult) *api.PullResponse {
 	out := &api.PullResponse{
 		Status: api.PullStatus(res.Status), NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset,
-		ServedBy: res.ServedBy, ServedByLeader: res.ServedByLeader,
+		ServedBy: res.ServedBy, ServedByLeader: res.ServedByLeader, Filtered: uint32(res.Filtered),
 		Suggestion: &api.Suggestion{NodeId: res.Suggestion.NodeID, Address: res.Suggestion.Addr,
 			Reason: res.Suggestion.Reason.Text(), Code: api.SuggestionReason(res.Suggestion.Reason)},
 		Messages: make([]*api.Message, len(res.Messages)),

@@ -465,6 +465,8 @@ func consumeCommand() *cli.Command {
 			&cli.BoolFlag{Name: "follower-reads", Value: true, Usage: "follow the broker's suggestion of which node to pull from"},
 			&cli.IntSliceFlag{Name: "queue", Aliases: []string{"q"}, Usage: "read only these queues, outside the group's assignment"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (one object per message, with the node that served it and the reason of the routing suggestion)"},
+			&cli.StringFlag{Name: "tag", Usage: "serve only messages with these tags: 'TagA || TagB' (default: all)"},
+			&cli.StringFlag{Name: "sql", Usage: "serve only messages whose properties match this SQL92 expression, e.g. \"a > 5 AND TAGS = 'x'\""},
 		),
 		Action: runConsume,
 	}
@@ -509,6 +511,9 @@ func runConsume(c *cli.Context) error {
 	}
 	if !c.Bool("follow") {
 		cfg.Wait = 200 * time.Millisecond
+	}
+	if err := consumeOptions(c, &cfg); err != nil {
+		return err
 	}
 	cfg.OnSkipped = func(q int32, from, to uint64) {
 		fmt.Fprintf(c.App.ErrWriter, "raftmq: queue %d: offsets %d..%d were deleted by retention before they were read; continuing at %d\n", q, from, to-1, to)
