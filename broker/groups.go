@@ -38,6 +38,7 @@ type member struct {
 }
 
 type groupState struct {
+	broadcast  bool // every member reads every queue (broadcast.go)
 	members    map[string]*member
 	generation uint64
 	assigned   map[string][]Assignment // member -> assignment
@@ -62,6 +63,10 @@ func (g *groups) reset(term uint64) {
 // JoinGroup registers or refreshes a member and returns its assignment
 // (leader only).
 func (b *Broker) JoinGroup(ctx context.Context, group, memberID string, topics []string) (JoinResult, error) {
+	return b.joinGroup(ctx, group, memberID, topics, false)
+}
+
+func (b *Broker) joinGroup(ctx context.Context, group, memberID string, topics []string, broadcast bool) (JoinResult, error) {
 	if err := replica.ValidateName("group", group); err != nil {
 		return JoinResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
@@ -92,6 +97,9 @@ func (b *Broker) JoinGroup(ctx context.Context, group, memberID string, topics [
 		g.groups[group] = gs
 	}
 	changed := b.expireLocked(gs, now)
+	if err := modeLocked(group, gs, memberID, broadcast); err != nil {
+		return JoinResult{}, err
+	}
 	m := gs.members[memberID]
 	sorted := append([]string{}, topics...)
 	sort.Strings(sorted)
@@ -145,6 +153,10 @@ func (b *Broker) expireLocked(gs *groupState, now time.Time) bool {
 func (b *Broker) rebalanceLocked(gs *groupState, term uint64) {
 	gs.generation = term<<32 | (gs.generation&0xffffffff + 1)
 	gs.assigned = map[string][]Assignment{}
+	if gs.broadcast {
+		b.assignAllLocked(gs)
+		return
+	}
 	subs := map[string][]string{}
 	for id, m := range gs.members {
 		for _, t := range m.topics {
@@ -190,6 +202,9 @@ type GroupMember struct {
 type GroupInfo struct {
 	Group      string
 	Generation uint64
+	// Broadcast: every member reads every queue; Queues then has one row per
+	// member and queue, with that member's own offset.
+	Broadcast bool
 	Members    []GroupMember
 	Queues     []GroupQueue
 }
@@ -202,6 +217,7 @@ func (b *Broker) ListGroups(ctx context.Context) ([]string, error) {
 	}
 	set := map[string]bool{}
 	for _, g := range b.fsm.Groups() {
+		g, _, _ = replica.SplitMemberKey(g) // a broadcasting member's offsets
 		set[g] = true
 	}
 	b.groups.mu.Lock()
@@ -238,6 +254,7 @@ func (b *Broker) DescribeGroup(ctx context.Context, group string) (GroupInfo, er
 	if gs := b.groups.groups[group]; gs != nil {
 		b.expireLocked(gs, time.Now())
 		info.Generation = gs.generation
+		info.Broadcast = gs.broadcast && len(gs.members) > 0
 		for id, m := range gs.members {
 			gm := GroupMember{ID: id, Assignments: gs.assigned[id], LastSeen: m.lastSeen}
 			info.Members = append(info.Members, gm)
@@ -252,6 +269,9 @@ func (b *Broker) DescribeGroup(ctx context.Context, group string) (GroupInfo, er
 		}
 	}
 	b.groups.mu.Unlock()
+	if info.Broadcast || b.hasMemberOffsets(group) {
+		return b.describeBroadcast(info), nil
+	}
 	if len(topics) == 0 {
 		return GroupInfo{}, fmt.Errorf("%w: consumer group %q has no members and no committed offsets", ErrNotFound, group)
 	}
@@ -288,6 +308,12 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []repl
 	if err := replica.ValidateName("group", group); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
+	return b.commitOffsets(ctx, group, offsets)
+}
+
+// commitOffsets stores the offsets of key: a group, or a broadcasting
+// member (replica.MemberKey).
+func (b *Broker) commitOffsets(ctx context.Context, group string, offsets []replica.OffsetEntry) error {
 	if len(offsets) == 0 {
 		return nil
 	}

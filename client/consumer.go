@@ -46,6 +46,11 @@ type ConsumerConfig struct {
 	// matching messages and the committed offsets move past the others.
 	Tags string
 	SQL  string
+	// Broadcast makes this consumer a broadcasting member (RocketMQ's
+	// BROADCASTING): it reads every queue of the topic, whatever the other
+	// members do, and commits its own offsets under its MemberID, so a
+	// restart with the same MemberID resumes where it left off.
+	Broadcast bool
 }
 
 // DefaultConsumerConfig returns the defaults for a topic and group.
@@ -188,7 +193,7 @@ func (cn *Consumer) join(ctx context.Context) error {
 		assigned = cn.cfg.Queues
 	} else {
 		r, err := call(ctx, cn.c, func(ctx context.Context, cl api.BrokerClient) (*api.JoinGroupResponse, error) {
-			return cl.JoinGroup(ctx, &api.JoinGroupRequest{Group: cn.cfg.Group, MemberId: cn.cfg.MemberID, Topics: []string{cn.cfg.Topic}})
+			return cl.JoinGroup(ctx, &api.JoinGroupRequest{Group: cn.cfg.Group, MemberId: cn.cfg.MemberID, Topics: []string{cn.cfg.Topic}, Broadcast: cn.cfg.Broadcast})
 		})
 		if err != nil {
 			return fmt.Errorf("join group %s: %w", cn.cfg.Group, err)
@@ -226,12 +231,12 @@ func (cn *Consumer) join(ctx context.Context) error {
 	cn.mu.Unlock()
 	if len(lost) > 0 {
 		// Hand over cleanly: commit what was processed of queues that moved.
-		if err := cn.c.CommitOffsets(ctx, cn.cfg.Group, lost); err != nil {
+		if err := cn.commitOffsets(ctx, lost); err != nil {
 			return fmt.Errorf("commit offsets of revoked queues: %w", err)
 		}
 	}
 	if len(added) > 0 {
-		committed, err := cn.c.FetchOffsets(ctx, cn.cfg.Group, cn.cfg.Topic)
+		committed, err := cn.fetchOffsets(ctx)
 		if err != nil {
 			return fmt.Errorf("fetch offsets: %w", err)
 		}
@@ -445,7 +450,7 @@ func (cn *Consumer) commit(ctx context.Context, all bool) error {
 	if len(offs) == 0 {
 		return nil
 	}
-	if err := cn.c.CommitOffsets(ctx, cn.cfg.Group, offs); err != nil {
+	if err := cn.commitOffsets(ctx, offs); err != nil {
 		return fmt.Errorf("commit offsets: %w", err)
 	}
 	cn.mu.Lock()

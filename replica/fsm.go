@@ -186,7 +186,7 @@ func (f *fsm) applyMetaLocked(c *metaCmd) interface{} {
 		f.topics[c.Topic] = t
 		return nil
 	case opCommitOffsets:
-		if err := ValidateName("group", c.Group); err != nil {
+		if err := validateOffsetsKey(c.Group); err != nil { // a group or a broadcasting member (MemberKey)
 			return err
 		}
 		g := f.offsets[c.Group]

@@ -63,7 +63,8 @@ func (f *fsm) Offsets(group, topicName string) map[int32]uint64 {
 	return out
 }
 
-// Groups lists the consumer groups with committed offsets, sorted.
+// Groups lists the owners of committed offsets, sorted: consumer groups,
+// and broadcasting members as MemberKey(group, member).
 func (f *fsm) Groups() []string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -120,7 +121,8 @@ func (n *Node) QueueCount(topic string) int { return n.fsm.QueueCount(topic) }
 // Offsets returns a group's committed offsets for a topic (queue -> offset).
 func (n *Node) Offsets(group, topic string) map[int32]uint64 { return n.fsm.Offsets(group, topic) }
 
-// Groups lists the consumer groups with committed offsets, sorted.
+// Groups lists the owners of committed offsets, sorted: consumer groups,
+// and broadcasting members as MemberKey(group, member).
 func (n *Node) Groups() []string { return n.fsm.Groups() }
 
 // GroupTopics lists the topics a group has committed offsets for, sorted.

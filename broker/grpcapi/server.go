@@ -240,6 +240,9 @@ func (s *Server) CommitOffsets(ctx context.Context, req *api.CommitOffsetsReques
 		offs[i] = replica.OffsetEntry{Topic: o.Topic, Queue: o.Queue, Offset: o.Offset}
 	}
 	return call(ctx, s, func() (*api.CommitOffsetsResponse, error) {
+		if req.MemberId != "" {
+			return &api.CommitOffsetsResponse{}, s.b.CommitMemberOffsets(ctx, req.Group, req.MemberId, offs)
+		}
 		return &api.CommitOffsetsResponse{}, s.b.CommitOffsets(ctx, req.Group, offs)
 	}, func(ctx context.Context, c api.BrokerClient) (*api.CommitOffsetsResponse, error) {
 		return c.CommitOffsets(ctx, req)
@@ -249,7 +252,11 @@ func (s *Server) CommitOffsets(ctx context.Context, req *api.CommitOffsetsReques
 // FetchOffsets returns a group's committed offsets.
 func (s *Server) FetchOffsets(ctx context.Context, req *api.FetchOffsetsRequest) (*api.FetchOffsetsResponse, error) {
 	return call(ctx, s, func() (*api.FetchOffsetsResponse, error) {
-		offs, err := s.b.FetchOffsets(req.Group, req.Topic)
+		fetch := s.b.FetchOffsets
+		if req.MemberId != "" {
+			fetch = func(group, topic string) (map[int32]uint64, error) { return s.b.FetchMemberOffsets(group, req.MemberId, topic) }
+		}
+		offs, err := fetch(req.Group, req.Topic)
 		if err != nil {
 			return nil, err
 		}
@@ -325,7 +332,11 @@ func assignments(as []broker.Assignment) []*api.Assignment {
 // JoinGroup registers a member and returns its queues.
 func (s *Server) JoinGroup(ctx context.Context, req *api.JoinGroupRequest) (*api.JoinGroupResponse, error) {
 	return call(ctx, s, func() (*api.JoinGroupResponse, error) {
-		r, err := s.b.JoinGroup(ctx, req.Group, req.MemberId, req.Topics)
+		join := s.b.JoinGroup
+		if req.Broadcast {
+			join = s.b.JoinBroadcastGroup
+		}
+		r, err := join(ctx, req.Group, req.MemberId, req.Topics)
 		if err != nil {
 			return nil, err
 		}
@@ -366,6 +377,7 @@ func (s *Server) DescribeGroup(ctx context.Context, req *api.DescribeGroupReques
 			return nil, err
 		}
 		out := &api.DescribeGroupResponse{Group: g.Group, Generation: g.Generation}
+		out.Settings = &api.GroupSettings{Broadcast: g.Broadcast}
 		for _, m := range g.Members {
 			out.Members = append(out.Members, &api.GroupMember{MemberId: m.ID, Assignments: assignments(m.Assignments), LastSeenMs: m.LastSeen.UnixMilli()})
 		}

@@ -467,6 +467,8 @@ func consumeCommand() *cli.Command {
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (one object per message, with the node that served it and the reason of the routing suggestion)"},
 			&cli.StringFlag{Name: "tag", Usage: "serve only messages with these tags: 'TagA || TagB' (default: all)"},
 			&cli.StringFlag{Name: "sql", Usage: "serve only messages whose properties match this SQL92 expression, e.g. \"a > 5 AND TAGS = 'x'\""},
+			&cli.BoolFlag{Name: "broadcast", Usage: "read every message of the topic whatever the group's other members read, with this member's own offsets"},
+			&cli.StringFlag{Name: "member", Usage: "member id in the group (default: HOST@PID); give the same one again to resume a broadcasting member's offsets"},
 		),
 		Action: runConsume,
 	}

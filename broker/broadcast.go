@@ -1,0 +1,164 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/raftmq/raftmq/replica"
+)
+
+// Broadcasting consumer groups (RocketMQ's BROADCASTING model): every member
+// is assigned every queue of its topics, and each member keeps its own
+// committed offsets, replicated like a group's under
+// replica.MemberKey(group, member). A group is broadcasting or clustering by
+// how its live members joined; a member of the other kind is refused while
+// any is live.
+
+// JoinBroadcastGroup registers or refreshes a broadcasting member and
+// returns its assignment: every queue of its topics (leader only).
+func (b *Broker) JoinBroadcastGroup(ctx context.Context, group, memberID string, topics []string) (JoinResult, error) {
+	return b.joinGroup(ctx, group, memberID, topics, true)
+}
+
+func modeName(broadcast bool) string {
+	if broadcast {
+		return "broadcasting"
+	}
+	return "clustering"
+}
+
+// modeLocked makes gs of the joining member's kind, or refuses the member
+// while another member of the other kind is live.
+func modeLocked(group string, gs *groupState, memberID string, broadcast bool) error {
+	if gs.broadcast == broadcast {
+		return nil
+	}
+	others := 0
+	for id := range gs.members {
+		if id != memberID {
+			others++
+		}
+	}
+	if others > 0 {
+		return fmt.Errorf("%w: consumer group %q has %d live %s member(s); a %s member cannot join it: use another group name, or stop them first",
+			ErrFailedPrecondition, group, others, modeName(gs.broadcast), modeName(broadcast))
+	}
+	delete(gs.members, memberID)
+	gs.broadcast, gs.assigned = broadcast, nil
+	return nil
+}
+
+// assignAllLocked gives every member every queue of each of its topics.
+func (b *Broker) assignAllLocked(gs *groupState) {
+	for id, m := range gs.members {
+		for _, t := range m.topics {
+			nq := b.fsm.QueueCount(t)
+			qs := make([]int32, nq)
+			for q := range qs {
+				qs[q] = int32(q)
+			}
+			gs.assigned[id] = append(gs.assigned[id], Assignment{Topic: t, Queues: qs})
+		}
+	}
+}
+
+func validMember(group, member string) error {
+	if err := replica.ValidateName("group", group); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if err := replica.ValidateMember(member); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// CommitMemberOffsets stores a broadcasting member's own offsets through
+// Raft (leader only).
+func (b *Broker) CommitMemberOffsets(ctx context.Context, group, member string, offsets []replica.OffsetEntry) error {
+	if err := validMember(group, member); err != nil {
+		return err
+	}
+	return b.commitOffsets(ctx, replica.MemberKey(group, member), offsets)
+}
+
+// FetchMemberOffsets returns a broadcasting member's own committed offsets
+// for a topic from this node's state.
+func (b *Broker) FetchMemberOffsets(group, member, topic string) (map[int32]uint64, error) {
+	if err := validMember(group, member); err != nil {
+		return nil, err
+	}
+	if b.fsm.QueueCount(topic) == 0 {
+		return nil, fmt.Errorf("%w: topic %q", ErrNotFound, topic)
+	}
+	return b.fsm.Offsets(replica.MemberKey(group, member), topic), nil
+}
+
+// memberKeys lists the broadcasting members of group with committed
+// offsets, as offsets keys.
+func (b *Broker) memberKeys(group string) []string {
+	var out []string
+	for _, k := range b.fsm.Groups() {
+		if g, _, ok := replica.SplitMemberKey(k); ok && g == group {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func (b *Broker) hasMemberOffsets(group string) bool { return len(b.memberKeys(group)) > 0 }
+
+// describeBroadcast fills info's queues for a broadcasting group: one row
+// per member (live, or with committed offsets) and queue of the topics the
+// member reads or committed.
+func (b *Broker) describeBroadcast(info GroupInfo) GroupInfo {
+	info.Broadcast = true
+	sort.Slice(info.Members, func(i, j int) bool { return info.Members[i].ID < info.Members[j].ID })
+	topicsOf := map[string]map[string]bool{} // member -> topics
+	for _, m := range info.Members {
+		topicsOf[m.ID] = map[string]bool{}
+		for _, a := range m.Assignments {
+			topicsOf[m.ID][a.Topic] = true
+		}
+	}
+	for _, k := range b.memberKeys(info.Group) {
+		_, id, _ := replica.SplitMemberKey(k)
+		if topicsOf[id] == nil {
+			topicsOf[id] = map[string]bool{}
+		}
+		for _, t := range b.fsm.GroupTopics(k) {
+			topicsOf[id][t] = true
+		}
+	}
+	ids := make([]string, 0, len(topicsOf))
+	for id := range topicsOf {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		names := make([]string, 0, len(topicsOf[id]))
+		for t := range topicsOf[id] {
+			names = append(names, t)
+		}
+		sort.Strings(names)
+		for _, t := range names {
+			ti, err := b.fsm.Topic(t)
+			if err != nil {
+				continue
+			}
+			offs := b.fsm.Offsets(replica.MemberKey(info.Group, id), t)
+			for q, rng := range ti.Queues {
+				gq := GroupQueue{Topic: t, Queue: int32(q), Committed: -1, MaxOffset: rng.Max, Member: id}
+				start := rng.Min
+				if o, ok := offs[int32(q)]; ok {
+					gq.Committed, start = int64(o), o
+				}
+				if rng.Max > start {
+					gq.Lag = rng.Max - start
+				}
+				info.Queues = append(info.Queues, gq)
+			}
+		}
+	}
+	return info
+}
