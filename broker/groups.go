@@ -202,11 +202,12 @@ type GroupMember struct {
 type GroupInfo struct {
 	Group      string
 	Generation uint64
+	Members    []GroupMember
+	Queues     []GroupQueue
+
 	// Broadcast: every member reads every queue; Queues then has one row per
 	// member and queue, with that member's own offset.
 	Broadcast bool
-	Members    []GroupMember
-	Queues     []GroupQueue
 }
 
 // ListGroups lists groups known by committed offsets or live members

@@ -254,7 +254,9 @@ func (s *Server) FetchOffsets(ctx context.Context, req *api.FetchOffsetsRequest)
 	return call(ctx, s, func() (*api.FetchOffsetsResponse, error) {
 		fetch := s.b.FetchOffsets
 		if req.MemberId != "" {
-			fetch = func(group, topic string) (map[int32]uint64, error) { return s.b.FetchMemberOffsets(group, req.MemberId, topic) }
+			fetch = func(group, topic string) (map[int32]uint64, error) {
+				return s.b.FetchMemberOffsets(group, req.MemberId, topic)
+			}
 		}
 		offs, err := fetch(req.Group, req.Topic)
 		if err != nil {
