@@ -101,6 +101,9 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		return PullResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	req.flt = flt
+	if err := b.checkReadable(req.Topic); err != nil {
+		return PullResult{}, err
+	}
 	if b.closed.Load() {
 		return PullResult{}, ErrShutdown
 	}

@@ -24,6 +24,10 @@ type Writer interface {
 	RegisterNode(ctx context.Context, n replica.NodeInfo) error
 	ForgetNode(ctx context.Context, id string) error
 	Retain(ctx context.Context, below uint64) error
+	// Topic and group lifecycle (lifecycle.go).
+	UpdateTopic(ctx context.Context, name string, perm uint32) (replica.TopicInfo, error)
+	DeleteTopic(ctx context.Context, name string) error
+	DeleteGroup(ctx context.Context, group string, topics []string) error
 }
 
 // State reads what this node has applied.
@@ -139,7 +143,7 @@ func (b *Broker) replicaErr(err error) error {
 		return fmt.Errorf("%w: refused, this request was not appended: %w", ErrFailedPrecondition, err)
 	case errors.Is(err, replica.ErrSequenceReused), errors.Is(err, replica.ErrMismatchedRetry):
 		to = ErrSequenceReused
-	case errors.Is(err, replica.ErrInvalidName), errors.Is(err, replica.ErrInvalidQueue):
+	case errors.Is(err, replica.ErrInvalidName), errors.Is(err, replica.ErrInvalidQueue), errors.Is(err, replica.ErrInvalidPerm):
 		to = ErrInvalidArgument
 	default:
 		return err

@@ -35,6 +35,8 @@ type metaCmd struct {
 	Offsets     []OffsetEntry `json:"offsets,omitempty"`
 	Node        *NodeInfo     `json:"node,omitempty"`
 	Below       uint64        `json:"below,omitempty"`
+	Perm        uint32        `json:"perm,omitempty"`   // update_topic
+	Topics      []string      `json:"topics,omitempty"` // delete_group: the group's own topics
 }
 
 func encodeMeta(c *metaCmd) []byte {

@@ -39,6 +39,8 @@ var (
 	ErrInvalidName = errors.New("invalid name")
 	// ErrInvalidQueue: a queue number or count out of range.
 	ErrInvalidQueue = errors.New("invalid queue")
+	// ErrInvalidPerm: a topic permission other than 2, 4 or 6.
+	ErrInvalidPerm = errors.New("invalid topic permission")
 	// ErrStaleSequence: the producer's sequence is below its dedupe window;
 	// the request was not appended.
 	ErrStaleSequence = errors.New("producer sequence is older than the dedupe window")

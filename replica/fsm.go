@@ -179,7 +179,7 @@ func (f *fsm) applyMetaLocked(c *metaCmd) interface{} {
 			}
 			return fmt.Errorf("%w: %q has %d queues", ErrTopicExists, c.Topic, len(t.queues))
 		}
-		t := &topic{name: c.Topic, queues: make([]*queue, c.Queues)}
+		t := &topic{name: c.Topic, queues: make([]*queue, c.Queues), perm: PermReadWrite}
 		for i := range t.queues {
 			t.queues[i] = &queue{}
 		}
@@ -225,6 +225,9 @@ func (f *fsm) applyMetaLocked(c *metaCmd) interface{} {
 		f.retainLocked(c.Below)
 		return nil
 	default:
+		if res, ok := f.applyLifecycleLocked(c); ok {
+			return res
+		}
 		return fmt.Errorf("%w: unknown op %q", ErrCorruptCommand, c.Op)
 	}
 }

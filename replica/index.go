@@ -42,6 +42,7 @@ type queue struct {
 type topic struct {
 	name   string
 	queues []*queue
+	perm   uint32 // PermRead | PermWrite bits
 }
 
 // applyBatchLocked assigns offsets to every request of the entry and records

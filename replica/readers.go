@@ -9,6 +9,9 @@ import (
 type TopicInfo struct {
 	Name   string
 	Queues []QueueRange
+	// Perm is RocketMQ's permission bits (PermRead, PermWrite); 0 reads as
+	// both (Readable, Writable).
+	Perm uint32
 }
 
 // Topic returns one topic.
@@ -23,7 +26,7 @@ func (f *fsm) Topic(name string) (TopicInfo, error) {
 }
 
 func (t *topic) infoLocked() TopicInfo {
-	ti := TopicInfo{Name: t.name, Queues: make([]QueueRange, len(t.queues))}
+	ti := TopicInfo{Name: t.name, Queues: make([]QueueRange, len(t.queues)), Perm: t.perm}
 	for i, q := range t.queues {
 		ti.Queues[i] = QueueRange{Min: q.min, Max: q.next}
 	}

@@ -35,6 +35,7 @@ type snapQueue struct {
 type snapTopic struct {
 	Name   string
 	Queues []snapQueue
+	Perm   uint32 // 0 in snapshots from before permissions: read and write
 }
 
 type snapProducer struct {
@@ -77,13 +78,14 @@ type captured struct {
 type capturedTopic struct {
 	name   string
 	queues []queue // records slices are append-only: sharing the header is safe
+	perm   uint32
 }
 
 func (f *fsm) captureLocked() *captured {
 	c := &captured{offsets: map[string]map[string]map[int32]uint64{}, nodes: map[string]NodeInfo{}, logFloor: f.logFloor,
 		applied: f.applied.Load()}
 	for _, t := range f.topics {
-		ct := capturedTopic{name: t.name, queues: make([]queue, len(t.queues))}
+		ct := capturedTopic{name: t.name, queues: make([]queue, len(t.queues)), perm: t.perm}
 		for i, q := range t.queues {
 			ct.queues[i] = *q
 		}
@@ -119,7 +121,10 @@ func (f *fsm) captureLocked() *captured {
 
 func (f *fsm) loadLocked(st *snapState) {
 	for _, st := range st.Topics {
-		t := &topic{name: st.Name, queues: make([]*queue, len(st.Queues))}
+		t := &topic{name: st.Name, queues: make([]*queue, len(st.Queues)), perm: st.Perm}
+		if t.perm == 0 {
+			t.perm = PermReadWrite
+		}
 		for i, sq := range st.Queues {
 			q := &queue{next: sq.Next, min: sq.Min, records: make([]record, len(sq.Records))}
 			for j, r := range sq.Records {
@@ -165,7 +170,7 @@ func (s *fsmSnapshot) Release() {}
 func writeSnapshot(w io.Writer, c *captured) error {
 	st := snapState{Format: snapshotFormat, Offsets: c.offsets, Producers: c.producers, Nodes: c.nodes, LogFloor: c.logFloor, Applied: c.applied}
 	for _, ct := range c.topics {
-		t := snapTopic{Name: ct.name, Queues: make([]snapQueue, len(ct.queues))}
+		t := snapTopic{Name: ct.name, Queues: make([]snapQueue, len(ct.queues)), Perm: ct.perm}
 		for i, q := range ct.queues {
 			sq := snapQueue{Next: q.next, Min: q.min, Records: make([]snapRecord, len(q.records))}
 			for j, r := range q.records {

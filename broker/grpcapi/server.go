@@ -182,7 +182,7 @@ func produceRequest(req *api.ProduceRequest) broker.ProduceRequest {
 func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.ProduceResponse, error) {
 	breq := produceRequest(req)
 	return call(ctx, s, func() (*api.ProduceResponse, error) {
-		res, err := s.b.Produce(ctx, breq)
+		res, err := s.b.ClientProduce(ctx, breq)
 		if err != nil {
 			return nil, err
 		}
@@ -273,7 +273,10 @@ func (s *Server) FetchOffsets(ctx context.Context, req *api.FetchOffsetsRequest)
 }
 
 func topicInfo(ti replica.TopicInfo) *api.TopicInfo {
-	out := &api.TopicInfo{Name: ti.Name, Queues: int32(len(ti.Queues))}
+	out := &api.TopicInfo{Name: ti.Name, Queues: int32(len(ti.Queues)), Perm: ti.Perm}
+	if out.Perm == 0 {
+		out.Perm = replica.PermReadWrite
+	}
 	for i, q := range ti.Queues {
 		out.QueueInfo = append(out.QueueInfo, &api.QueueInfo{Queue: int32(i), MinOffset: q.Min, MaxOffset: q.Max})
 	}
@@ -283,7 +286,7 @@ func topicInfo(ti replica.TopicInfo) *api.TopicInfo {
 // CreateTopic creates a topic.
 func (s *Server) CreateTopic(ctx context.Context, req *api.CreateTopicRequest) (*api.CreateTopicResponse, error) {
 	return call(ctx, s, func() (*api.CreateTopicResponse, error) {
-		ti, err := s.b.CreateTopic(ctx, req.Name, req.Queues, req.IfNotExists)
+		ti, err := s.b.ClientCreateTopic(ctx, req.Name, req.Queues, req.IfNotExists)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,141 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Topic permissions, RocketMQ's PermName bits.
+const (
+	PermWrite     uint32 = 2
+	PermRead      uint32 = 4
+	PermReadWrite        = PermRead | PermWrite
+)
+
+// Lifecycle commands.
+const (
+	opUpdateTopic = "update_topic"
+	opDeleteTopic = "delete_topic"
+	opDeleteGroup = "delete_group"
+)
+
+// ValidatePerm checks a topic permission.
+func ValidatePerm(perm uint32) error {
+	switch perm {
+	case PermWrite, PermRead, PermReadWrite:
+		return nil
+	}
+	return fmt.Errorf("%w: perm %d: want 2 (write only), 4 (read only) or 6 (read and write)", ErrInvalidPerm, perm)
+}
+
+// Readable reports whether consumers may pull the topic.
+func (t TopicInfo) Readable() bool { return t.perm()&PermRead != 0 }
+
+// Writable reports whether producers may write the topic.
+func (t TopicInfo) Writable() bool { return t.perm()&PermWrite != 0 }
+
+// perm is Perm, read and write when unset.
+func (t TopicInfo) perm() uint32 {
+	if t.Perm == 0 {
+		return PermReadWrite
+	}
+	return t.Perm
+}
+
+// EncodeUpdateTopic encodes a command that sets a topic's permission.
+func EncodeUpdateTopic(name string, perm uint32) []byte {
+	return encodeMeta(&metaCmd{Op: opUpdateTopic, Topic: name, Perm: perm})
+}
+
+// EncodeDeleteTopic encodes a command that deletes a topic: its index and
+// every group's offsets of it. Its messages stay in the log until retention
+// deletes their segments, but nothing serves them any more.
+func EncodeDeleteTopic(name string) []byte {
+	return encodeMeta(&metaCmd{Op: opDeleteTopic, Topic: name})
+}
+
+// EncodeDeleteGroup encodes a command that deletes a consumer group's
+// offsets, those of its broadcasting members, and the topics named (the
+// group's retry and dead-letter topics).
+func EncodeDeleteGroup(group string, topics []string) []byte {
+	return encodeMeta(&metaCmd{Op: opDeleteGroup, Group: group, Topics: topics})
+}
+
+// applyLifecycleLocked applies the lifecycle commands; ok is false for any
+// other op.
+func (f *fsm) applyLifecycleLocked(c *metaCmd) (res interface{}, ok bool) {
+	switch c.Op {
+	case opUpdateTopic:
+		t := f.topics[c.Topic]
+		if t == nil {
+			return fmt.Errorf("%w: %q", ErrUnknownTopic, c.Topic), true
+		}
+		if err := ValidatePerm(c.Perm); err != nil {
+			return err, true
+		}
+		t.perm = c.Perm
+		return nil, true
+	case opDeleteTopic:
+		if f.topics[c.Topic] == nil {
+			return fmt.Errorf("%w: %q", ErrUnknownTopic, c.Topic), true
+		}
+		f.deleteTopicLocked(c.Topic)
+		return nil, true
+	case opDeleteGroup:
+		if err := ValidateName("group", c.Group); err != nil {
+			return err, true
+		}
+		for key := range f.offsets {
+			if g, _, _ := SplitMemberKey(key); g == c.Group {
+				delete(f.offsets, key)
+			}
+		}
+		for _, t := range c.Topics {
+			if f.topics[t] != nil {
+				f.deleteTopicLocked(t)
+			}
+		}
+		return nil, true
+	}
+	return nil, false
+}
+
+// deleteTopicLocked drops a topic, its index records (so it pins nothing
+// in memory or in the log) and every committed offset of it; an owner of
+// offsets left with none is dropped too.
+func (f *fsm) deleteTopicLocked(name string) {
+	delete(f.topics, name)
+	for key, ts := range f.offsets {
+		delete(ts, name)
+		if len(ts) == 0 {
+			delete(f.offsets, key)
+		}
+	}
+}
+
+// UpdateTopic sets a topic's permission and returns the topic as this node
+// applied it.
+func (n *Node) UpdateTopic(ctx context.Context, name string, perm uint32) (TopicInfo, error) {
+	if err := n.applyMeta(ctx, EncodeUpdateTopic(name, perm)); err != nil {
+		return TopicInfo{}, fmt.Errorf("update topic %q: %w", name, err)
+	}
+	return n.fsm.Topic(name)
+}
+
+// DeleteTopic deletes a topic (EncodeDeleteTopic).
+func (n *Node) DeleteTopic(ctx context.Context, name string) error {
+	if err := n.applyMeta(ctx, EncodeDeleteTopic(name)); err != nil {
+		return fmt.Errorf("delete topic %q: %w", name, err)
+	}
+	return nil
+}
+
+// DeleteGroup deletes a consumer group's offsets, its broadcasting members'
+// and the topics named (EncodeDeleteGroup).
+func (n *Node) DeleteGroup(ctx context.Context, group string, topics []string) error {
+	if err := n.applyMeta(ctx, EncodeDeleteGroup(group, topics)); err != nil {
+		return fmt.Errorf("delete group %q (topics %s): %w", group, strings.Join(topics, ", "), err)
+	}
+	return nil
+}
