@@ -156,8 +156,10 @@ func printJSON(w io.Writer, v any) error {
 func topicCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "topic",
-		Usage: "create, list and describe topics",
+		Usage: "create, list, describe, update and delete topics",
 		Subcommands: []*cli.Command{
+			topicDeleteCommand(),
+			topicUpdateCommand(),
 			{
 				Name:      "create",
 				Usage:     "create a topic",
@@ -195,13 +197,13 @@ func topicCommand() *cli.Command {
 							return printJSON(c.App.Writer, topicsJSON(ts))
 						}
 						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-						fmt.Fprintln(w, "TOPIC\tQUEUES\tMESSAGES")
+						fmt.Fprintln(w, "TOPIC\tQUEUES\tMESSAGES\tPERM")
 						for _, t := range ts {
 							var n uint64
 							for _, q := range t.QueueInfo {
 								n += q.MaxOffset - q.MinOffset
 							}
-							fmt.Fprintf(w, "%s\t%d\t%d\n", t.Name, t.Queues, n)
+							fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", t.Name, t.Queues, n, permName(t.Perm))
 						}
 						return w.Flush()
 					})
@@ -225,7 +227,7 @@ func topicCommand() *cli.Command {
 							return printJSON(c.App.Writer, topicsJSON([]*api.TopicInfo{t})[0])
 						}
 						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-						fmt.Fprintf(w, "topic %s, %d queues\n", t.Name, t.Queues)
+						fmt.Fprintf(w, "topic %s, %d queues, perm %s\n", t.Name, t.Queues, permName(t.Perm))
 						fmt.Fprintln(w, "QUEUE\tMIN\tMAX")
 						for _, q := range t.QueueInfo {
 							fmt.Fprintf(w, "%d\t%d\t%d\n", q.Queue, q.MinOffset, q.MaxOffset)
@@ -247,12 +249,13 @@ type queueJSON struct {
 type topicJSON struct {
 	Name   string      `json:"name"`
 	Queues []queueJSON `json:"queues"`
+	Perm   uint32      `json:"perm"`
 }
 
 func topicsJSON(ts []*api.TopicInfo) []topicJSON {
 	out := []topicJSON{}
 	for _, t := range ts {
-		tj := topicJSON{Name: t.Name, Queues: []queueJSON{}}
+		tj := topicJSON{Name: t.Name, Queues: []queueJSON{}, Perm: t.Perm}
 		for _, q := range t.QueueInfo {
 			tj.Queues = append(tj.Queues, queueJSON{q.Queue, q.MinOffset, q.MaxOffset})
 		}
@@ -669,8 +672,9 @@ func memberCommand() *cli.Command {
 func groupCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "group",
-		Usage: "list, describe and reset consumer groups",
+		Usage: "list, describe, reset and delete consumer groups",
 		Subcommands: []*cli.Command{
+			groupDeleteCommand(),
 			{
 				Name:  "list",
 				Usage: "list consumer groups",
@@ -706,7 +710,7 @@ func groupCommand() *cli.Command {
 							return printJSON(c.App.Writer, g)
 						}
 						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-						fmt.Fprintf(w, "group %s, generation %d, %d member(s)\n", g.Group, g.Generation, len(g.Members))
+						fmt.Fprintf(w, "group %s, generation %d, %d member(s)%s\n", g.Group, g.Generation, len(g.Members), broadcastNote(g.GetSettings().GetBroadcast()))
 						fmt.Fprintln(w, "TOPIC\tQUEUE\tCOMMITTED\tMAX\tLAG\tMEMBER")
 						for _, q := range g.Queues {
 							committed := "-"
