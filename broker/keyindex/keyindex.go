@@ -68,10 +68,10 @@ type file struct {
 	f        *os.File
 	nslots   uint32
 	nentries uint32
-	first    uint64 // first log index of the file
-	last  uint64 // last log index whose keys are all in it
-	count uint32 // entries used
-	slots []uint32 // the current file's slot table; nil for a sealed file
+	first    uint64   // first log index of the file
+	last     uint64   // last log index whose keys are all in it
+	count    uint32   // entries used
+	slots    []uint32 // the current file's slot table; nil for a sealed file
 	// Entries added since the last flush (current file only), from entry
 	// number flushed+1 on.
 	pending []byte
