@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/raftmq/raftmq/broker/keyindex"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -66,6 +67,12 @@ type Config struct {
 	// long (it is restarting, or briefly cut off) to apply the entries below
 	// it, so that it keeps its log instead of installing a snapshot.
 	RetentionGrace time.Duration
+
+	// KeyIndexDir holds this node's key index (keys.go; "" keeps none);
+	// KeyIndexSlots and KeyIndexEntries shape its files (0: defaults).
+	KeyIndexDir     string
+	KeyIndexSlots   uint32
+	KeyIndexEntries uint32
 
 	Logger hclog.Logger
 }
@@ -179,6 +186,7 @@ type Broker struct {
 	handingOver atomic.Bool
 	groups      *groups
 	load        *loadMeter
+	keys        *keyindex.Index // nil without KeyIndexDir
 
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -221,6 +229,10 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 	b.goFunc(b.completeLoop)
 	b.goFunc(b.stateLoop)
 	b.goFunc(b.retentionLoop)
+	if err := b.openKeyIndex(); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("key index: %w", err)
+	}
 	return b, nil
 }
 

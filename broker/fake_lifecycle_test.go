@@ -50,3 +50,18 @@ func (f *fakeReplica) DeleteGroup(_ context.Context, group string, topics []stri
 	}
 	return nil
 }
+
+func (f *fakeReplica) LocateEntry(topic string, q int32, logIndex uint64) (replica.Location, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	qs := f.topics[topic]
+	if q < 0 || int(q) >= len(qs) {
+		return replica.Location{}, false
+	}
+	for _, l := range qs[q].locs {
+		if l.LogIndex == logIndex {
+			return l, true
+		}
+	}
+	return replica.Location{}, false
+}

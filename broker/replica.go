@@ -45,6 +45,8 @@ type State interface {
 	Groups() []string
 	GroupTopics(group string) []string
 	Node(id string) (replica.NodeInfo, bool)
+	// LocateEntry is the index record of one entry in one queue (keys.go).
+	LocateEntry(topic string, q int32, logIndex uint64) (replica.Location, bool)
 }
 
 // Leadership is this node's role and leader as raft knows them.

@@ -40,3 +40,13 @@ func (c *Client) DeleteGroup(ctx context.Context, group string, force bool) erro
 	})
 	return err
 }
+
+// FindMessages looks up to max messages of a topic up by key (one word of a
+// message's key, or its UNIQ_KEY), newest first, within [beginMS, endMS] of
+// their timestamps (0: open). It asks one node, which answers from its own
+// index; the response names it.
+func (c *Client) FindMessages(ctx context.Context, topic, key string, max uint32, beginMS, endMS int64) (*api.FindMessagesResponse, error) {
+	return call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.FindMessagesResponse, error) {
+		return cl.FindMessages(ctx, &api.FindMessagesRequest{Topic: topic, Key: key, MaxMessages: max, BeginMs: beginMS, EndMs: endMS})
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/broker"
 )
 
 // UpdateTopic changes a topic's permission.
@@ -35,4 +36,20 @@ func (s *Server) DeleteGroup(ctx context.Context, req *api.DeleteGroupRequest) (
 	}, func(ctx context.Context, c api.BrokerClient) (*api.DeleteGroupResponse, error) {
 		return c.DeleteGroup(ctx, req)
 	})
+}
+
+// FindMessages looks a topic's messages up by key in this node's key index;
+// it is answered where it arrives (every node indexes its own log).
+func (s *Server) FindMessages(ctx context.Context, req *api.FindMessagesRequest) (*api.FindMessagesResponse, error) {
+	msgs, err := s.b.FindMessages(broker.FindRequest{Topic: req.Topic, Key: req.Key, Max: int(req.MaxMessages), BeginMS: req.BeginMs, EndMS: req.EndMs})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &api.FindMessagesResponse{ServedBy: s.b.ID(), Messages: make([]*api.Message, len(msgs))}
+	for i := range msgs {
+		m := &msgs[i]
+		out.Messages[i] = &api.Message{Topic: m.Topic, Queue: m.Queue, Offset: m.Offset, Id: m.ID, Key: m.Key, Tag: m.Tag,
+			Properties: m.Properties, Body: m.Body, TimestampMs: m.Timestamp}
+	}
+	return out, nil
 }

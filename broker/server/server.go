@@ -124,6 +124,9 @@ func Start(cfg Config) (_ *Server, err error) {
 		bc.ClientAddr = s.lis.Addr().String()
 	}
 	bc.Logger = log.Named("broker")
+	if bc.KeyIndexDir == "" {
+		bc.KeyIndexDir = filepath.Join(cfg.DataDir, "keyindex")
+	}
 	if bc.PeerAddr == "" {
 		bc.PeerAddr = bc.ClientAddr
 	}

@@ -68,6 +68,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			leaderCommand(),
 			memberCommand(),
 			groupCommand(),
+			{Name: "message", Usage: "look messages up", Subcommands: []*cli.Command{messageFindCommand()}},
 			demoCommand(),
 			benchCommand(),
 			versionCommand(),
