@@ -147,6 +147,8 @@ func (c *Config) Validate() error {
 // deletes its head (retention). *raftlog.Stores implements it.
 type Log interface {
 	Read(index uint64) ([]byte, error)
+	// ReadUncached is Read without the read cache (the key index).
+	ReadUncached(index uint64) ([]byte, error)
 	FirstIndex() uint64
 	LastIndex() uint64
 	Segments() ([]raftlog.Segment, error)

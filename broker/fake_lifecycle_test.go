@@ -65,3 +65,5 @@ func (f *fakeReplica) LocateEntry(topic string, q int32, logIndex uint64) (repli
 	}
 	return replica.Location{}, false
 }
+
+func (f *fakeReplica) ReadUncached(index uint64) ([]byte, error) { return f.Read(index) }

@@ -102,7 +102,7 @@ func (b *Broker) indexKeys() bool {
 		if n == keyIndexBatch {
 			return true
 		}
-		data, err := b.rlog.Read(next)
+		data, err := b.rlog.ReadUncached(next)
 		switch {
 		case errors.Is(err, raftlog.ErrBelowFloor):
 			b.keys.Done(next)

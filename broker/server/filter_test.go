@@ -99,6 +99,7 @@ func TestConsumersWithDifferentFilters(t *testing.T) {
 		cfg.Tags, cfg.SQL = tc.tags, tc.sql
 		cfg.MaxMessages = uint32(7 + i) // several pulls per queue, windows of mixed tags
 		got, cons := consumeFiltered(t, cl, cfg, end)
+		var err error
 		exp := append([]string{}, want[tc.want]...)
 		sort.Strings(exp)
 		if strings.Join(got, ",") != strings.Join(exp, ",") {
@@ -107,9 +108,16 @@ func TestConsumersWithDifferentFilters(t *testing.T) {
 		if skipped := 120 - len(exp); cons.Filtered() != skipped {
 			t.Errorf("group %s: the broker filtered %d messages, want %d", tc.group, cons.Filtered(), skipped)
 		}
-		committed, err := cl.FetchOffsets(ctx, tc.group, "orders")
-		if err != nil {
-			t.Fatal(err)
+		// FetchOffsets reads the state of the node it reaches, which may
+		// be a follower that has not applied the commit yet: poll.
+		var committed map[int32]uint64
+		for deadline := time.Now().Add(servertest.WaitTimeout); ; time.Sleep(20 * time.Millisecond) {
+			if committed, err = cl.FetchOffsets(ctx, tc.group, "orders"); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(committed) == fmt.Sprint(end) || time.Now().After(deadline) {
+				break
+			}
 		}
 		for q, e := range end {
 			if committed[q] != e {
