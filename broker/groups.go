@@ -270,7 +270,7 @@ func (b *Broker) DescribeGroup(ctx context.Context, group string) (GroupInfo, er
 		}
 	}
 	b.groups.mu.Unlock()
-	if info.Broadcast || b.hasMemberOffsets(group) {
+	if info.Broadcast || len(info.Members) == 0 && len(b.fsm.GroupTopics(group)) == 0 && b.hasMemberOffsets(group) {
 		return b.describeBroadcast(info), nil
 	}
 	if len(topics) == 0 {

@@ -28,7 +28,8 @@ const UniqKeyProperty = "UNIQ_KEY"
 const (
 	DefaultFindMessages = 32
 	MaxFindMessages     = 1024
-	keyIndexBatch       = 4096 // entries indexed before the loop looks up again
+	maxFindBytes        = 16 << 20 // bodies of one answer, past its first message
+	keyIndexBatch       = 4096     // entries indexed before the loop looks up again
 	keyIndexFlush       = time.Second
 )
 
@@ -212,15 +213,20 @@ func (b *Broker) FindMessages(req FindRequest) ([]Message, error) {
 	}
 	var out []Message
 	seen := map[string]bool{}
+	size := 0
 	for _, h := range hits {
 		if len(out) >= req.Max {
 			break
 		}
 		m, ok := b.storedMessage(ti, h, req)
-		if ok && !seen[m.ID] {
-			seen[m.ID] = true
-			out = append(out, m)
+		if !ok || seen[m.ID] {
+			continue
 		}
+		if size += len(m.Body); len(out) > 0 && size > maxFindBytes {
+			break
+		}
+		seen[m.ID] = true
+		out = append(out, m)
 	}
 	return out, nil
 }

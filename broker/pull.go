@@ -40,7 +40,8 @@ type PullRequest struct {
 	FilterType string
 	Filter     string
 
-	flt *filter.Filter // compiled by Pull
+	flt     *filter.Filter // compiled by Pull
+	scanned int            // body bytes of the messages filtered out so far
 }
 
 // Message is a stored message as a consumer sees it.
@@ -79,6 +80,9 @@ const (
 	DefaultPullBytes    = 4 << 20
 	MaxPullBytes        = 64 << 20
 	MaxPullWait         = 30 * time.Second
+	// maxScanFactor bounds the bodies a filtered pull skips, as a multiple
+	// of its byte limit; the next pull continues past them.
+	maxScanFactor = 4
 )
 
 // Pull serves committed messages of one queue from this node's log. It never
@@ -364,6 +368,13 @@ func collect(data []byte, loc replica.Location, req *PullRequest, res *PullResul
 			if !req.flt.Match(string(m.Tag), props) {
 				res.Filtered++
 				res.NextOffset = off + 1
+				// Skipping costs reading: a pull reads at most
+				// maxScanFactor times its byte limit of skipped bodies.
+				req.scanned += len(m.Body)
+				if req.scanned > maxScanFactor*req.MaxBytes {
+					full = true
+					return false
+				}
 				return true
 			}
 			if props == nil {

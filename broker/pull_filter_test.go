@@ -110,3 +110,29 @@ func TestPullBadFilterIsInvalidArgument(t *testing.T) {
 		}
 	}
 }
+
+// TestPullFilterScanIsBounded: a pull skips at most maxScanFactor times its
+// byte limit of filtered-out bodies; pulls that follow go on from there.
+func TestPullFilterScanIsBounded(t *testing.T) {
+	b, _ := newFakeBroker(t)
+	body := make([]byte, 1000)
+	for i := 0; i < 20; i++ {
+		produce(t, b, ProduceRequest{Topic: "t", Messages: []ProduceMessage{{Body: body, Tag: "B", Queue: 0, HasQueue: true}}})
+	}
+	var next uint64
+	pulls := 0
+	for next < 20 {
+		res, err := b.Pull(context.Background(), PullRequest{Topic: "t", Queue: 0, Offset: next, MaxBytes: 1024, Filter: "A"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != PullFound || res.NextOffset <= next || res.Filtered != int(res.NextOffset-next) || res.Filtered > 5 {
+			t.Fatalf("pull from %d: status %d next %d filtered %d; want found, progress, at most 5 skipped", next, res.Status, res.NextOffset, res.Filtered)
+		}
+		next = res.NextOffset
+		pulls++
+	}
+	if pulls < 4 {
+		t.Errorf("%d pulls skipped 20 KB with a 1 KiB limit, want at least 4", pulls)
+	}
+}
