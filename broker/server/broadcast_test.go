@@ -43,8 +43,9 @@ func sendN(t *testing.T, ctx context.Context, p *client.Producer, topic string, 
 
 // TestBroadcastGroup: three broadcasting members of one group each get every
 // message once (all of them read every queue at the same time); a member
-// restarted under its id resumes from its own offsets, a new member starts
-// from the beginning, and a clustering member cannot join meanwhile.
+// restarted under its id, after a leader kill, resumes from its own offsets,
+// a new member starts from the beginning, and a clustering member cannot
+// join meanwhile.
 func TestBroadcastGroup(t *testing.T) {
 	c := servertest.New(t, 3)
 	c.Leader()
@@ -129,6 +130,9 @@ func TestBroadcastGroup(t *testing.T) {
 	if own, err := cl.FetchOffsets(ctx, "fleet", "config"); err != nil || len(own) != 0 {
 		t.Errorf("the group's own offsets: %v %v, want none (members keep theirs)", own, err)
 	}
+	// The member offsets are in the log: a new leader has them.
+	c.Kill(c.Leader())
+	c.Leader()
 	second := sendN(t, ctx, p, "config", 45, 60)
 	end2 := topicEnd(t, ctx, cl, "config")
 	again := newMember("m1")
