@@ -25,6 +25,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/grpcapi"
+	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -53,6 +54,11 @@ type Config struct {
 	// PeerDial, for fault injection only, maps a peer's API address to the
 	// address to dial instead (forwarding, state polling, registration).
 	PeerDial map[string]string
+	// Remoting, when set, is the address RocketMQ's remoting protocol is
+	// served on (RocketMQ's broker port is 10911); RemotingConfig.Addr is
+	// the address registered with the name servers (default: Remoting).
+	Remoting       string
+	RemotingConfig brokerremoting.Config
 }
 
 // DefaultConfig returns a config with every default set; callers fill in
@@ -74,6 +80,8 @@ type Server struct {
 	lis    net.Listener
 	http   *http.Server
 	lock   *dirLock
+	rmq    *brokerremoting.Adapter
+	rmqLis net.Listener
 	wg     sync.WaitGroup
 	once   sync.Once
 }
@@ -215,9 +223,53 @@ func Start(cfg Config) (_ *Server, err error) {
 			log.Error("grpc server", "error", err)
 		}
 	}()
+	if cfg.Remoting != "" {
+		if err := s.startRemoting(); err != nil {
+			s.grpc.Stop()
+			return nil, err
+		}
+	}
 	log.Info("node started", "id", cfg.Raft.ID, "raft", cfg.Raft.BindAddr, "client", bc.ClientAddr, "http", cfg.HTTP,
-		"data", cfg.DataDir, "log_store", cfg.LogStore)
+		"remoting", cfg.Remoting, "data", cfg.DataDir, "log_store", cfg.LogStore)
 	return s, nil
+}
+
+// startRemoting serves RocketMQ's remoting protocol beside the gRPC API and
+// registers with the name servers; a role change is passed on at once.
+func (s *Server) startRemoting() error {
+	l, err := net.Listen("tcp", s.cfg.Remoting)
+	if err != nil {
+		return fmt.Errorf("remoting listen on %s: %w", s.cfg.Remoting, err)
+	}
+	rc := s.cfg.RemotingConfig
+	if rc.Addr == "" {
+		rc.Addr = l.Addr().String()
+	}
+	rc.Logger = s.log.Named("remoting")
+	a, err := brokerremoting.New(rc, s.broker, s.peers)
+	if err != nil {
+		l.Close()
+		return err
+	}
+	s.rmq, s.rmqLis = a, l
+	s.node.OnChange(func(replica.Event) { a.RoleChanged() })
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := a.Serve(l); err != nil {
+			s.log.Error("remoting server", "error", err)
+		}
+	}()
+	return nil
+}
+
+// RemotingAddr is the address the remoting protocol is served on ("" when
+// it is off).
+func (s *Server) RemotingAddr() string {
+	if s.rmqLis == nil {
+		return ""
+	}
+	return s.rmqLis.Addr().String()
 }
 
 // checkSnapshots checks every snapshot before raft restores one; it moves
@@ -356,6 +408,9 @@ func (s *Server) stop(graceful bool) error {
 		case <-time.After(2 * time.Second):
 			s.grpc.Stop()
 			<-done
+		}
+		if s.rmq != nil {
+			s.rmq.Close()
 		}
 		if s.http != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -60,6 +60,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Action:                 unknownCommand,
 		Commands: []*cli.Command{
 			serverCommand(),
+			namesrvCommand(),
 			healthCommand(),
 			statusCommand(),
 			topicCommand(),

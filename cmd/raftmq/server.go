@@ -11,7 +11,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/raftmq/raftmq/broker"
+	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
 	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -66,6 +68,10 @@ func serverCommand() *cli.Command {
 			&cli.BoolFlag{Name: "verify-log", Value: true, Usage: "check every log entry's checksum at start; refuse to start on corruption"},
 			&cli.IntFlag{Name: "segment-mb", Value: d.SegmentMB, Usage: "size of one raft-wal log segment file in MiB"},
 			&cli.IntFlag{Name: "memory-limit-mb", Value: defaultMemoryLimitMB, Usage: "soft memory limit of the Go heap in MiB: the garbage collector works harder near it (0: none; the GOMEMLIMIT environment variable overrides it)"},
+			&cli.StringFlag{Name: "remoting", Usage: "serve RocketMQ's remoting protocol on this address (RocketMQ's broker port is 10911; empty: off)"},
+			&cli.StringFlag{Name: "remoting-advertise", Usage: "remoting address registered with the name servers (default: --remoting)"},
+			&cli.StringFlag{Name: "namesrv", Usage: "name servers to register with, ADDR[;ADDR...] (needs --remoting)"},
+			&cli.StringFlag{Name: "cluster", Value: brokerremoting.DefaultConfig().Cluster, Usage: "RocketMQ cluster name registered with the name servers"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
 		},
 		Action: runServer,
@@ -159,6 +165,14 @@ func runServer(c *cli.Context) error {
 	}
 	if mb := int64(cfg.SegmentMB); cfg.Broker.RetentionBytes > 0 && cfg.Broker.RetentionBytes < 2*mb<<20 {
 		return fmt.Errorf("--retention-mb %d: want at least two segments (2 x --segment-mb = %d)", c.Int("retention-mb"), 2*mb)
+	}
+	cfg.Remoting = c.String("remoting")
+	cfg.RemotingConfig = brokerremoting.DefaultConfig()
+	cfg.RemotingConfig.Addr = c.String("remoting-advertise")
+	cfg.RemotingConfig.Cluster = c.String("cluster")
+	cfg.RemotingConfig.NameServers = namesrv.SplitAddrs(c.String("namesrv"))
+	if cfg.Remoting == "" && len(cfg.RemotingConfig.NameServers) > 0 {
+		return fmt.Errorf("--namesrv %s: name servers route RocketMQ clients to the remoting port; set --remoting too", c.String("namesrv"))
 	}
 	level := hclog.LevelFromString(c.String("log-level"))
 	if level == hclog.NoLevel {

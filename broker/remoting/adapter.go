@@ -1,0 +1,176 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/grpcapi"
+	rmq "github.com/raftmq/raftmq/remoting"
+)
+
+// Config of the remoting face of a node.
+type Config struct {
+	// Addr is this node's remoting address as clients reach it; it is what
+	// the node registers with the name servers.
+	Addr        string
+	Cluster     string   // RocketMQ clusterName
+	NameServers []string // registered with, each independently
+	// RegisterPeriod: registrations are renewed this often (RocketMQ: 30 s)
+	// and sent at once when this node's brokerId changes.
+	RegisterPeriod time.Duration
+	// ConsumerExpiry drops a client from its consumer groups when it has
+	// not sent a heartbeat for this long (RocketMQ: 120 s); a closed
+	// connection drops it at once.
+	ConsumerExpiry time.Duration
+	// MaxPullWait bounds how long a long-polling pull is held (the Go
+	// client asks for 20 s with a 30 s timeout).
+	MaxPullWait time.Duration
+	Logger      hclog.Logger
+}
+
+// DefaultConfig returns RocketMQ's periods.
+func DefaultConfig() Config {
+	return Config{Cluster: "DefaultCluster", RegisterPeriod: 30 * time.Second, ConsumerExpiry: 120 * time.Second, MaxPullWait: 15 * time.Second}
+}
+
+// Adapter is the remoting face of one broker node.
+type Adapter struct {
+	cfg       Config
+	log       hclog.Logger
+	b         *broker.Broker
+	peers     *grpcapi.Peers
+	srv       *rmq.Server
+	store     netip.AddrPort
+	consumers *consumers
+	reg       *registrar
+	commits   *committer
+	retryMu   sync.Mutex
+	retryMade map[string]bool // retry topics this node has seen created
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// New returns the adapter of b; peers forwards to the leader.
+func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
+	d := DefaultConfig()
+	if cfg.Addr == "" {
+		return nil, errors.New("remoting address: empty")
+	}
+	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
+		return nil, fmt.Errorf("remoting address %q: %w", cfg.Addr, err)
+	}
+	if cfg.Cluster == "" {
+		cfg.Cluster = d.Cluster
+	}
+	if cfg.RegisterPeriod <= 0 {
+		cfg.RegisterPeriod = d.RegisterPeriod
+	}
+	if cfg.ConsumerExpiry <= 0 {
+		cfg.ConsumerExpiry = d.ConsumerExpiry
+	}
+	if cfg.MaxPullWait <= 0 {
+		cfg.MaxPullWait = d.MaxPullWait
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	a := &Adapter{cfg: cfg, log: cfg.Logger, b: b, peers: peers, stop: make(chan struct{}), retryMade: map[string]bool{}}
+	a.store = storeHost(cfg.Addr)
+	a.consumers = newConsumers(cfg.ConsumerExpiry)
+	a.commits = newCommitter(a)
+	a.reg = newRegistrar(a)
+	a.srv = rmq.NewServer(rmq.ServerConfig{Handler: a.handle, Logger: a.log.Named("conn"), MaxFrame: rmq.MaxFrame})
+	a.goFunc(a.commits.loop)
+	a.goFunc(a.reg.loop)
+	return a, nil
+}
+
+// storeHost is the address written into pulled messages (and so into their
+// offsetMsgId): this node's remoting address, or loopback with its port
+// when the address is a name.
+func storeHost(addr string) netip.AddrPort {
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		return ap
+	}
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(port))
+}
+
+func (a *Adapter) goFunc(f func()) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		f()
+	}()
+}
+
+// Serve serves the protocol on l until Close.
+func (a *Adapter) Serve(l net.Listener) error { return a.srv.Serve(l) }
+
+// RoleChanged makes the registrar look at this node's role now, not at its
+// next tick; call it on every raft role or leader change.
+func (a *Adapter) RoleChanged() { a.reg.kickNow() }
+
+// Close stops serving, unregisters from the name servers and stops the
+// adapter's goroutines. It is idempotent.
+func (a *Adapter) Close() error {
+	a.once.Do(func() {
+		a.srv.Close()
+		close(a.stop)
+		a.wg.Wait()
+		a.reg.unregister()
+		a.reg.cl.Close()
+	})
+	return nil
+}
+
+func (a *Adapter) handle(ctx context.Context, conn *rmq.Conn, req *rmq.Command) *rmq.Command {
+	switch req.Code {
+	case rmq.SendMessage, rmq.SendMessageV2, rmq.SendBatchMessage:
+		return a.send(ctx, req)
+	case rmq.PullMessage:
+		return a.pull(ctx, req)
+	case rmq.HeartBeat:
+		return a.heartbeat(ctx, conn, req)
+	case rmq.UnregisterClient:
+		a.consumers.unregister(req.Ext["clientID"])
+		return rmq.Response(req, rmq.Success, "")
+	case rmq.GetConsumerListByGroup:
+		return a.consumerList(req)
+	case rmq.QueryConsumerOffset:
+		return a.queryOffset(req)
+	case rmq.UpdateConsumerOffset:
+		return a.updateOffset(ctx, req)
+	case rmq.GetMaxOffset, rmq.GetMinOffset:
+		return a.queueEnd(req)
+	case rmq.SearchOffsetByTimestamp:
+		return a.searchOffset(ctx, req)
+	case rmq.UpdateAndCreateTopic:
+		return a.createTopic(ctx, req)
+	case rmq.GetRouteInfoByTopic:
+		return a.route(ctx, req)
+	}
+	return rmq.Response(req, rmq.RequestCodeNotSupported, fmt.Sprintf("request code %d is not supported by raftmq (docs/rocketmq.md lists what is)", req.Code))
+}
+
+// forward runs call on the leader named by err when err is a NotLeader
+// error naming one; otherwise it returns err.
+func (a *Adapter) forward(ctx context.Context, err error, call func(ctx context.Context, addr string) error) error {
+	var nl *broker.NotLeaderError
+	if !errors.As(err, &nl) || nl.PeerAddr == "" || nl.LeaderID == a.b.ID() {
+		return err
+	}
+	return call(grpcapi.ForwardedContext(ctx, a.b.ID()), nl.PeerAddr)
+}

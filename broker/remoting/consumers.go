@@ -1,0 +1,170 @@
+package remoting
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/raftmq/raftmq/api"
+	rmq "github.com/raftmq/raftmq/remoting"
+)
+
+// consumers is the consumer groups as this node's heartbeats show them.
+// RocketMQ clients heartbeat every node of a group every 30 s and never
+// unregister (the Go client), so a member leaves when its connection
+// closes or its heartbeats stop.
+type consumers struct {
+	mu     sync.Mutex
+	expiry time.Duration
+	groups map[string]map[string]*member // group -> client id -> member
+}
+
+type member struct {
+	conn uint64
+	seen time.Time
+}
+
+func newConsumers(expiry time.Duration) *consumers {
+	return &consumers{expiry: expiry, groups: map[string]map[string]*member{}}
+}
+
+func (c *consumers) heard(group, client string, conn uint64) (added bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[group]
+	if g == nil {
+		g = map[string]*member{}
+		c.groups[group] = g
+	}
+	m := g[client]
+	if m == nil {
+		m = &member{}
+		g[client] = m
+		added = true
+	}
+	m.conn, m.seen = conn, time.Now()
+	return added
+}
+
+// closed drops the members last heard on conn.
+func (c *consumers) closed(conn uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for gname, g := range c.groups {
+		for id, m := range g {
+			if m.conn == conn {
+				delete(g, id)
+			}
+		}
+		if len(g) == 0 {
+			delete(c.groups, gname)
+		}
+	}
+}
+
+func (c *consumers) unregister(client string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, g := range c.groups {
+		delete(g, client)
+	}
+}
+
+func (c *consumers) list(group string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cut := time.Now().Add(-c.expiry)
+	var ids []string
+	for id, m := range c.groups[group] {
+		if m.seen.Before(cut) {
+			delete(c.groups[group], id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// heartbeatData is HEART_BEAT's body, the parts the broker uses.
+type heartbeatData struct {
+	ClientID     string `json:"clientID"`
+	ConsumerData []struct {
+		GroupName    string `json:"groupName"`
+		MessageModel string `json:"messageModel"`
+	} `json:"consumerDataSet"`
+}
+
+func (a *Adapter) heartbeat(ctx context.Context, conn *rmq.Conn, req *rmq.Command) *rmq.Command {
+	var hb heartbeatData
+	if err := json.Unmarshal(req.Body, &hb); err != nil {
+		return rmq.Response(req, rmq.SystemError, "heartbeat body: "+err.Error())
+	}
+	if hb.ClientID == "" {
+		return rmq.Response(req, rmq.SystemError, "heartbeat without a clientID")
+	}
+	for _, cd := range hb.ConsumerData {
+		if cd.GroupName == "" {
+			continue
+		}
+		if a.consumers.heard(cd.GroupName, hb.ClientID, conn.ID) {
+			id := conn.ID
+			conn.OnClose(func() { a.consumers.closed(id) })
+		}
+		if !strings.EqualFold(cd.MessageModel, "BROADCASTING") {
+			a.ensureRetryTopic(ctx, cd.GroupName)
+		}
+	}
+	return rmq.Response(req, rmq.Success, "")
+}
+
+// ensureRetryTopic creates %RETRY%<group> with one queue, as RocketMQ's
+// broker does on a clustering consumer's heartbeat (its push consumer
+// subscribes to it by itself).
+func (a *Adapter) ensureRetryTopic(ctx context.Context, group string) {
+	topic := api.RetryTopic(group)
+	a.retryMu.Lock()
+	done := a.retryMade[topic]
+	a.retryMu.Unlock()
+	if done {
+		return
+	}
+	if _, err := a.b.Topic(topic); err != nil {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := a.createTopicOnLeader(ctx, topic, 1); err != nil {
+			a.log.Warn("create retry topic", "topic", topic, "error", err)
+			return
+		}
+		a.reg.kickNow()
+	}
+	a.retryMu.Lock()
+	a.retryMade[topic] = true
+	a.retryMu.Unlock()
+}
+
+func (a *Adapter) createTopicOnLeader(ctx context.Context, topic string, queues int32) error {
+	_, err := a.b.CreateTopic(ctx, topic, queues, true)
+	return a.forward(ctx, err, func(ctx context.Context, addr string) error {
+		cc, err := a.peers.Conn(addr)
+		if err != nil {
+			return err
+		}
+		_, err = api.NewBrokerClient(cc).CreateTopic(ctx, &api.CreateTopicRequest{Name: topic, Queues: queues, IfNotExists: true})
+		return err
+	})
+}
+
+func (a *Adapter) consumerList(req *rmq.Command) *rmq.Command {
+	ids := a.consumers.list(req.Ext["consumerGroup"])
+	if ids == nil {
+		ids = []string{}
+	}
+	body, _ := json.Marshal(map[string][]string{"consumerIdList": ids})
+	resp := rmq.Response(req, rmq.Success, "")
+	resp.Body = body
+	return resp
+}

@@ -1,0 +1,18 @@
+// Package remoting serves a broker over RocketMQ's remoting protocol, so
+// that unmodified RocketMQ clients produce to and consume from a raftmq
+// group, and registers the node with RocketMQ-style name servers (package
+// namesrv).
+//
+// Like broker/grpcapi it encodes, decodes and forwards, and decides nothing
+// the broker service does not: a request becomes one broker call; its
+// answer, or its error, becomes RocketMQ's response code (codes.go, the one
+// place errors are translated). A call the broker refuses because this node
+// is not the leader is forwarded to the leader over the node-to-node gRPC
+// API, so a client that used a stale route never sees an error for it.
+//
+// Goroutines: the remoting server's (one reader per connection, one per
+// request in flight), the registrar (registers with every name server
+// periodically and at once when this node's brokerId changes), and the
+// offset committer (batches consumer offset commits into Raft). Close stops
+// all of them.
+package remoting

@@ -1,0 +1,246 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/broker"
+	rmq "github.com/raftmq/raftmq/remoting"
+	"github.com/raftmq/raftmq/replica"
+)
+
+func (a *Adapter) queueArgs(req *rmq.Command) (string, int32, error) {
+	q, err := req.ExtInt("queueId", -1)
+	if err != nil {
+		return "", 0, err
+	}
+	if q < 0 || q > 1<<20 {
+		return "", 0, fmt.Errorf("queueId %d", q)
+	}
+	return req.Ext["topic"], int32(q), nil
+}
+
+// queueRange is a queue's range as this node has applied it.
+func (a *Adapter) queueRange(topic string, q int32) (replica.QueueRange, error) {
+	ti, err := a.b.Topic(topic)
+	if err != nil {
+		return replica.QueueRange{}, err
+	}
+	if int(q) >= len(ti.Queues) {
+		return replica.QueueRange{}, fmt.Errorf("%w: queue %d of topic %q with %d queues", broker.ErrInvalidArgument, q, topic, len(ti.Queues))
+	}
+	return ti.Queues[q], nil
+}
+
+// queryOffset answers QUERY_CONSUMER_OFFSET from the offsets committed
+// through Raft. A group without one starts at 0 while the queue still
+// holds its first message, and is told QUERY_NOT_FOUND otherwise, so that
+// its consumeFromWhere decides (RocketMQ's ConsumerManageProcessor, trap 10).
+func (a *Adapter) queryOffset(req *rmq.Command) *rmq.Command {
+	topic, q, err := a.queueArgs(req)
+	if err != nil {
+		return rmq.Response(req, rmq.SystemError, err.Error())
+	}
+	offs, err := a.b.FetchOffsets(req.Ext["consumerGroup"], topic)
+	if err != nil {
+		return rmq.Response(req, rmq.QueryNotFound, err.Error())
+	}
+	resp := rmq.Response(req, rmq.Success, "")
+	if off, ok := offs[q]; ok {
+		resp.Ext["offset"] = strconv.FormatUint(off, 10)
+		return resp
+	}
+	if rng, err := a.queueRange(topic, q); err == nil && rng.Min == 0 {
+		resp.Ext["offset"] = "0"
+		return resp
+	}
+	return rmq.Response(req, rmq.QueryNotFound, "no offset committed")
+}
+
+func (a *Adapter) updateOffset(ctx context.Context, req *rmq.Command) *rmq.Command {
+	topic, q, err := a.queueArgs(req)
+	if err != nil {
+		return rmq.Response(req, rmq.SystemError, err.Error())
+	}
+	off, err := req.ExtInt("commitOffset", -1)
+	if err != nil || off < 0 {
+		return rmq.Response(req, rmq.SystemError, fmt.Sprintf("commitOffset %q", req.Ext["commitOffset"]))
+	}
+	done := a.commits.add(req.Ext["consumerGroup"], topic, q, uint64(off))
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		return errResponse(req, err)
+	}
+	return rmq.Response(req, rmq.Success, "")
+}
+
+func (a *Adapter) queueEnd(req *rmq.Command) *rmq.Command {
+	topic, q, err := a.queueArgs(req)
+	if err != nil {
+		return rmq.Response(req, rmq.SystemError, err.Error())
+	}
+	rng, err := a.queueRange(topic, q)
+	if err != nil {
+		return errResponse(req, err)
+	}
+	resp := rmq.Response(req, rmq.Success, "")
+	if req.Code == rmq.GetMaxOffset {
+		resp.Ext["offset"] = strconv.FormatUint(rng.Max, 10)
+	} else {
+		resp.Ext["offset"] = strconv.FormatUint(rng.Min, 10)
+	}
+	return resp
+}
+
+// searchOffset answers SEARCH_OFFSET_BY_TIMESTAMP: the first offset whose
+// message was stored at or after the timestamp, found by bisecting the
+// queue with single-message reads (queue offsets grow with store time).
+func (a *Adapter) searchOffset(ctx context.Context, req *rmq.Command) *rmq.Command {
+	topic, q, err := a.queueArgs(req)
+	if err != nil {
+		return rmq.Response(req, rmq.SystemError, err.Error())
+	}
+	ts, err := req.ExtInt("timestamp", 0)
+	if err != nil {
+		return rmq.Response(req, rmq.SystemError, err.Error())
+	}
+	rng, err := a.queueRange(topic, q)
+	if err != nil {
+		return errResponse(req, err)
+	}
+	lo, hi := rng.Min, rng.Max
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		res, err := a.b.Pull(ctx, broker.PullRequest{Topic: topic, Queue: q, Offset: mid, MaxMessages: 1})
+		if err != nil || res.Status != broker.PullFound || len(res.Messages) == 0 {
+			return rmq.Response(req, rmq.SystemError, fmt.Sprintf("search offset: offset %d is not readable on this node: %v", mid, err))
+		}
+		if res.Messages[0].Timestamp < ts {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	resp := rmq.Response(req, rmq.Success, "")
+	resp.Ext["offset"] = strconv.FormatUint(lo, 10)
+	return resp
+}
+
+// committer batches consumer offset commits into one Raft entry per
+// group every commitPeriod: a push consumer commits every queue every 5 s
+// and piggybacks commits on its pulls.
+type committer struct {
+	a       *Adapter
+	mu      sync.Mutex
+	pending map[string]map[commitKey]*commitVal
+	kick    chan struct{}
+}
+
+type commitKey struct {
+	topic string
+	queue int32
+}
+
+type commitVal struct {
+	offset  uint64
+	waiters []chan error
+}
+
+const commitPeriod = 20 * time.Millisecond
+
+func newCommitter(a *Adapter) *committer {
+	return &committer{a: a, pending: map[string]map[commitKey]*commitVal{}, kick: make(chan struct{}, 1)}
+}
+
+// add queues a commit; the channel gets its outcome.
+func (c *committer) add(group, topic string, q int32, off uint64) <-chan error {
+	ch := make(chan error, 1)
+	c.mu.Lock()
+	g := c.pending[group]
+	if g == nil {
+		g = map[commitKey]*commitVal{}
+		c.pending[group] = g
+	}
+	k := commitKey{topic, q}
+	v := g[k]
+	if v == nil {
+		v = &commitVal{}
+		g[k] = v
+	}
+	v.offset = off
+	v.waiters = append(v.waiters, ch)
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+	return ch
+}
+
+func (c *committer) loop() {
+	for {
+		select {
+		case <-c.a.stop:
+			c.flush(errors.New("node is shutting down"))
+			return
+		case <-c.kick:
+		}
+		select {
+		case <-time.After(commitPeriod):
+		case <-c.a.stop:
+		}
+		c.flush(nil)
+	}
+}
+
+func (c *committer) flush(fail error) {
+	c.mu.Lock()
+	batch := c.pending
+	c.pending = map[string]map[commitKey]*commitVal{}
+	c.mu.Unlock()
+	for group, g := range batch {
+		err := fail
+		if err == nil {
+			entries := make([]replica.OffsetEntry, 0, len(g))
+			for k, v := range g {
+				entries = append(entries, replica.OffsetEntry{Topic: k.topic, Queue: k.queue, Offset: v.offset})
+			}
+			err = c.commit(group, entries)
+			if err != nil {
+				c.a.log.Debug("offset commit", "group", group, "error", err)
+			}
+		}
+		for _, v := range g {
+			for _, w := range v.waiters {
+				w <- err
+			}
+		}
+	}
+}
+
+func (c *committer) commit(group string, entries []replica.OffsetEntry) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := c.a.b.CommitOffsets(ctx, group, entries)
+	return c.a.forward(ctx, err, func(ctx context.Context, addr string) error {
+		cc, err := c.a.peers.Conn(addr)
+		if err != nil {
+			return err
+		}
+		req := &api.CommitOffsetsRequest{Group: group}
+		for _, e := range entries {
+			req.Offsets = append(req.Offsets, &api.QueueOffset{Topic: e.Topic, Queue: e.Queue, Offset: e.Offset})
+		}
+		_, err = api.NewBrokerClient(cc).CommitOffsets(ctx, req)
+		return err
+	})
+}

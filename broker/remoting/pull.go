@@ -1,0 +1,165 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/raftmq/raftmq/broker"
+	rmq "github.com/raftmq/raftmq/remoting"
+)
+
+// Pull sysFlag bits (RocketMQ's PullSysFlag).
+const (
+	pullCommitOffset = 1 << 0
+	pullSuspend      = 1 << 1
+)
+
+// retryPause spaces a PULL_RETRY_IMMEDIATELY answer for a node that cannot
+// serve at all right now (no leader, a new leader applying): the client
+// pulls again at once, and without it would spin.
+const retryPause = 100 * time.Millisecond
+
+func (a *Adapter) pull(ctx context.Context, req *rmq.Command) *rmq.Command {
+	group, topic := req.Ext["consumerGroup"], req.Ext["topic"]
+	var vals [6]int64
+	for i, f := range []struct {
+		name string
+		def  int64
+	}{{"queueId", -1}, {"queueOffset", 0}, {"maxMsgNums", 32}, {"sysFlag", 0}, {"commitOffset", -1}, {"suspendTimeoutMillis", 0}} {
+		v, err := req.ExtInt(f.name, f.def)
+		if err != nil {
+			return rmq.Response(req, rmq.SystemError, "pull: "+err.Error())
+		}
+		vals[i] = v
+	}
+	queue, offset, maxMsgs, sysFlag, commit, suspend := vals[0], vals[1], vals[2], vals[3], vals[4], vals[5]
+	if queue < 0 || queue > 1<<20 || offset < 0 {
+		return rmq.Response(req, rmq.SystemError, fmt.Sprintf("pull: queueId %d, queueOffset %d", queue, offset))
+	}
+	if sysFlag&pullCommitOffset != 0 && commit >= 0 && group != "" {
+		a.commits.add(group, topic, int32(queue), uint64(commit)) // piggybacked: not waited for
+	}
+	var wait time.Duration
+	if sysFlag&pullSuspend != 0 && suspend > 0 {
+		wait = min(time.Duration(suspend)*time.Millisecond, a.cfg.MaxPullWait)
+	}
+	res, err := a.b.Pull(ctx, broker.PullRequest{Topic: topic, Queue: int32(queue), Offset: uint64(offset),
+		MaxMessages: int(min(max(maxMsgs, 1), 1024)), Wait: wait})
+	v := a.reg.current()
+	if err != nil {
+		return a.pullError(ctx, req, err, topic, int32(queue), uint64(offset), v)
+	}
+	resp := rmq.Response(req, rmq.Success, "")
+	resp.Ext["nextBeginOffset"] = strconv.FormatUint(res.NextOffset, 10)
+	resp.Ext["minOffset"] = strconv.FormatUint(res.MinOffset, 10)
+	resp.Ext["maxOffset"] = strconv.FormatUint(res.MaxOffset, 10)
+	resp.Ext["suggestWhichBrokerId"] = strconv.FormatInt(v.brokerID(res.Suggestion.NodeID), 10)
+	switch res.Status {
+	case broker.PullFound:
+		body, err := a.encodeMessages(res.Messages)
+		if err != nil {
+			return rmq.Response(req, rmq.SystemError, "pull: "+err.Error())
+		}
+		resp.Body = body
+	case broker.PullNoNew:
+		resp.Code = rmq.PullNotFound
+	case broker.PullRetryElsewhere:
+		// This node lacks the offset (a follower behind, a body it does
+		// not hold): pull again where the suggestion says, never
+		// OFFSET_MOVED (trap 4).
+		resp.Code = rmq.PullRetryImmediately
+		resp.Ext["nextBeginOffset"] = strconv.FormatInt(offset, 10)
+	case broker.PullOffsetMoved:
+		if !res.ServedByLeader {
+			resp.Code = rmq.PullRetryImmediately
+			resp.Ext["nextBeginOffset"] = strconv.FormatInt(offset, 10)
+			resp.Ext["suggestWhichBrokerId"] = "0"
+		} else {
+			resp.Code = rmq.PullOffsetMoved
+		}
+	}
+	return resp
+}
+
+// pullError answers a pull the broker refused. Only the leader ever says
+// an offset is out of range; anything a wait may cure is "retry
+// immediately, from the leader".
+func (a *Adapter) pullError(ctx context.Context, req *rmq.Command, err error, topic string, queue int32, offset uint64, v *view) *rmq.Command {
+	retry := func() *rmq.Command {
+		select {
+		case <-time.After(retryPause):
+		case <-ctx.Done():
+		}
+		resp := rmq.Response(req, rmq.PullRetryImmediately, err.Error())
+		resp.Ext["nextBeginOffset"] = strconv.FormatUint(offset, 10)
+		resp.Ext["suggestWhichBrokerId"] = "0"
+		resp.Ext["minOffset"], resp.Ext["maxOffset"] = "0", "0"
+		return resp
+	}
+	switch {
+	case errors.Is(err, broker.ErrOutOfRange):
+		if !v.isLeader() {
+			return retry()
+		}
+		ti, terr := a.b.Topic(topic)
+		if terr != nil || int(queue) >= len(ti.Queues) {
+			return retry()
+		}
+		q := ti.Queues[queue]
+		resp := rmq.Response(req, rmq.PullOffsetMoved, err.Error())
+		resp.Ext["nextBeginOffset"] = strconv.FormatUint(q.Max, 10)
+		resp.Ext["minOffset"], resp.Ext["maxOffset"] = strconv.FormatUint(q.Min, 10), strconv.FormatUint(q.Max, 10)
+		resp.Ext["suggestWhichBrokerId"] = "0"
+		return resp
+	case errors.Is(err, broker.ErrNotFound):
+		if !v.isLeader() {
+			return retry() // a follower may not have applied the topic yet
+		}
+		return rmq.Response(req, rmq.TopicNotExist, err.Error())
+	case errors.Is(err, broker.ErrInvalidArgument):
+		return rmq.Response(req, rmq.SystemError, err.Error())
+	}
+	return retry()
+}
+
+// encodeMessages is the pull body: the v1 layout of each message. Its
+// physical offset is the raft index and ordinal (physicalOffset); the
+// store host this node.
+func (a *Adapter) encodeMessages(msgs []broker.Message) ([]byte, error) {
+	var body []byte
+	for i := range msgs {
+		m := &msgs[i]
+		props := make(map[string]string, len(m.Properties)+2)
+		var flag, reconsume int64
+		for k, v := range m.Properties {
+			switch k {
+			case propFlag:
+				flag, _ = strconv.ParseInt(v, 10, 32)
+			default:
+				props[k] = v
+			}
+		}
+		if m.Key != "" {
+			props[propKeys] = m.Key
+		}
+		if m.Tag != "" {
+			props[propTags] = m.Tag
+		}
+		if v, ok := props[propReconsume]; ok {
+			reconsume, _ = strconv.ParseInt(v, 10, 32)
+		}
+		var err error
+		body, err = rmq.AppendMessageExt(body, &rmq.MessageExt{
+			Topic: m.Topic, QueueID: m.Queue, Flag: int32(flag), QueueOffset: int64(m.Offset), PhysicalOffset: physicalOffset(m.ID),
+			BornTimestamp: m.Timestamp, BornHost: a.store, StoreTimestamp: m.Timestamp, StoreHost: a.store,
+			ReconsumeTimes: int32(reconsume), Body: m.Body, Properties: props,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("message %s/%d@%d: %w", m.Topic, m.Queue, m.Offset, err)
+		}
+	}
+	return body, nil
+}

@@ -1,0 +1,211 @@
+package remoting
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftmq/raftmq/namesrv"
+	rmq "github.com/raftmq/raftmq/remoting"
+)
+
+// view is the group as the route numbers it: the leader is brokerId 0, the
+// other members 1, 2, ... in the order of their node ids. Every node
+// computes it from the same membership and leader, so the id a node
+// registers under and the id a pull response suggests for it agree.
+type view struct {
+	self   string
+	leader string
+	term   uint64
+	ids    map[string]int64
+}
+
+func (v *view) brokerID(node string) int64 {
+	if v == nil {
+		return 0
+	}
+	if id, ok := v.ids[node]; ok {
+		return id
+	}
+	return 0
+}
+
+func (v *view) isLeader() bool { return v != nil && v.leader != "" && v.leader == v.self }
+
+func (v *view) same(o *view) bool {
+	if v == nil || o == nil || v.leader != o.leader || v.term != o.term || len(v.ids) != len(o.ids) {
+		return false
+	}
+	for k, id := range v.ids {
+		if o.ids[k] != id {
+			return false
+		}
+	}
+	return true
+}
+
+func numbering(self, leader string, members []string) map[string]int64 {
+	sort.Strings(members)
+	ids := map[string]int64{}
+	next := int64(1)
+	for _, m := range members {
+		if m == leader {
+			ids[m] = 0
+			continue
+		}
+		ids[m] = next
+		next++
+	}
+	return ids
+}
+
+// registrar registers this node with every name server: every period, and
+// at once when the view changes (a new leader, a member added or removed),
+// so a route names a new leader within moments of its election.
+type registrar struct {
+	a    *Adapter
+	cl   *rmq.Client
+	v    atomic.Pointer[view]
+	kick chan struct{}
+	// last outcome per name server, to log changes only
+	mu     sync.Mutex
+	failed map[string]bool
+}
+
+// viewPoll is how often the registrar compares the view (role changes also
+// wake it through RoleChanged).
+const viewPoll = 200 * time.Millisecond
+
+func newRegistrar(a *Adapter) *registrar {
+	r := &registrar{a: a, cl: rmq.NewClient(), kick: make(chan struct{}, 1), failed: map[string]bool{}}
+	r.cl.DialTimeout = time.Second
+	return r
+}
+
+func (r *registrar) kickNow() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (r *registrar) current() *view {
+	if v := r.v.Load(); v != nil {
+		return v
+	}
+	return r.refresh()
+}
+
+func (r *registrar) refresh() *view {
+	st, err := r.a.b.Status()
+	if err != nil {
+		return r.v.Load()
+	}
+	members := make([]string, 0, len(st.Nodes))
+	for _, n := range st.Nodes {
+		members = append(members, n.ID)
+	}
+	v := &view{self: r.a.b.ID(), leader: st.LeaderID, term: st.Term, ids: numbering(r.a.b.ID(), st.LeaderID, members)}
+	r.v.Store(v)
+	return v
+}
+
+func (r *registrar) loop() {
+	tick := time.NewTicker(viewPoll)
+	defer tick.Stop()
+	var last *view
+	var lastSent time.Time
+	for {
+		select {
+		case <-r.a.stop:
+			return
+		case <-tick.C:
+		case <-r.kick:
+		}
+		v := r.refresh()
+		if v == nil || v.leader == "" {
+			continue // an election: the id this node would register is unknown
+		}
+		if v.same(last) && time.Since(lastSent) < r.a.cfg.RegisterPeriod {
+			continue
+		}
+		if !v.same(last) {
+			r.a.log.Info("registering with name servers", "broker_id", v.brokerID(v.self), "leader", v.leader, "term", v.term)
+		}
+		last, lastSent = v, time.Now()
+		r.registerAll(v)
+	}
+}
+
+func (r *registrar) registration(v *view) namesrv.Registration {
+	topics := map[string]int{}
+	for _, t := range r.a.b.Topics() {
+		topics[t.Name] = len(t.Queues)
+	}
+	return namesrv.Registration{Cluster: r.a.cfg.Cluster, Group: r.a.b.Config().Group, Addr: r.a.cfg.Addr,
+		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics}
+}
+
+func (r *registrar) registerAll(v *view) {
+	req, err := namesrv.RegisterRequest(r.registration(v))
+	if err != nil {
+		r.a.log.Error("registration", "error", err)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, ns := range r.a.cfg.NameServers {
+		wg.Add(1)
+		go func(ns string) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			c := *req
+			resp, err := r.cl.Invoke(ctx, ns, &c)
+			if err == nil && resp.Code != rmq.Success {
+				err = &codeError{resp.Code, resp.Remark}
+			}
+			r.mu.Lock()
+			was := r.failed[ns]
+			r.failed[ns] = err != nil
+			r.mu.Unlock()
+			switch {
+			case err != nil && !was:
+				r.a.log.Warn("register with name server", "namesrv", ns, "error", err)
+			case err == nil && was:
+				r.a.log.Info("registered with name server again", "namesrv", ns)
+			}
+		}(ns)
+	}
+	wg.Wait()
+}
+
+// unregister tells every name server this node is gone (a graceful stop),
+// so that routes drop it at once instead of after the expiry.
+func (r *registrar) unregister() {
+	v := r.v.Load()
+	if v == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, ns := range r.a.cfg.NameServers {
+		wg.Add(1)
+		go func(ns string) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			r.cl.Invoke(ctx, ns, rmq.NewRequest(rmq.UnregisterBroker, map[string]string{"brokerAddr": r.a.cfg.Addr,
+				"brokerName": r.a.b.Config().Group, "clusterName": r.a.cfg.Cluster}, nil))
+		}(ns)
+	}
+	wg.Wait()
+}
+
+type codeError struct {
+	code   int16
+	remark string
+}
+
+func (e *codeError) Error() string { return "code " + strconv.Itoa(int(e.code)) + ": " + e.remark }

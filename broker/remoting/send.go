@@ -1,0 +1,247 @@
+package remoting
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/broker"
+	rmq "github.com/raftmq/raftmq/remoting"
+)
+
+// RocketMQ property names the adapter maps onto broker fields.
+const (
+	propKeys      = "KEYS"
+	propTags      = "TAGS"
+	propUniqKey   = "UNIQ_KEY"
+	propReconsume = "RECONSUME_TIME"
+	// propFlag carries a message's int32 flag, which the broker has no
+	// field for, through the log.
+	propFlag = "RAFTMQ_FLAG"
+)
+
+// v2Names maps SendMessageRequestHeaderV2's one-letter fields to the V1
+// names.
+var v2Names = map[string]string{"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
+	"f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes", "k": "unitMode",
+	"l": "maxReconsumeTimes", "m": "batch", "n": "bname"}
+
+type sendHeader struct {
+	topic     string
+	queue     int64
+	sysFlag   int64
+	bornTS    int64
+	flag      int64
+	props     map[string]string
+	batch     bool
+	reconsume int64
+}
+
+func parseSendHeader(req *rmq.Command) (sendHeader, error) {
+	ext := req.Ext
+	if req.Code == rmq.SendMessageV2 || req.Code == rmq.SendBatchMessage {
+		if _, v1 := ext["topic"]; !v1 {
+			ext = make(map[string]string, len(req.Ext))
+			for k, v := range req.Ext {
+				if n, ok := v2Names[k]; ok {
+					k = n
+				}
+				ext[k] = v
+			}
+		}
+	}
+	c := &rmq.Command{Ext: ext}
+	var h sendHeader
+	var err error
+	h.topic = ext["topic"]
+	if h.topic == "" {
+		return h, fmt.Errorf("%w: send without a topic", broker.ErrInvalidArgument)
+	}
+	for _, f := range []struct {
+		name string
+		dst  *int64
+		def  int64
+	}{{"queueId", &h.queue, -1}, {"sysFlag", &h.sysFlag, 0}, {"bornTimestamp", &h.bornTS, 0}, {"flag", &h.flag, 0}, {"reconsumeTimes", &h.reconsume, 0}} {
+		if *f.dst, err = c.ExtInt(f.name, f.def); err != nil {
+			return h, fmt.Errorf("%w: %w", broker.ErrInvalidArgument, err)
+		}
+	}
+	if h.queue < -1 || h.queue > 1<<20 {
+		return h, fmt.Errorf("%w: queueId %d", broker.ErrInvalidArgument, h.queue)
+	}
+	h.props = rmq.DecodeProperties(ext["properties"])
+	h.batch = req.Code == rmq.SendBatchMessage || ext["batch"] == "true"
+	return h, nil
+}
+
+// produceMessage maps one RocketMQ message onto the broker's: KEYS is the
+// key, TAGS the tag, every other property stays a property.
+func produceMessage(props map[string]string, body []byte, flag int64, h *sendHeader) broker.ProduceMessage {
+	m := broker.ProduceMessage{Key: props[propKeys], Tag: props[propTags], Body: body, Timestamp: h.bornTS}
+	if h.queue >= 0 {
+		m.Queue, m.HasQueue = int32(h.queue), true
+	}
+	rest := make(map[string]string, len(props))
+	for k, v := range props {
+		if k != propKeys && k != propTags {
+			rest[k] = v
+		}
+	}
+	if flag != 0 {
+		rest[propFlag] = strconv.FormatInt(flag, 10)
+	}
+	if len(rest) > 0 {
+		m.Properties = rest
+	}
+	return m
+}
+
+// produceRequest decodes a send into one broker request. The client's
+// UNIQ_KEY (set once per message and kept across its retries) is the
+// idempotent producer id, sequence 1: a retry after a lost answer or a
+// leader change is stored once. A batch is keyed by its first message's
+// UNIQ_KEY when every message has one (the Java client sets them; the Go
+// client does not, and its batches are then not deduplicated).
+func (a *Adapter) produceRequest(req *rmq.Command) (broker.ProduceRequest, error) {
+	h, err := parseSendHeader(req)
+	if err != nil {
+		return broker.ProduceRequest{}, err
+	}
+	cfg := a.b.Config()
+	preq := broker.ProduceRequest{Topic: h.topic}
+	if !h.batch {
+		body := req.Body
+		if h.sysFlag&int64(rmq.SysCompressed) != 0 {
+			if body, err = rmq.Uncompress(body, cfg.MaxMessageBytes); err != nil {
+				return preq, fmt.Errorf("%w: %w", broker.ErrInvalidArgument, err)
+			}
+		}
+		if body == nil {
+			body = []byte{}
+		}
+		preq.Messages = []broker.ProduceMessage{produceMessage(h.props, body, h.flag, &h)}
+		if u := h.props[propUniqKey]; u != "" {
+			preq.ProducerID, preq.Seq = "rmq-"+u, 1
+		}
+		return preq, nil
+	}
+	msgs, err := rmq.DecodeBatch(req.Body, broker.MaxMessagesPerRequest)
+	if err != nil {
+		return preq, fmt.Errorf("%w: batch body: %w", broker.ErrInvalidArgument, err)
+	}
+	if len(msgs) == 0 {
+		return preq, fmt.Errorf("%w: empty batch", broker.ErrInvalidArgument)
+	}
+	keyed := true
+	for _, m := range msgs {
+		body := m.Body
+		if body == nil {
+			body = []byte{}
+		}
+		preq.Messages = append(preq.Messages, produceMessage(m.Properties, body, int64(m.Flag), &h))
+		keyed = keyed && m.Properties[propUniqKey] != ""
+	}
+	if keyed {
+		preq.ProducerID, preq.Seq = "rmqb-"+msgs[0].Properties[propUniqKey], 1
+	}
+	return preq, nil
+}
+
+func (a *Adapter) send(ctx context.Context, req *rmq.Command) *rmq.Command {
+	preq, err := a.produceRequest(req)
+	if err != nil {
+		return errResponse(req, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.b.Config().WriteTimeout)
+	defer cancel()
+	acks, err := a.produce(ctx, preq)
+	if err != nil {
+		a.log.Debug("send refused", "topic", preq.Topic, "error", err)
+		return errResponse(req, err)
+	}
+	resp := rmq.Response(req, rmq.Success, "")
+	ids := make([]string, len(acks))
+	for i, ack := range acks {
+		ids[i] = rmq.OffsetMessageID(a.store, physicalOffset(ack.id))
+	}
+	resp.Ext["msgId"] = strings.Join(ids, ",")
+	resp.Ext["queueId"] = strconv.Itoa(int(acks[0].queue))
+	resp.Ext["queueOffset"] = strconv.FormatUint(acks[0].offset, 10)
+	resp.Ext["MSG_REGION"] = "DefaultRegion"
+	resp.Ext["TRACE_ON"] = "false"
+	return resp
+}
+
+type ack struct {
+	queue  int32
+	offset uint64
+	id     string
+}
+
+// produce stores preq here, or on the leader when this node is not it.
+func (a *Adapter) produce(ctx context.Context, preq broker.ProduceRequest) ([]ack, error) {
+	res, err := a.b.Produce(ctx, preq)
+	if err == nil {
+		out := make([]ack, len(res.Acks))
+		for i, x := range res.Acks {
+			out[i] = ack{int32(x.Queue), x.Offset, x.ID}
+		}
+		return out, nil
+	}
+	var out []ack
+	err = a.forward(ctx, err, func(ctx context.Context, addr string) error {
+		cc, err := a.peers.Conn(addr)
+		if err != nil {
+			return fmt.Errorf("%w: %w", broker.ErrUnavailable, err)
+		}
+		r, err := api.NewBrokerClient(cc).Produce(ctx, produceProto(preq))
+		if err != nil {
+			return err
+		}
+		for _, x := range r.Acks {
+			out = append(out, ack{x.Queue, x.Offset, x.Id})
+		}
+		return nil
+	})
+	if err == nil && len(out) != len(preq.Messages) {
+		err = fmt.Errorf("leader acknowledged %d of %d messages", len(out), len(preq.Messages))
+	}
+	return out, err
+}
+
+func produceProto(r broker.ProduceRequest) *api.ProduceRequest {
+	out := &api.ProduceRequest{Topic: r.Topic, ProducerId: r.ProducerID, Sequence: r.Seq, Messages: make([]*api.ProduceMessage, len(r.Messages))}
+	for i, m := range r.Messages {
+		pm := &api.ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body, TimestampMs: m.Timestamp}
+		if m.HasQueue {
+			q := m.Queue
+			pm.Queue = &q
+		}
+		out.Messages[i] = pm
+	}
+	return out
+}
+
+// physicalOffset is a pulled or sent message's RocketMQ commitlog offset:
+// the raft log index of its entry and its ordinal there (the broker's
+// message id, 16 + 8 hex digits), as index<<24 | ordinal. It names the
+// stored message, so a client that hands it back (send-back, view by id)
+// names that message.
+func physicalOffset(id string) int64 {
+	if len(id) != 24 {
+		return 0
+	}
+	index, err1 := strconv.ParseUint(id[:16], 16, 64)
+	ord, err2 := strconv.ParseUint(id[16:], 16, 32)
+	if err1 != nil || err2 != nil || index >= 1<<39 || ord >= 1<<24 {
+		return 0
+	}
+	return int64(index<<24 | ord)
+}
+
+// messageID is the inverse of physicalOffset.
+func messageID(phys int64) string {
+	return fmt.Sprintf("%016X%08X", uint64(phys)>>24, uint64(phys)&(1<<24-1))
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/raftmq/raftmq/namesrv"
+	"github.com/raftmq/raftmq/remoting"
+)
+
+func namesrvCommand() *cli.Command {
+	d := namesrv.DefaultConfig()
+	return &cli.Command{
+		Name:  "namesrv",
+		Usage: "run a RocketMQ-style name server (routes for RocketMQ clients)",
+		Description: "Nodes started with --remoting and --namesrv register with every name server they are given;\n" +
+			"RocketMQ clients ask it for routes. Several name servers are independent.\n\n" +
+			"   raftmq namesrv --listen 127.0.0.1:9876 --http 127.0.0.1:9877",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Value: d.Listen, Usage: "remoting listen address (RocketMQ's name server port is 9876)"},
+			&cli.StringFlag{Name: "http", Usage: "HTTP address for /metrics and /healthz (empty: off)"},
+			&cli.DurationFlag{Name: "expiry", Value: d.Expiry, Usage: "drop a broker node that has not registered for this long"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
+		},
+		Action: runNamesrv,
+		Subcommands: []*cli.Command{{
+			Name:  "routes",
+			Usage: "show the groups, leaders, followers and topics a name server knows",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "namesrv", Value: "127.0.0.1:9876", Usage: "name server address"},
+				&cli.StringFlag{Name: "topic", Usage: "show this topic's route only"},
+				&cli.DurationFlag{Name: "timeout", Value: 5 * time.Second, Usage: "give up after this long"},
+				jsonFlag(),
+			},
+			Action: runRoutes,
+		}},
+	}
+}
+
+func runNamesrv(c *cli.Context) error {
+	level := hclog.LevelFromString(c.String("log-level"))
+	if level == hclog.NoLevel {
+		return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
+	}
+	cfg := namesrv.Config{Listen: c.String("listen"), HTTP: c.String("http"), Expiry: c.Duration("expiry"),
+		Logger: hclog.New(&hclog.LoggerOptions{Name: "namesrv", Level: level, Output: c.App.ErrWriter, TimeFormat: "15:04:05.000"})}
+	s, err := namesrv.Start(cfg)
+	if err != nil {
+		return err
+	}
+	<-c.Context.Done()
+	return s.Close()
+}
+
+// routeGroup is one group in `namesrv routes`.
+type routeGroup struct {
+	Group     string            `json:"group"`
+	Cluster   string            `json:"cluster"`
+	Term      uint64            `json:"term"`
+	Leader    string            `json:"leader"`
+	LeaderID  string            `json:"leader_node"`
+	Followers map[string]string `json:"followers"` // brokerId -> address
+	Nodes     map[string]string `json:"nodes"`     // brokerId -> node id
+	Topics    map[string]int    `json:"topics"`
+}
+
+func runRoutes(c *cli.Context) error {
+	cl := remoting.NewClient()
+	defer cl.Close()
+	ctx, cancel := opCtx(c)
+	defer cancel()
+	ci, err := namesrv.FetchClusterInfo(ctx, cl, c.String("namesrv"))
+	if err != nil {
+		return err
+	}
+	topic := c.String("topic")
+	var out []routeGroup
+	for name, bd := range ci.BrokerAddrTable {
+		gi := ci.RaftmqGroups[name]
+		if topic != "" {
+			if _, ok := gi.Topics[topic]; !ok {
+				continue
+			}
+		}
+		rg := routeGroup{Group: name, Cluster: bd.Cluster, Term: gi.Term, Leader: bd.BrokerAddrs[0], LeaderID: gi.Nodes[0],
+			Followers: map[string]string{}, Nodes: map[string]string{}, Topics: gi.Topics}
+		for id, addr := range bd.BrokerAddrs {
+			rg.Nodes[fmt.Sprint(id)] = gi.Nodes[id]
+			if id != 0 {
+				rg.Followers[fmt.Sprint(id)] = addr
+			}
+		}
+		out = append(out, rg)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	if topic != "" && len(out) == 0 {
+		return &exitError{code: 3, err: fmt.Errorf("topic %s: no group registered with %s holds it", topic, c.String("namesrv"))}
+	}
+	w := c.App.Writer
+	if c.Bool("json") {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if out == nil {
+			out = []routeGroup{}
+		}
+		return enc.Encode(out)
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(w, "no groups registered")
+		return nil
+	}
+	for _, g := range out {
+		leader := g.Leader
+		if leader == "" {
+			leader = "(none registered)"
+		} else {
+			leader += " (" + g.LeaderID + ")"
+		}
+		fmt.Fprintf(w, "group %s  cluster %s  term %d\n  leader    0: %s\n", g.Group, g.Cluster, g.Term, leader)
+		ids := make([]string, 0, len(g.Followers))
+		for id := range g.Followers {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			fmt.Fprintf(w, "  follower %2s: %s (%s)\n", id, g.Followers[id], g.Nodes[id])
+		}
+		topics := make([]string, 0, len(g.Topics))
+		for t, q := range g.Topics {
+			topics = append(topics, fmt.Sprintf("%s(%d)", t, q))
+		}
+		sort.Strings(topics)
+		fmt.Fprintf(w, "  topics: %s\n", strings.Join(topics, " "))
+	}
+	return nil
+}

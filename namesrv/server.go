@@ -1,0 +1,386 @@
+package namesrv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/raftmq/raftmq/remoting"
+)
+
+// Ext fields raftmq adds to REGISTER_BROKER (RocketMQ's brokers do not
+// send them; a registration without a term counts as term 0).
+const (
+	ExtNodeID = "raftmqNodeId"
+	ExtTerm   = "raftmqTerm"
+)
+
+// DefaultExpiry is RocketMQ's BROKER_CHANNEL_EXPIRED_TIME.
+const DefaultExpiry = 120 * time.Second
+
+// Config of a name server.
+type Config struct {
+	Listen string // remoting address, RocketMQ's 9876
+	HTTP   string // /metrics and /healthz; "" disables
+	Expiry time.Duration
+	Logger hclog.Logger
+}
+
+// DefaultConfig listens on :9876 with RocketMQ's expiry.
+func DefaultConfig() Config { return Config{Listen: ":9876", Expiry: DefaultExpiry} }
+
+// Validate names the first bad field.
+func (c *Config) Validate() error {
+	switch {
+	case c.Listen == "":
+		return errors.New("listen: empty")
+	case c.Expiry <= 0:
+		return fmt.Errorf("expiry %s: want > 0", c.Expiry)
+	}
+	return nil
+}
+
+// Server is a running name server.
+type Server struct {
+	cfg  Config
+	log  hclog.Logger
+	reg  *registry
+	srv  *remoting.Server
+	lis  net.Listener
+	http *http.Server
+	wg   sync.WaitGroup
+	once sync.Once
+
+	requests *prometheus.CounterVec
+	promReg  *prometheus.Registry
+}
+
+// Start listens and serves until Close.
+func Start(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, reg: newRegistry(cfg.Expiry), promReg: prometheus.NewRegistry()}
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_namesrv_requests_total", Help: "Remoting requests by code."}, []string{"code"})
+	s.promReg.MustRegister(s.requests, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_namesrv_registrations", Help: "Live broker registrations."},
+		func() float64 { return float64(s.reg.count()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_namesrv_groups", Help: "Groups with a live registration."},
+			func() float64 { return float64(len(s.reg.groups())) }))
+	var err error
+	if s.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("name server listen on %s: %w", cfg.Listen, err)
+	}
+	s.srv = remoting.NewServer(remoting.ServerConfig{Handler: s.handle, Logger: s.log.Named("remoting"), MaxFrame: remoting.MaxFrame})
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.srv.Serve(s.lis); err != nil {
+			s.log.Error("name server", "error", err)
+		}
+	}()
+	if cfg.HTTP != "" {
+		hl, err := net.Listen("tcp", cfg.HTTP)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("http listen on %s: %w", cfg.HTTP, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(s.promReg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.http.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("http server", "error", err)
+			}
+		}()
+	}
+	s.log.Info("name server started", "listen", s.lis.Addr().String(), "http", cfg.HTTP, "expiry", cfg.Expiry)
+	return s, nil
+}
+
+// Addr is the remoting address the server listens on.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// Groups is every group's route now.
+func (s *Server) Groups() map[string]*GroupRoute { return s.reg.groups() }
+
+// Close stops the server; it is idempotent.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		if s.srv != nil {
+			s.srv.Close()
+		}
+		if s.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			s.http.Shutdown(ctx)
+			cancel()
+		}
+		s.wg.Wait()
+	})
+	return nil
+}
+
+func (s *Server) handle(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	s.requests.WithLabelValues(strconv.Itoa(int(req.Code))).Inc()
+	switch req.Code {
+	case remoting.RegisterBroker:
+		return s.register(req)
+	case remoting.UnregisterBroker:
+		s.reg.remove(req.Ext["brokerAddr"])
+		return remoting.Response(req, remoting.Success, "")
+	case remoting.GetRouteInfoByTopic:
+		return s.route(req)
+	case remoting.GetBrokerClusterInfo:
+		return s.clusterInfo(req)
+	case remoting.GetAllTopicListFromNS:
+		return s.topicList(req)
+	}
+	return remoting.Response(req, remoting.RequestCodeNotSupported, fmt.Sprintf("request code %d is not supported by raftmq's name server", req.Code))
+}
+
+// RegisterBody is REGISTER_BROKER's body (RocketMQ's RegisterBrokerBody,
+// the parts raftmq uses).
+type RegisterBody struct {
+	TopicConfigSerializeWrapper struct {
+		TopicConfigTable map[string]TopicConfig `json:"topicConfigTable"`
+	} `json:"topicConfigSerializeWrapper"`
+	FilterServerList []string `json:"filterServerList"`
+}
+
+// TopicConfig is one topic of a registration.
+type TopicConfig struct {
+	TopicName      string `json:"topicName"`
+	ReadQueueNums  int    `json:"readQueueNums"`
+	WriteQueueNums int    `json:"writeQueueNums"`
+	Perm           int    `json:"perm"`
+}
+
+func (s *Server) register(req *remoting.Command) *remoting.Command {
+	reg := Registration{Cluster: req.Ext["clusterName"], Group: req.Ext["brokerName"], Addr: req.Ext["brokerAddr"], NodeID: req.Ext[ExtNodeID]}
+	if reg.Group == "" || reg.Addr == "" {
+		return remoting.Response(req, remoting.SystemError, "register broker: brokerName and brokerAddr are required")
+	}
+	if _, _, err := net.SplitHostPort(reg.Addr); err != nil {
+		return remoting.Response(req, remoting.SystemError, fmt.Sprintf("register broker: brokerAddr %q: %v", reg.Addr, err))
+	}
+	id, err := req.ExtInt("brokerId", 0)
+	if err != nil || id < 0 {
+		return remoting.Response(req, remoting.SystemError, fmt.Sprintf("register broker: brokerId %q", req.Ext["brokerId"]))
+	}
+	reg.BrokerID = id
+	if t, err := strconv.ParseUint(req.Ext[ExtTerm], 10, 64); err == nil {
+		reg.Term = t
+	}
+	reg.Topics = map[string]int{}
+	if len(req.Body) > 0 {
+		var body RegisterBody
+		if err := json.Unmarshal(req.Body, &body); err != nil {
+			return remoting.Response(req, remoting.SystemError, fmt.Sprintf("register broker: body: %v", err))
+		}
+		for name, tc := range body.TopicConfigSerializeWrapper.TopicConfigTable {
+			if tc.TopicName == "" {
+				tc.TopicName = name
+			}
+			reg.Topics[tc.TopicName] = max(tc.ReadQueueNums, tc.WriteQueueNums)
+		}
+	}
+	s.reg.put(reg)
+	s.log.Debug("broker registered", "group", reg.Group, "addr", reg.Addr, "broker_id", reg.BrokerID, "node", reg.NodeID, "term", reg.Term, "topics", len(reg.Topics))
+	resp := remoting.Response(req, remoting.Success, "")
+	if gr := s.reg.groups()[reg.Group]; gr != nil {
+		resp.Ext["masterAddr"] = gr.Addrs[0]
+	}
+	resp.Ext["haServerAddr"] = ""
+	return resp
+}
+
+// RouteData is GET_ROUTEINFO_BY_TOPIC's body (RocketMQ's TopicRouteData).
+type RouteData struct {
+	OrderTopicConf    string              `json:"orderTopicConf,omitempty"`
+	QueueDatas        []QueueData         `json:"queueDatas"`
+	BrokerDatas       []BrokerData        `json:"brokerDatas"`
+	FilterServerTable map[string][]string `json:"filterServerTable"`
+}
+
+// QueueData is one group's queues of a topic.
+type QueueData struct {
+	BrokerName     string `json:"brokerName"`
+	ReadQueueNums  int    `json:"readQueueNums"`
+	WriteQueueNums int    `json:"writeQueueNums"`
+	Perm           int    `json:"perm"`
+	TopicSysFlag   int    `json:"topicSysFlag"`
+}
+
+// BrokerData is one group's addresses. Encoded compactly, with brokerAddrs
+// keys as JSON strings of the ids, as the Go client's hand parser wants.
+type BrokerData struct {
+	Cluster     string           `json:"cluster"`
+	BrokerName  string           `json:"brokerName"`
+	BrokerAddrs map[int64]string `json:"brokerAddrs"`
+}
+
+// PermReadWrite is RocketMQ's PERM_READ|PERM_WRITE.
+const PermReadWrite = 6
+
+func (s *Server) route(req *remoting.Command) *remoting.Command {
+	topic := req.Ext["topic"]
+	rd := RouteData{FilterServerTable: map[string][]string{}, QueueDatas: []QueueData{}, BrokerDatas: []BrokerData{}}
+	groups := s.reg.groups()
+	names := make([]string, 0, len(groups))
+	for n := range groups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		gr := groups[n]
+		q, ok := gr.Topics[topic]
+		if !ok {
+			continue
+		}
+		rd.QueueDatas = append(rd.QueueDatas, QueueData{BrokerName: n, ReadQueueNums: q, WriteQueueNums: q, Perm: PermReadWrite})
+		rd.BrokerDatas = append(rd.BrokerDatas, BrokerData{Cluster: gr.Cluster, BrokerName: n, BrokerAddrs: gr.Addrs})
+	}
+	if len(rd.QueueDatas) == 0 {
+		return remoting.Response(req, remoting.TopicNotExist, fmt.Sprintf("no route info of this topic: %s", topic))
+	}
+	body, err := json.Marshal(rd) // compact: no spaces (trap 3)
+	if err != nil {
+		return remoting.Response(req, remoting.SystemError, err.Error())
+	}
+	resp := remoting.Response(req, remoting.Success, "")
+	resp.Body = body
+	return resp
+}
+
+// ClusterInfo is GET_BROKER_CLUSTER_INFO's body (RocketMQ's ClusterInfo),
+// with what raftmq adds: every group's node ids, term and topics.
+type ClusterInfo struct {
+	BrokerAddrTable  map[string]BrokerData `json:"brokerAddrTable"`
+	ClusterAddrTable map[string][]string   `json:"clusterAddrTable"`
+	RaftmqGroups     map[string]GroupInfo  `json:"raftmqGroups"`
+}
+
+// GroupInfo is raftmq's own view of a group in ClusterInfo.
+type GroupInfo struct {
+	Term   uint64           `json:"term"`
+	Nodes  map[int64]string `json:"nodes"`
+	Topics map[string]int   `json:"topics"`
+}
+
+func (s *Server) clusterInfo(req *remoting.Command) *remoting.Command {
+	ci := ClusterInfo{BrokerAddrTable: map[string]BrokerData{}, ClusterAddrTable: map[string][]string{}, RaftmqGroups: map[string]GroupInfo{}}
+	for n, gr := range s.reg.groups() {
+		ci.BrokerAddrTable[n] = BrokerData{Cluster: gr.Cluster, BrokerName: n, BrokerAddrs: gr.Addrs}
+		ci.ClusterAddrTable[gr.Cluster] = append(ci.ClusterAddrTable[gr.Cluster], n)
+		ci.RaftmqGroups[n] = GroupInfo{Term: gr.Term, Nodes: gr.Nodes, Topics: gr.Topics}
+	}
+	for _, names := range ci.ClusterAddrTable {
+		sort.Strings(names)
+	}
+	body, err := json.Marshal(ci)
+	if err != nil {
+		return remoting.Response(req, remoting.SystemError, err.Error())
+	}
+	resp := remoting.Response(req, remoting.Success, "")
+	resp.Body = body
+	return resp
+}
+
+func (s *Server) topicList(req *remoting.Command) *remoting.Command {
+	set := map[string]bool{}
+	for _, gr := range s.reg.groups() {
+		for t := range gr.Topics {
+			set[t] = true
+		}
+	}
+	list := make([]string, 0, len(set))
+	for t := range set {
+		list = append(list, t)
+	}
+	sort.Strings(list)
+	body, _ := json.Marshal(map[string][]string{"topicList": list})
+	resp := remoting.Response(req, remoting.Success, "")
+	resp.Body = body
+	return resp
+}
+
+// FetchClusterInfo asks the name server at addr for its ClusterInfo (the
+// routes command, scripts and tests).
+func FetchClusterInfo(ctx context.Context, cl *remoting.Client, addr string) (*ClusterInfo, error) {
+	resp, err := cl.Invoke(ctx, addr, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code != remoting.Success {
+		return nil, fmt.Errorf("name server %s: code %d: %s", addr, resp.Code, resp.Remark)
+	}
+	var ci ClusterInfo
+	if err := json.Unmarshal(resp.Body, &ci); err != nil {
+		return nil, fmt.Errorf("name server %s: cluster info: %w", addr, err)
+	}
+	return &ci, nil
+}
+
+// FetchRoute asks for a topic's route; a missing topic is an error naming
+// it.
+func FetchRoute(ctx context.Context, cl *remoting.Client, addr, topic string) (*RouteData, error) {
+	resp, err := cl.Invoke(ctx, addr, remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": topic}, nil))
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code != remoting.Success {
+		return nil, fmt.Errorf("name server %s: topic %s: code %d: %s", addr, topic, resp.Code, resp.Remark)
+	}
+	var rd RouteData
+	if err := json.Unmarshal(resp.Body, &rd); err != nil {
+		return nil, fmt.Errorf("name server %s: route: %w", addr, err)
+	}
+	return &rd, nil
+}
+
+// SplitAddrs splits RocketMQ's "a;b;c" name server list.
+func SplitAddrs(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ";") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// RegisterRequest is the REGISTER_BROKER request for reg (Seen is
+// ignored).
+func RegisterRequest(reg Registration) (*remoting.Command, error) {
+	var body RegisterBody
+	body.TopicConfigSerializeWrapper.TopicConfigTable = map[string]TopicConfig{}
+	body.FilterServerList = []string{}
+	for t, q := range reg.Topics {
+		body.TopicConfigSerializeWrapper.TopicConfigTable[t] = TopicConfig{TopicName: t, ReadQueueNums: q, WriteQueueNums: q, Perm: PermReadWrite}
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	return remoting.NewRequest(remoting.RegisterBroker, map[string]string{
+		"brokerAddr": reg.Addr, "brokerName": reg.Group, "clusterName": reg.Cluster, "brokerId": strconv.FormatInt(reg.BrokerID, 10),
+		"haServerAddr": "", "compressed": "false", ExtNodeID: reg.NodeID, ExtTerm: strconv.FormatUint(reg.Term, 10),
+	}, b), nil
+}

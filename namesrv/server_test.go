@@ -1,0 +1,140 @@
+package namesrv
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftmq/raftmq/remoting"
+)
+
+func start(t *testing.T, expiry time.Duration) (*Server, *remoting.Client) {
+	t.Helper()
+	s, err := Start(Config{Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Expiry: expiry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := remoting.NewClient()
+	t.Cleanup(func() { cl.Close(); s.Close() })
+	return s, cl
+}
+
+func register(t *testing.T, cl *remoting.Client, addr string, reg Registration) *remoting.Command {
+	t.Helper()
+	req, err := RegisterRequest(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cl.Invoke(ctx, addr, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Code != remoting.Success {
+		t.Fatalf("register: %d %s", resp.Code, resp.Remark)
+	}
+	return resp
+}
+
+func invoke(t *testing.T, cl *remoting.Client, addr string, req *remoting.Command) *remoting.Command {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cl.Invoke(ctx, addr, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func TestRouteFollowsTheHighestTerm(t *testing.T) {
+	s, cl := start(t, time.Minute)
+	topics := map[string]int{"orders": 4}
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "g1", Addr: "127.0.0.1:1001", BrokerID: 0, NodeID: "n1", Term: 5, Topics: topics})
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "g1", Addr: "127.0.0.1:1002", BrokerID: 1, NodeID: "n2", Term: 5, Topics: topics})
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "g1", Addr: "127.0.0.1:1003", BrokerID: 2, NodeID: "n3", Term: 5, Topics: topics})
+
+	resp := invoke(t, cl, s.Addr(), remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "orders"}, nil))
+	if resp.Code != remoting.Success {
+		t.Fatalf("route: %d %s", resp.Code, resp.Remark)
+	}
+	body := string(resp.Body)
+	// Trap 3: compact JSON, the Go client splits brokerAddrs on "," and ":".
+	if !strings.Contains(body, `"brokerAddrs":{"0":"127.0.0.1:1001","1":"127.0.0.1:1002","2":"127.0.0.1:1003"}`) || strings.Contains(body, " ") {
+		t.Fatalf("route body %s", body)
+	}
+	if !strings.Contains(body, `"queueDatas":[{"brokerName":"g1","readQueueNums":4,"writeQueueNums":4,"perm":6,"topicSysFlag":0}]`) {
+		t.Fatalf("queue datas in %s", body)
+	}
+
+	// n1 is killed; n2 wins term 6 and registers at once as 0, n3 as 1.
+	// The dead leader's registration still lives, but is shadowed.
+	resp = register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "g1", Addr: "127.0.0.1:1002", BrokerID: 0, NodeID: "n2", Term: 6, Topics: topics})
+	if resp.Ext["masterAddr"] != "127.0.0.1:1002" {
+		t.Fatalf("masterAddr %q", resp.Ext["masterAddr"])
+	}
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "g1", Addr: "127.0.0.1:1003", BrokerID: 1, NodeID: "n3", Term: 6, Topics: topics})
+	rd, err := FetchRoute(context.Background(), cl, s.Addr(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := rd.BrokerDatas[0].BrokerAddrs; a[0] != "127.0.0.1:1002" || a[1] != "127.0.0.1:1003" || len(a) != 2 {
+		t.Fatalf("after failover: %v", a)
+	}
+
+	// Missing topic: TOPIC_NOT_EXIST (the producer's auto-create path is off, trap 11).
+	if resp := invoke(t, cl, s.Addr(), remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "nope"}, nil)); resp.Code != remoting.TopicNotExist {
+		t.Fatalf("missing topic: %d", resp.Code)
+	}
+	if resp := invoke(t, cl, s.Addr(), remoting.NewRequest(999, nil, nil)); resp.Code != remoting.RequestCodeNotSupported {
+		t.Fatalf("unknown code: %d", resp.Code)
+	}
+	ci, err := FetchClusterInfo(context.Background(), cl, s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := ci.RaftmqGroups["g1"]; g.Term != 6 || g.Nodes[0] != "n2" || g.Topics["orders"] != 4 || ci.ClusterAddrTable["c"][0] != "g1" {
+		t.Fatalf("cluster info %+v", ci)
+	}
+}
+
+func TestRegistrationsExpire(t *testing.T) {
+	s, cl := start(t, 300*time.Millisecond)
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "g1", Addr: "127.0.0.1:1001", NodeID: "n1", Term: 1, Topics: map[string]int{"t": 1}})
+	if len(s.Groups()) != 1 {
+		t.Fatal("no group after registering")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(s.Groups()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("registration never expired")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if resp := invoke(t, cl, s.Addr(), remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "t"}, nil)); resp.Code != remoting.TopicNotExist {
+		t.Fatalf("expired route: code %d", resp.Code)
+	}
+}
+
+func TestBadRegistrations(t *testing.T) {
+	s, cl := start(t, time.Minute)
+	for name, ext := range map[string]map[string]string{
+		"no name":  {"brokerAddr": "127.0.0.1:1"},
+		"bad addr": {"brokerName": "g", "brokerAddr": "nohost"},
+		"bad id":   {"brokerName": "g", "brokerAddr": "127.0.0.1:1", "brokerId": "x"},
+		"negative": {"brokerName": "g", "brokerAddr": "127.0.0.1:1", "brokerId": "-1"},
+	} {
+		if resp := invoke(t, cl, s.Addr(), remoting.NewRequest(remoting.RegisterBroker, ext, nil)); resp.Code == remoting.Success {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	resp := invoke(t, cl, s.Addr(), remoting.NewRequest(remoting.RegisterBroker, map[string]string{"brokerName": "g", "brokerAddr": "127.0.0.1:1"}, []byte("{not json")))
+	if resp.Code == remoting.Success {
+		t.Error("bad body accepted")
+	}
+	if len(s.Groups()) != 0 {
+		t.Fatalf("bad registrations left groups: %v", s.Groups())
+	}
+}
