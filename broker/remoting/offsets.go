@@ -135,13 +135,18 @@ func (a *Adapter) searchOffset(ctx context.Context, req *rmq.Command) *rmq.Comma
 	return resp
 }
 
-// committer batches consumer offset commits into one Raft entry per
-// group every commitPeriod: a push consumer commits every queue every 5 s
-// and piggybacks commits on its pulls.
+// committer batches consumer offset commits into one Raft entry per group.
+// An UPDATE_CONSUMER_OFFSET is flushed within commitPeriod and answered
+// once stored; offsets piggybacked on pulls (which RocketMQ's broker keeps
+// in memory) are flushed with it or every lazyPeriod, and only when they
+// moved: a push consumer pulls many times a second, and each commit would
+// be a Raft entry.
 type committer struct {
 	a       *Adapter
 	mu      sync.Mutex
 	pending map[string]map[commitKey]*commitVal
+	last    map[string]map[commitKey]uint64 // what was stored, per group
+	urgent  bool
 	kick    chan struct{}
 }
 
@@ -155,48 +160,77 @@ type commitVal struct {
 	waiters []chan error
 }
 
-const commitPeriod = 20 * time.Millisecond
+const (
+	commitPeriod = 20 * time.Millisecond
+	lazyPeriod   = time.Second
+)
 
 func newCommitter(a *Adapter) *committer {
-	return &committer{a: a, pending: map[string]map[commitKey]*commitVal{}, kick: make(chan struct{}, 1)}
+	return &committer{a: a, pending: map[string]map[commitKey]*commitVal{}, last: map[string]map[commitKey]uint64{}, kick: make(chan struct{}, 1)}
 }
 
 // add queues a commit; the channel gets its outcome.
 func (c *committer) add(group, topic string, q int32, off uint64) <-chan error {
+	return c.put(group, topic, q, off, true)
+}
+
+// lazy queues a piggybacked commit, flushed without hurry and not waited for.
+func (c *committer) lazy(group, topic string, q int32, off uint64) {
+	c.put(group, topic, q, off, false)
+}
+
+func (c *committer) put(group, topic string, q int32, off uint64, urgent bool) <-chan error {
 	ch := make(chan error, 1)
+	k := commitKey{topic, q}
 	c.mu.Lock()
+	if !urgent {
+		if stored, ok := c.last[group][k]; ok && stored == off {
+			c.mu.Unlock()
+			ch <- nil
+			return ch
+		}
+	}
 	g := c.pending[group]
 	if g == nil {
 		g = map[commitKey]*commitVal{}
 		c.pending[group] = g
 	}
-	k := commitKey{topic, q}
 	v := g[k]
 	if v == nil {
 		v = &commitVal{}
 		g[k] = v
 	}
 	v.offset = off
-	v.waiters = append(v.waiters, ch)
+	if urgent {
+		v.waiters = append(v.waiters, ch)
+		c.urgent = true
+	} else {
+		ch <- nil
+	}
 	c.mu.Unlock()
-	select {
-	case c.kick <- struct{}{}:
-	default:
+	if urgent {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
 	}
 	return ch
 }
 
 func (c *committer) loop() {
+	lazy := time.NewTicker(lazyPeriod)
+	defer lazy.Stop()
 	for {
 		select {
 		case <-c.a.stop:
 			c.flush(errors.New("node is shutting down"))
 			return
+		case <-lazy.C:
 		case <-c.kick:
-		}
-		select {
-		case <-time.After(commitPeriod):
-		case <-c.a.stop:
+			select {
+			case <-time.After(commitPeriod):
+			case <-c.a.stop:
+			}
 		}
 		c.flush(nil)
 	}
@@ -206,6 +240,7 @@ func (c *committer) flush(fail error) {
 	c.mu.Lock()
 	batch := c.pending
 	c.pending = map[string]map[commitKey]*commitVal{}
+	c.urgent = false
 	c.mu.Unlock()
 	for group, g := range batch {
 		err := fail
@@ -214,9 +249,17 @@ func (c *committer) flush(fail error) {
 			for k, v := range g {
 				entries = append(entries, replica.OffsetEntry{Topic: k.topic, Queue: k.queue, Offset: v.offset})
 			}
-			err = c.commit(group, entries)
-			if err != nil {
+			if err = c.commit(group, entries); err != nil {
 				c.a.log.Debug("offset commit", "group", group, "error", err)
+			} else {
+				c.mu.Lock()
+				if c.last[group] == nil {
+					c.last[group] = map[commitKey]uint64{}
+				}
+				for k, v := range g {
+					c.last[group][k] = v.offset
+				}
+				c.mu.Unlock()
 			}
 		}
 		for _, v := range g {

@@ -40,7 +40,7 @@ func (a *Adapter) pull(ctx context.Context, req *rmq.Command) *rmq.Command {
 		return rmq.Response(req, rmq.SystemError, fmt.Sprintf("pull: queueId %d, queueOffset %d", queue, offset))
 	}
 	if sysFlag&pullCommitOffset != 0 && commit >= 0 && group != "" {
-		a.commits.add(group, topic, int32(queue), uint64(commit)) // piggybacked: not waited for
+		a.commits.lazy(group, topic, int32(queue), uint64(commit))
 	}
 	var wait time.Duration
 	if sysFlag&pullSuspend != 0 && suspend > 0 {

@@ -71,6 +71,7 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "remoting", Usage: "serve RocketMQ's remoting protocol on this address (RocketMQ's broker port is 10911; empty: off)"},
 			&cli.StringFlag{Name: "remoting-advertise", Usage: "remoting address registered with the name servers (default: --remoting)"},
 			&cli.StringFlag{Name: "namesrv", Usage: "name servers to register with, ADDR[;ADDR...] (needs --remoting)"},
+			&cli.DurationFlag{Name: "register-period", Value: brokerremoting.DefaultConfig().RegisterPeriod, Usage: "renew the registration with the name servers this often (a role change registers at once); keep it well below the name servers' --expiry"},
 			&cli.StringFlag{Name: "cluster", Value: brokerremoting.DefaultConfig().Cluster, Usage: "RocketMQ cluster name registered with the name servers"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
 		},
@@ -170,6 +171,9 @@ func runServer(c *cli.Context) error {
 	cfg.RemotingConfig = brokerremoting.DefaultConfig()
 	cfg.RemotingConfig.Addr = c.String("remoting-advertise")
 	cfg.RemotingConfig.Cluster = c.String("cluster")
+	if cfg.RemotingConfig.RegisterPeriod = c.Duration("register-period"); cfg.RemotingConfig.RegisterPeriod <= 0 {
+		return fmt.Errorf("--register-period %s: want > 0", cfg.RemotingConfig.RegisterPeriod)
+	}
 	cfg.RemotingConfig.NameServers = namesrv.SplitAddrs(c.String("namesrv"))
 	if cfg.Remoting == "" && len(cfg.RemotingConfig.NameServers) > 0 {
 		return fmt.Errorf("--namesrv %s: name servers route RocketMQ clients to the remoting port; set --remoting too", c.String("namesrv"))

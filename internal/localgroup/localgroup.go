@@ -75,6 +75,8 @@ type Config struct {
 	NodeDirs bool
 	// NoHTTP starts the servers without the metrics endpoint (--http "").
 	NoHTTP bool
+	// Remoting gives every node a RocketMQ remoting port (--remoting).
+	Remoting bool
 }
 
 // Node is one server process (and its identity across restarts).
@@ -84,9 +86,12 @@ type Node struct {
 	Client string // client API address (its proxy's with Partitionable)
 	Listen string // where the node's client API listens
 	HTTP   string // "" with Config.NoHTTP
-	Dir    string // the node's own directory (Config.NodeDirs), else the group's
-	Data   string
-	Log    string // the server's stderr, appended across restarts
+	// Remoting is the node's RocketMQ remoting address ("" without
+	// Config.Remoting).
+	Remoting string
+	Dir      string // the node's own directory (Config.NodeDirs), else the group's
+	Data     string
+	Log      string // the server's stderr, appended across restarts
 
 	mu    sync.Mutex
 	peers string // --peers, "" for a node that joins with `member add`
@@ -159,6 +164,13 @@ func (g *Group) newNode(id string) (*Node, error) {
 		Dir: g.dir, Data: filepath.Join(g.dir, id), Log: filepath.Join(g.dir, id+".log")}
 	if g.cfg.NoHTTP {
 		n.HTTP = ""
+	}
+	if g.cfg.Remoting {
+		p, err := FreePorts(1)
+		if err != nil {
+			return nil, err
+		}
+		n.Remoting = "127.0.0.1:" + strconv.Itoa(p[0])
 	}
 	if g.cfg.NodeDirs {
 		n.Dir = filepath.Join(g.dir, id)
@@ -291,6 +303,9 @@ func (g *Group) Launch(id string) error {
 	}
 	if p := n.Peers(); p != "" {
 		args = append(args, "--peers", p)
+	}
+	if n.Remoting != "" {
+		args = append(args, "--remoting", n.Remoting)
 	}
 	g.mu.Lock()
 	args = append(args, g.cfg.ServerArgs...)
