@@ -47,7 +47,7 @@ func (v *view) same(o *view) bool {
 	return true
 }
 
-func numbering(self, leader string, members []string) map[string]int64 {
+func numbering(leader string, members []string) map[string]int64 {
 	sort.Strings(members)
 	ids := map[string]int64{}
 	next := int64(1)
@@ -108,7 +108,7 @@ func (r *registrar) refresh() *view {
 	for _, n := range st.Nodes {
 		members = append(members, n.ID)
 	}
-	v := &view{self: r.a.b.ID(), leader: st.LeaderID, term: st.Term, ids: numbering(r.a.b.ID(), st.LeaderID, members)}
+	v := &view{self: r.a.b.ID(), leader: st.LeaderID, term: st.Term, ids: numbering(st.LeaderID, members)}
 	r.v.Store(v)
 	return v
 }

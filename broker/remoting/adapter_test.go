@@ -1,0 +1,332 @@
+package remoting_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/broker/server/servertest"
+	"github.com/raftmq/raftmq/namesrv"
+	rmq "github.com/raftmq/raftmq/remoting"
+)
+
+type fixture struct {
+	t  *testing.T
+	c  *servertest.Cluster
+	ns *namesrv.Server
+	cl *rmq.Client
+}
+
+func newFixture(t *testing.T) *fixture {
+	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	c := servertest.New(t, 3, servertest.InMemory(), servertest.Configure(func(i int, cfg *server.Config) {
+		cfg.Remoting = "127.0.0.1:0"
+		cfg.RemotingConfig.NameServers = []string{ns.Addr()}
+		cfg.RemotingConfig.RegisterPeriod = time.Second
+		cfg.RemotingConfig.MaxPullWait = 300 * time.Millisecond
+	}))
+	cl := rmq.NewClient()
+	t.Cleanup(func() { cl.Close() })
+	return &fixture{t: t, c: c, ns: ns, cl: cl}
+}
+
+func (f *fixture) addr(i int) string { return f.c.Node(i).RemotingAddr() }
+
+func (f *fixture) follower() int {
+	l := f.c.Leader()
+	return (l + 1) % f.c.Size()
+}
+
+func (f *fixture) invoke(addr string, code int16, ext map[string]string, body []byte) *rmq.Command {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := f.cl.Invoke(ctx, addr, rmq.NewRequest(code, ext, body))
+	if err != nil {
+		f.t.Fatalf("code %d to %s: %v", code, addr, err)
+	}
+	return resp
+}
+
+func (f *fixture) createTopic(name string, queues int) {
+	f.t.Helper()
+	// To a follower: forwarded to the leader.
+	resp := f.invoke(f.addr(f.follower()), rmq.UpdateAndCreateTopic, map[string]string{"topic": name, "writeQueueNums": strconv.Itoa(queues), "readQueueNums": strconv.Itoa(queues)}, nil)
+	if resp.Code != rmq.Success {
+		f.t.Fatalf("create topic: %d %s", resp.Code, resp.Remark)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; i < f.c.Size(); i++ {
+		for {
+			if _, err := f.c.Node(i).Broker().Topic(name); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				f.t.Fatalf("node %d never applied topic %s", i, name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func sendExt(topic string, queue int, props map[string]string) map[string]string {
+	return map[string]string{"producerGroup": "pg", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+		"queueId": strconv.Itoa(queue), "sysFlag": "0", "bornTimestamp": strconv.FormatInt(time.Now().UnixMilli(), 10), "flag": "0",
+		"properties": rmq.EncodeProperties(props), "reconsumeTimes": "0", "unitMode": "false", "batch": "false"}
+}
+
+func TestSendAndPullThroughTheProtocol(t *testing.T) {
+	f := newFixture(t)
+	l := f.c.Leader()
+	fo := f.follower()
+	f.createTopic("orders", 2)
+
+	// A send to a follower is forwarded; the UNIQ_KEY makes its retry a
+	// duplicate that is acknowledged with the same offset.
+	props := map[string]string{"UNIQ_KEY": "U1", "KEYS": "k1 k2", "TAGS": "tagA", "color": "red"}
+	first := f.invoke(f.addr(fo), rmq.SendMessage, sendExt("orders", 1, props), []byte("hello"))
+	if first.Code != rmq.Success || first.Ext["queueId"] != "1" || first.Ext["queueOffset"] != "0" || first.Ext["msgId"] == "" {
+		t.Fatalf("send: %d %s %v", first.Code, first.Remark, first.Ext)
+	}
+	again := f.invoke(f.addr(l), rmq.SendMessage, sendExt("orders", 1, props), []byte("hello"))
+	if again.Code != rmq.Success || again.Ext["queueOffset"] != "0" {
+		t.Fatalf("retried send: %d %s %v", again.Code, again.Remark, again.Ext)
+	}
+	// A batch (V2 header, one-letter fields), and a compressed body.
+	batch := rmq.EncodeBatch([]rmq.BatchMessage{{Body: []byte("b0"), Properties: map[string]string{"TAGS": "tagB"}}, {Body: []byte("b1"), Flag: 3}})
+	v2 := map[string]string{"a": "pg", "b": "orders", "e": "1", "f": "0", "g": "0", "h": "0", "i": "", "m": "true"}
+	if r := f.invoke(f.addr(l), rmq.SendBatchMessage, v2, batch); r.Code != rmq.Success || r.Ext["queueOffset"] != "1" || strings.Count(r.Ext["msgId"], ",") != 1 {
+		t.Fatalf("batch: %d %s %v", r.Code, r.Remark, r.Ext)
+	}
+	z := sendExt("orders", 1, nil)
+	z["sysFlag"] = "1"
+	if r := f.invoke(f.addr(l), rmq.SendMessage, z, zlibBytes(t, strings.Repeat("z", 5000))); r.Code != rmq.Success || r.Ext["queueOffset"] != "3" {
+		t.Fatalf("compressed: %d %s %v", r.Code, r.Remark, r.Ext)
+	}
+	// Bad input: clear errors, no crash.
+	bad := sendExt("orders", 1, nil)
+	bad["sysFlag"] = "1"
+	if r := f.invoke(f.addr(l), rmq.SendMessage, bad, []byte("not zlib")); r.Code != rmq.MessageIllegal {
+		t.Fatalf("garbage compressed body: %d %s", r.Code, r.Remark)
+	}
+	if r := f.invoke(f.addr(l), rmq.SendBatchMessage, v2, []byte{0, 0, 0, 99}); r.Code != rmq.MessageIllegal {
+		t.Fatalf("garbage batch: %d %s", r.Code, r.Remark)
+	}
+	if r := f.invoke(f.addr(l), rmq.SendMessage, sendExt("orders", 9, nil), []byte("x")); r.Code == rmq.Success {
+		t.Fatal("send to queue 9 of 2 accepted")
+	}
+
+	// Pull: the v1 layout with the properties restored.
+	pull := func(addr string, offset int, suspend bool) *rmq.Command {
+		ext := map[string]string{"consumerGroup": "cg", "topic": "orders", "queueId": "1", "queueOffset": strconv.Itoa(offset), "maxMsgNums": "32",
+			"sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0", "expressionType": "TAG"}
+		if suspend {
+			ext["sysFlag"], ext["suspendTimeoutMillis"] = "2", "20000"
+		}
+		return f.invoke(addr, rmq.PullMessage, ext, nil)
+	}
+	r := pull(f.addr(l), 0, false)
+	if r.Code != rmq.Success || r.Ext["nextBeginOffset"] != "4" || r.Ext["maxOffset"] != "4" || r.Ext["minOffset"] != "0" || r.Ext["suggestWhichBrokerId"] == "" {
+		t.Fatalf("pull: %d %s %v", r.Code, r.Remark, r.Ext)
+	}
+	msgs, err := rmq.DecodeMessageExts(r.Body)
+	if err != nil || len(msgs) != 4 {
+		t.Fatalf("pull body: %d messages, %v", len(msgs), err)
+	}
+	m := msgs[0]
+	if string(m.Body) != "hello" || m.Properties["KEYS"] != "k1 k2" || m.Properties["TAGS"] != "tagA" || m.Properties["color"] != "red" || m.Properties["UNIQ_KEY"] != "U1" || m.QueueID != 1 || m.QueueOffset != 0 || m.Topic != "orders" {
+		t.Fatalf("message %+v", m)
+	}
+	if msgs[2].Flag != 3 || msgs[1].Properties["TAGS"] != "tagB" || len(msgs[3].Body) != 5000 {
+		t.Fatalf("batch / compressed messages: %+v %+v %d", msgs[2], msgs[1], len(msgs[3].Body))
+	}
+	// Field 7 names the stored message: the offsetMsgId of the send.
+	if got := rmq.OffsetMessageID(mustAddrPort(t, f.addr(l)), m.PhysicalOffset); got != again.Ext["msgId"] {
+		t.Fatalf("pulled offsetMsgId %s, the send said %s", got, again.Ext["msgId"])
+	}
+
+	// A long poll at the end answers PULL_NOT_FOUND after the hold, with
+	// the same next offset.
+	start := time.Now()
+	if r := pull(f.addr(l), 4, true); r.Code != rmq.PullNotFound || r.Ext["nextBeginOffset"] != "4" {
+		t.Fatalf("long poll: %d %v", r.Code, r.Ext)
+	} else if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("long poll answered after %v, held for less than the 300ms bound", d)
+	}
+	// Past the end: the leader says OFFSET_MOVED to the end; a follower
+	// never does (trap 4): retry immediately, from brokerId 0.
+	if r := pull(f.addr(l), 99, false); r.Code != rmq.PullOffsetMoved || r.Ext["nextBeginOffset"] != "4" {
+		t.Fatalf("past the end on the leader: %d %v", r.Code, r.Ext)
+	}
+	if r := pull(f.addr(fo), 99, false); r.Code != rmq.PullRetryImmediately || r.Ext["suggestWhichBrokerId"] != "0" || r.Ext["nextBeginOffset"] != "99" {
+		t.Fatalf("past the end on a follower: %d %v", r.Code, r.Ext)
+	}
+	if r := pull(f.addr(l), 0, false); r.Code != rmq.Success {
+		t.Fatalf("pull after bad pulls: %d", r.Code)
+	}
+	if r := f.invoke(f.addr(l), rmq.PullMessage, map[string]string{"topic": "orders", "queueId": "x"}, nil); r.Code != rmq.SystemError {
+		t.Fatalf("malformed pull: %d", r.Code)
+	}
+
+	// Offsets: none stored starts at 0 while the queue holds its first
+	// message (trap 10); an update through a follower is stored through
+	// Raft and read back on every node.
+	q := map[string]string{"consumerGroup": "cg", "topic": "orders", "queueId": "1"}
+	if r := f.invoke(f.addr(l), rmq.QueryConsumerOffset, q, nil); r.Code != rmq.Success || r.Ext["offset"] != "0" {
+		t.Fatalf("query without a commit: %d %v", r.Code, r.Ext)
+	}
+	u := map[string]string{"consumerGroup": "cg", "topic": "orders", "queueId": "1", "commitOffset": "3"}
+	if r := f.invoke(f.addr(fo), rmq.UpdateConsumerOffset, u, nil); r.Code != rmq.Success {
+		t.Fatalf("update offset: %d %s", r.Code, r.Remark)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := f.invoke(f.addr(fo), rmq.QueryConsumerOffset, q, nil)
+		if r.Code == rmq.Success && r.Ext["offset"] == "3" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offset never read back on the follower: %d %v", r.Code, r.Ext)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := f.invoke(f.addr(l), rmq.GetMaxOffset, map[string]string{"topic": "orders", "queueId": "1"}, nil); r.Ext["offset"] != "4" {
+		t.Fatalf("max offset %v", r.Ext)
+	}
+	if r := f.invoke(f.addr(l), rmq.GetMinOffset, map[string]string{"topic": "orders", "queueId": "1"}, nil); r.Ext["offset"] != "0" {
+		t.Fatalf("min offset %v", r.Ext)
+	}
+	if r := f.invoke(f.addr(l), rmq.SearchOffsetByTimestamp, map[string]string{"topic": "orders", "queueId": "1", "timestamp": "0"}, nil); r.Code != rmq.Success || r.Ext["offset"] != "0" {
+		t.Fatalf("search by timestamp 0: %d %v", r.Code, r.Ext)
+	}
+	future := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	if r := f.invoke(f.addr(l), rmq.SearchOffsetByTimestamp, map[string]string{"topic": "orders", "queueId": "1", "timestamp": future}, nil); r.Ext["offset"] != "4" {
+		t.Fatalf("search by a future timestamp: %v", r.Ext)
+	}
+
+	// Unknown codes get REQUEST_CODE_NOT_SUPPORTED, and the connection
+	// stays usable.
+	if r := f.invoke(f.addr(l), 4242, nil, nil); r.Code != rmq.RequestCodeNotSupported {
+		t.Fatalf("unknown code: %d", r.Code)
+	}
+	if r := f.invoke(f.addr(l), rmq.GetMaxOffset, map[string]string{"topic": "orders", "queueId": "0"}, nil); r.Code != rmq.Success {
+		t.Fatalf("after an unknown code: %d", r.Code)
+	}
+}
+
+func TestHeartbeatConsumersAndRetryTopic(t *testing.T) {
+	f := newFixture(t)
+	l := f.c.Leader()
+	fo := f.follower()
+	hb, _ := json.Marshal(map[string]any{"clientID": "10.0.0.1@1", "producerDataSet": []any{},
+		"consumerDataSet": []any{map[string]any{"groupName": "cg1", "messageModel": "CLUSTERING", "consumeType": "CONSUME_PASSIVELY"}}})
+	// Its own connection, so that closing it drops the member.
+	one := rmq.NewClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := one.Invoke(ctx, f.addr(fo), rmq.NewRequest(rmq.HeartBeat, nil, hb))
+	if err != nil || resp.Code != rmq.Success {
+		t.Fatalf("heartbeat: %v %+v", err, resp)
+	}
+	// The retry topic exists on the group (created through the leader).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if ti, err := f.c.Node(l).Broker().Topic("%RETRY%cg1"); err == nil && len(ti.Queues) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no retry topic of cg1 after a heartbeat")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	list := func() []string {
+		r := f.invoke(f.addr(fo), rmq.GetConsumerListByGroup, map[string]string{"consumerGroup": "cg1"}, nil)
+		var body struct {
+			ConsumerIDList []string `json:"consumerIdList"`
+		}
+		if err := json.Unmarshal(r.Body, &body); err != nil {
+			t.Fatalf("consumer list %q: %v", r.Body, err)
+		}
+		return body.ConsumerIDList
+	}
+	if got := list(); len(got) != 1 || got[0] != "10.0.0.1@1" {
+		t.Fatalf("consumer list %v", got)
+	}
+	one.Close()
+	for len(list()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a closed connection's consumer stayed in the list")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := f.invoke(f.addr(fo), rmq.HeartBeat, nil, []byte("{bad")); r.Code != rmq.SystemError {
+		t.Fatalf("bad heartbeat: %d", r.Code)
+	}
+}
+
+func TestRegistrationFollowsTheLeader(t *testing.T) {
+	f := newFixture(t)
+	l := f.c.Leader()
+	f.createTopic("t1", 3)
+	waitRoute := func(leaderAddr string, topic string) *namesrv.GroupRoute {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			g := f.ns.Groups()["raftmq"]
+			if g != nil && g.Addrs[0] == leaderAddr && len(g.Addrs) == 3 && g.Topics[topic] == 3 {
+				return g
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("route never showed leader %s with 3 members and topic %s: %+v", leaderAddr, topic, g)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	g := waitRoute(f.addr(l), "t1")
+	// The followers' ids are the ones pull responses suggest: 1 and 2 in
+	// node id order.
+	var fol []int
+	for i := 0; i < 3; i++ {
+		if i != l {
+			fol = append(fol, i)
+		}
+	}
+	if g.Addrs[1] != f.addr(fol[0]) || g.Addrs[2] != f.addr(fol[1]) {
+		t.Fatalf("followers %v, want %s as 1 and %s as 2", g.Addrs, f.addr(fol[0]), f.addr(fol[1]))
+	}
+	// Kill the leader: the new leader registers as 0 at once (not after
+	// the 1s period nor the name server's expiry).
+	f.c.Kill(l)
+	nl := f.c.LeaderExcept(l)
+	start := time.Now()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if g := f.ns.Groups()["raftmq"]; g != nil && g.Addrs[0] == f.addr(nl) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("route never named the new leader: %+v", f.ns.Groups()["raftmq"])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("route named the new leader %v after it was found", time.Since(start))
+}
+
+func mustAddrPort(t *testing.T, addr string) (ap netipAddrPort) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	return parseAddrPort(t, fmt.Sprintf("%s:%d", host, p))
+}
