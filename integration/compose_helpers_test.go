@@ -290,6 +290,13 @@ func composeUp(t *testing.T) *composeCluster {
 			fmt.Sprintf("RAFTMQ_%s_PORT=%d", up, c.ports[n]),
 			fmt.Sprintf("RAFTMQ_%s_HTTP_PORT=%d", up, c.httpPorts[n]))
 	}
+	// The name server and remoting ports, free too, so that projects run
+	// side by side.
+	extra := composeFreePorts(t, 1+len(composeNodes))
+	env = append(env, fmt.Sprintf("RAFTMQ_NAMESRV_PORT=%d", extra[0]))
+	for i, n := range composeNodes {
+		env = append(env, fmt.Sprintf("RAFTMQ_%s_REMOTING_PORT=%d", strings.ToUpper(n), extra[1+i]))
+	}
 	c.env = env
 	g, err := composegroup.New(context.Background(), composegroup.Config{Command: cmd, File: filepath.Join(root, "docker-compose.yml"),
 		Project: c.project, Env: env, Dir: root})

@@ -136,7 +136,11 @@ func (r *registrar) loop() {
 			r.a.log.Info("registering with name servers", "broker_id", v.brokerID(v.self), "leader", v.leader, "term", v.term)
 		}
 		last, lastSent = v, time.Now()
-		r.registerAll(v)
+		if !r.registerAll(v) {
+			// A name server did not take it (not started yet, restarting):
+			// try again within a second, not a period.
+			lastSent = time.Now().Add(time.Second - r.a.cfg.RegisterPeriod)
+		}
 	}
 }
 
@@ -149,12 +153,15 @@ func (r *registrar) registration(v *view) namesrv.Registration {
 		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics}
 }
 
-func (r *registrar) registerAll(v *view) {
+// registerAll registers with every name server at once; it reports
+// whether all of them took it.
+func (r *registrar) registerAll(v *view) bool {
 	req, err := namesrv.RegisterRequest(r.registration(v))
 	if err != nil {
 		r.a.log.Error("registration", "error", err)
-		return
+		return false
 	}
+	var failed atomic.Bool
 	var wg sync.WaitGroup
 	for _, ns := range r.a.cfg.NameServers {
 		wg.Add(1)
@@ -166,6 +173,9 @@ func (r *registrar) registerAll(v *view) {
 			resp, err := r.cl.Invoke(ctx, ns, &c)
 			if err == nil && resp.Code != rmq.Success {
 				err = &codeError{resp.Code, resp.Remark}
+			}
+			if err != nil {
+				failed.Store(true)
 			}
 			r.mu.Lock()
 			was := r.failed[ns]
@@ -180,6 +190,7 @@ func (r *registrar) registerAll(v *view) {
 		}(ns)
 	}
 	wg.Wait()
+	return !failed.Load()
 }
 
 // unregister tells every name server this node is gone (a graceful stop),
