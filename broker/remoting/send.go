@@ -92,6 +92,12 @@ func produceMessage(props map[string]string, body []byte, flag int64, h *sendHea
 	if flag != 0 {
 		rest[propFlag] = strconv.FormatInt(flag, 10)
 	}
+	// RocketMQ keeps a re-sent message's count in its header (the Go
+	// client's send-back fallback to %RETRY%<group> sets it there); the
+	// stored message carries it as RECONSUME_TIME, which pulls report.
+	if h.reconsume > 0 {
+		rest[propReconsume] = strconv.FormatInt(h.reconsume, 10)
+	}
 	if len(rest) > 0 {
 		m.Properties = rest
 	}
