@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -175,6 +176,11 @@ func runServer(c *cli.Context) error {
 		return fmt.Errorf("--register-period %s: want > 0", cfg.RemotingConfig.RegisterPeriod)
 	}
 	cfg.RemotingConfig.NameServers = namesrv.SplitAddrs(c.String("namesrv"))
+	if host, _, err := net.SplitHostPort(cfg.Remoting); cfg.Remoting != "" && err != nil {
+		return fmt.Errorf("--remoting %q: %w", cfg.Remoting, err)
+	} else if ip := net.ParseIP(host); cfg.Remoting != "" && (host == "" || (ip != nil && ip.IsUnspecified())) && cfg.RemotingConfig.Addr == "" {
+		return fmt.Errorf("--remoting %s listens on every address, and the name servers would hand that to clients: set --remoting-advertise HOST:PORT, the address RocketMQ clients reach", cfg.Remoting)
+	}
 	if cfg.Remoting == "" && len(cfg.RemotingConfig.NameServers) > 0 {
 		return fmt.Errorf("--namesrv %s: name servers route RocketMQ clients to the remoting port; set --remoting too", c.String("namesrv"))
 	}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftmq/raftmq/namesrv"
+	"github.com/raftmq/raftmq/remoting"
+)
+
+func TestNamesrvRoutes(t *testing.T) {
+	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	out, _, code := runCLI("namesrv", "routes", "--namesrv", ns.Addr())
+	if code != 0 || !strings.Contains(out, "no groups registered") {
+		t.Fatalf("empty: exit %d, %q", code, out)
+	}
+	cl := remoting.NewClient()
+	defer cl.Close()
+	for _, reg := range []namesrv.Registration{
+		{Cluster: "c", Group: "g1", Addr: "127.0.0.1:10911", BrokerID: 0, NodeID: "n1", Term: 3, Topics: map[string]int{"orders": 4}},
+		{Cluster: "c", Group: "g1", Addr: "127.0.0.1:10921", BrokerID: 1, NodeID: "n2", Term: 3, Topics: map[string]int{"orders": 4}},
+	} {
+		req, _ := namesrv.RegisterRequest(reg)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := cl.Invoke(ctx, ns.Addr(), req)
+		cancel()
+		if err != nil || resp.Code != remoting.Success {
+			t.Fatalf("register: %v %+v", err, resp)
+		}
+	}
+	out, _, code = runCLI("namesrv", "routes", "--namesrv", ns.Addr(), "--topic", "orders")
+	if code != 0 || !strings.Contains(out, "leader    0: 127.0.0.1:10911 (n1)") || !strings.Contains(out, "follower  1: 127.0.0.1:10921 (n2)") || !strings.Contains(out, "orders(4)") {
+		t.Fatalf("routes: exit %d\n%s", code, out)
+	}
+	out, _, code = runCLI("namesrv", "routes", "--namesrv", ns.Addr(), "--json")
+	var groups []routeGroup
+	if code != 0 || json.Unmarshal([]byte(out), &groups) != nil || len(groups) != 1 || groups[0].Leader != "127.0.0.1:10911" || groups[0].Term != 3 {
+		t.Fatalf("routes --json: exit %d %q", code, out)
+	}
+	if err := runErr("namesrv", "routes", "--namesrv", ns.Addr(), "--topic", "nope"); exitCode(err) != 3 || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("missing topic: %v", err)
+	}
+}
+
+func TestServerRemotingFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"server", "--id", "n1", "--data", t.TempDir(), "--namesrv", "127.0.0.1:9876"},
+		{"server", "--id", "n1", "--data", t.TempDir(), "--remoting", "0.0.0.0:10911"},
+		{"server", "--id", "n1", "--data", t.TempDir(), "--remoting", "nocolon"},
+	} {
+		if err := runErr(args...); err == nil || !strings.Contains(err.Error(), "remoting") {
+			t.Errorf("%v: %v, want an error naming the remoting flags", args, err)
+		}
+	}
+}
+
+func runErr(args ...string) error {
+	var out, errb strings.Builder
+	return Run(context.Background(), append([]string{"raftmq"}, args...), strings.NewReader(""), &out, &errb)
+}
