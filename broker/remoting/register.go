@@ -109,6 +109,11 @@ func (r *registrar) refresh() *view {
 		members = append(members, n.ID)
 	}
 	v := &view{self: r.a.b.ID(), leader: st.LeaderID, term: st.Term, ids: numbering(st.LeaderID, members)}
+	if prev := r.v.Load(); st.LeaderID == "" && prev != nil {
+		// An election: the routes still number the members by the last
+		// leader, so suggestions keep doing so until a new one is known.
+		v.ids = prev.ids
+	}
 	r.v.Store(v)
 	return v
 }
