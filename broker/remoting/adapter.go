@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/grpcapi"
@@ -56,6 +57,8 @@ type Adapter struct {
 	retryMu   sync.Mutex
 	retryMade map[string]bool // retry topics this node has seen created
 
+	requests *prometheus.CounterVec
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
@@ -90,7 +93,14 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	a.consumers = newConsumers(cfg.ConsumerExpiry)
 	a.commits = newCommitter(a)
 	a.reg = newRegistrar(a)
-	a.srv = rmq.NewServer(rmq.ServerConfig{Handler: a.handle, Logger: a.log.Named("conn"), MaxFrame: rmq.MaxFrame})
+	a.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_remoting_requests_total",
+		Help: "RocketMQ remoting requests served, by request code and response code."}, []string{"request", "response"})
+	if err := b.Registry().Register(a.requests); err != nil {
+		return nil, fmt.Errorf("remoting metrics: %w", err)
+	}
+	// A push consumer pulls every queue it owns on one connection, each
+	// pull held up to MaxPullWait: room for many queues.
+	a.srv = rmq.NewServer(rmq.ServerConfig{Handler: a.handle, Logger: a.log.Named("conn"), MaxFrame: rmq.MaxFrame, MaxInflight: 1024})
 	a.goFunc(a.commits.loop)
 	a.goFunc(a.reg.loop)
 	return a, nil
@@ -137,6 +147,16 @@ func (a *Adapter) Close() error {
 }
 
 func (a *Adapter) handle(ctx context.Context, conn *rmq.Conn, req *rmq.Command) *rmq.Command {
+	resp := a.dispatch(ctx, conn, req)
+	code := "none"
+	if resp != nil {
+		code = strconv.Itoa(int(resp.Code))
+	}
+	a.requests.WithLabelValues(strconv.Itoa(int(req.Code)), code).Inc()
+	return resp
+}
+
+func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command) *rmq.Command {
 	switch req.Code {
 	case rmq.SendMessage, rmq.SendMessageV2, rmq.SendBatchMessage:
 		return a.send(ctx, req)
