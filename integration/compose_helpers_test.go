@@ -256,6 +256,7 @@ type composeCluster struct {
 	image     string
 	ports     map[string]int // client port published for each node
 	httpPorts map[string]int
+	namesrvPort int // the name server's published port (RocketMQ clients)
 	// produceHasTimeout tells whether `raftmq produce` has a --timeout flag.
 	produceHasTimeout bool
 }
@@ -293,6 +294,7 @@ func composeUp(t *testing.T) *composeCluster {
 	// The name server and remoting ports, free too, so that projects run
 	// side by side.
 	extra := composeFreePorts(t, 1+len(composeNodes))
+	c.namesrvPort = extra[0]
 	env = append(env, fmt.Sprintf("RAFTMQ_NAMESRV_PORT=%d", extra[0]))
 	for i, n := range composeNodes {
 		env = append(env, fmt.Sprintf("RAFTMQ_%s_REMOTING_PORT=%d", strings.ToUpper(n), extra[1+i]))

@@ -17,27 +17,33 @@ import (
 )
 
 type fixture struct {
-	t  *testing.T
-	c  *servertest.Cluster
-	ns *namesrv.Server
-	cl *rmq.Client
+	t   *testing.T
+	c   *servertest.Cluster
+	ns  *namesrv.Server
+	ns2 *namesrv.Server // a second, independent name server
+	cl  *rmq.Client
 }
 
 func newFixture(t *testing.T) *fixture {
-	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: time.Minute})
-	if err != nil {
-		t.Fatal(err)
+	var nss []*namesrv.Server
+	for i := 0; i < 2; i++ {
+		ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ns.Close() })
+		nss = append(nss, ns)
 	}
-	t.Cleanup(func() { ns.Close() })
+	ns := nss[0]
 	c := servertest.New(t, 3, servertest.InMemory(), servertest.Configure(func(i int, cfg *server.Config) {
 		cfg.Remoting = "127.0.0.1:0"
-		cfg.RemotingConfig.NameServers = []string{ns.Addr()}
+		cfg.RemotingConfig.NameServers = []string{nss[0].Addr(), nss[1].Addr()}
 		cfg.RemotingConfig.RegisterPeriod = time.Second
 		cfg.RemotingConfig.MaxPullWait = 300 * time.Millisecond
 	}))
 	cl := rmq.NewClient()
 	t.Cleanup(func() { cl.Close() })
-	return &fixture{t: t, c: c, ns: ns, cl: cl}
+	return &fixture{t: t, c: c, ns: ns, ns2: nss[1], cl: cl}
 }
 
 func (f *fixture) addr(i int) string { return f.c.Node(i).RemotingAddr() }
@@ -325,6 +331,15 @@ func TestRegistrationFollowsTheLeader(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("route named the new leader %v after it was found", time.Since(start))
+	for {
+		if g := f.ns2.Groups()["raftmq"]; g != nil && g.Addrs[0] == f.addr(nl) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second name server never named the new leader: %+v", f.ns2.Groups()["raftmq"])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func mustAddrPort(t *testing.T, addr string) (ap netipAddrPort) {
