@@ -248,14 +248,14 @@ var _ localgroup.Launcher = (*composeCluster)(nil)
 // driven like any other group through its composegroup.Group.
 type composeCluster struct {
 	*composegroup.Group
-	t         *testing.T
-	root      string
-	project   string
-	env       []string
-	cli       string
-	image     string
-	ports     map[string]int // client port published for each node
-	httpPorts map[string]int
+	t           *testing.T
+	root        string
+	project     string
+	env         []string
+	cli         string
+	image       string
+	ports       map[string]int // client port published for each node
+	httpPorts   map[string]int
 	namesrvPort int // the name server's published port (RocketMQ clients)
 	// produceHasTimeout tells whether `raftmq produce` has a --timeout flag.
 	produceHasTimeout bool
