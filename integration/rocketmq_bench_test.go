@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -88,6 +90,22 @@ func TestRocketMQBench(t *testing.T) {
 	lat = lat[:0]
 	var failed atomic.Int64
 	var wg sync.WaitGroup
+	if path := os.Getenv("RAFTMQ_RMQ_BENCH_PROFILE"); path != "" {
+		// The leader's CPU profile of the async case, for `go tool pprof`.
+		leader, _ := c.leaderNow()
+		go func() {
+			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", leader.HTTP, int(d.Seconds())-2))
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			f, err := os.Create(path)
+			if err == nil {
+				io.Copy(f, resp.Body)
+				f.Close()
+			}
+		}()
+	}
 	start = time.Now()
 	for time.Since(start) < d {
 		sem <- struct{}{}
