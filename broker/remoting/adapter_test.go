@@ -351,3 +351,48 @@ func mustAddrPort(t *testing.T, addr string) (ap netipAddrPort) {
 	p, _ := strconv.Atoi(port)
 	return parseAddrPort(t, fmt.Sprintf("%s:%d", host, p))
 }
+
+// Every served code, given nonsense (bad numbers, huge and negative
+// values, garbage bodies), is answered with an error code; the node keeps
+// serving.
+func TestGarbageRequestsAreAnswered(t *testing.T) {
+	f := newFixture(t)
+	l := f.c.Leader()
+	f.createTopic("g", 1)
+	codes := []int16{rmq.SendMessage, rmq.SendMessageV2, rmq.SendBatchMessage, rmq.PullMessage, rmq.QueryConsumerOffset, rmq.UpdateConsumerOffset,
+		rmq.GetMaxOffset, rmq.GetMinOffset, rmq.SearchOffsetByTimestamp, rmq.HeartBeat, rmq.GetConsumerListByGroup, rmq.UpdateAndCreateTopic,
+		rmq.UnregisterClient, rmq.GetRouteInfoByTopic}
+	exts := []map[string]string{
+		nil,
+		{"topic": "g", "queueId": "x", "queueOffset": "-5", "commitOffset": "zz", "maxMsgNums": "99999999999999999999", "sysFlag": "3"},
+		{"topic": "g", "queueId": "-1", "queueOffset": "9223372036854775807", "writeQueueNums": "-3", "timestamp": "x"},
+		{"topic": "g", "queueId": "2147483647", "commitOffset": "18446744073709551615", "b": "g", "e": "99", "i": "\x01\x02\x01"},
+		{"topic": strings.Repeat("t", 300), "consumerGroup": "%%%", "properties": strings.Repeat("\x01", 1000)},
+	}
+	bodies := [][]byte{nil, []byte("{"), []byte{0, 0, 0, 8, 1, 2, 3, 4}, []byte(strings.Repeat("\xff", 4096))}
+	n := 0
+	for _, code := range codes {
+		for _, ext := range exts {
+			for _, body := range bodies {
+				e := map[string]string{}
+				for k, v := range ext {
+					e[k] = v
+				}
+				r := f.invoke(f.addr(l), code, e, body)
+				if !r.IsResponse() {
+					t.Fatalf("code %d: not a response", code)
+				}
+				n++
+			}
+		}
+	}
+	// Still serving. The only sends stored are the well-formed ones:
+	// queueId -1 lets the broker pick the queue (RocketMQ's broker picks a
+	// random one), so codes 10 and 310 with the third ext set and each of
+	// the four bodies: 8 messages in g's only queue.
+	r := f.invoke(f.addr(l), rmq.GetMaxOffset, map[string]string{"topic": "g", "queueId": "0"}, nil)
+	if r.Code != rmq.Success || r.Ext["offset"] != "8" {
+		t.Fatalf("after %d garbage requests: %d %s, queue end %s, want 8", n, r.Code, r.Remark, r.Ext["offset"])
+	}
+	t.Logf("%d garbage requests answered; queue g/0 ends at %s", n, r.Ext["offset"])
+}
