@@ -31,7 +31,9 @@ func newConsumers(expiry time.Duration) *consumers {
 	return &consumers{expiry: expiry, groups: map[string]map[string]*member{}}
 }
 
-func (c *consumers) heard(group, client string, conn uint64) (added bool) {
+// heard records a heartbeat; it reports whether the member is new or came
+// on another connection, whose close must then drop it.
+func (c *consumers) heard(group, client string, conn uint64) (moved bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.groups[group]
@@ -43,10 +45,10 @@ func (c *consumers) heard(group, client string, conn uint64) (added bool) {
 	if m == nil {
 		m = &member{}
 		g[client] = m
-		added = true
 	}
+	moved = m.conn != conn
 	m.conn, m.seen = conn, time.Now()
-	return added
+	return moved
 }
 
 // closed drops the members last heard on conn.

@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"testing"
+	"time"
 )
 
 func TestPhysicalOffsetNamesTheMessage(t *testing.T) {
@@ -33,5 +34,34 @@ func TestNumbering(t *testing.T) {
 	v := &view{self: "n1", leader: "n2", ids: ids}
 	if v.brokerID("n3") != 2 || v.brokerID("") != 0 || v.brokerID("unknown") != 0 || v.isLeader() {
 		t.Fatalf("view %+v", v)
+	}
+}
+
+func TestConsumersFollowTheirConnection(t *testing.T) {
+	c := newConsumers(time.Minute)
+	if !c.heard("g", "client-1", 1) {
+		t.Fatal("a new member must be bound to its connection")
+	}
+	if c.heard("g", "client-1", 1) {
+		t.Fatal("the same connection again is not a move")
+	}
+	// It reconnects: bound to the new connection, so the old one's close
+	// leaves it and the new one's drops it.
+	if !c.heard("g", "client-1", 2) {
+		t.Fatal("a heartbeat on another connection must rebind the member")
+	}
+	c.closed(1)
+	if got := c.list("g"); len(got) != 1 {
+		t.Fatalf("after the old connection closed: %v", got)
+	}
+	c.closed(2)
+	if got := c.list("g"); len(got) != 0 {
+		t.Fatalf("after its connection closed: %v", got)
+	}
+	short := newConsumers(time.Millisecond)
+	short.heard("g", "c", 1)
+	time.Sleep(5 * time.Millisecond)
+	if got := short.list("g"); len(got) != 0 {
+		t.Fatalf("silent member kept: %v", got)
 	}
 }
