@@ -10,6 +10,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -28,6 +29,7 @@ import (
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/namesrv"
+	"github.com/raftmq/raftmq/remoting"
 )
 
 // rmqReceived records what the push consumers were handed.
@@ -382,7 +384,16 @@ func TestRocketMQClient(t *testing.T) {
 	// %RETRY%<group> with the DELAY property and the count in its header;
 	// it comes back with ReconsumeTimes 1 and its own topic.
 	c.mustCLI("", "topic", "create", "rmq-retry", "--queues", "1", "-s", c.addrs())
-	c.mustCLI("", "topic", "create", "%RETRY%rmq-cg-retry", "--queues", "1", "-s", c.addrs())
+	// The retry topic is created by the leader on the group's first
+	// heartbeat; this one comes before the consumer starts, so that its
+	// first route query finds the topic (otherwise its next one, within
+	// 30 s, would).
+	rcl := remoting.NewClient()
+	hb, _ := json.Marshal(map[string]any{"clientID": "warmup@1", "consumerDataSet": []any{map[string]any{"groupName": "rmq-cg-retry", "messageModel": "CLUSTERING"}}})
+	if r, err := rcl.Invoke(ctx, leader.Remoting, remoting.NewRequest(remoting.HeartBeat, nil, hb)); err != nil || r.Code != remoting.Success {
+		t.Fatalf("heartbeat: %v %+v", err, r)
+	}
+	rcl.Close()
 	deadline = time.Now().Add(30 * time.Second)
 	for g := ns.Groups()["raftmq"]; g == nil || g.Topics["%RETRY%rmq-cg-retry"] != 1 || g.Topics["rmq-retry"] != 1; g = ns.Groups()["raftmq"] {
 		if time.Now().After(deadline) {

@@ -15,7 +15,10 @@ type Registration struct {
 	NodeID   string
 	Term     uint64
 	Topics   map[string]int // topic -> queues
-	Seen     time.Time
+	// Perms holds a topic's RocketMQ permission (4 read, 2 write) when it
+	// is not both (6).
+	Perms map[string]int
+	Seen  time.Time
 }
 
 // registry holds the live registrations, one per broker address.
@@ -61,6 +64,7 @@ type GroupRoute struct {
 	Nodes   map[int64]string // brokerId -> node id
 	Term    uint64           // the leader's (or the highest registered) term
 	Topics  map[string]int   // the topics of the registration that leads
+	Perms   map[string]int   // their permissions when not 6
 }
 
 // groups builds every group's route from the live registrations.
@@ -90,11 +94,11 @@ func (r *registry) groups() map[string]*GroupRoute {
 			gr.Addrs[reg.BrokerID] = reg.Addr
 			gr.Nodes[reg.BrokerID] = reg.NodeID
 			if reg.BrokerID == 0 && gr.Topics == nil {
-				gr.Topics, gr.Term = reg.Topics, reg.Term
+				gr.Topics, gr.Perms, gr.Term = reg.Topics, reg.Perms, reg.Term
 			}
 		}
 		if gr.Topics == nil {
-			gr.Topics = regs[0].Topics // no leader registered: what the freshest member knows
+			gr.Topics, gr.Perms = regs[0].Topics, regs[0].Perms // no leader registered: what the freshest member knows
 		}
 		out[g] = gr
 	}

@@ -199,6 +199,12 @@ func (s *Server) register(req *remoting.Command) *remoting.Command {
 				tc.TopicName = name
 			}
 			reg.Topics[tc.TopicName] = max(tc.ReadQueueNums, tc.WriteQueueNums)
+			if tc.Perm != 0 && tc.Perm != PermReadWrite {
+				if reg.Perms == nil {
+					reg.Perms = map[string]int{}
+				}
+				reg.Perms[tc.TopicName] = tc.Perm
+			}
 		}
 	}
 	s.reg.put(reg)
@@ -254,7 +260,11 @@ func (s *Server) route(req *remoting.Command) *remoting.Command {
 		if !ok {
 			continue
 		}
-		rd.QueueDatas = append(rd.QueueDatas, QueueData{BrokerName: n, ReadQueueNums: q, WriteQueueNums: q, Perm: PermReadWrite})
+		perm := PermReadWrite
+		if p, ok := gr.Perms[topic]; ok {
+			perm = p
+		}
+		rd.QueueDatas = append(rd.QueueDatas, QueueData{BrokerName: n, ReadQueueNums: q, WriteQueueNums: q, Perm: perm})
 		rd.BrokerDatas = append(rd.BrokerDatas, BrokerData{Cluster: gr.Cluster, BrokerName: n, BrokerAddrs: gr.Addrs})
 	}
 	if len(rd.QueueDatas) == 0 {
@@ -373,7 +383,11 @@ func RegisterRequest(reg Registration) (*remoting.Command, error) {
 	body.TopicConfigSerializeWrapper.TopicConfigTable = map[string]TopicConfig{}
 	body.FilterServerList = []string{}
 	for t, q := range reg.Topics {
-		body.TopicConfigSerializeWrapper.TopicConfigTable[t] = TopicConfig{TopicName: t, ReadQueueNums: q, WriteQueueNums: q, Perm: PermReadWrite}
+		perm := PermReadWrite
+		if p, ok := reg.Perms[t]; ok {
+			perm = p
+		}
+		body.TopicConfigSerializeWrapper.TopicConfigTable[t] = TopicConfig{TopicName: t, ReadQueueNums: q, WriteQueueNums: q, Perm: perm}
 	}
 	b, err := json.Marshal(body)
 	if err != nil {

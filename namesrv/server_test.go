@@ -84,6 +84,16 @@ func TestRouteFollowsTheHighestTerm(t *testing.T) {
 		t.Fatalf("after failover: %v", a)
 	}
 
+	// A read-only topic's permission reaches the route (producers skip it).
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "g1", Addr: "127.0.0.1:1002", BrokerID: 0, NodeID: "n2", Term: 6,
+		Topics: map[string]int{"orders": 4, "ro": 2}, Perms: map[string]int{"ro": 4}})
+	if rd, err := FetchRoute(context.Background(), cl, s.Addr(), "ro"); err != nil || rd.QueueDatas[0].Perm != 4 {
+		t.Fatalf("read-only topic: %+v %v", rd, err)
+	}
+	if rd, err := FetchRoute(context.Background(), cl, s.Addr(), "orders"); err != nil || rd.QueueDatas[0].Perm != PermReadWrite {
+		t.Fatalf("read-write topic: %+v %v", rd, err)
+	}
+
 	// Missing topic: TOPIC_NOT_EXIST (the producer's auto-create path is off, trap 11).
 	if resp := invoke(t, cl, s.Addr(), remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "nope"}, nil)); resp.Code != remoting.TopicNotExist {
 		t.Fatalf("missing topic: %d", resp.Code)

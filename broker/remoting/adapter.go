@@ -181,6 +181,8 @@ func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command
 		return a.createTopic(ctx, req)
 	case rmq.GetRouteInfoByTopic:
 		return a.route(ctx, req)
+	case rmq.QueryMessage:
+		return a.queryMessage(req)
 	}
 	return rmq.Response(req, rmq.RequestCodeNotSupported, fmt.Sprintf("request code %d is not supported by raftmq (docs/rocketmq.md lists what is)", req.Code))
 }

@@ -186,6 +186,30 @@ func TestSendAndPullThroughTheProtocol(t *testing.T) {
 	if r := pull(f.addr(l), 0, false); r.Code != rmq.Success {
 		t.Fatalf("pull after bad pulls: %d", r.Code)
 	}
+	// A tag subscription is filtered on the node: only tagA travels, and
+	// the next offset moves past the rest.
+	tagPull := map[string]string{"consumerGroup": "cg", "topic": "orders", "queueId": "1", "queueOffset": "0", "maxMsgNums": "32",
+		"sysFlag": "0", "subscription": "tagA", "expressionType": "TAG"}
+	if r := f.invoke(f.addr(l), rmq.PullMessage, tagPull, nil); r.Code != rmq.Success || r.Ext["nextBeginOffset"] != "4" {
+		t.Fatalf("tag pull: %d %s %v", r.Code, r.Remark, r.Ext)
+	} else if ms, err := rmq.DecodeMessageExts(r.Body); err != nil || len(ms) != 1 || ms[0].Properties["TAGS"] != "tagA" {
+		t.Fatalf("tag pull served %d messages (%v), want the one tagA", len(ms), err)
+	}
+	tagPull["subscription"], tagPull["expressionType"] = "color = 'red'", "SQL92"
+	if r := f.invoke(f.addr(l), rmq.PullMessage, tagPull, nil); r.Code != rmq.Success {
+		t.Fatalf("sql pull: %d %s", r.Code, r.Remark)
+	} else if ms, _ := rmq.DecodeMessageExts(r.Body); len(ms) != 1 || string(ms[0].Body) != "hello" {
+		t.Fatalf("sql pull served %d messages", len(ms))
+	}
+	tagPull["subscription"] = "color = = 'red'"
+	if r := f.invoke(f.addr(l), rmq.PullMessage, tagPull, nil); r.Code != rmq.SystemError {
+		t.Fatalf("bad sql: %d %s", r.Code, r.Remark)
+	}
+	// A client may not send to a dead-letter topic; the retry topic takes
+	// the client's send-back fallback.
+	if r := f.invoke(f.addr(l), rmq.SendMessage, sendExt("%DLQ%cg", 0, nil), []byte("x")); r.Code == rmq.Success {
+		t.Fatal("a send to a dead-letter topic was taken")
+	}
 	if r := f.invoke(f.addr(l), rmq.PullMessage, map[string]string{"topic": "orders", "queueId": "x"}, nil); r.Code != rmq.SystemError {
 		t.Fatalf("malformed pull: %d", r.Code)
 	}
@@ -226,6 +250,27 @@ func TestSendAndPullThroughTheProtocol(t *testing.T) {
 		t.Fatalf("search by a future timestamp: %v", r.Ext)
 	}
 
+	// Query by key, from the node's key index (it catches up with the
+	// log in the background: poll).
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		r := f.invoke(f.addr(l), rmq.QueryMessage, map[string]string{"topic": "orders", "key": "k2", "maxNum": "8", "beginTimestamp": "0", "endTimestamp": "0"}, nil)
+		if r.Code == rmq.Success {
+			ms, err := rmq.DecodeMessageExts(r.Body)
+			if err != nil || len(ms) != 1 || string(ms[0].Body) != "hello" {
+				t.Fatalf("query by key: %d messages, %v", len(ms), err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("query by key: %d %s", r.Code, r.Remark)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := f.invoke(f.addr(l), rmq.QueryMessage, map[string]string{"topic": "orders", "key": "nokey"}, nil); r.Code != rmq.QueryNotFound {
+		t.Fatalf("query by a missing key: %d %s", r.Code, r.Remark)
+	}
+
 	// Unknown codes get REQUEST_CODE_NOT_SUPPORTED, and the connection
 	// stays usable.
 	if r := f.invoke(f.addr(l), 4242, nil, nil); r.Code != rmq.RequestCodeNotSupported {
@@ -249,6 +294,10 @@ func TestHeartbeatConsumersAndRetryTopic(t *testing.T) {
 	resp, err := one.Invoke(ctx, f.addr(fo), rmq.NewRequest(rmq.HeartBeat, nil, hb))
 	if err != nil || resp.Code != rmq.Success {
 		t.Fatalf("heartbeat: %v %+v", err, resp)
+	}
+	// Clients heartbeat every node; the leader creates the retry topic.
+	if r := f.invoke(f.addr(l), rmq.HeartBeat, nil, hb); r.Code != rmq.Success {
+		t.Fatalf("heartbeat to the leader: %d %s", r.Code, r.Remark)
 	}
 	// The retry topic exists on the group (created through the leader).
 	deadline := time.Now().Add(20 * time.Second)
@@ -359,7 +408,7 @@ func TestGarbageRequestsAreAnswered(t *testing.T) {
 	f := newFixture(t)
 	l := f.c.Leader()
 	f.createTopic("g", 1)
-	codes := []int16{rmq.SendMessage, rmq.SendMessageV2, rmq.SendBatchMessage, rmq.PullMessage, rmq.QueryConsumerOffset, rmq.UpdateConsumerOffset,
+	codes := []int16{rmq.QueryMessage, rmq.SendMessage, rmq.SendMessageV2, rmq.SendBatchMessage, rmq.PullMessage, rmq.QueryConsumerOffset, rmq.UpdateConsumerOffset,
 		rmq.GetMaxOffset, rmq.GetMinOffset, rmq.SearchOffsetByTimestamp, rmq.HeartBeat, rmq.GetConsumerListByGroup, rmq.UpdateAndCreateTopic,
 		rmq.UnregisterClient, rmq.GetRouteInfoByTopic}
 	exts := []map[string]string{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/raftmq/raftmq/broker"
@@ -58,4 +59,36 @@ func (a *Adapter) route(ctx context.Context, req *rmq.Command) *rmq.Command {
 		return last
 	}
 	return rmq.Response(req, rmq.TopicNotExist, "no name server answered for topic "+req.Ext["topic"])
+}
+
+// queryMessage answers QUERY_MESSAGE (query by key: mqadmin
+// queryMsgByKey, the clients' QueryMessage) from this node's key index:
+// the messages of the topic whose key has the word, newest first, in the
+// pull body's layout.
+func (a *Adapter) queryMessage(req *rmq.Command) *rmq.Command {
+	limit, err := req.ExtInt("maxNum", 32)
+	if err != nil {
+		return rmq.Response(req, rmq.SystemError, "query message: "+err.Error())
+	}
+	begin, err1 := req.ExtInt("beginTimestamp", 0)
+	end, err2 := req.ExtInt("endTimestamp", 0)
+	if err1 != nil || err2 != nil {
+		return rmq.Response(req, rmq.SystemError, "query message: bad timestamps")
+	}
+	msgs, err := a.b.FindMessages(broker.FindRequest{Topic: req.Ext["topic"], Key: req.Ext["key"], Max: int(min(max(limit, 1), 1024)), BeginMS: begin, EndMS: end})
+	if err != nil {
+		return errResponse(req, err)
+	}
+	if len(msgs) == 0 {
+		return rmq.Response(req, rmq.QueryNotFound, fmt.Sprintf("no message of topic %s with key %s", req.Ext["topic"], req.Ext["key"]))
+	}
+	body, err := a.encodeMessages(msgs)
+	if err != nil {
+		return rmq.Response(req, rmq.SystemError, "query message: "+err.Error())
+	}
+	resp := rmq.Response(req, rmq.Success, "")
+	resp.Body = body
+	resp.Ext["indexLastUpdateTimestamp"] = strconv.FormatInt(time.Now().UnixMilli(), 10)
+	resp.Ext["indexLastUpdatePhyoffset"] = "0"
+	return resp
 }

@@ -135,9 +135,12 @@ func (a *Adapter) ensureRetryTopic(ctx context.Context, group string) {
 		return
 	}
 	if _, err := a.b.Topic(topic); err != nil {
+		if !a.reg.current().isLeader() {
+			return // the client heartbeats the leader too, which creates it
+		}
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		if err := a.createTopicOnLeader(ctx, topic, 1); err != nil {
+		if _, err := a.b.CreateTopic(ctx, topic, 1, true); err != nil {
 			a.log.Warn("create retry topic", "topic", topic, "error", err)
 			return
 		}
@@ -148,8 +151,10 @@ func (a *Adapter) ensureRetryTopic(ctx context.Context, group string) {
 	a.retryMu.Unlock()
 }
 
+// createTopicOnLeader creates a client's topic (never a system topic) here
+// or on the leader.
 func (a *Adapter) createTopicOnLeader(ctx context.Context, topic string, queues int32) error {
-	_, err := a.b.CreateTopic(ctx, topic, queues, true)
+	_, err := a.b.ClientCreateTopic(ctx, topic, queues, true)
 	return a.forward(ctx, err, func(ctx context.Context, addr string) error {
 		cc, err := a.peers.Conn(addr)
 		if err != nil {

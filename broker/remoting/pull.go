@@ -46,8 +46,17 @@ func (a *Adapter) pull(ctx context.Context, req *rmq.Command) *rmq.Command {
 	if sysFlag&pullSuspend != 0 && suspend > 0 {
 		wait = min(time.Duration(suspend)*time.Millisecond, a.cfg.MaxPullWait)
 	}
+	// The subscription is filtered on this node (tags or SQL92); the
+	// client re-checks tags itself, as it does with RocketMQ's broker.
+	ftype, fexpr := req.Ext["expressionType"], req.Ext["subscription"]
+	if ftype == "" {
+		ftype = "TAG"
+	}
+	if fexpr == "" {
+		fexpr = "*"
+	}
 	res, err := a.b.Pull(ctx, broker.PullRequest{Topic: topic, Queue: int32(queue), Offset: uint64(offset),
-		MaxMessages: int(min(max(maxMsgs, 1), 1024)), Wait: wait})
+		MaxMessages: int(min(max(maxMsgs, 1), 1024)), Wait: wait, FilterType: ftype, Filter: fexpr})
 	v := a.reg.current()
 	if err != nil {
 		return a.pullError(ctx, req, err, topic, int32(queue), uint64(offset), v)
@@ -119,7 +128,8 @@ func (a *Adapter) pullError(ctx context.Context, req *rmq.Command, err error, to
 			return retry() // a follower may not have applied the topic yet
 		}
 		return rmq.Response(req, rmq.TopicNotExist, err.Error())
-	case errors.Is(err, broker.ErrInvalidArgument):
+	case errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, broker.ErrFailedPrecondition):
+		// A bad subscription expression, a topic without read permission.
 		return rmq.Response(req, rmq.SystemError, err.Error())
 	}
 	return retry()

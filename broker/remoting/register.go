@@ -150,12 +150,15 @@ func (r *registrar) loop() {
 }
 
 func (r *registrar) registration(v *view) namesrv.Registration {
-	topics := map[string]int{}
+	topics, perms := map[string]int{}, map[string]int{}
 	for _, t := range r.a.b.Topics() {
 		topics[t.Name] = len(t.Queues)
+		if t.Perm != 0 && t.Perm != namesrv.PermReadWrite {
+			perms[t.Name] = int(t.Perm)
+		}
 	}
 	return namesrv.Registration{Cluster: r.a.cfg.Cluster, Group: r.a.b.Config().Group, Addr: r.a.cfg.Addr,
-		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics}
+		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms}
 }
 
 // registerAll registers with every name server at once; it reports

@@ -187,14 +187,29 @@ type ack struct {
 }
 
 // produce stores preq here, or on the leader when this node is not it.
+// A client's send is checked as the gRPC API checks it (no system topics,
+// write permission: broker.ClientProduce), except a send to a group's retry
+// topic: that is how RocketMQ clients send a failed message back when
+// CONSUMER_SEND_MSG_BACK fails, and RocketMQ's broker takes it. Such a
+// send is only taken by the leader (the node-to-node API forwards client
+// sends, which may not name a system topic); elsewhere it is answered
+// SERVICE_NOT_AVAILABLE, which the client's route update resolves.
 func (a *Adapter) produce(ctx context.Context, preq broker.ProduceRequest) ([]ack, error) {
-	res, err := a.b.Produce(ctx, preq)
+	produce := a.b.ClientProduce
+	retry := api.IsRetryTopic(preq.Topic)
+	if retry {
+		produce = a.b.Produce
+	}
+	res, err := produce(ctx, preq)
 	if err == nil {
 		out := make([]ack, len(res.Acks))
 		for i, x := range res.Acks {
 			out[i] = ack{int32(x.Queue), x.Offset, x.ID}
 		}
 		return out, nil
+	}
+	if retry {
+		return nil, err
 	}
 	var out []ack
 	err = a.forward(ctx, err, func(ctx context.Context, addr string) error {
