@@ -131,8 +131,8 @@ func (r *registrar) loop() {
 		case <-r.kick:
 		}
 		v := r.refresh()
-		if v == nil || v.leader == "" {
-			continue // an election: the id this node would register is unknown
+		if v == nil || v.leader == "" || len(r.a.cfg.NameServers) == 0 {
+			continue // an election (the id this node would register is unknown), or no name servers
 		}
 		if v.same(last) && time.Since(lastSent) < r.a.cfg.RegisterPeriod {
 			continue
