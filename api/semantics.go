@@ -61,3 +61,15 @@ func IsDeadLetterTopic(topic string) bool { return strings.HasPrefix(topic, dead
 func IsSystemTopic(topic string) bool {
 	return IsRetryTopic(topic) || IsDeadLetterTopic(topic) || topic == ScheduleTopic
 }
+
+// Properties of delayed and timed messages beyond RocketMQ's
+// (docs/semantics.md, "Delayed and timed messages").
+const (
+	// PropStagedID is on every delivered copy of a delayed message: the id
+	// its produce ack named (the staged message's id).
+	PropStagedID = "STAGED_ID"
+	// PropSchedulePopMS is on a timed message the broker staged again:
+	// when it leaves its schedule queue (unix ms). Internal; cleared at
+	// delivery.
+	PropSchedulePopMS = "SCHEDULE_POP_MS"
+)

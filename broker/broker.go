@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker/keyindex"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
@@ -74,6 +75,10 @@ type Config struct {
 	KeyIndexSlots   uint32
 	KeyIndexEntries uint32
 
+	// MaxDelay bounds how far ahead a delivery time may be (0:
+	// api.DefaultMaxDelay).
+	MaxDelay time.Duration
+
 	Logger hclog.Logger
 }
 
@@ -137,6 +142,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("retention: %s and %d bytes: want >= 0 (0: off)", c.RetentionAge, c.RetentionBytes)
 	case (c.RetentionAge > 0 || c.RetentionBytes > 0) && c.RetentionCheck <= 0:
 		return fmt.Errorf("retention check period %s: want > 0", c.RetentionCheck)
+	case c.MaxDelay < 0 || c.MaxDelay > MaxMaxDelay:
+		return fmt.Errorf("max-delay %s: want 0 (the default, %s) up to %s", c.MaxDelay, api.DefaultMaxDelay, MaxMaxDelay)
 	case c.SessionTimeout <= c.HeartbeatInterval:
 		return fmt.Errorf("session timeout %s: must exceed the heartbeat interval %s", c.SessionTimeout, c.HeartbeatInterval)
 	}
@@ -189,6 +196,8 @@ type Broker struct {
 	groups      *groups
 	load        *loadMeter
 	keys        *keyindex.Index // nil without KeyIndexDir
+	sched       ScheduleState   // nil: delayed messages are refused
+	scheduler   scheduler
 
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -221,6 +230,7 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 		inflight:  make(chan inflightEntry, cfg.MaxInflight),
 		stop:      make(chan struct{}),
 		load:      newLoadMeter(cfg.CPUBudget),
+		sched:     rep.Schedule,
 	}
 	brokersInProcess.Add(1)
 	b.view = newClusterView()
@@ -269,6 +279,7 @@ func (b *Broker) onRoleChange(ev replica.Event) {
 	if ev.Role == replica.Leader {
 		b.handOverIfLeader() // a damaged node that was handed leadership anyway
 	}
+	b.scheduleOnRoleChange(ev)
 	if ev.Role == replica.Leader && ev.Ready {
 		b.groups.reset(ev.Term)
 		b.goFunc(func() { b.registerSelf() })

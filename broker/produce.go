@@ -20,6 +20,10 @@ type ProduceMessage struct {
 	Queue      int32 // used when HasQueue
 	HasQueue   bool
 	Timestamp  int64 // unix ms; 0 = now
+	// Delayed delivery, at most one (delay.go): DelayLevel 1..18, or
+	// DeliverAt in unix ms. A DELAY or TIMER_DELIVER_MS property sets them.
+	DelayLevel int
+	DeliverAt  int64
 }
 
 // ProduceRequest appends messages to one topic. ProducerID and Seq make a
@@ -35,6 +39,9 @@ type ProduceRequest struct {
 type ProduceResult struct {
 	Acks      []replica.Ack
 	Duplicate bool
+	// DeliverAt holds, for a delayed request, each message's delivery time
+	// (unix ms); its acks name the message's queue and offset 0.
+	DeliverAt []int64
 }
 
 // Limits of one produce request.
@@ -112,6 +119,12 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		}
 		p.req.Messages[i] = raftlog.Message{Queue: q, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
 	}
+	delayed := isDelayed(&req.Messages[0])
+	if delayed {
+		if err := b.stage(ctx, &req, &p.req); err != nil {
+			return ProduceResult{}, err
+		}
+	}
 	// The exact bytes this request adds to its entry: what the budget, the
 	// batcher and the request bound count.
 	p.size = p.req.EncodedSize()
@@ -151,7 +164,11 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	b.m.produceMessages.Add(float64(len(req.Messages)))
 	b.m.produceBytes.Add(float64(p.size))
 	b.m.produceLatency.Observe(time.Since(start).Seconds())
-	return ProduceResult{Acks: out.res.Acks, Duplicate: out.res.Duplicate}, nil
+	res := ProduceResult{Acks: out.res.Acks, Duplicate: out.res.Duplicate}
+	if delayed {
+		res.DeliverAt = b.stagedAcks(&req, &p.req, res.Acks)
+	}
+	return res, nil
 }
 
 // AdmitProduce tells, before a produce request is read, whether this node
@@ -216,6 +233,9 @@ func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 	if len(req.Messages) > MaxMessagesPerRequest {
 		return invalid("produce request has %d messages, at most %d", len(req.Messages), MaxMessagesPerRequest)
 	}
+	if err := validateDelay(cfg, req); err != nil {
+		return err
+	}
 	// The request's size as the log encodes it, with the largest queue
 	// number in place of the one the leader will pick, so that it bounds
 	// the entry bytes whatever the queue.
@@ -248,6 +268,7 @@ func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 		size += lm.EncodedSize()
 	}
 	size += 10 // the message count's varint at its widest
+	size += delayOverhead(req)
 	if size > cfg.MaxRequestBytes {
 		return tooLargeRequest(size, len(req.Messages), cfg.MaxRequestBytes)
 	}

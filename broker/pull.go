@@ -91,6 +91,9 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 	if err := replica.ValidateName("topic", req.Topic); err != nil {
 		return PullResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
+	if err := refuseScheduleTopic(req.Topic); err != nil {
+		return PullResult{}, err
+	}
 	if req.MaxMessages <= 0 {
 		req.MaxMessages = DefaultPullMessages
 	}

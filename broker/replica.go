@@ -85,6 +85,8 @@ type Replica struct {
 	Leadership Leadership
 	Membership Membership
 	Snapshots  Snapshotter
+	// Schedule, when set, lets the node take delayed messages (delay.go).
+	Schedule ScheduleState
 }
 
 var (
@@ -97,7 +99,7 @@ var (
 
 // ReplicaOf is the Replica that n serves entirely.
 func ReplicaOf(n *replica.Node) Replica {
-	return Replica{Writer: n, State: n, Leadership: n, Membership: n, Snapshots: n}
+	return Replica{Writer: n, State: n, Leadership: n, Membership: n, Snapshots: n, Schedule: n}
 }
 
 func (r *Replica) check() error {

@@ -66,6 +66,7 @@ func (b *Broker) retentionCut(now time.Time) (uint64, string) {
 	if cut == 0 || cut > applied {
 		return 0, ""
 	}
+	cut = b.scheduleCut(cut)
 	// Keep what a follower still needs while it is healthy or was heard from
 	// within the grace period (a restart): deleting it would make the leader
 	// send it a snapshot, and it would drop its whole log.

@@ -24,6 +24,12 @@ type Message struct {
 	// Queue, when not nil, names the queue; otherwise the key's hash picks
 	// it (one key stays ordered), or round robin when there is no key.
 	Queue *int32
+	// Delayed delivery, at most one (client/delay.go): DelayLevel is one
+	// of RocketMQ's 18 levels (1s 5s 10s 30s 1m ... 2h); DeliverAt a time
+	// at most the broker's --max-delay ahead. The ack names the message's
+	// queue, offset 0 and its delivery time (AckDeliverAt).
+	DelayLevel int
+	DeliverAt  time.Time
 }
 
 // ProducerConfig tunes a Producer.
@@ -242,7 +248,7 @@ func (p *Producer) dispatchLocked() {
 		for _, op := range p.queue[1:] {
 			// size bounds the request as the broker's log encodes it, so a
 			// coalesced request never exceeds the broker's request bound.
-			if op.topic == first.topic && n+len(op.msgs) <= p.cfg.MaxRequestMessages && size+op.size <= p.cfg.MaxRequestBytes {
+			if op.topic == first.topic && delayedOp(op) == delayedOp(first) && n+len(op.msgs) <= p.cfg.MaxRequestMessages && size+op.size <= p.cfg.MaxRequestBytes {
 				batch = append(batch, op)
 				n += len(op.msgs)
 				size += op.size
@@ -294,6 +300,7 @@ func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
 		for _, m := range op.msgs {
 			pm := &pms[len(req.Messages)]
 			pm.Key, pm.Tag, pm.Properties, pm.Body, pm.Queue = m.Key, m.Tag, m.Properties, m.Body, m.Queue
+			pm.DelayLevel, pm.DeliverAtMs = delayFields(&m)
 			req.Messages = append(req.Messages, pm)
 		}
 	}

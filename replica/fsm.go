@@ -30,6 +30,7 @@ type fsm struct {
 	lru       *list.List // of *producer, least recently used first
 	nodes     map[string]NodeInfo
 	logFloor  uint64 // no message is stored below this log index (Retain)
+	sched     schedule
 
 	applied  atomic.Uint64
 	damage   fsmDamage
@@ -59,6 +60,7 @@ func (f *fsm) reset() {
 	f.lru = list.New()
 	f.nodes = map[string]NodeInfo{}
 	f.logFloor = 0
+	f.sched = schedule{}
 }
 
 // Applied is the index of the last entry applied to the FSM.

@@ -67,13 +67,26 @@ func (f *fsm) applyBatchLocked(index uint64, data []byte) interface{} {
 		var digest uint64 // computed by dedupeLocked when the request has a producer id
 		results = append(results, res)
 		t := f.topics[rv.Topic]
+		sq, isDelivery := parseScheduleProducer(rv.ProducerID)
+		if isDelivery {
+			// A delivery out of a schedule queue (schedule.go): the cursor,
+			// not the dedupe table, makes it happen once.
+			if err := f.scheduleCheckLocked(sq, rv.Seq, rv.Count); err != nil {
+				res.Err = err
+				skipped = append(skipped, uint32(i))
+				return true
+			}
+			f.scheduleAdvanceLocked(sq, rv.Seq, rv.Count, index, res.Ordinal)
+		}
 		if t == nil {
 			res.Err = fmt.Errorf("%w: %q", ErrUnknownTopic, rv.Topic)
-		} else if prev, err := f.dedupeLocked(t, rv, &digest); err != nil {
-			res.Err = err
-		} else if prev != nil {
-			*res = *prev
-			res.Duplicate = true
+		} else if !isDelivery {
+			if prev, err := f.dedupeLocked(t, rv, &digest); err != nil {
+				res.Err = err
+			} else if prev != nil {
+				*res = *prev
+				res.Duplicate = true
+			}
 		}
 		if res.Err == nil && !res.Duplicate {
 			rv.Messages(func(_ int, m *raftlog.MessageView) bool {
@@ -85,6 +98,11 @@ func (f *fsm) applyBatchLocked(index uint64, data []byte) interface{} {
 			})
 		}
 		if res.Err != nil || res.Duplicate {
+			if isDelivery {
+				// Its topic is gone (or lost queues) since the messages
+				// were staged: they left their schedule queue, stored nowhere.
+				f.log.Warn("delayed messages dropped at delivery", "index", index, "topic", rv.Topic, "messages", rv.Count, "error", res.Err)
+			}
 			skipped = append(skipped, uint32(i))
 			return true
 		}
@@ -112,7 +130,7 @@ func (f *fsm) applyBatchLocked(index uint64, data []byte) interface{} {
 			r.count++
 			return true
 		})
-		if rv.ProducerID != "" {
+		if rv.ProducerID != "" && !isDelivery {
 			res.Digest = digest
 			f.rememberLocked(rv.ProducerID, rv.Seq, index, res)
 		}
@@ -151,6 +169,7 @@ func (f *fsm) retainLocked(below uint64) {
 		return
 	}
 	f.logFloor = below
+	f.retainScheduleLocked(below)
 	for _, t := range f.topics {
 		for _, q := range t.queues {
 			i := sort.Search(len(q.records), func(i int) bool { return q.records[i].index >= below })

@@ -62,6 +62,10 @@ type snapState struct {
 	Nodes     map[string]NodeInfo
 	LogFloor  uint64 // absent (0) in snapshots from before retention
 	Applied   uint64 // last entry applied to the state (0 in older snapshots)
+
+	// Schedule: the delivered cursors of the schedule queues (absent in
+	// older snapshots and while no delayed message was delivered).
+	Schedule *snapSchedule
 }
 
 // captured is a cheap copy made under the read lock; the encoding happens in
@@ -73,6 +77,7 @@ type captured struct {
 	nodes     map[string]NodeInfo
 	logFloor  uint64
 	applied   uint64
+	sched     schedule
 }
 
 type capturedTopic struct {
@@ -84,6 +89,7 @@ type capturedTopic struct {
 func (f *fsm) captureLocked() *captured {
 	c := &captured{offsets: map[string]map[string]map[int32]uint64{}, nodes: map[string]NodeInfo{}, logFloor: f.logFloor,
 		applied: f.applied.Load()}
+	c.sched = f.sched
 	for _, t := range f.topics {
 		ct := capturedTopic{name: t.name, queues: make([]queue, len(t.queues)), perm: t.perm}
 		for i, q := range t.queues {
@@ -151,6 +157,7 @@ func (f *fsm) loadLocked(st *snapState) {
 		f.nodes = st.Nodes
 	}
 	f.logFloor = st.LogFloor
+	f.sched.load(st.Schedule)
 }
 
 type fsmSnapshot struct {
@@ -169,6 +176,7 @@ func (s *fsmSnapshot) Release() {}
 
 func writeSnapshot(w io.Writer, c *captured) error {
 	st := snapState{Format: snapshotFormat, Offsets: c.offsets, Producers: c.producers, Nodes: c.nodes, LogFloor: c.logFloor, Applied: c.applied}
+	st.Schedule = c.sched.snap()
 	for _, ct := range c.topics {
 		t := snapTopic{Name: ct.name, Queues: make([]snapQueue, len(ct.queues)), Perm: ct.perm}
 		for i, q := range ct.queues {
@@ -225,6 +233,9 @@ func readSnapshot(r io.Reader) (*snapState, error) {
 	}
 	if st.Format != 1 && st.Format != snapshotFormat {
 		return nil, fmt.Errorf("%w: snapshot format %d, want 1..%d", ErrCorruptCommand, st.Format, snapshotFormat)
+	}
+	if err := (&schedule{}).load(st.Schedule); err != nil {
+		return nil, err
 	}
 	for _, p := range st.Producers {
 		if len(p.Seqs) != len(p.Results) || len(p.Seqs) > DedupeWindow {

@@ -169,7 +169,8 @@ func produceRequest(req *api.ProduceRequest) broker.ProduceRequest {
 		if m == nil {
 			continue
 		}
-		pm := broker.ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body, Timestamp: m.TimestampMs}
+		pm := broker.ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body, Timestamp: m.TimestampMs,
+			DelayLevel: int(m.DelayLevel), DeliverAt: m.DeliverAtMs}
 		if m.Queue != nil {
 			pm.Queue, pm.HasQueue = *m.Queue, true
 		}
@@ -190,6 +191,9 @@ func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.Pro
 		acks := make([]api.Ack, len(res.Acks)) // one allocation for all acks
 		for i, a := range res.Acks {
 			acks[i].Queue, acks[i].Offset, acks[i].Id = int32(a.Queue), a.Offset, a.ID
+			if res.DeliverAt != nil {
+				acks[i].DeliverAtMs = res.DeliverAt[i]
+			}
 			out.Acks[i] = &acks[i]
 		}
 		return out, nil

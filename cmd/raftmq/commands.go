@@ -289,16 +289,18 @@ func produceCommand() *cli.Command {
 			&cli.IntFlag{Name: "batch", Value: 64, Usage: "stdin lines per request"},
 			&cli.IntFlag{Name: "inflight", Value: 8, Usage: "requests in flight"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (one object per acknowledged message)"},
+			delayFlags[0], delayFlags[1], delayFlags[2],
 		),
 		Action: runProduce,
 	}
 }
 
 type ackJSON struct {
-	Queue  int32  `json:"queue"`
-	Offset uint64 `json:"offset"`
-	ID     string `json:"id"`
-	Body   string `json:"body,omitempty"`
+	Queue     int32  `json:"queue"`
+	Offset    uint64 `json:"offset"`
+	ID        string `json:"id"`
+	Body      string `json:"body,omitempty"`
+	DeliverAt string `json:"deliver_at,omitempty"` // RFC 3339; a delayed message's offset is assigned then
 }
 
 func runProduce(c *cli.Context) error {
@@ -327,6 +329,10 @@ func runProduce(c *cli.Context) error {
 		queue = &q32
 	}
 	batchSize, inflight := max(c.Int("batch"), 1), max(c.Int("inflight"), 1)
+	delay, err := parseDelayFlags(c)
+	if err != nil {
+		return err
+	}
 	cl, err := newClient(c)
 	if err != nil {
 		return err
@@ -393,6 +399,7 @@ func runProduce(c *cli.Context) error {
 		msgs := make([]client.Message, len(b.lines))
 		for i, l := range b.lines {
 			msgs[i] = client.Message{Key: c.String("key"), Tag: c.String("tag"), Properties: props, Body: []byte(l), Queue: queue}
+			delay.apply(&msgs[i])
 		}
 		ctx, cancel := opCtx(c)
 		acks, err := p.Send(ctx, topic, msgs...)
@@ -402,8 +409,10 @@ func runProduce(c *cli.Context) error {
 		tally.add(b.first, len(b.lines), err)
 		for i, a := range acks {
 			if format == "json" {
-				j, _ := json.Marshal(ackJSON{Queue: a.Queue, Offset: a.Offset, ID: a.Id, Body: b.lines[i]})
+				j, _ := json.Marshal(ackJSON{Queue: a.Queue, Offset: a.Offset, ID: a.Id, Body: b.lines[i], DeliverAt: ackDeliverAt(a)})
 				out.Write(append(j, '\n'))
+			} else if at := ackDeliverAt(a); at != "" {
+				fmt.Fprintf(out, "queue %d id %s deliver-at %s (offset assigned at delivery)\n", a.Queue, a.Id, at)
 			} else {
 				fmt.Fprintf(out, "queue %d offset %d id %s\n", a.Queue, a.Offset, a.Id)
 			}

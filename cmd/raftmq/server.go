@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
 	"github.com/raftmq/raftmq/broker/server"
@@ -60,6 +61,7 @@ func serverCommand() *cli.Command {
 			&cli.DurationFlag{Name: "retention", Value: d.Broker.RetentionAge, Usage: "delete messages older than this, by whole log segments (0: keep forever)"},
 			&cli.IntFlag{Name: "retention-mb", Usage: "keep at most about this many MiB of log per node, deleting the oldest whole segments (0: no limit)"},
 			&cli.DurationFlag{Name: "retention-check", Value: d.Broker.RetentionCheck, Usage: "how often the leader checks the retention limits"},
+			&cli.DurationFlag{Name: "max-delay", Value: api.DefaultMaxDelay, Usage: "how far ahead a delayed message's delivery time may be (produce --deliver-at, --delay)"},
 			&cli.DurationFlag{Name: "retention-grace", Value: d.Broker.RetentionGrace, Usage: "a cut waits this long for a follower that stopped answering (a restart) to catch up, so it keeps its log"},
 			&cli.Uint64Flag{Name: "snapshot-threshold", Value: d.Raft.SnapshotThreshold, Usage: "log entries between FSM snapshots (bounds restart replay)"},
 			&cli.StringFlag{Name: "raft-dial", Hidden: true, Usage: "fault injection only: ID=ADDR,... dial these addresses for those peers"},
@@ -155,6 +157,7 @@ func runServer(c *cli.Context) error {
 	cfg.Broker.RetentionBytes = int64(c.Int("retention-mb")) << 20
 	cfg.Broker.RetentionCheck = c.Duration("retention-check")
 	cfg.Broker.RetentionGrace = c.Duration("retention-grace")
+	cfg.Broker.MaxDelay = c.Duration("max-delay")
 	if cfg.Broker.RetentionAge < 0 || cfg.Broker.RetentionBytes < 0 {
 		return fmt.Errorf("--retention %s, --retention-mb %d: want 0 (off) or more", cfg.Broker.RetentionAge, c.Int("retention-mb"))
 	}

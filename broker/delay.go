@@ -1,0 +1,205 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/replica"
+)
+
+// Delayed and timed messages (docs/semantics.md): a produce request whose
+// messages carry a delay level or a delivery time is stored at once, as an
+// ordinary request, in the schedule topic (api.ScheduleTopic): its queue
+// there is the kind of wait (replica/schedule.go), and the message keeps
+// where it goes (REAL_TOPIC, REAL_QID, chosen now as for any message) and
+// how long it waits (DELAY or TIMER_DELIVER_MS). The scheduler
+// (schedule.go) delivers it when its time comes.
+
+// ScheduleState is what the scheduler and lookups read of the schedule
+// queues' replicated state. *replica.Node implements it.
+type ScheduleState interface {
+	ScheduleCursors() [replica.ScheduleQueues]uint64
+	StagedCopy(q uint32, offset uint64) (index uint64, ordinal uint32, left, ok bool)
+	EntryRecord(topic string, q uint32, logIndex uint64) (replica.Location, bool)
+	ScheduleFloor() uint64
+}
+
+var _ ScheduleState = (*replica.Node)(nil)
+
+// stagingOverhead bounds the bytes the staging properties add to a message
+// as the log encodes it (names, values and their lengths).
+const stagingOverhead = 2*(len(api.PropRealTopic)+len(api.PropRealQueue)+len(api.PropTimerDeliverMS)) + replica.MaxNameLen + 64
+
+// validateDelay checks the delay of every message of req and moves a delay
+// given as a property (DELAY, TIMER_DELIVER_MS: RocketMQ clients and the
+// consume-retry path send it so) into the typed fields. A request is
+// either delayed in every message or in none. It also refuses what only
+// the broker may write: the schedule topic and its producer ids.
+func validateDelay(cfg *Config, req *ProduceRequest) error {
+	if req.Topic == api.ScheduleTopic {
+		return invalid("topic %s holds the broker's delayed messages; produce to a topic with a delay level or a delivery time instead", api.ScheduleTopic)
+	}
+	if replica.IsScheduleProducer(req.ProducerID) {
+		return invalid("producer id %q is reserved for the broker's deliveries of delayed messages", req.ProducerID)
+	}
+	maxDelay := cfg.MaxDelay
+	if maxDelay <= 0 {
+		maxDelay = api.DefaultMaxDelay
+	}
+	now := time.Now()
+	delayed := 0
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		if err := delayFromProperties(i, m); err != nil {
+			return err
+		}
+		switch {
+		case m.DelayLevel != 0 && m.DeliverAt != 0:
+			return invalid("message %d has both a delay level (%d) and a delivery time (%d ms); give one", i, m.DelayLevel, m.DeliverAt)
+		case m.DelayLevel != 0:
+			if _, err := api.LevelDelay(m.DelayLevel); err != nil {
+				return invalid("message %d: %v", i, err)
+			}
+			delayed++
+		case m.DeliverAt < 0:
+			return invalid("message %d: delivery time %d ms is before 1970", i, m.DeliverAt)
+		case m.DeliverAt > 0:
+			if at := time.UnixMilli(m.DeliverAt); at.Sub(now) > maxDelay {
+				return invalid("message %d: delivery time %s is %s ahead, the broker's maximum delay (--max-delay) is %s",
+					i, at.UTC().Format(time.RFC3339), at.Sub(now).Round(time.Second), maxDelay)
+			}
+			delayed++
+		}
+	}
+	if delayed != 0 && delayed != len(req.Messages) {
+		return invalid("produce request mixes %d delayed and %d immediate messages; send them in separate requests", delayed, len(req.Messages)-delayed)
+	}
+	return nil
+}
+
+// delayFromProperties sets the typed delay of m from its DELAY or
+// TIMER_DELIVER_MS property when the typed field is unset. A DELAY above
+// the last level waits the last level, as RocketMQ's broker does (its
+// clients send 3 + reconsume count); DELAY 0 is no delay.
+func delayFromProperties(i int, m *ProduceMessage) error {
+	if v, ok := m.Properties[api.PropDelay]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return invalid("message %d: property %s=%q is not a delay level 1..%d", i, api.PropDelay, v, len(api.DelayLevels))
+		}
+		n = min(n, len(api.DelayLevels))
+		if m.DelayLevel != 0 && n != 0 && n != m.DelayLevel {
+			return invalid("message %d: delay level %d and property %s=%q disagree", i, m.DelayLevel, api.PropDelay, v)
+		}
+		if m.DelayLevel == 0 {
+			m.DelayLevel = n
+		}
+	}
+	if v, ok := m.Properties[api.PropTimerDeliverMS]; ok {
+		at, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return invalid("message %d: property %s=%q is not a unix time in ms", i, api.PropTimerDeliverMS, v)
+		}
+		if m.DeliverAt != 0 && m.DeliverAt != at {
+			return invalid("message %d: delivery time %d and property %s=%q disagree", i, m.DeliverAt, api.PropTimerDeliverMS, v)
+		}
+		m.DeliverAt = at
+	}
+	return nil
+}
+
+// delayOverhead is what staging adds to req's encoded size.
+func delayOverhead(req *ProduceRequest) int {
+	if len(req.Messages) == 0 || !isDelayed(&req.Messages[0]) {
+		return 0
+	}
+	return len(req.Messages) * stagingOverhead
+}
+
+func isDelayed(m *ProduceMessage) bool { return m.DelayLevel != 0 || m.DeliverAt != 0 }
+
+// stage turns the log request of a delayed produce (queues chosen in its
+// topic) into the request that stores it in the schedule topic, creating
+// that topic when it is missing. Only what the request holds decides the
+// staged bytes, so a retry stores (and dedupes to) the same request.
+func (b *Broker) stage(ctx context.Context, req *ProduceRequest, lr *raftlog.Request) error {
+	if b.sched == nil {
+		return fmt.Errorf("%w: this node's replica keeps no schedule state: delayed messages are not supported", ErrUnavailable)
+	}
+	if b.fsm.QueueCount(api.ScheduleTopic) == 0 {
+		if _, err := b.w.CreateTopic(ctx, api.ScheduleTopic, replica.ScheduleQueues, true); err != nil {
+			return b.replicaErr(err)
+		}
+	}
+	lr.Topic = api.ScheduleTopic
+	for i := range lr.Messages {
+		m, pm := &lr.Messages[i], &req.Messages[i]
+		props := make(map[string]string, len(m.Properties)+3)
+		for k, v := range m.Properties {
+			props[k] = v
+		}
+		props[api.PropRealTopic] = req.Topic
+		props[api.PropRealQueue] = strconv.Itoa(int(m.Queue))
+		delete(props, api.PropDelay)
+		delete(props, api.PropTimerDeliverMS)
+		if pm.DelayLevel != 0 {
+			props[api.PropDelay] = strconv.Itoa(pm.DelayLevel)
+			m.Queue = uint32(pm.DelayLevel - 1)
+		} else {
+			props[api.PropTimerDeliverMS] = strconv.FormatInt(pm.DeliverAt, 10)
+			m.Queue = replica.ScheduleIntakeQueue
+		}
+		m.Properties = props
+	}
+	return nil
+}
+
+// stagedAcks rewrites the acks of a staged request as the producer sees
+// them: the message's queue in its topic, offset 0 (assigned at delivery),
+// and its delivery time (unix ms), which for a delay level counts from the
+// append time of its entry.
+func (b *Broker) stagedAcks(req *ProduceRequest, lr *raftlog.Request, acks []replica.Ack) []int64 {
+	at := make([]int64, len(acks))
+	for i := range acks {
+		pm := &req.Messages[i]
+		q, _ := strconv.Atoi(lr.Messages[i].Properties[api.PropRealQueue])
+		acks[i].Queue, acks[i].Offset = uint32(q), 0
+		if pm.DelayLevel == 0 {
+			at[i] = pm.DeliverAt
+			continue
+		}
+		d, _ := api.LevelDelay(pm.DelayLevel)
+		at[i] = time.Now().Add(d).UnixMilli()
+		if idx, err := raftlog.MessageIndex(acks[i].ID); err == nil {
+			if t, err := b.rlog.AppendedAt(idx); err == nil && !t.IsZero() {
+				at[i] = t.Add(d).UnixMilli()
+			}
+		}
+	}
+	return at
+}
+
+// refuseScheduleTopic refuses reads of the schedule topic: its messages are
+// not due yet, and are delivered to their own topics.
+func refuseScheduleTopic(topic string) error {
+	if topic == api.ScheduleTopic {
+		return invalid("topic %s holds delayed messages until their time and is not read; they appear in their own topics then", api.ScheduleTopic)
+	}
+	return nil
+}
+
+// scheduleCut keeps a retention cut below every staged message that has
+// not left its schedule queue: it is delivered from there.
+func (b *Broker) scheduleCut(cut uint64) uint64 {
+	if b.sched == nil {
+		return cut
+	}
+	if f := b.sched.ScheduleFloor(); f > 0 && f < cut {
+		return f
+	}
+	return cut
+}

@@ -1,0 +1,267 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Delayed and timed messages wait in the schedule topic, one queue per kind
+// of wait (docs/semantics.md, "Delayed and timed messages"):
+//
+//   - queues 0..17: delay levels 1..18; a message leaves its queue at the
+//     append time of its entry plus the level's delay, so due times follow
+//     append order and each queue is FIFO;
+//   - ScheduleIntakeQueue: timed messages as produced; they leave at once
+//     and the scheduler stages them into the cascade (the queue a timed
+//     message waits in depends on when it is staged, which a retried
+//     produce must not change);
+//   - ScheduleFinalQueue: the last part of a wait, shorter than
+//     ScheduleUnit; a message leaves at its delivery time;
+//   - ScheduleCascadeQueue(j): a wait of ScheduleUnit<<j; a message leaves
+//     after that long and is staged again into a lower queue, or delivered.
+//
+// Every message leaves a queue through a delivery: a produce request from
+// the reserved producer id of that queue (ScheduleProducer) whose sequence
+// is the queue offset of its first message. The state machine applies such
+// a request only when its sequence equals the queue's delivered cursor and
+// moves the cursor by the request's message count in the same entry, so
+// each staged message leaves its queue exactly once whoever sends it.
+const (
+	// ScheduleTopic is api.ScheduleTopic (the broker checks they match).
+	ScheduleTopic        = "SCHEDULE_TOPIC_XXXX"
+	ScheduleLevels       = 18
+	ScheduleIntakeQueue  = ScheduleLevels
+	ScheduleFinalQueue   = ScheduleLevels + 1
+	ScheduleCascadeBase  = ScheduleLevels + 2
+	ScheduleCascadeCount = 32
+	// ScheduleQueues is the queue count of the schedule topic.
+	ScheduleQueues = ScheduleCascadeBase + ScheduleCascadeCount
+	// ScheduleUnit is the wait of the lowest cascade queue.
+	ScheduleUnit = 16 * time.Millisecond
+
+	scheduleProducerPrefix = "%SCHEDULE%"
+)
+
+// ScheduleCascadeQueue is the schedule queue of a wait of ScheduleUnit<<j.
+func ScheduleCascadeQueue(j int) uint32 { return uint32(ScheduleCascadeBase + j) }
+
+// ScheduleProducer is the reserved producer id of deliveries out of
+// schedule queue q.
+func ScheduleProducer(q uint32) string { return scheduleProducerPrefix + strconv.Itoa(int(q)) }
+
+// IsScheduleProducer reports whether id is reserved for deliveries; users
+// may not produce under such an id.
+func IsScheduleProducer(id string) bool { return strings.HasPrefix(id, scheduleProducerPrefix) }
+
+func parseScheduleProducer(id string) (uint32, bool) {
+	if !IsScheduleProducer(id) {
+		return 0, false
+	}
+	q, err := strconv.Atoi(id[len(scheduleProducerPrefix):])
+	if err != nil || q < 0 || q >= ScheduleQueues {
+		return 0, false
+	}
+	return uint32(q), true
+}
+
+// ErrScheduleStale: a delivery out of a schedule queue that does not start
+// at the queue's cursor (another delivery took those messages first); it is
+// a no-op.
+var ErrScheduleStale = errors.New("schedule delivery is stale")
+
+// delivery records one applied delivery request out of a schedule queue:
+// schedule offsets [base, base+count) left in entry index, as the messages
+// of ordinals ordinal.. of that entry. One per request, not per message;
+// retention drops them with their entries.
+type delivery struct {
+	base    uint64
+	index   uint64
+	ordinal uint32
+	count   uint32
+}
+
+// schedule is the replicated state of the schedule queues.
+type schedule struct {
+	cursor     [ScheduleQueues]uint64 // next schedule offset to leave, per queue
+	deliveries [ScheduleQueues][]delivery
+}
+
+// scheduleCheckLocked decides a delivery request out of schedule queue q:
+// nil when it applies (its sequence is the cursor and it does not reach
+// past what the queue holds), else why it is a no-op.
+func (f *fsm) scheduleCheckLocked(q uint32, seq uint64, count int) error {
+	if seq != f.sched.cursor[q] {
+		return fmt.Errorf("%w: schedule queue %d is delivered up to %d, this delivery starts at %d", ErrScheduleStale, q, f.sched.cursor[q], seq)
+	}
+	var next uint64
+	if t := f.topics[ScheduleTopic]; t != nil && int(q) < len(t.queues) {
+		next = t.queues[q].next
+	}
+	if seq+uint64(count) > next {
+		return fmt.Errorf("%w: delivery of schedule offsets %d..%d, queue %d holds %d", ErrScheduleStale, seq, seq+uint64(count), q, next)
+	}
+	return nil
+}
+
+// scheduleAdvanceLocked moves queue q's cursor past an applied delivery.
+func (f *fsm) scheduleAdvanceLocked(q uint32, seq uint64, count int, index uint64, ordinal uint32) {
+	f.sched.cursor[q] = seq + uint64(count)
+	f.sched.deliveries[q] = append(f.sched.deliveries[q], delivery{base: seq, index: index, ordinal: ordinal, count: uint32(count)})
+}
+
+// retainScheduleLocked drops the delivery records of entries below index
+// below.
+func (f *fsm) retainScheduleLocked(below uint64) {
+	for q, ds := range f.sched.deliveries {
+		i := sort.Search(len(ds), func(i int) bool { return ds[i].index >= below })
+		if i > 0 {
+			f.sched.deliveries[q] = append([]delivery(nil), ds[i:]...)
+		}
+	}
+}
+
+// ScheduleCursors returns, per schedule queue, the offset of the first
+// message that has not left it.
+func (f *fsm) ScheduleCursors() [ScheduleQueues]uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.sched.cursor
+}
+
+// StagedCopy tells where the message at offset of schedule queue q went:
+// ok is false while it waits (offset at or past the cursor) or when the
+// record of its delivery was dropped by retention.
+func (f *fsm) StagedCopy(q uint32, offset uint64) (index uint64, ordinal uint32, left, ok bool) {
+	if q >= ScheduleQueues {
+		return 0, 0, false, false
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if offset >= f.sched.cursor[q] {
+		return 0, 0, false, false
+	}
+	ds := f.sched.deliveries[q]
+	i := sort.Search(len(ds), func(i int) bool { return ds[i].base+uint64(ds[i].count) > offset })
+	if i == len(ds) || ds[i].base > offset {
+		return 0, 0, true, false
+	}
+	return ds[i].index, ds[i].ordinal + uint32(offset-ds[i].base), true, true
+}
+
+// EntryRecord is the index record of entry logIndex in queue q of a topic:
+// ok is false when the entry stored nothing there (or retention dropped it).
+func (f *fsm) EntryRecord(topicName string, q uint32, logIndex uint64) (Location, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t := f.topics[topicName]
+	if t == nil || int(q) >= len(t.queues) {
+		return Location{}, false
+	}
+	recs := t.queues[q].records
+	i := sort.Search(len(recs), func(i int) bool { return recs[i].index >= logIndex })
+	if i == len(recs) || recs[i].index != logIndex {
+		return Location{}, false
+	}
+	r := recs[i]
+	return Location{Base: r.base, LogIndex: r.index, Count: r.count, Skip: r.skipped()}, true
+}
+
+// ScheduleFloor is the lowest log index holding a message that has not left
+// its schedule queue (0: none waits). Retention never cuts above it.
+func (f *fsm) ScheduleFloor() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t := f.topics[ScheduleTopic]
+	if t == nil {
+		return 0
+	}
+	var floor uint64
+	for q, qu := range t.queues {
+		if q >= ScheduleQueues {
+			break
+		}
+		c := f.sched.cursor[q]
+		if c >= qu.next {
+			continue
+		}
+		recs := qu.records
+		i := sort.Search(len(recs), func(i int) bool { return recs[i].base+uint64(recs[i].count) > c })
+		if i < len(recs) && (floor == 0 || recs[i].index < floor) {
+			floor = recs[i].index
+		}
+	}
+	return floor
+}
+
+// ScheduleCursors returns, per schedule queue, the offset of the first
+// message that has not left it.
+func (n *Node) ScheduleCursors() [ScheduleQueues]uint64 { return n.fsm.ScheduleCursors() }
+
+// StagedCopy tells where the message at offset of schedule queue q went
+// (see fsm.StagedCopy).
+func (n *Node) StagedCopy(q uint32, offset uint64) (index uint64, ordinal uint32, left, ok bool) {
+	return n.fsm.StagedCopy(q, offset)
+}
+
+// EntryRecord is the index record of entry logIndex in queue q of a topic.
+func (n *Node) EntryRecord(topic string, q uint32, logIndex uint64) (Location, bool) {
+	return n.fsm.EntryRecord(topic, q, logIndex)
+}
+
+// ScheduleFloor is the lowest log index holding a waiting staged message.
+func (n *Node) ScheduleFloor() uint64 { return n.fsm.ScheduleFloor() }
+
+// snapSchedule is the schedule state in a snapshot (absent in snapshots of
+// nodes without delayed messages: all cursors 0).
+type snapSchedule struct {
+	Cursors    []uint64
+	Deliveries [][]snapDelivery
+}
+
+type snapDelivery struct {
+	Base, Index    uint64
+	Ordinal, Count uint32
+}
+
+// snap encodes a captured copy of the schedule state (a value copy: the
+// delivery slices are append-only, retention replaces them, so their
+// headers are enough); nil when no message ever left a schedule queue.
+func (s *schedule) snap() *snapSchedule {
+	used := false
+	for _, c := range s.cursor {
+		used = used || c != 0
+	}
+	if !used {
+		return nil
+	}
+	out := &snapSchedule{Cursors: append([]uint64(nil), s.cursor[:]...), Deliveries: make([][]snapDelivery, ScheduleQueues)}
+	for q, ds := range s.deliveries {
+		for _, d := range ds {
+			out.Deliveries[q] = append(out.Deliveries[q], snapDelivery{Base: d.base, Index: d.index, Ordinal: d.ordinal, Count: d.count})
+		}
+	}
+	return out
+}
+
+// load replaces s with a snapshot's schedule state (readSnapshot has
+// checked it with the same call).
+func (s *schedule) load(ss *snapSchedule) error {
+	*s = schedule{}
+	if ss == nil {
+		return nil
+	}
+	if len(ss.Cursors) > ScheduleQueues || len(ss.Deliveries) > ScheduleQueues {
+		return fmt.Errorf("%w: snapshot has %d schedule cursors and %d delivery lists, at most %d", ErrCorruptCommand, len(ss.Cursors), len(ss.Deliveries), ScheduleQueues)
+	}
+	copy(s.cursor[:], ss.Cursors)
+	for q, ds := range ss.Deliveries {
+		for _, d := range ds {
+			s.deliveries[q] = append(s.deliveries[q], delivery{base: d.Base, index: d.Index, ordinal: d.Ordinal, count: d.Count})
+		}
+	}
+	return nil
+}
