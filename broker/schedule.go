@@ -76,6 +76,7 @@ func (b *Broker) scheduleLoop(stop <-chan struct{}) {
 	defer b.log.Info("scheduler stopped")
 	heads := map[uint32]head{}
 	var lastRound time.Time
+	var first uint32 // the queue a round starts with turns, so that none waits behind the others
 	for {
 		select {
 		case <-stop:
@@ -87,7 +88,8 @@ func (b *Broker) scheduleLoop(stop <-chan struct{}) {
 		changed := b.fsm.Changed()
 		now := time.Now()
 		lastRound = now
-		next, err := b.scheduleRound(stop, heads, now)
+		first = (first + 1) % replica.ScheduleQueues
+		next, err := b.scheduleRound(stop, heads, first, now)
 		wait := scheduleIdle
 		switch {
 		case err != nil:
@@ -119,7 +121,10 @@ func (b *Broker) scheduleLoop(stop <-chan struct{}) {
 // scheduleRound delivers what is due now out of every schedule queue and
 // returns when to look again: the earliest due time of a waiting head
 // (now when it delivered: more may be due), zero when nothing waits.
-func (b *Broker) scheduleRound(stop <-chan struct{}, heads map[uint32]head, now time.Time) (time.Time, error) {
+func (b *Broker) scheduleRound(stop <-chan struct{}, heads map[uint32]head, first uint32, now time.Time) (time.Time, error) {
+	if !b.node.Ready() {
+		return now.Add(scheduleRetry), nil // stopping: a role change is on its way
+	}
 	ti, err := b.fsm.Topic(api.ScheduleTopic)
 	if err != nil {
 		return time.Time{}, nil // nothing was ever delayed
@@ -129,6 +134,9 @@ func (b *Broker) scheduleRound(stop <-chan struct{}, heads map[uint32]head, now 
 		// than take their room.
 		return now.Add(10 * time.Millisecond), nil
 	}
+	// A round hands over at most a quarter of the produce budget, so that
+	// producers are not refused (ErrBusy) for deliveries.
+	budget := b.cfg.MaxPendingBytes / 4
 	cursors := b.sched.ScheduleCursors()
 	var next time.Time
 	earliest := func(t time.Time) {
@@ -137,7 +145,11 @@ func (b *Broker) scheduleRound(stop <-chan struct{}, heads map[uint32]head, now 
 		}
 	}
 	var sent []*pending
-	for q := uint32(0); q < replica.ScheduleQueues && int(q) < len(ti.Queues); q++ {
+	for i := uint32(0); i < replica.ScheduleQueues && budget > 0; i++ {
+		q := (first + i) % replica.ScheduleQueues
+		if int(q) >= len(ti.Queues) {
+			continue
+		}
 		c := cursors[q]
 		if c >= ti.Queues[q].Max {
 			delete(heads, q)
@@ -165,6 +177,7 @@ func (b *Broker) scheduleRound(stop <-chan struct{}, heads map[uint32]head, now 
 				return time.Time{}, b.awaitAll(sent, err)
 			}
 			sent = append(sent, p)
+			budget -= p.size
 		}
 	}
 	return next, b.awaitAll(sent, nil)

@@ -357,7 +357,7 @@ func TestDelayedBadInput(t *testing.T) {
 		return err == nil && len(r.Messages) == 1 && r.Messages[0].Properties["user"] == "u" && r.Messages[0].Properties[api.PropStagedID] == res.Acks[0].ID
 	})
 	res, err = b.Produce(ctx, one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{api.PropDelay: "40"}}))
-	if err != nil || time.UnixMilli(res.DeliverAt[0]).Sub(time.Now()) < time.Hour {
+	if err != nil || time.Until(time.UnixMilli(res.DeliverAt[0])) < time.Hour {
 		t.Fatalf("produce with DELAY=40: %+v %v, want the 2h level", res, err)
 	}
 }
