@@ -94,7 +94,7 @@ func TestScheduleFloorAndRetention(t *testing.T) {
 		t.Fatalf("floor %d, want 3", f)
 	}
 	h.produce(&raftlog.Request{ProducerID: "user", Seq: 2, Topic: ScheduleTopic, Messages: msgs(1, "later")}) // entry 4
-	h.produce(deliveryReq(0, 0, "t", 0, "a", "b", "c", "d", "e"))                                                // entry 5
+	h.produce(deliveryReq(0, 0, "t", 0, "a", "b", "c", "d", "e"))                                             // entry 5
 	if f := h.f.ScheduleFloor(); f != 4 {
 		t.Fatalf("floor %d after queue 0 was delivered, want 4", f)
 	}
