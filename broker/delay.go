@@ -183,11 +183,12 @@ func (b *Broker) stagedAcks(req *ProduceRequest, lr *raftlog.Request, acks []rep
 	return at
 }
 
-// refuseScheduleTopic refuses reads of the schedule topic: its messages are
-// not due yet, and are delivered to their own topics.
+// refuseScheduleTopic refuses reads and creation of the schedule topic: the
+// broker creates it, its messages are not due yet and appear in their own
+// topics then.
 func refuseScheduleTopic(topic string) error {
 	if topic == api.ScheduleTopic {
-		return invalid("topic %s holds delayed messages until their time and is not read; they appear in their own topics then", api.ScheduleTopic)
+		return invalid("topic %s is the broker's: it holds delayed messages until their time, which then appear in their own topics", api.ScheduleTopic)
 	}
 	return nil
 }

@@ -425,6 +425,9 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifN
 	if err := replica.ValidateName("topic", name); err != nil {
 		return replica.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
+	if err := refuseScheduleTopic(name); err != nil {
+		return replica.TopicInfo{}, err
+	}
 	if queues == 0 {
 		queues = int32(b.cfg.DefaultQueues)
 	}

@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand"
 	"net/http"
 	"os"
@@ -31,6 +32,7 @@ func TestDelayFigures(t *testing.T) {
 		t.Skip("set RAFTMQ_DELAY_FIGURES=1 to measure the delayed-message figures (minutes)")
 	}
 	procRequire(t)
+	loadBefore, _ := os.ReadFile("/proc/loadavg")
 	pending := 1_000_000
 	if v, err := strconv.Atoi(os.Getenv("RAFTMQ_DELAY_PENDING")); err == nil && v > 0 {
 		pending = v
@@ -44,12 +46,14 @@ func TestDelayFigures(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var report []string
+	report := []string{"| when | node | Go heap live | heap in use | RSS |", "| --- | --- | --- | --- | --- |"}
 	mem := func(label string) {
 		for _, nd := range c.all() {
+			gc(t, nd.HTTP)
 			rss := procRSS(nd.PID())
-			heap := promValue(t, nd.HTTP, "go_memstats_heap_inuse_bytes")
-			line := fmt.Sprintf("| %s | %s | %.0f MiB | %.0f MiB |", label, nd.ID, heap/(1<<20), float64(rss)/(1<<20))
+			live := promValue(t, nd.HTTP, "go_memstats_heap_alloc_bytes")
+			inuse := promValue(t, nd.HTTP, "go_memstats_heap_inuse_bytes")
+			line := fmt.Sprintf("| %s | %s | %.1f MiB | %.1f MiB | %.0f MiB |", label, nd.ID, live/(1<<20), inuse/(1<<20), float64(rss)/(1<<20))
 			report = append(report, line)
 			t.Log(line)
 		}
@@ -209,7 +213,21 @@ func TestDelayFigures(t *testing.T) {
 	report = append(report, line)
 	t.Log(line)
 	mem(fmt.Sprintf("%d pending, after the run", pending))
+	loadAfter, _ := os.ReadFile("/proc/loadavg")
+	report = append(report, fmt.Sprintf("load average before: %s, after: %s", strings.TrimSpace(string(loadBefore)), strings.TrimSpace(string(loadAfter))))
 	t.Log("\n" + strings.Join(report, "\n"))
+}
+
+// gc makes a node collect garbage (its heap profile endpoint with gc=1), so
+// that the heap figures after it are live memory.
+func gc(t *testing.T, addr string) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		t.Logf("gc of %s: %v", addr, err)
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
 }
 
 // procRSS is a process's resident set in bytes (0 when unknown).

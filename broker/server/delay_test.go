@@ -346,6 +346,9 @@ func TestDelayedBadInput(t *testing.T) {
 	if _, err := b.Pull(ctx, broker.PullRequest{Topic: api.ScheduleTopic}); !errors.Is(err, broker.ErrInvalidArgument) {
 		t.Fatalf("pull of the schedule topic: %v", err)
 	}
+	if _, err := b.CreateTopic(ctx, api.ScheduleTopic, 52, true); !errors.Is(err, broker.ErrInvalidArgument) {
+		t.Fatalf("create of the schedule topic: %v", err)
+	}
 	// The DELAY property (RocketMQ clients, consume retry) is a delay
 	// level; above the last level it waits the last level, as RocketMQ's.
 	res, err := b.Produce(ctx, one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{api.PropDelay: "1", "user": "u"}}))
