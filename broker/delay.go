@@ -164,6 +164,7 @@ func (b *Broker) stage(ctx context.Context, req *ProduceRequest, lr *raftlog.Req
 // append time of its entry.
 func (b *Broker) stagedAcks(req *ProduceRequest, lr *raftlog.Request, acks []replica.Ack) []int64 {
 	at := make([]int64, len(acks))
+	appended := map[uint64]time.Time{} // the acks of a request name one or two entries
 	for i := range acks {
 		pm := &req.Messages[i]
 		q, _ := strconv.Atoi(lr.Messages[i].Properties[api.PropRealQueue])
@@ -175,7 +176,12 @@ func (b *Broker) stagedAcks(req *ProduceRequest, lr *raftlog.Request, acks []rep
 		d, _ := api.LevelDelay(pm.DelayLevel)
 		at[i] = time.Now().Add(d).UnixMilli()
 		if idx, err := raftlog.MessageIndex(acks[i].ID); err == nil {
-			if t, err := b.rlog.AppendedAt(idx); err == nil && !t.IsZero() {
+			t, ok := appended[idx]
+			if !ok {
+				t, _ = b.rlog.AppendedAt(idx)
+				appended[idx] = t
+			}
+			if !t.IsZero() {
 				at[i] = t.Add(d).UnixMilli()
 			}
 		}
