@@ -41,7 +41,7 @@ func TestDelayFigures(t *testing.T) {
 	cl := c.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	for _, topic := range []string{"backlog", "burst", "steady"} {
+	for _, topic := range []string{"plain", "backlog", "burst", "steady"} {
 		if _, err := cl.CreateTopic(ctx, topic, 4, false); err != nil {
 			t.Fatal(err)
 		}
@@ -54,12 +54,33 @@ func TestDelayFigures(t *testing.T) {
 			live := promValue(t, nd.HTTP, "go_memstats_heap_alloc_bytes")
 			inuse := promValue(t, nd.HTTP, "go_memstats_heap_inuse_bytes")
 			line := fmt.Sprintf("| %s | %s | %.1f MiB | %.1f MiB | %.0f MiB |", label, nd.ID, live/(1<<20), inuse/(1<<20), float64(rss)/(1<<20))
+			if dir := os.Getenv("RAFTMQ_DELAY_HEAP_DIR"); dir != "" {
+				saveHeap(t, nd.HTTP, fmt.Sprintf("%s/%s-%s.pb.gz", dir, strings.NewReplacer(" ", "_", ",", "").Replace(label), nd.ID))
+			}
 			report = append(report, line)
 			t.Log(line)
 		}
 	}
+	// Other work: the latency of ordinary synchronous sends, without and
+	// with the backlog.
+	ordinary := func(label string) {
+		p := cl.NewProducer()
+		var lat []time.Duration
+		for i := 0; i < 2000; i++ {
+			s := time.Now()
+			if _, err := p.Send(ctx, "steady", client.Message{Body: make([]byte, 100)}); err != nil {
+				t.Fatal(err)
+			}
+			lat = append(lat, time.Since(s))
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		line := fmt.Sprintf("ordinary synchronous send, 100 B, %s: p50 %s p99 %s", label, lat[len(lat)/2].Round(10*time.Microsecond), lat[len(lat)*99/100].Round(10*time.Microsecond))
+		report = append(report, line)
+		t.Log(line)
+	}
 	time.Sleep(3 * time.Second)
 	mem("empty")
+	ordinary("no delayed messages")
 
 	// Produce throughput: a backlog of 100-byte messages at the 2h level
 	// (they stay pending for the rest of the run).
@@ -90,12 +111,22 @@ func TestDelayFigures(t *testing.T) {
 		}
 		return time.Since(start)
 	}
-	d := sendMany("backlog", pending, func(int) client.Message { return client.Message{Body: body, DelayLevel: 18} })
-	line := fmt.Sprintf("produce %d delayed messages (level 18, 100 B): %.1f s, %.0f msgs/s", pending, d.Seconds(), float64(pending)/d.Seconds())
+	// The same number of ordinary messages first: what the log cache and
+	// index cost without any delay.
+	d := sendMany("plain", pending, func(int) client.Message { return client.Message{Body: body} })
+	line := fmt.Sprintf("produce %d ordinary messages (100 B): %.1f s, %.0f msgs/s", pending, d.Seconds(), float64(pending)/d.Seconds())
+	report = append(report, line)
+	t.Log(line)
+	time.Sleep(5 * time.Second)
+	mem(fmt.Sprintf("%d ordinary stored", pending))
+
+	d = sendMany("backlog", pending, func(int) client.Message { return client.Message{Body: body, DelayLevel: 18} })
+	line = fmt.Sprintf("produce %d delayed messages (level 18, 100 B): %.1f s, %.0f msgs/s", pending, d.Seconds(), float64(pending)/d.Seconds())
 	report = append(report, line)
 	t.Log(line)
 	time.Sleep(5 * time.Second)
 	mem(fmt.Sprintf("%d pending", pending))
+	ordinary(fmt.Sprintf("%d pending", pending))
 
 	// Delivery and consume throughput: a burst all due at one moment.
 	const burst = 200_000
@@ -228,6 +259,20 @@ func gc(t *testing.T, addr string) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+}
+
+// saveHeap writes a node's heap profile to file (for go tool pprof).
+func saveHeap(t *testing.T, addr, file string) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap")
+	if err != nil {
+		t.Logf("heap of %s: %v", addr, err)
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Log(err)
+	}
 }
 
 // procRSS is a process's resident set in bytes (0 when unknown).
