@@ -23,7 +23,6 @@ import (
 // queues' replicated state. *replica.Node implements it.
 type ScheduleState interface {
 	ScheduleCursors() [replica.ScheduleQueues]uint64
-	StagedCopy(q uint32, offset uint64) (index uint64, ordinal uint32, left, ok bool)
 	EntryRecord(topic string, q uint32, logIndex uint64) (replica.Location, bool)
 	ScheduleFloor() uint64
 }

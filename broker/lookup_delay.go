@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
 )
 
 // StagedLookup is what a lookup by id of a delayed message finds.
@@ -25,6 +25,12 @@ type StagedLookup struct {
 // that is a delayed message: ok is false when id names a message of another
 // topic (an ordinary lookup answers it). It answers from this node's
 // applied state; the leader's is the freshest.
+//
+// No record of deliveries is kept: a message is pending while its time is
+// ahead (a delivery is never early); after it, its copy is searched in its
+// topic's queue from the entries appended shortly before its time on
+// (lookupWindow), by the copy's STAGED_ID, and it is pending while not
+// found there.
 func (b *Broker) LookupStaged(id string) (StagedLookup, bool, error) {
 	if b.sched == nil {
 		return StagedLookup{}, false, nil
@@ -41,31 +47,97 @@ func (b *Broker) LookupStaged(id string) (StagedLookup, bool, error) {
 		return StagedLookup{}, false, nil
 	}
 	out := StagedLookup{DeliverAt: b.deliverTime(index, &m)}
-	// Follow the message through its schedule queues (a timed message is
-	// staged again at each cascade level) to its delivered copy.
-	for hop := 0; hop <= replica.ScheduleQueues; hop++ {
-		idx, ord, left, ok := b.sched.StagedCopy(uint32(m.Queue), m.Offset)
-		if !left {
-			out.Pending = true
-			out.Message = m
-			out.Message.ID = id
-			out.Message.Topic = m.Properties[api.PropRealTopic]
-			q, _ := strconv.Atoi(m.Properties[api.PropRealQueue])
-			out.Message.Queue, out.Message.Offset = int32(q), 0
-			return out, true, nil
+	topic := m.Properties[api.PropRealTopic]
+	q, _ := strconv.Atoi(m.Properties[api.PropRealQueue])
+	if n := b.fsm.QueueCount(topic); n > 0 {
+		q %= n
+	}
+	due := time.UnixMilli(out.DeliverAt)
+	if at, err := b.rlog.AppendedAt(index); err == nil && due.Before(at) {
+		due = at // a time already past when it was sent: due at once
+	}
+	if time.Now().Before(due) {
+		return b.pendingLookup(out, id, m, topic, q), true, nil
+	}
+	cp, found, err := b.findDelivered(topic, int32(q), id, due)
+	if err != nil {
+		return StagedLookup{}, true, fmt.Errorf("delayed message %s: %w", id, err)
+	}
+	if !found {
+		return b.pendingLookup(out, id, m, topic, q), true, nil
+	}
+	out.Message = cp
+	return out, true, nil
+}
+
+func (b *Broker) pendingLookup(out StagedLookup, id string, m Message, topic string, q int) StagedLookup {
+	out.Pending = true
+	out.Message = m
+	out.Message.ID, out.Message.Topic, out.Message.Queue, out.Message.Offset = id, topic, int32(q), 0
+	return out
+}
+
+// Bounds of the search of a delivered copy: it starts at the first entry of
+// the queue appended lookupWindow before the message was due (the leaders'
+// clocks may differ by that much) and reads at most lookupScan messages.
+const (
+	lookupWindow = 10 * time.Second
+	lookupScan   = 100_000
+)
+
+// findDelivered searches queue q of topic for the copy of staged message id
+// that was due at due.
+func (b *Broker) findDelivered(topic string, q int32, id string, due time.Time) (Message, bool, error) {
+	ti, err := b.fsm.Topic(topic)
+	if err != nil || int(q) >= len(ti.Queues) || q < 0 {
+		return Message{}, false, nil // its topic is gone: never delivered there
+	}
+	rng := ti.Queues[q]
+	from := due.Add(-lookupWindow)
+	// The first offset whose entry was appended at or after from (append
+	// times grow with the log, up to the leaders' clocks).
+	lo, hi := rng.Min, rng.Max
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		locs, _, err := b.fsm.Locate(topic, q, mid, 1)
+		if err != nil || len(locs) == 0 {
+			break
 		}
-		if !ok {
-			return StagedLookup{}, true, fmt.Errorf("%w: delayed message %s was delivered, and the record of its delivery was deleted by retention", ErrNotFound, id)
+		at, err := b.rlog.AppendedAt(locs[0].LogIndex)
+		if err != nil {
+			lo = mid + 1 // not held here (retention): later
+			continue
 		}
-		if m, err = b.messageAt(idx, ord); err != nil {
-			return StagedLookup{}, true, fmt.Errorf("delayed message %s: its delivered copy: %w", id, err)
-		}
-		if m.Topic != api.ScheduleTopic {
-			out.Message = m
-			return out, true, nil
+		if at.Before(from) {
+			lo = locs[0].Base + uint64(locs[0].Count)
+		} else {
+			hi = mid
 		}
 	}
-	return StagedLookup{}, true, fmt.Errorf("delayed message %s: more stages than schedule queues", id)
+	next := lo
+	for scanned := 0; next < rng.Max && scanned < lookupScan; {
+		locs, _, err := b.fsm.Locate(topic, q, next, 64)
+		if err != nil || len(locs) == 0 {
+			return Message{}, false, err
+		}
+		pr := PullRequest{Topic: topic, Queue: q, Offset: next, MaxMessages: 4096, MaxBytes: 16 << 20}
+		res := PullResult{NextOffset: next}
+		local, why, err := b.read(locs, &pr, &res)
+		if err != nil {
+			return Message{}, false, err
+		}
+		if local != LocalServed || len(res.Messages) == 0 {
+			return Message{}, false, fmt.Errorf("%w: %s", ErrNotFound, why)
+		}
+		for _, m := range res.Messages {
+			if m.Properties[api.PropStagedID] == id {
+				return m, true, nil
+			}
+		}
+		scanned += len(res.Messages)
+		next = res.NextOffset
+	}
+	return Message{}, false, nil
 }
 
 // deliverTime is when the staged message m (of entry index) is due.
@@ -99,8 +171,10 @@ func parseID(id string) (uint64, uint32, error) {
 	return index, uint32(o), nil
 }
 
-// messageAt reads message ordinal of log entry index with its topic, queue
-// and queue offset (from the entry's index record).
+// messageAt reads message ordinal of log entry index with its topic and
+// queue (not its offset). A message of a request the state machine skipped
+// (a duplicate) is no stored message, as far as this node's index still
+// has the entry's record.
 func (b *Broker) messageAt(index uint64, ordinal uint32) (Message, error) {
 	id := raftlog.MessageID(index, ordinal)
 	if index > b.fsm.Applied() {
@@ -121,11 +195,6 @@ func (b *Broker) messageAt(index uint64, ordinal uint32) (Message, error) {
 	if err != nil {
 		return Message{}, fmt.Errorf("message %s: %w", id, err)
 	}
-	type qk struct {
-		topic string
-		queue uint32
-	}
-	before := map[qk]uint64{} // stored messages of each queue before the one sought
 	var found bool
 	var req int
 	var out Message
@@ -133,17 +202,19 @@ func (b *Broker) messageAt(index uint64, ordinal uint32) (Message, error) {
 	err = batch.Each(func(i int, rv *raftlog.RequestView) bool {
 		first := next
 		next += uint32(rv.Count)
-		rv.Messages(func(j int, mv *raftlog.MessageView) bool {
-			if first+uint32(j) == ordinal {
-				found, req = true, i
-				out = Message{Topic: rv.Topic, Queue: int32(mv.Queue), ID: id, Key: string(mv.Key), Tag: string(mv.Tag),
-					Properties: mv.Properties(), Body: mv.Body, Timestamp: mv.Timestamp}
-				return false
-			}
-			before[qk{rv.Topic, mv.Queue}]++
+		if ordinal < first || ordinal >= next {
 			return true
+		}
+		rv.Messages(func(j int, mv *raftlog.MessageView) bool {
+			if first+uint32(j) != ordinal {
+				return true
+			}
+			found, req = true, i
+			out = Message{Topic: rv.Topic, Queue: int32(mv.Queue), ID: id, Key: string(mv.Key), Tag: string(mv.Tag),
+				Properties: mv.Properties(), Body: mv.Body, Timestamp: mv.Timestamp}
+			return false
 		})
-		return !found
+		return false
 	})
 	if err != nil {
 		return Message{}, fmt.Errorf("message %s: %w", id, err)
@@ -151,39 +222,9 @@ func (b *Broker) messageAt(index uint64, ordinal uint32) (Message, error) {
 	if !found {
 		return Message{}, noSuch
 	}
-	loc, ok := b.sched.EntryRecord(out.Topic, uint32(out.Queue), index)
-	if !ok || isSkipped(loc.Skip, req) {
+	if loc, ok := b.sched.EntryRecord(out.Topic, uint32(out.Queue), index); ok && isSkipped(loc.Skip, req) {
 		return Message{}, noSuch
 	}
-	// The requests the state machine skipped stored nothing: recount
-	// without them.
-	var stored uint64
-	if len(loc.Skip) == 0 {
-		stored = before[qk{out.Topic, uint32(out.Queue)}]
-	} else {
-		var n uint32
-		_ = batch.Each(func(i int, rv *raftlog.RequestView) bool {
-			firstOrd := n
-			n += uint32(rv.Count)
-			if i > req {
-				return false
-			}
-			if isSkipped(loc.Skip, i) || rv.Topic != out.Topic {
-				return true
-			}
-			rv.Messages(func(j int, mv *raftlog.MessageView) bool {
-				if firstOrd+uint32(j) >= ordinal {
-					return false
-				}
-				if mv.Queue == uint32(out.Queue) {
-					stored++
-				}
-				return true
-			})
-			return true
-		})
-	}
-	out.Offset = loc.Base + stored
 	return out, nil
 }
 

@@ -76,7 +76,7 @@ func (f *fsm) applyBatchLocked(index uint64, data []byte) interface{} {
 				skipped = append(skipped, uint32(i))
 				return true
 			}
-			f.scheduleAdvanceLocked(sq, rv.Seq, rv.Count, index, res.Ordinal)
+			f.scheduleAdvanceLocked(sq, rv.Seq, rv.Count)
 		}
 		if t == nil {
 			res.Err = fmt.Errorf("%w: %q", ErrUnknownTopic, rv.Topic)
@@ -169,7 +169,6 @@ func (f *fsm) retainLocked(below uint64) {
 		return
 	}
 	f.logFloor = below
-	f.retainScheduleLocked(below)
 	for _, t := range f.topics {
 		for _, q := range t.queues {
 			i := sort.Search(len(q.records), func(i int) bool { return q.records[i].index >= below })

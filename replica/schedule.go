@@ -73,21 +73,13 @@ func parseScheduleProducer(id string) (uint32, bool) {
 // a no-op.
 var ErrScheduleStale = errors.New("schedule delivery is stale")
 
-// delivery records one applied delivery request out of a schedule queue:
-// schedule offsets [base, base+count) left in entry index, as the messages
-// of ordinals ordinal.. of that entry. One per request, not per message;
-// retention drops them with their entries.
-type delivery struct {
-	base    uint64
-	index   uint64
-	ordinal uint32
-	count   uint32
-}
-
-// schedule is the replicated state of the schedule queues.
+// schedule is the replicated state of the schedule queues: one delivered
+// cursor per queue. Nothing else: a queue's index records below its cursor
+// are dropped as it moves (only the scheduler reads a schedule queue, from
+// its cursor on), so the schedule topic's index holds what waits, not what
+// went through it.
 type schedule struct {
-	cursor     [ScheduleQueues]uint64 // next schedule offset to leave, per queue
-	deliveries [ScheduleQueues][]delivery
+	cursor [ScheduleQueues]uint64 // next schedule offset to leave, per queue
 }
 
 // scheduleCheckLocked decides a delivery request out of schedule queue q:
@@ -107,21 +99,24 @@ func (f *fsm) scheduleCheckLocked(q uint32, seq uint64, count int) error {
 	return nil
 }
 
-// scheduleAdvanceLocked moves queue q's cursor past an applied delivery.
-func (f *fsm) scheduleAdvanceLocked(q uint32, seq uint64, count int, index uint64, ordinal uint32) {
-	f.sched.cursor[q] = seq + uint64(count)
-	f.sched.deliveries[q] = append(f.sched.deliveries[q], delivery{base: seq, index: index, ordinal: ordinal, count: uint32(count)})
-}
-
-// retainScheduleLocked drops the delivery records of entries below index
-// below.
-func (f *fsm) retainScheduleLocked(below uint64) {
-	for q, ds := range f.sched.deliveries {
-		i := sort.Search(len(ds), func(i int) bool { return ds[i].index >= below })
-		if i > 0 {
-			f.sched.deliveries[q] = append([]delivery(nil), ds[i:]...)
-		}
+// scheduleAdvanceLocked moves queue q's cursor past an applied delivery and
+// drops the queue's index records that now lie wholly below it. They are
+// resliced away, not copied (a copy per delivery would cost the length of
+// the backlog each time): the array is replaced, and the dropped records
+// freed, when appends outgrow it.
+func (f *fsm) scheduleAdvanceLocked(q uint32, seq uint64, count int) {
+	c := seq + uint64(count)
+	f.sched.cursor[q] = c
+	t := f.topics[ScheduleTopic]
+	if t == nil || int(q) >= len(t.queues) {
+		return
 	}
+	qu := t.queues[q]
+	i := sort.Search(len(qu.records), func(i int) bool { return qu.records[i].base+uint64(qu.records[i].count) > c })
+	if i > 0 {
+		qu.records = qu.records[i:]
+	}
+	qu.min = max(qu.min, c)
 }
 
 // ScheduleCursors returns, per schedule queue, the offset of the first
@@ -130,26 +125,6 @@ func (f *fsm) ScheduleCursors() [ScheduleQueues]uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.sched.cursor
-}
-
-// StagedCopy tells where the message at offset of schedule queue q went:
-// ok is false while it waits (offset at or past the cursor) or when the
-// record of its delivery was dropped by retention.
-func (f *fsm) StagedCopy(q uint32, offset uint64) (index uint64, ordinal uint32, left, ok bool) {
-	if q >= ScheduleQueues {
-		return 0, 0, false, false
-	}
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if offset >= f.sched.cursor[q] {
-		return 0, 0, false, false
-	}
-	ds := f.sched.deliveries[q]
-	i := sort.Search(len(ds), func(i int) bool { return ds[i].base+uint64(ds[i].count) > offset })
-	if i == len(ds) || ds[i].base > offset {
-		return 0, 0, true, false
-	}
-	return ds[i].index, ds[i].ordinal + uint32(offset-ds[i].base), true, true
 }
 
 // EntryRecord is the index record of entry logIndex in queue q of a topic:
@@ -201,12 +176,6 @@ func (f *fsm) ScheduleFloor() uint64 {
 // message that has not left it.
 func (n *Node) ScheduleCursors() [ScheduleQueues]uint64 { return n.fsm.ScheduleCursors() }
 
-// StagedCopy tells where the message at offset of schedule queue q went
-// (see fsm.StagedCopy).
-func (n *Node) StagedCopy(q uint32, offset uint64) (index uint64, ordinal uint32, left, ok bool) {
-	return n.fsm.StagedCopy(q, offset)
-}
-
 // EntryRecord is the index record of entry logIndex in queue q of a topic.
 func (n *Node) EntryRecord(topic string, q uint32, logIndex uint64) (Location, bool) {
 	return n.fsm.EntryRecord(topic, q, logIndex)
@@ -216,20 +185,13 @@ func (n *Node) EntryRecord(topic string, q uint32, logIndex uint64) (Location, b
 func (n *Node) ScheduleFloor() uint64 { return n.fsm.ScheduleFloor() }
 
 // snapSchedule is the schedule state in a snapshot (absent in snapshots of
-// nodes without delayed messages: all cursors 0).
+// nodes without delivered delayed messages: all cursors 0).
 type snapSchedule struct {
-	Cursors    []uint64
-	Deliveries [][]snapDelivery
+	Cursors []uint64
 }
 
-type snapDelivery struct {
-	Base, Index    uint64
-	Ordinal, Count uint32
-}
-
-// snap encodes a captured copy of the schedule state (a value copy: the
-// delivery slices are append-only, retention replaces them, so their
-// headers are enough); nil when no message ever left a schedule queue.
+// snap encodes a captured copy of the schedule state; nil when no message
+// ever left a schedule queue.
 func (s *schedule) snap() *snapSchedule {
 	used := false
 	for _, c := range s.cursor {
@@ -238,13 +200,7 @@ func (s *schedule) snap() *snapSchedule {
 	if !used {
 		return nil
 	}
-	out := &snapSchedule{Cursors: append([]uint64(nil), s.cursor[:]...), Deliveries: make([][]snapDelivery, ScheduleQueues)}
-	for q, ds := range s.deliveries {
-		for _, d := range ds {
-			out.Deliveries[q] = append(out.Deliveries[q], snapDelivery{Base: d.base, Index: d.index, Ordinal: d.ordinal, Count: d.count})
-		}
-	}
-	return out
+	return &snapSchedule{Cursors: append([]uint64(nil), s.cursor[:]...)}
 }
 
 // load replaces s with a snapshot's schedule state (readSnapshot has
@@ -254,14 +210,9 @@ func (s *schedule) load(ss *snapSchedule) error {
 	if ss == nil {
 		return nil
 	}
-	if len(ss.Cursors) > ScheduleQueues || len(ss.Deliveries) > ScheduleQueues {
-		return fmt.Errorf("%w: snapshot has %d schedule cursors and %d delivery lists, at most %d", ErrCorruptCommand, len(ss.Cursors), len(ss.Deliveries), ScheduleQueues)
+	if len(ss.Cursors) > ScheduleQueues {
+		return fmt.Errorf("%w: snapshot has %d schedule cursors, at most %d", ErrCorruptCommand, len(ss.Cursors), ScheduleQueues)
 	}
 	copy(s.cursor[:], ss.Cursors)
-	for q, ds := range ss.Deliveries {
-		for _, d := range ds {
-			s.deliveries[q] = append(s.deliveries[q], delivery{base: d.Base, index: d.Index, ordinal: d.Ordinal, count: d.Count})
-		}
-	}
 	return nil
 }

@@ -61,18 +61,11 @@ func TestScheduleCursorCAS(t *testing.T) {
 	if ti.Queues[1].Max != 5 {
 		t.Fatalf("topic t queue 1 holds %d messages, want 5 (each staged message once)", ti.Queues[1].Max)
 	}
-	// Where each staged offset went: entry and ordinal of its copy.
-	for off, want := range []struct {
-		index   uint64
-		ordinal uint32
-	}{{4, 0}, {4, 1}, {10, 0}, {10, 1}, {10, 2}} {
-		idx, ord, left, ok := h.f.StagedCopy(0, uint64(off))
-		if !left || !ok || idx != want.index || ord != want.ordinal {
-			t.Fatalf("staged offset %d: copy at %d/%d (%v %v), want %d/%d", off, idx, ord, left, ok, want.index, want.ordinal)
-		}
-	}
-	if _, _, left, _ := h.f.StagedCopy(1, 0); left {
-		t.Fatal("queue 1 offset 0 (never staged) left")
+	// The schedule queue's index keeps only what waits: its records below
+	// the cursor are gone and its range starts at the cursor.
+	st, _ := h.f.Topic(ScheduleTopic)
+	if st.Queues[0] != (QueueRange{Min: 5, Max: 5}) || len(h.f.topics[ScheduleTopic].queues[0].records) != 0 {
+		t.Fatalf("schedule queue 0: range %+v, %d records; want 5..5 and none", st.Queues[0], len(h.f.topics[ScheduleTopic].queues[0].records))
 	}
 	// A delivery into a topic that is gone moves the cursor and stores nothing.
 	h.produce(&raftlog.Request{ProducerID: "user", Seq: 2, Topic: ScheduleTopic, Messages: msgs(3, "z")})
@@ -87,7 +80,7 @@ func TestScheduleCursorCAS(t *testing.T) {
 }
 
 // TestScheduleFloorAndRetention: the floor is the entry of the oldest
-// waiting message; retention drops delivery records below its cut.
+// waiting message, 0 when none waits.
 func TestScheduleFloorAndRetention(t *testing.T) {
 	h := stageHarness(t) // staged in entry 3
 	if f := h.f.ScheduleFloor(); f != 3 {
@@ -102,13 +95,6 @@ func TestScheduleFloorAndRetention(t *testing.T) {
 	if f := h.f.ScheduleFloor(); f != 0 {
 		t.Fatalf("floor %d with nothing waiting, want 0", f)
 	}
-	h.mustMeta(EncodeRetain(6))
-	if _, _, left, ok := h.f.StagedCopy(0, 0); !left || ok {
-		t.Fatalf("delivery record below the retention cut: left %v ok %v, want dropped", left, ok)
-	}
-	if idx, _, _, ok := h.f.StagedCopy(1, 0); !ok || idx != 6 {
-		t.Fatalf("delivery record at the cut: %d %v", idx, ok)
-	}
 }
 
 // TestScheduleSnapshotRoundTrip: cursors and delivery records survive a
@@ -120,10 +106,10 @@ func TestScheduleSnapshotRoundTrip(t *testing.T) {
 	if f2.ScheduleCursors() != h.f.ScheduleCursors() {
 		t.Fatalf("cursors %v, want %v", f2.ScheduleCursors(), h.f.ScheduleCursors())
 	}
-	i1, o1, _, ok1 := h.f.StagedCopy(0, 2)
-	i2, o2, _, ok2 := f2.StagedCopy(0, 2)
-	if !ok1 || !ok2 || i1 != i2 || o1 != o2 {
-		t.Fatalf("delivery record %d/%d %v, restored %d/%d %v", i1, o1, ok1, i2, o2, ok2)
+	st1, _ := h.f.Topic(ScheduleTopic)
+	st2, _ := f2.Topic(ScheduleTopic)
+	if st1.Queues[0] != st2.Queues[0] || st2.Queues[0].Min != 3 {
+		t.Fatalf("schedule queue 0: %+v, restored %+v; want it to start at the cursor 3", st1.Queues[0], st2.Queues[0])
 	}
 	h2 := &harness{t: t, f: f2, idx: h.idx}
 	if res := h2.produce(deliveryReq(0, 0, "t", 1, "a")); !errors.Is(res[0].Err, ErrScheduleStale) {
@@ -131,6 +117,9 @@ func TestScheduleSnapshotRoundTrip(t *testing.T) {
 	}
 	if res := h2.produce(deliveryReq(0, 3, "t", 1, "d", "e")); res[0].Err != nil || f2.ScheduleCursors()[0] != 5 {
 		t.Fatalf("next delivery after restore: %v", res[0].Err)
+	}
+	if f := f2.ScheduleFloor(); f != 0 {
+		t.Fatalf("floor %d after everything left, want 0", f)
 	}
 	// A state without deliveries writes no schedule section; an older
 	// snapshot (format 1, no schedule) still loads with every cursor 0.
