@@ -143,8 +143,10 @@ func (b *Broker) stage(ctx context.Context, req *ProduceRequest, lr *raftlog.Req
 		}
 		props[api.PropRealTopic] = req.Topic
 		props[api.PropRealQueue] = strconv.Itoa(int(m.Queue))
-		delete(props, api.PropDelay)
-		delete(props, api.PropTimerDeliverMS)
+		// What the broker writes on staged and delivered copies is its own.
+		for _, k := range []string{api.PropDelay, api.PropTimerDeliverMS, api.PropStagedID, api.PropSchedulePopMS} {
+			delete(props, k)
+		}
 		if pm.DelayLevel != 0 {
 			props[api.PropDelay] = strconv.Itoa(pm.DelayLevel)
 			m.Queue = uint32(pm.DelayLevel - 1)

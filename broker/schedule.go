@@ -309,8 +309,8 @@ func (b *Broker) nextStage(q uint32, m *Message, due, now time.Time) (string, ra
 	for k, v := range m.Properties {
 		props[k] = v
 	}
-	if _, ok := props[api.PropStagedID]; !ok {
-		props[api.PropStagedID] = m.ID
+	if q < replica.ScheduleLevels || q == replica.ScheduleIntakeQueue {
+		props[api.PropStagedID] = m.ID // the first stage: the id the ack named
 	}
 	lm := raftlog.Message{Timestamp: m.Timestamp, Key: m.Key, Tag: m.Tag, Body: m.Body, Properties: props}
 	if due.IsZero() { // the entry's append time is unknown here

@@ -364,7 +364,7 @@ func TestDelayedBadInput(t *testing.T) {
 	}
 	// The DELAY property (RocketMQ clients, consume retry) is a delay
 	// level; above the last level it waits the last level, as RocketMQ's.
-	res, err := b.Produce(ctx, one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{api.PropDelay: "1", "user": "u"}}))
+	res, err := b.Produce(ctx, one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{api.PropDelay: "1", "user": "u", api.PropStagedID: "forged"}}))
 	if err != nil || res.DeliverAt == nil || res.Acks[0].Offset != 0 {
 		t.Fatalf("produce with DELAY=1: %+v %v", res, err)
 	}
