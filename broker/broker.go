@@ -236,6 +236,7 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 	b.view = newClusterView()
 	b.groups = newGroups()
 	b.m = newMetrics(b)
+	b.registerDelayMetrics()
 	b.node.OnChange(b.onRoleChange)
 	b.goFunc(b.batchLoop)
 	b.goFunc(b.completeLoop)

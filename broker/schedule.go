@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
@@ -39,10 +41,41 @@ const (
 	scheduleSpacing = 2 * time.Millisecond
 )
 
-// scheduler is the running scheduler's stop channel (nil when stopped).
+// scheduler is the running scheduler's stop channel (nil when stopped) and
+// its counters.
 type scheduler struct {
-	mu   sync.Mutex
-	stop chan struct{}
+	mu        sync.Mutex
+	stop      chan struct{}
+	delivered prometheus.Counter // messages delivered into their topics
+	restaged  prometheus.Counter // timed messages moved to a lower schedule queue
+}
+
+// registerDelayMetrics adds the scheduler's figures to /metrics.
+func (b *Broker) registerDelayMetrics() {
+	b.scheduler.delivered = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_delayed_delivered_total",
+		Help: "Delayed messages this node delivered into their topics as leader."})
+	b.scheduler.restaged = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_delayed_restaged_total",
+		Help: "Timed messages this node moved to a lower schedule queue as leader (write amplification)."})
+	waiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_delayed_waiting",
+		Help: "Messages in the schedule queues (delayed messages not delivered yet; a restaged timed message counts once per copy waiting)."},
+		func() float64 {
+			if b.sched == nil {
+				return 0
+			}
+			ti, err := b.fsm.Topic(api.ScheduleTopic)
+			if err != nil {
+				return 0
+			}
+			c := b.sched.ScheduleCursors()
+			var n uint64
+			for q, r := range ti.Queues {
+				if q < len(c) && r.Max > c[q] {
+					n += r.Max - c[q]
+				}
+			}
+			return float64(n)
+		})
+	b.m.reg.MustRegister(b.scheduler.delivered, b.scheduler.restaged, waiting)
 }
 
 // scheduleOnRoleChange starts the scheduler on a leader once it is ready
@@ -195,6 +228,11 @@ func (b *Broker) awaitAll(sent []*pending, first error) error {
 		case out.res.Err != nil && !errors.Is(out.res.Err, replica.ErrScheduleStale):
 			// Stored nowhere (its topic is gone): the cursor moved on.
 			b.log.Warn("scheduler: delivery dropped", "topic", p.req.Topic, "messages", len(p.req.Messages), "error", out.res.Err)
+		case out.res.Err != nil:
+		case p.req.Topic == api.ScheduleTopic:
+			b.scheduler.restaged.Add(float64(len(p.req.Messages)))
+		default:
+			b.scheduler.delivered.Add(float64(len(p.req.Messages)))
 		}
 	}
 	return first

@@ -227,6 +227,25 @@ func TestDelayedMessagesDeliveredOnTime(t *testing.T) {
 			t.Fatalf("lookup of delivered %s (%s): %+v %v %v; the copy is %s@%d", id, s.body, lk, ok, err, cp.ID, cp.Offset)
 		}
 	}
+	// The leader counted each delivery once, and nothing waits any more.
+	mfs, err := b.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	figures := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if m.GetCounter() != nil {
+				figures[mf.GetName()] = m.GetCounter().GetValue()
+			} else if m.GetGauge() != nil {
+				figures[mf.GetName()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	if figures["raftmq_delayed_delivered_total"] != float64(len(want)) || figures["raftmq_delayed_waiting"] != 0 || figures["raftmq_delayed_restaged_total"] == 0 {
+		t.Fatalf("metrics: delivered %v waiting %v restaged %v, want %d, 0 and some",
+			figures["raftmq_delayed_delivered_total"], figures["raftmq_delayed_waiting"], figures["raftmq_delayed_restaged_total"], len(want))
+	}
 	if _, ok, err := b.LookupStaged(cp.ID); ok || err != nil {
 		t.Fatalf("lookup of an ordinary message as staged: %v %v", ok, err)
 	}
