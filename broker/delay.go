@@ -29,10 +29,6 @@ type ScheduleState interface {
 
 var _ ScheduleState = (*replica.Node)(nil)
 
-// stagingOverhead bounds the bytes the staging properties add to a message
-// as the log encodes it (names, values and their lengths).
-const stagingOverhead = 2*(len(api.PropRealTopic)+len(api.PropRealQueue)+len(api.PropTimerDeliverMS)) + replica.MaxNameLen + 64
-
 // validateDelay checks the delay of every message of req and moves a delay
 // given as a property (DELAY, TIMER_DELIVER_MS: RocketMQ clients and the
 // consume-retry path send it so) into the typed fields. A request is
@@ -111,12 +107,17 @@ func delayFromProperties(i int, m *ProduceMessage) error {
 	return nil
 }
 
-// delayOverhead is what staging adds to req's encoded size.
+// delayOverhead bounds what staging adds to req's encoded size: per message
+// REAL_TOPIC, REAL_QID and the larger of DELAY and TIMER_DELIVER_MS, names,
+// values at their widest and their length varints (2 bytes each at most for
+// these lengths), and the property count's varint growing by a byte.
 func delayOverhead(req *ProduceRequest) int {
 	if len(req.Messages) == 0 || !isDelayed(&req.Messages[0]) {
 		return 0
 	}
-	return len(req.Messages) * stagingOverhead
+	perMessage := len(api.PropRealTopic) + len(req.Topic) + len(api.PropRealQueue) + len("1023") +
+		len(api.PropTimerDeliverMS) + len("-9223372036854775808") + 6*2 + 1
+	return len(req.Messages) * perMessage
 }
 
 func isDelayed(m *ProduceMessage) bool { return m.DelayLevel != 0 || m.DeliverAt != 0 }
