@@ -83,7 +83,9 @@ func TestStagingOverheadBound(t *testing.T) {
 		func(i int) ProduceMessage {
 			return ProduceMessage{DeliverAt: 1<<62 + int64(i), Properties: map[string]string{api.PropTimerDeliverMS: strconv.FormatInt(1<<62+int64(i), 10), "k": "v"}}
 		},
-		func(i int) ProduceMessage { return ProduceMessage{DelayLevel: 3, Properties: map[string]string{api.PropDelay: "3"}} },
+		func(i int) ProduceMessage {
+			return ProduceMessage{DelayLevel: 3, Properties: map[string]string{api.PropDelay: "3"}}
+		},
 	} {
 		req := ProduceRequest{Topic: topic}
 		for i := 0; i < 100; i++ {
