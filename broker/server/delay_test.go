@@ -13,6 +13,8 @@ import (
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server/servertest"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/replica"
 )
 
 // delivered watches a topic through whichever node leads and records, per
@@ -252,7 +254,8 @@ func TestDelayedMessagesDeliveredOnTime(t *testing.T) {
 }
 
 // TestDelayedSurvivesLeaderKill: a leader killed between send and
-// delivery; the new leader delivers everything once.
+// delivery, while it delivers a burst due at one moment (some deliveries
+// applied, some in flight); the new leader delivers everything once.
 func TestDelayedSurvivesLeaderKill(t *testing.T) {
 	c := servertest.New(t, 3)
 	l := c.Leader()
@@ -271,11 +274,29 @@ func TestDelayedSurvivesLeaderKill(t *testing.T) {
 		}
 		sendDelayed(t, p, "dk", []client.Message{m}, want)
 	}
+	burstAt := time.Now().Add(3 * time.Second)
+	for i := 0; i < 30; i++ {
+		var msgs []client.Message
+		for j := 0; j < 100; j++ {
+			msgs = append(msgs, client.Message{Body: []byte(fmt.Sprintf("burst%d-%d", i, j)), DeliverAt: burstAt})
+		}
+		sendDelayed(t, p, "dk", msgs, want)
+	}
 	d := newDelivered()
 	stop := make(chan struct{})
 	wg := d.watch(t, c, "dk", 3, stop)
-	waitFor(t, 30*time.Second, "some deliveries", func() bool { return d.count() >= 5 })
+	waitFor(t, 30*time.Second, "the burst to start", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for id := range d.seen {
+			if strings.HasPrefix(want[id].body, "burst") {
+				return true
+			}
+		}
+		return false
+	})
 	c.Kill(l)
+	t.Logf("killed the leader with %d of %d messages seen delivered", d.count(), len(want))
 	c.LeaderExcept(l)
 	waitFor(t, 60*time.Second, "every delayed message delivered", func() bool { return d.count() == len(want) })
 	c.Restart(l)
@@ -334,6 +355,23 @@ func TestDelayedSurvivesFullRestart(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	d.check(t, want, 30*time.Second)
+
+	// A delivery sent again (as by a leader that lost track of its first
+	// attempt's outcome) is a no-op on every node.
+	l := c.Leader()
+	res, err := c.Node(l).Node().Produce([]*raftlog.Request{{ProducerID: replica.ScheduleProducer(replica.ScheduleIntakeQueue), Seq: 0, Topic: "dr",
+		Messages: []raftlog.Message{{Queue: 0, Body: []byte("early0")}}}}, 0, 10*time.Second).Wait()
+	if err != nil || !errors.Is(res[0].Err, replica.ErrScheduleStale) {
+		t.Fatalf("repeated delivery: %+v %v, want a stale no-op", res, err)
+	}
+	for i := 0; i < c.Size(); i++ {
+		n := c.Node(i)
+		waitFor(t, 30*time.Second, fmt.Sprintf("node %d to apply the repeat", i), func() bool { return n.Node().Applied() >= c.Node(l).Node().Applied() })
+		ti, err := n.Broker().Topic("dr")
+		if err != nil || ti.Queues[0].Max+ti.Queues[1].Max != uint64(len(want)) {
+			t.Fatalf("node %d holds %+v (%v), want %d messages in all", i, ti, err, len(want))
+		}
+	}
 }
 
 // TestDelayedBadInput: each refusal is a clear error and stores nothing.
