@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -392,6 +393,8 @@ func TestDelayedBadInput(t *testing.T) {
 		"both":              one(broker.ProduceMessage{Body: []byte("x"), DelayLevel: 2, DeliverAt: now.Add(time.Minute).UnixMilli()}),
 		"too far":           one(broker.ProduceMessage{Body: []byte("x"), DeliverAt: now.Add(api.DefaultMaxDelay + time.Hour).UnixMilli()}),
 		"negative":          one(broker.ProduceMessage{Body: []byte("x"), DeliverAt: -5}),
+		"end of time":       one(broker.ProduceMessage{Body: []byte("x"), DeliverAt: math.MaxInt64}),
+		"huge level":        one(broker.ProduceMessage{Body: []byte("x"), DelayLevel: math.MaxInt}),
 		"bad DELAY":         one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{api.PropDelay: "soon"}}),
 		"bad TIMER":         one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{api.PropTimerDeliverMS: "tomorrow"}}),
 		"DELAY and typed":   one(broker.ProduceMessage{Body: []byte("x"), DelayLevel: 2, Properties: map[string]string{api.PropDelay: "4"}}),
