@@ -44,10 +44,11 @@ const (
 // scheduler is the running scheduler's stop channel (nil when stopped) and
 // its counters.
 type scheduler struct {
-	mu        sync.Mutex
-	stop      chan struct{}
-	delivered prometheus.Counter // messages delivered into their topics
-	restaged  prometheus.Counter // timed messages moved to a lower schedule queue
+	mu         sync.Mutex
+	stop       chan struct{}
+	handOverAt time.Time          // last scheduleHandOver attempt
+	delivered  prometheus.Counter // messages delivered into their topics
+	restaged   prometheus.Counter // timed messages moved to a lower schedule queue
 }
 
 // registerDelayMetrics adds the scheduler's figures to /metrics.
@@ -195,6 +196,10 @@ func (b *Broker) scheduleRound(stop <-chan struct{}, heads map[uint32]head, firs
 		reqs, due, err := b.dueRequests(q, c, now)
 		if err != nil {
 			b.log.Warn("scheduler: cannot read schedule queue", "queue", q, "offset", c, "error", err)
+			var nh *notHeldError
+			if errors.As(err, &nh) {
+				b.scheduleHandOver(nh.index)
+			}
 			earliest(now.Add(scheduleRetry))
 			continue
 		}
@@ -274,6 +279,9 @@ func (b *Broker) dueRequests(q uint32, c uint64, now time.Time) ([]raftlog.Reque
 	local, why, err := b.read(locs, &pr, &res)
 	if err != nil {
 		return nil, time.Time{}, err
+	}
+	if local == LocalNotHeld && len(locs) > 0 {
+		return nil, time.Time{}, &notHeldError{index: locs[0].LogIndex, why: why}
 	}
 	if local != LocalServed {
 		return nil, time.Time{}, errors.New(why)
@@ -379,4 +387,63 @@ func (b *Broker) nextStage(q uint32, m *Message, due, now time.Time) (string, ra
 		delete(props, k)
 	}
 	return topic, lm
+}
+
+// notHeldError: this node lacks the body of a waiting message (it installed
+// a snapshot past it), so it cannot deliver it.
+type notHeldError struct {
+	index uint64
+	why   string
+}
+
+func (e *notHeldError) Error() string { return e.why }
+
+// scheduleHandOverEvery spaces the hand-over attempts of scheduleHandOver.
+const scheduleHandOverEvery = 10 * time.Second
+
+// scheduleHandOver hands leadership to a healthy voter that holds log entry
+// index, when this leader cannot read a waiting message there: the other
+// node delivers it. With no such voter it does nothing (the messages wait).
+func (b *Broker) scheduleHandOver(index uint64) {
+	b.scheduler.mu.Lock()
+	if time.Since(b.scheduler.handOverAt) < scheduleHandOverEvery {
+		b.scheduler.mu.Unlock()
+		return
+	}
+	b.scheduler.handOverAt = time.Now()
+	b.scheduler.mu.Unlock()
+	to := b.holderVoter(index)
+	if to == "" {
+		b.log.Warn("scheduler: no healthy voter holds the entry of a waiting delayed message", "index", index)
+		return
+	}
+	if err := b.node.Transfer(to); err != nil {
+		b.log.Warn("scheduler: handing leadership to a node that holds waiting delayed messages failed", "to", to, "index", index, "error", err)
+		return
+	}
+	b.log.Info("scheduler: handed leadership to a node that holds waiting delayed messages", "to", to, "index", index)
+}
+
+// holderVoter is the voter (not this node) that answered recently, is not
+// damaged, holds the bodies of log entry index and has applied the most
+// ("" when none).
+func (b *Broker) holderVoter(index uint64) string {
+	servers, err := b.node.Servers()
+	if err != nil {
+		return ""
+	}
+	best, applied := "", uint64(0)
+	for _, s := range servers {
+		if !s.Voter || s.ID == b.cfg.NodeID {
+			continue
+		}
+		p, ok := b.view.get(s.ID)
+		if !ok || time.Since(p.lastOK) > b.fresh() || p.state.Damaged || p.state.First == 0 || p.state.First > index || p.state.Applied < index {
+			continue
+		}
+		if best == "" || p.state.Applied > applied {
+			best, applied = s.ID, p.state.Applied
+		}
+	}
+	return best
 }
