@@ -336,6 +336,14 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			}
 		}
 	}
+	// Delayed messages still waiting are delivered before the logs are
+	// read: every node must hold what the final reads judge.
+	if waited := waitDelayed(ctx, rec); waited > 0 {
+		rec.Event("delayed", "waited %s for the last delayed messages to be due", waited.Round(time.Millisecond))
+		if err := c.WaitSettled(ctx, 45*time.Second); err != nil {
+			nemesis.violation(history.VLiveness, "after the last delayed messages were due: %v", err)
+		}
+	}
 	// With retention, the last cut may still be on its way: the leader
 	// checks every 200 ms and nothing is written any more.
 	if cfg.RetentionMB > 0 {
@@ -446,6 +454,26 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		rec.Event("diagnosis", "SIGQUIT sent to every node: goroutine stacks are in the server logs")
 	}
 	return res
+}
+
+// waitDelayed sleeps until every delayed message sent is due, plus time for
+// the leader's scheduler to deliver it, and says how long it slept.
+func waitDelayed(ctx context.Context, rec *history.Recorder) time.Duration {
+	var h history.History
+	rec.Fill(&h)
+	due := delayedDue(&h)
+	if due.IsZero() {
+		return 0
+	}
+	d := time.Until(due.Add(1500 * time.Millisecond))
+	if d <= 0 {
+		return 0
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	return d
 }
 
 // finish writes the artefacts of a failed run and removes a passed run's

@@ -109,6 +109,21 @@ func (w *Workload) RunProducer(ctx context.Context, worker int, rng *rand.Rand, 
 			msgs[i] = m
 			op.Messages = append(op.Messages, sm)
 		}
+		// With Rich, one request in twelve is delayed: by level 1 (1 s) or
+		// to a time 0.2-2.5 s ahead. Its messages appear in the topic only
+		// then, once each (waitDelayed in the runner gives them the time).
+		if w.Rich && rng.Intn(12) == 0 {
+			op.Delayed = true
+			at := time.Now().Add(time.Duration(200+rng.Intn(2300)) * time.Millisecond)
+			byLevel := rng.Intn(2) == 0
+			for i := range msgs {
+				if byLevel {
+					msgs[i].DelayLevel = 1
+				} else {
+					msgs[i].DeliverAt = at
+				}
+			}
+		}
 		// One request in five has a short deadline: during a failover it
 		// gives up while the request may still commit (an unknown outcome).
 		timeout := w.OpTimeout
@@ -220,9 +235,36 @@ func (w *Workload) send(p *client.Producer, op *history.Op, msgs []client.Messag
 		op.Error = err.Error()
 	}
 	for _, a := range acks {
-		op.Acks = append(op.Acks, history.Ack{Queue: a.Queue, Offset: a.Offset, ID: a.Id})
+		op.Acks = append(op.Acks, history.Ack{Queue: a.Queue, Offset: a.Offset, ID: a.Id, DeliverAt: a.DeliverAtMs})
 	}
 	return err
+}
+
+// maxDelay bounds how long after it was sent a delayed message of the
+// workload is due (level 1 is 1 s; deliver-at times are at most 2.5 s ahead).
+const maxDelay = 2500 * time.Millisecond
+
+// delayedDue is the latest time a delayed message of the history may be
+// due: its acked delivery time, or for a request without acks its send time
+// plus maxDelay.
+func delayedDue(h *history.History) time.Time {
+	var due time.Time
+	start := time.UnixMilli(h.Start)
+	for _, op := range h.Ops {
+		if !op.Delayed {
+			continue
+		}
+		t := start.Add(op.Invoke + maxDelay)
+		for _, a := range op.Acks {
+			if at := time.UnixMilli(a.DeliverAt); a.DeliverAt != 0 && at.After(t) {
+				t = at
+			}
+		}
+		if t.After(due) {
+			due = t
+		}
+	}
+	return due
 }
 
 // RunConsumer polls until ctx ends and records every message received.

@@ -34,7 +34,13 @@ const (
 	VLimit         = "limit"          // a request over the limits was not refused with a definite error, or one at them was refused
 	VCoverage      = "not-covered"    // the run did not exercise what it claims to (no ack, no follower read, a fault not applied)
 	VRetention     = "retention"      // what retention dropped does not follow from its cuts and the size rule
+	VEarly         = "early"          // a delayed message reached a consumer before its delivery time
 )
+
+// earlySlack is how much before its delivery time a delayed message may
+// reach a consumer without counting as early: the broker and the checker
+// read one clock, but the ack rounds the time to milliseconds.
+const earlySlack = 5 * time.Millisecond
 
 // Violation is one broken promise.
 type Violation struct {
@@ -69,6 +75,10 @@ type Report struct {
 	// in the logs read offline.
 	DiskVerified int `json:"disk_verified,omitempty"`
 	RefusedReuse int `json:"refused_reuse,omitempty"`
+	// Delayed counts acknowledged delayed messages found delivered;
+	// MaxDelayLateness is the longest a consumer got one after its time.
+	Delayed          int           `json:"delayed,omitempty"`
+	MaxDelayLateness time.Duration `json:"max_delay_lateness_ns,omitempty"`
 
 	Deliveries         int `json:"deliveries"`
 	FollowerDeliveries int `json:"follower_deliveries"`
@@ -126,6 +136,9 @@ func (r *Report) Summary() string {
 		s += fmt.Sprintf(" retention-dropped=%d", r.Retained)
 	}
 	s += fmt.Sprintf(" verified-on-disk=%d", r.DiskVerified)
+	if r.Delayed > 0 {
+		s += fmt.Sprintf(" delayed=%d (max lateness seen %s)", r.Delayed, r.MaxDelayLateness.Round(time.Millisecond))
+	}
 	if r.OverLimit > 0 || r.AtLimit > 0 || r.RefusedReuse > 0 {
 		s += fmt.Sprintf(" over-limit=%d at-limit=%d refused-reuse=%d", r.OverLimit, r.AtLimit, r.RefusedReuse)
 	}
@@ -235,6 +248,9 @@ func Check(h *History) *Report {
 			if m.Queue >= 0 && m.Queue != q {
 				r.Add(VMisplaced, "body %q was sent to queue %d but sits in queue %d", e.Body, m.Queue, q)
 			}
+			if delayed := h.Ops[ref.op].Delayed; delayed != (e.Staged != "") {
+				r.Add(VCorrupt, "queue %d offset %d: body %q was sent delayed=%v but is stored with staged id %q", q, e.Offset, e.Body, delayed, e.Staged)
+			}
 		}
 	}
 	for body, ps := range present {
@@ -275,6 +291,19 @@ func Check(h *History) *Report {
 					continue
 				}
 				a, p := op.Acks[j], ps[0]
+				if op.Delayed {
+					// Its offset is assigned at delivery: the copy names the
+					// acked id and sits in the acked queue.
+					r.Delayed++
+					if a.DeliverAt == 0 {
+						r.Add(VAckShape, "delayed body %q of op %d (%s seq %d) was acked without a delivery time", m.Body, i, op.Worker, op.Seq)
+					}
+					if a.ID != p.e.Staged || a.Queue != p.queue {
+						r.Add(VMisplaced, "delayed body %q was acked as id %s in queue %d but was delivered to queue %d offset %d as the copy of %q",
+							m.Body, a.ID, a.Queue, p.queue, p.e.Offset, p.e.Staged)
+					}
+					continue
+				}
 				if a.ID == p.e.ID && (a.Queue != p.queue || a.Offset != p.e.Offset) {
 					r.Add(VAckPosition, "body %q was acked at queue %d offset %d id %s but message %s sits at queue %d offset %d",
 						m.Body, a.Queue, a.Offset, a.ID, p.e.ID, p.queue, p.e.Offset)
@@ -333,7 +362,22 @@ func Check(h *History) *Report {
 		}
 		final[q] = m
 	}
+	firstSeen := map[string]bool{}
 	for _, d := range h.Deliveries {
+		if ref, ok := sent[d.Body]; ok && h.Start != 0 {
+			op := &h.Ops[ref.op]
+			if op.Delayed && op.Outcome == OutcomeOK && ref.msg < len(op.Acks) && !firstSeen[d.Body] {
+				firstSeen[d.Body] = true
+				at := time.UnixMilli(h.Start).Add(d.At)
+				due := time.UnixMilli(op.Acks[ref.msg].DeliverAt)
+				if late := at.Sub(due); late < -earlySlack {
+					r.Add(VEarly, "consumer %s received delayed body %q at %s, %s before its delivery time %s",
+						d.Consumer, d.Body, at.Format("15:04:05.000"), (-late).Round(time.Millisecond), due.Format("15:04:05.000"))
+				} else if late > r.MaxDelayLateness {
+					r.MaxDelayLateness = late
+				}
+			}
+		}
 		r.Deliveries++
 		if !d.ServedByLeader {
 			r.FollowerDeliveries++
@@ -360,6 +404,15 @@ func Check(h *History) *Report {
 	// without one follower-served delivery, proves nothing about it.
 	if r.Acked == 0 {
 		r.Add(VCoverage, "no produce request was acknowledged (%d requests)", r.Ops)
+	}
+	delayedSent := 0
+	for _, op := range h.Ops {
+		if op.Delayed {
+			delayedSent++
+		}
+	}
+	if delayedSent > 0 && r.Delayed == 0 {
+		r.Add(VCoverage, "%d delayed requests were sent but no delayed message was acknowledged and delivered", delayedSent)
 	}
 	if h.FollowerReads && r.FollowerDeliveries == 0 {
 		r.Add(VCoverage, "follower reads were on but no delivery was served by a follower (%d deliveries)", r.Deliveries)
@@ -402,7 +455,7 @@ func checkOrder(h *History, present map[string][]place, r *Report) {
 	}
 	byKey := map[string][]keyed{}
 	for _, op := range h.Ops {
-		if op.Outcome == OutcomeFail {
+		if op.Outcome == OutcomeFail || op.Delayed {
 			continue
 		}
 		for j, m := range op.Messages {
@@ -455,7 +508,7 @@ func checkOrder(h *History, present map[string][]place, r *Report) {
 	}
 	acked := map[int32][]ackAt{}
 	for _, op := range h.Ops {
-		if op.Outcome != OutcomeOK {
+		if op.Outcome != OutcomeOK || op.Delayed {
 			continue
 		}
 		for _, m := range op.Messages {
@@ -485,7 +538,7 @@ func checkOrder(h *History, present map[string][]place, r *Report) {
 		pre[q] = ps
 	}
 	for _, op := range h.Ops {
-		if op.Outcome == OutcomeFail {
+		if op.Outcome == OutcomeFail || op.Delayed {
 			continue
 		}
 		for _, m := range op.Messages {

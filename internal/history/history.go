@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/raftlog"
 )
@@ -75,6 +76,10 @@ type Ack struct {
 	Queue  int32  `json:"queue"`
 	Offset uint64 `json:"offset"`
 	ID     string `json:"id"`
+	// DeliverAt is when a delayed message is delivered (unix ms): its
+	// offset is assigned then, so Offset is 0 and ID names the staged
+	// message, which its delivered copy names in LogEntry.Staged.
+	DeliverAt int64 `json:"deliver_at_ms,omitempty"`
 }
 
 // Op is one produce request (one or more messages, appended atomically)
@@ -92,6 +97,11 @@ type Op struct {
 	// Duplicate is the broker's answer that the request was a retry of one
 	// it had appended (raw requests only; the SDK does not say).
 	Duplicate bool `json:"duplicate,omitempty"`
+	// Delayed: the request's messages were sent with a delay (all of a
+	// request are delayed or none). They appear in the topic only at their
+	// time, at an offset assigned then, so neither key order nor real-time
+	// order applies to them.
+	Delayed bool `json:"delayed,omitempty"`
 	// Kind marks hand-made requests: KindOverLimit (must be refused with a
 	// definite error, nothing of it stored), KindAtLimit (just within the
 	// request bound: must not be refused) and KindReusedSeq (a producer
@@ -130,6 +140,9 @@ type LogEntry struct {
 	Props  uint64 `json:"props,omitempty"`
 	// Timestamp is the message's timestamp (unix ms) as served.
 	Timestamp int64 `json:"ts,omitempty"`
+	// Staged is the id of the staged message a delivered delayed message
+	// stands for (its produce ack's id); "" for an ordinary message.
+	Staged string `json:"staged,omitempty"`
 }
 
 // DiskMessage is one message as a node's log on disk holds it, read
@@ -159,9 +172,12 @@ type Event struct {
 
 // History is everything a run recorded: the input of Check.
 type History struct {
-	Seed   int64  `json:"seed"`
-	Topic  string `json:"topic"`
-	Queues int32  `json:"queues"`
+	Seed  int64  `json:"seed"`
+	Topic string `json:"topic"`
+	// Start is when the run's clock (Recorder.Now) started, in unix ms:
+	// delivery times of delayed messages are compared with it.
+	Start  int64 `json:"start_unix_ms,omitempty"`
+	Queues int32 `json:"queues"`
 	// FaultStart and FaultEnd bound the phase in which faults ran; the
 	// unavailability figures look at acks in it.
 	FaultStart time.Duration `json:"fault_start_ns"`
@@ -206,15 +222,23 @@ func BodyHash(b []byte) uint64 {
 	return h.Sum64()
 }
 
+// brokerProps are the properties the broker adds to a delayed message,
+// staged or delivered: not part of what the producer sent.
+var brokerProps = map[string]bool{api.PropDelay: true, api.PropTimerDeliverMS: true, api.PropRealTopic: true,
+	api.PropRealQueue: true, api.PropStagedID: true, api.PropSchedulePopMS: true}
+
 // PropsHash is the hash the history keeps of a message's properties: of
-// the sorted name=value pairs; 0 for none.
+// the sorted name=value pairs, leaving out those the broker adds to delayed
+// messages (brokerProps); 0 for none.
 func PropsHash(p map[string]string) uint64 {
-	if len(p) == 0 {
-		return 0
-	}
 	keys := make([]string, 0, len(p))
 	for k := range p {
-		keys = append(keys, k)
+		if !brokerProps[k] {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return 0
 	}
 	sort.Strings(keys)
 	h := fnv.New64a()
@@ -355,6 +379,7 @@ func (r *Recorder) Fill(h *History) {
 	sort.SliceStable(h.Ops, func(i, j int) bool { return h.Ops[i].Invoke < h.Ops[j].Invoke })
 	h.Deliveries = append([]Delivery(nil), r.deliveries...)
 	h.Events = append([]Event(nil), r.events...)
+	h.Start = r.start.UnixMilli()
 }
 
 // WriteJSON writes the history to path.

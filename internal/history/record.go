@@ -18,6 +18,7 @@ import (
 func Sent(worker string, seq uint64, msgs []client.Message, invoke, complete time.Duration, acks []*api.Ack, err error) Op {
 	op := Op{Worker: worker, Seq: seq, Invoke: invoke, Complete: complete, Outcome: Classify(err)}
 	for _, m := range msgs {
+		op.Delayed = op.Delayed || m.DelayLevel != 0 || !m.DeliverAt.IsZero()
 		q := int32(-1)
 		if m.Queue != nil {
 			q = *m.Queue
@@ -30,7 +31,7 @@ func Sent(worker string, seq uint64, msgs []client.Message, invoke, complete tim
 		return op
 	}
 	for _, a := range acks {
-		op.Acks = append(op.Acks, Ack{Queue: a.Queue, Offset: a.Offset, ID: a.Id})
+		op.Acks = append(op.Acks, Ack{Queue: a.Queue, Offset: a.Offset, ID: a.Id, DeliverAt: a.DeliverAtMs})
 	}
 	return op
 }
@@ -38,7 +39,7 @@ func Sent(worker string, seq uint64, msgs []client.Message, invoke, complete tim
 // Entry is a message as read back, in the form the history keeps.
 func Entry(m *api.Message) LogEntry {
 	return LogEntry{Offset: m.Offset, ID: m.Id, Body: BodyName(m.Body), Hash: BodyHash(m.Body), Key: m.Key, Tag: m.Tag,
-		Props: PropsHash(m.Properties), Timestamp: m.TimestampMs}
+		Props: PropsHash(m.Properties), Timestamp: m.TimestampMs, Staged: m.Properties[api.PropStagedID]}
 }
 
 // LogOf arranges the messages read back (from the earliest offset, by one

@@ -1,0 +1,78 @@
+package history
+
+import (
+	"testing"
+	"time"
+
+	"github.com/raftmq/raftmq/raftlog"
+)
+
+// withDelayed adds to a hand history one delayed request of worker w2: two
+// messages staged at log index 100 and delivered at dueIn after the run's
+// start to the ends of queues 0 and 1 (copies at log index 200), and a
+// consumer that received them at seenAt.
+func withDelayed(h *History, dueIn, seenAt time.Duration) *History {
+	h.Start = time.Date(2026, 12, 4, 4, 0, 0, 0, time.UTC).UnixMilli()
+	due := time.UnixMilli(h.Start).Add(dueIn).UnixMilli()
+	op := Op{Worker: "w2", Producer: "p-w2", Seq: 1, Invoke: 0, Complete: 10 * time.Millisecond, Outcome: OutcomeOK, Delayed: true}
+	for i, q := range []int32{0, 1} {
+		body := []string{"w2-000001-0", "w2-000001-1"}[i]
+		m := SentMessage{Body: body, Hash: BodyHash([]byte(body)), Key: "k-w2", Queue: -1}
+		op.Messages = append(op.Messages, m)
+		staged := raftlog.MessageID(100, uint32(i))
+		op.Acks = append(op.Acks, Ack{Queue: q, ID: staged, DeliverAt: due})
+		off := uint64(len(h.Final[q]))
+		e := LogEntry{Offset: off, ID: raftlog.MessageID(200, uint32(i)), Body: body, Hash: m.Hash, Key: m.Key, Staged: staged}
+		h.Final[q] = append(h.Final[q], e)
+		h.Deliveries = append(h.Deliveries, Delivery{Consumer: "c", Queue: q, Offset: off, ID: e.ID, Body: body, Hash: e.Hash, ServedBy: "n1", ServedByLeader: true, At: seenAt})
+	}
+	h.Ops = append(h.Ops, op)
+	setFinal(h, h.Final)
+	return h
+}
+
+func TestCheckerAcceptsDelayedDeliveredOnce(t *testing.T) {
+	r := Check(withDelayed(handHistory(), 2*time.Second, 2100*time.Millisecond))
+	if !r.OK() || r.Delayed != 2 {
+		t.Fatalf("delivered once after its time: %s %v", r.Summary(), r.Violations)
+	}
+	if r.MaxDelayLateness != 100*time.Millisecond {
+		t.Errorf("lateness %s, want 100ms", r.MaxDelayLateness)
+	}
+}
+
+func TestCheckerReportsDelayedDeliveredEarly(t *testing.T) {
+	wantOnly(t, Check(withDelayed(handHistory(), 2*time.Second, time.Second)), VEarly)
+}
+
+func TestCheckerReportsDelayedLost(t *testing.T) {
+	h := withDelayed(handHistory(), time.Second, 2*time.Second)
+	h.Final[1] = h.Final[1][:len(h.Final[1])-1]
+	h.Deliveries = h.Deliveries[:len(h.Deliveries)-1]
+	setFinal(h, h.Final)
+	wantOnly(t, Check(h), VLost)
+}
+
+func TestCheckerReportsDelayedDeliveredTwice(t *testing.T) {
+	h := withDelayed(handHistory(), time.Second, 2*time.Second)
+	e := h.Final[0][len(h.Final[0])-1]
+	e.Offset++
+	e.ID = raftlog.MessageID(300, 0)
+	h.Final[0] = append(h.Final[0], e)
+	setFinal(h, h.Final)
+	wantOnly(t, Check(h), VDuplicate)
+}
+
+func TestCheckerReportsDelayedCopyOfAnotherStagedMessage(t *testing.T) {
+	h := withDelayed(handHistory(), time.Second, 2*time.Second)
+	h.Final[0][len(h.Final[0])-1].Staged = raftlog.MessageID(101, 0)
+	setFinal(h, h.Final)
+	wantOnly(t, Check(h), VMisplaced)
+}
+
+func TestCheckerReportsStagedIDOnOrdinaryMessage(t *testing.T) {
+	h := handHistory()
+	h.Final[0][0].Staged = raftlog.MessageID(100, 0)
+	setFinal(h, h.Final)
+	wantOnly(t, Check(h), VCorrupt)
+}
