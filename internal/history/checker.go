@@ -78,6 +78,7 @@ type Report struct {
 	// Delayed counts acknowledged delayed messages found delivered;
 	// MaxDelayLateness is the longest a consumer got one after its time.
 	Delayed          int           `json:"delayed,omitempty"`
+	SentBack         int           `json:"sent_back,omitempty"` // acknowledged send-backs
 	MaxDelayLateness time.Duration `json:"max_delay_lateness_ns,omitempty"`
 
 	Deliveries         int `json:"deliveries"`
@@ -138,6 +139,9 @@ func (r *Report) Summary() string {
 	s += fmt.Sprintf(" verified-on-disk=%d", r.DiskVerified)
 	if r.Delayed > 0 {
 		s += fmt.Sprintf(" delayed=%d (max lateness seen %s)", r.Delayed, r.MaxDelayLateness.Round(time.Millisecond))
+	}
+	if r.SentBack > 0 {
+		s += fmt.Sprintf(" sent-back=%d", r.SentBack)
 	}
 	if r.OverLimit > 0 || r.AtLimit > 0 || r.RefusedReuse > 0 {
 		s += fmt.Sprintf(" over-limit=%d at-limit=%d refused-reuse=%d", r.OverLimit, r.AtLimit, r.RefusedReuse)
@@ -352,6 +356,7 @@ func Check(h *History) *Report {
 	checkOrder(h, present, r)
 	checkNodes(h, r)
 	checkDisk(h, r)
+	checkSendBacks(h, sent, r)
 
 	// Deliveries during the run.
 	final := map[int32]map[uint64]LogEntry{}

@@ -76,3 +76,52 @@ func TestCheckerReportsStagedIDOnOrdinaryMessage(t *testing.T) {
 	setFinal(h, h.Final)
 	wantOnly(t, Check(h), VCorrupt)
 }
+
+// withSendBacks adds two acknowledged send-backs of w0's first messages:
+// one to the retry topic (a staged copy) and one dead-lettered.
+func withSendBacks(h *History) *History {
+	e0, e1 := h.Final[0][0], h.Final[0][1]
+	h.SendBacks = []SendBack{
+		{Consumer: "c", Group: "g", ID: e0.ID, Body: e0.Body, Hash: e0.Hash, Outcome: OutcomeOK,
+			CopyID: raftlog.MessageID(500, 0), CopyTopic: "%RETRY%g", DeliverAt: 1},
+		{Consumer: "c", Group: "g", ID: e1.ID, Body: e1.Body, Hash: e1.Hash, DLQ: true, Outcome: OutcomeOK,
+			CopyID: raftlog.MessageID(501, 0), CopyTopic: "%DLQ%g", DeadLettered: true},
+	}
+	h.Retry = []LogEntry{{Offset: 0, ID: raftlog.MessageID(600, 0), Staged: raftlog.MessageID(500, 0), Body: e0.Body, Hash: e0.Hash, Origin: e0.ID, Reconsume: "1"}}
+	h.DeadLetters = []LogEntry{{Offset: 0, ID: raftlog.MessageID(501, 0), Body: e1.Body, Hash: e1.Hash, Origin: e1.ID, Reconsume: "1"}}
+	return h
+}
+
+func TestCheckerAcceptsSendBacks(t *testing.T) {
+	r := Check(withSendBacks(handHistory()))
+	if !r.OK() || r.SentBack != 2 {
+		t.Fatalf("%s %v", r.Summary(), r.Violations)
+	}
+}
+
+func TestCheckerReportsLostSendBack(t *testing.T) {
+	h := withSendBacks(handHistory())
+	h.Retry = nil
+	wantOnly(t, Check(h), VLost)
+}
+
+func TestCheckerReportsSendBackCopiedTwice(t *testing.T) {
+	h := withSendBacks(handHistory())
+	e := h.Retry[0]
+	e.Offset, e.ID, e.Staged = 1, raftlog.MessageID(601, 0), raftlog.MessageID(502, 0)
+	h.Retry = append(h.Retry, e)
+	wantOnly(t, Check(h), VDuplicate)
+}
+
+func TestCheckerReportsSendBackCopyWithWrongOrigin(t *testing.T) {
+	h := withSendBacks(handHistory())
+	h.DeadLetters[0].Reconsume = "2"
+	wantOnly(t, Check(h), VCorrupt)
+}
+
+func TestCheckerReportsCopyNobodySentBack(t *testing.T) {
+	h := withSendBacks(handHistory())
+	e1 := h.Final[1][0]
+	h.Retry = append(h.Retry, LogEntry{Offset: 1, ID: raftlog.MessageID(602, 0), Body: e1.Body, Hash: e1.Hash, Origin: e1.ID, Reconsume: "1"})
+	wantOnly(t, Check(h), VInvented)
+}

@@ -143,6 +143,32 @@ type LogEntry struct {
 	// Staged is the id of the staged message a delivered delayed message
 	// stands for (its produce ack's id); "" for an ordinary message.
 	Staged string `json:"staged,omitempty"`
+	// Origin and Reconsume are, on a copy a consumer sent back, the id of
+	// the message it stands for and its reconsume count (properties
+	// ORIGIN_MESSAGE_ID and RECONSUME_TIME).
+	Origin    string `json:"origin,omitempty"`
+	Reconsume string `json:"reconsume,omitempty"`
+}
+
+// SendBack is a consumer's "consume later" of a message it received, and
+// what the broker answered.
+type SendBack struct {
+	Consumer string        `json:"consumer"`
+	Group    string        `json:"group"`
+	ID       string        `json:"id"` // the message sent back
+	Body     string        `json:"body"`
+	Hash     uint64        `json:"hash"`
+	DLQ      bool          `json:"dlq,omitempty"` // asked to dead-letter it at once
+	Invoke   time.Duration `json:"invoke_ns"`
+	Complete time.Duration `json:"complete_ns"`
+	Outcome  Outcome       `json:"outcome"`
+	Error    string        `json:"error,omitempty"`
+	// The answer: the copy's id (its staged id when delayed), topic, and
+	// when it is due (unix ms; 0 for a dead letter).
+	CopyID       string `json:"copy_id,omitempty"`
+	CopyTopic    string `json:"copy_topic,omitempty"`
+	DeadLettered bool   `json:"dead_lettered,omitempty"`
+	DeliverAt    int64  `json:"deliver_at_ms,omitempty"`
 }
 
 // DiskMessage is one message as a node's log on disk holds it, read
@@ -207,6 +233,12 @@ type History struct {
 	FollowerReads bool `json:"follower_reads,omitempty"`
 	// Final is the log as a fresh consumer group read it from earliest.
 	Final QueueLog `json:"final"`
+	// SendBacks are the consumers' send-backs; Retry and DeadLetters the
+	// group's %RETRY% and %DLQ% topics as read from earliest at the end
+	// (all queues together: one each).
+	SendBacks   []SendBack `json:"send_backs,omitempty"`
+	Retry       []LogEntry `json:"retry,omitempty"`
+	DeadLetters []LogEntry `json:"dead_letters,omitempty"`
 	// Nodes is the log as read from each node, pinned to it, from Min on;
 	// it starts later where the node no longer holds the bodies (it
 	// installed a snapshot).
@@ -273,6 +305,7 @@ type Recorder struct {
 	ops        []Op
 	deliveries []Delivery
 	events     []Event
+	sendBacks  []SendBack
 }
 
 // NewRecorder starts the run's clock.
@@ -280,6 +313,13 @@ func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
 
 // Now is the time since the run started.
 func (r *Recorder) Now() time.Duration { return time.Since(r.start) }
+
+// AddSendBack records a completed send-back.
+func (r *Recorder) AddSendBack(sb SendBack) {
+	r.mu.Lock()
+	r.sendBacks = append(r.sendBacks, sb)
+	r.mu.Unlock()
+}
 
 // AddOp records a completed operation.
 func (r *Recorder) AddOp(op Op) {
@@ -379,6 +419,7 @@ func (r *Recorder) Fill(h *History) {
 	sort.SliceStable(h.Ops, func(i, j int) bool { return h.Ops[i].Invoke < h.Ops[j].Invoke })
 	h.Deliveries = append([]Delivery(nil), r.deliveries...)
 	h.Events = append([]Event(nil), r.events...)
+	h.SendBacks = append([]SendBack(nil), r.sendBacks...)
 	h.Start = r.start.UnixMilli()
 }
 

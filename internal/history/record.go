@@ -39,7 +39,8 @@ func Sent(worker string, seq uint64, msgs []client.Message, invoke, complete tim
 // Entry is a message as read back, in the form the history keeps.
 func Entry(m *api.Message) LogEntry {
 	return LogEntry{Offset: m.Offset, ID: m.Id, Body: BodyName(m.Body), Hash: BodyHash(m.Body), Key: m.Key, Tag: m.Tag,
-		Props: PropsHash(m.Properties), Timestamp: m.TimestampMs, Staged: m.Properties[api.PropStagedID]}
+		Props: PropsHash(m.Properties), Timestamp: m.TimestampMs, Staged: m.Properties[api.PropStagedID],
+		Origin: m.Properties[api.PropOriginMessageID], Reconsume: m.Properties[api.PropReconsumeTime]}
 }
 
 // LogOf arranges the messages read back (from the earliest offset, by one
