@@ -52,6 +52,9 @@ type Config struct {
 	// Consumer groups.
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
+	// LockLease is how long an orderly consumer's queue lock lasts
+	// unrenewed (0: DefaultLockLease; locks.go).
+	LockLease time.Duration
 
 	// PreferredLeader, when set, makes the leader hand leadership to that
 	// node once it is healthy and caught up.
@@ -194,6 +197,7 @@ type Broker struct {
 	damage      atomic.Pointer[Damage] // set once: see damage.go
 	handingOver atomic.Bool
 	groups      *groups
+	locks       lockTable // orderly-consumption locks (locks.go)
 	load        *loadMeter
 	keys        *keyindex.Index // nil without KeyIndexDir
 	sched       ScheduleState   // nil: delayed messages are refused

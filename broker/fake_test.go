@@ -34,6 +34,7 @@ type fakeReplica struct {
 	seen      map[string]replica.RequestResult // producer id/sequence -> first answer
 	changed   chan struct{}
 	listeners []func(replica.Event)
+	retry     fakeRetry // retry_fake_test.go
 }
 
 type fakeQueue struct {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/replica"
 )
 
@@ -80,11 +81,14 @@ func (b *Broker) joinGroup(ctx context.Context, group, memberID string, topics [
 		if err := replica.ValidateName("topic", t); err != nil {
 			return JoinResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
-		if b.fsm.QueueCount(t) == 0 {
+		if b.fsm.QueueCount(t) == 0 && t != api.RetryTopic(group) {
 			return JoinResult{}, fmt.Errorf("%w: topic %q", ErrNotFound, t)
 		}
 	}
 	if err := b.awaitLeader(ctx); err != nil {
+		return JoinResult{}, err
+	}
+	if err := b.ensureRetryTopic(ctx, group, topics); err != nil {
 		return JoinResult{}, err
 	}
 	now := time.Now()
@@ -208,6 +212,7 @@ type GroupInfo struct {
 	// Broadcast: every member reads every queue; Queues then has one row per
 	// member and queue, with that member's own offset.
 	Broadcast bool
+	Settings  GroupSettings
 }
 
 // ListGroups lists groups known by committed offsets or live members
@@ -245,7 +250,7 @@ func (b *Broker) DescribeGroup(ctx context.Context, group string) (GroupInfo, er
 	if err := replica.ValidateName("group", group); err != nil {
 		return GroupInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	info := GroupInfo{Group: group}
+	info := GroupInfo{Group: group, Settings: b.GroupSettings(group)}
 	owner := map[string]string{} // topic/queue -> member
 	topics := map[string]bool{}
 	for _, t := range b.fsm.GroupTopics(group) {
@@ -273,7 +278,7 @@ func (b *Broker) DescribeGroup(ctx context.Context, group string) (GroupInfo, er
 	if info.Broadcast || len(info.Members) == 0 && len(b.fsm.GroupTopics(group)) == 0 && b.hasMemberOffsets(group) {
 		return b.describeBroadcast(info), nil
 	}
-	if len(topics) == 0 {
+	if _, set := b.fsm.MaxReconsumeTimes(group); len(topics) == 0 && !set {
 		return GroupInfo{}, fmt.Errorf("%w: consumer group %q has no members and no committed offsets", ErrNotFound, group)
 	}
 	sort.Slice(info.Members, func(i, j int) bool { return info.Members[i].ID < info.Members[j].ID })

@@ -28,6 +28,7 @@ type Writer interface {
 	UpdateTopic(ctx context.Context, name string, perm uint32) (replica.TopicInfo, error)
 	DeleteTopic(ctx context.Context, name string) error
 	DeleteGroup(ctx context.Context, group string, topics []string) error
+	SetMaxReconsumeTimes(ctx context.Context, group string, max int32) error
 }
 
 // State reads what this node has applied.
@@ -47,6 +48,11 @@ type State interface {
 	Node(id string) (replica.NodeInfo, bool)
 	// LocateEntry is the index record of one entry in one queue (keys.go).
 	LocateEntry(topic string, q int32, logIndex uint64) (replica.Location, bool)
+	// EntryLocation, MaxReconsumeTimes and SettingsGroups serve lookup by
+	// id and retry (lookup.go, retry.go).
+	EntryLocation(topic string, q int32, logIndex uint64) (replica.Location, bool, error)
+	MaxReconsumeTimes(group string) (int32, bool)
+	SettingsGroups() []string
 }
 
 // Leadership is this node's role and leader as raft knows them.

@@ -37,6 +37,8 @@ type metaCmd struct {
 	Below       uint64        `json:"below,omitempty"`
 	Perm        uint32        `json:"perm,omitempty"`   // update_topic
 	Topics      []string      `json:"topics,omitempty"` // delete_group: the group's own topics
+	// MaxReconsume: opSetMaxReconsume (groupsettings.go).
+	MaxReconsume *int32 `json:"max_reconsume,omitempty"`
 }
 
 func encodeMeta(c *metaCmd) []byte {

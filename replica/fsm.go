@@ -31,6 +31,8 @@ type fsm struct {
 	nodes     map[string]NodeInfo
 	logFloor  uint64 // no message is stored below this log index (Retain)
 	sched     schedule
+	// maxReconsume: group -> max reconsume times, where set (groupsettings.go).
+	maxReconsume map[string]int32
 
 	applied  atomic.Uint64
 	damage   fsmDamage
@@ -61,6 +63,7 @@ func (f *fsm) reset() {
 	f.nodes = map[string]NodeInfo{}
 	f.logFloor = 0
 	f.sched = schedule{}
+	f.maxReconsume = map[string]int32{}
 }
 
 // Applied is the index of the last entry applied to the FSM.
@@ -226,6 +229,8 @@ func (f *fsm) applyMetaLocked(c *metaCmd) interface{} {
 	case opRetain:
 		f.retainLocked(c.Below)
 		return nil
+	case opSetMaxReconsume:
+		return f.applySetMaxReconsumeLocked(c)
 	default:
 		if res, ok := f.applyLifecycleLocked(c); ok {
 			return res

@@ -66,6 +66,8 @@ type snapState struct {
 	// Schedule: the delivered cursors of the schedule queues (absent in
 	// older snapshots and while no delayed message was delivered).
 	Schedule *snapSchedule
+	// MaxReconsume: group -> max reconsume times (absent in older snapshots).
+	MaxReconsume map[string]int32
 }
 
 // captured is a cheap copy made under the read lock; the encoding happens in
@@ -78,6 +80,8 @@ type captured struct {
 	logFloor  uint64
 	applied   uint64
 	sched     schedule
+
+	maxReconsume map[string]int32
 }
 
 type capturedTopic struct {
@@ -122,6 +126,10 @@ func (f *fsm) captureLocked() *captured {
 	for k, v := range f.nodes {
 		c.nodes[k] = v
 	}
+	c.maxReconsume = make(map[string]int32, len(f.maxReconsume))
+	for g, n := range f.maxReconsume {
+		c.maxReconsume[g] = n
+	}
 	return c
 }
 
@@ -158,6 +166,9 @@ func (f *fsm) loadLocked(st *snapState) {
 	}
 	f.logFloor = st.LogFloor
 	f.sched.load(st.Schedule)
+	if st.MaxReconsume != nil {
+		f.maxReconsume = st.MaxReconsume
+	}
 }
 
 type fsmSnapshot struct {
@@ -177,6 +188,7 @@ func (s *fsmSnapshot) Release() {}
 func writeSnapshot(w io.Writer, c *captured) error {
 	st := snapState{Format: snapshotFormat, Offsets: c.offsets, Producers: c.producers, Nodes: c.nodes, LogFloor: c.logFloor, Applied: c.applied}
 	st.Schedule = c.sched.snap()
+	st.MaxReconsume = c.maxReconsume
 	for _, ct := range c.topics {
 		t := snapTopic{Name: ct.name, Queues: make([]snapQueue, len(ct.queues)), Perm: ct.perm}
 		for i, q := range ct.queues {

@@ -385,8 +385,8 @@ func (s *Server) DescribeGroup(ctx context.Context, req *api.DescribeGroupReques
 		if err != nil {
 			return nil, err
 		}
-		out := &api.DescribeGroupResponse{Group: g.Group, Generation: g.Generation}
-		out.Settings = &api.GroupSettings{Broadcast: g.Broadcast}
+		out := &api.DescribeGroupResponse{Group: g.Group, Generation: g.Generation, Settings: groupSettings(g.Settings)}
+		out.Settings.Broadcast = g.Broadcast
 		for _, m := range g.Members {
 			out.Members = append(out.Members, &api.GroupMember{MemberId: m.ID, Assignments: assignments(m.Assignments), LastSeenMs: m.LastSeen.UnixMilli()})
 		}

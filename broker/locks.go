@@ -1,0 +1,149 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/raftmq/raftmq/replica"
+)
+
+// Orderly consumption locks (RocketMQ's LOCK_BATCH_MQ / UNLOCK_BATCH_MQ): a
+// member of a group holds a queue's lock while it consumes the queue in
+// order, so that during a rebalance the queue's next owner cannot start
+// before the previous one has finished its batch and unlocked. The table is
+// soft state on the leader, like group membership; a lock lapses when not
+// renewed within LockLease (RocketMQ's 60 s).
+//
+// On a leader change the new leader's table is empty and it does not know
+// who held what. The SDK trusts a lock for half the lease after its last
+// successful renewal; a new leader therefore grants no lock for half a lease
+// after it first answers LockQueues, by which time every member that held
+// a lock under the old leader has stopped consuming in its name. Orderly
+// consumption pauses for that long after a leader change; it never runs on
+// two members at once because of one.
+
+// DefaultLockLease is RocketMQ's broker-side lock lease
+// (REBALANCE_LOCK_MAX_LIVE_TIME 60 s).
+const DefaultLockLease = 60 * time.Second
+
+// QueueRef names one queue of a topic.
+type QueueRef struct {
+	Topic string
+	Queue int32
+}
+
+type lockHolder struct {
+	member  string
+	expires time.Time
+}
+
+type lockTable struct {
+	mu         sync.Mutex
+	term       uint64
+	graceUntil time.Time
+	locks      map[string]map[QueueRef]lockHolder // group -> queue -> holder
+}
+
+// MaxLockQueues bounds the queues of one LockQueues or UnlockQueues call.
+const MaxLockQueues = 4096
+
+func (b *Broker) lockLease() time.Duration {
+	if b.cfg.LockLease > 0 {
+		return b.cfg.LockLease
+	}
+	return DefaultLockLease
+}
+
+// tableLocked resets the table when this node leads in a new term.
+func (lt *lockTable) checkTermLocked(term uint64, now time.Time, lease time.Duration) {
+	if lt.locks == nil || lt.term != term {
+		lt.term = term
+		lt.locks = map[string]map[QueueRef]lockHolder{}
+		lt.graceUntil = now.Add(lease / 2)
+	}
+}
+
+func validateLock(group, member string, queues []QueueRef) error {
+	if err := replica.ValidateName("group", group); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if member == "" || len(member) > 255 {
+		return invalid("member id must be 1..255 bytes")
+	}
+	if len(queues) > MaxLockQueues {
+		return invalid("%d queues in one call, at most %d", len(queues), MaxLockQueues)
+	}
+	for _, q := range queues {
+		if err := replica.ValidateName("topic", q.Topic); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+	}
+	return nil
+}
+
+// LockQueues takes or renews member's locks on queues and returns the ones
+// it holds now, and the lease (leader only).
+func (b *Broker) LockQueues(ctx context.Context, group, member string, queues []QueueRef) ([]QueueRef, time.Duration, error) {
+	if err := validateLock(group, member, queues); err != nil {
+		return nil, 0, err
+	}
+	if err := b.awaitLeader(ctx); err != nil {
+		return nil, 0, err
+	}
+	for _, q := range queues {
+		if n := b.fsm.QueueCount(q.Topic); n == 0 {
+			return nil, 0, fmt.Errorf("%w: topic %q", ErrNotFound, q.Topic)
+		} else if q.Queue < 0 || int(q.Queue) >= n {
+			return nil, 0, invalid("queue %d of topic %q with %d queues", q.Queue, q.Topic, n)
+		}
+	}
+	lease := b.lockLease()
+	now := time.Now()
+	lt := &b.locks
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	lt.checkTermLocked(b.node.Stats().Term, now, lease)
+	g := lt.locks[group]
+	if g == nil {
+		g = map[QueueRef]lockHolder{}
+		lt.locks[group] = g
+	}
+	var out []QueueRef
+	for _, q := range queues {
+		h, ok := g[q]
+		switch {
+		case ok && h.member == member && now.Before(h.expires):
+		case now.Before(lt.graceUntil):
+			continue // see the package comment above: a new leader waits
+		case ok && now.Before(h.expires):
+			continue // another member holds it
+		}
+		g[q] = lockHolder{member: member, expires: now.Add(lease)}
+		out = append(out, q)
+	}
+	return out, lease, nil
+}
+
+// UnlockQueues releases member's locks on queues; locks it does not hold
+// are left alone (leader only).
+func (b *Broker) UnlockQueues(ctx context.Context, group, member string, queues []QueueRef) error {
+	if err := validateLock(group, member, queues); err != nil {
+		return err
+	}
+	if err := b.awaitLeader(ctx); err != nil {
+		return err
+	}
+	lt := &b.locks
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	lt.checkTermLocked(b.node.Stats().Term, time.Now(), b.lockLease())
+	g := lt.locks[group]
+	for _, q := range queues {
+		if h, ok := g[q]; ok && h.member == member {
+			delete(g, q)
+		}
+	}
+	return nil
+}

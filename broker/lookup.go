@@ -1,0 +1,192 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/replica"
+)
+
+// A message id names the Raft entry that stored the message and the
+// message's ordinal in that entry (raftlog.MessageID): 16 hex digits of log
+// index, 8 of ordinal. Lookup reads that one entry and takes the queue
+// offset from the FSM's index record of the entry, so it costs one log read
+// and one binary search, with no index of ids.
+
+// LookupResult is a message found by id and the node that read it.
+type LookupResult struct {
+	Message  Message
+	ServedBy string
+}
+
+// ParseMessageID splits a message id into its log index and ordinal.
+func ParseMessageID(id string) (index uint64, ordinal uint32, err error) {
+	if len(id) != 24 {
+		return 0, 0, invalid("message id %q: want 24 hex digits (16 of log index, 8 of ordinal), got %d characters", id, len(id))
+	}
+	index, err = strconv.ParseUint(id[:16], 16, 64)
+	if err != nil || index == 0 {
+		return 0, 0, invalid("message id %q: the first 16 characters are not a log index in hex", id)
+	}
+	o, err := strconv.ParseUint(id[16:], 16, 32)
+	if err != nil {
+		return 0, 0, invalid("message id %q: the last 8 characters are not an ordinal in hex", id)
+	}
+	return index, uint32(o), nil
+}
+
+// LookupMessage returns the message with the given id, with its topic,
+// queue and offset. Any node answers when it has applied and still holds
+// the entry; otherwise a follower answers a NotLeaderError (the protocol
+// adapter forwards to the leader, as a pull falls back to the leader) and
+// the leader answers ErrNotFound.
+func (b *Broker) LookupMessage(ctx context.Context, id string) (LookupResult, error) {
+	index, ordinal, err := ParseMessageID(id)
+	if err != nil {
+		return LookupResult{}, err
+	}
+	if b.closed.Load() {
+		return LookupResult{}, ErrShutdown
+	}
+	isLeader := b.node.Role() == replica.Leader
+	if isLeader && !b.node.Ready() {
+		if err := b.awaitLeader(ctx); err != nil {
+			return LookupResult{}, err
+		}
+	}
+	m, err := b.readMessage(id, index, ordinal)
+	if err == nil {
+		return LookupResult{Message: m, ServedBy: b.cfg.NodeID}, nil
+	}
+	if errors.Is(err, errNotHere) && b.node.Role() != replica.Leader {
+		if lerr := b.awaitLeader(ctx); lerr != nil {
+			return LookupResult{}, lerr // names the leader: the adapter forwards
+		}
+		// This node became the leader meanwhile: read again as the leader.
+		if m, err = b.readMessage(id, index, ordinal); err == nil {
+			return LookupResult{Message: m, ServedBy: b.cfg.NodeID}, nil
+		}
+	}
+	if errors.Is(err, errNotHere) {
+		return LookupResult{}, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return LookupResult{}, err
+}
+
+// errNotHere: this node has not applied the entry an id names, or no longer
+// holds it; the leader may.
+var errNotHere = errors.New("not held by this node")
+
+// lookupLeader reads a message by id on the leader (SendBack and
+// ResendDeadLetter, which run there): a message it does not hold is
+// ErrNotFound.
+func (b *Broker) lookupLeader(id string) (Message, error) {
+	index, ordinal, err := ParseMessageID(id)
+	if err != nil {
+		return Message{}, err
+	}
+	m, err := b.readMessage(id, index, ordinal)
+	if errors.Is(err, errNotHere) {
+		return Message{}, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return m, err
+}
+
+// readMessage reads message ordinal of log entry index from this node's log
+// and finds its queue offset in the index. Errors: errNotHere (wrapped, with
+// what this node lacks), ErrNotFound (the entry holds no such stored
+// message), or the log's error.
+func (b *Broker) readMessage(id string, index uint64, ordinal uint32) (Message, error) {
+	if index > b.fsm.Applied() {
+		return Message{}, fmt.Errorf("message %s: log entry %d is past what node %s has applied (%d): %w", id, index, b.cfg.NodeID, b.fsm.Applied(), errNotHere)
+	}
+	if floor := b.fsm.LogFloor(); index < floor {
+		return Message{}, fmt.Errorf("%w: message %s (log entry %d) was deleted by retention (the log starts at %d)", ErrNotFound, id, index, floor)
+	}
+	data, err := b.rlog.Read(index)
+	switch {
+	case errors.Is(err, raftlog.ErrBelowFloor):
+		return Message{}, fmt.Errorf("message %s: node %s no longer holds log entry %d: %w", id, b.cfg.NodeID, index, errNotHere)
+	case errors.Is(err, raftlog.ErrCorrupt):
+		return Message{}, fmt.Errorf("message %s: log entry %d is damaged on node %s: %w", id, index, b.cfg.NodeID, errNotHere)
+	case err != nil:
+		return Message{}, fmt.Errorf("message %s: read log entry %d: %w", id, index, err)
+	}
+	noSuch := fmt.Errorf("%w: no message has id %s (log entry %d holds no stored message with ordinal %d)", ErrNotFound, id, index, ordinal)
+	if len(data) == 0 || raftlog.CommandType(data[0]) != raftlog.CmdBatch {
+		return Message{}, noSuch
+	}
+	batch, err := raftlog.ParseReadBatch(data)
+	if err != nil {
+		return Message{}, fmt.Errorf("message %s: log entry %d on node %s: %w", id, index, b.cfg.NodeID, err)
+	}
+	// Walk to the message, remembering the topic and queue of every
+	// message before it in the entry: its offset is its record's base plus
+	// the messages of its queue stored before it in the same entry.
+	type pos struct {
+		req   int
+		topic string
+		queue uint32
+	}
+	var (
+		found  bool
+		req    int
+		out    Message
+		before []pos
+		next   uint32 // ordinal of the request's first message
+	)
+	err = batch.Each(func(i int, rv *raftlog.RequestView) bool {
+		first := next
+		next += uint32(rv.Count)
+		rv.Messages(func(j int, m *raftlog.MessageView) bool {
+			if first+uint32(j) == ordinal {
+				found, req = true, i
+				out = Message{Topic: rv.Topic, Queue: int32(m.Queue), ID: id, Key: string(m.Key), Tag: string(m.Tag),
+					Properties: m.Properties(), Body: m.Body, Timestamp: m.Timestamp}
+				return false
+			}
+			before = append(before, pos{i, rv.Topic, m.Queue})
+			return true
+		})
+		return !found && ordinal >= next
+	})
+	if err != nil {
+		return Message{}, fmt.Errorf("message %s: log entry %d on node %s: %w", id, index, b.cfg.NodeID, err)
+	}
+	if !found {
+		return Message{}, noSuch
+	}
+	loc, ok, err := b.fsm.EntryLocation(out.Topic, out.Queue, index)
+	if err != nil {
+		if errors.Is(err, replica.ErrUnknownTopic) {
+			return Message{}, fmt.Errorf("%w: message %s was stored in topic %q, which no longer exists", ErrNotFound, id, out.Topic)
+		}
+		return Message{}, b.replicaErr(err)
+	}
+	if !ok || skipped(loc.Skip, uint32(req)) {
+		// A request the state machine refused, or a retry it answered
+		// with the first attempt's acks: no message was stored under
+		// this id.
+		return Message{}, noSuch
+	}
+	off := loc.Base
+	for _, p := range before {
+		if p.topic == out.Topic && p.queue == uint32(out.Queue) && !skipped(loc.Skip, uint32(p.req)) {
+			off++
+		}
+	}
+	out.Offset = off
+	return out, nil
+}
+
+func skipped(skip []uint32, req uint32) bool {
+	for _, s := range skip {
+		if s == req {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,324 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/replica"
+)
+
+// Consume-retry and dead letters (RocketMQ's CONSUMER_SEND_MSG_BACK): a
+// consumer that cannot process a message sends it back by id; the leader
+// reads the message and stores a copy, through Produce, in the group's retry
+// topic %RETRY%<group> with a delay level of 3 + its reconsume count, or in
+// %DLQ%<group> once the count passes the group's max reconsume times. Both
+// topics (one queue each) are created on demand through the replicated
+// CreateTopic. Every decision is the copy's content, so it is replicated
+// with it: a new leader knows every copy the old one stored.
+//
+// A send-back is produced under the producer id "%SENDBACK%<group>" with a
+// sequence derived from the message id, so a SendBack retried after a
+// timeout or a leader change (or the same message sent back by two members
+// that both received it) stores one copy while the group's dedupe window
+// still holds that sequence; beyond it (a consumer far behind the others),
+// the copy is stored without dedupe, and a retry may store a second copy:
+// at least once, never lost.
+
+// SendBackRequest is a consumer's "consume later" for one message.
+type SendBackRequest struct {
+	Group string
+	ID    string
+	// DelayLevel: 0 picks 3 + the reconsume count; -1 dead-letters at once;
+	// 1..18 a level of its own.
+	DelayLevel int32
+	// MaxReconsumeTimes overrides the group's setting when above 0.
+	MaxReconsumeTimes int32
+}
+
+// SendBackResult is the stored copy.
+type SendBackResult struct {
+	ID             string
+	Topic          string
+	DeadLettered   bool
+	ReconsumeTimes int32
+	DeliverAt      int64 // unix ms; 0 for a dead letter
+}
+
+// Producer ids of the copies the broker stores itself.
+const (
+	sendBackProducer = "%SENDBACK%"
+	resendProducer   = "%RESEND%"
+)
+
+// Properties of an original that a copy does not keep: they would delay or
+// redirect the copy (the copy's own delay is its DELAY level).
+var droppedOnCopy = []string{api.PropDelay, api.PropTimerDeliverMS, api.PropRealTopic, api.PropRealQueue, "TIMER_DELAY_SEC", "TIMER_DELAY_MS"}
+
+// retryCopy is what SendBack stores for a message.
+type retryCopy struct {
+	Topic          string
+	Message        ProduceMessage
+	DeadLettered   bool
+	ReconsumeTimes int32
+	DelayLevel     int // 0 for a dead letter
+}
+
+// buildSendBack builds the copy of m that a send-back by group stores;
+// maxTimes is the limit in force (the request's override or the group's).
+func buildSendBack(m *Message, group string, delayLevel, maxTimes int32) retryCopy {
+	var n int32 // a message of its original topic has not been sent back yet
+	if api.IsRetryTopic(m.Topic) {
+		n = reconsumeTimes(m.Properties)
+	}
+	props := make(map[string]string, len(m.Properties)+4)
+	for k, v := range m.Properties {
+		props[k] = v
+	}
+	for _, k := range droppedOnCopy {
+		delete(props, k)
+	}
+	if props[api.PropRetryTopic] == "" || !api.IsRetryTopic(m.Topic) {
+		// A message of its original topic: the first copy names it.
+		// Copies of copies keep what the first copy named.
+		props[api.PropRetryTopic] = m.Topic
+	}
+	if props[api.PropOriginMessageID] == "" || !api.IsRetryTopic(m.Topic) {
+		props[api.PropOriginMessageID] = m.ID
+	}
+	c := retryCopy{ReconsumeTimes: n + 1}
+	props[api.PropReconsumeTime] = strconv.Itoa(int(n + 1))
+	switch {
+	case delayLevel < 0:
+		c.DeadLettered = true
+		props[api.PropDeadLetterReason] = "sent to the dead-letter queue by the consumer (delay level -1)"
+	case n >= maxTimes:
+		c.DeadLettered = true
+		props[api.PropDeadLetterReason] = fmt.Sprintf("reconsumed %d times, the max reconsume times is %d", n, maxTimes)
+	case delayLevel > 0:
+		c.DelayLevel = int(delayLevel)
+	default:
+		c.DelayLevel = min(3+int(n), len(api.DelayLevels))
+	}
+	if c.DeadLettered {
+		c.Topic = api.DeadLetterTopic(group)
+	} else {
+		c.Topic = api.RetryTopic(group)
+		delete(props, api.PropDeadLetterReason)
+		props[api.PropDelay] = strconv.Itoa(c.DelayLevel)
+	}
+	c.Message = ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: props, Body: m.Body, Timestamp: m.Timestamp}
+	return c
+}
+
+// reconsumeTimes is a message's RECONSUME_TIME (0 when absent or not a
+// count).
+func reconsumeTimes(props map[string]string) int32 {
+	n, err := strconv.ParseInt(props[api.PropReconsumeTime], 10, 32)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return int32(n)
+}
+
+// SendBack stores the retry (or dead-letter) copy of a consumed message
+// (leader only).
+func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackResult, error) {
+	if err := replica.ValidateName("group", req.Group); err != nil {
+		return SendBackResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if err := replica.ValidateName("topic", api.DeadLetterTopic(req.Group)); err != nil {
+		return SendBackResult{}, invalid("group %q: its retry topic name %s is too long (%v)", req.Group, api.DeadLetterTopic(req.Group), err)
+	}
+	if req.DelayLevel < -1 || int(req.DelayLevel) > len(api.DelayLevels) {
+		return SendBackResult{}, invalid("delay level %d: want -1 (dead-letter now), 0 (3 + reconsume count) or 1..%d", req.DelayLevel, len(api.DelayLevels))
+	}
+	if req.MaxReconsumeTimes < 0 || req.MaxReconsumeTimes > api.MaxMaxReconsumeTimes {
+		return SendBackResult{}, invalid("max reconsume times %d: want 0 (the group's setting) or 1..%d", req.MaxReconsumeTimes, api.MaxMaxReconsumeTimes)
+	}
+	if _, _, err := ParseMessageID(req.ID); err != nil {
+		return SendBackResult{}, err
+	}
+	if err := b.awaitLeader(ctx); err != nil {
+		return SendBackResult{}, err
+	}
+	m, err := b.lookupLeader(req.ID)
+	if err != nil {
+		return SendBackResult{}, err
+	}
+	switch {
+	case api.IsDeadLetterTopic(m.Topic):
+		return SendBackResult{}, fmt.Errorf("%w: message %s is a dead letter (%s); `raftmq dlq resend` sends it back to its topic", ErrFailedPrecondition, req.ID, m.Topic)
+	case api.IsRetryTopic(m.Topic) && m.Topic != api.RetryTopic(req.Group):
+		return SendBackResult{}, fmt.Errorf("%w: message %s is in %s, another group's retry topic", ErrFailedPrecondition, req.ID, m.Topic)
+	case m.Topic == api.ScheduleTopic:
+		return SendBackResult{}, fmt.Errorf("%w: message %s is a delayed message not yet delivered", ErrFailedPrecondition, req.ID)
+	}
+	maxTimes := req.MaxReconsumeTimes
+	if maxTimes == 0 {
+		maxTimes = b.maxReconsume(req.Group)
+	}
+	c := buildSendBack(&m, req.Group, req.DelayLevel, maxTimes)
+	if err := b.ensureSystemTopic(ctx, c.Topic); err != nil {
+		return SendBackResult{}, err
+	}
+	index, ordinal, _ := ParseMessageID(req.ID)
+	now := time.Now()
+	ack, err := b.produceCopy(ctx, c.Topic, sendBackProducer+req.Group, index<<32|uint64(ordinal), c.Message)
+	if err != nil {
+		return SendBackResult{}, err
+	}
+	out := SendBackResult{ID: ack.ID, Topic: c.Topic, DeadLettered: c.DeadLettered, ReconsumeTimes: c.ReconsumeTimes}
+	if !c.DeadLettered {
+		d, _ := api.LevelDelay(c.DelayLevel)
+		out.DeliverAt = now.Add(d).UnixMilli()
+	}
+	b.log.Debug("sent back", "group", req.Group, "id", req.ID, "copy", ack.ID, "topic", c.Topic, "reconsume", c.ReconsumeTimes)
+	return out, nil
+}
+
+// produceCopy stores one message the broker builds itself, under
+// (producer, seq) so that a retried call stores it once; when that sequence
+// is out of the producer's dedupe window, or was used for other content, it
+// stores the message without dedupe.
+func (b *Broker) produceCopy(ctx context.Context, topic, producer string, seq uint64, m ProduceMessage) (replica.Ack, error) {
+	req := ProduceRequest{Topic: topic, ProducerID: producer, Seq: seq, Messages: []ProduceMessage{m}}
+	res, err := b.Produce(ctx, req)
+	if errors.Is(err, replica.ErrStaleSequence) || errors.Is(err, ErrSequenceReused) {
+		req.ProducerID, req.Seq = "", 0
+		res, err = b.Produce(ctx, req)
+	}
+	if err != nil {
+		return replica.Ack{}, err
+	}
+	if len(res.Acks) != 1 {
+		return replica.Ack{}, fmt.Errorf("internal: produce of one message answered %d acks", len(res.Acks))
+	}
+	return res.Acks[0], nil
+}
+
+// ensureSystemTopic creates a retry or dead-letter topic with one queue
+// unless it exists (with any queue count).
+func (b *Broker) ensureSystemTopic(ctx context.Context, topic string) error {
+	if b.fsm.QueueCount(topic) > 0 {
+		return nil
+	}
+	_, err := b.CreateTopic(ctx, topic, 1, true)
+	if errors.Is(err, ErrAlreadyExists) {
+		return nil
+	}
+	return err
+}
+
+// maxReconsume is a group's max reconsume times (RocketMQ's default 16
+// when never set).
+func (b *Broker) maxReconsume(group string) int32 {
+	if n, ok := b.fsm.MaxReconsumeTimes(group); ok {
+		return n
+	}
+	return api.DefaultMaxReconsume
+}
+
+// ResendResult is where a dead letter went.
+type ResendResult struct {
+	Topic string
+	Ack   replica.Ack
+	// Duplicate: this dead letter had already been resent (within the
+	// dedupe window); Ack is that first resend's.
+	Duplicate bool
+}
+
+// ResendDeadLetter produces a message of %DLQ%<group> to its original topic
+// (RETRY_TOPIC) with the retry properties cleared (leader only). Resending
+// the same dead letter again answers the first resend (while the dedupe
+// window holds it).
+func (b *Broker) ResendDeadLetter(ctx context.Context, group, id string) (ResendResult, error) {
+	if err := replica.ValidateName("group", group); err != nil {
+		return ResendResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	index, ordinal, err := ParseMessageID(id)
+	if err != nil {
+		return ResendResult{}, err
+	}
+	if err := b.awaitLeader(ctx); err != nil {
+		return ResendResult{}, err
+	}
+	m, err := b.lookupLeader(id)
+	if err != nil {
+		return ResendResult{}, err
+	}
+	dlq := api.DeadLetterTopic(group)
+	if m.Topic != dlq {
+		return ResendResult{}, fmt.Errorf("%w: message %s is in topic %s, not a dead letter of group %s (%s)", ErrNotFound, id, m.Topic, group, dlq)
+	}
+	topic := m.Properties[api.PropRetryTopic]
+	if topic == "" || api.IsSystemTopic(topic) {
+		return ResendResult{}, fmt.Errorf("%w: dead letter %s names no original topic (%s=%q)", ErrFailedPrecondition, id, api.PropRetryTopic, topic)
+	}
+	props := make(map[string]string, len(m.Properties))
+	for k, v := range m.Properties {
+		props[k] = v
+	}
+	for _, k := range []string{api.PropRetryTopic, api.PropOriginMessageID, api.PropReconsumeTime, api.PropMaxReconsumeTimes, api.PropDeadLetterReason, api.PropDelay} {
+		delete(props, k)
+	}
+	pm := ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: props, Body: m.Body, Timestamp: m.Timestamp}
+	req := ProduceRequest{Topic: topic, ProducerID: resendProducer + group, Seq: index<<32 | uint64(ordinal), Messages: []ProduceMessage{pm}}
+	res, err := b.Produce(ctx, req)
+	if errors.Is(err, replica.ErrStaleSequence) || errors.Is(err, ErrSequenceReused) {
+		req.ProducerID, req.Seq = "", 0
+		res, err = b.Produce(ctx, req)
+	}
+	if err != nil {
+		return ResendResult{}, err
+	}
+	if len(res.Acks) != 1 {
+		return ResendResult{}, fmt.Errorf("internal: produce of one message answered %d acks", len(res.Acks))
+	}
+	return ResendResult{Topic: topic, Ack: res.Acks[0], Duplicate: res.Duplicate}, nil
+}
+
+// GroupSettings are a consumer group's replicated settings.
+type GroupSettings struct {
+	MaxReconsumeTimes int32
+}
+
+// UpdateGroup changes a group's settings (leader only); a nil field keeps
+// its value. It answers the settings in force afterwards.
+func (b *Broker) UpdateGroup(ctx context.Context, group string, maxReconsume *int32) (GroupSettings, error) {
+	if err := replica.ValidateName("group", group); err != nil {
+		return GroupSettings{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if maxReconsume != nil && (*maxReconsume < 0 || *maxReconsume > api.MaxMaxReconsumeTimes) {
+		return GroupSettings{}, invalid("max reconsume times %d: want 0..%d (0: the first failure dead-letters)", *maxReconsume, api.MaxMaxReconsumeTimes)
+	}
+	if err := b.awaitLeader(ctx); err != nil {
+		return GroupSettings{}, err
+	}
+	if maxReconsume != nil {
+		if err := b.w.SetMaxReconsumeTimes(ctx, group, *maxReconsume); err != nil {
+			return GroupSettings{}, b.replicaErr(err)
+		}
+	}
+	return b.GroupSettings(group), nil
+}
+
+// GroupSettings returns a group's settings as this node has applied them,
+// defaults filled in.
+func (b *Broker) GroupSettings(group string) GroupSettings {
+	return GroupSettings{MaxReconsumeTimes: b.maxReconsume(group)}
+}
+
+// ensureRetryTopic creates the group's retry topic when a member subscribes
+// to it (RocketMQ creates it at the consumer's heartbeat).
+func (b *Broker) ensureRetryTopic(ctx context.Context, group string, topics []string) error {
+	for _, t := range topics {
+		if t == api.RetryTopic(group) {
+			return b.ensureSystemTopic(ctx, t)
+		}
+	}
+	return nil
+}

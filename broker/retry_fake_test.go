@@ -1,0 +1,64 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/raftmq/raftmq/replica"
+)
+
+// fakeRetry is the fake replica's group settings (fake_test.go).
+type fakeRetry struct {
+	maxReconsume map[string]int32
+}
+
+func (f *fakeReplica) SetMaxReconsumeTimes(_ context.Context, group string, max int32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.writeErrLocked(); err != nil {
+		return err
+	}
+	if f.retry.maxReconsume == nil {
+		f.retry.maxReconsume = map[string]int32{}
+	}
+	f.retry.maxReconsume[group] = max
+	f.appendLocked(replica.EncodeSetMaxReconsume(group, max))
+	return nil
+}
+
+func (f *fakeReplica) MaxReconsumeTimes(group string) (int32, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.retry.maxReconsume[group]
+	return n, ok
+}
+
+func (f *fakeReplica) SettingsGroups() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for g := range f.retry.maxReconsume {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (f *fakeReplica) EntryLocation(topic string, q int32, logIndex uint64) (replica.Location, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	qs := f.topics[topic]
+	if qs == nil {
+		return replica.Location{}, false, fmt.Errorf("%w: %q", replica.ErrUnknownTopic, topic)
+	}
+	if q < 0 || int(q) >= len(qs) {
+		return replica.Location{}, false, fmt.Errorf("%w: queue %d", replica.ErrInvalidQueue, q)
+	}
+	for _, l := range qs[q].locs {
+		if l.LogIndex == logIndex {
+			return l, true, nil
+		}
+	}
+	return replica.Location{}, false, nil
+}
