@@ -1,0 +1,61 @@
+package client
+
+import (
+	"context"
+
+	"github.com/raftmq/raftmq/api"
+)
+
+// LookupMessage reads one message by id from any node that holds it (the
+// leader when the first node asked does not) and names the node that
+// served it.
+func (c *Client) LookupMessage(ctx context.Context, id string) (*api.LookupMessageResponse, error) {
+	return call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.LookupMessageResponse, error) {
+		return cl.LookupMessage(ctx, &api.LookupMessageRequest{Id: id})
+	})
+}
+
+// SendBack hands a consumed message back to the group: the group stores a
+// copy in %RETRY%<group>, delivered again after delay level 3 + its
+// reconsume count (or delayLevel when above 0), or in %DLQ%<group> once the
+// count passes maxReconsume (the group's setting when 0) or when delayLevel
+// is -1. A call retried after a timeout stores one copy while the group's
+// dedupe window holds it, else possibly two: at least once.
+func (c *Client) SendBack(ctx context.Context, group, id string, delayLevel, maxReconsume int32) (*api.SendBackResponse, error) {
+	return call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.SendBackResponse, error) {
+		return cl.SendBack(ctx, &api.SendBackRequest{Group: group, Id: id, DelayLevel: delayLevel, MaxReconsumeTimes: maxReconsume})
+	})
+}
+
+// ResendDeadLetter produces a dead letter of group back to its original
+// topic, with the retry properties cleared.
+func (c *Client) ResendDeadLetter(ctx context.Context, group, id string) (*api.ResendDeadLetterResponse, error) {
+	return call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.ResendDeadLetterResponse, error) {
+		return cl.ResendDeadLetter(ctx, &api.ResendDeadLetterRequest{Group: group, Id: id})
+	})
+}
+
+// SetMaxReconsumeTimes sets how often a group's messages are retried before
+// they are dead-lettered (0..64).
+func (c *Client) SetMaxReconsumeTimes(ctx context.Context, group string, n int32) (*api.GroupSettings, error) {
+	r, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.UpdateGroupResponse, error) {
+		return cl.UpdateGroup(ctx, &api.UpdateGroupRequest{Group: group, MaxReconsumeTimes: &n})
+	})
+	return r.GetSettings(), err
+}
+
+// LockQueues takes or renews orderly-consumption locks on queues for member
+// and returns the queues it holds and the lease.
+func (c *Client) LockQueues(ctx context.Context, group, member string, queues []*api.QueueRef) (*api.LockQueuesResponse, error) {
+	return call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.LockQueuesResponse, error) {
+		return cl.LockQueues(ctx, &api.LockQueuesRequest{Group: group, MemberId: member, Queues: queues})
+	})
+}
+
+// UnlockQueues releases member's orderly-consumption locks on queues.
+func (c *Client) UnlockQueues(ctx context.Context, group, member string, queues []*api.QueueRef) error {
+	_, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.UnlockQueuesResponse, error) {
+		return cl.UnlockQueues(ctx, &api.UnlockQueuesRequest{Group: group, MemberId: member, Queues: queues})
+	})
+	return err
+}
