@@ -1,0 +1,108 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/raftlog"
+)
+
+// TestBuildSendBack: the copy a send-back stores, from the first failure
+// to the dead letter, by count, override and level.
+func TestBuildSendBack(t *testing.T) {
+	orig := &Message{Topic: "orders", ID: "ORIG", Key: "k", Tag: "T", Body: []byte("b"), Timestamp: 42,
+		Properties: map[string]string{"app": "x", api.PropDelay: "7", api.PropTimerDeliverMS: "1"}}
+	c := buildSendBack(orig, "g", 0, 16)
+	p := c.Message.Properties
+	if c.Topic != "%RETRY%g" || c.DeadLettered || c.ReconsumeTimes != 1 || c.DelayLevel != 3 ||
+		p[api.PropRetryTopic] != "orders" || p[api.PropOriginMessageID] != "ORIG" || p[api.PropReconsumeTime] != "1" ||
+		p[api.PropDelay] != "3" || p["app"] != "x" || p[api.PropTimerDeliverMS] != "" || p[api.PropDeadLetterReason] != "" {
+		t.Fatalf("first copy: %+v", c)
+	}
+	if c.Message.Key != "k" || c.Message.Tag != "T" || string(c.Message.Body) != "b" || c.Message.Timestamp != 42 {
+		t.Fatalf("first copy lost key, tag, body or timestamp: %+v", c.Message)
+	}
+	if orig.Properties[api.PropRetryTopic] != "" || orig.Properties[api.PropDelay] != "7" {
+		t.Fatal("the original's properties were changed")
+	}
+	// Copies of copies keep the first copy's origin and count on.
+	for n := int32(1); n <= 16; n++ {
+		m := &Message{Topic: "%RETRY%g", ID: "COPY", Properties: c.Message.Properties, Body: c.Message.Body}
+		c = buildSendBack(m, "g", 0, 16)
+		p = c.Message.Properties
+		if p[api.PropRetryTopic] != "orders" || p[api.PropOriginMessageID] != "ORIG" || c.ReconsumeTimes != n+1 {
+			t.Fatalf("copy %d: %+v", n, c)
+		}
+		wantLevel := min(3+int(n), 18)
+		switch {
+		case n < 16 && (c.DeadLettered || c.DelayLevel != wantLevel || c.Topic != "%RETRY%g"):
+			t.Fatalf("copy %d: level %d dead %v, want level %d", n, c.DelayLevel, c.DeadLettered, wantLevel)
+		case n == 16 && (!c.DeadLettered || c.Topic != "%DLQ%g" || p[api.PropDeadLetterReason] == "" || p[api.PropDelay] != ""):
+			t.Fatalf("copy 16 (count past the max): %+v", c)
+		}
+	}
+	// A message of its original topic that carries a RECONSUME_TIME of its
+	// own (not ours) starts at 0.
+	if c := buildSendBack(&Message{Topic: "orders", ID: "X", Properties: map[string]string{api.PropReconsumeTime: "9"}}, "g", 0, 16); c.ReconsumeTimes != 1 {
+		t.Fatalf("count of a fresh message: %d", c.ReconsumeTimes)
+	}
+	if c := buildSendBack(orig, "g", -1, 16); !c.DeadLettered || c.Topic != "%DLQ%g" || c.ReconsumeTimes != 1 {
+		t.Fatalf("delay level -1: %+v", c)
+	}
+	if c := buildSendBack(orig, "g", 5, 16); c.DelayLevel != 5 || c.Message.Properties[api.PropDelay] != "5" {
+		t.Fatalf("delay level 5: %+v", c)
+	}
+	if c := buildSendBack(orig, "g", 0, 0); !c.DeadLettered {
+		t.Fatalf("max 0: the first failure must dead-letter: %+v", c)
+	}
+}
+
+// TestLookupOffsetsWithSkippedRequests: a message's offset counts only the
+// stored messages of its queue before it in the entry; a retry's id (the
+// request the state machine skipped) is not found.
+func TestLookupOffsetsWithSkippedRequests(t *testing.T) {
+	b, f := newFakeBroker(t)
+	ctx := context.Background()
+	if _, err := b.CreateTopic(ctx, "t", 2, false); err != nil {
+		t.Fatal(err)
+	}
+	one := func(body string, q int32) ProduceMessage {
+		return ProduceMessage{Body: []byte(body), Queue: q, HasQueue: true}
+	}
+	first, err := b.Produce(ctx, ProduceRequest{Topic: "t", ProducerID: "p", Seq: 1, Messages: []ProduceMessage{one("a", 0), one("b", 1), one("c", 0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range first.Acks {
+		r, err := b.LookupMessage(ctx, a.ID)
+		if err != nil || r.Message.Offset != a.Offset || r.Message.Queue != int32(a.Queue) || r.ServedBy != b.ID() {
+			t.Fatalf("lookup %s: %+v %v, want %d/%d", a.ID, r, err, a.Queue, a.Offset)
+		}
+	}
+	// One entry: a retry of the first request (skipped) and a new one.
+	retry := &raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: []raftlog.Message{{Queue: 0, Body: []byte("a")}, {Queue: 1, Body: []byte("b")}, {Queue: 0, Body: []byte("c")}}}
+	fresh := &raftlog.Request{Topic: "t", Messages: []raftlog.Message{{Queue: 1, Body: []byte("d")}, {Queue: 0, Body: []byte("e")}}}
+	res, err := f.Produce([]*raftlog.Request{retry, fresh}, 0, 0).Wait()
+	if err != nil || !res[0].Duplicate {
+		t.Fatalf("batch: %v %v", res, err)
+	}
+	index := f.Applied()
+	if _, err := b.LookupMessage(ctx, raftlog.MessageID(index, 0)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("id of the skipped retry: %v, want not found", err)
+	}
+	for j, a := range res[1].Acks {
+		id := raftlog.MessageID(index, 3+uint32(j))
+		r, err := b.LookupMessage(ctx, id)
+		if err != nil || r.Message.Offset != a.Offset || r.Message.Queue != int32(a.Queue) || string(r.Message.Body) != string(fresh.Messages[j].Body) {
+			t.Fatalf("lookup %s: %+v %v, want %d/%d", id, r.Message, err, a.Queue, a.Offset)
+		}
+	}
+	if _, err := b.LookupMessage(ctx, "nonsense"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("malformed id: %v", err)
+	}
+	if _, err := b.LookupMessage(ctx, "00000000000FFFFF00000000"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown id: %v", err)
+	}
+}
