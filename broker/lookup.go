@@ -71,9 +71,18 @@ func (b *Broker) LookupMessage(ctx context.Context, id string) (LookupResult, er
 		}
 	}
 	if errors.Is(err, errNotHere) {
-		return LookupResult{}, fmt.Errorf("%w: %w", ErrNotFound, err)
+		return LookupResult{}, b.notFound(id, index, err)
 	}
 	return LookupResult{}, err
+}
+
+// notFound is the leader's answer for an id whose entry it lacks (err
+// wraps errNotHere).
+func (b *Broker) notFound(id string, index uint64, err error) error {
+	if applied := b.fsm.Applied(); index > applied {
+		return fmt.Errorf("%w: no message has id %s: the group's log ends at entry %d", ErrNotFound, id, applied)
+	}
+	return fmt.Errorf("%w: %w", ErrNotFound, err)
 }
 
 // errNotHere: this node has not applied the entry an id names, or no longer
@@ -90,7 +99,7 @@ func (b *Broker) lookupLeader(id string) (Message, error) {
 	}
 	m, err := b.readMessage(id, index, ordinal)
 	if errors.Is(err, errNotHere) {
-		return Message{}, fmt.Errorf("%w: %w", ErrNotFound, err)
+		return Message{}, b.notFound(id, index, err)
 	}
 	return m, err
 }

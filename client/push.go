@@ -448,6 +448,9 @@ func (pc *PushConsumer) runQueue(q *pushQueue, stop chan struct{}) {
 		}
 		msgs, err := pc.pull(ctx, q)
 		if err != nil {
+			if ctx.Err() != nil {
+				return // stopped
+			}
 			pc.report(fmt.Errorf("pull %s/%d: %w", q.ref.topic, q.ref.queue, err))
 			sleepCtx(ctx, backoff)
 			backoff = min(backoff*2, time.Second)

@@ -3,6 +3,9 @@ package client
 import (
 	"context"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/raftmq/raftmq/api"
 )
 
@@ -58,4 +61,41 @@ func (c *Client) UnlockQueues(ctx context.Context, group, member string, queues 
 		return cl.UnlockQueues(ctx, &api.UnlockQueuesRequest{Group: group, MemberId: member, Queues: queues})
 	})
 	return err
+}
+
+// ListDeadLetters reads up to max (0: all) messages of group's dead-letter
+// topic %DLQ%<group>, oldest first, without committing anything. A group
+// that never dead-lettered a message has none (no error).
+func (c *Client) ListDeadLetters(ctx context.Context, group string, max int) ([]*api.Message, error) {
+	topic := api.DeadLetterTopic(group)
+	ti, err := c.DescribeTopic(ctx, topic)
+	if status.Code(err) == codes.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*api.Message
+	for _, qi := range ti.QueueInfo {
+		for off := qi.MinOffset; off < qi.MaxOffset && (max == 0 || len(out) < max); {
+			req := &api.PullRequest{Topic: topic, Queue: qi.Queue, Offset: off, MaxMessages: 256}
+			r, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.PullResponse, error) { return cl.Pull(ctx, req) })
+			if err != nil {
+				return nil, err
+			}
+			if r.Status != api.PullStatus_PULL_STATUS_FOUND && r.Status != api.PullStatus_PULL_STATUS_OFFSET_MOVED {
+				break
+			}
+			if r.NextOffset <= off {
+				break
+			}
+			for _, m := range r.Messages {
+				if max == 0 || len(out) < max {
+					out = append(out, m)
+				}
+			}
+			off = r.NextOffset
+		}
+	}
+	return out, nil
 }

@@ -468,7 +468,7 @@ func consumeCommand() *cli.Command {
 		Description: "Without --follow it exits once it has read up to the end every queue had when it started\n" +
 			"(or after --max messages); with --follow it keeps reading until interrupted. Offsets are\n" +
 			"committed for the group as it goes and on exit.",
-		Flags: clientFlags(
+		Flags: append(clientFlags(
 			&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (required)"},
 			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Value: "raftmq-cli", Usage: "consumer group"},
 			&cli.StringFlag{Name: "from", Value: "earliest", Usage: "where a group with no committed offset starts: earliest or latest"},
@@ -481,7 +481,7 @@ func consumeCommand() *cli.Command {
 			&cli.StringFlag{Name: "sql", Usage: "serve only messages whose properties match this SQL92 expression, e.g. \"a > 5 AND TAGS = 'x'\""},
 			&cli.BoolFlag{Name: "broadcast", Usage: "read every message of the topic whatever the group's other members read, with this member's own offsets"},
 			&cli.StringFlag{Name: "member", Usage: "member id in the group (default: HOST@PID); give the same one again to resume a broadcasting member's offsets"},
-		),
+		), pushConsumeFlags()...),
 		Action: runConsume,
 	}
 }
@@ -511,6 +511,9 @@ func runConsume(c *cli.Context) error {
 	format := c.String("format")
 	if format != "text" && format != "json" {
 		return fmt.Errorf("--format %q: want text or json", format)
+	}
+	if pushMode(c) {
+		return runPushConsume(c, topic, format)
 	}
 	cl, err := newClient(c)
 	if err != nil {
@@ -681,8 +684,9 @@ func memberCommand() *cli.Command {
 func groupCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "group",
-		Usage: "list, describe, reset and delete consumer groups",
+		Usage: "list, describe, reset, update and delete consumer groups",
 		Subcommands: []*cli.Command{
+			groupUpdateCommand(),
 			groupDeleteCommand(),
 			{
 				Name:  "list",
@@ -720,6 +724,7 @@ func groupCommand() *cli.Command {
 						}
 						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 						fmt.Fprintf(w, "group %s, generation %d, %d member(s)%s\n", g.Group, g.Generation, len(g.Members), broadcastNote(g.GetSettings().GetBroadcast()))
+						fmt.Fprintf(w, "max reconsume times %d\n", g.GetSettings().GetMaxReconsumeTimes())
 						fmt.Fprintln(w, "TOPIC\tQUEUE\tCOMMITTED\tMAX\tLAG\tMEMBER")
 						for _, q := range g.Queues {
 							committed := "-"

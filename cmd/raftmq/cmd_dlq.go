@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/client"
+)
+
+func dlqCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "dlq",
+		Usage: "list, show and resend a consumer group's dead letters (%DLQ%<group>)",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "list",
+				Usage:     "list a group's dead letters: id, original topic, reconsume count, reason, born time",
+				ArgsUsage: "GROUP",
+				Flags:     clientFlags(formatFlag(), &cli.IntFlag{Name: "max", Aliases: []string{"n"}, Usage: "list at most this many (0: all)"}),
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return errors.New("dlq list: want exactly one GROUP")
+					}
+					format, err := checkFormat(c)
+					if err != nil {
+						return err
+					}
+					return withClient(c, func(ctx context.Context, cl *client.Client) error {
+						msgs, err := cl.ListDeadLetters(ctx, c.Args().First(), c.Int("max"))
+						if err != nil {
+							return clean(err)
+						}
+						if format == "json" {
+							for _, m := range msgs {
+								if err := printJSON(c.App.Writer, deadLetterJSON(m)); err != nil {
+									return err
+								}
+							}
+							return nil
+						}
+						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+						fmt.Fprintln(w, "ID\tTOPIC\tRECONSUMED\tBORN\tREASON")
+						for _, m := range msgs {
+							d := deadLetterJSON(m)
+							fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", d.ID, d.Topic, d.Reconsumed, time.UnixMilli(d.Timestamp).UTC().Format(time.RFC3339), d.Reason)
+						}
+						if err := w.Flush(); err != nil {
+							return err
+						}
+						if len(msgs) == 0 {
+							fmt.Fprintf(c.App.ErrWriter, "group %s has no dead letters\n", c.Args().First())
+						}
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "show",
+				Usage:     "show one dead letter of a group",
+				ArgsUsage: "GROUP ID",
+				Flags:     clientFlags(formatFlag()),
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 2 {
+						return errors.New("dlq show: want GROUP and ID")
+					}
+					format, err := checkFormat(c)
+					if err != nil {
+						return err
+					}
+					group, id := c.Args().Get(0), c.Args().Get(1)
+					return withClient(c, func(ctx context.Context, cl *client.Client) error {
+						r, err := cl.LookupMessage(ctx, id)
+						if err != nil {
+							return clean(err)
+						}
+						if r.Message.Topic != api.DeadLetterTopic(group) {
+							return fmt.Errorf("message %s is in topic %s, not a dead letter of group %s", id, r.Message.Topic, group)
+						}
+						if format == "json" {
+							return printJSON(c.App.Writer, shownJSON(r.Message, r.ServedBy))
+						}
+						printMessage(c.App.Writer, r.Message)
+						fmt.Fprintf(c.App.Writer, "served by   %s\n", r.ServedBy)
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "resend",
+				Usage:     "send dead letters back to their original topic, with the retry properties cleared",
+				ArgsUsage: "GROUP ID...",
+				Flags:     clientFlags(formatFlag()),
+				Action: func(c *cli.Context) error {
+					if c.NArg() < 2 {
+						return errors.New("dlq resend: want GROUP and at least one ID")
+					}
+					format, err := checkFormat(c)
+					if err != nil {
+						return err
+					}
+					group := c.Args().First()
+					return withClient(c, func(ctx context.Context, cl *client.Client) error {
+						var failed int
+						for _, id := range c.Args().Slice()[1:] {
+							r, err := cl.ResendDeadLetter(ctx, group, id)
+							if err != nil {
+								failed++
+								fmt.Fprintf(c.App.ErrWriter, "raftmq: resend %s: %v\n", id, clean(err))
+								continue
+							}
+							if format == "json" {
+								printJSON(c.App.Writer, map[string]any{"dead_letter": id, "topic": r.Topic, "id": r.Ack.Id, "queue": r.Ack.Queue, "offset": r.Ack.Offset})
+							} else {
+								fmt.Fprintf(c.App.Writer, "%s -> %s %d:%d id %s\n", id, r.Topic, r.Ack.Queue, r.Ack.Offset, r.Ack.Id)
+							}
+						}
+						if failed > 0 {
+							return fmt.Errorf("%d of %d dead letters not resent", failed, c.NArg()-1)
+						}
+						return nil
+					})
+				},
+			},
+		},
+	}
+}
+
+type deadLetter struct {
+	ID         string `json:"id"`
+	Topic      string `json:"topic"`
+	OriginID   string `json:"origin_id"`
+	Reconsumed string `json:"reconsume_times"`
+	Reason     string `json:"reason"`
+	Timestamp  int64  `json:"timestamp_ms"`
+	Key        string `json:"key,omitempty"`
+	Body       string `json:"body"`
+}
+
+func deadLetterJSON(m *api.Message) deadLetter {
+	return deadLetter{ID: m.Id, Topic: m.Properties[api.PropRetryTopic], OriginID: m.Properties[api.PropOriginMessageID],
+		Reconsumed: m.Properties[api.PropReconsumeTime], Reason: m.Properties[api.PropDeadLetterReason],
+		Timestamp: m.TimestampMs, Key: m.Key, Body: string(m.Body)}
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/client"
+)
+
+func groupUpdateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "update",
+		Usage:     "change a group's settings (replicated)",
+		ArgsUsage: "GROUP",
+		Flags: clientFlags(&cli.IntFlag{Name: "max-reconsume", Value: -1,
+			Usage: fmt.Sprintf("how often a message is retried before it goes to %%DLQ%%<group>: 0..%d (RocketMQ's default %d)", api.MaxMaxReconsumeTimes, api.DefaultMaxReconsume)}),
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return errors.New("group update: want exactly one GROUP")
+			}
+			if !c.IsSet("max-reconsume") {
+				return errors.New("group update: nothing to change (--max-reconsume N)")
+			}
+			return withClient(c, func(ctx context.Context, cl *client.Client) error {
+				s, err := cl.SetMaxReconsumeTimes(ctx, c.Args().First(), int32(c.Int("max-reconsume")))
+				if err != nil {
+					return clean(err)
+				}
+				fmt.Fprintf(c.App.Writer, "group %s: max reconsume times %d\n", c.Args().First(), s.GetMaxReconsumeTimes())
+				return nil
+			})
+		},
+	}
+}
