@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"time"
 
 	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
 
@@ -20,13 +22,16 @@ import (
 // CreateTopic. Every decision is the copy's content, so it is replicated
 // with it: a new leader knows every copy the old one stored.
 //
-// A send-back is produced under the producer id "%SENDBACK%<group>" with a
-// sequence derived from the message id, so a SendBack retried after a
-// timeout or a leader change (or the same message sent back by two members
-// that both received it) stores one copy while the group's dedupe window
-// still holds that sequence; beyond it (a consumer far behind the others),
-// the copy is stored without dedupe, and a retry may store a second copy:
-// at least once, never lost.
+// A send-back is produced under a producer id of the group and the queue
+// the message was read from (sendBackProducerID), with the message's log
+// position as sequence, so a SendBack retried after a timeout or a leader
+// change (or the same message sent back by two members that both received
+// it) stores one copy while the dedupe window (replica.DedupeWindow
+// sequences per producer id) still holds that sequence. A queue is consumed
+// in order, so its sequences rise as its messages are sent back, and only a
+// send-back more than a window behind the queue's others falls out: it is
+// then stored without dedupe, and a retry of it may store a second copy. At
+// least once, never lost.
 
 // SendBackRequest is a consumer's "consume later" for one message.
 type SendBackRequest struct {
@@ -167,7 +172,7 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 	}
 	index, ordinal, _ := ParseMessageID(req.ID)
 	now := time.Now()
-	ack, err := b.produceCopy(ctx, c.Topic, sendBackProducer+req.Group, index<<32|uint64(ordinal), c.Message)
+	ack, err := b.produceCopy(ctx, c.Topic, sendBackProducerID(req.Group, m.Topic, m.Queue), index<<32|uint64(ordinal), c.Message)
 	if err != nil {
 		return SendBackResult{}, err
 	}
@@ -178,6 +183,19 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 	}
 	b.log.Debug("sent back", "group", req.Group, "id", req.ID, "copy", ack.ID, "topic", c.Topic, "reconsume", c.ReconsumeTimes)
 	return out, nil
+}
+
+// sendBackProducerID is the producer id of the send-backs of a group's
+// messages read from one queue: "%SENDBACK%<group>/<topic>/<queue>", the
+// topic replaced by its hash when the id would be too long.
+func sendBackProducerID(group, topic string, queue int32) string {
+	id := fmt.Sprintf("%s%s/%s/%d", sendBackProducer, group, topic, queue)
+	if len(id) > raftlog.MaxNameLen {
+		h := fnv.New64a()
+		h.Write([]byte(topic))
+		id = fmt.Sprintf("%s%s/%016x/%d", sendBackProducer, group, h.Sum64(), queue)
+	}
+	return id
 }
 
 // produceCopy stores one message the broker builds itself, under
