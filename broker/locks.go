@@ -56,7 +56,7 @@ func (b *Broker) lockLease() time.Duration {
 	return DefaultLockLease
 }
 
-// tableLocked resets the table when this node leads in a new term.
+// checkTermLocked resets the table when this node leads in a new term.
 func (lt *lockTable) checkTermLocked(term uint64, now time.Time, lease time.Duration) {
 	if lt.locks == nil || lt.term != term {
 		lt.term = term
@@ -100,11 +100,14 @@ func (b *Broker) LockQueues(ctx context.Context, group, member string, queues []
 		}
 	}
 	lease := b.lockLease()
-	now := time.Now()
-	lt := &b.locks
+	return b.locks.lock(b.node.Stats().Term, time.Now(), lease, group, member, queues), lease, nil
+}
+
+// lock grants member the queues it may hold at now, in term.
+func (lt *lockTable) lock(term uint64, now time.Time, lease time.Duration, group, member string, queues []QueueRef) []QueueRef {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	lt.checkTermLocked(b.node.Stats().Term, now, lease)
+	lt.checkTermLocked(term, now, lease)
 	g := lt.locks[group]
 	if g == nil {
 		g = map[QueueRef]lockHolder{}
@@ -123,7 +126,7 @@ func (b *Broker) LockQueues(ctx context.Context, group, member string, queues []
 		g[q] = lockHolder{member: member, expires: now.Add(lease)}
 		out = append(out, q)
 	}
-	return out, lease, nil
+	return out
 }
 
 // UnlockQueues releases member's locks on queues; locks it does not hold
@@ -135,15 +138,19 @@ func (b *Broker) UnlockQueues(ctx context.Context, group, member string, queues 
 	if err := b.awaitLeader(ctx); err != nil {
 		return err
 	}
-	lt := &b.locks
+	b.locks.unlock(b.node.Stats().Term, time.Now(), b.lockLease(), group, member, queues)
+	return nil
+}
+
+// unlock drops member's locks on queues.
+func (lt *lockTable) unlock(term uint64, now time.Time, lease time.Duration, group, member string, queues []QueueRef) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	lt.checkTermLocked(b.node.Stats().Term, time.Now(), b.lockLease())
+	lt.checkTermLocked(term, now, lease)
 	g := lt.locks[group]
 	for _, q := range queues {
 		if h, ok := g[q]; ok && h.member == member {
 			delete(g, q)
 		}
 	}
-	return nil
 }

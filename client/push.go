@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/raftmq/raftmq/api"
 )
 
@@ -217,12 +220,7 @@ func (c *Client) NewPushConsumer(ctx context.Context, cfg PushConfig) (*PushCons
 	}
 	pc := &PushConsumer{c: c, cfg: cfg, queues: map[qref]*pushQueue{}, heartbeat: time.Second,
 		work: make(chan pushBatch), maxReconsume: cfg.MaxReconsumeTimes}
-	if pc.maxReconsume == 0 {
-		pc.maxReconsume = api.DefaultMaxReconsume
-		if g, err := c.DescribeGroup(ctx, cfg.Group); err == nil && g.GetSettings() != nil {
-			pc.maxReconsume = g.GetSettings().GetMaxReconsumeTimes()
-		}
-	}
+	pc.refreshMaxReconsume(ctx)
 	pc.ctx, pc.cancel = context.WithCancel(context.Background())
 	if err := pc.join(ctx); err != nil {
 		pc.cancel()
@@ -271,16 +269,41 @@ func (pc *PushConsumer) report(err error) {
 	}
 }
 
+// refreshMaxReconsume reads the group's max reconsume times, which an
+// orderly consumer applies itself, unless the config fixes it.
+func (pc *PushConsumer) refreshMaxReconsume(ctx context.Context) {
+	if pc.cfg.MaxReconsumeTimes > 0 {
+		return
+	}
+	n := int32(api.DefaultMaxReconsume)
+	if g, err := pc.c.DescribeGroup(ctx, pc.cfg.Group); err == nil && g.GetSettings() != nil {
+		n = g.GetSettings().GetMaxReconsumeTimes()
+	} else if err != nil && status.Code(err) != codes.NotFound {
+		return // keep what we had
+	}
+	pc.mu.Lock()
+	pc.maxReconsume = n
+	pc.mu.Unlock()
+}
+
 // loop heartbeats (joins), commits and renews orderly locks.
 func (pc *PushConsumer) loop() {
 	commit := time.NewTicker(pc.cfg.CommitInterval)
 	defer commit.Stop()
 	beat := time.NewTimer(pc.heartbeat)
 	defer beat.Stop()
+	settings := time.NewTicker(30 * time.Second)
+	defer settings.Stop()
 	for {
 		select {
 		case <-pc.ctx.Done():
 			return
+		case <-settings.C:
+			if pc.cfg.Orderly {
+				ctx, cancel := context.WithTimeout(pc.ctx, 10*time.Second)
+				pc.refreshMaxReconsume(ctx)
+				cancel()
+			}
 		case <-commit.C:
 			pc.report(pc.commit(pc.ctx))
 		case <-beat.C:
@@ -461,7 +484,13 @@ func (pc *PushConsumer) runQueue(q *pushQueue, stop chan struct{}) {
 			b := pushBatch{q: q, msgs: msgs[i:min(i+pc.cfg.BatchSize, len(msgs))]}
 			if pc.cfg.Orderly {
 				if !pc.consumeOrderly(ctx, b) {
-					return // stopped while the queue was blocked: the next owner retries
+					if ctx.Err() != nil {
+						return // stopped: the batch is pending, the next owner gets it
+					}
+					// The lock was lost: read again from this batch once
+					// the lock is back.
+					pc.rewind(q, b.msgs[0].Offset)
+					break
 				}
 				continue
 			}
@@ -627,11 +656,16 @@ func (pc *PushConsumer) consumeOrderly(ctx context.Context, b pushBatch) bool {
 		if ctx.Err() != nil || !pc.holdLock(ctx, b.q) {
 			return false
 		}
-		if pc.handle(ctx, b.msgs) == ConsumeSuccess {
+		// The handler gets the consumer's context, not the queue's: a
+		// queue that is revoked lets its batch finish.
+		if pc.handle(pc.ctx, b.msgs) == ConsumeSuccess {
 			pc.finish(b.q, b.msgs)
 			return true
 		}
-		if attempt >= pc.maxReconsume {
+		pc.mu.Lock()
+		max := pc.maxReconsume
+		pc.mu.Unlock()
+		if attempt >= max {
 			for _, m := range b.msgs {
 				for {
 					sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -699,6 +733,23 @@ func (pc *PushConsumer) lockRenewAt() time.Duration {
 		return time.Hour // renew at once
 	}
 	return pc.lease / 3
+}
+
+// rewind makes q read again from offset: what was pulled from there on
+// is no longer pending.
+func (pc *PushConsumer) rewind(q *pushQueue, offset uint64) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	keep := q.pending[:0]
+	for _, o := range q.pending {
+		if o < offset {
+			keep = append(keep, o)
+		} else {
+			delete(q.done, o)
+		}
+	}
+	q.pending = keep
+	q.next = min(q.next, offset)
 }
 
 // finish marks messages of q done.
