@@ -91,6 +91,10 @@ type PushConfig struct {
 	SuspendTime time.Duration // default 1 s
 	// MaxReconsumeTimes: 0 takes the group's setting (DescribeGroup).
 	MaxReconsumeTimes int32
+	// RetryDelayLevel is the delay level of a message sent back (RocketMQ's
+	// delayLevelWhenNextConsume): 0 lets the broker pick 3 + its reconsume
+	// count; 1..18 a fixed level; -1 dead-letters at once.
+	RetryDelayLevel int32
 	// FollowerReads follows the broker's read suggestion (default true via
 	// DefaultPushConfig).
 	FollowerReads  bool
@@ -185,6 +189,8 @@ func (c *Client) NewPushConsumer(ctx context.Context, cfg PushConfig) (*PushCons
 		return nil, errors.New("push consumer: handler is required")
 	case cfg.Concurrency < 0, cfg.BatchSize < 0, cfg.MaxUnfinished < 0:
 		return nil, errors.New("push consumer: concurrency, batch size and max unfinished must not be negative")
+	case cfg.RetryDelayLevel < -1 || int(cfg.RetryDelayLevel) > len(api.DelayLevels):
+		return nil, fmt.Errorf("push consumer: retry delay level %d: want -1, 0 or 1..%d", cfg.RetryDelayLevel, len(api.DelayLevels))
 	case cfg.MaxReconsumeTimes < 0 || cfg.MaxReconsumeTimes > api.MaxMaxReconsumeTimes:
 		return nil, fmt.Errorf("push consumer: max reconsume times %d: want 0 (the group's) or 1..%d", cfg.MaxReconsumeTimes, api.MaxMaxReconsumeTimes)
 	}
@@ -627,7 +633,7 @@ func (pc *PushConsumer) consume(b pushBatch) {
 		var failed []*MessageExt
 		for _, m := range msgs {
 			ctx, cancel := context.WithTimeout(pc.ctx, 30*time.Second)
-			_, err := pc.c.SendBack(ctx, pc.cfg.Group, m.ID, 0, pc.cfg.MaxReconsumeTimes)
+			_, err := pc.c.SendBack(ctx, pc.cfg.Group, m.ID, pc.cfg.RetryDelayLevel, pc.cfg.MaxReconsumeTimes)
 			cancel()
 			if err != nil {
 				pc.report(fmt.Errorf("send back %s: %w", m.ID, err))
