@@ -215,7 +215,7 @@ type GroupInfo struct {
 	Settings  GroupSettings
 }
 
-// ListGroups lists groups known by committed offsets or live members
+// ListGroups lists groups known by committed offsets, settings or live members
 // (leader only: it holds the live members).
 func (b *Broker) ListGroups(ctx context.Context) ([]string, error) {
 	if err := b.awaitLeader(ctx); err != nil {
@@ -224,6 +224,9 @@ func (b *Broker) ListGroups(ctx context.Context) ([]string, error) {
 	set := map[string]bool{}
 	for _, g := range b.fsm.Groups() {
 		g, _, _ = replica.SplitMemberKey(g) // a broadcasting member's offsets
+		set[g] = true
+	}
+	for _, g := range b.fsm.SettingsGroups() {
 		set[g] = true
 	}
 	b.groups.mu.Lock()
