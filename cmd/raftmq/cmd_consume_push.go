@@ -49,10 +49,10 @@ type pushedJSON struct {
 // runPushConsume is consume with --retry-every or --exec.
 func runPushConsume(c *cli.Context, topic, format string) error {
 	if c.Int("retry-every") < 0 {
-		return fmt.Errorf("--retry-every %d: want a positive count", c.Int("retry-every"))
+		return usageError(c, "--retry-every %d: want a positive count", c.Int("retry-every"))
 	}
 	if len(c.IntSlice("queue")) > 0 {
-		return fmt.Errorf("--queue does not combine with --retry-every/--exec: retries go through the group")
+		return usageError(c, "--queue does not combine with --retry-every/--exec: retries go through the group")
 	}
 	cl, err := newClient(c)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -25,7 +24,7 @@ func dlqCommand() *cli.Command {
 				Flags:     clientFlags(formatFlag(), &cli.IntFlag{Name: "max", Aliases: []string{"n"}, Usage: "list at most this many (0: all)"}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return errors.New("dlq list: want exactly one GROUP")
+						return usageError(c, "want exactly one GROUP")
 					}
 					format, err := checkFormat(c)
 					if err != nil {
@@ -67,7 +66,7 @@ func dlqCommand() *cli.Command {
 				Flags:     clientFlags(formatFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 2 {
-						return errors.New("dlq show: want GROUP and ID")
+						return usageError(c, "want GROUP and ID")
 					}
 					format, err := checkFormat(c)
 					if err != nil {
@@ -98,7 +97,7 @@ func dlqCommand() *cli.Command {
 				Flags:     clientFlags(formatFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() < 2 {
-						return errors.New("dlq resend: want GROUP and at least one ID")
+						return usageError(c, "want GROUP and at least one ID")
 					}
 					format, err := checkFormat(c)
 					if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
@@ -20,10 +19,10 @@ func groupUpdateCommand() *cli.Command {
 			Usage: fmt.Sprintf("how often a message is retried before it goes to %%DLQ%%<group>: 0..%d (RocketMQ's default %d)", api.MaxMaxReconsumeTimes, api.DefaultMaxReconsume)}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return errors.New("group update: want exactly one GROUP")
+				return usageError(c, "want exactly one GROUP")
 			}
 			if !c.IsSet("max-reconsume") {
-				return errors.New("group update: nothing to change (--max-reconsume N)")
+				return usageError(c, "nothing to change (--max-reconsume N)")
 			}
 			return withClient(c, func(ctx context.Context, cl *client.Client) error {
 				s, err := cl.SetMaxReconsumeTimes(ctx, c.Args().First(), int32(c.Int("max-reconsume")))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -22,7 +21,7 @@ func formatFlag() cli.Flag {
 func checkFormat(c *cli.Context) (string, error) {
 	f := c.String("format")
 	if f != "text" && f != "json" {
-		return "", fmt.Errorf("--format %q: want text or json", f)
+		return "", usageError(c, "--format %q: want text or json", f)
 	}
 	return f, nil
 }
@@ -41,7 +40,7 @@ func messageCommand() *cli.Command {
 			Flags: clientFlags(formatFlag()),
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
-					return errors.New("message show: want exactly one ID")
+					return usageError(c, "want exactly one ID")
 				}
 				format, err := checkFormat(c)
 				if err != nil {
