@@ -20,12 +20,17 @@ const (
 	PropReconsumeTime     = "RECONSUME_TIME"
 	PropMaxReconsumeTimes = "MAX_RECONSUME_TIMES"
 	PropDeadLetterReason  = "DLQ_REASON"
-	retryPrefix           = "%RETRY%"
-	deadLetterPrefix      = "%DLQ%"
-	ScheduleTopic         = "SCHEDULE_TOPIC_XXXX"
-	DefaultMaxReconsume   = 16
-	MaxMaxReconsumeTimes  = 64
-	DefaultMaxDelay       = 72 * time.Hour
+	// PropOriginQueue and PropOriginOffset: the queue and queue offset of
+	// the first stored copy a retry or dead-letter copy stands for (raftmq's;
+	// RocketMQ keeps them only in the message id).
+	PropOriginQueue      = "ORIGIN_QUEUE_ID"
+	PropOriginOffset     = "ORIGIN_QUEUE_OFFSET"
+	retryPrefix          = "%RETRY%"
+	deadLetterPrefix     = "%DLQ%"
+	ScheduleTopic        = "SCHEDULE_TOPIC_XXXX"
+	DefaultMaxReconsume  = 16
+	MaxMaxReconsumeTimes = 64
+	DefaultMaxDelay      = 72 * time.Hour
 )
 
 // DelayLevels are RocketMQ's 18 delay levels; level n waits DelayLevels[n-1].

@@ -93,6 +93,8 @@ func buildSendBack(m *Message, group string, delayLevel, maxTimes int32) retryCo
 	}
 	if props[api.PropOriginMessageID] == "" || !api.IsRetryTopic(m.Topic) {
 		props[api.PropOriginMessageID] = m.ID
+		props[api.PropOriginQueue] = strconv.Itoa(int(m.Queue))
+		props[api.PropOriginOffset] = strconv.FormatUint(m.Offset, 10)
 	}
 	c := retryCopy{ReconsumeTimes: n + 1}
 	props[api.PropReconsumeTime] = strconv.Itoa(int(n + 1))
@@ -280,7 +282,8 @@ func (b *Broker) ResendDeadLetter(ctx context.Context, group, id string) (Resend
 	for k, v := range m.Properties {
 		props[k] = v
 	}
-	for _, k := range []string{api.PropRetryTopic, api.PropOriginMessageID, api.PropReconsumeTime, api.PropMaxReconsumeTimes, api.PropDeadLetterReason, api.PropDelay} {
+	for _, k := range []string{api.PropRetryTopic, api.PropOriginMessageID, api.PropOriginQueue, api.PropOriginOffset,
+		api.PropReconsumeTime, api.PropMaxReconsumeTimes, api.PropDeadLetterReason, api.PropDelay} {
 		delete(props, k)
 	}
 	pm := ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: props, Body: m.Body, Timestamp: m.Timestamp}

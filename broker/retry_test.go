@@ -12,13 +12,14 @@ import (
 // TestBuildSendBack: the copy a send-back stores, from the first failure
 // to the dead letter, by count, override and level.
 func TestBuildSendBack(t *testing.T) {
-	orig := &Message{Topic: "orders", ID: "ORIG", Key: "k", Tag: "T", Body: []byte("b"), Timestamp: 42,
+	orig := &Message{Topic: "orders", Queue: 2, Offset: 7, ID: "ORIG", Key: "k", Tag: "T", Body: []byte("b"), Timestamp: 42,
 		Properties: map[string]string{"app": "x", api.PropDelay: "7", api.PropTimerDeliverMS: "1"}}
 	c := buildSendBack(orig, "g", 0, 16)
 	p := c.Message.Properties
 	if c.Topic != "%RETRY%g" || c.DeadLettered || c.ReconsumeTimes != 1 || c.DelayLevel != 3 ||
 		p[api.PropRetryTopic] != "orders" || p[api.PropOriginMessageID] != "ORIG" || p[api.PropReconsumeTime] != "1" ||
-		p[api.PropDelay] != "3" || p["app"] != "x" || p[api.PropTimerDeliverMS] != "" || p[api.PropDeadLetterReason] != "" {
+		p[api.PropDelay] != "3" || p["app"] != "x" || p[api.PropTimerDeliverMS] != "" || p[api.PropDeadLetterReason] != "" ||
+		p[api.PropOriginQueue] != "2" || p[api.PropOriginOffset] != "7" {
 		t.Fatalf("first copy: %+v", c)
 	}
 	if c.Message.Key != "k" || c.Message.Tag != "T" || string(c.Message.Body) != "b" || c.Message.Timestamp != 42 {
@@ -29,10 +30,11 @@ func TestBuildSendBack(t *testing.T) {
 	}
 	// Copies of copies keep the first copy's origin and count on.
 	for n := int32(1); n <= 16; n++ {
-		m := &Message{Topic: "%RETRY%g", ID: "COPY", Properties: c.Message.Properties, Body: c.Message.Body}
+		m := &Message{Topic: "%RETRY%g", Queue: 0, Offset: uint64(n), ID: "COPY", Properties: c.Message.Properties, Body: c.Message.Body}
 		c = buildSendBack(m, "g", 0, 16)
 		p = c.Message.Properties
-		if p[api.PropRetryTopic] != "orders" || p[api.PropOriginMessageID] != "ORIG" || c.ReconsumeTimes != n+1 {
+		if p[api.PropRetryTopic] != "orders" || p[api.PropOriginMessageID] != "ORIG" || c.ReconsumeTimes != n+1 ||
+			p[api.PropOriginQueue] != "2" || p[api.PropOriginOffset] != "7" {
 			t.Fatalf("copy %d: %+v", n, c)
 		}
 		wantLevel := min(3+int(n), 18)

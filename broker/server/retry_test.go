@@ -252,6 +252,7 @@ func TestRetryThenSuccessAndDeadLetter(t *testing.T) {
 	m := dlq[0]
 	if string(m.Body) != "never" || m.Properties[api.PropRetryTopic] != topic || m.Properties[api.PropOriginMessageID] != acks[2].Id ||
 		m.Properties[api.PropReconsumeTime] != strconv.Itoa(max+1) || m.Properties[api.PropDeadLetterReason] == "" ||
+		m.Properties[api.PropOriginQueue] != strconv.Itoa(int(acks[2].Queue)) || m.Properties[api.PropOriginOffset] != strconv.FormatUint(acks[2].Offset, 10) ||
 		m.Properties["app"] != "never" || m.Key != "k-never" || m.Tag != "T" {
 		t.Errorf("dead letter %q props %v key %q tag %q", m.Body, m.Properties, m.Key, m.Tag)
 	}
@@ -278,7 +279,7 @@ func TestRetryThenSuccessAndDeadLetter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{api.PropRetryTopic, api.PropOriginMessageID, api.PropReconsumeTime, api.PropDeadLetterReason, api.PropDelay} {
+	for _, p := range []string{api.PropRetryTopic, api.PropOriginMessageID, api.PropOriginQueue, api.PropOriginOffset, api.PropReconsumeTime, api.PropDeadLetterReason, api.PropDelay} {
 		if _, ok := look.Message.Properties[p]; ok {
 			t.Errorf("resent message keeps %s: %v", p, look.Message.Properties)
 		}
