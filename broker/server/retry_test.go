@@ -348,3 +348,30 @@ func TestRetryBadInput(t *testing.T) {
 		t.Errorf("send back twice: %v then %v (%v)", r1, r2, err)
 	}
 }
+
+// TestSendBackRetriedAfterLeaderChange: a SendBack repeated after the
+// leader that stored the copy died (as a client retries one whose answer it
+// never got) is answered with the same copy: the dedupe table is replicated.
+func TestSendBackRetriedAfterLeaderChange(t *testing.T) {
+	c, cl := retryCluster(t)
+	ctx := ctxT(t, 60*time.Second)
+	acks := produceBodies(ctx, t, cl, "sb", -1, "m")
+	r1, err := cl.SendBack(ctx, "g-sb", acks[0].Id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.Leader()
+	c.Kill(l)
+	r2, err := cl.SendBack(ctx, "g-sb", acks[0].Id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Id != r1.Id || r2.Topic != r1.Topic || r2.ReconsumeTimes != 1 {
+		t.Fatalf("after the leader change: %v, first answer %v", r2, r1)
+	}
+	c.Restart(l)
+	ti, err := cl.DescribeTopic(ctx, api.RetryTopic("g-sb"))
+	if err != nil || ti.QueueInfo[0].MaxOffset != 1 {
+		t.Fatalf("retry topic after two send-backs of one message: %v %v", ti, err)
+	}
+}
