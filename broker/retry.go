@@ -61,7 +61,8 @@ const (
 
 // Properties of an original that a copy does not keep: they would delay or
 // redirect the copy (the copy's own delay is its DELAY level).
-var droppedOnCopy = []string{api.PropDelay, api.PropTimerDeliverMS, api.PropRealTopic, api.PropRealQueue, "TIMER_DELAY_SEC", "TIMER_DELAY_MS"}
+var droppedOnCopy = []string{api.PropDelay, api.PropTimerDeliverMS, api.PropRealTopic, api.PropRealQueue, "TIMER_DELAY_SEC", "TIMER_DELAY_MS",
+	"STAGED_ID", "SCHEDULE_POP_MS"} // the last two: the delay scheduler's (api.PropStagedID, api.PropSchedulePopMS on its branch)
 
 // retryCopy is what SendBack stores for a message.
 type retryCopy struct {

@@ -117,9 +117,11 @@ func TestLookupMessageByID(t *testing.T) {
 		id := c.Config(i).Raft.ID
 		for j, a := range acks {
 			var r *api.LookupMessageResponse
-			waitUntil(t, 20*time.Second, "lookup on "+id, func() bool {
+			// A follower that has not applied the entry yet passes the
+			// lookup to the leader; once it has, it answers itself.
+			waitUntil(t, 20*time.Second, "lookup served by "+id, func() bool {
 				r, err = bc.LookupMessage(ctx, &api.LookupMessageRequest{Id: a.Id})
-				return err == nil
+				return err == nil && r.ServedBy == id
 			})
 			m := r.Message
 			if m.Topic != "look" || m.Queue != a.Queue || m.Offset != a.Offset || string(m.Body) != bodies[j] || m.Id != a.Id ||
@@ -203,6 +205,7 @@ func pushConfig(topic, group string, h client.Handler) client.PushConfig {
 	cfg := client.DefaultPushConfig(topic, group, h)
 	cfg.Wait = 200 * time.Millisecond
 	cfg.CommitInterval = 200 * time.Millisecond
+	cfg.RetryDelayLevel = 1 // 1 s once delays apply: the levels themselves are not what these tests check
 	return cfg
 }
 
@@ -356,13 +359,13 @@ func TestSendBackRetriedAfterLeaderChange(t *testing.T) {
 	c, cl := retryCluster(t)
 	ctx := ctxT(t, 60*time.Second)
 	acks := produceBodies(ctx, t, cl, "sb", -1, "m")
-	r1, err := cl.SendBack(ctx, "g-sb", acks[0].Id, 0, 0)
+	r1, err := cl.SendBack(ctx, "g-sb", acks[0].Id, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := c.Leader()
 	c.Kill(l)
-	r2, err := cl.SendBack(ctx, "g-sb", acks[0].Id, 0, 0)
+	r2, err := cl.SendBack(ctx, "g-sb", acks[0].Id, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,6 +373,12 @@ func TestSendBackRetriedAfterLeaderChange(t *testing.T) {
 		t.Fatalf("after the leader change: %v, first answer %v", r2, r1)
 	}
 	c.Restart(l)
+	// The copy waits for its delay level (1 s) before it is in the topic.
+	waitUntil(t, 30*time.Second, "the copy in the retry topic", func() bool {
+		ti, err := cl.DescribeTopic(ctx, api.RetryTopic("g-sb"))
+		return err == nil && ti.QueueInfo[0].MaxOffset >= 1
+	})
+	time.Sleep(2 * time.Second) // a second copy would be delivered by now
 	ti, err := cl.DescribeTopic(ctx, api.RetryTopic("g-sb"))
 	if err != nil || ti.QueueInfo[0].MaxOffset != 1 {
 		t.Fatalf("retry topic after two send-backs of one message: %v %v", ti, err)
