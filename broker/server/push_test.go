@@ -207,3 +207,88 @@ func TestOrderlyBlocksQueue(t *testing.T) {
 		t.Errorf("orderly consumer sent %d messages to the retry topic, want none", len(retry))
 	}
 }
+
+// TestOrderlyRebalanceNoOverlap: when a second orderly member joins and
+// queues move to it, no queue is ever handled by two members at once (the
+// previous owner unlocks only after its batch), every message is handled,
+// and within a queue handling never goes backwards past a message already
+// done except to replay from the committed offset after the move.
+func TestOrderlyRebalanceNoOverlap(t *testing.T) {
+	_, cl := retryCluster(t)
+	ctx := ctxT(t, 120*time.Second)
+	const group, topic, perQueue = "g-orb", "orb", 40
+	if _, err := cl.CreateTopic(ctx, topic, 4, false); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	busy := map[int32]string{} // queue -> member handling it now
+	done := map[string]bool{}
+	handled := map[string]int{} // member -> batches
+	var overlap []string
+	handler := func(member string) client.Handler {
+		return func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+			q := msgs[0].Queue
+			mu.Lock()
+			if other, ok := busy[q]; ok {
+				overlap = append(overlap, fmt.Sprintf("queue %d: %s started while %s handled it", q, member, other))
+			}
+			busy[q] = member
+			handled[member]++
+			mu.Unlock()
+			time.Sleep(30 * time.Millisecond)
+			mu.Lock()
+			delete(busy, q)
+			for _, m := range msgs {
+				done[string(m.Body)] = true
+			}
+			mu.Unlock()
+			return client.ConsumeSuccess
+		}
+	}
+	orderly := func(member string) client.PushConfig {
+		cfg := pushConfig(topic, group, handler(member))
+		cfg.Orderly = true
+		cfg.MemberID = member
+		return cfg
+	}
+	var bodies []string
+	for q := range int32(4) {
+		var bs []string
+		for i := range perQueue {
+			bs = append(bs, fmt.Sprintf("q%d-%02d", q, i))
+		}
+		produceBodies(ctx, t, cl, topic, q, bs...)
+		bodies = append(bodies, bs...)
+	}
+	a, err := cl.NewPushConsumer(ctx, orderly("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	waitUntil(t, 30*time.Second, "a to start", func() bool { mu.Lock(); defer mu.Unlock(); return len(done) > 10 })
+	b, err := cl.NewPushConsumer(ctx, orderly("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	waitUntil(t, 60*time.Second, "every message", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, body := range bodies {
+			if !done[body] {
+				return false
+			}
+		}
+		return true
+	})
+	waitUntil(t, 30*time.Second, "both members to hold queues", func() bool { return len(a.Assigned()) > 0 && len(b.Assigned()) > 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	for _, o := range overlap {
+		t.Error(o)
+	}
+	if handled["b"] == 0 {
+		t.Errorf("b handled nothing (a %d batches): the queues never moved while messages were left", handled["a"])
+	}
+	t.Logf("batches handled: a %d, b %d", handled["a"], handled["b"])
+}
