@@ -9,12 +9,22 @@ import (
 	"github.com/raftmq/raftmq/api"
 )
 
-// LookupMessage reads one message by id from any node that holds it (the
-// leader when the first node asked does not) and names the node that
-// served it.
+// LookupMessage reads one message by id and names the node that served
+// it. It asks the first configured server, which answers when it holds the
+// message and passes the request to the leader when it does not; if that
+// server does not answer, the call goes to the leader as any other.
 func (c *Client) LookupMessage(ctx context.Context, id string) (*api.LookupMessageResponse, error) {
+	req := &api.LookupMessageRequest{Id: id}
+	if cl, err := c.conn(c.cfg.Servers[0]); err == nil {
+		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout(0, 0))
+		r, err := cl.LookupMessage(actx, req)
+		cancel()
+		if err == nil || !Retryable(err) {
+			return r, err
+		}
+	}
 	return call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.LookupMessageResponse, error) {
-		return cl.LookupMessage(ctx, &api.LookupMessageRequest{Id: id})
+		return cl.LookupMessage(ctx, req)
 	})
 }
 

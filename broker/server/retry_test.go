@@ -384,3 +384,22 @@ func TestSendBackRetriedAfterLeaderChange(t *testing.T) {
 		t.Fatalf("retry topic after two send-backs of one message: %v %v", ti, err)
 	}
 }
+
+// TestLookupThroughSDKNamesTheNodeAsked: the SDK asks its first server, so
+// `raftmq message show -s FOLLOWER` is answered by that follower.
+func TestLookupThroughSDKNamesTheNodeAsked(t *testing.T) {
+	c, cl := retryCluster(t)
+	ctx := ctxT(t, 60*time.Second)
+	acks := produceBodies(ctx, t, cl, "sdk-look", -1, "m")
+	f := (c.Leader() + 1) % c.Size()
+	fcl, err := client.New(client.Config{Servers: []string{c.Node(f).Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fcl.Close()
+	id := c.Config(f).Raft.ID
+	waitUntil(t, 20*time.Second, "the follower to serve the lookup", func() bool {
+		r, err := fcl.LookupMessage(ctx, acks[0].Id)
+		return err == nil && r.ServedBy == id && string(r.Message.Body) == "m"
+	})
+}
