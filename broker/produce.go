@@ -89,6 +89,9 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	if err := b.awaitLeader(ctx); err != nil {
 		return ProduceResult{}, err
 	}
+	if err := b.deadLetterProduce(ctx, &req); err != nil { // retry_produce.go
+		return ProduceResult{}, err
+	}
 	nq := b.fsm.QueueCount(req.Topic)
 	if nq == 0 {
 		if !b.cfg.AutoCreateTopics {

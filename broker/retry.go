@@ -170,6 +170,11 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 		maxTimes = b.maxReconsume(req.Group)
 	}
 	c := buildSendBack(&m, req.Group, req.DelayLevel, maxTimes)
+	if req.MaxReconsumeTimes > 0 {
+		// The copy carries the consumer's limit: a produce to the retry
+		// topic applies it (retry_produce.go), not the group's.
+		c.Message.Properties[api.PropMaxReconsumeTimes] = strconv.Itoa(int(req.MaxReconsumeTimes))
+	}
 	if err := b.ensureSystemTopic(ctx, c.Topic); err != nil {
 		return SendBackResult{}, err
 	}

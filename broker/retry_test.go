@@ -108,3 +108,50 @@ func TestLookupOffsetsWithSkippedRequests(t *testing.T) {
 		t.Fatalf("unknown id: %v", err)
 	}
 }
+
+// TestProduceToRetryTopicPastLimit: a client's own retry (a produce to
+// %RETRY%<group>) past its limit is stored in %DLQ%<group>; one within it
+// stays; a request mixing both is refused; SendBack's copies are never
+// moved (their count is at most the limit).
+func TestProduceToRetryTopicPastLimit(t *testing.T) {
+	b, _ := newFakeBroker(t)
+	ctx := context.Background()
+	msg := func(n, max string) ProduceMessage {
+		p := map[string]string{api.PropReconsumeTime: n, api.PropRetryTopic: "orders", api.PropDelay: "5"}
+		if max != "" {
+			p[api.PropMaxReconsumeTimes] = max
+		}
+		return ProduceMessage{Body: []byte(n), Properties: p}
+	}
+	if _, err := b.Produce(ctx, ProduceRequest{Topic: "%RETRY%g", Messages: []ProduceMessage{msg("16", "")}}); err != nil {
+		t.Fatal(err)
+	}
+	if b.fsm.QueueCount("%DLQ%g") != 0 {
+		t.Fatal("count 16 of 16 dead-lettered")
+	}
+	if _, err := b.Produce(ctx, ProduceRequest{Topic: "%RETRY%g", Messages: []ProduceMessage{msg("17", "")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Produce(ctx, ProduceRequest{Topic: "%RETRY%g", Messages: []ProduceMessage{msg("3", "2")}}); err != nil {
+		t.Fatal(err)
+	}
+	ti, err := b.Topic("%DLQ%g")
+	if err != nil || ti.Queues[0].Max != 2 {
+		t.Fatalf("dead-letter topic: %+v %v, want 2 messages", ti, err)
+	}
+	for _, a := range []string{raftlogID(b, "%DLQ%g", 0), raftlogID(b, "%DLQ%g", 1)} {
+		r, err := b.LookupMessage(ctx, a)
+		if err != nil || r.Message.Properties[api.PropDeadLetterReason] == "" || r.Message.Properties[api.PropDelay] != "" {
+			t.Fatalf("dead letter %s: %+v %v", a, r.Message, err)
+		}
+	}
+	if _, err := b.Produce(ctx, ProduceRequest{Topic: "%RETRY%g", Messages: []ProduceMessage{msg("1", ""), msg("20", "")}}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("mixed request: %v", err)
+	}
+}
+
+// raftlogID is the id of the message at offset of queue 0 of topic.
+func raftlogID(b *Broker, topic string, offset uint64) string {
+	locs, _, _ := b.fsm.Locate(topic, 0, offset, 1)
+	return raftlog.MessageID(locs[0].LogIndex, 0)
+}
