@@ -40,7 +40,8 @@ type SendBackRequest struct {
 	// DelayLevel: 0 picks 3 + the reconsume count; -1 dead-letters at once;
 	// 1..18 a level of its own.
 	DelayLevel int32
-	// MaxReconsumeTimes overrides the group's setting when above 0.
+	// MaxReconsumeTimes overrides, when above 0, the message's
+	// MAX_RECONSUME_TIMES property and the group's setting.
 	MaxReconsumeTimes int32
 }
 
@@ -167,7 +168,7 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 	}
 	maxTimes := req.MaxReconsumeTimes
 	if maxTimes == 0 {
-		maxTimes = b.maxReconsume(req.Group)
+		maxTimes = b.limitOf(req.Group, m.Properties) // the message's MAX_RECONSUME_TIMES, else the group's
 	}
 	c := buildSendBack(&m, req.Group, req.DelayLevel, maxTimes)
 	if req.MaxReconsumeTimes > 0 {

@@ -155,3 +155,33 @@ func raftlogID(b *Broker, topic string, offset uint64) string {
 	locs, _, _ := b.fsm.Locate(topic, 0, offset, 1)
 	return raftlog.MessageID(locs[0].LogIndex, 0)
 }
+
+// TestSendBackHonoursMessageLimit: a message's own MAX_RECONSUME_TIMES
+// decides where its send-back goes when the request names no limit, and the
+// answer says where the copy is.
+func TestSendBackHonoursMessageLimit(t *testing.T) {
+	b, _ := newFakeBroker(t)
+	ctx := context.Background()
+	res, err := b.Produce(ctx, ProduceRequest{Topic: "%RETRY%g", Messages: []ProduceMessage{{Body: []byte("x"),
+		Properties: map[string]string{api.PropReconsumeTime: "2", api.PropMaxReconsumeTimes: "2", api.PropRetryTopic: "orders"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.SendBack(ctx, SendBackRequest{Group: "g", ID: res.Acks[0].ID})
+	if err != nil || !r.DeadLettered || r.Topic != "%DLQ%g" {
+		t.Fatalf("send back of a message at its own limit: %+v %v", r, err)
+	}
+	res, err = b.Produce(ctx, ProduceRequest{Topic: "%RETRY%g", Messages: []ProduceMessage{{Body: []byte("y"),
+		Properties: map[string]string{api.PropReconsumeTime: "2", api.PropMaxReconsumeTimes: "2", api.PropRetryTopic: "orders"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = b.SendBack(ctx, SendBackRequest{Group: "g", ID: res.Acks[0].ID, MaxReconsumeTimes: 5})
+	if err != nil || r.DeadLettered || r.Topic != "%RETRY%g" || r.ReconsumeTimes != 3 {
+		t.Fatalf("send back with an override: %+v %v", r, err)
+	}
+	look, err := b.LookupMessage(ctx, r.ID)
+	if err != nil || look.Message.Topic != "%RETRY%g" || look.Message.Properties[api.PropMaxReconsumeTimes] != "5" {
+		t.Fatalf("the copy: %+v %v", look.Message, err)
+	}
+}
