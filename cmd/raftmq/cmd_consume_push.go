@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
 )
 
@@ -24,6 +25,7 @@ func pushConsumeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "exec", Usage: "run this shell command per message (body on stdin; RAFTMQ_ID, RAFTMQ_TOPIC, RAFTMQ_RECONSUME_TIMES, RAFTMQ_KEY, RAFTMQ_TAG set): exit 0 is success, anything else retry-later"},
 		&cli.BoolFlag{Name: "orderly", Usage: "with --retry-every/--exec: consume each queue in order, retrying a failed message in place"},
 		&cli.IntFlag{Name: "max-reconsume", Usage: "with --retry-every/--exec: retries before a message is dead-lettered (0: the group's setting)"},
+		&cli.IntFlag{Name: "retry-delay-level", Usage: "with --retry-every/--exec: delay level of a retry, 1..18 (0: the broker's 3 + reconsume count)"},
 		&cli.DurationFlag{Name: "idle", Value: 3 * time.Second, Usage: "with --retry-every/--exec and without --follow: exit after this long without a delivery"},
 	}
 }
@@ -114,6 +116,10 @@ func runPushConsume(c *cli.Context, topic, format string) error {
 	cfg.FollowerReads = c.Bool("follower-reads")
 	cfg.Orderly = c.Bool("orderly")
 	cfg.MaxReconsumeTimes = int32(c.Int("max-reconsume"))
+	if l := c.Int("retry-delay-level"); l < 0 || l > len(api.DelayLevels) {
+		return usageError(c, "--retry-delay-level %d: want 0..%d", l, len(api.DelayLevels))
+	}
+	cfg.RetryDelayLevel = int32(c.Int("retry-delay-level"))
 	cfg.Concurrency = 1 // one line at a time, in the order handled
 	cfg.OnError = func(err error) { fmt.Fprintf(c.App.ErrWriter, "raftmq: %v\n", clean(err)) }
 	ctx, cancel := opCtx(c)
