@@ -90,6 +90,15 @@ func (c *Client) ListDeadLetters(ctx context.Context, group string, max int) ([]
 		for off := qi.MinOffset; off < qi.MaxOffset && (max == 0 || len(out) < max); {
 			req := &api.PullRequest{Topic: topic, Queue: qi.Queue, Offset: off, MaxMessages: 256}
 			r, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.PullResponse, error) { return cl.Pull(ctx, req) })
+			if err == nil && r.Status == api.PullStatus_PULL_STATUS_RETRY_ELSEWHERE && r.GetSuggestion().GetAddress() != "" {
+				// The leader no longer holds these bodies: the node it names does.
+				var cl api.BrokerClient
+				if cl, err = c.conn(r.GetSuggestion().GetAddress()); err == nil {
+					actx, cancel := context.WithTimeout(ctx, c.attemptTimeout(0, 0))
+					r, err = cl.Pull(actx, req)
+					cancel()
+				}
+			}
 			if err != nil {
 				return nil, err
 			}
