@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/raftmq/raftmq/api"
 )
@@ -22,7 +23,9 @@ import (
 // limit. A request that mixes messages past and within the limit is refused:
 // the two halves go to different topics, and one request is one topic.
 func (b *Broker) deadLetterProduce(ctx context.Context, req *ProduceRequest) error {
-	if !api.IsRetryTopic(req.Topic) {
+	if !api.IsRetryTopic(req.Topic) || strings.HasPrefix(req.ProducerID, "%") {
+		// Producer ids that start with % are the broker's own (SendBack's
+		// copies, the delay scheduler's deliveries): they decided already.
 		return nil
 	}
 	group := req.Topic[len(api.RetryTopic("")):]
