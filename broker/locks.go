@@ -18,11 +18,13 @@ import (
 //
 // On a leader change the new leader's table is empty and it does not know
 // who held what. The SDK trusts a lock for half the lease after its last
-// successful renewal; a new leader therefore grants no lock for half a lease
-// after it first answers LockQueues, by which time every member that held
-// a lock under the old leader has stopped consuming in its name. Orderly
-// consumption pauses for that long after a leader change; it never runs on
-// two members at once because of one.
+// successful renewal; a new leader whose predecessors granted locks (the
+// replicated lock term says whether any did: replica/locks.go) therefore
+// grants no lock for half a lease after it first answers LockQueues, by
+// which time every member that held a lock under an old leader has stopped
+// consuming in its name. Orderly consumption pauses for that long after a
+// leader change; it never runs on two members at once because of one. A
+// group whose leaders never granted a lock (a new group) grants at once.
 
 // DefaultLockLease is RocketMQ's broker-side lock lease
 // (REBALANCE_LOCK_MAX_LIVE_TIME 60 s).
@@ -57,11 +59,14 @@ func (b *Broker) lockLease() time.Duration {
 }
 
 // checkTermLocked resets the table when this node leads in a new term.
-func (lt *lockTable) checkTermLocked(term uint64, now time.Time, lease time.Duration) {
+func (lt *lockTable) checkTermLocked(term uint64, inherited bool, now time.Time, lease time.Duration) {
 	if lt.locks == nil || lt.term != term {
 		lt.term = term
 		lt.locks = map[string]map[QueueRef]lockHolder{}
-		lt.graceUntil = now.Add(lease / 2)
+		lt.graceUntil = time.Time{}
+		if inherited {
+			lt.graceUntil = now.Add(lease / 2)
+		}
 	}
 }
 
@@ -100,14 +105,26 @@ func (b *Broker) LockQueues(ctx context.Context, group, member string, queues []
 		}
 	}
 	lease := b.lockLease()
-	return b.locks.lock(b.node.Stats().Term, time.Now(), lease, group, member, queues), lease, nil
+	term := b.node.Stats().Term
+	inherited := false
+	if prev := b.fsm.LockTerm(); prev < term {
+		// The first grant of this term: record it before granting, so
+		// that the next leader knows to wait.
+		if err := b.w.MarkLockTerm(ctx, term); err != nil {
+			return nil, 0, b.replicaErr(err)
+		}
+		inherited = prev != 0
+	}
+	return b.locks.lock(term, inherited, time.Now(), lease, group, member, queues), lease, nil
 }
 
-// lock grants member the queues it may hold at now, in term.
-func (lt *lockTable) lock(term uint64, now time.Time, lease time.Duration, group, member string, queues []QueueRef) []QueueRef {
+// lock grants member the queues it may hold at now, in term; inherited says
+// whether an earlier term's leader granted locks (then the first call of
+// the term starts the wait).
+func (lt *lockTable) lock(term uint64, inherited bool, now time.Time, lease time.Duration, group, member string, queues []QueueRef) []QueueRef {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	lt.checkTermLocked(term, now, lease)
+	lt.checkTermLocked(term, inherited, now, lease)
 	g := lt.locks[group]
 	if g == nil {
 		g = map[QueueRef]lockHolder{}
@@ -138,15 +155,17 @@ func (b *Broker) UnlockQueues(ctx context.Context, group, member string, queues 
 	if err := b.awaitLeader(ctx); err != nil {
 		return err
 	}
-	b.locks.unlock(b.node.Stats().Term, time.Now(), b.lockLease(), group, member, queues)
+	b.locks.unlock(b.node.Stats().Term, time.Now(), group, member, queues)
 	return nil
 }
 
 // unlock drops member's locks on queues.
-func (lt *lockTable) unlock(term uint64, now time.Time, lease time.Duration, group, member string, queues []QueueRef) {
+func (lt *lockTable) unlock(term uint64, now time.Time, group, member string, queues []QueueRef) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	lt.checkTermLocked(term, now, lease)
+	if lt.term != term {
+		return // a table of another term: nothing of it is held now
+	}
 	g := lt.locks[group]
 	for _, q := range queues {
 		if h, ok := g[q]; ok && h.member == member {

@@ -16,44 +16,49 @@ func TestLockTable(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	q1, q2 := QueueRef{"t", 1}, QueueRef{"t", 2}
 	got := func(r []QueueRef) string { return fmt.Sprint(r) }
-	// A new term (the first one too) waits half a lease.
-	if r := lt.lock(1, t0, lease, "g", "a", []QueueRef{q1}); len(r) != 0 {
+	// A term after one whose leader granted locks waits half a lease.
+	if r := lt.lock(1, true, t0, lease, "g", "a", []QueueRef{q1}); len(r) != 0 {
 		t.Fatalf("granted during the new leader's grace: %v", r)
 	}
 	t1 := t0.Add(lease / 2)
-	if r := lt.lock(1, t1, lease, "g", "a", []QueueRef{q1, q2}); got(r) != got([]QueueRef{q1, q2}) {
+	if r := lt.lock(1, true, t1, lease, "g", "a", []QueueRef{q1, q2}); got(r) != got([]QueueRef{q1, q2}) {
 		t.Fatalf("a after grace: %v", r)
 	}
-	if r := lt.lock(1, t1.Add(time.Second), lease, "g", "b", []QueueRef{q1, q2}); len(r) != 0 {
+	if r := lt.lock(1, true, t1.Add(time.Second), lease, "g", "b", []QueueRef{q1, q2}); len(r) != 0 {
 		t.Fatalf("b took a's locks: %v", r)
 	}
-	if r := lt.lock(1, t1.Add(time.Second), lease, "other", "b", []QueueRef{q1}); len(r) != 1 {
+	if r := lt.lock(1, true, t1.Add(time.Second), lease, "other", "b", []QueueRef{q1}); len(r) != 1 {
 		t.Fatalf("another group's lock: %v", r)
 	}
-	if r := lt.lock(1, t1.Add(50*time.Second), lease, "g", "a", []QueueRef{q1}); len(r) != 1 {
+	if r := lt.lock(1, true, t1.Add(50*time.Second), lease, "g", "a", []QueueRef{q1}); len(r) != 1 {
 		t.Fatalf("a's renewal: %v", r)
 	}
-	lt.unlock(1, t1.Add(51*time.Second), lease, "g", "b", []QueueRef{q1}) // not b's: ignored
-	if r := lt.lock(1, t1.Add(61*time.Second), lease, "g", "b", []QueueRef{q1, q2}); got(r) != got([]QueueRef{q2}) {
+	lt.unlock(1, t1.Add(51*time.Second), "g", "b", []QueueRef{q1}) // not b's: ignored
+	if r := lt.lock(1, true, t1.Add(61*time.Second), lease, "g", "b", []QueueRef{q1, q2}); got(r) != got([]QueueRef{q2}) {
 		t.Fatalf("b after a's q2 lapsed (q1 renewed): %v", r)
 	}
-	lt.unlock(1, t1.Add(62*time.Second), lease, "g", "a", []QueueRef{q1})
-	if r := lt.lock(1, t1.Add(62*time.Second), lease, "g", "b", []QueueRef{q1}); len(r) != 1 {
+	lt.unlock(1, t1.Add(62*time.Second), "g", "a", []QueueRef{q1})
+	if r := lt.lock(1, true, t1.Add(62*time.Second), lease, "g", "b", []QueueRef{q1}); len(r) != 1 {
 		t.Fatalf("b after a unlocked q1: %v", r)
 	}
 	// A leader change: the table is gone, and nothing is granted for half a
 	// lease, not even to the holder.
 	t2 := t1.Add(63 * time.Second)
-	if r := lt.lock(2, t2, lease, "g", "b", []QueueRef{q1}); len(r) != 0 {
+	if r := lt.lock(2, true, t2, lease, "g", "b", []QueueRef{q1}); len(r) != 0 {
 		t.Fatalf("granted right after a leader change: %v", r)
 	}
-	if r := lt.lock(2, t2.Add(lease/2), lease, "g", "a", []QueueRef{q1}); len(r) != 1 {
+	if r := lt.lock(2, true, t2.Add(lease/2), lease, "g", "a", []QueueRef{q1}); len(r) != 1 {
 		t.Fatalf("after the grace: %v", r)
+	}
+	// A term whose predecessors never granted a lock grants at once.
+	var fresh lockTable
+	if r := fresh.lock(1, false, t0, lease, "g", "a", []QueueRef{q1}); len(r) != 1 {
+		t.Fatalf("a new group's first leader: %v", r)
 	}
 }
 
 func TestLockQueuesBadInput(t *testing.T) {
-	b, _ := newFakeBroker(t)
+	b, f := newFakeBroker(t)
 	ctx := context.Background()
 	if _, err := b.CreateTopic(ctx, "t", 2, false); err != nil {
 		t.Fatal(err)
@@ -74,7 +79,11 @@ func TestLockQueuesBadInput(t *testing.T) {
 			t.Errorf("lock %q %q %v: %v, want %v", tc.group, tc.member, tc.qs, err, tc.want)
 		}
 	}
-	if _, lease, err := b.LockQueues(ctx, "g", "m", []QueueRef{{"t", 1}}); err != nil || lease != DefaultLockLease {
-		t.Errorf("lock: lease %s, %v", lease, err)
+	// A new group's first leader grants at once, and records that it did.
+	if got, lease, err := b.LockQueues(ctx, "g", "m", []QueueRef{{"t", 1}}); err != nil || lease != DefaultLockLease || len(got) != 1 {
+		t.Errorf("lock: %v, lease %s, %v", got, lease, err)
+	}
+	if f.LockTerm() != 1 {
+		t.Errorf("lock term %d after the first grant, want 1", f.LockTerm())
 	}
 }

@@ -29,6 +29,7 @@ type Writer interface {
 	DeleteTopic(ctx context.Context, name string) error
 	DeleteGroup(ctx context.Context, group string, topics []string) error
 	SetMaxReconsumeTimes(ctx context.Context, group string, max int32) error
+	MarkLockTerm(ctx context.Context, term uint64) error
 }
 
 // State reads what this node has applied.
@@ -53,6 +54,7 @@ type State interface {
 	EntryLocation(topic string, q int32, logIndex uint64) (replica.Location, bool, error)
 	MaxReconsumeTimes(group string) (int32, bool)
 	SettingsGroups() []string
+	LockTerm() uint64
 }
 
 // Leadership is this node's role and leader as raft knows them.

@@ -11,6 +11,23 @@ import (
 // fakeRetry is the fake replica's group settings (fake_test.go).
 type fakeRetry struct {
 	maxReconsume map[string]int32
+	lockTerm     uint64
+}
+
+func (f *fakeReplica) MarkLockTerm(_ context.Context, term uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.writeErrLocked(); err != nil {
+		return err
+	}
+	f.retry.lockTerm = max(f.retry.lockTerm, term)
+	return nil
+}
+
+func (f *fakeReplica) LockTerm() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.retry.lockTerm
 }
 
 func (f *fakeReplica) SetMaxReconsumeTimes(_ context.Context, group string, max int32) error {

@@ -39,6 +39,8 @@ type metaCmd struct {
 	Topics      []string      `json:"topics,omitempty"` // delete_group: the group's own topics
 	// MaxReconsume: opSetMaxReconsume (groupsettings.go).
 	MaxReconsume *int32 `json:"max_reconsume,omitempty"`
+	// Term: opLockTerm (locks.go).
+	Term uint64 `json:"term,omitempty"`
 }
 
 func encodeMeta(c *metaCmd) []byte {

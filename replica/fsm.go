@@ -33,6 +33,7 @@ type fsm struct {
 	sched     schedule
 	// maxReconsume: group -> max reconsume times, where set (groupsettings.go).
 	maxReconsume map[string]int32
+	lockTerm     uint64 // last term whose leader granted orderly locks (locks.go)
 
 	applied  atomic.Uint64
 	damage   fsmDamage
@@ -64,6 +65,7 @@ func (f *fsm) reset() {
 	f.logFloor = 0
 	f.sched = schedule{}
 	f.maxReconsume = map[string]int32{}
+	f.lockTerm = 0
 }
 
 // Applied is the index of the last entry applied to the FSM.
@@ -231,6 +233,8 @@ func (f *fsm) applyMetaLocked(c *metaCmd) interface{} {
 		return nil
 	case opSetMaxReconsume:
 		return f.applySetMaxReconsumeLocked(c)
+	case opLockTerm:
+		return f.applyLockTermLocked(c)
 	default:
 		if res, ok := f.applyLifecycleLocked(c); ok {
 			return res

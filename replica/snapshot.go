@@ -68,6 +68,7 @@ type snapState struct {
 	Schedule *snapSchedule
 	// MaxReconsume: group -> max reconsume times (absent in older snapshots).
 	MaxReconsume map[string]int32
+	LockTerm     uint64 // absent (0) in older snapshots
 }
 
 // captured is a cheap copy made under the read lock; the encoding happens in
@@ -82,6 +83,7 @@ type captured struct {
 	sched     schedule
 
 	maxReconsume map[string]int32
+	lockTerm     uint64
 }
 
 type capturedTopic struct {
@@ -126,6 +128,7 @@ func (f *fsm) captureLocked() *captured {
 	for k, v := range f.nodes {
 		c.nodes[k] = v
 	}
+	c.lockTerm = f.lockTerm
 	c.maxReconsume = make(map[string]int32, len(f.maxReconsume))
 	for g, n := range f.maxReconsume {
 		c.maxReconsume[g] = n
@@ -169,6 +172,7 @@ func (f *fsm) loadLocked(st *snapState) {
 	if st.MaxReconsume != nil {
 		f.maxReconsume = st.MaxReconsume
 	}
+	f.lockTerm = st.LockTerm
 }
 
 type fsmSnapshot struct {
@@ -188,7 +192,7 @@ func (s *fsmSnapshot) Release() {}
 func writeSnapshot(w io.Writer, c *captured) error {
 	st := snapState{Format: snapshotFormat, Offsets: c.offsets, Producers: c.producers, Nodes: c.nodes, LogFloor: c.logFloor, Applied: c.applied}
 	st.Schedule = c.sched.snap()
-	st.MaxReconsume = c.maxReconsume
+	st.MaxReconsume, st.LockTerm = c.maxReconsume, c.lockTerm
 	for _, ct := range c.topics {
 		t := snapTopic{Name: ct.name, Queues: make([]snapQueue, len(ct.queues)), Perm: ct.perm}
 		for i, q := range ct.queues {
