@@ -142,6 +142,9 @@ func (b *Broker) DeleteGroup(ctx context.Context, group string, force bool) erro
 			topics, known = append(topics, t), true
 		}
 	}
+	if _, set := b.fsm.MaxReconsumeTimes(group); set {
+		known = true // a group known only by its settings (retry.go)
+	}
 	if !known {
 		return fmt.Errorf("%w: consumer group %q has no committed offsets, no members and no retry or dead-letter topic", ErrNotFound, group)
 	}

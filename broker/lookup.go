@@ -168,13 +168,10 @@ func (b *Broker) readMessage(id string, index uint64, ordinal uint32) (Message, 
 	if !found {
 		return Message{}, noSuch
 	}
-	loc, ok, err := b.fsm.EntryLocation(out.Topic, out.Queue, index)
-	if err != nil {
-		if errors.Is(err, replica.ErrUnknownTopic) {
-			return Message{}, fmt.Errorf("%w: message %s was stored in topic %q, which no longer exists", ErrNotFound, id, out.Topic)
-		}
-		return Message{}, b.replicaErr(err)
+	if b.fsm.QueueCount(out.Topic) == 0 {
+		return Message{}, fmt.Errorf("%w: message %s was stored in topic %q, which no longer exists", ErrNotFound, id, out.Topic)
 	}
+	loc, ok := b.fsm.LocateEntry(out.Topic, out.Queue, index)
 	if !ok || skipped(loc.Skip, uint32(req)) {
 		// A request the state machine refused, or a retry it answered
 		// with the first attempt's acks: no message was stored under

@@ -49,9 +49,8 @@ type State interface {
 	Node(id string) (replica.NodeInfo, bool)
 	// LocateEntry is the index record of one entry in one queue (keys.go).
 	LocateEntry(topic string, q int32, logIndex uint64) (replica.Location, bool)
-	// EntryLocation, MaxReconsumeTimes and SettingsGroups serve lookup by
-	// id and retry (lookup.go, retry.go).
-	EntryLocation(topic string, q int32, logIndex uint64) (replica.Location, bool, error)
+	// MaxReconsumeTimes, SettingsGroups and LockTerm serve retry and
+	// orderly locks (retry.go, locks.go).
 	MaxReconsumeTimes(group string) (int32, bool)
 	SettingsGroups() []string
 	LockTerm() uint64

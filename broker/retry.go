@@ -228,7 +228,8 @@ func (b *Broker) produceCopy(ctx context.Context, topic, producer string, seq ui
 }
 
 // ensureSystemTopic creates a retry or dead-letter topic with one queue
-// unless it exists (with any queue count).
+// unless it exists (with any queue count); a dead-letter topic is read-only
+// (perm 4: only the broker writes it).
 func (b *Broker) ensureSystemTopic(ctx context.Context, topic string) error {
 	if b.fsm.QueueCount(topic) > 0 {
 		return nil
@@ -236,6 +237,13 @@ func (b *Broker) ensureSystemTopic(ctx context.Context, topic string) error {
 	_, err := b.CreateTopic(ctx, topic, 1, true)
 	if errors.Is(err, ErrAlreadyExists) {
 		return nil
+	}
+	if err == nil && api.IsDeadLetterTopic(topic) {
+		// Clients cannot produce to a system topic anyway: a failure here
+		// costs only the label, never the dead letter.
+		if _, perr := b.w.UpdateTopic(ctx, topic, replica.PermRead); perr != nil {
+			b.log.Warn("dead-letter topic left writable", "topic", topic, "error", perr)
+		}
 	}
 	return err
 }
@@ -295,10 +303,11 @@ func (b *Broker) ResendDeadLetter(ctx context.Context, group, id string) (Resend
 	}
 	pm := ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: props, Body: m.Body, Timestamp: m.Timestamp}
 	req := ProduceRequest{Topic: topic, ProducerID: resendProducer + group, Seq: index<<32 | uint64(ordinal), Messages: []ProduceMessage{pm}}
-	res, err := b.Produce(ctx, req)
+	// As a client's produce: the original topic's write permission holds.
+	res, err := b.ClientProduce(ctx, req)
 	if errors.Is(err, replica.ErrStaleSequence) || errors.Is(err, ErrSequenceReused) {
 		req.ProducerID, req.Seq = "", 0
-		res, err = b.Produce(ctx, req)
+		res, err = b.ClientProduce(ctx, req)
 	}
 	if err != nil {
 		return ResendResult{}, err

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"sort"
 
 	"github.com/raftmq/raftmq/replica"
@@ -60,22 +59,4 @@ func (f *fakeReplica) SettingsGroups() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func (f *fakeReplica) EntryLocation(topic string, q int32, logIndex uint64) (replica.Location, bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	qs := f.topics[topic]
-	if qs == nil {
-		return replica.Location{}, false, fmt.Errorf("%w: %q", replica.ErrUnknownTopic, topic)
-	}
-	if q < 0 || int(q) >= len(qs) {
-		return replica.Location{}, false, fmt.Errorf("%w: queue %d", replica.ErrInvalidQueue, q)
-	}
-	for _, l := range qs[q].locs {
-		if l.LogIndex == logIndex {
-			return l, true, nil
-		}
-	}
-	return replica.Location{}, false, nil
 }

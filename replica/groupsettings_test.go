@@ -1,10 +1,6 @@
 package replica
 
-import (
-	"testing"
-
-	"github.com/raftmq/raftmq/raftlog"
-)
+import "testing"
 
 // TestMaxReconsumeReplicatedAndSnapshotted: a group's max reconsume times is
 // state machine state: set by its command, refused out of range (nothing
@@ -31,27 +27,6 @@ func TestMaxReconsumeReplicatedAndSnapshotted(t *testing.T) {
 	}
 	if got := f2.SettingsGroups(); len(got) != 2 {
 		t.Fatalf("settings groups %v", got)
-	}
-}
-
-// TestEntryLocation: the index record of an entry in a queue is found by
-// log index, and an entry that stored nothing in the queue is not.
-func TestEntryLocation(t *testing.T) {
-	h := newHarness(t)
-	h.mustMeta(EncodeCreateTopic("t", 2, false))
-	r1 := &raftlog.Request{Topic: "t", Messages: msgs(0, "a", "b")}
-	h.produce(r1)
-	idx1 := h.idx
-	r2 := &raftlog.Request{Topic: "t", Messages: msgs(1, "c")}
-	h.produce(r2)
-	if l, ok, err := h.f.EntryLocation("t", 0, idx1); err != nil || !ok || l.Base != 0 || l.Count != 2 {
-		t.Fatalf("entry %d queue 0: %+v %v %v", idx1, l, ok, err)
-	}
-	if _, ok, _ := h.f.EntryLocation("t", 1, idx1); ok {
-		t.Fatal("entry 1 found in queue 1, where it stored nothing")
-	}
-	if _, _, err := h.f.EntryLocation("nope", 0, idx1); err == nil {
-		t.Fatal("unknown topic: no error")
 	}
 }
 

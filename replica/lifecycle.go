@@ -96,6 +96,7 @@ func (f *fsm) applyLifecycleLocked(c *metaCmd) (res interface{}, ok bool) {
 				f.deleteTopicLocked(t)
 			}
 		}
+		delete(f.maxReconsume, c.Group) // groupsettings.go
 		return nil, true
 	}
 	return nil, false

@@ -253,6 +253,9 @@ func TestRetryThenSuccessAndDeadLetter(t *testing.T) {
 	d.mu.Unlock()
 	dlq := readAll(ctx, t, cl, api.DeadLetterTopic(group))
 	m := dlq[0]
+	if ti, err := cl.DescribeTopic(ctx, api.DeadLetterTopic(group)); err != nil || ti.Perm != 4 {
+		t.Errorf("dead-letter topic: %v %v, want perm 4 (read only)", ti, err)
+	}
 	if string(m.Body) != "never" || m.Properties[api.PropRetryTopic] != topic || m.Properties[api.PropOriginMessageID] != acks[2].Id ||
 		m.Properties[api.PropReconsumeTime] != strconv.Itoa(max+1) || m.Properties[api.PropDeadLetterReason] == "" ||
 		m.Properties[api.PropOriginQueue] != strconv.Itoa(int(acks[2].Queue)) || m.Properties[api.PropOriginOffset] != strconv.FormatUint(acks[2].Offset, 10) ||
