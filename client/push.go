@@ -101,6 +101,10 @@ type PushConfig struct {
 	Wait           time.Duration // long-poll wait of one pull (default 1 s)
 	CommitInterval time.Duration // default 1 s
 	MaxMessages    uint32        // one pull (default 64)
+	// Tags or SQL filter Topic on the broker as ConsumerConfig's do; the
+	// retry topic is read whole (its messages passed the filter once).
+	Tags string
+	SQL  string
 	// OnError, when set, hears errors the consumer recovers from by itself
 	// (a failed join, pull, send-back or commit).
 	OnError func(error)
@@ -187,6 +191,8 @@ func (c *Client) NewPushConsumer(ctx context.Context, cfg PushConfig) (*PushCons
 		return nil, errors.New("push consumer: group is required")
 	case cfg.Handler == nil:
 		return nil, errors.New("push consumer: handler is required")
+	case cfg.Tags != "" && cfg.SQL != "":
+		return nil, errors.New("push consumer: a tag expression and a SQL92 filter cannot both be set")
 	case cfg.Concurrency < 0, cfg.BatchSize < 0, cfg.MaxUnfinished < 0:
 		return nil, errors.New("push consumer: concurrency, batch size and max unfinished must not be negative")
 	case cfg.RetryDelayLevel < -1 || int(cfg.RetryDelayLevel) > len(api.DelayLevels):
@@ -521,6 +527,12 @@ func (pc *PushConsumer) pull(ctx context.Context, q *pushQueue) ([]*MessageExt, 
 	}
 	req := &api.PullRequest{Topic: q.ref.topic, Queue: q.ref.queue, Offset: offset, MaxMessages: pc.cfg.MaxMessages,
 		WaitMs: uint32(pc.cfg.Wait.Milliseconds()), ConsumerId: pc.cfg.MemberID}
+	if q.ref.topic == pc.cfg.Topic {
+		req.FilterType, req.Filter = FilterTag, pc.cfg.Tags
+		if pc.cfg.SQL != "" {
+			req.FilterType, req.Filter = FilterSQL, pc.cfg.SQL
+		}
+	}
 	r, err := pc.pullAt(ctx, node, req)
 	if err != nil && node != "" && Retryable(err) && ctx.Err() == nil {
 		r, err = pc.pullAt(ctx, "", req) // any error: fall back to the leader

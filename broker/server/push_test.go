@@ -306,3 +306,33 @@ func testOrderlyNoOverlap(t *testing.T, kill bool) {
 	}
 	t.Logf("batches handled: a %d, b %d", handled["a"], handled["b"])
 }
+
+// TestPushConsumerTags: a push consumer with a tag filter is handed only
+// its tags, and its retries come back although the retry topic is read
+// whole.
+func TestPushConsumerTags(t *testing.T) {
+	_, cl := retryCluster(t)
+	ctx := ctxT(t, 60*time.Second)
+	p := cl.NewProducer()
+	for _, m := range []client.Message{{Tag: "A", Body: []byte("a1")}, {Tag: "B", Body: []byte("b1")}, {Tag: "A", Body: []byte("a2")}} {
+		if _, err := p.Send(ctx, "tagged", m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := newDeliveries()
+	cfg := pushConfig("tagged", "g-tags", d.handler(func(b string, n int32) bool { return b == "a2" && n == 0 }))
+	cfg.Tags = "A"
+	pc, err := cl.NewPushConsumer(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close(ctx)
+	waitUntil(t, 30*time.Second, "a1 and the retried a2", func() bool { return d.succeeded("a1") == 1 && d.succeeded("a2") == 1 })
+	time.Sleep(500 * time.Millisecond)
+	if n := len(d.counts("b1")); n != 0 {
+		t.Errorf("b1 (tag B) handed to a consumer of tag A %d times", n)
+	}
+	if got := fmt.Sprint(d.counts("a2")); got != "[0 1]" {
+		t.Errorf("a2 delivered with counts %s, want [0 1]", got)
+	}
+}

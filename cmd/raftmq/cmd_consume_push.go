@@ -115,6 +115,10 @@ func runPushConsume(c *cli.Context, topic, format string) error {
 	cfg.From = c.String("from")
 	cfg.FollowerReads = c.Bool("follower-reads")
 	cfg.Orderly = c.Bool("orderly")
+	cfg.Tags, cfg.SQL = c.String("tag"), c.String("sql")
+	if c.Bool("broadcast") {
+		return usageError(c, "--broadcast does not combine with --retry-every/--exec: a broadcasting member's failures are not sent back")
+	}
 	cfg.MaxReconsumeTimes = int32(c.Int("max-reconsume"))
 	if l := c.Int("retry-delay-level"); l < 0 || l > len(api.DelayLevels) {
 		return usageError(c, "--retry-delay-level %d: want 0..%d", l, len(api.DelayLevels))
