@@ -117,7 +117,7 @@ func TestProduceToRetryTopicPastLimit(t *testing.T) {
 	b, _ := newFakeBroker(t)
 	ctx := context.Background()
 	msg := func(n, max string) ProduceMessage {
-		p := map[string]string{api.PropReconsumeTime: n, api.PropRetryTopic: "orders", api.PropDelay: "5"}
+		p := map[string]string{api.PropReconsumeTime: n, api.PropRetryTopic: "orders", api.PropRealQueue: "1"}
 		if max != "" {
 			p[api.PropMaxReconsumeTimes] = max
 		}
@@ -141,7 +141,7 @@ func TestProduceToRetryTopicPastLimit(t *testing.T) {
 	}
 	for _, a := range []string{raftlogID(b, "%DLQ%g", 0), raftlogID(b, "%DLQ%g", 1)} {
 		r, err := b.LookupMessage(ctx, a)
-		if err != nil || r.Message.Properties[api.PropDeadLetterReason] == "" || r.Message.Properties[api.PropDelay] != "" {
+		if err != nil || r.Message.Properties[api.PropDeadLetterReason] == "" || r.Message.Properties[api.PropRealQueue] != "" {
 			t.Fatalf("dead letter %s: %+v %v", a, r.Message, err)
 		}
 	}
@@ -171,17 +171,18 @@ func TestSendBackHonoursMessageLimit(t *testing.T) {
 	if err != nil || !r.DeadLettered || r.Topic != "%DLQ%g" {
 		t.Fatalf("send back of a message at its own limit: %+v %v", r, err)
 	}
+	// The request's limit wins over the message's.
 	res, err = b.Produce(ctx, ProduceRequest{Topic: "%RETRY%g", Messages: []ProduceMessage{{Body: []byte("y"),
-		Properties: map[string]string{api.PropReconsumeTime: "2", api.PropMaxReconsumeTimes: "2", api.PropRetryTopic: "orders"}}}})
+		Properties: map[string]string{api.PropReconsumeTime: "2", api.PropMaxReconsumeTimes: "5", api.PropRetryTopic: "orders"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err = b.SendBack(ctx, SendBackRequest{Group: "g", ID: res.Acks[0].ID, MaxReconsumeTimes: 5})
-	if err != nil || r.DeadLettered || r.Topic != "%RETRY%g" || r.ReconsumeTimes != 3 {
+	r, err = b.SendBack(ctx, SendBackRequest{Group: "g", ID: res.Acks[0].ID, MaxReconsumeTimes: 2})
+	if err != nil || !r.DeadLettered || r.Topic != "%DLQ%g" || r.ReconsumeTimes != 3 {
 		t.Fatalf("send back with an override: %+v %v", r, err)
 	}
 	look, err := b.LookupMessage(ctx, r.ID)
-	if err != nil || look.Message.Topic != "%RETRY%g" || look.Message.Properties[api.PropMaxReconsumeTimes] != "5" {
+	if err != nil || look.Message.Topic != "%DLQ%g" || look.Message.Properties[api.PropMaxReconsumeTimes] != "2" {
 		t.Fatalf("the copy: %+v %v", look.Message, err)
 	}
 }
