@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -20,6 +21,10 @@ import (
 type LookupResult struct {
 	Message  Message
 	ServedBy string
+	// Pending: a delayed message not delivered yet (Message is as it will
+	// be delivered, offset 0); DeliverAt is its delivery time (unix ms).
+	Pending   bool
+	DeliverAt int64
 }
 
 // ParseMessageID splits a message id into its log index and ordinal.
@@ -59,7 +64,7 @@ func (b *Broker) LookupMessage(ctx context.Context, id string) (LookupResult, er
 	}
 	m, err := b.readMessage(id, index, ordinal)
 	if err == nil {
-		return LookupResult{Message: m, ServedBy: b.cfg.NodeID}, nil
+		return b.lookedUp(id, m)
 	}
 	if errors.Is(err, errNotHere) && b.node.Role() != replica.Leader {
 		if lerr := b.awaitLeader(ctx); lerr != nil {
@@ -67,13 +72,29 @@ func (b *Broker) LookupMessage(ctx context.Context, id string) (LookupResult, er
 		}
 		// This node became the leader meanwhile: read again as the leader.
 		if m, err = b.readMessage(id, index, ordinal); err == nil {
-			return LookupResult{Message: m, ServedBy: b.cfg.NodeID}, nil
+			return b.lookedUp(id, m)
 		}
 	}
 	if errors.Is(err, errNotHere) {
 		return LookupResult{}, b.notFound(id, index, err)
 	}
 	return LookupResult{}, err
+}
+
+// lookedUp is the answer for message m read by id: a staged (delayed)
+// message is answered as the scheduler knows it, pending or delivered
+// (lookup_delay.go).
+func (b *Broker) lookedUp(id string, m Message) (LookupResult, error) {
+	if m.Topic == api.ScheduleTopic {
+		st, ok, err := b.LookupStaged(id)
+		if err != nil {
+			return LookupResult{}, err
+		}
+		if ok {
+			return LookupResult{Message: st.Message, ServedBy: b.cfg.NodeID, Pending: st.Pending, DeliverAt: st.DeliverAt}, nil
+		}
+	}
+	return LookupResult{Message: m, ServedBy: b.cfg.NodeID}, nil
 }
 
 // notFound is the leader's answer for an id whose entry it lacks (err

@@ -63,7 +63,7 @@ const (
 // Properties of an original that a copy does not keep: they would delay or
 // redirect the copy (the copy's own delay is its DELAY level).
 var droppedOnCopy = []string{api.PropDelay, api.PropTimerDeliverMS, api.PropRealTopic, api.PropRealQueue, "TIMER_DELAY_SEC", "TIMER_DELAY_MS",
-	"STAGED_ID", "SCHEDULE_POP_MS"} // the last two: the delay scheduler's (api.PropStagedID, api.PropSchedulePopMS on its branch)
+	api.PropStagedID, api.PropSchedulePopMS}
 
 // retryCopy is what SendBack stores for a message.
 type retryCopy struct {
@@ -181,12 +181,12 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 	}
 	index, ordinal, _ := ParseMessageID(req.ID)
 	now := time.Now()
-	ack, err := b.produceCopy(ctx, c.Topic, sendBackProducerID(req.Group, m.Topic, m.Queue), index<<32|uint64(ordinal), c.Message)
+	ack, deliverAt, err := b.produceCopy(ctx, c.Topic, sendBackProducerID(req.Group, m.Topic, m.Queue), index<<32|uint64(ordinal), c.Message)
 	if err != nil {
 		return SendBackResult{}, err
 	}
-	out := SendBackResult{ID: ack.ID, Topic: c.Topic, DeadLettered: c.DeadLettered, ReconsumeTimes: c.ReconsumeTimes}
-	if !c.DeadLettered {
+	out := SendBackResult{ID: ack.ID, Topic: c.Topic, DeadLettered: c.DeadLettered, ReconsumeTimes: c.ReconsumeTimes, DeliverAt: deliverAt}
+	if !c.DeadLettered && out.DeliverAt == 0 {
 		d, _ := api.LevelDelay(c.DelayLevel)
 		out.DeliverAt = now.Add(d).UnixMilli()
 	}
@@ -211,7 +211,8 @@ func sendBackProducerID(group, topic string, queue int32) string {
 // (producer, seq) so that a retried call stores it once; when that sequence
 // is out of the producer's dedupe window, or was used for other content, it
 // stores the message without dedupe.
-func (b *Broker) produceCopy(ctx context.Context, topic, producer string, seq uint64, m ProduceMessage) (replica.Ack, error) {
+// It returns the ack and, for a delayed copy, its delivery time (unix ms).
+func (b *Broker) produceCopy(ctx context.Context, topic, producer string, seq uint64, m ProduceMessage) (replica.Ack, int64, error) {
 	req := ProduceRequest{Topic: topic, ProducerID: producer, Seq: seq, Messages: []ProduceMessage{m}}
 	res, err := b.Produce(ctx, req)
 	if errors.Is(err, replica.ErrStaleSequence) || errors.Is(err, ErrSequenceReused) {
@@ -219,12 +220,16 @@ func (b *Broker) produceCopy(ctx context.Context, topic, producer string, seq ui
 		res, err = b.Produce(ctx, req)
 	}
 	if err != nil {
-		return replica.Ack{}, err
+		return replica.Ack{}, 0, err
 	}
 	if len(res.Acks) != 1 {
-		return replica.Ack{}, fmt.Errorf("internal: produce of one message answered %d acks", len(res.Acks))
+		return replica.Ack{}, 0, fmt.Errorf("internal: produce of one message answered %d acks", len(res.Acks))
 	}
-	return res.Acks[0], nil
+	var at int64
+	if len(res.DeliverAt) == 1 {
+		at = res.DeliverAt[0]
+	}
+	return res.Acks[0], at, nil
 }
 
 // ensureSystemTopic creates a retry or dead-letter topic with one queue

@@ -22,7 +22,7 @@ func (s *Server) LookupMessage(ctx context.Context, req *api.LookupMessageReques
 		if err != nil {
 			return nil, err
 		}
-		return &api.LookupMessageResponse{Message: apiMessage(&r.Message), ServedBy: r.ServedBy}, nil
+		return &api.LookupMessageResponse{Message: apiMessage(&r.Message), ServedBy: r.ServedBy, Pending: r.Pending, DeliverAtMs: r.DeliverAt}, nil
 	}, func(ctx context.Context, c api.BrokerClient) (*api.LookupMessageResponse, error) {
 		return c.LookupMessage(ctx, req)
 	})
