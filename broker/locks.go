@@ -42,6 +42,12 @@ type lockHolder struct {
 }
 
 type lockTable struct {
+	// termMu serializes the first LockQueues of a term, which records the
+	// term (a Raft write) and decides whether this term waits.
+	termMu     sync.Mutex
+	markedTerm uint64
+	inherited  bool
+
 	mu         sync.Mutex
 	term       uint64
 	graceUntil time.Time
@@ -106,16 +112,35 @@ func (b *Broker) LockQueues(ctx context.Context, group, member string, queues []
 	}
 	lease := b.lockLease()
 	term := b.node.Stats().Term
-	inherited := false
-	if prev := b.fsm.LockTerm(); prev < term {
-		// The first grant of this term: record it before granting, so
-		// that the next leader knows to wait.
-		if err := b.w.MarkLockTerm(ctx, term); err != nil {
-			return nil, 0, b.replicaErr(err)
-		}
-		inherited = prev != 0
+	inherited, err := b.markLockTerm(ctx, term)
+	if err != nil {
+		return nil, 0, err
 	}
 	return b.locks.lock(term, inherited, time.Now(), lease, group, member, queues), lease, nil
+}
+
+// markLockTerm records, once per term and before any grant of it, that this
+// term's leader grants locks, and reports whether an earlier term's leader
+// did (then this term waits). Concurrent first calls of a term wait for one
+// answer: one that went ahead after the term was recorded would take it for
+// the first term ever and skip the wait.
+func (b *Broker) markLockTerm(ctx context.Context, term uint64) (bool, error) {
+	lt := &b.locks
+	lt.termMu.Lock()
+	defer lt.termMu.Unlock()
+	if lt.markedTerm == term {
+		return lt.inherited, nil
+	}
+	prev := b.fsm.LockTerm()
+	if prev < term {
+		if err := b.w.MarkLockTerm(ctx, term); err != nil {
+			return false, b.replicaErr(err)
+		}
+	}
+	// prev == term: this node recorded the term before it lost its table
+	// (it cannot tell what it granted then): wait as well.
+	lt.markedTerm, lt.inherited = term, prev != 0
+	return lt.inherited, nil
 }
 
 // lock grants member the queues it may hold at now, in term; inherited says
