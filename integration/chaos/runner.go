@@ -14,6 +14,10 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/internal/history"
 )
@@ -216,6 +220,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		w.Pad = 1000
 	}
 	w.Rich = cfg.Rich
+	w.SendBackGroup = "live-0" // the group-follower-reads consumer below
 	var diskNode *Node
 	if plan.DiskNode >= 0 {
 		diskNode = c.Nodes[plan.DiskNode]
@@ -425,6 +430,9 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	}
 	h.Final = final
 	rec.Fill(h)
+	if len(h.SendBacks) > 0 {
+		h.Retry, h.DeadLetters = readCopies(ctx, c.ClientAddrs(), w.SendBackGroup, cfg.Seed, res)
+	}
 	res.Report = history.Check(h)
 	from, to := res.Report.MaxAckGapFrom, res.Report.MaxAckGapFrom+res.Report.MaxAckGap
 	for _, e := range h.Events {
@@ -454,6 +462,29 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		rec.Event("diagnosis", "SIGQUIT sent to every node: goroutine stacks are in the server logs")
 	}
 	return res
+}
+
+// readCopies reads the send-back group's retry and dead-letter topics from
+// earliest (one queue each; a topic nothing was sent to does not exist).
+func readCopies(ctx context.Context, servers []string, group string, seed int64, res *Result) (retry, dead []history.LogEntry) {
+	for _, t := range []struct {
+		topic string
+		into  *[]history.LogEntry
+	}{{api.RetryTopic(group), &retry}, {api.DeadLetterTopic(group), &dead}} {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		l, err := ReadAll(rctx, servers, t.topic, fmt.Sprintf("final-copies-%d", seed))
+		cancel()
+		if err != nil && status.Code(errors.Unwrap(err)) == codes.NotFound {
+			continue
+		}
+		if err != nil {
+			res.Err = fmt.Sprintf("read %s: %v", t.topic, err)
+		}
+		for _, q := range l {
+			*t.into = append(*t.into, q...)
+		}
+	}
+	return retry, dead
 }
 
 // waitDelayed sleeps until every delayed message sent is due, plus time for

@@ -37,6 +37,10 @@ type Workload struct {
 	// 16 KiB, 128 properties, a property of 16 KiB, a tag of 255 bytes (each
 	// at its limit) and requests of hundreds of messages.
 	Rich bool
+	// SendBackGroup, with Rich, names the consumer group whose consumer
+	// sends one message in 25 back ("consume later" with delay level 1; one
+	// in four of those straight to the dead letters).
+	SendBackGroup string
 }
 
 // Limits of one produce request (broker/produce.go): the workload sends
@@ -240,6 +244,28 @@ func (w *Workload) send(p *client.Producer, op *history.Op, msgs []client.Messag
 	return err
 }
 
+// sendBack hands m back to group ("consume later": delay level 1, or the
+// dead letters at once) and records what the broker answered.
+func (w *Workload) sendBack(ctx context.Context, cl *client.Client, consumer, group string, m *api.Message, dlq bool, rec *history.Recorder) {
+	level := int32(1)
+	if dlq {
+		level = -1
+	}
+	sb := history.SendBack{Consumer: consumer, Group: group, ID: m.Id, Body: history.BodyName(m.Body), Hash: history.BodyHash(m.Body), DLQ: dlq}
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	sb.Invoke = rec.Now()
+	resp, err := cl.SendBack(sctx, group, m.Id, level, 0)
+	sb.Complete = rec.Now()
+	sb.Outcome = history.Classify(err)
+	if err != nil {
+		sb.Error = err.Error()
+	} else {
+		sb.CopyID, sb.CopyTopic, sb.DeadLettered, sb.DeliverAt = resp.Id, resp.Topic, resp.DeadLettered, resp.DeliverAtMs
+	}
+	rec.AddSendBack(sb)
+}
+
 // maxDelay bounds how long after it was sent a delayed message of the
 // workload is due (level 1 is 1 s; deliver-at times are at most 2.5 s ahead).
 const maxDelay = 2500 * time.Millisecond
@@ -264,6 +290,15 @@ func delayedDue(h *history.History) time.Time {
 			due = t
 		}
 	}
+	for _, sb := range h.SendBacks {
+		t := start.Add(sb.Invoke + maxDelay)
+		if at := time.UnixMilli(sb.DeliverAt); sb.DeliverAt != 0 && at.After(t) {
+			t = at
+		}
+		if t.After(due) {
+			due = t
+		}
+	}
 	return due
 }
 
@@ -278,6 +313,8 @@ func (w *Workload) RunConsumer(ctx context.Context, name string, cfg client.Cons
 	if err != nil {
 		return err
 	}
+	sendBacks := w.Rich && w.SendBackGroup != "" && cfg.Group == w.SendBackGroup
+	rng := rand.New(rand.NewSource(int64(history.BodyHash([]byte(name)))))
 	for ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		recs, err := cons.Poll(pctx)
@@ -285,6 +322,9 @@ func (w *Workload) RunConsumer(ctx context.Context, name string, cfg client.Cons
 		for _, r := range recs {
 			rec.AddDelivery(history.Delivery{Consumer: name, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Body: history.BodyName(r.Body),
 				Hash: history.BodyHash(r.Body), ServedBy: r.ServedBy, ServedByLeader: r.ServedByLeader, At: rec.Now()})
+			if sendBacks && rng.Intn(25) == 0 {
+				w.sendBack(ctx, cl, name, cfg.Group, r.Message, rng.Intn(4) == 0, rec)
+			}
 		}
 		if err != nil && len(recs) == 0 {
 			select {
@@ -505,6 +545,9 @@ func (rc *rawClient) produce(req *api.ProduceRequest, op *history.Op, timeout ti
 	}
 }
 
+// oddityTimeout bounds a hand-made request with all its attempts (5 s each).
+const oddityTimeout = 16 * time.Second
+
 // overLimit is one request just over a limit.
 type overLimit struct {
 	what string
@@ -671,7 +714,9 @@ func (w *Workload) RunOddities(ctx context.Context, o Oddities, seed int64, inte
 					break // the names of the first ones are enough to find any of it in the log
 				}
 			}
-			rc.produce(&api.ProduceRequest{Topic: w.Topic, ProducerId: pid, Sequence: 1, Messages: msgs}, &op, w.OpTimeout, rec)
+			// Each attempt may meet a paused or cut-off node and take its 5 s:
+			// time for three, so one reaches a node that answers the refusal.
+			rc.produce(&api.ProduceRequest{Topic: w.Topic, ProducerId: pid, Sequence: 1, Messages: msgs}, &op, max(w.OpTimeout, oddityTimeout), rec)
 			if op.Error != "" {
 				op.Error = l.what + ": " + op.Error
 			}
