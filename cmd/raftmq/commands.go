@@ -168,7 +168,7 @@ func topicCommand() *cli.Command {
 					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed when the topic exists with the same queue count"}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return errors.New("topic create: want exactly one NAME")
+						return usageError(c, "want exactly one NAME")
 					}
 					if q := c.Int("queues"); q < 1 || q > 1024 {
 						return fmt.Errorf("--queues %d: want 1..1024", q)
@@ -216,7 +216,7 @@ func topicCommand() *cli.Command {
 				Flags:     clientFlags(jsonFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return errors.New("topic describe: want exactly one NAME")
+						return usageError(c, "want exactly one NAME")
 					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						t, err := cl.DescribeTopic(ctx, c.Args().First())
@@ -647,7 +647,7 @@ func memberCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					id, addr, ok := strings.Cut(c.Args().First(), "@")
 					if c.NArg() != 1 || !ok || id == "" || addr == "" {
-						return errors.New("member add: want exactly one ID@RAFTADDR")
+						return usageError(c, "want exactly one ID@RAFTADDR")
 					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						r, err := cl.AddMember(ctx, id, addr)
@@ -666,7 +666,7 @@ func memberCommand() *cli.Command {
 				Flags:     clientFlags(&cli.BoolFlag{Name: "force", Usage: "remove even the leader, or below a fault-tolerant quorum"}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return errors.New("member remove: want exactly one ID")
+						return usageError(c, "want exactly one ID")
 					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						if err := cl.RemoveMember(ctx, c.Args().First(), c.Bool("force")); err != nil {
@@ -712,7 +712,7 @@ func groupCommand() *cli.Command {
 				Flags:     clientFlags(jsonFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return errors.New("group describe: want exactly one GROUP")
+						return usageError(c, "want exactly one GROUP")
 					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						g, err := cl.DescribeGroup(ctx, c.Args().First())
@@ -745,7 +745,7 @@ func groupCommand() *cli.Command {
 					&cli.StringFlag{Name: "to", Value: "earliest", Usage: "earliest, latest or an offset"}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 || c.String("topic") == "" {
-						return errors.New("group reset: want GROUP and --topic")
+						return usageError(c, "want GROUP and --topic")
 					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						offs, err := cl.ResetGroup(ctx, c.Args().First(), c.String("topic"), c.String("to"))
