@@ -464,15 +464,19 @@ loop:
 func consumeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "consume",
-		Usage: "read messages of a topic as a member of a consumer group",
-		Description: "Without --follow it exits once it has read up to the end every queue had when it started\n" +
-			"(or after --max messages); with --follow it keeps reading until interrupted. Offsets are\n" +
-			"committed for the group as it goes and on exit.",
+		Usage: "read messages of a topic, as a reader or as a member of a consumer group",
+		Description: "Without --group it is a reader: it reads every queue (or --queue) from --offset and commits\n" +
+			"nothing, so running it twice shows the same messages twice. With --group it reads the queues\n" +
+			"the group assigns it from the group's committed offsets and commits as it goes and on exit.\n" +
+			"Without --follow it exits once it has read up to the end every queue had when it started\n" +
+			"(or after --max messages); with --follow it keeps reading until interrupted.",
 		Flags: append(clientFlags(
 			&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (required)"},
-			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Value: "raftmq-cli", Usage: "consumer group"},
-			&cli.StringFlag{Name: "from", Value: "earliest", Usage: "where a group with no committed offset starts: earliest or latest"},
-			&cli.IntFlag{Name: "max", Aliases: []string{"n"}, Usage: "stop after this many messages (0: no limit)"},
+			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "consumer group (default: none, read without committing)"},
+			&cli.StringFlag{Name: "offset", Aliases: []string{"o"}, Usage: "where a reader starts each queue: start, end, N (that offset), +N (N after the start) or -N (N before the end) (default: --from)"},
+			&cli.StringFlag{Name: "from", Value: "earliest", Usage: "where a queue without a committed offset starts: earliest or latest"},
+			&cli.IntFlag{Name: "max", Aliases: []string{"n", "count"}, Usage: "stop after this many messages (0: no limit)"},
+			bodyFormatFlag(),
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep consuming until interrupted"},
 			&cli.BoolFlag{Name: "follower-reads", Value: true, Usage: "follow the broker's suggestion of which node to pull from"},
 			&cli.IntSliceFlag{Name: "queue", Aliases: []string{"q"}, Usage: "read only these queues, outside the group's assignment"},
@@ -525,6 +529,24 @@ func runConsume(c *cli.Context) error {
 	cfg.FollowerReads = c.Bool("follower-reads")
 	for _, q := range c.IntSlice("queue") {
 		cfg.Queues = append(cfg.Queues, int32(q))
+	}
+	encode, err := bodyEncoder(c)
+	if err != nil {
+		return err
+	}
+	if c.IsSet("offset") {
+		if cfg.Group != "" {
+			return usageError(c, "--offset positions a reader (no --group); a group resumes at its committed offsets: move them with 'raftmq group reset'")
+		}
+		ctx, cancel := opCtx(c)
+		ti, err := cl.DescribeTopic(ctx, topic)
+		cancel()
+		if err != nil {
+			return clean(err)
+		}
+		if cfg.Start, err = startOffsets(c.String("offset"), ti, cfg.Queues); err != nil {
+			return usageError(c, "%v", err)
+		}
 	}
 	if !c.Bool("follow") {
 		cfg.Wait = 200 * time.Millisecond
@@ -589,10 +611,10 @@ func runConsume(c *cli.Context) error {
 			n++
 			if format == "json" {
 				b, _ := json.Marshal(msgJSON{Topic: r.Topic, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Key: r.Key, Tag: r.Tag,
-					Properties: r.Properties, Body: string(r.Body), Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason})
+					Properties: r.Properties, Body: encode(r.Body), Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason})
 				out.Write(append(b, '\n'))
 			} else {
-				fmt.Fprintf(out, "%d:%d\t%s\n", r.Queue, r.Offset, r.Body)
+				fmt.Fprintf(out, "%d:%d\t%s\n", r.Queue, r.Offset, encode(r.Body))
 			}
 		}
 		out.Flush()
