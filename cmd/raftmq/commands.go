@@ -23,41 +23,104 @@ import (
 func healthCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "health",
-		Usage: "exit 0 when the node at -s answers, knows a leader and is ready (for container health checks)",
-		Flags: []cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: "127.0.0.1:9001", Usage: "the node to check"}},
-		Description: "Only the first address of -s is checked; the check takes at most 2 seconds. Exit status 2: no\n" +
-			"answer; 3: no leader known; 4: not ready, with the reason (as /readyz: a leader that cannot commit,\n" +
-			"a node whose applying is stuck, a follower that receives no entries).",
+		Usage: "exit 0 when the node at -s answers, knows a leader and is ready (--all: every node of the group)",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: "127.0.0.1:9001", Usage: "the node to check (with --all: any nodes of the group)"},
+			&cli.BoolFlag{Name: "all", Usage: "check the whole group: a leader, and every member up and ready"},
+			&cli.DurationFlag{Name: "wait", Usage: "check again every half second until healthy or this long has passed (0: check once)"}},
+		Description: "Without --all only the first address of -s is checked; one check takes at most 2 seconds.\n" +
+			"Exit status 2: no answer; 3: no leader known; 4: not ready, with the reason (as /readyz: a leader\n" +
+			"that cannot commit, a node whose applying is stuck, a follower that receives no entries; with\n" +
+			"--all: any member down or not ready).",
 		Action: func(c *cli.Context) error {
-			cl, err := client.New(client.Config{Servers: []string{c.String("servers")}, RequestTimeout: 2 * time.Second})
+			servers := strings.Split(c.String("servers"), ",")
+			if !c.Bool("all") {
+				servers = servers[:1]
+			}
+			cl, err := client.New(client.Config{Servers: servers, RequestTimeout: 2 * time.Second})
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			addr := strings.Split(c.String("servers"), ",")[0]
-			st, err := cl.StatusOf(c.Context, addr)
-			if err != nil {
-				return &exitError{2, fmt.Errorf("%s does not answer: %w", addr, clean(err))}
-			}
-			if st.LeaderId == "" {
-				return &exitError{3, fmt.Errorf("%s answers but knows no leader", addr)}
-			}
-			for _, n := range st.Nodes {
-				if n.Id == st.AnsweredBy && !n.Healthy {
-					return &exitError{4, fmt.Errorf("%s (%s) answers but is not ready: %s", addr, n.Id, n.Error)}
+			deadline := time.Now().Add(c.Duration("wait"))
+			for {
+				msg, err := checkHealth(c.Context, cl, servers[0], c.Bool("all"))
+				if err == nil {
+					fmt.Fprintln(c.App.Writer, msg)
+					return nil
+				}
+				if !time.Now().Before(deadline) || c.Context.Err() != nil {
+					return err
+				}
+				select {
+				case <-time.After(500 * time.Millisecond):
+				case <-c.Context.Done():
 				}
 			}
-			fmt.Fprintf(c.App.Writer, "ok: %s, leader %s, term %d\n", st.AnsweredBy, st.LeaderId, st.Term)
-			return nil
 		},
 	}
+}
+
+// checkHealth is one health check: of the node at addr, or of the whole
+// group (all).
+func checkHealth(ctx context.Context, cl *client.Client, addr string, all bool) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var st *api.StatusResponse
+	var err error
+	if all {
+		st, err = cl.Status(cctx)
+	} else {
+		st, err = cl.StatusOf(cctx, addr)
+	}
+	if err != nil {
+		return "", &exitError{2, fmt.Errorf("%s does not answer: %w", addr, clean(err))}
+	}
+	if st.LeaderId == "" {
+		return "", &exitError{3, fmt.Errorf("%s answers but knows no leader", st.AnsweredBy)}
+	}
+	if all {
+		if bad := unwell(st); len(bad) > 0 {
+			return "", &exitError{4, fmt.Errorf("group %s: %s", st.Group, strings.Join(bad, "; "))}
+		}
+		return fmt.Sprintf("ok: group %s, %d nodes up and ready, leader %s, term %d", st.Group, len(st.Nodes), st.LeaderId, st.Term), nil
+	}
+	for _, n := range st.Nodes {
+		if n.Id == st.AnsweredBy && !n.Healthy {
+			return "", &exitError{4, fmt.Errorf("%s (%s) answers but is not ready: %s", addr, n.Id, n.Error)}
+		}
+	}
+	return fmt.Sprintf("ok: %s, leader %s, term %d", st.AnsweredBy, st.LeaderId, st.Term), nil
+}
+
+// unwell describes every member of st that is down or not ready.
+func unwell(st *api.StatusResponse) []string {
+	var bad []string
+	for _, n := range st.Nodes {
+		if n.Healthy {
+			continue
+		}
+		what := fmt.Sprintf("node %s is not ready", n.Id)
+		if n.Role == api.RoleDown || n.Role == api.RoleUnknown {
+			what = fmt.Sprintf("node %s is down", n.Id)
+			if n.LastSeenMs > 0 {
+				what += fmt.Sprintf(" (last heard %s ago)", time.Since(time.UnixMilli(n.LastSeenMs)).Round(time.Second))
+			}
+		}
+		if n.Error != "" {
+			what += ": " + shortError(n.Error)
+		}
+		bad = append(bad, what)
+	}
+	return bad
 }
 
 func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show the group: term, leader, and every node's role, indexes, load and health",
-		Description: "FIRST is the lowest log index whose messages a node holds (retention deletes below it; a node\n" +
+		Description: "Exit status 0: a leader and every member up and ready; 3: no leader; 4: a member down (not heard\n" +
+			"for five state periods: its role shows DOWN) or not ready.\n" +
+			"FIRST is the lowest log index whose messages a node holds (retention deletes below it; a node\n" +
 			"that rejoined from the leader's snapshot starts after it). APPLIED, COMMIT and LAST are its raft\n" +
 			"indexes, LAG how far its applied index is behind the leader's, LOAD the leader-load signal of\n" +
 			"read routing. --json prints every field.",
@@ -75,7 +138,10 @@ func statusCommand() *cli.Command {
 				return clean(err)
 			}
 			if c.Bool("json") {
-				return printJSON(c.App.Writer, statusJSON(st))
+				if err := printJSON(c.App.Writer, statusJSON(st)); err != nil {
+					return err
+				}
+				return statusExit(st)
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 			leader := st.LeaderId
@@ -85,6 +151,10 @@ func statusCommand() *cli.Command {
 			fmt.Fprintf(w, "group %s   term %d   leader %s %s   (answered by %s)\n\n", st.Group, st.Term, leader, st.LeaderAddress, st.AnsweredBy)
 			fmt.Fprintln(w, "ID\tROLE\tHEALTHY\tCLIENT\tRAFT\tFIRST\tAPPLIED\tCOMMIT\tLAST\tLAG\tLOAD\tVOTER")
 			for _, n := range st.Nodes {
+				if n.Role == api.RoleDown || n.Role == api.RoleUnknown {
+					fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t-\t-\t-\t-\t-\t-\t%v\n", n.Id, strings.ToUpper(n.Role), n.Healthy, n.ClientAddress, n.RaftAddress, n.Voter)
+					continue
+				}
 				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t%v\n", n.Id, n.Role, n.Healthy, n.ClientAddress, n.RaftAddress,
 					n.FirstIndex, n.AppliedIndex, n.CommitIndex, n.LastIndex, n.Lag, n.Load, n.Voter)
 			}
@@ -96,9 +166,32 @@ func statusCommand() *cli.Command {
 					fmt.Fprintf(c.App.Writer, "\nnode %s is DAMAGED at log index %d: %s\n", n.Id, n.DamagedIndex, n.DamagedReason)
 				}
 			}
-			return nil
+			return statusExit(st)
 		},
 	}
+}
+
+// shortError drops gRPC's wrapping of a dial error a node reported of a
+// peer ("rpc error: code = Unavailable desc = connection error: desc =
+// "transport: Error while dialing: dial tcp ...: connection refused"").
+func shortError(msg string) string {
+	if i := strings.LastIndex(msg, "dial tcp "); i >= 0 {
+		return strings.TrimRight(msg[i:], `"`)
+	}
+	return msg
+}
+
+// statusExit is status's exit: 0 when the group has a leader and every
+// member is up and ready, 3 without a leader, 4 when a member is down or not
+// ready (as health --all).
+func statusExit(st *api.StatusResponse) error {
+	if st.LeaderId == "" {
+		return &exitError{3, fmt.Errorf("group %s has no leader (term %d)", st.Group, st.Term)}
+	}
+	if bad := unwell(st); len(bad) > 0 {
+		return &exitError{4, fmt.Errorf("group %s: %s", st.Group, strings.Join(bad, "; "))}
+	}
+	return nil
 }
 
 type nodeJSON struct {
