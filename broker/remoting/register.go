@@ -2,6 +2,8 @@ package remoting
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -21,6 +23,9 @@ type view struct {
 	leader string
 	term   uint64
 	ids    map[string]int64
+	// members is the group's identity for the name servers: its Raft
+	// membership as sorted "id@raftaddr" (namesrv.ExtMembers).
+	members []string
 }
 
 func (v *view) brokerID(node string) int64 {
@@ -36,7 +41,7 @@ func (v *view) brokerID(node string) int64 {
 func (v *view) isLeader() bool { return v != nil && v.leader != "" && v.leader == v.self }
 
 func (v *view) same(o *view) bool {
-	if v == nil || o == nil || v.leader != o.leader || v.term != o.term || len(v.ids) != len(o.ids) {
+	if v == nil || o == nil || v.leader != o.leader || v.term != o.term || len(v.ids) != len(o.ids) || !slices.Equal(v.members, o.members) {
 		return false
 	}
 	for k, id := range v.ids {
@@ -105,10 +110,13 @@ func (r *registrar) refresh() *view {
 		return r.v.Load()
 	}
 	members := make([]string, 0, len(st.Nodes))
+	identity := make([]string, 0, len(st.Nodes))
 	for _, n := range st.Nodes {
 		members = append(members, n.ID)
+		identity = append(identity, n.ID+"@"+n.RaftAddr)
 	}
-	v := &view{self: r.a.b.ID(), leader: st.LeaderID, term: st.Term, ids: numbering(st.LeaderID, members)}
+	sort.Strings(identity)
+	v := &view{self: r.a.b.ID(), leader: st.LeaderID, term: st.Term, ids: numbering(st.LeaderID, members), members: identity}
 	if prev := r.v.Load(); st.LeaderID == "" && prev != nil {
 		// An election: the routes still number the members by the last
 		// leader, so suggestions keep doing so until a new one is known.
@@ -158,7 +166,8 @@ func (r *registrar) registration(v *view) namesrv.Registration {
 		}
 	}
 	return namesrv.Registration{Cluster: r.a.cfg.Cluster, Group: r.a.b.Config().Group, Addr: r.a.cfg.Addr,
-		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms}
+		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms,
+		ClientAddr: r.a.b.Config().ClientAddr, Members: v.members}
 }
 
 // registerAll registers with every name server at once; it reports
@@ -189,7 +198,13 @@ func (r *registrar) registerAll(v *view) bool {
 			was := r.failed[ns]
 			r.failed[ns] = err != nil
 			r.mu.Unlock()
+			var refusal *codeError
 			switch {
+			case errors.As(err, &refusal) && !was:
+				// Another group holds this brokerName (or the name server
+				// refuses it for another reason): no client reaches this
+				// group through that name server until it is fixed.
+				r.a.log.Error("name server refused this node's registration", "namesrv", ns, "code", refusal.code, "reason", refusal.remark)
 			case err != nil && !was:
 				r.a.log.Warn("register with name server", "namesrv", ns, "error", err)
 			case err == nil && was:
