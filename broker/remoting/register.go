@@ -3,9 +3,11 @@ package remoting
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,6 +133,7 @@ func (r *registrar) loop() {
 	defer tick.Stop()
 	var last *view
 	var lastSent time.Time
+	var lastTopics string
 	for {
 		select {
 		case <-r.a.stop:
@@ -142,19 +145,33 @@ func (r *registrar) loop() {
 		if v == nil || v.leader == "" || len(r.a.cfg.NameServers) == 0 {
 			continue // an election (the id this node would register is unknown), or no name servers
 		}
-		if v.same(last) && time.Since(lastSent) < r.a.cfg.RegisterPeriod {
+		// A topic created, grown or deleted is registered at once too, as
+		// RocketMQ's brokers do, so clients that route through the name
+		// servers find it within moments.
+		topics := r.topicsKey()
+		if v.same(last) && topics == lastTopics && time.Since(lastSent) < r.a.cfg.RegisterPeriod {
 			continue
 		}
 		if !v.same(last) {
 			r.a.log.Info("registering with name servers", "broker_id", v.brokerID(v.self), "leader", v.leader, "term", v.term)
 		}
-		last, lastSent = v, time.Now()
+		last, lastSent, lastTopics = v, time.Now(), topics
 		if !r.registerAll(v) {
 			// A name server did not take it (not started yet, restarting):
 			// try again within a second, not a period.
 			lastSent = time.Now().Add(time.Second - r.a.cfg.RegisterPeriod)
 		}
 	}
+}
+
+// topicsKey is the topics, queue counts and permissions this node would
+// register, as one comparable string.
+func (r *registrar) topicsKey() string {
+	var b strings.Builder
+	for _, t := range r.a.b.Topics() {
+		fmt.Fprintf(&b, "%s/%d/%d;", t.Name, len(t.Queues), t.Perm)
+	}
+	return b.String()
 }
 
 func (r *registrar) registration(v *view) namesrv.Registration {
