@@ -309,3 +309,60 @@ func (cn *Consumer) Close(ctx context.Context) error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// CaughtUp reports whether Poll has handed out every assigned queue up to
+// end (from EndOffsets); a consumer with no queues is not caught up.
+func (cn *Consumer) CaughtUp(end map[Queue]uint64) bool {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	some := false
+	for _, p := range cn.pollers {
+		pos := p.cn.Positions()
+		for _, r := range p.pending { // pulled, not handed out
+			if r.Offset < pos[r.Queue] {
+				pos[r.Queue] = r.Offset
+			}
+		}
+		for q, next := range pos {
+			some = true
+			if next < end[Queue{Group: p.group, Queue: q}] {
+				return false
+			}
+		}
+	}
+	return some
+}
+
+// EndOffsets is the end of every queue of topic in every group now.
+func (c *Cluster) EndOffsets(ctx context.Context, topic string) (map[Queue]uint64, error) {
+	r, err := c.Route(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[Queue]uint64{}
+	for _, g := range sortedNames(r.Groups) {
+		cl, err := c.Client(ctx, g)
+		if err != nil {
+			return nil, err
+		}
+		ti, err := cl.DescribeTopic(ctx, topic)
+		if err != nil {
+			return nil, &GroupError{Group: g, Err: err}
+		}
+		for _, q := range ti.QueueInfo {
+			out[Queue{Group: g, Queue: q.Queue}] = q.MaxOffset
+		}
+	}
+	return out, nil
+}
+
+// Seek moves queue q back (or forward) to offset, as client.Consumer.Seek:
+// call it between Polls, for a queue the last Poll handed out.
+func (cn *Consumer) Seek(q Queue, offset uint64) {
+	cn.mu.Lock()
+	p := cn.pollers[q.Group]
+	cn.mu.Unlock()
+	if p != nil {
+		p.cn.Seek(q.Queue, offset)
+	}
+}
