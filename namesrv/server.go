@@ -25,7 +25,17 @@ import (
 const (
 	ExtNodeID = "raftmqNodeId"
 	ExtTerm   = "raftmqTerm"
+	// ExtClientAddr is the node's raftmq client API (gRPC) address.
+	ExtClientAddr = "raftmqClientAddr"
+	// ExtMembers is the group's membership, "id@raftaddr,..." sorted: the
+	// identity that tells two groups of one brokerName apart.
+	ExtMembers = "raftmqMembers"
 )
+
+// ErrNameTaken: a registration claims a brokerName that another live
+// group holds (another cluster, or other Raft members). The name server
+// refuses it with a response remark that starts with this error's text.
+var ErrNameTaken = errors.New("brokerName taken")
 
 // DefaultExpiry is RocketMQ's BROKER_CHANNEL_EXPIRED_TIME.
 const DefaultExpiry = 120 * time.Second
@@ -63,6 +73,9 @@ type Server struct {
 	wg   sync.WaitGroup
 	once sync.Once
 
+	refusedMu sync.Mutex
+	refused   map[string]string // broker address -> the reason it was last refused, to log changes only
+
 	requests *prometheus.CounterVec
 	promReg  *prometheus.Registry
 }
@@ -75,7 +88,7 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, reg: newRegistry(cfg.Expiry), promReg: prometheus.NewRegistry()}
+	s := &Server{cfg: cfg, log: cfg.Logger, reg: newRegistry(cfg.Expiry), promReg: prometheus.NewRegistry(), refused: map[string]string{}}
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_namesrv_requests_total", Help: "Remoting requests by code."}, []string{"code"})
 	s.promReg.MustRegister(s.requests, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_namesrv_registrations", Help: "Live broker registrations."},
 		func() float64 { return float64(s.reg.count()) }),
@@ -173,7 +186,8 @@ type TopicConfig struct {
 }
 
 func (s *Server) register(req *remoting.Command) *remoting.Command {
-	reg := Registration{Cluster: req.Ext["clusterName"], Group: req.Ext["brokerName"], Addr: req.Ext["brokerAddr"], NodeID: req.Ext[ExtNodeID]}
+	reg := Registration{Cluster: req.Ext["clusterName"], Group: req.Ext["brokerName"], Addr: req.Ext["brokerAddr"], NodeID: req.Ext[ExtNodeID],
+		ClientAddr: req.Ext[ExtClientAddr], Members: SplitMembers(req.Ext[ExtMembers])}
 	if reg.Group == "" || reg.Addr == "" {
 		return remoting.Response(req, remoting.SystemError, "register broker: brokerName and brokerAddr are required")
 	}
@@ -207,7 +221,11 @@ func (s *Server) register(req *remoting.Command) *remoting.Command {
 			}
 		}
 	}
-	s.reg.put(reg)
+	if err := s.reg.admit(reg); err != nil {
+		s.noteRefusal(reg.Addr, err.Error())
+		return remoting.Response(req, remoting.SystemError, err.Error())
+	}
+	s.noteRefusal(reg.Addr, "")
 	s.log.Debug("broker registered", "group", reg.Group, "addr", reg.Addr, "broker_id", reg.BrokerID, "node", reg.NodeID, "term", reg.Term, "topics", len(reg.Topics))
 	resp := remoting.Response(req, remoting.Success, "")
 	if gr := s.reg.groups()[reg.Group]; gr != nil {
@@ -215,6 +233,38 @@ func (s *Server) register(req *remoting.Command) *remoting.Command {
 	}
 	resp.Ext["haServerAddr"] = ""
 	return resp
+}
+
+// noteRefusal logs a refusal of the broker at addr when its reason
+// changes (a refused broker retries every second), and its first accepted
+// registration after one.
+func (s *Server) noteRefusal(addr, reason string) {
+	s.refusedMu.Lock()
+	was := s.refused[addr]
+	if reason == "" {
+		delete(s.refused, addr)
+	} else {
+		s.refused[addr] = reason
+	}
+	s.refusedMu.Unlock()
+	switch {
+	case reason != "" && reason != was:
+		s.log.Warn("registration refused", "addr", addr, "reason", reason)
+	case reason == "" && was != "":
+		s.log.Info("registration accepted after a refusal", "addr", addr)
+	}
+}
+
+// SplitMembers splits ExtMembers' "id@raftaddr,..." into sorted entries.
+func SplitMembers(s string) []string {
+	var out []string
+	for _, m := range strings.Split(s, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // RouteData is GET_ROUTEINFO_BY_TOPIC's body (RocketMQ's TopicRouteData).
@@ -292,6 +342,11 @@ type GroupInfo struct {
 	Term   uint64           `json:"term"`
 	Nodes  map[int64]string `json:"nodes"`
 	Topics map[string]int   `json:"topics"`
+	// Perms: a topic's permission when it is not 6 (4: read only).
+	Perms map[string]int `json:"perms,omitempty"`
+	// ClientAddrs: brokerId -> client API (gRPC) address, what the raftmq
+	// SDK dials to reach the group.
+	ClientAddrs map[int64]string `json:"clientAddrs,omitempty"`
 }
 
 func (s *Server) clusterInfo(req *remoting.Command) *remoting.Command {
@@ -299,7 +354,7 @@ func (s *Server) clusterInfo(req *remoting.Command) *remoting.Command {
 	for n, gr := range s.reg.groups() {
 		ci.BrokerAddrTable[n] = BrokerData{Cluster: gr.Cluster, BrokerName: n, BrokerAddrs: gr.Addrs}
 		ci.ClusterAddrTable[gr.Cluster] = append(ci.ClusterAddrTable[gr.Cluster], n)
-		ci.RaftmqGroups[n] = GroupInfo{Term: gr.Term, Nodes: gr.Nodes, Topics: gr.Topics}
+		ci.RaftmqGroups[n] = GroupInfo{Term: gr.Term, Nodes: gr.Nodes, Topics: gr.Topics, Perms: gr.Perms, ClientAddrs: gr.ClientAddrs}
 	}
 	for _, names := range ci.ClusterAddrTable {
 		sort.Strings(names)
@@ -393,8 +448,15 @@ func RegisterRequest(reg Registration) (*remoting.Command, error) {
 	if err != nil {
 		return nil, err
 	}
-	return remoting.NewRequest(remoting.RegisterBroker, map[string]string{
+	ext := map[string]string{
 		"brokerAddr": reg.Addr, "brokerName": reg.Group, "clusterName": reg.Cluster, "brokerId": strconv.FormatInt(reg.BrokerID, 10),
 		"haServerAddr": "", "compressed": "false", ExtNodeID: reg.NodeID, ExtTerm: strconv.FormatUint(reg.Term, 10),
-	}, b), nil
+	}
+	if reg.ClientAddr != "" {
+		ext[ExtClientAddr] = reg.ClientAddr
+	}
+	if len(reg.Members) > 0 {
+		ext[ExtMembers] = strings.Join(reg.Members, ",")
+	}
+	return remoting.NewRequest(remoting.RegisterBroker, ext, b), nil
 }

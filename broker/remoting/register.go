@@ -2,8 +2,12 @@ package remoting
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +25,9 @@ type view struct {
 	leader string
 	term   uint64
 	ids    map[string]int64
+	// members is the group's identity for the name servers: its Raft
+	// membership as sorted "id@raftaddr" (namesrv.ExtMembers).
+	members []string
 }
 
 func (v *view) brokerID(node string) int64 {
@@ -36,7 +43,7 @@ func (v *view) brokerID(node string) int64 {
 func (v *view) isLeader() bool { return v != nil && v.leader != "" && v.leader == v.self }
 
 func (v *view) same(o *view) bool {
-	if v == nil || o == nil || v.leader != o.leader || v.term != o.term || len(v.ids) != len(o.ids) {
+	if v == nil || o == nil || v.leader != o.leader || v.term != o.term || len(v.ids) != len(o.ids) || !slices.Equal(v.members, o.members) {
 		return false
 	}
 	for k, id := range v.ids {
@@ -105,10 +112,13 @@ func (r *registrar) refresh() *view {
 		return r.v.Load()
 	}
 	members := make([]string, 0, len(st.Nodes))
+	identity := make([]string, 0, len(st.Nodes))
 	for _, n := range st.Nodes {
 		members = append(members, n.ID)
+		identity = append(identity, n.ID+"@"+n.RaftAddr)
 	}
-	v := &view{self: r.a.b.ID(), leader: st.LeaderID, term: st.Term, ids: numbering(st.LeaderID, members)}
+	sort.Strings(identity)
+	v := &view{self: r.a.b.ID(), leader: st.LeaderID, term: st.Term, ids: numbering(st.LeaderID, members), members: identity}
 	if prev := r.v.Load(); st.LeaderID == "" && prev != nil {
 		// An election: the routes still number the members by the last
 		// leader, so suggestions keep doing so until a new one is known.
@@ -123,6 +133,7 @@ func (r *registrar) loop() {
 	defer tick.Stop()
 	var last *view
 	var lastSent time.Time
+	var lastTopics string
 	for {
 		select {
 		case <-r.a.stop:
@@ -134,19 +145,33 @@ func (r *registrar) loop() {
 		if v == nil || v.leader == "" || len(r.a.cfg.NameServers) == 0 {
 			continue // an election (the id this node would register is unknown), or no name servers
 		}
-		if v.same(last) && time.Since(lastSent) < r.a.cfg.RegisterPeriod {
+		// A topic created, grown or deleted is registered at once too, as
+		// RocketMQ's brokers do, so clients that route through the name
+		// servers find it within moments.
+		topics := r.topicsKey()
+		if v.same(last) && topics == lastTopics && time.Since(lastSent) < r.a.cfg.RegisterPeriod {
 			continue
 		}
 		if !v.same(last) {
 			r.a.log.Info("registering with name servers", "broker_id", v.brokerID(v.self), "leader", v.leader, "term", v.term)
 		}
-		last, lastSent = v, time.Now()
+		last, lastSent, lastTopics = v, time.Now(), topics
 		if !r.registerAll(v) {
 			// A name server did not take it (not started yet, restarting):
 			// try again within a second, not a period.
 			lastSent = time.Now().Add(time.Second - r.a.cfg.RegisterPeriod)
 		}
 	}
+}
+
+// topicsKey is the topics, queue counts and permissions this node would
+// register, as one comparable string.
+func (r *registrar) topicsKey() string {
+	var b strings.Builder
+	for _, t := range r.a.b.Topics() {
+		fmt.Fprintf(&b, "%s/%d/%d;", t.Name, len(t.Queues), t.Perm)
+	}
+	return b.String()
 }
 
 func (r *registrar) registration(v *view) namesrv.Registration {
@@ -158,7 +183,8 @@ func (r *registrar) registration(v *view) namesrv.Registration {
 		}
 	}
 	return namesrv.Registration{Cluster: r.a.cfg.Cluster, Group: r.a.b.Config().Group, Addr: r.a.cfg.Addr,
-		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms}
+		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms,
+		ClientAddr: r.a.b.Config().ClientAddr, Members: v.members}
 }
 
 // registerAll registers with every name server at once; it reports
@@ -189,7 +215,13 @@ func (r *registrar) registerAll(v *view) bool {
 			was := r.failed[ns]
 			r.failed[ns] = err != nil
 			r.mu.Unlock()
+			var refusal *codeError
 			switch {
+			case errors.As(err, &refusal) && !was:
+				// Another group holds this brokerName (or the name server
+				// refuses it for another reason): no client reaches this
+				// group through that name server until it is fixed.
+				r.a.log.Error("name server refused this node's registration", "namesrv", ns, "code", refusal.code, "reason", refusal.remark)
 			case err != nil && !was:
 				r.a.log.Warn("register with name server", "namesrv", ns, "error", err)
 			case err == nil && was:

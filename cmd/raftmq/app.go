@@ -63,6 +63,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Commands: []*cli.Command{
 			serverCommand(),
 			namesrvCommand(),
+			clusterCommand(),
 			healthCommand(),
 			statusCommand(),
 			topicCommand(),

@@ -257,14 +257,25 @@ func topicCommand() *cli.Command {
 				Name:      "create",
 				Usage:     "create a topic",
 				ArgsUsage: "NAME",
-				Flags: clientFlags(&cli.IntFlag{Name: "queues", Aliases: []string{"q"}, Value: 4, Usage: "number of queues (1..1024)"},
-					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed when the topic exists with the same queue count"}),
+				Flags: clientFlags(&cli.IntFlag{Name: "queues", Aliases: []string{"q"}, Value: 4, Usage: "number of queues (1..1024; with --namesrv: in all, spread over the groups)"},
+					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed when the topic exists with the same queue count"},
+					namesrvFlag(),
+					&cli.StringFlag{Name: "groups", Usage: "with --namesrv: create on these groups, G1,G2 (default: every group with a leader)"}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return usageError(c, "want exactly one NAME")
 					}
 					if q := c.Int("queues"); q < 1 || q > 1024 {
 						return fmt.Errorf("--queues %d: want 1..1024", q)
+					}
+					if ok, err := viaNamesrv(c); err != nil || ok {
+						if err != nil {
+							return err
+						}
+						return runTopicCreateCluster(c)
+					}
+					if c.String("groups") != "" {
+						return usageError(c, "--groups picks groups of a cluster: it needs --namesrv")
 					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						ti, err := cl.CreateTopic(ctx, c.Args().First(), int32(c.Int("queues")), c.Bool("if-not-exists"))
@@ -383,6 +394,7 @@ func produceCommand() *cli.Command {
 			&cli.IntFlag{Name: "inflight", Value: 8, Usage: "requests in flight"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (one object per acknowledged message)"},
 			delayFlags[0], delayFlags[1], delayFlags[2],
+			namesrvFlag(),
 		),
 		Action: runProduce,
 	}
@@ -425,6 +437,11 @@ func runProduce(c *cli.Context) error {
 	delay, err := parseDelayFlags(c)
 	if err != nil {
 		return err
+	}
+	if ok, err := viaNamesrv(c); err != nil {
+		return err
+	} else if ok {
+		return runProduceCluster(c, topic, format, props, delay)
 	}
 	cl, err := newClient(c)
 	if err != nil {
@@ -578,7 +595,7 @@ func consumeCommand() *cli.Command {
 			&cli.StringFlag{Name: "sql", Usage: "serve only messages whose properties match this SQL92 expression, e.g. \"a > 5 AND TAGS = 'x'\""},
 			&cli.BoolFlag{Name: "broadcast", Usage: "read every message of the topic whatever the group's other members read, with this member's own offsets"},
 			&cli.StringFlag{Name: "member", Usage: "member id in the group (default: HOST@PID); give the same one again to resume a broadcasting member's offsets"},
-		), pushConsumeFlags()...),
+		), append(pushConsumeFlags(), namesrvFlag())...),
 		Action: runConsume,
 	}
 }
@@ -608,6 +625,11 @@ func runConsume(c *cli.Context) error {
 	format := c.String("format")
 	if format != "text" && format != "json" {
 		return fmt.Errorf("--format %q: want text or json", format)
+	}
+	if ok, err := viaNamesrv(c); err != nil {
+		return err
+	} else if ok {
+		return runConsumeCluster(c, topic, format)
 	}
 	if pushMode(c) {
 		return runPushConsume(c, topic, format)

@@ -33,7 +33,7 @@ func serverCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "id", Usage: "unique node id (required)"},
 			&cli.StringFlag{Name: "data", Usage: "data directory (required)"},
-			&cli.StringFlag{Name: "group", Value: d.Broker.Group, Usage: "broker group name"},
+			&cli.StringFlag{Name: "broker-name", Aliases: []string{"group"}, EnvVars: []string{"RAFTMQ_BROKER_NAME"}, Value: d.Broker.Group, Usage: "the group's name: RocketMQ's brokerName, registered with the name servers and shown by status; every node of a group gives the same one, and no two groups of a cluster share one (--group is an alias; RAFTMQ_GROUP is not read, it is the consumer group of other commands)"},
 			&cli.StringFlag{Name: "raft", Value: "127.0.0.1:7001", Usage: "Raft listen address"},
 			&cli.StringFlag{Name: "raft-advertise", Usage: "Raft address other nodes dial (default: --raft)"},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9001", Usage: "client API (gRPC) listen address"},
@@ -75,7 +75,7 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "remoting-advertise", Usage: "remoting address registered with the name servers (default: --remoting)"},
 			&cli.StringFlag{Name: "namesrv", Usage: "name servers to register with, ADDR[;ADDR...] (needs --remoting)"},
 			&cli.DurationFlag{Name: "register-period", Value: brokerremoting.DefaultConfig().RegisterPeriod, Usage: "renew the registration with the name servers this often (a role change registers at once); keep it well below the name servers' --expiry"},
-			&cli.StringFlag{Name: "cluster", Value: brokerremoting.DefaultConfig().Cluster, Usage: "RocketMQ cluster name registered with the name servers"},
+			&cli.StringFlag{Name: "cluster", EnvVars: []string{"RAFTMQ_CLUSTER"}, Value: brokerremoting.DefaultConfig().Cluster, Usage: "the cluster this group belongs to: RocketMQ's brokerClusterName, registered with the name servers"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
 		},
 		Action: runServer,
@@ -131,7 +131,7 @@ func runServer(c *cli.Context) error {
 	cfg.Raft.CommitTimeout = c.Duration("commit-timeout")
 	cfg.Raft.SnapshotThreshold = c.Uint64("snapshot-threshold")
 	cfg.Raft.LeaderLeaseTimeout = cfg.Raft.HeartbeatTimeout
-	cfg.Broker.Group = c.String("group")
+	cfg.Broker.Group = c.String("broker-name")
 	cfg.Broker.ClientAddr = c.String("advertise")
 	if cfg.Broker.ClientAddr == "" {
 		cfg.Broker.ClientAddr = cfg.Listen
