@@ -21,6 +21,12 @@ func TestProcessConsumeAsReader(t *testing.T) {
 	c := procStartCluster(t, 1)
 	s := c.addrs()
 	c.mustCLI("", "topic", "create", "rd", "--queues", "2", "-s", s)
+	if out := c.mustCLI("", "topic", "create", "rd", "--queues", "2", "--if-not-exists", "-s", s); !strings.Contains(out, "topic rd exists with 2 queues") {
+		t.Errorf("topic create --if-not-exists of an existing topic said %q", out)
+	}
+	if out := c.mustCLI("", "topic", "create", "one", "--queues", "1", "-s", s); !strings.Contains(out, "created topic one with 1 queue\n") {
+		t.Errorf("topic create --queues 1 said %q", out)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	binary := []byte{0, 0xff, '\n', 0xc3, 0x28, '"', '\\', 0x80}

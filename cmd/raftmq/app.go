@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 
@@ -80,6 +81,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		},
 	}
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionLine()) }
+	cli.FlagStringer = flagString
 	for _, c := range app.Commands {
 		addEnv(c, envPrefix[c.Name])
 		withUsage(c)
@@ -143,6 +145,19 @@ func interspersed(cmds []*cli.Command, args []string) []string {
 		}
 	}
 	return append(append(out, flags...), pos...)
+}
+
+// defaultFlagString is urfave/cli's rendering of a flag in help.
+var defaultFlagString = cli.FlagStringer
+
+// repeated is urfave/cli's "[ --property value, -p value ]" after a
+// repeatable flag, which says it twice.
+var repeated = regexp.MustCompile(` \[ -[^\]]*\]`)
+
+// flagString renders a flag in help as urfave/cli does, without the
+// repetition of a repeatable flag's names (its usage says "repeatable").
+func flagString(f cli.Flag) string {
+	return repeated.ReplaceAllString(defaultFlagString(f), "")
 }
 
 // sharedEnv are the flags that mean the same to every command that has

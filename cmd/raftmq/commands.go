@@ -181,6 +181,14 @@ func shortError(msg string) string {
 	return msg
 }
 
+// plural is "1 queue", "4 queues".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // statusExit is status's exit: 0 when the group has a leader and every
 // member is up and ready, 3 without a leader, 4 when a member is down or not
 // ready (as health --all).
@@ -257,7 +265,7 @@ func topicCommand() *cli.Command {
 				Name:      "create",
 				Usage:     "create a topic",
 				ArgsUsage: "NAME",
-				Flags: clientFlags(&cli.IntFlag{Name: "queues", Aliases: []string{"q"}, Value: 4, Usage: "number of queues (1..1024; with --namesrv: in all, spread over the groups)"},
+				Flags: clientFlags(&cli.IntFlag{Name: "queues", Value: 4, Usage: "number of queues (1..1024; with --namesrv: in all, spread over the groups)"},
 					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed when the topic exists with the same queue count"},
 					namesrvFlag(),
 					&cli.StringFlag{Name: "groups", Usage: "with --namesrv: create on these groups, G1,G2 (default: every group with a leader)"}),
@@ -278,11 +286,18 @@ func topicCommand() *cli.Command {
 						return usageError(c, "--groups picks groups of a cluster: it needs --namesrv")
 					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
-						ti, err := cl.CreateTopic(ctx, c.Args().First(), int32(c.Int("queues")), c.Bool("if-not-exists"))
+						name, queues := c.Args().First(), int32(c.Int("queues"))
+						if c.Bool("if-not-exists") {
+							if ti, err := cl.DescribeTopic(ctx, name); err == nil && ti.Queues == queues {
+								fmt.Fprintf(c.App.Writer, "topic %s exists with %s\n", ti.Name, plural(int(ti.Queues), "queue"))
+								return nil
+							}
+						}
+						ti, err := cl.CreateTopic(ctx, name, queues, c.Bool("if-not-exists"))
 						if err != nil {
 							return clean(err)
 						}
-						fmt.Fprintf(c.App.Writer, "created topic %s with %d queues\n", ti.Name, ti.Queues)
+						fmt.Fprintf(c.App.Writer, "created topic %s with %s\n", ti.Name, plural(int(ti.Queues), "queue"))
 						return nil
 					})
 				},
@@ -589,7 +604,7 @@ func consumeCommand() *cli.Command {
 			bodyFormatFlag(),
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep consuming until interrupted"},
 			&cli.BoolFlag{Name: "follower-reads", Value: true, Usage: "follow the broker's suggestion of which node to pull from"},
-			&cli.IntSliceFlag{Name: "queue", Aliases: []string{"q"}, Usage: "read only these queues, outside the group's assignment"},
+			&cli.IntSliceFlag{Name: "queue", Aliases: []string{"q"}, Usage: "read only this queue (repeatable); with --group, outside the group's assignment"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (one object per message, with the node that served it and the reason of the routing suggestion)"},
 			&cli.StringFlag{Name: "tag", Usage: "serve only messages with these tags: 'TagA || TagB' (default: all)"},
 			&cli.StringFlag{Name: "sql", Usage: "serve only messages whose properties match this SQL92 expression, e.g. \"a > 5 AND TAGS = 'x'\""},
