@@ -3,8 +3,10 @@ package integration
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +83,20 @@ func TestProcessConsumeAsReader(t *testing.T) {
 	}
 	if got := read("-g", "g1"); len(got) != 0 {
 		t.Fatalf("group g1, second run: %d messages, want 0 (committed)", len(got))
+	}
+	// JSON keeps zero values: queue 0 is named, and group list has --json.
+	var gd struct {
+		Queues []map[string]any `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(c.mustCLI("", "group", "describe", "g1", "--json", "-s", s)), &gd); err != nil || len(gd.Queues) != 2 {
+		t.Fatalf("group describe --json: %v %+v", err, gd)
+	}
+	if q, ok := gd.Queues[0]["queue"]; !ok || q != float64(0) {
+		t.Errorf("group describe --json: first queue %v, want \"queue\": 0 present", gd.Queues[0])
+	}
+	var groups []string
+	if err := json.Unmarshal([]byte(c.mustCLI("", "group", "list", "--json", "-s", s)), &groups); err != nil || !slices.Contains(groups, "g1") {
+		t.Errorf("group list --json: %v %v, want g1 in it", err, groups)
 	}
 	for _, args := range [][]string{{"-g", "g1", "--offset", "start"}, {"--offset", "soon"}, {"--body-format", "rot13"}, {"--broadcast"}} {
 		_, errOut, err := c.cli("", append([]string{"consume", "-t", "rd", "-s", s}, args...)...)

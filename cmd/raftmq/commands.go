@@ -833,6 +833,47 @@ func memberCommand() *cli.Command {
 	}
 }
 
+// groupOut is group describe --json: every field, zero values included.
+type groupOut struct {
+	Group             string           `json:"group"`
+	Generation        uint64           `json:"generation"`
+	Members           []groupMemberOut `json:"members"`
+	Queues            []groupQueueOut  `json:"queues"`
+	MaxReconsumeTimes int32            `json:"max_reconsume_times"`
+	Broadcast         bool             `json:"broadcast"`
+}
+
+type groupMemberOut struct {
+	ID         string             `json:"member_id"`
+	Queues     map[string][]int32 `json:"queues"` // topic -> queues
+	LastSeenMs int64              `json:"last_seen_ms"`
+}
+
+type groupQueueOut struct {
+	Topic     string `json:"topic"`
+	Queue     int32  `json:"queue"`
+	Committed int64  `json:"committed"` // -1: none
+	MaxOffset uint64 `json:"max_offset"`
+	Lag       uint64 `json:"lag"`
+	Member    string `json:"member_id"`
+}
+
+func groupJSON(g *api.DescribeGroupResponse) groupOut {
+	out := groupOut{Group: g.Group, Generation: g.Generation, Members: []groupMemberOut{}, Queues: []groupQueueOut{},
+		MaxReconsumeTimes: g.GetSettings().GetMaxReconsumeTimes(), Broadcast: g.GetSettings().GetBroadcast()}
+	for _, m := range g.Members {
+		mo := groupMemberOut{ID: m.MemberId, LastSeenMs: m.LastSeenMs, Queues: map[string][]int32{}}
+		for _, a := range m.Assignments {
+			mo.Queues[a.Topic] = append(mo.Queues[a.Topic], a.Queues...)
+		}
+		out.Members = append(out.Members, mo)
+	}
+	for _, q := range g.Queues {
+		out.Queues = append(out.Queues, groupQueueOut{Topic: q.Topic, Queue: q.Queue, Committed: q.Committed, MaxOffset: q.MaxOffset, Lag: q.Lag, Member: q.MemberId})
+	}
+	return out
+}
+
 func groupCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "group",
@@ -843,12 +884,15 @@ func groupCommand() *cli.Command {
 			{
 				Name:  "list",
 				Usage: "list consumer groups",
-				Flags: clientFlags(),
+				Flags: clientFlags(jsonFlag()),
 				Action: func(c *cli.Context) error {
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						gs, err := cl.ListGroups(ctx)
 						if err != nil {
 							return clean(err)
+						}
+						if c.Bool("json") {
+							return printJSON(c.App.Writer, append([]string{}, gs...))
 						}
 						for _, g := range gs {
 							fmt.Fprintln(c.App.Writer, g)
@@ -872,7 +916,7 @@ func groupCommand() *cli.Command {
 							return clean(err)
 						}
 						if c.Bool("json") {
-							return printJSON(c.App.Writer, g)
+							return printJSON(c.App.Writer, groupJSON(g))
 						}
 						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 						fmt.Fprintf(w, "group %s, generation %d, %d member(s)%s\n", g.Group, g.Generation, len(g.Members), broadcastNote(g.GetSettings().GetBroadcast()))
