@@ -76,6 +76,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			messageCommand(),
 			dlqCommand(),
 			demoCommand(),
+			devCommand(),
 			benchCommand(),
 			versionCommand(),
 		},
