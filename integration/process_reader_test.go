@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os/exec"
@@ -76,6 +77,23 @@ func TestProcessConsumeAsReader(t *testing.T) {
 		if got := read(tc.args...); len(got) != tc.want {
 			t.Errorf("consume %v: %d messages, want %d: %+v", tc.args, len(got), tc.want, got)
 		}
+	}
+	// Input formats: NUL-delimited bodies with newlines, a key before a
+	// separator, hex bodies.
+	c.mustCLI("", "topic", "create", "in", "--queues", "1", "-s", s)
+	c.mustCLI("k1|line one\nline two\x00k2|second", "produce", "-t", "in", "-D", `\0`, "-K", "|", "-s", s)
+	c.mustCLI("00ff0a80\n", "produce", "-t", "in", "--body-format", "hex", "-s", s)
+	type keyed struct {
+		Key  string `json:"key"`
+		Body string `json:"body"`
+	}
+	got := procJSONLines[keyed](t, c.mustCLI("", "consume", "-t", "in", "--format", "json", "--body-format", "hex", "-s", s))
+	want := []keyed{{"k1", hex.EncodeToString([]byte("line one\nline two"))}, {"k2", hex.EncodeToString([]byte("second"))}, {"", "00ff0a80"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("produced with -D '\\0' -K '|' and --body-format hex, read back %+v, want %+v", got, want)
+	}
+	if _, errOut, err := c.cli("zz\n", "produce", "-t", "in", "--body-format", "hex", "-s", s); err == nil || !strings.Contains(errOut, "not hex") {
+		t.Errorf("produce of a bad hex body: %v %q, want a failure saying so", err, errOut)
 	}
 	// A group commits: its second run sees nothing new.
 	if got := read("-g", "g1"); len(got) != 4 {

@@ -406,6 +406,9 @@ func produceCommand() *cli.Command {
 			&cli.IntFlag{Name: "queue", Aliases: []string{"q"}, Value: -1, Usage: "explicit queue (default: by key hash, else round robin)"},
 			&cli.StringSliceFlag{Name: "property", Aliases: []string{"p"}, Usage: "message property k=v (repeatable)"},
 			&cli.IntFlag{Name: "batch", Value: 64, Usage: "stdin lines per request"},
+			&cli.StringFlag{Name: "delimiter", Aliases: []string{"D"}, Value: `\n`, Usage: "what ends a message on stdin (escapes \\n \\t \\0 \\r understood), e.g. '\\0' for bodies with newlines"},
+			&cli.StringFlag{Name: "key-separator", Aliases: []string{"K"}, Usage: "each message on stdin (or argument) is KEY, this separator, BODY; one without it is all body"},
+			&cli.StringFlag{Name: "body-format", Value: "text", Usage: "how bodies are given: text (as is), base64 or hex (for binary bodies)"},
 			&cli.IntFlag{Name: "inflight", Value: 8, Usage: "requests in flight"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (one object per acknowledged message)"},
 			delayFlags[0], delayFlags[1], delayFlags[2],
@@ -449,6 +452,18 @@ func runProduce(c *cli.Context) error {
 		queue = &q32
 	}
 	batchSize, inflight := max(c.Int("batch"), 1), max(c.Int("inflight"), 1)
+	delim := strings.NewReplacer(`\n`, "\n", `\t`, "\t", `\r`, "\r", `\0`, "\x00", `\\`, `\`).Replace(c.String("delimiter"))
+	if delim == "" {
+		return usageError(c, "--delimiter %q: want a non-empty string (escapes \\n \\t \\0 \\r understood)", c.String("delimiter"))
+	}
+	decode, err := bodyDecoder(c)
+	if err != nil {
+		return err
+	}
+	keySep := c.String("key-separator")
+	if keySep != "" && c.IsSet("key") {
+		return usageError(c, "--key and --key-separator: give the key once, in the flag or in the input")
+	}
 	delay, err := parseDelayFlags(c)
 	if err != nil {
 		return err
@@ -456,6 +471,11 @@ func runProduce(c *cli.Context) error {
 	if ok, err := viaNamesrv(c); err != nil {
 		return err
 	} else if ok {
+		for _, f := range []string{"delimiter", "key-separator", "body-format"} {
+			if c.IsSet(f) {
+				return usageError(c, "--%s is not built with --namesrv yet: produce through one group's nodes (-s) for it", f)
+			}
+		}
 		return runProduceCluster(c, topic, format, props, delay)
 	}
 	cl, err := newClient(c)
@@ -485,6 +505,9 @@ func runProduce(c *cli.Context) error {
 		}
 		sc := bufio.NewScanner(c.App.Reader)
 		sc.Buffer(make([]byte, 64<<10), 64<<20)
+		if delim != "\n" {
+			sc.Split(splitOn(delim))
+		}
 		var cur []string
 		n := 0
 		hand := func() bool {
@@ -523,7 +546,21 @@ func runProduce(c *cli.Context) error {
 		defer func() { <-sem; wg.Done() }()
 		msgs := make([]client.Message, len(b.lines))
 		for i, l := range b.lines {
-			msgs[i] = client.Message{Key: c.String("key"), Tag: c.String("tag"), Properties: props, Body: []byte(l), Queue: queue}
+			key := c.String("key")
+			if keySep != "" {
+				if k, rest, ok := strings.Cut(l, keySep); ok {
+					key, l = k, rest
+				}
+			}
+			body, derr := decode(l)
+			if derr != nil {
+				mu.Lock()
+				fmt.Fprintf(c.App.ErrWriter, "raftmq: message %d: %v; its request (messages %d..%d) is not sent\n", b.first+i, derr, b.first, b.first+len(b.lines)-1)
+				tally.add(b.first, len(b.lines), fmt.Errorf("%w: message %d: %v", client.ErrNotSent, b.first+i, derr))
+				mu.Unlock()
+				return
+			}
+			msgs[i] = client.Message{Key: key, Tag: c.String("tag"), Properties: props, Body: body, Queue: queue}
 			delay.apply(&msgs[i])
 		}
 		ctx, cancel := opCtx(c)

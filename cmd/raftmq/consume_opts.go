@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -94,5 +97,46 @@ func bodyEncoder(c *cli.Context) (func([]byte) string, error) {
 		return hex.EncodeToString, nil
 	default:
 		return nil, usageError(c, "--body-format %q: want text, base64 or hex", f)
+	}
+}
+
+// bodyDecoder is produce --body-format's decoding of a given body.
+func bodyDecoder(c *cli.Context) (func(string) ([]byte, error), error) {
+	switch f := c.String("body-format"); f {
+	case "text":
+		return func(s string) ([]byte, error) { return []byte(s), nil }, nil
+	case "base64":
+		return func(s string) ([]byte, error) {
+			b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+			if err != nil {
+				return nil, fmt.Errorf("body is not base64: %w", err)
+			}
+			return b, nil
+		}, nil
+	case "hex":
+		return func(s string) ([]byte, error) {
+			b, err := hex.DecodeString(strings.TrimSpace(s))
+			if err != nil {
+				return nil, fmt.Errorf("body is not hex: %w", err)
+			}
+			return b, nil
+		}, nil
+	default:
+		return nil, usageError(c, "--body-format %q: want text, base64 or hex", f)
+	}
+}
+
+// splitOn is a bufio.SplitFunc for records ended by delim (the last one
+// may lack it).
+func splitOn(delim string) bufio.SplitFunc {
+	d := []byte(delim)
+	return func(data []byte, atEOF bool) (int, []byte, error) {
+		if i := bytes.Index(data, d); i >= 0 {
+			return i + len(d), data[:i], nil
+		}
+		if atEOF && len(data) > 0 {
+			return len(data), data, nil
+		}
+		return 0, nil, nil
 	}
 }
