@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
@@ -18,6 +19,16 @@ import (
 // when this node is not the leader, on the leader over the node-to-node
 // gRPC API; the broker decides everything (delay levels, the dead-letter
 // step, who holds a lock).
+
+// callContext bounds one of these calls, forwarding included, by the
+// broker's write timeout (10 s unless configured).
+func (a *Adapter) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := a.b.Config().WriteTimeout
+	if d <= 0 {
+		d = 10 * time.Second
+	}
+	return context.WithTimeout(ctx, d)
+}
 
 // sendBackHeader is ConsumerSendMsgBackRequestHeader.
 type sendBackHeader struct {
@@ -72,7 +83,7 @@ func (a *Adapter) sendBack(ctx context.Context, req *rmq.Command) *rmq.Command {
 	if err != nil {
 		return callErrResponse(req, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.b.Config().WriteTimeout)
+	ctx, cancel := a.callContext(ctx)
 	defer cancel()
 	breq := broker.SendBackRequest{Group: h.group, ID: h.id, DelayLevel: h.delayLevel, MaxReconsumeTimes: h.maxTimes}
 	res, err := a.b.SendBack(ctx, breq)
@@ -148,6 +159,8 @@ func (a *Adapter) lockBatch(ctx context.Context, req *rmq.Command) *rmq.Command 
 	if err != nil {
 		return callErrResponse(req, err)
 	}
+	ctx, cancel := a.callContext(ctx)
+	defer cancel()
 	refs := body.refs()
 	locked, _, err := a.b.LockQueues(ctx, body.ConsumerGroup, body.ClientID, refs)
 	if err != nil {
@@ -195,6 +208,8 @@ func (a *Adapter) unlockBatch(ctx context.Context, req *rmq.Command) *rmq.Comman
 	if err != nil {
 		return callErrResponse(req, err)
 	}
+	ctx, cancel := a.callContext(ctx)
+	defer cancel()
 	refs := body.refs()
 	err = a.b.UnlockQueues(ctx, body.ConsumerGroup, body.ClientID, refs)
 	if err != nil {
@@ -224,6 +239,8 @@ func (a *Adapter) viewMessage(ctx context.Context, req *rmq.Command) *rmq.Comman
 		return rmq.Response(req, rmq.SystemError, fmt.Sprintf("view message: offset %q does not name a stored message", req.Ext["offset"]))
 	}
 	id := messageID(off)
+	ctx, cancel := a.callContext(ctx)
+	defer cancel()
 	res, err := a.b.LookupMessage(ctx, id)
 	if err != nil {
 		err = a.forward(ctx, err, func(ctx context.Context, addr string) error {
