@@ -10,7 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -173,15 +173,19 @@ func TestRocketMQSemantics(t *testing.T) {
 		m.Queue = &primitive.MessageQueue{Topic: m.Topic, BrokerName: "raftmq", QueueId: q}
 		return m
 	}
+	var lastSend *primitive.SendResult
 	send := func(m *primitive.Message) time.Time {
 		t.Helper()
 		at := time.Now()
-		if r, err := p.SendSync(ctx, m); err != nil || r.Status != primitive.SendOK {
+		r, err := p.SendSync(ctx, m)
+		if err != nil || r.Status != primitive.SendOK {
 			t.Fatalf("send %s: %+v %v", m.Body, r, err)
 		}
+		lastSend = r
 		return at
 	}
 	retrySent := send(onQueue(primitive.NewMessage("rmq-sem-retry", []byte("retry-0")), 0))
+	retryMsgID := lastSend.OffsetMsgID
 	delaySent := send(onQueue(primitive.NewMessage("rmq-sem-delay", []byte("level-2")).WithDelayTimeLevel(2), 0))
 	timedAt := time.Now().Add(3 * time.Second)
 	send(onQueue(primitive.NewMessage("rmq-sem-delay", []byte("timed")).WithDelayTimestamp(timedAt), 0))
@@ -190,6 +194,21 @@ func TestRocketMQSemantics(t *testing.T) {
 		for q := 0; q < 2; q++ {
 			send(onQueue(primitive.NewMessage("rmq-sem-ordered", []byte(fmt.Sprintf("q%d-%d", q, i))), q))
 		}
+	}
+
+	// View by id (VIEW_MESSAGE_BY_ID, as Java's viewMessage sends it): the
+	// send's offsetMsgId names a node and the physical offset; the node
+	// answers the message in the pull layout.
+	mid, err := primitive.UnmarshalMsgID([]byte(retryMsgID))
+	if err != nil {
+		t.Fatalf("offsetMsgId %s: %v", retryMsgID, err)
+	}
+	vr, err := rcl.Invoke(ctx, fmt.Sprintf("%s:%d", mid.Addr, mid.Port), remoting.NewRequest(remoting.ViewMessageByID, map[string]string{"offset": strconv.FormatInt(mid.Offset, 10)}, nil))
+	if err != nil || vr.Code != remoting.Success {
+		t.Fatalf("view %s: %v %+v", retryMsgID, err, vr)
+	}
+	if ms, err := remoting.DecodeMessageExts(vr.Body); err != nil || len(ms) != 1 || string(ms[0].Body) != "retry-0" || ms[0].Topic != "rmq-sem-retry" || ms[0].PhysicalOffset != mid.Offset {
+		t.Fatalf("view %s answered %+v (%v)", retryMsgID, ms, err)
 	}
 
 	// Delay level 2 (5 s): not handed over before, handed over after.
@@ -212,7 +231,12 @@ func TestRocketMQSemantics(t *testing.T) {
 	})
 	orderMu.Lock()
 	for q := 0; q < 2; q++ {
-		if got := orderSeen[q]; !sort.IntsAreSorted(got) || len(got) != perQueue || got[0] != 0 {
+		got := orderSeen[q]
+		inOrder := len(got) == perQueue
+		for i := 0; inOrder && i < len(got); i++ {
+			inOrder = got[i] == i
+		}
+		if !inOrder {
 			t.Errorf("queue %d consumed in the order %v, want 0..%d once each", q, got, perQueue-1)
 		}
 	}

@@ -272,6 +272,11 @@ func TestDelayedAndRetrySendsThroughTheProtocol(t *testing.T) {
 	if ms := f.pullAt(f.addr(f.c.Leader()), "%RETRY%cg", 0, 0); len(ms) != 0 {
 		t.Fatal("the fallback's DELAY=3 retry was readable at once")
 	}
+	// The same fallback sent again (a client retry after a lost answer) is
+	// stored once: keyed by UNIQ_KEY and reconsume count.
+	if r := retry(1, 2); r.Code != rmq.Success {
+		t.Fatalf("fallback resent: %d %s", r.Code, r.Remark)
+	}
 	if r := retry(3, 2); r.Code != rmq.Success {
 		t.Fatalf("fallback send past the limit: %d %s", r.Code, r.Remark)
 	}
@@ -282,5 +287,9 @@ func TestDelayedAndRetrySendsThroughTheProtocol(t *testing.T) {
 	rc := f.waitMessage("%RETRY%cg", 0, 0, 30*time.Second)
 	if d := time.Since(start); d < 9*time.Second || rc.ReconsumeTimes != 1 || string(rc.Body) != "again" {
 		t.Fatalf("fallback retry copy (reconsume %d) after %v, want 1 after level 3 (10 s)", rc.ReconsumeTimes, d)
+	}
+	time.Sleep(time.Second) // a second copy would be due a moment after the first
+	if ms := f.pullAt(f.addr(f.c.Leader()), "%RETRY%cg", 0, 0); len(ms) != 1 {
+		t.Fatalf("%d retry copies of one fallback sent twice", len(ms))
 	}
 }
