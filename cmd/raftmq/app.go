@@ -44,6 +44,10 @@ func exitCode(err error) int {
 
 // Run runs the CLI with args (args[0] is the program name).
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	defaultServers = builtinServers
+	if s := currentServers(func(msg string) { fmt.Fprintln(stderr, "raftmq: contexts:", msg) }); s != "" {
+		defaultServers = s
+	}
 	app := &cli.App{
 		Name:  "raftmq",
 		Usage: "a RocketMQ-style message broker whose broker group is one Raft cluster",
@@ -77,6 +81,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			dlqCommand(),
 			demoCommand(),
 			devCommand(),
+			contextCommand(),
 			benchCommand(),
 			versionCommand(),
 		},
@@ -224,7 +229,7 @@ func envOr(own []string, name string) []string {
 // own flag values) followed by extra.
 func clientFlags(extra ...cli.Flag) []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: "127.0.0.1:9001",
+		&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: defaultServers,
 			Usage: "comma list of client API addresses of any nodes of the group"},
 		&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second,
 			Usage: "give up on a request (after retries across leader changes) after this long"},

@@ -24,7 +24,7 @@ func healthCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "health",
 		Usage: "exit 0 when the node at -s answers, knows a leader and is ready (--all: every node of the group)",
-		Flags: []cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: "127.0.0.1:9001", Usage: "the node to check (with --all: any nodes of the group)"},
+		Flags: []cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: defaultServers, Usage: "the node to check (with --all: any nodes of the group)"},
 			&cli.BoolFlag{Name: "all", Usage: "check the whole group: a leader, and every member up and ready"},
 			&cli.DurationFlag{Name: "wait", Usage: "check again every half second until healthy or this long has passed (0: check once)"}},
 		Description: "Without --all only the first address of -s is checked; one check takes at most 2 seconds.\n" +
