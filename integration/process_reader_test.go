@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -95,9 +96,30 @@ func TestProcessConsumeAsReader(t *testing.T) {
 	if _, errOut, err := c.cli("zz\n", "produce", "-t", "in", "--body-format", "hex", "-s", s); err == nil || !strings.Contains(errOut, "not hex") {
 		t.Errorf("produce of a bad hex body: %v %q, want a failure saying so", err, errOut)
 	}
+	// By time: messages stored after a moment, for a reader and a group.
+	mark := time.Now()
+	time.Sleep(20 * time.Millisecond)
+	c.mustCLI("", "produce", "-t", "rd", "-q", "0", "-s", s, "late")
+	if got := read("--offset", "@"+mark.UTC().Format(time.RFC3339Nano)); len(got) != 1 || got[0].Body != base64.StdEncoding.EncodeToString([]byte("late")) {
+		t.Errorf("consume --offset @<before the last send>: %+v, want just the last message", got)
+	}
+	if got := read("--offset", "@-1h"); len(got) != 5 {
+		t.Errorf("consume --offset @-1h: %d messages, want all 5", len(got))
+	}
+	at := "@" + strconv.FormatInt(mark.UnixMilli(), 10)
+	if out := c.mustCLI("", "group", "reset", "gt", "-t", "rd", "--to", at, "--dry-run", "-s", s); !strings.Contains(out, "rd queue 0: none -> 2 (dry run") || !strings.Contains(out, "rd queue 1: none -> 2") {
+		t.Errorf("group reset --dry-run by time said:\n%s", out)
+	}
+	if got := read("-g", "gt"); len(got) != 5 {
+		t.Errorf("after a dry run group gt reads %d messages, want all 5 (nothing committed)", len(got))
+	}
+	c.mustCLI("", "group", "reset", "gt", "-t", "rd", "--to", "0", "--queue", "1", "-s", s)
+	if got := read("-g", "gt"); len(got) != 2 {
+		t.Errorf("after a reset of queue 1 to 0, group gt reads %d messages, want queue 1's 2", len(got))
+	}
 	// A group commits: its second run sees nothing new.
-	if got := read("-g", "g1"); len(got) != 4 {
-		t.Fatalf("group g1, first run: %d messages, want 4", len(got))
+	if got := read("-g", "g1"); len(got) != 5 {
+		t.Fatalf("group g1, first run: %d messages, want 5", len(got))
 	}
 	if got := read("-g", "g1"); len(got) != 0 {
 		t.Fatalf("group g1, second run: %d messages, want 0 (committed)", len(got))

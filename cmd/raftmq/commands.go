@@ -635,7 +635,7 @@ func consumeCommand() *cli.Command {
 		Flags: append(clientFlags(
 			&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (required)"},
 			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "consumer group (default: none, read without committing)"},
-			&cli.StringFlag{Name: "offset", Aliases: []string{"o"}, Usage: "where a reader starts each queue: start, end, N (that offset), +N (N after the start) or -N (N before the end) (default: --from)"},
+			&cli.StringFlag{Name: "offset", Aliases: []string{"o"}, Usage: "where a reader starts each queue: start, end, N (that offset), +N (N after the start), -N (N before the end) or @TIME, the first message stored at or after it (@2026-12-04T10:00:00Z, @-10m, @<unix ms>) (default: --from)"},
 			&cli.StringFlag{Name: "from", Value: "earliest", Usage: "where a queue without a committed offset starts: earliest or latest"},
 			&cli.IntFlag{Name: "max", Aliases: []string{"n", "count"}, Usage: "stop after this many messages (0: no limit)"},
 			bodyFormatFlag(),
@@ -706,13 +706,28 @@ func runConsume(c *cli.Context) error {
 			return usageError(c, "--offset positions a reader (no --group); a group resumes at its committed offsets: move them with 'raftmq group reset'")
 		}
 		ctx, cancel := opCtx(c)
-		ti, err := cl.DescribeTopic(ctx, topic)
-		cancel()
-		if err != nil {
-			return clean(err)
-		}
-		if cfg.Start, err = startOffsets(c.String("offset"), ti, cfg.Queues); err != nil {
-			return usageError(c, "%v", err)
+		defer cancel()
+		if spec, ok := strings.CutPrefix(c.String("offset"), "@"); ok {
+			at, err := parseWhen(spec, time.Now())
+			if err != nil {
+				return usageError(c, "--offset @%s: %v", spec, err)
+			}
+			offs, err := cl.SearchOffsets(ctx, topic, at, cfg.Queues)
+			if err != nil {
+				return clean(err)
+			}
+			cfg.Start = map[int32]uint64{}
+			for _, o := range offs {
+				cfg.Start[o.Queue] = o.Offset
+			}
+		} else {
+			ti, err := cl.DescribeTopic(ctx, topic)
+			if err != nil {
+				return clean(err)
+			}
+			if cfg.Start, err = startOffsets(c.String("offset"), ti, cfg.Queues); err != nil {
+				return usageError(c, "%v", err)
+			}
 		}
 	}
 	if !c.Bool("follow") {
@@ -975,17 +990,50 @@ func groupCommand() *cli.Command {
 				Usage:     "move a group's offsets (only while it has no members)",
 				ArgsUsage: "GROUP",
 				Flags: clientFlags(&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (required)"},
-					&cli.StringFlag{Name: "to", Value: "earliest", Usage: "earliest, latest or an offset"}),
+					&cli.StringFlag{Name: "to", Value: "earliest", Usage: "earliest, latest, an offset, or @TIME: the first message stored at or after it (@2026-12-04T10:00:00Z, @-1h for an hour ago, @<unix ms>)"},
+					&cli.IntSliceFlag{Name: "queue", Aliases: []string{"q"}, Usage: "reset only this queue (repeatable; default: every queue)"},
+					&cli.BoolFlag{Name: "dry-run", Usage: "show the offsets the reset would set and change nothing"}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 || c.String("topic") == "" {
 						return usageError(c, "want GROUP and --topic")
 					}
+					to := c.String("to")
+					if spec, ok := strings.CutPrefix(to, "@"); ok {
+						t, err := parseWhen(spec, time.Now())
+						if err != nil {
+							return usageError(c, "--to %s: %v", to, err)
+						}
+						to = "@" + strconv.FormatInt(t.UnixMilli(), 10)
+					}
+					req := &api.ResetGroupRequest{Group: c.Args().First(), Topic: c.String("topic"), To: to, DryRun: c.Bool("dry-run")}
+					for _, q := range c.IntSlice("queue") {
+						req.Queues = append(req.Queues, int32(q))
+					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
-						offs, err := cl.ResetGroup(ctx, c.Args().First(), c.String("topic"), c.String("to"))
+						var before map[int32]int64
+						if req.DryRun {
+							if g, err := cl.DescribeGroup(ctx, req.Group); err == nil {
+								before = map[int32]int64{}
+								for _, q := range g.Queues {
+									if q.Topic == req.Topic {
+										before[q.Queue] = q.Committed
+									}
+								}
+							}
+						}
+						offs, err := cl.ResetGroup(ctx, req)
 						if err != nil {
 							return clean(err)
 						}
 						for _, o := range offs {
+							if req.DryRun {
+								from := "none"
+								if b, ok := before[o.Queue]; ok && b >= 0 {
+									from = strconv.FormatInt(b, 10)
+								}
+								fmt.Fprintf(c.App.Writer, "%s queue %d: %s -> %d (dry run: not changed)\n", o.Topic, o.Queue, from, o.Offset)
+								continue
+							}
 							fmt.Fprintf(c.App.Writer, "%s queue %d -> %d\n", o.Topic, o.Queue, o.Offset)
 						}
 						return nil

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -139,4 +140,19 @@ func splitOn(delim string) bufio.SplitFunc {
 		}
 		return 0, nil, nil
 	}
+}
+
+// parseWhen reads a time given after "@": RFC 3339, a negative duration
+// before now ("-1h30m"), or unix milliseconds.
+func parseWhen(spec string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, spec); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(spec); err == nil && d <= 0 {
+		return now.Add(d), nil
+	}
+	if ms, err := strconv.ParseInt(spec, 10, 64); err == nil && ms >= 0 {
+		return time.UnixMilli(ms), nil
+	}
+	return time.Time{}, fmt.Errorf("want a time: RFC 3339 (2026-12-04T10:00:00Z), a duration ago (-1h) or unix milliseconds")
 }
