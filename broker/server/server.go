@@ -388,6 +388,7 @@ func (s *Server) checkLogAtStart() (bgTo uint64, err error) {
 	if err != nil {
 		return 0, err
 	}
+	snapsTook, start := time.Since(start), time.Now()
 	from := s.stores.StartCheckFrom(restore)
 	n, err := s.stores.VerifyRange(from, math.MaxUint64, replica.CheckCommand)
 	if err != nil {
@@ -395,7 +396,7 @@ func (s *Server) checkLogAtStart() (bgTo uint64, err error) {
 	}
 	first, last := s.stores.FirstIndex(), s.stores.LastIndex()
 	s.log.Info("log tail verified: the entries raft replays and those not known to be synced; older entries are checked in the background",
-		"entries", n, "from", from, "to", last, "snapshot", restore, "took", time.Since(start))
+		"entries", n, "from", from, "to", last, "snapshot", restore, "took", time.Since(start), "snapshots_checked_in", snapsTook)
 	if first == 0 || from <= first {
 		return 0, nil
 	}
