@@ -62,10 +62,10 @@ type Stores struct {
 	unclean atomic.Bool // see Unclean
 
 	// What the log looked like at open, for StartCheckFrom.
-	syncedAtOpen uint64 // the watermark: entries up to it were fsynced
-	tailAtOpen   uint64 // first index of raft-wal's tail segment (0: bolt)
-	crashed      bool   // the previous process did not close the log
-	bg           *bgCheck
+	syncedAtOpen uint64                  // the watermark: entries up to it were fsynced
+	tailAtOpen   uint64                  // first index of raft-wal's tail segment (0: bolt)
+	crashed      bool                    // the previous process did not close the log
+	bg           atomic.Pointer[bgCheck] // the background check, once started
 }
 
 // Options for Open.

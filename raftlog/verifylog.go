@@ -155,9 +155,9 @@ type bgCheck struct {
 // goroutine of its own, paced at c.BytesPerSecond, logging its progress.
 // A damaged entry is reported as a read that meets it would report it
 // (Options.OnDamaged, Damaged), and the check ends there. Close stops it.
-// It can be started once per Open.
+// It can be started once per Open, before Close.
 func (s *Stores) VerifyInBackground(c BackgroundCheck) error {
-	if s.bg != nil {
+	if s.bg.Load() != nil {
 		return errors.New("verify the log in the background: already started")
 	}
 	if s.closers == nil {
@@ -171,7 +171,7 @@ func (s *Stores) VerifyInBackground(c BackgroundCheck) error {
 	}
 	b := &bgCheck{cfg: c, log: c.Logger, stop: make(chan struct{}), done: make(chan struct{})}
 	b.p = CheckProgress{From: c.From, To: c.To, Next: c.From, Started: time.Now()}
-	s.bg = b
+	s.bg.Store(b)
 	s.closers = append(s.closers, func() error { b.close(); return nil })
 	go b.run(s)
 	return nil
@@ -180,12 +180,13 @@ func (s *Stores) VerifyInBackground(c BackgroundCheck) error {
 // BackgroundProgress is the progress of the background check (false: none
 // was started).
 func (s *Stores) BackgroundProgress() (CheckProgress, bool) {
-	if s.bg == nil {
+	b := s.bg.Load()
+	if b == nil {
 		return CheckProgress{}, false
 	}
-	s.bg.mu.Lock()
-	defer s.bg.mu.Unlock()
-	return s.bg.p, true
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.p, true
 }
 
 func (b *bgCheck) close() {
