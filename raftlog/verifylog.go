@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -109,7 +111,16 @@ type BackgroundCheck struct {
 	Logger    hclog.Logger
 	// ProgressEvery is how often progress is logged at most; 0: 10 s.
 	ProgressEvery time.Duration
+	// Resume goes on from where the previous check of this directory
+	// stopped (a restart in the middle), recorded in LOG_CHECKED as
+	// progress is logged and at Close; a check that went through starts
+	// over at From. Without it, a node restarted more often than a check
+	// takes would check its oldest entries never.
+	Resume bool
 }
+
+// checkedFile records the next entry the background check is to read.
+const checkedFile = "LOG_CHECKED"
 
 // CheckProgress is how far the background check has come.
 type CheckProgress struct {
@@ -212,6 +223,25 @@ func (b *bgCheck) run(s *Stores) {
 	if c.BytesPerSecond > 0 {
 		rate = fmt.Sprintf("%.1f MB/s", float64(c.BytesPerSecond)/1e6)
 	}
+	checked := filepath.Join(s.dir, checkedFile)
+	save := func(next uint64) {
+		if !c.Resume {
+			return
+		}
+		if err := writeWatermark(checked, next); err != nil {
+			b.log.Warn("background log check: cannot record its progress; a restart checks from the start again", "error", err)
+		}
+	}
+	if c.Resume {
+		// A damaged or missing file only means checking more again.
+		if next, err := readWatermark(checked); err == nil && next > lo && next <= hi {
+			b.log.Info("background log check resumes where it stopped", "next", next, "from", lo)
+			lo = next
+		}
+	}
+	b.mu.Lock()
+	b.p.Next = lo
+	b.mu.Unlock()
 	b.log.Info("checking the log in the background: reads check every entry they meet meanwhile", "from", lo, "to", hi,
 		"entries", hi-lo+1, "pace", rate)
 	start := time.Now()
@@ -221,6 +251,7 @@ func (b *bgCheck) run(s *Stores) {
 	for i := lo; i <= hi; i++ {
 		select {
 		case <-b.stop:
+			save(i)
 			b.log.Info("background log check stopped by shutdown", "next", i, "entries", entries, "mb", mb(bytes))
 			return
 		default:
@@ -248,6 +279,7 @@ func (b *bgCheck) run(s *Stores) {
 				continue
 			}
 			s.guard.damage.report(i, err)
+			save(i) // found again at once after a restart
 			b.mu.Lock()
 			b.p.Next, b.p.Done, b.p.Finished, b.p.Damaged, b.p.Err = i, true, time.Now(), i, err
 			b.mu.Unlock()
@@ -267,6 +299,7 @@ func (b *bgCheck) run(s *Stores) {
 				select {
 				case <-b.stop:
 					t.Stop()
+					save(i + 1)
 					b.log.Info("background log check stopped by shutdown", "next", i+1, "entries", entries, "mb", mb(bytes))
 					return
 				case <-t.C:
@@ -275,13 +308,22 @@ func (b *bgCheck) run(s *Stores) {
 		}
 		if now := time.Now(); now.Sub(logged) >= c.ProgressEvery {
 			logged = now
-			done := float64(i-lo+1) / float64(hi-lo+1)
+			save(i + 1)
+			done := float64(i-lo+1) / float64(hi-lo+1) // of this run's part, for the ETA
 			eta := time.Duration(float64(now.Sub(start)) * (1 - done) / done)
-			b.log.Info("background log check", "entries", entries, "mb", mb(bytes), "percent", math.Round(done*1000)/10,
+			b.mu.Lock()
+			whole := b.p.Fraction()
+			b.mu.Unlock()
+			b.log.Info("background log check", "entries", entries, "mb", mb(bytes), "percent", math.Round(whole*1000)/10,
 				"eta", eta.Round(time.Second), "index", i)
 		}
 	}
 	b.finish(hi+1, "")
+	if c.Resume {
+		if err := os.Remove(checked); err != nil && !errors.Is(err, os.ErrNotExist) {
+			b.log.Warn("background log check: cannot remove its progress record", "error", err)
+		}
+	}
 	b.log.Info("background log check finished: no damaged entry", "entries", entries, "mb", mb(bytes),
 		"took", time.Since(start).Round(time.Millisecond))
 }

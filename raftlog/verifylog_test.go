@@ -307,3 +307,53 @@ func TestBackgroundCheckSkipsDeletedEntries(t *testing.T) {
 		t.Errorf("progress %+v: want it to go on after the deleted entries to the end", p)
 	}
 }
+
+// TestBackgroundCheckResumes: a check stopped by Close goes on after the
+// reopen from the entry where it stopped, and one that went through
+// starts over at the beginning of its range.
+func TestBackgroundCheckResumes(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Kind: KindWAL, SegmentSize: 64 << 10}
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeMarked(t, s, 1, 400)
+	if err := s.VerifyInBackground(BackgroundCheck{From: 1, To: 400, BytesPerSecond: 20_000, Resume: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "the check to get some way", func() bool {
+		p, _ := s.BackgroundProgress()
+		return p.Entries >= 20
+	})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stopped, _ := s.BackgroundProgress()
+	if stopped.Done || stopped.Next < 21 || stopped.Next > 400 {
+		t.Fatalf("progress at Close %+v: want part way", stopped)
+	}
+	run := func() CheckProgress {
+		t.Helper()
+		s, err := Open(dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if err := s.VerifyInBackground(BackgroundCheck{From: 1, To: 400, Resume: true}); err != nil {
+			t.Fatal(err)
+		}
+		var p CheckProgress
+		waitUntil(t, 60*time.Second, "the check to end", func() bool {
+			p, _ = s.BackgroundProgress()
+			return p.Done
+		})
+		return p
+	}
+	if p := run(); p.Damaged != 0 || p.Entries != 400-stopped.Next+1 {
+		t.Fatalf("resumed check %+v: want the %d entries from %d on", p, 400-stopped.Next+1, stopped.Next)
+	}
+	if p := run(); p.Entries != 400 {
+		t.Fatalf("check after one that went through %+v: want all 400 entries again", p)
+	}
+}

@@ -275,7 +275,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	s.registerLogCheckMetrics()
 	if bgTo > 0 {
 		if err := s.stores.VerifyInBackground(raftlog.BackgroundCheck{From: s.stores.FirstIndex(), To: bgTo,
-			BytesPerSecond: int64(cfg.VerifyLogMBps) * 1e6, CheckMeta: replica.CheckCommand,
+			BytesPerSecond: int64(cfg.VerifyLogMBps) * 1e6, CheckMeta: replica.CheckCommand, Resume: true,
 			Logger: log.Named("raftlog"), ProgressEvery: 10 * time.Second}); err != nil {
 			s.grpc.Stop()
 			return nil, err
