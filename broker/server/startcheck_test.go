@@ -42,10 +42,10 @@ func TestOldLogDamageFoundInTheBackground(t *testing.T) {
 	pad := strings.Repeat("p", 8<<10)
 	body := func(kind string, i int) string { return fmt.Sprintf("%s-%05d-%s", kind, i, pad) }
 	const old, late = 300, 150 // 2.4 MB before the snapshot, 1.2 MB after it
-	// With keys: the key index then records how far it got, and a restart
-	// does not read the old entries again to index them (a log without a
-	// single key is read again from index 1 at every start, and that read
-	// would find the damage first).
+	// The key index reads every entry once to index it, and would find
+	// the damage first if it read the old entries again after the
+	// restart (before keyindex recorded how far it got in a log without
+	// keys, it did, from index 1 at every start). Keys make it index.
 	send := func(kind string, i int) {
 		t.Helper()
 		if _, err := s.Broker().Produce(ctx, broker.ProduceRequest{Topic: "t", Messages: []broker.ProduceMessage{
