@@ -3,6 +3,7 @@ package server_test
 import (
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +32,9 @@ import (
 // would: a snapshot, and a log tail after it to replay. Each size is
 // restarted RAFTMQ_START_BENCH_RUNS times (default 3) after a graceful
 // Close. RAFTMQ_START_BENCH_DIR sets the data directory (default a temp
-// directory, removed at the end).
+// directory, removed at the end). RAFTMQ_START_BENCH_LATENCY=1 then also
+// measures synchronous produce latency on the largest log while the
+// background check runs, unpaced and paced, against no check.
 func TestStartTimeAgainstLogSize(t *testing.T) {
 	spec := os.Getenv("RAFTMQ_START_BENCH_MB")
 	if spec == "" {
@@ -124,6 +127,41 @@ func TestStartTimeAgainstLogSize(t *testing.T) {
 			s, started, ready = start()
 			t.Logf("| %d | %d | %d | %d | %s | %s |", produced.Load()>>20, last, dirMB(t, filepath.Join(cfg.DataDir, "log")),
 				last-snap, started.Round(time.Millisecond), ready.Round(time.Millisecond))
+		}
+	}
+	if os.Getenv("RAFTMQ_START_BENCH_LATENCY") == "" {
+		s.Close()
+		return
+	}
+	// What the background check costs producers: synchronous 1 KiB
+	// produces right after a start on the largest log, while the check
+	// runs unpaced, at the default pace, and with no check at all.
+	// Alternated, twice, to spread the machine's drift.
+	t.Logf("| background check | produces | p50 | p90 | p99 | checked meanwhile (MB) |")
+	for round := 0; round < 2; round++ {
+		for _, mode := range []struct {
+			name string
+			mode server.VerifyMode
+			mbps int
+		}{{"off", server.VerifyOff, 0}, {"32 MB/s (default)", server.VerifyBackground, 32}, {"unpaced", server.VerifyBackground, 0}} {
+			s.Close()
+			os.Remove(filepath.Join(cfg.DataDir, "LOG_CHECKED")) // each run checks from the start
+			cfg.VerifyLog, cfg.VerifyLogMBps = mode.mode, mode.mbps
+			s, _, _ = start()
+			const n = 2000
+			lat := make([]time.Duration, 0, n)
+			msg := []broker.ProduceMessage{{Body: body}}
+			for i := 0; i < n; i++ {
+				t0 := time.Now()
+				if _, err := s.Broker().Produce(ctx, broker.ProduceRequest{Topic: "t", Messages: msg}); err != nil {
+					t.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			p, _ := s.Stores().BackgroundProgress()
+			t.Logf("| %s | %d | %s | %s | %s | %d |", mode.name, n, lat[n/2].Round(time.Microsecond), lat[n*9/10].Round(time.Microsecond),
+				lat[n*99/100].Round(time.Microsecond), p.Bytes/1e6)
 		}
 	}
 	s.Close()
