@@ -90,7 +90,7 @@ const (
 	// older entries after start, in the background.
 	VerifyBackground VerifyMode = "background"
 	// VerifySync checks every entry before start: start-up time grows
-	// with the log (about 1 s per 300 MB measured here).
+	// with the log (1.2-2.3 s per GB measured here, docs/BENCHMARKS.md).
 	VerifySync VerifyMode = "sync"
 	// VerifyOff checks nothing at start; reads still check every entry
 	// they read from disk, but raft panics at start on a damaged entry
