@@ -3,6 +3,7 @@ package raftlog
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -59,6 +60,12 @@ type Stores struct {
 	floor   atomic.Uint64
 	opened  bool        // Open succeeded: Close may write the clean mark
 	unclean atomic.Bool // see Unclean
+
+	// What the log looked like at open, for StartCheckFrom.
+	syncedAtOpen uint64                  // the watermark: entries up to it were fsynced
+	tailAtOpen   uint64                  // first index of raft-wal's tail segment (0: bolt)
+	crashed      bool                    // the previous process did not close the log
+	bg           atomic.Pointer[bgCheck] // the background check, once started
 }
 
 // Options for Open.
@@ -156,6 +163,10 @@ func Open(dir string, opts Options) (*Stores, error) {
 	}
 	g.damage.notify = opts.OnDamaged
 	s.guard = g
+	s.syncedAtOpen = g.written.Load()
+	if segs, err := s.Segments(); err == nil && len(segs) > 0 {
+		s.tailAtOpen = segs[len(segs)-1].Base
+	}
 	s.closers = append(s.closers, func() error { g.close(); return nil })
 	s.Log = newLogCache(g, opts.CacheSize, opts.CacheBytes)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(dir, "snapshots"), 2, opts.Logger.Named("snapshots"))
@@ -168,6 +179,7 @@ func Open(dir string, opts Options) (*Stores, error) {
 		return fail(err)
 	}
 	s.unclean.Store(unclean && s.LastIndex() > 0)
+	s.crashed = s.unclean.Load()
 	s.opened = true
 	return s, nil
 }
@@ -312,54 +324,11 @@ func (s *Stores) LastIndex() uint64 {
 // raftmq batch. checkMeta, when not nil, checks the other raftmq commands.
 // It returns the first problem with its index (Damaged returns the index
 // too), so a node can refuse to start instead of serving or replicating
-// corrupt data.
+// corrupt data. It is VerifyRange over the whole log: its time grows with
+// the log, see StartCheckFrom and VerifyInBackground for what a node does
+// at start instead.
 func (s *Stores) Verify(checkMeta func(data []byte) error) (checked uint64, err error) {
-	first, err := s.raw.FirstIndex()
-	if err != nil {
-		return 0, fmt.Errorf("verify log: first index: %w", err)
-	}
-	last, err := s.raw.LastIndex()
-	if err != nil {
-		return 0, fmt.Errorf("verify log: last index: %w", err)
-	}
-	if first == 0 {
-		return 0, nil
-	}
-	var l raft.Log
-	for i := max(first, s.floor.Load()); i <= last; i++ {
-		if err := s.guard.GetLog(i, &l); err != nil {
-			if errors.Is(err, raft.ErrLogNotFound) { // a hole inside the log
-				err = fmt.Errorf("%w: log entry %d: %w", ErrCorrupt, i, err)
-				s.guard.damage.report(i, err)
-			}
-			return checked, fmt.Errorf("verify log %d..%d: %w", first, last, err)
-		}
-		checked++
-		if l.Type != raft.LogCommand {
-			continue
-		}
-		switch CommandType(l.Data[0]) {
-		case CmdBatch:
-			b, err := ParseReadBatch(l.Data) // CRC checked by GetLog
-			if err == nil {
-				err = b.Each(func(int, *RequestView) bool { return true })
-			}
-			if err != nil {
-				err = fmt.Errorf("log entry %d: %w", i, err)
-				s.guard.damage.report(i, err)
-				return checked, err
-			}
-		default:
-			if checkMeta != nil {
-				if err := checkMeta(l.Data); err != nil {
-					err = fmt.Errorf("%w: log entry %d: %w", ErrCorrupt, i, err)
-					s.guard.damage.report(i, err)
-					return checked, err
-				}
-			}
-		}
-	}
-	return checked, nil
+	return s.VerifyRange(0, math.MaxUint64, checkMeta)
 }
 
 // Close closes every store; it is safe to call more than once.

@@ -70,6 +70,29 @@ func CheckEntry(idx uint64, l *raft.Log) error {
 // Raft reads every entry it replicates or applies through here once it has
 // left logCache, and Stores.Read and Verify read through here too.
 func (g *guard) GetLog(idx uint64, out *raft.Log) error {
+	err := g.check(idx, out)
+	var c closingErr
+	switch {
+	case err == nil, errors.Is(err, raft.ErrLogNotFound):
+	case errors.As(err, &c):
+		return c.err // the store refuses reads while closing: nothing is damaged
+	default:
+		g.damage.report(idx, err)
+	}
+	return err
+}
+
+// closingErr is the error of a read that failed because the store is
+// closing.
+type closingErr struct{ err error }
+
+func (e closingErr) Error() string { return e.err.Error() }
+func (e closingErr) Unwrap() error { return e.err }
+
+// check is GetLog without reporting damage: the background check (bg.go)
+// first makes sure that an entry it failed to read was not deleted
+// meanwhile by retention.
+func (g *guard) check(idx uint64, out *raft.Log) error {
 	err := g.LogStore.GetLog(idx, out)
 	if errors.Is(err, raft.ErrLogNotFound) {
 		return err
@@ -77,17 +100,15 @@ func (g *guard) GetLog(idx uint64, out *raft.Log) error {
 	if err != nil {
 		select {
 		case <-g.stop:
-			return err // closing: the store refuses reads, nothing is damaged
+			return closingErr{err}
 		default:
 		}
-		err = fmt.Errorf("%w: log entry %d cannot be read: %w", ErrCorrupt, idx, err)
-	} else if cerr := CheckEntry(idx, out); cerr != nil {
-		err = fmt.Errorf("log entry %d: %w", idx, cerr)
-	} else {
-		return nil
+		return fmt.Errorf("%w: log entry %d cannot be read: %w", ErrCorrupt, idx, err)
 	}
-	g.damage.report(idx, err)
-	return err
+	if cerr := CheckEntry(idx, out); cerr != nil {
+		return fmt.Errorf("log entry %d: %w", idx, cerr)
+	}
+	return nil
 }
 
 // damageLog remembers the damaged entries found by reads and tells the

@@ -297,10 +297,26 @@ func (fl *file) flush(state uint32) error {
 func (x *Index) Flush() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.cur == nil {
-		return nil
+	if err := x.recordNextLocked(); err != nil || x.cur == nil {
+		return err
 	}
 	return x.cur.flush(stateOpen)
+}
+
+// recordNextLocked creates the current file when entries were indexed but
+// none had a key: only a file records how far the index got, and without
+// one every start read the whole log again from index 1 (a log of 2 GB
+// without keys at every restart).
+func (x *Index) recordNextLocked() error {
+	if x.cur != nil || x.next <= 1 {
+		return nil
+	}
+	for _, fl := range x.sealed {
+		if fl.last+1 >= x.next {
+			return nil
+		}
+	}
+	return x.rollLocked(x.next)
 }
 
 // Close flushes and closes the files; the current one is marked clean so
@@ -308,9 +324,11 @@ func (x *Index) Flush() error {
 func (x *Index) Close() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	var err error
+	err := x.recordNextLocked()
 	if x.cur != nil {
-		err = x.cur.flush(stateClean)
+		if ferr := x.cur.flush(stateClean); err == nil {
+			err = ferr
+		}
 		if serr := x.cur.f.Sync(); err == nil {
 			err = serr
 		}

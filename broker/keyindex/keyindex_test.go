@@ -114,3 +114,41 @@ func TestReopen(t *testing.T) {
 		t.Errorf("k0 after the crash and indexing again: %v, want 14 hits", indexes(hits))
 	}
 }
+
+// TestReopenWithoutKeys: an index whose entries had no key remembers how
+// far it got, so a restart does not read the whole log again to index it.
+func TestReopenWithoutKeys(t *testing.T) {
+	dir := t.TempDir()
+	x, err := Open(dir, Options{Slots: 7, Entries: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 500; i++ {
+		x.Done(i) // entries without keys
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if x, err = Open(dir, Options{Slots: 7, Entries: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if got := x.Next(); got != 501 {
+		t.Fatalf("Next after reopen %d, want 501", got)
+	}
+	// Keys added afterwards are found after another reopen.
+	add(t, x, 501, 511, func(i uint64) string { return fmt.Sprintf("k%d", i) })
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if x, err = Open(dir, Options{Slots: 7, Entries: 10}); err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if got := x.Next(); got != 511 {
+		t.Fatalf("Next after the second reopen %d, want 511", got)
+	}
+	hits, err := x.Lookup("t", "k505", 10)
+	if err != nil || len(hits) != 1 || hits[0].LogIndex != 505 {
+		t.Fatalf("lookup of k505: %v, %v", indexes(hits), err)
+	}
+}

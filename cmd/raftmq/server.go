@@ -68,7 +68,8 @@ func serverCommand() *cli.Command {
 			&cli.DurationFlag{Name: "lock-timeout", Value: d.LockTimeout, Usage: "wait this long for another process to release the data directory, then refuse to start, naming it"},
 			&cli.BoolFlag{Name: "chaos-lazyfs", Hidden: true, Usage: "fault injection only: raft-wal writes reach its files only at fsync, and DATA/CHAOS_FSYNC_DELAY delays every fsync (sets RAFTMQ_CHAOS_LAZYFS=1)"},
 			&cli.StringFlag{Name: "peer-dial", Hidden: true, Usage: "fault injection only: PEERADDR=ADDR,... dial ADDR for the node-to-node API calls to the peer whose API address is PEERADDR"},
-			&cli.BoolFlag{Name: "verify-log", Value: true, Usage: "check every log entry's checksum at start; refuse to start on corruption"},
+			&cli.StringFlag{Name: "verify-log", Value: string(d.VerifyLog), Usage: "check the log's checksums: background (before start the entries raft replays and the unsynced tail, the rest after start at --verify-log-mbps), sync (the whole log before start: start time grows with the log), off; true/false mean background/off. A damaged entry found before start refuses the start, one found later marks the node damaged"},
+			&cli.IntFlag{Name: "verify-log-mbps", Value: d.VerifyLogMBps, Usage: "pace of the background log check in MB/s (0: unpaced)"},
 			&cli.IntFlag{Name: "segment-mb", Value: d.SegmentMB, Usage: "size of one raft-wal log segment file in MiB"},
 			&cli.IntFlag{Name: "memory-limit-mb", Value: defaultMemoryLimitMB, Usage: "soft memory limit of the Go heap in MiB: the garbage collector works harder near it (0: none; the GOMEMLIMIT environment variable overrides it)"},
 			&cli.StringFlag{Name: "remoting", Usage: "serve RocketMQ's remoting protocol on this address (RocketMQ's broker port is 10911; empty: off)"},
@@ -111,7 +112,12 @@ func runServer(c *cli.Context) error {
 	if c.Bool("chaos-lazyfs") {
 		os.Setenv("RAFTMQ_CHAOS_LAZYFS", "1")
 	}
-	cfg.VerifyLog = c.Bool("verify-log")
+	if cfg.VerifyLog, err = server.ParseVerifyMode(c.String("verify-log")); err != nil {
+		return err
+	}
+	if cfg.VerifyLogMBps = c.Int("verify-log-mbps"); cfg.VerifyLogMBps < 0 {
+		return fmt.Errorf("--verify-log-mbps %d: want 0 (unpaced) or more", cfg.VerifyLogMBps)
+	}
 	if cfg.LockTimeout = c.Duration("lock-timeout"); cfg.LockTimeout < 0 {
 		return fmt.Errorf("--lock-timeout %s: want 0 (do not wait) or more", cfg.LockTimeout)
 	}
