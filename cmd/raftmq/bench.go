@@ -194,6 +194,19 @@ func procMemory(pid int) (peak, cur uint64, err error) {
 	return peak, cur, nil
 }
 
+// benchBound says when a bench run stops.
+func benchBound(count int64, d time.Duration) string {
+	switch {
+	case count > 0 && d > 0:
+		return fmt.Sprintf("until %s messages or %s", groupDigits(uint64(count)), d)
+	case count > 0:
+		return fmt.Sprintf("until %s messages", groupDigits(uint64(count)))
+	case d > 0:
+		return "for " + d.String()
+	}
+	return "until interrupted"
+}
+
 func benchProgress(w io.Writer, verb string) func(bench.Progress) {
 	return func(p bench.Progress) {
 		errs := ""
@@ -219,6 +232,8 @@ func runBenchProduce(c *cli.Context) error {
 		Count: count, Duration: c.Duration("duration"), Timeout: c.Duration("timeout"),
 		Progress: benchProgress(c.App.ErrWriter, "acked"),
 	}
+	fmt.Fprintf(c.App.ErrWriter, "bench produce: topic %s, %d B messages, %d producers x %d requests in flight x %d messages, %s, against %s\n",
+		cfg.Topic, cfg.Size, cfg.Producers, cfg.Window, cfg.Batch, benchBound(cfg.Count, cfg.Duration), strings.Join(cfg.Servers, ","))
 	res, nodes, runErr := profiled(c, t, func() (*bench.ProduceResult, error) { return bench.RunProduce(c.Context, cfg) })
 	if res == nil {
 		return clean(runErr)
@@ -296,6 +311,8 @@ func runBenchConsume(c *cli.Context) error {
 		MaxMessages: uint32(max(c.Int("max-messages"), 0)), Count: c.Int64("count"), Duration: c.Duration("duration"),
 		Timeout: c.Duration("timeout"), Progress: benchProgress(c.App.ErrWriter, "read"),
 	}
+	fmt.Fprintf(c.App.ErrWriter, "bench consume: topic %s, %d consumers, follower reads %v, %s, against %s\n",
+		cfg.Topic, cfg.Consumers, cfg.FollowerReads, benchBound(cfg.Count, cfg.Duration), strings.Join(cfg.Servers, ","))
 	res, nodes, runErr := profiled(c, t, func() (*bench.ConsumeResult, error) { return bench.RunConsume(c.Context, cfg) })
 	if res == nil {
 		return clean(runErr)
