@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/grpcapi"
 	rmq "github.com/raftmq/raftmq/remoting"
@@ -203,4 +204,16 @@ func (a *Adapter) forward(ctx context.Context, err error, call func(ctx context.
 		return err
 	}
 	return call(grpcapi.ForwardedContext(ctx, a.b.ID()), nl.PeerAddr)
+}
+
+// forwardAPI is forward with the leader's client API: call gets a client of
+// it (a leader this node cannot reach is ErrUnavailable).
+func (a *Adapter) forwardAPI(ctx context.Context, err error, call func(ctx context.Context, c api.BrokerClient) error) error {
+	return a.forward(ctx, err, func(ctx context.Context, addr string) error {
+		cc, cerr := a.peers.Conn(addr)
+		if cerr != nil {
+			return fmt.Errorf("%w: %w", broker.ErrUnavailable, cerr)
+		}
+		return call(ctx, api.NewBrokerClient(cc))
+	})
 }

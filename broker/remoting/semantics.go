@@ -88,12 +88,8 @@ func (a *Adapter) sendBack(ctx context.Context, req *rmq.Command) *rmq.Command {
 	breq := broker.SendBackRequest{Group: h.group, ID: h.id, DelayLevel: h.delayLevel, MaxReconsumeTimes: h.maxTimes}
 	res, err := a.b.SendBack(ctx, breq)
 	if err != nil {
-		err = a.forward(ctx, err, func(ctx context.Context, addr string) error {
-			cc, cerr := a.peers.Conn(addr)
-			if cerr != nil {
-				return fmt.Errorf("%w: %w", broker.ErrUnavailable, cerr)
-			}
-			r, ferr := api.NewBrokerClient(cc).SendBack(ctx, &api.SendBackRequest{Group: breq.Group, Id: breq.ID,
+		err = a.forwardAPI(ctx, err, func(ctx context.Context, c api.BrokerClient) error {
+			r, ferr := c.SendBack(ctx, &api.SendBackRequest{Group: breq.Group, Id: breq.ID,
 				DelayLevel: breq.DelayLevel, MaxReconsumeTimes: breq.MaxReconsumeTimes})
 			if ferr == nil {
 				res = broker.SendBackResult{ID: r.Id, Topic: r.Topic, DeadLettered: r.DeadLettered, ReconsumeTimes: r.ReconsumeTimes}
@@ -164,12 +160,8 @@ func (a *Adapter) lockBatch(ctx context.Context, req *rmq.Command) *rmq.Command 
 	refs := body.refs()
 	locked, _, err := a.b.LockQueues(ctx, body.ConsumerGroup, body.ClientID, refs)
 	if err != nil {
-		err = a.forward(ctx, err, func(ctx context.Context, addr string) error {
-			cc, cerr := a.peers.Conn(addr)
-			if cerr != nil {
-				return fmt.Errorf("%w: %w", broker.ErrUnavailable, cerr)
-			}
-			r, ferr := api.NewBrokerClient(cc).LockQueues(ctx, &api.LockQueuesRequest{Group: body.ConsumerGroup, MemberId: body.ClientID, Queues: apiRefs(refs)})
+		err = a.forwardAPI(ctx, err, func(ctx context.Context, c api.BrokerClient) error {
+			r, ferr := c.LockQueues(ctx, &api.LockQueuesRequest{Group: body.ConsumerGroup, MemberId: body.ClientID, Queues: apiRefs(refs)})
 			if ferr == nil {
 				locked = locked[:0]
 				for _, q := range r.Locked {
@@ -213,12 +205,8 @@ func (a *Adapter) unlockBatch(ctx context.Context, req *rmq.Command) *rmq.Comman
 	refs := body.refs()
 	err = a.b.UnlockQueues(ctx, body.ConsumerGroup, body.ClientID, refs)
 	if err != nil {
-		err = a.forward(ctx, err, func(ctx context.Context, addr string) error {
-			cc, cerr := a.peers.Conn(addr)
-			if cerr != nil {
-				return fmt.Errorf("%w: %w", broker.ErrUnavailable, cerr)
-			}
-			_, ferr := api.NewBrokerClient(cc).UnlockQueues(ctx, &api.UnlockQueuesRequest{Group: body.ConsumerGroup, MemberId: body.ClientID, Queues: apiRefs(refs)})
+		err = a.forwardAPI(ctx, err, func(ctx context.Context, c api.BrokerClient) error {
+			_, ferr := c.UnlockQueues(ctx, &api.UnlockQueuesRequest{Group: body.ConsumerGroup, MemberId: body.ClientID, Queues: apiRefs(refs)})
 			return ferr
 		})
 	}
@@ -243,12 +231,8 @@ func (a *Adapter) viewMessage(ctx context.Context, req *rmq.Command) *rmq.Comman
 	defer cancel()
 	res, err := a.b.LookupMessage(ctx, id)
 	if err != nil {
-		err = a.forward(ctx, err, func(ctx context.Context, addr string) error {
-			cc, cerr := a.peers.Conn(addr)
-			if cerr != nil {
-				return fmt.Errorf("%w: %w", broker.ErrUnavailable, cerr)
-			}
-			r, ferr := api.NewBrokerClient(cc).LookupMessage(ctx, &api.LookupMessageRequest{Id: id})
+		err = a.forwardAPI(ctx, err, func(ctx context.Context, c api.BrokerClient) error {
+			r, ferr := c.LookupMessage(ctx, &api.LookupMessageRequest{Id: id})
 			if ferr == nil && r.Message != nil {
 				m := r.Message
 				res = broker.LookupResult{Message: broker.Message{Topic: m.Topic, Queue: m.Queue, Offset: m.Offset, ID: m.Id, Key: m.Key, Tag: m.Tag,
