@@ -18,11 +18,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
-	"github.com/apache/rocketmq-client-go/v2/rlog"
 
 	"github.com/raftmq/raftmq/api"
-	"github.com/raftmq/raftmq/internal/localgroup"
-	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/remoting"
 )
 
@@ -74,17 +71,7 @@ func rmqStartPush(t *testing.T, ns, group string, opts []consumer.Option, topic 
 }
 
 func TestRocketMQSemantics(t *testing.T) {
-	procRequire(t)
-	rlog.SetLogLevel("error")
-	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	// A leader loaded from the first request sends readers to followers:
-	// the client then sends its send-backs to a follower (the message's
-	// store host), which forwards them.
-	c := procStartGroup(t, localgroup.Config{Nodes: 3, Remoting: true, ServerArgs: []string{"--namesrv", ns.Addr(), "--register-period", "2s", "--load-threshold", "0.000001"}})
+	c, ns := rmqStartGroup(t)
 	leader := c.waitLeader("")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -144,18 +144,27 @@ lines:
 	return sum
 }
 
-func TestRocketMQClient(t *testing.T) {
+// rmqStartGroup starts a name server and a 3-node group with remoting that
+// registers with it every 2 s. Its leader counts as loaded from the first
+// request, so it sends readers to followers whenever they have the data:
+// follower reads are then visible through the protocol's own
+// suggestWhichBrokerId (and the client sends send-backs to the follower
+// that served the message, which forwards them).
+func rmqStartGroup(t *testing.T) (*procCluster, *namesrv.Server) {
+	t.Helper()
 	procRequire(t)
 	rlog.SetLogLevel("error")
 	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ns.Close()
-	// A leader that counts as loaded from the first request sends readers
-	// to followers whenever they have the data: follower reads are then
-	// visible through the protocol's own suggestWhichBrokerId.
+	t.Cleanup(func() { ns.Close() })
 	c := procStartGroup(t, localgroup.Config{Nodes: 3, Remoting: true, ServerArgs: []string{"--namesrv", ns.Addr(), "--register-period", "2s", "--load-threshold", "0.000001"}})
+	return c, ns
+}
+
+func TestRocketMQClient(t *testing.T) {
+	c, ns := rmqStartGroup(t)
 	leader := c.waitLeader("")
 
 	// The route: the leader as brokerId 0, the followers as 1 and 2.

@@ -44,7 +44,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		"leader lease":       func(c *Config) { c.LeaderLeaseTimeout = 2 * c.HeartbeatTimeout },
 		"commit-timeout":     func(c *Config) { c.CommitTimeout = 0 },
 		"max-append-entries": func(c *Config) { c.MaxAppendEntries = 5000 },
-		"is not in the list": func(c *Config) { c.Peers = []Peer{{ID: "n2", Addr: "h:1"}} },
+		"is not in it":       func(c *Config) { c.Peers = []Peer{{ID: "n2", Addr: "h:1"}} },
 	}
 	for want, mod := range cases {
 		c := ok

@@ -31,7 +31,7 @@ func TestStartRefusesBadConfig(t *testing.T) {
 		mod  func(*server.Config)
 		want string
 	}{
-		{"peers without this node", func(c *server.Config) { c.Raft.Peers = []replica.Peer{{ID: "n2", Addr: "127.0.0.1:1"}} }, "is not in the list"},
+		{"peers without this node", func(c *server.Config) { c.Raft.Peers = []replica.Peer{{ID: "n2", Addr: "127.0.0.1:1"}} }, "is not in it"},
 		{"no data dir", func(c *server.Config) { c.DataDir = "" }, "data directory"},
 		{"bad log store", func(c *server.Config) { c.LogStore = "sqlite" }, `log store "sqlite"`},
 		{"election below heartbeat", func(c *server.Config) { c.Raft.ElectionTimeout = time.Millisecond * 10 }, "election-timeout"},
