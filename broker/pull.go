@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/prometheus/procfs"
 
 	"github.com/raftmq/raftmq/broker/filter"
 	"github.com/raftmq/raftmq/raftlog"
@@ -413,14 +412,9 @@ func collect(data []byte, loc replica.Location, req *PullRequest, res *PullResul
 // defaultColdReadBytes is 40% of physical memory, as RocketMQ's
 // accessMessageInMemoryMaxRatio, or 1 GiB when memory cannot be read.
 func defaultColdReadBytes() uint64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
-				if kb, err := strconv.ParseUint(f[1], 10, 64); err == nil {
-					return kb * 1024 * 40 / 100
-				}
-			}
+	if mi, err := procfs.NewDefaultFS(); err == nil {
+		if m, err := mi.Meminfo(); err == nil && m.MemTotalBytes != nil {
+			return *m.MemTotalBytes * 40 / 100
 		}
 	}
 	return 1 << 30

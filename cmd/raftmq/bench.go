@@ -1,16 +1,20 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/prometheus/procfs"
 
 	"github.com/urfave/cli/v2"
 
@@ -163,35 +167,14 @@ func (t *benchTarget) finish(ctx context.Context) []nodeRSS {
 
 // procMemory reads VmHWM (peak resident set) and VmRSS of a process.
 func procMemory(pid int) (peak, cur uint64, err error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, 0, fmt.Errorf("read memory of pid %d: %w", pid, err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (k != "VmHWM" && k != "VmRSS") {
-			continue
-		}
-		fs := strings.Fields(v) // "123456 kB"
-		if len(fs) != 2 || fs[1] != "kB" {
-			continue
-		}
-		kb, perr := strconv.ParseUint(fs[0], 10, 64)
-		if perr != nil {
-			continue
-		}
-		if k == "VmHWM" {
-			peak = kb << 10
-		} else {
-			cur = kb << 10
+	p, err := procfs.NewProc(pid)
+	if err == nil {
+		var st procfs.ProcStatus
+		if st, err = p.NewStatus(); err == nil {
+			return st.VmHWM, st.VmRSS, nil
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return 0, 0, fmt.Errorf("read memory of pid %d: %w", pid, err)
-	}
-	return peak, cur, nil
+	return 0, 0, fmt.Errorf("read memory of pid %d: %w", pid, err)
 }
 
 // benchBound says when a bench run stops.
@@ -386,17 +369,7 @@ func msString(d time.Duration) string {
 }
 
 // groupDigits formats 1234567 as 1,234,567.
-func groupDigits(n uint64) string {
-	s := strconv.FormatUint(n, 10)
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+func groupDigits(n uint64) string { return humanize.Comma(int64(min(n, math.MaxInt64))) }
 
 // startCPUProfile profiles this process into path ("" does nothing); the
 // returned function stops the profile.
