@@ -18,7 +18,11 @@ type Registration struct {
 	// Perms holds a topic's RocketMQ permission (4 read, 2 write) when it
 	// is not both (6).
 	Perms map[string]int
-	Seen  time.Time
+	// WriteVia: this node, while a follower, takes sends for its group
+	// (it forwards them to the leader) and is routed as a write-only
+	// pseudo-broker too (broker/remoting's --remoting-write-via-followers).
+	WriteVia bool
+	Seen     time.Time
 }
 
 // registry holds the live registrations, one per broker address.
@@ -65,7 +69,27 @@ type GroupRoute struct {
 	Term    uint64           // the leader's (or the highest registered) term
 	Topics  map[string]int   // the topics of the registration that leads
 	Perms   map[string]int   // their permissions when not 6
+	// WritePaths are the followers (ids 1, 2, ... of Addrs) that take
+	// sends for the group, by node id order; each is routed as a
+	// write-only pseudo-broker (PseudoBrokerName).
+	WritePaths []WritePath
 }
+
+// WritePath is a follower that takes the group's sends: the route names it
+// as a brokerName of its own whose brokerAddrs hold only it, as id 0, so a
+// producer that still holds a dead leader's address sends through the
+// surviving followers without a route refresh.
+type WritePath struct {
+	Name   string // PseudoBrokerName(group, node)
+	NodeID string
+	Addr   string
+}
+
+// PseudoBrokerName is the brokerName a follower's write path is routed
+// under: the group's name, "~", the node id. "~" is not in a RocketMQ
+// brokerName as RocketMQ's brokers configure it, nor in a raftmq group
+// name.
+func PseudoBrokerName(group, node string) string { return group + "~" + node }
 
 // groups builds every group's route from the live registrations.
 func (r *registry) groups() map[string]*GroupRoute {
@@ -96,13 +120,29 @@ func (r *registry) groups() map[string]*GroupRoute {
 			if reg.BrokerID == 0 && gr.Topics == nil {
 				gr.Topics, gr.Perms, gr.Term = reg.Topics, reg.Perms, reg.Term
 			}
+			// Only a registration that holds its id is a write path: a
+			// shadowed one (a dead leader's, the old id of a node that
+			// registered again) is not offered.
+			if reg.BrokerID != 0 && reg.WriteVia && reg.NodeID != "" && !hasPath(gr.WritePaths, reg.NodeID) {
+				gr.WritePaths = append(gr.WritePaths, WritePath{Name: PseudoBrokerName(g, reg.NodeID), NodeID: reg.NodeID, Addr: reg.Addr})
+			}
 		}
+		sort.Slice(gr.WritePaths, func(i, j int) bool { return gr.WritePaths[i].Name < gr.WritePaths[j].Name })
 		if gr.Topics == nil {
 			gr.Topics, gr.Perms = regs[0].Topics, regs[0].Perms // no leader registered: what the freshest member knows
 		}
 		out[g] = gr
 	}
 	return out
+}
+
+func hasPath(paths []WritePath, node string) bool {
+	for _, p := range paths {
+		if p.NodeID == node {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *registry) count() int {

@@ -158,7 +158,7 @@ func (r *registrar) registration(v *view) namesrv.Registration {
 		}
 	}
 	return namesrv.Registration{Cluster: r.a.cfg.Cluster, Group: r.a.b.Config().Group, Addr: r.a.cfg.Addr,
-		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms}
+		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms, WriteVia: r.a.cfg.WriteViaFollowers}
 }
 
 // registerAll registers with every name server at once; it reports
