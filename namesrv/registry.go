@@ -1,6 +1,7 @@
 package namesrv
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -22,7 +23,11 @@ type Registration struct {
 	// (it forwards them to the leader) and is routed as a write-only
 	// pseudo-broker too (broker/remoting's --remoting-write-via-followers).
 	WriteVia bool
-	Seen     time.Time
+	// Live, when LiveKnown (a leader's registration): the followers the
+	// leader heard from lately. Only their write paths are routed.
+	Live      []string
+	LiveKnown bool
+	Seen      time.Time
 }
 
 // registry holds the live registrations, one per broker address.
@@ -127,6 +132,21 @@ func (r *registry) groups() map[string]*GroupRoute {
 				gr.WritePaths = append(gr.WritePaths, WritePath{Name: PseudoBrokerName(g, reg.NodeID), NodeID: reg.NodeID, Addr: reg.Addr})
 			}
 		}
+		if lead := leading(regs); lead != nil && lead.LiveKnown {
+			// The leader names the followers it hears from: a dead or
+			// hung follower's registration lives until the expiry, its
+			// write path only until the leader misses it.
+			kept := gr.WritePaths[:0]
+			for _, wp := range gr.WritePaths {
+				if slices.Contains(lead.Live, wp.NodeID) {
+					kept = append(kept, wp)
+				}
+			}
+			gr.WritePaths = kept
+		}
+		if len(gr.WritePaths) == 0 {
+			gr.WritePaths = nil
+		}
 		sort.Slice(gr.WritePaths, func(i, j int) bool { return gr.WritePaths[i].Name < gr.WritePaths[j].Name })
 		if gr.Topics == nil {
 			gr.Topics, gr.Perms = regs[0].Topics, regs[0].Perms // no leader registered: what the freshest member knows
@@ -134,6 +154,17 @@ func (r *registry) groups() map[string]*GroupRoute {
 		out[g] = gr
 	}
 	return out
+}
+
+// leading is the registration that holds id 0 (regs sorted as groups
+// sorts them), or nil.
+func leading(regs []*Registration) *Registration {
+	for _, reg := range regs {
+		if reg.BrokerID == 0 {
+			return reg
+		}
+	}
+	return nil
 }
 
 func hasPath(paths []WritePath, node string) bool {

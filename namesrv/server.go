@@ -29,6 +29,9 @@ const (
 	// ExtWriteVia "true": the node, while a follower, takes its group's
 	// sends and is routed as a write-only pseudo-broker too.
 	ExtWriteVia = "raftmqWriteVia"
+	// ExtLive (a leader's registration): the followers it heard from
+	// lately, comma-separated; only their write paths are routed.
+	ExtLive = "raftmqLive"
 )
 
 // DefaultExpiry is RocketMQ's BROKER_CHANNEL_EXPIRED_TIME.
@@ -179,6 +182,9 @@ type TopicConfig struct {
 func (s *Server) register(req *remoting.Command) *remoting.Command {
 	reg := Registration{Cluster: req.Ext["clusterName"], Group: req.Ext["brokerName"], Addr: req.Ext["brokerAddr"], NodeID: req.Ext[ExtNodeID],
 		WriteVia: req.Ext[ExtWriteVia] == "true"}
+	if live, ok := req.Ext[ExtLive]; ok {
+		reg.LiveKnown, reg.Live = true, SplitList(live)
+	}
 	if reg.Group == "" || reg.Addr == "" {
 		return remoting.Response(req, remoting.SystemError, "register broker: brokerName and brokerAddr are required")
 	}
@@ -399,6 +405,17 @@ func FetchRoute(ctx context.Context, cl *remoting.Client, addr, topic string) (*
 	return &rd, nil
 }
 
+// SplitList splits a comma list, dropping empty items.
+func SplitList(s string) []string {
+	out := []string{}
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // SplitAddrs splits RocketMQ's "a;b;c" name server list.
 func SplitAddrs(s string) []string {
 	var out []string
@@ -433,6 +450,9 @@ func RegisterRequest(reg Registration) (*remoting.Command, error) {
 	}
 	if reg.WriteVia {
 		ext[ExtWriteVia] = "true"
+	}
+	if reg.LiveKnown {
+		ext[ExtLive] = strings.Join(reg.Live, ",")
 	}
 	return remoting.NewRequest(remoting.RegisterBroker, ext, b), nil
 }

@@ -225,6 +225,18 @@ func TestRouteWritePaths(t *testing.T) {
 	if len(g.WritePaths) != 1 || g.WritePaths[0] != (WritePath{Name: "g1~n3", NodeID: "n3", Addr: "127.0.0.1:1003"}) {
 		t.Errorf("after failover: %+v", g.WritePaths)
 	}
+	// The leader lists the followers it hears from: n3 is silent (dead,
+	// hung): its registration lives on until the expiry, its path goes.
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "g1", Addr: "127.0.0.1:1002", BrokerID: 0, NodeID: "n2", Term: 6, Topics: topics, Perms: perms,
+		Live: []string{"n1"}, LiveKnown: true})
+	if g := s.Groups()["g1"]; len(g.WritePaths) != 0 || g.Addrs[1] != "127.0.0.1:1003" {
+		t.Errorf("silent follower: %+v", g)
+	}
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "g1", Addr: "127.0.0.1:1002", BrokerID: 0, NodeID: "n2", Term: 6, Topics: topics, Perms: perms,
+		Live: []string{"n1", "n3"}, LiveKnown: true})
+	if g := s.Groups()["g1"]; len(g.WritePaths) != 1 {
+		t.Errorf("follower heard again: %+v", g.WritePaths)
+	}
 	// A follower without the flag is no path.
 	reg("127.0.0.1:1003", 1, "n3", 6, false)
 	if g := s.Groups()["g1"]; len(g.WritePaths) != 0 {

@@ -465,3 +465,34 @@ func TestGarbageRequestsAreAnswered(t *testing.T) {
 	}
 	t.Logf("%d garbage requests answered; queue g/0 ends at %s", n, r.Ext["offset"])
 }
+
+// A follower that stops (servertest's Kill closes the adapter, which
+// unregisters) is no write path from then on. A SIGKILLed one does not
+// unregister: the leader's live list drops it (TestLiveFollowers,
+// integration's TestRocketMQFailover/follower-kill).
+func TestWritePathOfAStoppedFollowerGoes(t *testing.T) {
+	f := newFixture(t)
+	f.createTopic("t1", 2)
+	deadline := time.Now().Add(30 * time.Second)
+	for g := f.ns.Groups()["raftmq"]; g == nil || len(g.WritePaths) != 2; g = f.ns.Groups()["raftmq"] {
+		if time.Now().After(deadline) {
+			t.Fatalf("never two write paths: %+v", g)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fol := f.follower()
+	gone := f.addr(fol)
+	f.c.Kill(fol)
+	start := time.Now()
+	for {
+		g := f.ns.Groups()["raftmq"]
+		if len(g.WritePaths) == 1 && g.WritePaths[0].Addr != gone {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the stopped follower's write path stayed: %+v", g.WritePaths)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the stopped follower's write path went %v after the stop", time.Since(start).Round(time.Millisecond))
+}

@@ -2,12 +2,14 @@ package remoting
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/namesrv"
 	rmq "github.com/raftmq/raftmq/remoting"
 )
@@ -21,7 +23,19 @@ type view struct {
 	leader string
 	term   uint64
 	ids    map[string]int64
+	// live (the leader's view only): the followers it heard from within
+	// liveGrace, sorted; the name server offers only their write paths,
+	// so a follower that died (or hangs) stops being routed for sends
+	// after liveGrace plus the clients' next route poll, not after the
+	// name server's expiry of its registration.
+	live     []string
+	liveSeen bool
 }
+
+// liveGrace is how long the leader keeps counting a silent follower as a
+// write path; well above the state period (a follower under load answers
+// late), well below the name servers' expiry.
+const liveGrace = 5 * time.Second
 
 func (v *view) brokerID(node string) int64 {
 	if v == nil {
@@ -36,7 +50,7 @@ func (v *view) brokerID(node string) int64 {
 func (v *view) isLeader() bool { return v != nil && v.leader != "" && v.leader == v.self }
 
 func (v *view) same(o *view) bool {
-	if v == nil || o == nil || v.leader != o.leader || v.term != o.term || len(v.ids) != len(o.ids) {
+	if v == nil || o == nil || v.leader != o.leader || v.term != o.term || len(v.ids) != len(o.ids) || v.liveSeen != o.liveSeen || !slices.Equal(v.live, o.live) {
 		return false
 	}
 	for k, id := range v.ids {
@@ -109,6 +123,9 @@ func (r *registrar) refresh() *view {
 		members = append(members, n.ID)
 	}
 	v := &view{self: r.a.b.ID(), leader: st.LeaderID, term: st.Term, ids: numbering(st.LeaderID, members)}
+	if st.LeaderID != "" && st.LeaderID == v.self {
+		v.live, v.liveSeen = liveFollowers(st, time.Now()), true
+	}
 	if prev := r.v.Load(); st.LeaderID == "" && prev != nil {
 		// An election: the routes still number the members by the last
 		// leader, so suggestions keep doing so until a new one is known.
@@ -116,6 +133,20 @@ func (r *registrar) refresh() *view {
 	}
 	r.v.Store(v)
 	return v
+}
+
+// liveFollowers are the members other than the leader heard from within
+// liveGrace and not damaged, sorted.
+func liveFollowers(st broker.Status, now time.Time) []string {
+	live := []string{}
+	for _, n := range st.Nodes {
+		if n.ID == st.LeaderID || n.Damaged || n.LastSeen.IsZero() || now.Sub(n.LastSeen) > liveGrace {
+			continue
+		}
+		live = append(live, n.ID)
+	}
+	sort.Strings(live)
+	return live
 }
 
 func (r *registrar) loop() {
@@ -158,7 +189,8 @@ func (r *registrar) registration(v *view) namesrv.Registration {
 		}
 	}
 	return namesrv.Registration{Cluster: r.a.cfg.Cluster, Group: r.a.b.Config().Group, Addr: r.a.cfg.Addr,
-		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms, WriteVia: r.a.cfg.WriteViaFollowers}
+		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms, WriteVia: r.a.cfg.WriteViaFollowers,
+		Live: v.live, LiveKnown: v.liveSeen}
 }
 
 // registerAll registers with every name server at once; it reports
