@@ -53,11 +53,12 @@ func TestRocketMQFailover(t *testing.T) {
 	if v := os.Getenv("RAFTMQ_RMQ_FAILOVER_RUNS"); v != "" {
 		fmt.Sscan(v, &runs)
 	}
-	for _, via := range []bool{true, false} {
-		name := "write-via-followers"
-		if !via {
-			name = "leader-only"
-		}
+	for _, tc := range []struct {
+		name     string
+		via      bool
+		follower bool
+	}{{"write-via-followers", true, false}, {"leader-only", false, false}, {"follower-kill", true, true}} {
+		via, name := tc.via, tc.name
 		t.Run(name, func(t *testing.T) {
 			if !via && testing.Short() {
 				t.Skip("the leader-only case waits up to 30 s for the client's route poll")
@@ -67,7 +68,7 @@ func TestRocketMQFailover(t *testing.T) {
 				// A subtest each, so that each run's processes are gone
 				// before the next starts.
 				t.Run(fmt.Sprint(i), func(t *testing.T) {
-					w := rmqFailoverRun(t, via, i)
+					w := rmqFailoverRun(t, via, tc.follower, i)
 					windows = append(windows, w.Round(time.Millisecond).String())
 				})
 			}
@@ -76,7 +77,10 @@ func TestRocketMQFailover(t *testing.T) {
 	}
 }
 
-func rmqFailoverRun(t *testing.T, via bool, run int) time.Duration {
+// rmqFailoverRun runs one case: SIGKILL of the leader (or, with
+// killFollower, of a follower) under the send stream; it returns the
+// window (for a follower kill: the slowest send started after it).
+func rmqFailoverRun(t *testing.T, via, killFollower bool, run int) time.Duration {
 	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +174,9 @@ func rmqFailoverRun(t *testing.T, via bool, run int) time.Duration {
 		}
 	}()
 	time.Sleep(2 * time.Second)
+	if killFollower {
+		return rmqFollowerKill(t, c, ns, leader, via, &mu, &sends, &wg, stop, &killAt)
+	}
 	kill := time.Now()
 	killAt.Store(kill.UnixNano())
 	c.kill(leader.ID)
@@ -228,9 +235,30 @@ func rmqFailoverRun(t *testing.T, via bool, run int) time.Duration {
 	total := len(sends)
 	mu.Unlock()
 
+	lost, twice := rmqReadBack(t, newLeader, topic, acked)
+	t.Logf("run %d (write via followers %v): leader %s killed; new leader %s elected after %v, routed after %v; first acknowledged send started after the kill: %v after it; "+
+		"%d sends, %d acknowledged, %d failed (%d of them started after the kill); of the %d acknowledged sends started after the kill %d went through a follower's write path; "+
+		"%d sends in flight at the kill took over 1 s (slowest %v: a send on the dead leader's connection waits out its timeout); log: %d lost, %d stored twice",
+		run, via, leader.ID, newLeader.ID, elected.Round(time.Millisecond), routed.Round(time.Millisecond), window.Round(time.Millisecond),
+		total, len(acked), failed, failedAfter, after, viaPath, stuck, slowest.Round(time.Millisecond), lost, twice)
+	if via && window > 5*time.Second {
+		t.Errorf("with write paths, writes resumed %v after the kill; want the election's time, well under 5 s", window)
+	}
+	if via && viaPath == 0 {
+		t.Errorf("no send after the kill went through a follower's write path")
+	}
+	return window
+}
+
+// rmqReadBack reads topic's 4 queues from nd with raftmq's SDK: it fails
+// the test for an acknowledged body that is not in the log and for a body
+// stored twice, and returns both counts.
+func rmqReadBack(t *testing.T, nd *procNode, topic string, acked []string) (lost, twice int) {
+	t.Helper()
+	ctx := context.Background()
 	// Read the log back: every acknowledged message stored, and once.
 	stored := map[string]int{}
-	cc, err := api.Dial(newLeader.Client)
+	cc, err := api.Dial(nd.Client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +280,6 @@ func rmqFailoverRun(t *testing.T, via bool, run int) time.Duration {
 			off = r.NextOffset
 		}
 	}
-	lost, twice := 0, 0
 	for _, b := range acked {
 		if stored[b] == 0 {
 			lost++
@@ -269,19 +296,76 @@ func rmqFailoverRun(t *testing.T, via bool, run int) time.Duration {
 		}
 	}
 	sort.Strings(dupBodies)
-	t.Logf("run %d (write via followers %v): leader %s killed; new leader %s elected after %v, routed after %v; first acknowledged send started after the kill: %v after it; "+
-		"%d sends, %d acknowledged, %d failed (%d of them started after the kill); of the %d acknowledged sends started after the kill %d went through a follower's write path; "+
-		"%d sends in flight at the kill took over 1 s (slowest %v: a send on the dead leader's connection waits out its timeout); log: %d lost, %d stored twice",
-		run, via, leader.ID, newLeader.ID, elected.Round(time.Millisecond), routed.Round(time.Millisecond), window.Round(time.Millisecond),
-		total, len(acked), failed, failedAfter, after, viaPath, stuck, slowest.Round(time.Millisecond), lost, twice)
 	if twice > 0 {
 		t.Errorf("%d messages stored twice, e.g. %v", twice, dupBodies[:min(5, len(dupBodies))])
 	}
-	if via && window > 5*time.Second {
-		t.Errorf("with write paths, writes resumed %v after the kill; want the election's time, well under 5 s", window)
+	return lost, twice
+}
+
+// rmqFollowerKill SIGKILLs a follower under the send stream. A killed
+// process does not unregister; with write paths, the leader stops listing
+// it as live after 5 s and the name server drops its path. Meanwhile the
+// producer still sends a third of its messages to that path first: each
+// gets a refused connection and the client's retry moves to another
+// brokerName, so no send may fail. It returns the slowest send started
+// after the kill.
+func rmqFollowerKill(t *testing.T, c *procCluster, ns *namesrv.Server, leader *procNode, via bool, mu *sync.Mutex, sends *[]*rmqSend, wg *sync.WaitGroup, stop chan struct{}, killAt *atomic.Int64) time.Duration {
+	var victim *procNode
+	for _, nd := range c.all() {
+		if nd.ID != leader.ID {
+			victim = nd
+			break
+		}
 	}
-	if via && viaPath == 0 {
-		t.Errorf("no send after the kill went through a follower's write path")
+	kill := time.Now()
+	killAt.Store(kill.UnixNano())
+	c.kill(victim.ID)
+	var dropped time.Duration
+	if via {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			g := ns.Groups()["raftmq"]
+			if len(g.WritePaths) == 1 && g.WritePaths[0].NodeID != victim.ID {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the killed follower's write path stayed in the route: %+v", g.WritePaths)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		dropped = time.Since(kill)
 	}
-	return window
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	var acked []string
+	failedAfter, slow, after := 0, 0, 0
+	var slowest time.Duration
+	for _, s := range *sends {
+		if s.err == nil {
+			acked = append(acked, s.body)
+		}
+		if !s.start.After(kill) {
+			continue
+		}
+		after++
+		if s.err != nil {
+			failedAfter++
+			continue
+		}
+		d := s.end.Sub(s.start)
+		slowest = max(slowest, d)
+		if d > time.Second {
+			slow++
+		}
+	}
+	mu.Unlock()
+	lost, twice := rmqReadBack(t, leader, "rmq-fo", acked)
+	t.Logf("follower %s killed: its write path left the route after %v (its registration stays until the expiry); of %d sends started after the kill %d failed, %d took over 1 s, the slowest %v; log: %d lost, %d stored twice",
+		victim.ID, dropped.Round(time.Millisecond), after, failedAfter, slow, slowest.Round(time.Millisecond), lost, twice)
+	if failedAfter > 0 {
+		t.Errorf("%d sends started after a follower's kill failed; the client's retry should have moved them off its write path", failedAfter)
+	}
+	return slowest
 }
