@@ -133,6 +133,55 @@ func rmqFailoverRun(t *testing.T, via, killFollower bool, run int) time.Duration
 		first  atomic.Int64 // first ack of a send started after the kill
 	)
 	stop := make(chan struct{})
+	// A second producer (its own client instance, so its own connections)
+	// sends one message at a time, 10 ms apart, as most programs do: a
+	// send that reaches the leader while the killed process exits waits
+	// out the client's send timeout (3 s) before its retry, and holds
+	// back the sends after it.
+	sp, err := producer.NewDefaultProducer(producer.WithNameServer([]string{ns.Addr()}), producer.WithGroupName(fmt.Sprintf("rmq-fo-seq-%d", run)),
+		producer.WithInstanceName(fmt.Sprintf("seq-%d", run)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Shutdown()
+	var seqAcked []string
+	var seqFirst atomic.Int64
+	var seqFailed, seqSlowest atomic.Int64
+	seqDone := make(chan struct{})
+	go func() {
+		defer close(seqDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			body := fmt.Sprintf("seq-%d-%d", run, i)
+			start := time.Now()
+			_, err := sp.SendSync(ctx, primitive.NewMessage(topic, []byte(body)))
+			end := time.Now()
+			if k := killAt.Load(); k != 0 && start.UnixNano() > k-int64(time.Second) {
+				if d := int64(end.Sub(start)); d > seqSlowest.Load() {
+					seqSlowest.Store(d)
+				}
+			}
+			if err != nil {
+				seqFailed.Add(1)
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			mu.Lock()
+			seqAcked = append(seqAcked, body)
+			mu.Unlock()
+			if k := killAt.Load(); k != 0 && start.UnixNano() > k {
+				seqFirst.CompareAndSwap(0, end.UnixNano())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
 	ticker := time.NewTicker(10 * time.Millisecond)
 	go func() {
 		defer ticker.Stop()
@@ -198,16 +247,28 @@ func rmqFailoverRun(t *testing.T, via, killFollower bool, run int) time.Duration
 		time.Sleep(20 * time.Millisecond)
 	}
 	window := time.Duration(first.Load() - kill.UnixNano())
+	for seqFirst.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no send of the one-at-a-time producer started after the kill was acknowledged within 60 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	seqWindow := time.Duration(seqFirst.Load() - kill.UnixNano())
 	time.Sleep(2 * time.Second)
 	close(stop)
 	wg.Wait()
+	<-seqDone
 
 	// What the sends saw.
 	mu.Lock()
 	var acked []string
 	failed, failedAfter, stuck, viaPath, after := 0, 0, 0, 0, 0
-	var slowest time.Duration
+	var slowest, slowestAfter time.Duration
+	var slowestAfterErr error
 	for _, s := range sends {
+		if d := s.end.Sub(s.start); s.start.After(kill) && d > slowestAfter {
+			slowestAfter, slowestAfterErr = d, s.err
+		}
 		if s.err != nil {
 			failed++
 			if s.start.After(kill) {
@@ -235,14 +296,22 @@ func rmqFailoverRun(t *testing.T, via, killFollower bool, run int) time.Duration
 	total := len(sends)
 	mu.Unlock()
 
+	mu.Lock()
+	acked = append(acked, seqAcked...)
+	mu.Unlock()
 	lost, twice := rmqReadBack(t, newLeader, topic, acked)
+	t.Logf("run %d: the one-at-a-time producer: first acknowledged send started after the kill %v after it; %d failed sends; its slowest send around the kill %v",
+		run, seqWindow.Round(time.Millisecond), seqFailed.Load(), time.Duration(seqSlowest.Load()).Round(time.Millisecond))
 	t.Logf("run %d (write via followers %v): leader %s killed; new leader %s elected after %v, routed after %v; first acknowledged send started after the kill: %v after it; "+
 		"%d sends, %d acknowledged, %d failed (%d of them started after the kill); of the %d acknowledged sends started after the kill %d went through a follower's write path; "+
-		"%d sends in flight at the kill took over 1 s (slowest %v: a send on the dead leader's connection waits out its timeout); log: %d lost, %d stored twice",
+		"%d sends in flight at the kill took over 1 s (slowest %v: a send on the dead leader's connection waits out its timeout); slowest send started after the kill %v (error: %v); log: %d lost, %d stored twice",
 		run, via, leader.ID, newLeader.ID, elected.Round(time.Millisecond), routed.Round(time.Millisecond), window.Round(time.Millisecond),
-		total, len(acked), failed, failedAfter, after, viaPath, stuck, slowest.Round(time.Millisecond), lost, twice)
+		total, len(acked), failed, failedAfter, after, viaPath, stuck, slowest.Round(time.Millisecond), slowestAfter.Round(time.Millisecond), slowestAfterErr, lost, twice)
 	if via && window > 5*time.Second {
 		t.Errorf("with write paths, writes resumed %v after the kill; want the election's time, well under 5 s", window)
+	}
+	if via && seqWindow > 5*time.Second {
+		t.Errorf("with write paths, the one-at-a-time producer wrote again %v after the kill; want at most the client's 3 s send timeout (a send caught by the dying process) or the election", seqWindow)
 	}
 	if via && viaPath == 0 {
 		t.Errorf("no send after the kill went through a follower's write path")
