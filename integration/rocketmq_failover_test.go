@@ -296,17 +296,18 @@ func rmqFailoverRun(t *testing.T, via, killFollower bool, run int) time.Duration
 	total := len(sends)
 	mu.Unlock()
 
+	nAcked := len(acked) // the every-10-ms producer's
 	mu.Lock()
-	acked = append(acked, seqAcked...)
+	all := append(append([]string{}, acked...), seqAcked...)
 	mu.Unlock()
-	lost, twice := rmqReadBack(t, newLeader, topic, acked)
+	lost, twice := rmqReadBack(t, newLeader, topic, all)
 	t.Logf("run %d: the one-at-a-time producer: first acknowledged send started after the kill %v after it; %d failed sends; its slowest send around the kill %v",
 		run, seqWindow.Round(time.Millisecond), seqFailed.Load(), time.Duration(seqSlowest.Load()).Round(time.Millisecond))
 	t.Logf("run %d (write via followers %v): leader %s killed; new leader %s elected after %v, routed after %v; first acknowledged send started after the kill: %v after it; "+
 		"%d sends, %d acknowledged, %d failed (%d of them started after the kill); of the %d acknowledged sends started after the kill %d went through a follower's write path; "+
 		"%d sends in flight at the kill took over 1 s (slowest %v: a send on the dead leader's connection waits out its timeout); slowest send started after the kill %v (error: %v); log: %d lost, %d stored twice",
 		run, via, leader.ID, newLeader.ID, elected.Round(time.Millisecond), routed.Round(time.Millisecond), window.Round(time.Millisecond),
-		total, len(acked), failed, failedAfter, after, viaPath, stuck, slowest.Round(time.Millisecond), slowestAfter.Round(time.Millisecond), slowestAfterErr, lost, twice)
+		total, nAcked, failed, failedAfter, after, viaPath, stuck, slowest.Round(time.Millisecond), slowestAfter.Round(time.Millisecond), slowestAfterErr, lost, twice)
 	if via && window > 5*time.Second {
 		t.Errorf("with write paths, writes resumed %v after the kill; want the election's time, well under 5 s", window)
 	}
