@@ -27,16 +27,16 @@ LABEL org.opencontainers.image.title="raftmq" \
 COPY --chown=65532:65532 bin/rootfs/ /
 COPY ${BINARY} /raftmq
 
-# Every server flag can also be given as RAFTMQ_<FLAG> in the environment;
-# these are the in-container defaults. Per-node settings (RAFTMQ_ID,
-# RAFTMQ_PEERS, RAFTMQ_RAFT_ADVERTISE, RAFTMQ_ADVERTISE, ...) come from
-# docker-compose.yml or `docker run -e`.
+# Every server flag can also be given as RAFTMQ_SERVER_<FLAG> in the
+# environment; these are the in-container defaults. Per-node settings
+# (RAFTMQ_SERVER_ID, RAFTMQ_SERVER_PEERS, RAFTMQ_SERVER_ADVERTISE, ...) come
+# from docker-compose.yml or `docker run -e`.
 # RAFTMQ_SERVERS is the -s default of the client commands, so that
 # `docker exec <node> /raftmq status` talks to the node it runs in.
-ENV RAFTMQ_DATA=/data \
-    RAFTMQ_RAFT=0.0.0.0:7000 \
-    RAFTMQ_LISTEN=0.0.0.0:9000 \
-    RAFTMQ_HTTP=0.0.0.0:8000 \
+ENV RAFTMQ_SERVER_DATA=/data \
+    RAFTMQ_SERVER_RAFT=0.0.0.0:7000 \
+    RAFTMQ_SERVER_LISTEN=0.0.0.0:9000 \
+    RAFTMQ_SERVER_HTTP=0.0.0.0:8000 \
     RAFTMQ_SERVERS=127.0.0.1:9000 \
     TMPDIR=/tmp
 

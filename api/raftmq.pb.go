@@ -2236,8 +2236,13 @@ type ResetGroupRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	Topic string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
-	// to is "earliest", "latest" or a decimal offset.
-	To            string `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	// to is "earliest", "latest", a decimal offset or "@" and a unix time in
+	// milliseconds (the first message stored at or after it).
+	To string `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	// queues limits the reset to these queues (empty: every queue).
+	Queues []int32 `protobuf:"varint,4,rep,packed,name=queues,proto3" json:"queues,omitempty"`
+	// dry_run answers the offsets the reset would set and changes nothing.
+	DryRun        bool `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2293,6 +2298,125 @@ func (x *ResetGroupRequest) GetTo() string {
 	return ""
 }
 
+func (x *ResetGroupRequest) GetQueues() []int32 {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *ResetGroupRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type SearchOffsetsRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	TimestampMs int64                  `protobuf:"varint,2,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// queues limits the answer to these queues (empty: every queue).
+	Queues        []int32 `protobuf:"varint,3,rep,packed,name=queues,proto3" json:"queues,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchOffsetsRequest) Reset() {
+	*x = SearchOffsetsRequest{}
+	mi := &file_api_raftmq_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchOffsetsRequest) ProtoMessage() {}
+
+func (x *SearchOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*SearchOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *SearchOffsetsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SearchOffsetsRequest) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+func (x *SearchOffsetsRequest) GetQueues() []int32 {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+type SearchOffsetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offsets       []*QueueOffset         `protobuf:"bytes,1,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchOffsetsResponse) Reset() {
+	*x = SearchOffsetsResponse{}
+	mi := &file_api_raftmq_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchOffsetsResponse) ProtoMessage() {}
+
+func (x *SearchOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*SearchOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SearchOffsetsResponse) GetOffsets() []*QueueOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
 type ResetGroupResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Offsets       []*QueueOffset         `protobuf:"bytes,1,rep,name=offsets,proto3" json:"offsets,omitempty"`
@@ -2302,7 +2426,7 @@ type ResetGroupResponse struct {
 
 func (x *ResetGroupResponse) Reset() {
 	*x = ResetGroupResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[34]
+	mi := &file_api_raftmq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +2438,7 @@ func (x *ResetGroupResponse) String() string {
 func (*ResetGroupResponse) ProtoMessage() {}
 
 func (x *ResetGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[34]
+	mi := &file_api_raftmq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +2451,7 @@ func (x *ResetGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetGroupResponse.ProtoReflect.Descriptor instead.
 func (*ResetGroupResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{34}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResetGroupResponse) GetOffsets() []*QueueOffset {
@@ -2345,7 +2469,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[35]
+	mi := &file_api_raftmq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2481,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[35]
+	mi := &file_api_raftmq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2494,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{35}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{37}
 }
 
 type NodeStatus struct {
@@ -2404,7 +2528,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_api_raftmq_proto_msgTypes[36]
+	mi := &file_api_raftmq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2540,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[36]
+	mi := &file_api_raftmq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2553,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{36}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *NodeStatus) GetId() string {
@@ -2580,7 +2704,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[37]
+	mi := &file_api_raftmq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +2716,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[37]
+	mi := &file_api_raftmq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +2729,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{37}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StatusResponse) GetGroup() string {
@@ -2667,7 +2791,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[38]
+	mi := &file_api_raftmq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2679,7 +2803,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[38]
+	mi := &file_api_raftmq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2692,7 +2816,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{38}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TransferLeaderRequest) GetTo() string {
@@ -2712,7 +2836,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[39]
+	mi := &file_api_raftmq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2724,7 +2848,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[39]
+	mi := &file_api_raftmq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2737,7 +2861,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{39}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TransferLeaderResponse) GetLeaderId() string {
@@ -2764,7 +2888,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[40]
+	mi := &file_api_raftmq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +2900,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[40]
+	mi := &file_api_raftmq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +2913,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{40}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AddMemberRequest) GetId() string {
@@ -2815,7 +2939,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[41]
+	mi := &file_api_raftmq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +2951,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[41]
+	mi := &file_api_raftmq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +2964,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{41}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AddMemberResponse) GetVoter() bool {
@@ -2860,7 +2984,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[42]
+	mi := &file_api_raftmq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +2996,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[42]
+	mi := &file_api_raftmq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +3009,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{42}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -2910,7 +3034,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[43]
+	mi := &file_api_raftmq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2922,7 +3046,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[43]
+	mi := &file_api_raftmq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2935,7 +3059,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{43}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{45}
 }
 
 type NodeStateRequest struct {
@@ -2947,7 +3071,7 @@ type NodeStateRequest struct {
 
 func (x *NodeStateRequest) Reset() {
 	*x = NodeStateRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[44]
+	mi := &file_api_raftmq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3083,7 @@ func (x *NodeStateRequest) String() string {
 func (*NodeStateRequest) ProtoMessage() {}
 
 func (x *NodeStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[44]
+	mi := &file_api_raftmq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3096,7 @@ func (x *NodeStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStateRequest.ProtoReflect.Descriptor instead.
 func (*NodeStateRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{44}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeStateRequest) GetFromId() string {
@@ -3006,7 +3130,7 @@ type NodeStateResponse struct {
 
 func (x *NodeStateResponse) Reset() {
 	*x = NodeStateResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[45]
+	mi := &file_api_raftmq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3018,7 +3142,7 @@ func (x *NodeStateResponse) String() string {
 func (*NodeStateResponse) ProtoMessage() {}
 
 func (x *NodeStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[45]
+	mi := &file_api_raftmq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3031,7 +3155,7 @@ func (x *NodeStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStateResponse.ProtoReflect.Descriptor instead.
 func (*NodeStateResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{45}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeStateResponse) GetId() string {
@@ -3138,7 +3262,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[46]
+	mi := &file_api_raftmq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3150,7 +3274,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[46]
+	mi := &file_api_raftmq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3163,7 +3287,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{46}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RegisterRequest) GetId() string {
@@ -3202,7 +3326,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[47]
+	mi := &file_api_raftmq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3214,7 +3338,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[47]
+	mi := &file_api_raftmq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3227,7 +3351,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{47}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{49}
 }
 
 type SendBackRequest struct {
@@ -3246,7 +3370,7 @@ type SendBackRequest struct {
 
 func (x *SendBackRequest) Reset() {
 	*x = SendBackRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[48]
+	mi := &file_api_raftmq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3258,7 +3382,7 @@ func (x *SendBackRequest) String() string {
 func (*SendBackRequest) ProtoMessage() {}
 
 func (x *SendBackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[48]
+	mi := &file_api_raftmq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3271,7 +3395,7 @@ func (x *SendBackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBackRequest.ProtoReflect.Descriptor instead.
 func (*SendBackRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{48}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SendBackRequest) GetGroup() string {
@@ -3316,7 +3440,7 @@ type SendBackResponse struct {
 
 func (x *SendBackResponse) Reset() {
 	*x = SendBackResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[49]
+	mi := &file_api_raftmq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3328,7 +3452,7 @@ func (x *SendBackResponse) String() string {
 func (*SendBackResponse) ProtoMessage() {}
 
 func (x *SendBackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[49]
+	mi := &file_api_raftmq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3341,7 +3465,7 @@ func (x *SendBackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBackResponse.ProtoReflect.Descriptor instead.
 func (*SendBackResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{49}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SendBackResponse) GetId() string {
@@ -3388,7 +3512,7 @@ type LookupMessageRequest struct {
 
 func (x *LookupMessageRequest) Reset() {
 	*x = LookupMessageRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[50]
+	mi := &file_api_raftmq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3400,7 +3524,7 @@ func (x *LookupMessageRequest) String() string {
 func (*LookupMessageRequest) ProtoMessage() {}
 
 func (x *LookupMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[50]
+	mi := &file_api_raftmq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3413,7 +3537,7 @@ func (x *LookupMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupMessageRequest.ProtoReflect.Descriptor instead.
 func (*LookupMessageRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{50}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *LookupMessageRequest) GetId() string {
@@ -3437,7 +3561,7 @@ type LookupMessageResponse struct {
 
 func (x *LookupMessageResponse) Reset() {
 	*x = LookupMessageResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[51]
+	mi := &file_api_raftmq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3573,7 @@ func (x *LookupMessageResponse) String() string {
 func (*LookupMessageResponse) ProtoMessage() {}
 
 func (x *LookupMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[51]
+	mi := &file_api_raftmq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3586,7 @@ func (x *LookupMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupMessageResponse.ProtoReflect.Descriptor instead.
 func (*LookupMessageResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{51}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *LookupMessageResponse) GetMessage() *Message {
@@ -3507,7 +3631,7 @@ type FindMessagesRequest struct {
 
 func (x *FindMessagesRequest) Reset() {
 	*x = FindMessagesRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[52]
+	mi := &file_api_raftmq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3519,7 +3643,7 @@ func (x *FindMessagesRequest) String() string {
 func (*FindMessagesRequest) ProtoMessage() {}
 
 func (x *FindMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[52]
+	mi := &file_api_raftmq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3532,7 +3656,7 @@ func (x *FindMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindMessagesRequest.ProtoReflect.Descriptor instead.
 func (*FindMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{52}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *FindMessagesRequest) GetTopic() string {
@@ -3580,7 +3704,7 @@ type FindMessagesResponse struct {
 
 func (x *FindMessagesResponse) Reset() {
 	*x = FindMessagesResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[53]
+	mi := &file_api_raftmq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3592,7 +3716,7 @@ func (x *FindMessagesResponse) String() string {
 func (*FindMessagesResponse) ProtoMessage() {}
 
 func (x *FindMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[53]
+	mi := &file_api_raftmq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3605,7 +3729,7 @@ func (x *FindMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindMessagesResponse.ProtoReflect.Descriptor instead.
 func (*FindMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{53}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *FindMessagesResponse) GetMessages() []*Message {
@@ -3632,7 +3756,7 @@ type ResendDeadLetterRequest struct {
 
 func (x *ResendDeadLetterRequest) Reset() {
 	*x = ResendDeadLetterRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[54]
+	mi := &file_api_raftmq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3644,7 +3768,7 @@ func (x *ResendDeadLetterRequest) String() string {
 func (*ResendDeadLetterRequest) ProtoMessage() {}
 
 func (x *ResendDeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[54]
+	mi := &file_api_raftmq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3657,7 +3781,7 @@ func (x *ResendDeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResendDeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*ResendDeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{54}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ResendDeadLetterRequest) GetGroup() string {
@@ -3684,7 +3808,7 @@ type ResendDeadLetterResponse struct {
 
 func (x *ResendDeadLetterResponse) Reset() {
 	*x = ResendDeadLetterResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[55]
+	mi := &file_api_raftmq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3696,7 +3820,7 @@ func (x *ResendDeadLetterResponse) String() string {
 func (*ResendDeadLetterResponse) ProtoMessage() {}
 
 func (x *ResendDeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[55]
+	mi := &file_api_raftmq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +3833,7 @@ func (x *ResendDeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResendDeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*ResendDeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{55}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ResendDeadLetterResponse) GetTopic() string {
@@ -3736,7 +3860,7 @@ type UpdateTopicRequest struct {
 
 func (x *UpdateTopicRequest) Reset() {
 	*x = UpdateTopicRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[56]
+	mi := &file_api_raftmq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3748,7 +3872,7 @@ func (x *UpdateTopicRequest) String() string {
 func (*UpdateTopicRequest) ProtoMessage() {}
 
 func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[56]
+	mi := &file_api_raftmq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3761,7 +3885,7 @@ func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTopicRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{56}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *UpdateTopicRequest) GetName() string {
@@ -3787,7 +3911,7 @@ type UpdateTopicResponse struct {
 
 func (x *UpdateTopicResponse) Reset() {
 	*x = UpdateTopicResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[57]
+	mi := &file_api_raftmq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3799,7 +3923,7 @@ func (x *UpdateTopicResponse) String() string {
 func (*UpdateTopicResponse) ProtoMessage() {}
 
 func (x *UpdateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[57]
+	mi := &file_api_raftmq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3812,7 +3936,7 @@ func (x *UpdateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTopicResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{57}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UpdateTopicResponse) GetTopic() *TopicInfo {
@@ -3833,7 +3957,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[58]
+	mi := &file_api_raftmq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3845,7 +3969,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[58]
+	mi := &file_api_raftmq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3858,7 +3982,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{58}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -3883,7 +4007,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[59]
+	mi := &file_api_raftmq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3895,7 +4019,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[59]
+	mi := &file_api_raftmq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3908,7 +4032,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{59}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{61}
 }
 
 type UpdateGroupRequest struct {
@@ -3921,7 +4045,7 @@ type UpdateGroupRequest struct {
 
 func (x *UpdateGroupRequest) Reset() {
 	*x = UpdateGroupRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[60]
+	mi := &file_api_raftmq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3933,7 +4057,7 @@ func (x *UpdateGroupRequest) String() string {
 func (*UpdateGroupRequest) ProtoMessage() {}
 
 func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[60]
+	mi := &file_api_raftmq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3946,7 +4070,7 @@ func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupRequest.ProtoReflect.Descriptor instead.
 func (*UpdateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{60}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *UpdateGroupRequest) GetGroup() string {
@@ -3972,7 +4096,7 @@ type UpdateGroupResponse struct {
 
 func (x *UpdateGroupResponse) Reset() {
 	*x = UpdateGroupResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[61]
+	mi := &file_api_raftmq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3984,7 +4108,7 @@ func (x *UpdateGroupResponse) String() string {
 func (*UpdateGroupResponse) ProtoMessage() {}
 
 func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[61]
+	mi := &file_api_raftmq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3997,7 +4121,7 @@ func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupResponse.ProtoReflect.Descriptor instead.
 func (*UpdateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{61}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *UpdateGroupResponse) GetSettings() *GroupSettings {
@@ -4018,7 +4142,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[62]
+	mi := &file_api_raftmq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4030,7 +4154,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[62]
+	mi := &file_api_raftmq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4043,7 +4167,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{62}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DeleteGroupRequest) GetGroup() string {
@@ -4068,7 +4192,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[63]
+	mi := &file_api_raftmq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4080,7 +4204,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[63]
+	mi := &file_api_raftmq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4093,7 +4217,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{63}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{65}
 }
 
 type QueueRef struct {
@@ -4106,7 +4230,7 @@ type QueueRef struct {
 
 func (x *QueueRef) Reset() {
 	*x = QueueRef{}
-	mi := &file_api_raftmq_proto_msgTypes[64]
+	mi := &file_api_raftmq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4118,7 +4242,7 @@ func (x *QueueRef) String() string {
 func (*QueueRef) ProtoMessage() {}
 
 func (x *QueueRef) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[64]
+	mi := &file_api_raftmq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4131,7 +4255,7 @@ func (x *QueueRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRef.ProtoReflect.Descriptor instead.
 func (*QueueRef) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{64}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *QueueRef) GetTopic() string {
@@ -4159,7 +4283,7 @@ type LockQueuesRequest struct {
 
 func (x *LockQueuesRequest) Reset() {
 	*x = LockQueuesRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[65]
+	mi := &file_api_raftmq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4171,7 +4295,7 @@ func (x *LockQueuesRequest) String() string {
 func (*LockQueuesRequest) ProtoMessage() {}
 
 func (x *LockQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[65]
+	mi := &file_api_raftmq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4184,7 +4308,7 @@ func (x *LockQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockQueuesRequest.ProtoReflect.Descriptor instead.
 func (*LockQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{65}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *LockQueuesRequest) GetGroup() string {
@@ -4219,7 +4343,7 @@ type LockQueuesResponse struct {
 
 func (x *LockQueuesResponse) Reset() {
 	*x = LockQueuesResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[66]
+	mi := &file_api_raftmq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4231,7 +4355,7 @@ func (x *LockQueuesResponse) String() string {
 func (*LockQueuesResponse) ProtoMessage() {}
 
 func (x *LockQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[66]
+	mi := &file_api_raftmq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4244,7 +4368,7 @@ func (x *LockQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockQueuesResponse.ProtoReflect.Descriptor instead.
 func (*LockQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{66}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *LockQueuesResponse) GetLocked() []*QueueRef {
@@ -4272,7 +4396,7 @@ type UnlockQueuesRequest struct {
 
 func (x *UnlockQueuesRequest) Reset() {
 	*x = UnlockQueuesRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[67]
+	mi := &file_api_raftmq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4284,7 +4408,7 @@ func (x *UnlockQueuesRequest) String() string {
 func (*UnlockQueuesRequest) ProtoMessage() {}
 
 func (x *UnlockQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[67]
+	mi := &file_api_raftmq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4297,7 +4421,7 @@ func (x *UnlockQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockQueuesRequest.ProtoReflect.Descriptor instead.
 func (*UnlockQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{67}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *UnlockQueuesRequest) GetGroup() string {
@@ -4329,7 +4453,7 @@ type UnlockQueuesResponse struct {
 
 func (x *UnlockQueuesResponse) Reset() {
 	*x = UnlockQueuesResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[68]
+	mi := &file_api_raftmq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4341,7 +4465,7 @@ func (x *UnlockQueuesResponse) String() string {
 func (*UnlockQueuesResponse) ProtoMessage() {}
 
 func (x *UnlockQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[68]
+	mi := &file_api_raftmq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4354,7 +4478,7 @@ func (x *UnlockQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockQueuesResponse.ProtoReflect.Descriptor instead.
 func (*UnlockQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{68}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{70}
 }
 
 var File_api_raftmq_proto protoreflect.FileDescriptor
@@ -4530,11 +4654,19 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\bsettings\x18\x05 \x01(\v2\x18.raftmq.v1.GroupSettingsR\bsettings\"]\n" +
 	"\rGroupSettings\x12.\n" +
 	"\x13max_reconsume_times\x18\x01 \x01(\x05R\x11maxReconsumeTimes\x12\x1c\n" +
-	"\tbroadcast\x18\x02 \x01(\bR\tbroadcast\"O\n" +
+	"\tbroadcast\x18\x02 \x01(\bR\tbroadcast\"\x80\x01\n" +
 	"\x11ResetGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x0e\n" +
-	"\x02to\x18\x03 \x01(\tR\x02to\"F\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12\x16\n" +
+	"\x06queues\x18\x04 \x03(\x05R\x06queues\x12\x17\n" +
+	"\adry_run\x18\x05 \x01(\bR\x06dryRun\"g\n" +
+	"\x14SearchOffsetsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
+	"\ftimestamp_ms\x18\x02 \x01(\x03R\vtimestampMs\x12\x16\n" +
+	"\x06queues\x18\x03 \x03(\x05R\x06queues\"I\n" +
+	"\x15SearchOffsetsResponse\x120\n" +
+	"\aoffsets\x18\x01 \x03(\v2\x16.raftmq.v1.QueueOffsetR\aoffsets\"F\n" +
 	"\x12ResetGroupResponse\x120\n" +
 	"\aoffsets\x18\x01 \x03(\v2\x16.raftmq.v1.QueueOffsetR\aoffsets\"\x0f\n" +
 	"\rStatusRequest\"\xad\x04\n" +
@@ -4703,7 +4835,7 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x1dSUGGESTION_REASON_NOT_APPLIED\x10\v\x12\x1e\n" +
 	"\x1aSUGGESTION_REASON_NOT_HELD\x10\f\x12\x1f\n" +
 	"\x1bSUGGESTION_REASON_CAUGHT_UP\x10\r\x12\x1d\n" +
-	"\x19SUGGESTION_REASON_DAMAGED\x10\x0e2\xdc\x0f\n" +
+	"\x19SUGGESTION_REASON_DAMAGED\x10\x0e2\xb0\x10\n" +
 	"\x06Broker\x12@\n" +
 	"\aProduce\x12\x19.raftmq.v1.ProduceRequest\x1a\x1a.raftmq.v1.ProduceResponse\x127\n" +
 	"\x04Pull\x12\x16.raftmq.v1.PullRequest\x1a\x17.raftmq.v1.PullResponse\x12R\n" +
@@ -4720,7 +4852,8 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"ListGroups\x12\x1c.raftmq.v1.ListGroupsRequest\x1a\x1d.raftmq.v1.ListGroupsResponse\x12R\n" +
 	"\rDescribeGroup\x12\x1f.raftmq.v1.DescribeGroupRequest\x1a .raftmq.v1.DescribeGroupResponse\x12I\n" +
 	"\n" +
-	"ResetGroup\x12\x1c.raftmq.v1.ResetGroupRequest\x1a\x1d.raftmq.v1.ResetGroupResponse\x12=\n" +
+	"ResetGroup\x12\x1c.raftmq.v1.ResetGroupRequest\x1a\x1d.raftmq.v1.ResetGroupResponse\x12R\n" +
+	"\rSearchOffsets\x12\x1f.raftmq.v1.SearchOffsetsRequest\x1a .raftmq.v1.SearchOffsetsResponse\x12=\n" +
 	"\x06Status\x12\x18.raftmq.v1.StatusRequest\x1a\x19.raftmq.v1.StatusResponse\x12U\n" +
 	"\x0eTransferLeader\x12 .raftmq.v1.TransferLeaderRequest\x1a!.raftmq.v1.TransferLeaderResponse\x12F\n" +
 	"\tAddMember\x12\x1b.raftmq.v1.AddMemberRequest\x1a\x1c.raftmq.v1.AddMemberResponse\x12O\n" +
@@ -4753,7 +4886,7 @@ func file_api_raftmq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftmq_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_raftmq_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_api_raftmq_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_api_raftmq_proto_goTypes = []any{
 	(PullStatus)(0),                  // 0: raftmq.v1.PullStatus
 	(SuggestionReason)(0),            // 1: raftmq.v1.SuggestionReason
@@ -4791,49 +4924,51 @@ var file_api_raftmq_proto_goTypes = []any{
 	(*DescribeGroupResponse)(nil),    // 33: raftmq.v1.DescribeGroupResponse
 	(*GroupSettings)(nil),            // 34: raftmq.v1.GroupSettings
 	(*ResetGroupRequest)(nil),        // 35: raftmq.v1.ResetGroupRequest
-	(*ResetGroupResponse)(nil),       // 36: raftmq.v1.ResetGroupResponse
-	(*StatusRequest)(nil),            // 37: raftmq.v1.StatusRequest
-	(*NodeStatus)(nil),               // 38: raftmq.v1.NodeStatus
-	(*StatusResponse)(nil),           // 39: raftmq.v1.StatusResponse
-	(*TransferLeaderRequest)(nil),    // 40: raftmq.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),   // 41: raftmq.v1.TransferLeaderResponse
-	(*AddMemberRequest)(nil),         // 42: raftmq.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),        // 43: raftmq.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),      // 44: raftmq.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),     // 45: raftmq.v1.RemoveMemberResponse
-	(*NodeStateRequest)(nil),         // 46: raftmq.v1.NodeStateRequest
-	(*NodeStateResponse)(nil),        // 47: raftmq.v1.NodeStateResponse
-	(*RegisterRequest)(nil),          // 48: raftmq.v1.RegisterRequest
-	(*RegisterResponse)(nil),         // 49: raftmq.v1.RegisterResponse
-	(*SendBackRequest)(nil),          // 50: raftmq.v1.SendBackRequest
-	(*SendBackResponse)(nil),         // 51: raftmq.v1.SendBackResponse
-	(*LookupMessageRequest)(nil),     // 52: raftmq.v1.LookupMessageRequest
-	(*LookupMessageResponse)(nil),    // 53: raftmq.v1.LookupMessageResponse
-	(*FindMessagesRequest)(nil),      // 54: raftmq.v1.FindMessagesRequest
-	(*FindMessagesResponse)(nil),     // 55: raftmq.v1.FindMessagesResponse
-	(*ResendDeadLetterRequest)(nil),  // 56: raftmq.v1.ResendDeadLetterRequest
-	(*ResendDeadLetterResponse)(nil), // 57: raftmq.v1.ResendDeadLetterResponse
-	(*UpdateTopicRequest)(nil),       // 58: raftmq.v1.UpdateTopicRequest
-	(*UpdateTopicResponse)(nil),      // 59: raftmq.v1.UpdateTopicResponse
-	(*DeleteTopicRequest)(nil),       // 60: raftmq.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),      // 61: raftmq.v1.DeleteTopicResponse
-	(*UpdateGroupRequest)(nil),       // 62: raftmq.v1.UpdateGroupRequest
-	(*UpdateGroupResponse)(nil),      // 63: raftmq.v1.UpdateGroupResponse
-	(*DeleteGroupRequest)(nil),       // 64: raftmq.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),      // 65: raftmq.v1.DeleteGroupResponse
-	(*QueueRef)(nil),                 // 66: raftmq.v1.QueueRef
-	(*LockQueuesRequest)(nil),        // 67: raftmq.v1.LockQueuesRequest
-	(*LockQueuesResponse)(nil),       // 68: raftmq.v1.LockQueuesResponse
-	(*UnlockQueuesRequest)(nil),      // 69: raftmq.v1.UnlockQueuesRequest
-	(*UnlockQueuesResponse)(nil),     // 70: raftmq.v1.UnlockQueuesResponse
-	nil,                              // 71: raftmq.v1.ProduceMessage.PropertiesEntry
-	nil,                              // 72: raftmq.v1.Message.PropertiesEntry
+	(*SearchOffsetsRequest)(nil),     // 36: raftmq.v1.SearchOffsetsRequest
+	(*SearchOffsetsResponse)(nil),    // 37: raftmq.v1.SearchOffsetsResponse
+	(*ResetGroupResponse)(nil),       // 38: raftmq.v1.ResetGroupResponse
+	(*StatusRequest)(nil),            // 39: raftmq.v1.StatusRequest
+	(*NodeStatus)(nil),               // 40: raftmq.v1.NodeStatus
+	(*StatusResponse)(nil),           // 41: raftmq.v1.StatusResponse
+	(*TransferLeaderRequest)(nil),    // 42: raftmq.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),   // 43: raftmq.v1.TransferLeaderResponse
+	(*AddMemberRequest)(nil),         // 44: raftmq.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),        // 45: raftmq.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),      // 46: raftmq.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),     // 47: raftmq.v1.RemoveMemberResponse
+	(*NodeStateRequest)(nil),         // 48: raftmq.v1.NodeStateRequest
+	(*NodeStateResponse)(nil),        // 49: raftmq.v1.NodeStateResponse
+	(*RegisterRequest)(nil),          // 50: raftmq.v1.RegisterRequest
+	(*RegisterResponse)(nil),         // 51: raftmq.v1.RegisterResponse
+	(*SendBackRequest)(nil),          // 52: raftmq.v1.SendBackRequest
+	(*SendBackResponse)(nil),         // 53: raftmq.v1.SendBackResponse
+	(*LookupMessageRequest)(nil),     // 54: raftmq.v1.LookupMessageRequest
+	(*LookupMessageResponse)(nil),    // 55: raftmq.v1.LookupMessageResponse
+	(*FindMessagesRequest)(nil),      // 56: raftmq.v1.FindMessagesRequest
+	(*FindMessagesResponse)(nil),     // 57: raftmq.v1.FindMessagesResponse
+	(*ResendDeadLetterRequest)(nil),  // 58: raftmq.v1.ResendDeadLetterRequest
+	(*ResendDeadLetterResponse)(nil), // 59: raftmq.v1.ResendDeadLetterResponse
+	(*UpdateTopicRequest)(nil),       // 60: raftmq.v1.UpdateTopicRequest
+	(*UpdateTopicResponse)(nil),      // 61: raftmq.v1.UpdateTopicResponse
+	(*DeleteTopicRequest)(nil),       // 62: raftmq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),      // 63: raftmq.v1.DeleteTopicResponse
+	(*UpdateGroupRequest)(nil),       // 64: raftmq.v1.UpdateGroupRequest
+	(*UpdateGroupResponse)(nil),      // 65: raftmq.v1.UpdateGroupResponse
+	(*DeleteGroupRequest)(nil),       // 66: raftmq.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),      // 67: raftmq.v1.DeleteGroupResponse
+	(*QueueRef)(nil),                 // 68: raftmq.v1.QueueRef
+	(*LockQueuesRequest)(nil),        // 69: raftmq.v1.LockQueuesRequest
+	(*LockQueuesResponse)(nil),       // 70: raftmq.v1.LockQueuesResponse
+	(*UnlockQueuesRequest)(nil),      // 71: raftmq.v1.UnlockQueuesRequest
+	(*UnlockQueuesResponse)(nil),     // 72: raftmq.v1.UnlockQueuesResponse
+	nil,                              // 73: raftmq.v1.ProduceMessage.PropertiesEntry
+	nil,                              // 74: raftmq.v1.Message.PropertiesEntry
 }
 var file_api_raftmq_proto_depIdxs = []int32{
-	71, // 0: raftmq.v1.ProduceMessage.properties:type_name -> raftmq.v1.ProduceMessage.PropertiesEntry
+	73, // 0: raftmq.v1.ProduceMessage.properties:type_name -> raftmq.v1.ProduceMessage.PropertiesEntry
 	2,  // 1: raftmq.v1.ProduceRequest.messages:type_name -> raftmq.v1.ProduceMessage
 	4,  // 2: raftmq.v1.ProduceResponse.acks:type_name -> raftmq.v1.Ack
-	72, // 3: raftmq.v1.Message.properties:type_name -> raftmq.v1.Message.PropertiesEntry
+	74, // 3: raftmq.v1.Message.properties:type_name -> raftmq.v1.Message.PropertiesEntry
 	1,  // 4: raftmq.v1.Suggestion.code:type_name -> raftmq.v1.SuggestionReason
 	0,  // 5: raftmq.v1.PullResponse.status:type_name -> raftmq.v1.PullStatus
 	6,  // 6: raftmq.v1.PullResponse.messages:type_name -> raftmq.v1.Message
@@ -4849,77 +4984,80 @@ var file_api_raftmq_proto_depIdxs = []int32{
 	31, // 16: raftmq.v1.DescribeGroupResponse.members:type_name -> raftmq.v1.GroupMember
 	32, // 17: raftmq.v1.DescribeGroupResponse.queues:type_name -> raftmq.v1.GroupQueue
 	34, // 18: raftmq.v1.DescribeGroupResponse.settings:type_name -> raftmq.v1.GroupSettings
-	10, // 19: raftmq.v1.ResetGroupResponse.offsets:type_name -> raftmq.v1.QueueOffset
-	38, // 20: raftmq.v1.StatusResponse.nodes:type_name -> raftmq.v1.NodeStatus
-	6,  // 21: raftmq.v1.LookupMessageResponse.message:type_name -> raftmq.v1.Message
-	6,  // 22: raftmq.v1.FindMessagesResponse.messages:type_name -> raftmq.v1.Message
-	4,  // 23: raftmq.v1.ResendDeadLetterResponse.ack:type_name -> raftmq.v1.Ack
-	22, // 24: raftmq.v1.UpdateTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
-	34, // 25: raftmq.v1.UpdateGroupResponse.settings:type_name -> raftmq.v1.GroupSettings
-	66, // 26: raftmq.v1.LockQueuesRequest.queues:type_name -> raftmq.v1.QueueRef
-	66, // 27: raftmq.v1.LockQueuesResponse.locked:type_name -> raftmq.v1.QueueRef
-	66, // 28: raftmq.v1.UnlockQueuesRequest.queues:type_name -> raftmq.v1.QueueRef
-	3,  // 29: raftmq.v1.Broker.Produce:input_type -> raftmq.v1.ProduceRequest
-	7,  // 30: raftmq.v1.Broker.Pull:input_type -> raftmq.v1.PullRequest
-	11, // 31: raftmq.v1.Broker.CommitOffsets:input_type -> raftmq.v1.CommitOffsetsRequest
-	13, // 32: raftmq.v1.Broker.FetchOffsets:input_type -> raftmq.v1.FetchOffsetsRequest
-	15, // 33: raftmq.v1.Broker.CreateTopic:input_type -> raftmq.v1.CreateTopicRequest
-	17, // 34: raftmq.v1.Broker.ListTopics:input_type -> raftmq.v1.ListTopicsRequest
-	19, // 35: raftmq.v1.Broker.DescribeTopic:input_type -> raftmq.v1.DescribeTopicRequest
-	23, // 36: raftmq.v1.Broker.JoinGroup:input_type -> raftmq.v1.JoinGroupRequest
-	26, // 37: raftmq.v1.Broker.LeaveGroup:input_type -> raftmq.v1.LeaveGroupRequest
-	28, // 38: raftmq.v1.Broker.ListGroups:input_type -> raftmq.v1.ListGroupsRequest
-	30, // 39: raftmq.v1.Broker.DescribeGroup:input_type -> raftmq.v1.DescribeGroupRequest
-	35, // 40: raftmq.v1.Broker.ResetGroup:input_type -> raftmq.v1.ResetGroupRequest
-	37, // 41: raftmq.v1.Broker.Status:input_type -> raftmq.v1.StatusRequest
-	40, // 42: raftmq.v1.Broker.TransferLeader:input_type -> raftmq.v1.TransferLeaderRequest
-	42, // 43: raftmq.v1.Broker.AddMember:input_type -> raftmq.v1.AddMemberRequest
-	44, // 44: raftmq.v1.Broker.RemoveMember:input_type -> raftmq.v1.RemoveMemberRequest
-	50, // 45: raftmq.v1.Broker.SendBack:input_type -> raftmq.v1.SendBackRequest
-	52, // 46: raftmq.v1.Broker.LookupMessage:input_type -> raftmq.v1.LookupMessageRequest
-	54, // 47: raftmq.v1.Broker.FindMessages:input_type -> raftmq.v1.FindMessagesRequest
-	56, // 48: raftmq.v1.Broker.ResendDeadLetter:input_type -> raftmq.v1.ResendDeadLetterRequest
-	58, // 49: raftmq.v1.Broker.UpdateTopic:input_type -> raftmq.v1.UpdateTopicRequest
-	60, // 50: raftmq.v1.Broker.DeleteTopic:input_type -> raftmq.v1.DeleteTopicRequest
-	62, // 51: raftmq.v1.Broker.UpdateGroup:input_type -> raftmq.v1.UpdateGroupRequest
-	64, // 52: raftmq.v1.Broker.DeleteGroup:input_type -> raftmq.v1.DeleteGroupRequest
-	67, // 53: raftmq.v1.Broker.LockQueues:input_type -> raftmq.v1.LockQueuesRequest
-	69, // 54: raftmq.v1.Broker.UnlockQueues:input_type -> raftmq.v1.UnlockQueuesRequest
-	46, // 55: raftmq.v1.Peer.NodeState:input_type -> raftmq.v1.NodeStateRequest
-	48, // 56: raftmq.v1.Peer.Register:input_type -> raftmq.v1.RegisterRequest
-	5,  // 57: raftmq.v1.Broker.Produce:output_type -> raftmq.v1.ProduceResponse
-	9,  // 58: raftmq.v1.Broker.Pull:output_type -> raftmq.v1.PullResponse
-	12, // 59: raftmq.v1.Broker.CommitOffsets:output_type -> raftmq.v1.CommitOffsetsResponse
-	14, // 60: raftmq.v1.Broker.FetchOffsets:output_type -> raftmq.v1.FetchOffsetsResponse
-	16, // 61: raftmq.v1.Broker.CreateTopic:output_type -> raftmq.v1.CreateTopicResponse
-	18, // 62: raftmq.v1.Broker.ListTopics:output_type -> raftmq.v1.ListTopicsResponse
-	20, // 63: raftmq.v1.Broker.DescribeTopic:output_type -> raftmq.v1.DescribeTopicResponse
-	25, // 64: raftmq.v1.Broker.JoinGroup:output_type -> raftmq.v1.JoinGroupResponse
-	27, // 65: raftmq.v1.Broker.LeaveGroup:output_type -> raftmq.v1.LeaveGroupResponse
-	29, // 66: raftmq.v1.Broker.ListGroups:output_type -> raftmq.v1.ListGroupsResponse
-	33, // 67: raftmq.v1.Broker.DescribeGroup:output_type -> raftmq.v1.DescribeGroupResponse
-	36, // 68: raftmq.v1.Broker.ResetGroup:output_type -> raftmq.v1.ResetGroupResponse
-	39, // 69: raftmq.v1.Broker.Status:output_type -> raftmq.v1.StatusResponse
-	41, // 70: raftmq.v1.Broker.TransferLeader:output_type -> raftmq.v1.TransferLeaderResponse
-	43, // 71: raftmq.v1.Broker.AddMember:output_type -> raftmq.v1.AddMemberResponse
-	45, // 72: raftmq.v1.Broker.RemoveMember:output_type -> raftmq.v1.RemoveMemberResponse
-	51, // 73: raftmq.v1.Broker.SendBack:output_type -> raftmq.v1.SendBackResponse
-	53, // 74: raftmq.v1.Broker.LookupMessage:output_type -> raftmq.v1.LookupMessageResponse
-	55, // 75: raftmq.v1.Broker.FindMessages:output_type -> raftmq.v1.FindMessagesResponse
-	57, // 76: raftmq.v1.Broker.ResendDeadLetter:output_type -> raftmq.v1.ResendDeadLetterResponse
-	59, // 77: raftmq.v1.Broker.UpdateTopic:output_type -> raftmq.v1.UpdateTopicResponse
-	61, // 78: raftmq.v1.Broker.DeleteTopic:output_type -> raftmq.v1.DeleteTopicResponse
-	63, // 79: raftmq.v1.Broker.UpdateGroup:output_type -> raftmq.v1.UpdateGroupResponse
-	65, // 80: raftmq.v1.Broker.DeleteGroup:output_type -> raftmq.v1.DeleteGroupResponse
-	68, // 81: raftmq.v1.Broker.LockQueues:output_type -> raftmq.v1.LockQueuesResponse
-	70, // 82: raftmq.v1.Broker.UnlockQueues:output_type -> raftmq.v1.UnlockQueuesResponse
-	47, // 83: raftmq.v1.Peer.NodeState:output_type -> raftmq.v1.NodeStateResponse
-	49, // 84: raftmq.v1.Peer.Register:output_type -> raftmq.v1.RegisterResponse
-	57, // [57:85] is the sub-list for method output_type
-	29, // [29:57] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	10, // 19: raftmq.v1.SearchOffsetsResponse.offsets:type_name -> raftmq.v1.QueueOffset
+	10, // 20: raftmq.v1.ResetGroupResponse.offsets:type_name -> raftmq.v1.QueueOffset
+	40, // 21: raftmq.v1.StatusResponse.nodes:type_name -> raftmq.v1.NodeStatus
+	6,  // 22: raftmq.v1.LookupMessageResponse.message:type_name -> raftmq.v1.Message
+	6,  // 23: raftmq.v1.FindMessagesResponse.messages:type_name -> raftmq.v1.Message
+	4,  // 24: raftmq.v1.ResendDeadLetterResponse.ack:type_name -> raftmq.v1.Ack
+	22, // 25: raftmq.v1.UpdateTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
+	34, // 26: raftmq.v1.UpdateGroupResponse.settings:type_name -> raftmq.v1.GroupSettings
+	68, // 27: raftmq.v1.LockQueuesRequest.queues:type_name -> raftmq.v1.QueueRef
+	68, // 28: raftmq.v1.LockQueuesResponse.locked:type_name -> raftmq.v1.QueueRef
+	68, // 29: raftmq.v1.UnlockQueuesRequest.queues:type_name -> raftmq.v1.QueueRef
+	3,  // 30: raftmq.v1.Broker.Produce:input_type -> raftmq.v1.ProduceRequest
+	7,  // 31: raftmq.v1.Broker.Pull:input_type -> raftmq.v1.PullRequest
+	11, // 32: raftmq.v1.Broker.CommitOffsets:input_type -> raftmq.v1.CommitOffsetsRequest
+	13, // 33: raftmq.v1.Broker.FetchOffsets:input_type -> raftmq.v1.FetchOffsetsRequest
+	15, // 34: raftmq.v1.Broker.CreateTopic:input_type -> raftmq.v1.CreateTopicRequest
+	17, // 35: raftmq.v1.Broker.ListTopics:input_type -> raftmq.v1.ListTopicsRequest
+	19, // 36: raftmq.v1.Broker.DescribeTopic:input_type -> raftmq.v1.DescribeTopicRequest
+	23, // 37: raftmq.v1.Broker.JoinGroup:input_type -> raftmq.v1.JoinGroupRequest
+	26, // 38: raftmq.v1.Broker.LeaveGroup:input_type -> raftmq.v1.LeaveGroupRequest
+	28, // 39: raftmq.v1.Broker.ListGroups:input_type -> raftmq.v1.ListGroupsRequest
+	30, // 40: raftmq.v1.Broker.DescribeGroup:input_type -> raftmq.v1.DescribeGroupRequest
+	35, // 41: raftmq.v1.Broker.ResetGroup:input_type -> raftmq.v1.ResetGroupRequest
+	36, // 42: raftmq.v1.Broker.SearchOffsets:input_type -> raftmq.v1.SearchOffsetsRequest
+	39, // 43: raftmq.v1.Broker.Status:input_type -> raftmq.v1.StatusRequest
+	42, // 44: raftmq.v1.Broker.TransferLeader:input_type -> raftmq.v1.TransferLeaderRequest
+	44, // 45: raftmq.v1.Broker.AddMember:input_type -> raftmq.v1.AddMemberRequest
+	46, // 46: raftmq.v1.Broker.RemoveMember:input_type -> raftmq.v1.RemoveMemberRequest
+	52, // 47: raftmq.v1.Broker.SendBack:input_type -> raftmq.v1.SendBackRequest
+	54, // 48: raftmq.v1.Broker.LookupMessage:input_type -> raftmq.v1.LookupMessageRequest
+	56, // 49: raftmq.v1.Broker.FindMessages:input_type -> raftmq.v1.FindMessagesRequest
+	58, // 50: raftmq.v1.Broker.ResendDeadLetter:input_type -> raftmq.v1.ResendDeadLetterRequest
+	60, // 51: raftmq.v1.Broker.UpdateTopic:input_type -> raftmq.v1.UpdateTopicRequest
+	62, // 52: raftmq.v1.Broker.DeleteTopic:input_type -> raftmq.v1.DeleteTopicRequest
+	64, // 53: raftmq.v1.Broker.UpdateGroup:input_type -> raftmq.v1.UpdateGroupRequest
+	66, // 54: raftmq.v1.Broker.DeleteGroup:input_type -> raftmq.v1.DeleteGroupRequest
+	69, // 55: raftmq.v1.Broker.LockQueues:input_type -> raftmq.v1.LockQueuesRequest
+	71, // 56: raftmq.v1.Broker.UnlockQueues:input_type -> raftmq.v1.UnlockQueuesRequest
+	48, // 57: raftmq.v1.Peer.NodeState:input_type -> raftmq.v1.NodeStateRequest
+	50, // 58: raftmq.v1.Peer.Register:input_type -> raftmq.v1.RegisterRequest
+	5,  // 59: raftmq.v1.Broker.Produce:output_type -> raftmq.v1.ProduceResponse
+	9,  // 60: raftmq.v1.Broker.Pull:output_type -> raftmq.v1.PullResponse
+	12, // 61: raftmq.v1.Broker.CommitOffsets:output_type -> raftmq.v1.CommitOffsetsResponse
+	14, // 62: raftmq.v1.Broker.FetchOffsets:output_type -> raftmq.v1.FetchOffsetsResponse
+	16, // 63: raftmq.v1.Broker.CreateTopic:output_type -> raftmq.v1.CreateTopicResponse
+	18, // 64: raftmq.v1.Broker.ListTopics:output_type -> raftmq.v1.ListTopicsResponse
+	20, // 65: raftmq.v1.Broker.DescribeTopic:output_type -> raftmq.v1.DescribeTopicResponse
+	25, // 66: raftmq.v1.Broker.JoinGroup:output_type -> raftmq.v1.JoinGroupResponse
+	27, // 67: raftmq.v1.Broker.LeaveGroup:output_type -> raftmq.v1.LeaveGroupResponse
+	29, // 68: raftmq.v1.Broker.ListGroups:output_type -> raftmq.v1.ListGroupsResponse
+	33, // 69: raftmq.v1.Broker.DescribeGroup:output_type -> raftmq.v1.DescribeGroupResponse
+	38, // 70: raftmq.v1.Broker.ResetGroup:output_type -> raftmq.v1.ResetGroupResponse
+	37, // 71: raftmq.v1.Broker.SearchOffsets:output_type -> raftmq.v1.SearchOffsetsResponse
+	41, // 72: raftmq.v1.Broker.Status:output_type -> raftmq.v1.StatusResponse
+	43, // 73: raftmq.v1.Broker.TransferLeader:output_type -> raftmq.v1.TransferLeaderResponse
+	45, // 74: raftmq.v1.Broker.AddMember:output_type -> raftmq.v1.AddMemberResponse
+	47, // 75: raftmq.v1.Broker.RemoveMember:output_type -> raftmq.v1.RemoveMemberResponse
+	53, // 76: raftmq.v1.Broker.SendBack:output_type -> raftmq.v1.SendBackResponse
+	55, // 77: raftmq.v1.Broker.LookupMessage:output_type -> raftmq.v1.LookupMessageResponse
+	57, // 78: raftmq.v1.Broker.FindMessages:output_type -> raftmq.v1.FindMessagesResponse
+	59, // 79: raftmq.v1.Broker.ResendDeadLetter:output_type -> raftmq.v1.ResendDeadLetterResponse
+	61, // 80: raftmq.v1.Broker.UpdateTopic:output_type -> raftmq.v1.UpdateTopicResponse
+	63, // 81: raftmq.v1.Broker.DeleteTopic:output_type -> raftmq.v1.DeleteTopicResponse
+	65, // 82: raftmq.v1.Broker.UpdateGroup:output_type -> raftmq.v1.UpdateGroupResponse
+	67, // 83: raftmq.v1.Broker.DeleteGroup:output_type -> raftmq.v1.DeleteGroupResponse
+	70, // 84: raftmq.v1.Broker.LockQueues:output_type -> raftmq.v1.LockQueuesResponse
+	72, // 85: raftmq.v1.Broker.UnlockQueues:output_type -> raftmq.v1.UnlockQueuesResponse
+	49, // 86: raftmq.v1.Peer.NodeState:output_type -> raftmq.v1.NodeStateResponse
+	51, // 87: raftmq.v1.Peer.Register:output_type -> raftmq.v1.RegisterResponse
+	59, // [59:88] is the sub-list for method output_type
+	30, // [30:59] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_api_raftmq_proto_init() }
@@ -4928,15 +5066,15 @@ func file_api_raftmq_proto_init() {
 		return
 	}
 	file_api_raftmq_proto_msgTypes[0].OneofWrappers = []any{}
-	file_api_raftmq_proto_msgTypes[56].OneofWrappers = []any{}
-	file_api_raftmq_proto_msgTypes[60].OneofWrappers = []any{}
+	file_api_raftmq_proto_msgTypes[58].OneofWrappers = []any{}
+	file_api_raftmq_proto_msgTypes[62].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftmq_proto_rawDesc), len(file_api_raftmq_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   71,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -40,6 +40,7 @@ const (
 	Broker_ListGroups_FullMethodName       = "/raftmq.v1.Broker/ListGroups"
 	Broker_DescribeGroup_FullMethodName    = "/raftmq.v1.Broker/DescribeGroup"
 	Broker_ResetGroup_FullMethodName       = "/raftmq.v1.Broker/ResetGroup"
+	Broker_SearchOffsets_FullMethodName    = "/raftmq.v1.Broker/SearchOffsets"
 	Broker_Status_FullMethodName           = "/raftmq.v1.Broker/Status"
 	Broker_TransferLeader_FullMethodName   = "/raftmq.v1.Broker/TransferLeader"
 	Broker_AddMember_FullMethodName        = "/raftmq.v1.Broker/AddMember"
@@ -76,6 +77,10 @@ type BrokerClient interface {
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error)
 	ResetGroup(ctx context.Context, in *ResetGroupRequest, opts ...grpc.CallOption) (*ResetGroupResponse, error)
+	// SearchOffsets answers, per queue of a topic, the first offset whose
+	// message was stored at or after timestamp_ms (the queue's end when none
+	// was): RocketMQ's searchOffset, for positioning by time.
+	SearchOffsets(ctx context.Context, in *SearchOffsetsRequest, opts ...grpc.CallOption) (*SearchOffsetsResponse, error)
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error)
 	AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*AddMemberResponse, error)
@@ -226,6 +231,16 @@ func (c *brokerClient) ResetGroup(ctx context.Context, in *ResetGroupRequest, op
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResetGroupResponse)
 	err := c.cc.Invoke(ctx, Broker_ResetGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) SearchOffsets(ctx context.Context, in *SearchOffsetsRequest, opts ...grpc.CallOption) (*SearchOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SearchOffsetsResponse)
+	err := c.cc.Invoke(ctx, Broker_SearchOffsets_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -392,6 +407,10 @@ type BrokerServer interface {
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error)
 	ResetGroup(context.Context, *ResetGroupRequest) (*ResetGroupResponse, error)
+	// SearchOffsets answers, per queue of a topic, the first offset whose
+	// message was stored at or after timestamp_ms (the queue's end when none
+	// was): RocketMQ's searchOffset, for positioning by time.
+	SearchOffsets(context.Context, *SearchOffsetsRequest) (*SearchOffsetsResponse, error)
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error)
 	AddMember(context.Context, *AddMemberRequest) (*AddMemberResponse, error)
@@ -463,6 +482,9 @@ func (UnimplementedBrokerServer) DescribeGroup(context.Context, *DescribeGroupRe
 }
 func (UnimplementedBrokerServer) ResetGroup(context.Context, *ResetGroupRequest) (*ResetGroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResetGroup not implemented")
+}
+func (UnimplementedBrokerServer) SearchOffsets(context.Context, *SearchOffsetsRequest) (*SearchOffsetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SearchOffsets not implemented")
 }
 func (UnimplementedBrokerServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
@@ -739,6 +761,24 @@ func _Broker_ResetGroup_Handler(srv interface{}, ctx context.Context, dec func(i
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(BrokerServer).ResetGroup(ctx, req.(*ResetGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_SearchOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).SearchOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_SearchOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).SearchOffsets(ctx, req.(*SearchOffsetsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1049,6 +1089,10 @@ var Broker_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResetGroup",
 			Handler:    _Broker_ResetGroup_Handler,
+		},
+		{
+			MethodName: "SearchOffsets",
+			Handler:    _Broker_SearchOffsets_Handler,
 		},
 		{
 			MethodName: "Status",

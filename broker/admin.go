@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/replica"
 )
 
@@ -46,7 +47,7 @@ func (b *Broker) Topic(name string) (replica.TopicInfo, error) {
 // NodeStatus is one node in a status report.
 type NodeStatus struct {
 	ID         string
-	Role       string
+	Role       string // raft's role (leader, follower, candidate), RoleDown or RoleUnknown
 	RaftAddr   string
 	ClientAddr string
 	HTTPAddr   string
@@ -118,6 +119,10 @@ func (b *Broker) Status() (Status, error) {
 		} else if p, ok := b.view.get(srv.ID); ok {
 			ps, ns.LastSeen, ns.Error = p.state, p.lastOK, p.err
 			ns.Healthy = time.Since(p.lastOK) <= b.fresh()
+			if !ns.Healthy {
+				// Not heard for a while: what it said last is stale.
+				ps = NodeState{Role: api.RoleDown}
+			}
 		} else {
 			ns.Error = "no state heard yet"
 		}
@@ -127,7 +132,7 @@ func (b *Broker) Status() (Status, error) {
 			ns.Healthy = false
 		}
 		if !ns.Healthy && ns.Role == "" {
-			ns.Role = "unknown"
+			ns.Role = api.RoleUnknown
 		}
 		if leaderApplied > ns.Applied && ns.Applied > 0 {
 			ns.Lag = leaderApplied - ns.Applied

@@ -23,7 +23,6 @@ import (
 // queues' replicated state. *replica.Node implements it.
 type ScheduleState interface {
 	ScheduleCursors() [replica.ScheduleQueues]uint64
-	EntryRecord(topic string, q uint32, logIndex uint64) (replica.Location, bool)
 	ScheduleFloor() uint64
 }
 

@@ -66,9 +66,6 @@ type noSchedule struct{}
 func (noSchedule) ScheduleCursors() [replica.ScheduleQueues]uint64 {
 	return [replica.ScheduleQueues]uint64{}
 }
-func (noSchedule) EntryRecord(string, uint32, uint64) (replica.Location, bool) {
-	return replica.Location{}, false
-}
 func (noSchedule) ScheduleFloor() uint64 { return 0 }
 
 // TestStagingOverheadBound: what staging adds to a request's encoded size

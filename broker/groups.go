@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -362,9 +363,20 @@ func (b *Broker) FetchOffsets(group, topic string) (map[int32]uint64, error) {
 	return b.fsm.Offsets(group, topic), nil
 }
 
-// ResetGroup moves a group's offsets for a topic to earliest, latest or a
-// given offset, only while the group has no live members (leader only).
-func (b *Broker) ResetGroup(ctx context.Context, group, topic, to string) ([]replica.OffsetEntry, error) {
+// ResetRequest moves a group's offsets for a topic.
+type ResetRequest struct {
+	Group, Topic string
+	// To is "earliest", "latest", a decimal offset (kept within each
+	// queue) or "@" and a unix time in milliseconds (SearchOffsets).
+	To     string
+	Queues []int32 // only these (none: every queue)
+	DryRun bool    // answer the offsets, change nothing
+}
+
+// ResetGroup moves a group's offsets as req says, only while the group has
+// no live members (leader only), and returns them.
+func (b *Broker) ResetGroup(ctx context.Context, req ResetRequest) ([]replica.OffsetEntry, error) {
+	group, topic, to := req.Group, req.Topic, req.To
 	if err := replica.ValidateName("group", group); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
@@ -385,22 +397,40 @@ func (b *Broker) ResetGroup(ctx context.Context, group, topic, to string) ([]rep
 	if live > 0 {
 		return nil, fmt.Errorf("%w: group %q has %d live member(s); stop them first", ErrFailedPrecondition, group, live)
 	}
+	queues, err := pickQueues(ti, req.Queues)
+	if err != nil {
+		return nil, err
+	}
 	var offsets []replica.OffsetEntry
-	for q, rng := range ti.Queues {
-		var o uint64
-		switch to {
-		case "earliest":
-			o = rng.Min
-		case "latest":
-			o = rng.Max
-		default:
-			n, err := strconv.ParseUint(to, 10, 64)
-			if err != nil {
-				return nil, invalid("reset to %q: want earliest, latest or an offset", to)
-			}
-			o = min(max(n, rng.Min), rng.Max)
+	if ms, ok := strings.CutPrefix(to, "@"); ok {
+		ts, err := strconv.ParseInt(ms, 10, 64)
+		if err != nil {
+			return nil, invalid("reset to %q: want @ and a unix time in milliseconds", to)
 		}
-		offsets = append(offsets, replica.OffsetEntry{Topic: topic, Queue: int32(q), Offset: o})
+		if offsets, err = b.SearchOffsets(ctx, topic, ts, queues); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, q := range queues {
+			rng := ti.Queues[q]
+			var o uint64
+			switch to {
+			case "earliest":
+				o = rng.Min
+			case "latest":
+				o = rng.Max
+			default:
+				n, err := strconv.ParseUint(to, 10, 64)
+				if err != nil {
+					return nil, invalid("reset to %q: want earliest, latest, an offset or @ and a unix time in ms", to)
+				}
+				o = min(max(n, rng.Min), rng.Max)
+			}
+			offsets = append(offsets, replica.OffsetEntry{Topic: topic, Queue: q, Offset: o})
+		}
+	}
+	if req.DryRun {
+		return offsets, nil
 	}
 	if err := b.replicaErr(b.w.CommitOffsets(ctx, group, offsets)); err != nil {
 		return nil, err

@@ -64,7 +64,7 @@ func (b *Broker) LookupMessage(ctx context.Context, id string) (LookupResult, er
 	}
 	m, err := b.readMessage(id, index, ordinal)
 	if err == nil {
-		return b.lookedUp(id, m)
+		return b.lookedUp(id, index, m)
 	}
 	if errors.Is(err, errNotHere) && b.node.Role() != replica.Leader {
 		if lerr := b.awaitLeader(ctx); lerr != nil {
@@ -72,7 +72,7 @@ func (b *Broker) LookupMessage(ctx context.Context, id string) (LookupResult, er
 		}
 		// This node became the leader meanwhile: read again as the leader.
 		if m, err = b.readMessage(id, index, ordinal); err == nil {
-			return b.lookedUp(id, m)
+			return b.lookedUp(id, index, m)
 		}
 	}
 	if errors.Is(err, errNotHere) {
@@ -84,9 +84,9 @@ func (b *Broker) LookupMessage(ctx context.Context, id string) (LookupResult, er
 // lookedUp is the answer for message m read by id: a staged (delayed)
 // message is answered as the scheduler knows it, pending or delivered
 // (lookup_delay.go).
-func (b *Broker) lookedUp(id string, m Message) (LookupResult, error) {
+func (b *Broker) lookedUp(id string, index uint64, m Message) (LookupResult, error) {
 	if m.Topic == api.ScheduleTopic {
-		st, ok, err := b.LookupStaged(id)
+		st, ok, err := b.staged(id, index, m)
 		if err != nil {
 			return LookupResult{}, err
 		}
@@ -193,6 +193,12 @@ func (b *Broker) readMessage(id string, index uint64, ordinal uint32) (Message, 
 		return Message{}, fmt.Errorf("%w: message %s was stored in topic %q, which no longer exists", ErrNotFound, id, out.Topic)
 	}
 	loc, ok := b.fsm.LocateEntry(out.Topic, out.Queue, index)
+	if !ok && out.Topic == api.ScheduleTopic {
+		// The schedule queues drop the records of delivered messages: a
+		// staged message is then answered by its id alone (its offset
+		// there means nothing to a user).
+		return out, nil
+	}
 	if !ok || skipped(loc.Skip, uint32(req)) {
 		// A request the state machine refused, or a retry it answered
 		// with the first attempt's acks: no message was stored under

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/api"
-	"github.com/raftmq/raftmq/raftlog"
 )
 
 // StagedLookup is what a lookup by id of a delayed message finds.
@@ -35,15 +34,24 @@ func (b *Broker) LookupStaged(id string) (StagedLookup, bool, error) {
 	if b.sched == nil {
 		return StagedLookup{}, false, nil
 	}
-	index, ordinal, err := parseID(id)
+	index, ordinal, err := ParseMessageID(id)
 	if err != nil {
 		return StagedLookup{}, false, err
 	}
-	m, err := b.messageAt(index, ordinal)
+	m, err := b.readMessage(id, index, ordinal)
+	if errors.Is(err, errNotHere) {
+		err = fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
 	if err != nil {
 		return StagedLookup{}, false, err
 	}
-	if m.Topic != api.ScheduleTopic {
+	return b.staged(id, index, m)
+}
+
+// staged answers LookupStaged for message m, read by id from log entry
+// index.
+func (b *Broker) staged(id string, index uint64, m Message) (StagedLookup, bool, error) {
+	if b.sched == nil || m.Topic != api.ScheduleTopic {
 		return StagedLookup{}, false, nil
 	}
 	out := StagedLookup{DeliverAt: b.deliverTime(index, &m)}
@@ -155,77 +163,6 @@ func (b *Broker) deliverTime(index uint64, m *Message) int64 {
 		return 0
 	}
 	return t.Add(d).UnixMilli()
-}
-
-// parseID splits a message id (raftlog.MessageID) into log index and
-// ordinal.
-func parseID(id string) (uint64, uint32, error) {
-	index, err := raftlog.MessageIndex(id)
-	if err != nil || index == 0 {
-		return 0, 0, invalid("message id %q: want 24 hex digits (16 of log index, 8 of ordinal)", id)
-	}
-	o, err := strconv.ParseUint(id[16:], 16, 32)
-	if err != nil {
-		return 0, 0, invalid("message id %q: the last 8 characters are not an ordinal in hex", id)
-	}
-	return index, uint32(o), nil
-}
-
-// messageAt reads message ordinal of log entry index with its topic and
-// queue (not its offset). A message of a request the state machine skipped
-// (a duplicate) is no stored message, as far as this node's index still
-// has the entry's record.
-func (b *Broker) messageAt(index uint64, ordinal uint32) (Message, error) {
-	id := raftlog.MessageID(index, ordinal)
-	if index > b.fsm.Applied() {
-		return Message{}, fmt.Errorf("%w: message %s: log entry %d is past what node %s has applied", ErrNotFound, id, index, b.cfg.NodeID)
-	}
-	data, err := b.rlog.Read(index)
-	if err != nil {
-		if errors.Is(err, raftlog.ErrBelowFloor) {
-			return Message{}, fmt.Errorf("%w: message %s: node %s no longer holds log entry %d", ErrNotFound, id, b.cfg.NodeID, index)
-		}
-		return Message{}, fmt.Errorf("message %s: read log entry %d: %w", id, index, err)
-	}
-	noSuch := fmt.Errorf("%w: no stored message has id %s", ErrNotFound, id)
-	if len(data) == 0 || raftlog.CommandType(data[0]) != raftlog.CmdBatch {
-		return Message{}, noSuch
-	}
-	batch, err := raftlog.ParseReadBatch(data)
-	if err != nil {
-		return Message{}, fmt.Errorf("message %s: %w", id, err)
-	}
-	var found bool
-	var req int
-	var out Message
-	var next uint32
-	err = batch.Each(func(i int, rv *raftlog.RequestView) bool {
-		first := next
-		next += uint32(rv.Count)
-		if ordinal < first || ordinal >= next {
-			return true
-		}
-		rv.Messages(func(j int, mv *raftlog.MessageView) bool {
-			if first+uint32(j) != ordinal {
-				return true
-			}
-			found, req = true, i
-			out = Message{Topic: rv.Topic, Queue: int32(mv.Queue), ID: id, Key: string(mv.Key), Tag: string(mv.Tag),
-				Properties: mv.Properties(), Body: mv.Body, Timestamp: mv.Timestamp}
-			return false
-		})
-		return false
-	})
-	if err != nil {
-		return Message{}, fmt.Errorf("message %s: %w", id, err)
-	}
-	if !found {
-		return Message{}, noSuch
-	}
-	if loc, ok := b.sched.EntryRecord(out.Topic, uint32(out.Queue), index); ok && isSkipped(loc.Skip, req) {
-		return Message{}, noSuch
-	}
-	return out, nil
 }
 
 func isSkipped(skip []uint32, req int) bool {

@@ -57,6 +57,10 @@ func (b *Broker) deadLetterProduce(ctx context.Context, req *ProduceRequest) err
 		}
 		props[api.PropDeadLetterReason] = fmt.Sprintf("reconsume count %s is past the max reconsume times %d", props[api.PropReconsumeTime], b.limitOf(group, props))
 		m.Properties, m.HasQueue = props, false
+		// ValidateProduce already took the DELAY the client sent along
+		// (3 + count) into the typed fields: a dead letter waits for
+		// nothing (RocketMQ's SendMessageProcessor sets its level to 0).
+		m.DelayLevel, m.DeliverAt = 0, 0
 	}
 	b.log.Debug("produce to a retry topic dead-lettered", "topic", req.Topic, "messages", len(req.Messages))
 	req.Topic = dlq

@@ -135,9 +135,17 @@ func TestProduceToRetryTopicPastLimit(t *testing.T) {
 	if _, err := b.Produce(ctx, ProduceRequest{Topic: "%RETRY%g", Messages: []ProduceMessage{msg("3", "2")}}); err != nil {
 		t.Fatal(err)
 	}
+	// The client's fallback sends DELAY = 3 + count along: a dead letter
+	// is stored at once, not staged (this fake keeps no schedule state
+	// and would refuse a delayed produce).
+	past := msg("18", "")
+	past.Properties[api.PropDelay] = "20"
+	if _, err := b.Produce(ctx, ProduceRequest{Topic: "%RETRY%g", Messages: []ProduceMessage{past}}); err != nil {
+		t.Fatalf("a dead letter that carried DELAY: %v", err)
+	}
 	ti, err := b.Topic("%DLQ%g")
-	if err != nil || ti.Queues[0].Max != 2 {
-		t.Fatalf("dead-letter topic: %+v %v, want 2 messages", ti, err)
+	if err != nil || ti.Queues[0].Max != 3 {
+		t.Fatalf("dead-letter topic: %+v %v, want 3 messages", ti, err)
 	}
 	for _, a := range []string{raftlogID(b, "%DLQ%g", 0), raftlogID(b, "%DLQ%g", 1)} {
 		r, err := b.LookupMessage(ctx, a)

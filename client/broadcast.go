@@ -30,6 +30,9 @@ func (c *Client) FetchMemberOffsets(ctx context.Context, group, member, topic st
 // commitOffsets commits for the group, or for this member of a
 // broadcasting group.
 func (cn *Consumer) commitOffsets(ctx context.Context, offs []*api.QueueOffset) error {
+	if cn.cfg.Group == "" {
+		return nil // a reader keeps its positions to itself
+	}
 	if cn.cfg.Broadcast {
 		return cn.c.CommitMemberOffsets(ctx, cn.cfg.Group, cn.cfg.MemberID, offs)
 	}
@@ -37,6 +40,9 @@ func (cn *Consumer) commitOffsets(ctx context.Context, offs []*api.QueueOffset) 
 }
 
 func (cn *Consumer) fetchOffsets(ctx context.Context) (map[int32]uint64, error) {
+	if cn.cfg.Group == "" {
+		return nil, nil
+	}
 	if cn.cfg.Broadcast {
 		return cn.c.FetchMemberOffsets(ctx, cn.cfg.Group, cn.cfg.MemberID, cn.cfg.Topic)
 	}

@@ -648,11 +648,21 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (*api.Describe
 	})
 }
 
-// ResetGroup moves a group's offsets for a topic to "earliest", "latest" or
-// an offset.
-func (c *Client) ResetGroup(ctx context.Context, group, topic, to string) ([]*api.QueueOffset, error) {
+// ResetGroup moves a group's offsets for a topic to "earliest", "latest",
+// an offset or "@<unix ms>", on req.Queues (all when empty); DryRun only
+// answers the offsets.
+func (c *Client) ResetGroup(ctx context.Context, req *api.ResetGroupRequest) ([]*api.QueueOffset, error) {
 	r, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.ResetGroupResponse, error) {
-		return cl.ResetGroup(ctx, &api.ResetGroupRequest{Group: group, Topic: topic, To: to})
+		return cl.ResetGroup(ctx, req)
+	})
+	return r.GetOffsets(), err
+}
+
+// SearchOffsets returns, per queue of topic (or of queues), the first offset
+// whose message was stored at or after t (the queue's end when none was).
+func (c *Client) SearchOffsets(ctx context.Context, topic string, t time.Time, queues []int32) ([]*api.QueueOffset, error) {
+	r, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.SearchOffsetsResponse, error) {
+		return cl.SearchOffsets(ctx, &api.SearchOffsetsRequest{Topic: topic, TimestampMs: t.UnixMilli(), Queues: queues})
 	})
 	return r.GetOffsets(), err
 }

@@ -16,10 +16,16 @@ import (
 type ConsumerConfig struct {
 	Topic string
 	// Group is the consumer group; its committed offsets say where to resume.
+	// Empty makes a reader that belongs to no group: it reads every queue
+	// (or Queues) from Start or From and commits nothing, so two readers,
+	// or the same one run twice, each see everything.
 	Group string
-	// From is where a group with no committed offset for a queue starts:
-	// "earliest" (default) or "latest".
+	// From is where a queue starts that has no committed offset (a reader's:
+	// that Start does not name): "earliest" (default) or "latest".
 	From string
+	// Start, for a reader (no Group), is the offset each named queue starts
+	// at, kept within what the queue holds.
+	Start map[int32]uint64
 	// Queues, when set, pins the consumer to these queues instead of taking
 	// part in the group's queue assignment.
 	Queues []int32
@@ -114,8 +120,11 @@ func (c *Client) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.Topic == "" {
 		return nil, errors.New("consumer: topic is required")
 	}
-	if cfg.Group == "" {
-		return nil, errors.New("consumer: group is required")
+	if cfg.Group == "" && cfg.Broadcast {
+		return nil, errors.New("consumer: a broadcasting consumer needs a group (its member's offsets are kept under it)")
+	}
+	if cfg.Group != "" && len(cfg.Start) > 0 {
+		return nil, errors.New("consumer: Start positions a reader (no group); a group resumes at its committed offsets (ResetGroup moves them)")
 	}
 	if cfg.From == "" {
 		cfg.From = d.From
@@ -138,7 +147,11 @@ func (c *Client) NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.Tags != "" && cfg.SQL != "" {
 		return nil, errors.New("consumer: a tag expression and a SQL92 filter cannot both be set")
 	}
-	return &Consumer{c: c, cfg: cfg, queues: map[int32]*queueState{}, heartbeat: time.Second, servedStats: map[string]int{}, reasonStats: map[string]int{}}, nil
+	heartbeat := time.Second
+	if cfg.Group == "" {
+		heartbeat = 10 * time.Second // a reader only rereads the topic's queues
+	}
+	return &Consumer{c: c, cfg: cfg, queues: map[int32]*queueState{}, heartbeat: heartbeat, servedStats: map[string]int{}, reasonStats: map[string]int{}}, nil
 }
 
 // MemberID is this consumer's id in its group.
@@ -191,6 +204,14 @@ func (cn *Consumer) join(ctx context.Context) error {
 	var assigned []int32
 	if len(cn.cfg.Queues) > 0 {
 		assigned = cn.cfg.Queues
+	} else if cn.cfg.Group == "" {
+		ti, err := cn.c.DescribeTopic(ctx, cn.cfg.Topic)
+		if err != nil {
+			return fmt.Errorf("describe topic: %w", err)
+		}
+		for _, q := range ti.QueueInfo {
+			assigned = append(assigned, q.Queue)
+		}
 	} else {
 		r, err := call(ctx, cn.c, func(ctx context.Context, cl api.BrokerClient) (*api.JoinGroupResponse, error) {
 			return cl.JoinGroup(ctx, &api.JoinGroupRequest{Group: cn.cfg.Group, MemberId: cn.cfg.MemberID, Topics: []string{cn.cfg.Topic}, Broadcast: cn.cfg.Broadcast})
@@ -251,12 +272,15 @@ func (cn *Consumer) join(ctx context.Context) error {
 						return fmt.Errorf("describe topic: %w", err)
 					}
 				}
-				if int(q) >= len(ti.QueueInfo) {
+				if q < 0 || int(q) >= len(ti.QueueInfo) {
 					return fmt.Errorf("queue %d: topic %s has %d queues", q, cn.cfg.Topic, len(ti.QueueInfo))
 				}
-				s.next = ti.QueueInfo[q].MinOffset
-				if cn.cfg.From == "latest" {
-					s.next = ti.QueueInfo[q].MaxOffset
+				qi := ti.QueueInfo[q]
+				s.next = qi.MinOffset
+				if start, ok := cn.cfg.Start[q]; ok {
+					s.next = min(max(start, qi.MinOffset), qi.MaxOffset)
+				} else if cn.cfg.From == "latest" {
+					s.next = qi.MaxOffset
 				}
 			}
 			s.delivered, s.processed = s.next, s.next
@@ -505,7 +529,7 @@ func (cn *Consumer) Close(ctx context.Context) error {
 	cn.closed = true
 	cn.mu.Unlock()
 	err := cn.commit(ctx, true)
-	if len(cn.cfg.Queues) == 0 {
+	if len(cn.cfg.Queues) == 0 && cn.cfg.Group != "" {
 		_, lerr := call(ctx, cn.c, func(ctx context.Context, cl api.BrokerClient) (*api.LeaveGroupResponse, error) {
 			return cl.LeaveGroup(ctx, &api.LeaveGroupRequest{Group: cn.cfg.Group, MemberId: cn.cfg.MemberID})
 		})

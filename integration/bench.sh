@@ -86,9 +86,9 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 "$BIN" health -s "$(api 1)" >&2
-TERM0=$("$BIN" status -s "$SERVERS" --json | jq -r .term)
+TERM0=$({ "$BIN" status -s "$SERVERS" --json || true; } | jq -r .term)
 
-leader_id() { "$BIN" status -s "$SERVERS" --json | jq -r .leader_id; }
+leader_id() { { "$BIN" status -s "$SERVERS" --json || true; } | jq -r .leader_id; }
 leader_http() {
   local id; id=$(leader_id)
   echo "$(http "${id#n}")"
@@ -163,7 +163,7 @@ for i in 1 2 3; do
   RSS+="| n$i | $role (at the end) | $hwm |"$'\n'
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
-TERM1=$("$BIN" status -s "$SERVERS" --json | jq -r .term)
+TERM1=$({ "$BIN" status -s "$SERVERS" --json || true; } | jq -r .term)
 ELECTIONS=$((TERM1 - TERM0))
 
 ms() { jq -r "$1 / 1e6 * 100 | round / 100" "$2"; }

@@ -473,7 +473,7 @@ func (s *composeStatus) String() string { return s.raw }
 // composeStatus asks `raftmq status --json` through the given nodes.
 func (c *composeCluster) composeStatus(nodes ...string) (*composeStatus, error) {
 	out, stderr, err := c.cliRun(15*time.Second, nil, "status", "-s", c.addrs(nodes...), "--json")
-	if err != nil {
+	if !statusAnswered(err) {
 		return nil, fmt.Errorf("raftmq status: %v: %s", err, composeTail(stderr, 500))
 	}
 	st := &composeStatus{raw: strings.TrimSpace(string(out))}

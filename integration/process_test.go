@@ -8,7 +8,9 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -47,12 +49,22 @@ type procCLIStatus struct {
 
 func (c *procCluster) status(addrs string) procCLIStatus {
 	c.t.Helper()
-	out := c.mustCLI("", "status", "-s", addrs, "--json")
+	out, errOut, err := c.cli("", "status", "-s", addrs, "--json")
+	if !statusAnswered(err) {
+		c.t.Fatalf("raftmq status: %v\n%s", err, errOut)
+	}
 	var st procCLIStatus
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		c.t.Fatalf("status --json: %v\n%s", err, out)
 	}
 	return st
+}
+
+// statusAnswered: `raftmq status` printed the group's status, healthy (exit
+// 0) or not (3: no leader, 4: a member down or not ready).
+func statusAnswered(err error) bool {
+	var ee *exec.ExitError
+	return err == nil || errors.As(err, &ee) && (ee.ExitCode() == 3 || ee.ExitCode() == 4)
 }
 
 // procProduceCLI produces lines through the CLI and returns the acks as procAcks.

@@ -379,10 +379,9 @@ func TestRocketMQClient(t *testing.T) {
 	}
 	tagged.mu.Unlock()
 
-	// Consume later: every first delivery fails. Send-back (code 36) is not
-	// served yet, so the client's own fallback re-sends the message to
-	// %RETRY%<group> with the DELAY property and the count in its header;
-	// it comes back with ReconsumeTimes 1 and its own topic.
+	// Consume later: every first delivery fails; the client sends it back
+	// (code 36) and it comes back with ReconsumeTimes 1 and its own topic
+	// (rocketmq_semantics_test.go checks the delays and dead letters).
 	c.mustCLI("", "topic", "create", "rmq-retry", "--queues", "1", "-s", c.addrs())
 	// The retry topic is created by the leader on the group's first
 	// heartbeat; this one comes before the consumer starts, so that its

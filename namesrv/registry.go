@@ -1,8 +1,10 @@
 package namesrv
 
 import (
+	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -15,7 +17,15 @@ type Registration struct {
 	BrokerID int64  // 0: the leader
 	NodeID   string
 	Term     uint64
-	Topics   map[string]int // topic -> queues
+	// ClientAddr is the node's raftmq client API (gRPC) address, what the
+	// raftmq SDK dials; "" for RocketMQ's own brokers.
+	ClientAddr string
+	// Members is the group's Raft membership as sorted "id@raftaddr"
+	// entries: the group's identity. Two registrations of one brokerName
+	// whose member sets share no entry come from two different groups.
+	// Empty (RocketMQ's brokers) is not checked.
+	Members []string
+	Topics  map[string]int // topic -> queues
 	// Perms holds a topic's RocketMQ permission (4 read, 2 write) when it
 	// is not both (6).
 	Perms map[string]int
@@ -42,11 +52,53 @@ func newRegistry(expiry time.Duration) *registry {
 	return &registry{expiry: expiry, regs: map[string]*Registration{}, now: time.Now}
 }
 
-func (r *registry) put(reg Registration) {
+// admit stores reg unless another live group holds its brokerName: one
+// registered in another cluster, or one whose members share none with
+// reg's. The error says which; nothing is stored then, so no route ever
+// mixes two groups.
+func (r *registry) admit(reg Registration) error {
 	reg.Seen = r.now()
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expireLocked()
+	if err := r.conflictLocked(&reg); err != nil {
+		return err
+	}
 	r.regs[reg.Addr] = &reg
-	r.mu.Unlock()
+	return nil
+}
+
+// conflictLocked is the reason reg may not join its brokerName, or nil.
+func (r *registry) conflictLocked(reg *Registration) error {
+	var others []*Registration
+	for _, o := range r.regs {
+		if o.Group == reg.Group && o.Addr != reg.Addr {
+			others = append(others, o)
+		}
+	}
+	// In address order, so a refused node that retries is told (and the
+	// name server logs) the same reason each time.
+	sort.Slice(others, func(i, j int) bool { return others[i].Addr < others[j].Addr })
+	for _, o := range others {
+		if o.Cluster != reg.Cluster {
+			return fmt.Errorf("%w: brokerName %s is registered in cluster %q (by %s); this node registers it in cluster %q",
+				ErrNameTaken, reg.Group, o.Cluster, o.Addr, reg.Cluster)
+		}
+		if len(o.Members) > 0 && len(reg.Members) > 0 && !overlap(o.Members, reg.Members) {
+			return fmt.Errorf("%w: brokerName %s is held by another group (members %s, registered by %s); this node's group has members %s",
+				ErrNameTaken, reg.Group, strings.Join(o.Members, ","), o.Addr, strings.Join(reg.Members, ","))
+		}
+	}
+	return nil
+}
+
+func overlap(a, b []string) bool {
+	for _, m := range a {
+		if slices.Contains(b, m) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *registry) remove(addr string) {
@@ -71,9 +123,12 @@ type GroupRoute struct {
 	Group   string
 	Addrs   map[int64]string // brokerId -> address; 0 is the leader
 	Nodes   map[int64]string // brokerId -> node id
-	Term    uint64           // the leader's (or the highest registered) term
-	Topics  map[string]int   // the topics of the registration that leads
-	Perms   map[string]int   // their permissions when not 6
+	// ClientAddrs: brokerId -> the node's client API (gRPC) address, for
+	// the members that registered one.
+	ClientAddrs map[int64]string
+	Term        uint64         // the leader's (or the highest registered) term
+	Topics      map[string]int // the topics of the registration that leads
+	Perms       map[string]int // their permissions when not 6
 	// WritePaths are the followers (ids 1, 2, ... of Addrs) that take
 	// sends for the group, by node id order; each is routed as a
 	// write-only pseudo-broker (PseudoBrokerName).
@@ -115,13 +170,17 @@ func (r *registry) groups() map[string]*GroupRoute {
 			}
 			return regs[i].Seen.After(regs[j].Seen)
 		})
-		gr := &GroupRoute{Cluster: regs[0].Cluster, Group: g, Addrs: map[int64]string{}, Nodes: map[int64]string{}, Term: regs[0].Term}
+		gr := &GroupRoute{Cluster: regs[0].Cluster, Group: g, Addrs: map[int64]string{}, Nodes: map[int64]string{},
+			ClientAddrs: map[int64]string{}, Term: regs[0].Term}
 		for _, reg := range regs {
 			if _, taken := gr.Addrs[reg.BrokerID]; taken {
 				continue
 			}
 			gr.Addrs[reg.BrokerID] = reg.Addr
 			gr.Nodes[reg.BrokerID] = reg.NodeID
+			if reg.ClientAddr != "" {
+				gr.ClientAddrs[reg.BrokerID] = reg.ClientAddr
+			}
 			if reg.BrokerID == 0 && gr.Topics == nil {
 				gr.Topics, gr.Perms, gr.Term = reg.Topics, reg.Perms, reg.Term
 			}

@@ -32,7 +32,17 @@ const (
 	// ExtLive (a leader's registration): the followers it heard from
 	// lately, comma-separated; only their write paths are routed.
 	ExtLive = "raftmqLive"
+	// ExtClientAddr is the node's raftmq client API (gRPC) address.
+	ExtClientAddr = "raftmqClientAddr"
+	// ExtMembers is the group's membership, "id@raftaddr,..." sorted: the
+	// identity that tells two groups of one brokerName apart.
+	ExtMembers = "raftmqMembers"
 )
+
+// ErrNameTaken: a registration claims a brokerName that another live
+// group holds (another cluster, or other Raft members). The name server
+// refuses it with a response remark that starts with this error's text.
+var ErrNameTaken = errors.New("brokerName taken")
 
 // DefaultExpiry is RocketMQ's BROKER_CHANNEL_EXPIRED_TIME.
 const DefaultExpiry = 120 * time.Second
@@ -70,6 +80,9 @@ type Server struct {
 	wg   sync.WaitGroup
 	once sync.Once
 
+	refusedMu sync.Mutex
+	refused   map[string]string // broker address -> the reason it was last refused, to log changes only
+
 	requests *prometheus.CounterVec
 	promReg  *prometheus.Registry
 }
@@ -82,7 +95,7 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, reg: newRegistry(cfg.Expiry), promReg: prometheus.NewRegistry()}
+	s := &Server{cfg: cfg, log: cfg.Logger, reg: newRegistry(cfg.Expiry), promReg: prometheus.NewRegistry(), refused: map[string]string{}}
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_namesrv_requests_total", Help: "Remoting requests by code."}, []string{"code"})
 	s.promReg.MustRegister(s.requests, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_namesrv_registrations", Help: "Live broker registrations."},
 		func() float64 { return float64(s.reg.count()) }),
@@ -181,6 +194,7 @@ type TopicConfig struct {
 
 func (s *Server) register(req *remoting.Command) *remoting.Command {
 	reg := Registration{Cluster: req.Ext["clusterName"], Group: req.Ext["brokerName"], Addr: req.Ext["brokerAddr"], NodeID: req.Ext[ExtNodeID],
+		ClientAddr: req.Ext[ExtClientAddr], Members: SplitMembers(req.Ext[ExtMembers]),
 		WriteVia: req.Ext[ExtWriteVia] == "true"}
 	if live, ok := req.Ext[ExtLive]; ok {
 		reg.LiveKnown, reg.Live = true, SplitList(live)
@@ -218,7 +232,11 @@ func (s *Server) register(req *remoting.Command) *remoting.Command {
 			}
 		}
 	}
-	s.reg.put(reg)
+	if err := s.reg.admit(reg); err != nil {
+		s.noteRefusal(reg.Addr, err.Error())
+		return remoting.Response(req, remoting.SystemError, err.Error())
+	}
+	s.noteRefusal(reg.Addr, "")
 	s.log.Debug("broker registered", "group", reg.Group, "addr", reg.Addr, "broker_id", reg.BrokerID, "node", reg.NodeID, "term", reg.Term, "topics", len(reg.Topics))
 	resp := remoting.Response(req, remoting.Success, "")
 	if gr := s.reg.groups()[reg.Group]; gr != nil {
@@ -226,6 +244,38 @@ func (s *Server) register(req *remoting.Command) *remoting.Command {
 	}
 	resp.Ext["haServerAddr"] = ""
 	return resp
+}
+
+// noteRefusal logs a refusal of the broker at addr when its reason
+// changes (a refused broker retries every second), and its first accepted
+// registration after one.
+func (s *Server) noteRefusal(addr, reason string) {
+	s.refusedMu.Lock()
+	was := s.refused[addr]
+	if reason == "" {
+		delete(s.refused, addr)
+	} else {
+		s.refused[addr] = reason
+	}
+	s.refusedMu.Unlock()
+	switch {
+	case reason != "" && reason != was:
+		s.log.Warn("registration refused", "addr", addr, "reason", reason)
+	case reason == "" && was != "":
+		s.log.Info("registration accepted after a refusal", "addr", addr)
+	}
+}
+
+// SplitMembers splits ExtMembers' "id@raftaddr,..." into sorted entries.
+func SplitMembers(s string) []string {
+	var out []string
+	for _, m := range strings.Split(s, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // RouteData is GET_ROUTEINFO_BY_TOPIC's body (RocketMQ's TopicRouteData).
@@ -325,6 +375,11 @@ type GroupInfo struct {
 	// brokerAddrTable: admin tools that send to every broker of a cluster
 	// (topic creation) reach each group once, through its leader.
 	WritePaths map[string]string `json:"writePaths,omitempty"`
+	// Perms: a topic's permission when it is not 6 (4: read only).
+	Perms map[string]int `json:"perms,omitempty"`
+	// ClientAddrs: brokerId -> client API (gRPC) address, what the raftmq
+	// SDK dials to reach the group.
+	ClientAddrs map[int64]string `json:"clientAddrs,omitempty"`
 }
 
 func (s *Server) clusterInfo(req *remoting.Command) *remoting.Command {
@@ -332,7 +387,7 @@ func (s *Server) clusterInfo(req *remoting.Command) *remoting.Command {
 	for n, gr := range s.reg.groups() {
 		ci.BrokerAddrTable[n] = BrokerData{Cluster: gr.Cluster, BrokerName: n, BrokerAddrs: gr.Addrs}
 		ci.ClusterAddrTable[gr.Cluster] = append(ci.ClusterAddrTable[gr.Cluster], n)
-		gi := GroupInfo{Term: gr.Term, Nodes: gr.Nodes, Topics: gr.Topics}
+		gi := GroupInfo{Term: gr.Term, Nodes: gr.Nodes, Topics: gr.Topics, Perms: gr.Perms, ClientAddrs: gr.ClientAddrs}
 		for _, wp := range gr.WritePaths {
 			if gi.WritePaths == nil {
 				gi.WritePaths = map[string]string{}
@@ -453,6 +508,12 @@ func RegisterRequest(reg Registration) (*remoting.Command, error) {
 	}
 	if reg.LiveKnown {
 		ext[ExtLive] = strings.Join(reg.Live, ",")
+	}
+	if reg.ClientAddr != "" {
+		ext[ExtClientAddr] = reg.ClientAddr
+	}
+	if len(reg.Members) > 0 {
+		ext[ExtMembers] = strings.Join(reg.Members, ",")
 	}
 	return remoting.NewRequest(remoting.RegisterBroker, ext, b), nil
 }

@@ -1,10 +1,14 @@
 package namesrv
 
 import (
+	"bytes"
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftmq/raftmq/remoting"
 )
@@ -147,6 +151,97 @@ func TestBadRegistrations(t *testing.T) {
 	if len(s.Groups()) != 0 {
 		t.Fatalf("bad registrations left groups: %v", s.Groups())
 	}
+}
+
+func registerResp(t *testing.T, cl *remoting.Client, addr string, reg Registration) *remoting.Command {
+	t.Helper()
+	req, err := RegisterRequest(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return invoke(t, cl, addr, req)
+}
+
+func TestConflictingRegistrationsRefused(t *testing.T) {
+	var logs syncBuffer
+	s, err := Start(Config{Listen: "127.0.0.1:0", Expiry: time.Minute, Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := remoting.NewClient()
+	t.Cleanup(func() { cl.Close(); s.Close() })
+
+	// Both groups name their nodes n1..n3; their raft addresses differ.
+	a := []string{"n1@127.0.0.1:7001", "n2@127.0.0.1:7002", "n3@127.0.0.1:7003"}
+	b := []string{"n1@127.0.0.1:7101", "n2@127.0.0.1:7102", "n3@127.0.0.1:7103"}
+	topics := map[string]int{"orders": 4}
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "broker-a", Addr: "127.0.0.1:1001", NodeID: "n1", Term: 2, Topics: topics,
+		ClientAddr: "127.0.0.1:9001", Members: a})
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "broker-a", Addr: "127.0.0.1:1002", BrokerID: 1, NodeID: "n2", Term: 2, Topics: topics,
+		ClientAddr: "127.0.0.1:9002", Members: a})
+
+	// Group b misconfigured with group a's name: refused, with a reason.
+	resp := registerResp(t, cl, s.Addr(), Registration{Cluster: "c", Group: "broker-a", Addr: "127.0.0.1:1101", NodeID: "n1", Term: 9, Topics: topics,
+		ClientAddr: "127.0.0.1:9101", Members: b})
+	if resp.Code == remoting.Success || !strings.HasPrefix(resp.Remark, ErrNameTaken.Error()) || !strings.Contains(resp.Remark, "another group") {
+		t.Fatalf("same name, other members: %d %q", resp.Code, resp.Remark)
+	}
+	// The same name in another cluster: refused.
+	resp = registerResp(t, cl, s.Addr(), Registration{Cluster: "other", Group: "broker-a", Addr: "127.0.0.1:1201", NodeID: "n1", Term: 1, Topics: topics,
+		ClientAddr: "127.0.0.1:9201", Members: []string{"n1@127.0.0.1:7201"}})
+	if resp.Code == remoting.Success || !strings.Contains(resp.Remark, `cluster "c"`) {
+		t.Fatalf("same name, other cluster: %d %q", resp.Code, resp.Remark)
+	}
+	// No client is sent to the wrong group: the route is group a's alone,
+	// its higher term notwithstanding.
+	gr := s.Groups()["broker-a"]
+	if gr == nil || gr.Term != 2 || len(gr.Addrs) != 2 || gr.ClientAddrs[0] != "127.0.0.1:9001" || gr.ClientAddrs[1] != "127.0.0.1:9002" {
+		t.Fatalf("route after refusals: %+v", gr)
+	}
+	ci, err := FetchClusterInfo(context.Background(), cl, s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := ci.RaftmqGroups["broker-a"]; g.ClientAddrs[0] != "127.0.0.1:9001" {
+		t.Fatalf("cluster info client addresses: %+v", g)
+	}
+	// A refused node retries every second: the reason is logged once.
+	registerResp(t, cl, s.Addr(), Registration{Cluster: "c", Group: "broker-a", Addr: "127.0.0.1:1101", NodeID: "n1", Term: 9, Members: b})
+	if n := strings.Count(logs.String(), "registration refused"); n != 2 {
+		t.Fatalf("%d refusals logged, want 2:\n%s", n, logs.String())
+	}
+
+	// A member change keeps the identity (the sets overlap): n4 replaces n3.
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "broker-a", Addr: "127.0.0.1:1004", BrokerID: 2, NodeID: "n4", Term: 2,
+		Members: []string{"n1@127.0.0.1:7001", "n2@127.0.0.1:7002", "n4@127.0.0.1:7004"}})
+	// Group b under its own name is fine; a RocketMQ broker (no members) is
+	// not checked against members.
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "broker-b", Addr: "127.0.0.1:1101", NodeID: "n1", Term: 9, Members: b})
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "broker-a", Addr: "127.0.0.1:1301", BrokerID: 3})
+	if !strings.Contains(logs.String(), "registration accepted after a refusal") {
+		t.Fatalf("no acceptance logged:\n%s", logs.String())
+	}
+	if SplitMembers(" b@2, a@1 ,")[0] != "a@1" {
+		t.Fatal("SplitMembers does not sort")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // Followers that take sends are routed as write-only pseudo-brokers: one

@@ -19,6 +19,15 @@ type Peer struct {
 	Addr string
 }
 
+// FormatPeers is peers as ParsePeers reads them: "id@host:port,...".
+func FormatPeers(peers []Peer) string {
+	parts := make([]string, len(peers))
+	for i, p := range peers {
+		parts[i] = p.ID + "@" + p.Addr
+	}
+	return strings.Join(parts, ",")
+}
+
 // ParsePeers parses "id@host:port,id@host:port".
 func ParsePeers(s string) ([]Peer, error) {
 	var out []Peer
@@ -152,7 +161,7 @@ func (c *Config) Validate() error {
 			}
 		}
 		if !found {
-			return fmt.Errorf("peers: this node %q is not in the list %v", c.ID, c.Peers)
+			return fmt.Errorf("--peers %s: this node's id %q is not in it (give every member as ID@RAFTADDR, this one included)", FormatPeers(c.Peers), c.ID)
 		}
 	}
 	return nil

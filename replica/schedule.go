@@ -127,24 +127,6 @@ func (f *fsm) ScheduleCursors() [ScheduleQueues]uint64 {
 	return f.sched.cursor
 }
 
-// EntryRecord is the index record of entry logIndex in queue q of a topic:
-// ok is false when the entry stored nothing there (or retention dropped it).
-func (f *fsm) EntryRecord(topicName string, q uint32, logIndex uint64) (Location, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	t := f.topics[topicName]
-	if t == nil || int(q) >= len(t.queues) {
-		return Location{}, false
-	}
-	recs := t.queues[q].records
-	i := sort.Search(len(recs), func(i int) bool { return recs[i].index >= logIndex })
-	if i == len(recs) || recs[i].index != logIndex {
-		return Location{}, false
-	}
-	r := recs[i]
-	return Location{Base: r.base, LogIndex: r.index, Count: r.count, Skip: r.skipped()}, true
-}
-
 // ScheduleFloor is the lowest log index holding a message that has not left
 // its schedule queue (0: none waits). Retention never cuts above it.
 func (f *fsm) ScheduleFloor() uint64 {
@@ -175,11 +157,6 @@ func (f *fsm) ScheduleFloor() uint64 {
 // ScheduleCursors returns, per schedule queue, the offset of the first
 // message that has not left it.
 func (n *Node) ScheduleCursors() [ScheduleQueues]uint64 { return n.fsm.ScheduleCursors() }
-
-// EntryRecord is the index record of entry logIndex in queue q of a topic.
-func (n *Node) EntryRecord(topic string, q uint32, logIndex uint64) (Location, bool) {
-	return n.fsm.EntryRecord(topic, q, logIndex)
-}
 
 // ScheduleFloor is the lowest log index holding a waiting staged message.
 func (n *Node) ScheduleFloor() uint64 { return n.fsm.ScheduleFloor() }

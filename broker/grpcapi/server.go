@@ -402,7 +402,7 @@ func (s *Server) DescribeGroup(ctx context.Context, req *api.DescribeGroupReques
 // ResetGroup moves a group's offsets.
 func (s *Server) ResetGroup(ctx context.Context, req *api.ResetGroupRequest) (*api.ResetGroupResponse, error) {
 	return call(ctx, s, func() (*api.ResetGroupResponse, error) {
-		offs, err := s.b.ResetGroup(ctx, req.Group, req.Topic, req.To)
+		offs, err := s.b.ResetGroup(ctx, broker.ResetRequest{Group: req.Group, Topic: req.Topic, To: req.To, Queues: req.Queues, DryRun: req.DryRun})
 		if err != nil {
 			return nil, err
 		}
@@ -413,6 +413,24 @@ func (s *Server) ResetGroup(ctx context.Context, req *api.ResetGroupRequest) (*a
 		return out, nil
 	}, func(ctx context.Context, c api.BrokerClient) (*api.ResetGroupResponse, error) {
 		return c.ResetGroup(ctx, req)
+	})
+}
+
+// SearchOffsets finds, per queue, the first offset stored at or after a
+// time, from this node's log.
+func (s *Server) SearchOffsets(ctx context.Context, req *api.SearchOffsetsRequest) (*api.SearchOffsetsResponse, error) {
+	return call(ctx, s, func() (*api.SearchOffsetsResponse, error) {
+		offs, err := s.b.SearchOffsets(ctx, req.Topic, req.TimestampMs, req.Queues)
+		if err != nil {
+			return nil, err
+		}
+		out := &api.SearchOffsetsResponse{}
+		for _, o := range offs {
+			out.Offsets = append(out.Offsets, &api.QueueOffset{Topic: o.Topic, Queue: o.Queue, Offset: o.Offset})
+		}
+		return out, nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.SearchOffsetsResponse, error) {
+		return c.SearchOffsets(ctx, req)
 	})
 }
 

@@ -192,6 +192,14 @@ func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command
 		return a.route(ctx, req)
 	case rmq.QueryMessage:
 		return a.queryMessage(req)
+	case rmq.ViewMessageByID:
+		return a.viewMessage(ctx, req)
+	case rmq.ConsumerSendMsgBack:
+		return a.sendBack(ctx, req)
+	case rmq.LockBatchMQ:
+		return a.lockBatch(ctx, req)
+	case rmq.UnlockBatchMQ:
+		return a.unlockBatch(ctx, req)
 	}
 	return rmq.Response(req, rmq.RequestCodeNotSupported, fmt.Sprintf("request code %d is not supported by raftmq (docs/rocketmq.md lists what is)", req.Code))
 }

@@ -47,3 +47,18 @@ func codeOf(err error) int16 {
 func errResponse(req *rmq.Command, err error) *rmq.Command {
 	return rmq.Response(req, codeOf(err), err.Error())
 }
+
+// callCodeOf is codeOf for the requests that are not sends (send-back,
+// queue locks, view by id): RocketMQ answers those SYSTEM_ERROR for
+// whatever the request itself cannot fix, and 14 where a retry may pass.
+func callCodeOf(err error) int16 {
+	if c := codeOf(err); c == rmq.ServiceNotAvailable {
+		return c
+	}
+	return rmq.SystemError
+}
+
+// callErrResponse answers a request that is not a send with err.
+func callErrResponse(req *rmq.Command, err error) *rmq.Command {
+	return rmq.Response(req, callCodeOf(err), err.Error())
+}

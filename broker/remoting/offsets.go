@@ -102,8 +102,7 @@ func (a *Adapter) queueEnd(req *rmq.Command) *rmq.Command {
 }
 
 // searchOffset answers SEARCH_OFFSET_BY_TIMESTAMP: the first offset whose
-// message was stored at or after the timestamp, found by bisecting the
-// queue with single-message reads (queue offsets grow with store time).
+// message was stored at or after the timestamp (broker.SearchOffsets).
 func (a *Adapter) searchOffset(ctx context.Context, req *rmq.Command) *rmq.Command {
 	topic, q, err := a.queueArgs(req)
 	if err != nil {
@@ -113,25 +112,12 @@ func (a *Adapter) searchOffset(ctx context.Context, req *rmq.Command) *rmq.Comma
 	if err != nil {
 		return rmq.Response(req, rmq.SystemError, err.Error())
 	}
-	rng, err := a.queueRange(topic, q)
+	offs, err := a.b.SearchOffsets(ctx, topic, ts, []int32{q})
 	if err != nil {
 		return errResponse(req, err)
 	}
-	lo, hi := rng.Min, rng.Max
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		res, err := a.b.Pull(ctx, broker.PullRequest{Topic: topic, Queue: q, Offset: mid, MaxMessages: 1})
-		if err != nil || res.Status != broker.PullFound || len(res.Messages) == 0 {
-			return rmq.Response(req, rmq.SystemError, fmt.Sprintf("search offset: offset %d is not readable on this node: %v", mid, err))
-		}
-		if res.Messages[0].Timestamp < ts {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
 	resp := rmq.Response(req, rmq.Success, "")
-	resp.Ext["offset"] = strconv.FormatUint(lo, 10)
+	resp.Ext["offset"] = strconv.FormatUint(offs[0].Offset, 10)
 	return resp
 }
 

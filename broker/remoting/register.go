@@ -2,9 +2,12 @@ package remoting
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +33,9 @@ type view struct {
 	// name server's expiry of its registration.
 	live     []string
 	liveSeen bool
+	// members is the group's identity for the name servers: its Raft
+	// membership as sorted "id@raftaddr" (namesrv.ExtMembers).
+	members []string
 }
 
 // liveGrace is how long the leader keeps counting a silent follower as a
@@ -50,7 +56,8 @@ func (v *view) brokerID(node string) int64 {
 func (v *view) isLeader() bool { return v != nil && v.leader != "" && v.leader == v.self }
 
 func (v *view) same(o *view) bool {
-	if v == nil || o == nil || v.leader != o.leader || v.term != o.term || len(v.ids) != len(o.ids) || v.liveSeen != o.liveSeen || !slices.Equal(v.live, o.live) {
+	if v == nil || o == nil || v.leader != o.leader || v.term != o.term || len(v.ids) != len(o.ids) || !slices.Equal(v.members, o.members) ||
+		v.liveSeen != o.liveSeen || !slices.Equal(v.live, o.live) {
 		return false
 	}
 	for k, id := range v.ids {
@@ -87,6 +94,10 @@ type registrar struct {
 	// last outcome per name server, to log changes only
 	mu     sync.Mutex
 	failed map[string]bool
+	// the term this node last led and when it saw itself lead it (under
+	// mu)
+	leadTerm  uint64
+	leadSince time.Time
 }
 
 // viewPoll is how often the registrar compares the view (role changes also
@@ -119,12 +130,22 @@ func (r *registrar) refresh() *view {
 		return r.v.Load()
 	}
 	members := make([]string, 0, len(st.Nodes))
+	identity := make([]string, 0, len(st.Nodes))
 	for _, n := range st.Nodes {
 		members = append(members, n.ID)
+		identity = append(identity, n.ID+"@"+n.RaftAddr)
 	}
-	v := &view{self: r.a.b.ID(), leader: st.LeaderID, term: st.Term, ids: numbering(st.LeaderID, members)}
+	sort.Strings(identity)
+	v := &view{self: r.a.b.ID(), leader: st.LeaderID, term: st.Term, ids: numbering(st.LeaderID, members), members: identity}
 	if st.LeaderID != "" && st.LeaderID == v.self {
-		v.live, v.liveSeen = liveFollowers(st, time.Now()), true
+		now := time.Now()
+		r.mu.Lock()
+		if r.leadTerm != st.Term {
+			r.leadTerm, r.leadSince = st.Term, now
+		}
+		since := r.leadSince
+		r.mu.Unlock()
+		v.live, v.liveSeen = liveFollowers(st, now, since), true
 	}
 	if prev := r.v.Load(); st.LeaderID == "" && prev != nil {
 		// An election: the routes still number the members by the last
@@ -136,11 +157,17 @@ func (r *registrar) refresh() *view {
 }
 
 // liveFollowers are the members other than the leader heard from within
-// liveGrace and not damaged, sorted.
-func liveFollowers(st broker.Status, now time.Time) []string {
+// liveGrace and not damaged, sorted. One not heard from at all counts for
+// liveGrace after the leader took office (leadSince): a new leader that
+// has not polled its followers yet does not drop their paths from the
+// route it registers at once.
+func liveFollowers(st broker.Status, now, leadSince time.Time) []string {
 	live := []string{}
 	for _, n := range st.Nodes {
-		if n.ID == st.LeaderID || n.Damaged || n.LastSeen.IsZero() || now.Sub(n.LastSeen) > liveGrace {
+		if n.ID == st.LeaderID || n.Damaged {
+			continue
+		}
+		if n.LastSeen.IsZero() && now.Sub(leadSince) > liveGrace || !n.LastSeen.IsZero() && now.Sub(n.LastSeen) > liveGrace {
 			continue
 		}
 		live = append(live, n.ID)
@@ -154,6 +181,7 @@ func (r *registrar) loop() {
 	defer tick.Stop()
 	var last *view
 	var lastSent time.Time
+	var lastTopics string
 	for {
 		select {
 		case <-r.a.stop:
@@ -165,19 +193,33 @@ func (r *registrar) loop() {
 		if v == nil || v.leader == "" || len(r.a.cfg.NameServers) == 0 {
 			continue // an election (the id this node would register is unknown), or no name servers
 		}
-		if v.same(last) && time.Since(lastSent) < r.a.cfg.RegisterPeriod {
+		// A topic created, grown or deleted is registered at once too, as
+		// RocketMQ's brokers do, so clients that route through the name
+		// servers find it within moments.
+		topics := r.topicsKey()
+		if v.same(last) && topics == lastTopics && time.Since(lastSent) < r.a.cfg.RegisterPeriod {
 			continue
 		}
 		if !v.same(last) {
 			r.a.log.Info("registering with name servers", "broker_id", v.brokerID(v.self), "leader", v.leader, "term", v.term)
 		}
-		last, lastSent = v, time.Now()
+		last, lastSent, lastTopics = v, time.Now(), topics
 		if !r.registerAll(v) {
 			// A name server did not take it (not started yet, restarting):
 			// try again within a second, not a period.
 			lastSent = time.Now().Add(time.Second - r.a.cfg.RegisterPeriod)
 		}
 	}
+}
+
+// topicsKey is the topics, queue counts and permissions this node would
+// register, as one comparable string.
+func (r *registrar) topicsKey() string {
+	var b strings.Builder
+	for _, t := range r.a.b.Topics() {
+		fmt.Fprintf(&b, "%s/%d/%d;", t.Name, len(t.Queues), t.Perm)
+	}
+	return b.String()
 }
 
 func (r *registrar) registration(v *view) namesrv.Registration {
@@ -189,8 +231,9 @@ func (r *registrar) registration(v *view) namesrv.Registration {
 		}
 	}
 	return namesrv.Registration{Cluster: r.a.cfg.Cluster, Group: r.a.b.Config().Group, Addr: r.a.cfg.Addr,
-		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms, WriteVia: r.a.cfg.WriteViaFollowers,
-		Live: v.live, LiveKnown: v.liveSeen}
+		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms,
+		ClientAddr: r.a.b.Config().ClientAddr, Members: v.members,
+		WriteVia: r.a.cfg.WriteViaFollowers, Live: v.live, LiveKnown: v.liveSeen}
 }
 
 // registerAll registers with every name server at once; it reports
@@ -221,7 +264,13 @@ func (r *registrar) registerAll(v *view) bool {
 			was := r.failed[ns]
 			r.failed[ns] = err != nil
 			r.mu.Unlock()
+			var refusal *codeError
 			switch {
+			case errors.As(err, &refusal) && !was:
+				// Another group holds this brokerName (or the name server
+				// refuses it for another reason): no client reaches this
+				// group through that name server until it is fixed.
+				r.a.log.Error("name server refused this node's registration", "namesrv", ns, "code", refusal.code, "reason", refusal.remark)
 			case err != nil && !was:
 				r.a.log.Warn("register with name server", "namesrv", ns, "error", err)
 			case err == nil && was:

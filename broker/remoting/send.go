@@ -22,6 +22,12 @@ const (
 	propFlag = "RAFTMQ_FLAG"
 )
 
+// relativeTimers are the Java 5.x client's delays relative to the send
+// (Message.setDelayTimeSec, setDelayTimeMs). The Go client sets only DELAY
+// and TIMER_DELIVER_MS, which the broker's delayed produce takes as they
+// are (broker/delay.go).
+var relativeTimers = []string{"TIMER_DELAY_SEC", "TIMER_DELAY_MS"}
+
 // v2Names maps SendMessageRequestHeaderV2's one-letter fields to the V1
 // names.
 var v2Names = map[string]string{"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
@@ -37,6 +43,7 @@ type sendHeader struct {
 	props     map[string]string
 	batch     bool
 	reconsume int64
+	maxTimes  int64 // maxReconsumeTimes: the limit of a send to a retry topic
 }
 
 func parseSendHeader(req *rmq.Command) (sendHeader, error) {
@@ -63,7 +70,7 @@ func parseSendHeader(req *rmq.Command) (sendHeader, error) {
 		name string
 		dst  *int64
 		def  int64
-	}{{"queueId", &h.queue, -1}, {"sysFlag", &h.sysFlag, 0}, {"bornTimestamp", &h.bornTS, 0}, {"flag", &h.flag, 0}, {"reconsumeTimes", &h.reconsume, 0}} {
+	}{{"queueId", &h.queue, -1}, {"sysFlag", &h.sysFlag, 0}, {"bornTimestamp", &h.bornTS, 0}, {"flag", &h.flag, 0}, {"reconsumeTimes", &h.reconsume, 0}, {"maxReconsumeTimes", &h.maxTimes, 0}} {
 		if *f.dst, err = c.ExtInt(f.name, f.def); err != nil {
 			return h, fmt.Errorf("%w: %w", broker.ErrInvalidArgument, err)
 		}
@@ -73,6 +80,16 @@ func parseSendHeader(req *rmq.Command) (sendHeader, error) {
 	}
 	h.props = rmq.DecodeProperties(ext["properties"])
 	h.batch = req.Code == rmq.SendBatchMessage || ext["batch"] == "true"
+	for _, k := range relativeTimers {
+		if _, ok := h.props[k]; ok {
+			// A relative timer would become a delivery time here, at
+			// receipt, and a retry of the send would then carry another
+			// one than the first attempt: refused rather than delivered
+			// at once (docs/rocketmq.md, "Not served").
+			return h, fmt.Errorf("%w: property %s (a delay relative to the send) is not supported; use %s (a delivery time in unix ms) or %s (a delay level)",
+				broker.ErrInvalidArgument, k, api.PropTimerDeliverMS, api.PropDelay)
+		}
+	}
 	return h, nil
 }
 
@@ -97,6 +114,13 @@ func produceMessage(props map[string]string, body []byte, flag int64, h *sendHea
 	// stored message carries it as RECONSUME_TIME, which pulls report.
 	if h.reconsume > 0 {
 		rest[propReconsume] = strconv.FormatInt(h.reconsume, 10)
+	}
+	// A send to %RETRY%<group> names its limit in the header, as
+	// CONSUMER_SEND_MSG_BACK does (RocketMQ's SendMessageProcessor takes it
+	// over the group's); the broker reads it from MAX_RECONSUME_TIMES when
+	// it decides whether the copy is a dead letter (broker/retry_produce.go).
+	if api.IsRetryTopic(h.topic) && h.maxTimes > 0 {
+		rest[api.PropMaxReconsumeTimes] = strconv.FormatInt(min(h.maxTimes, api.MaxMaxReconsumeTimes), 10)
 	}
 	if len(rest) > 0 {
 		m.Properties = rest
@@ -130,6 +154,12 @@ func (a *Adapter) produceRequest(req *rmq.Command) (broker.ProduceRequest, error
 		preq.Messages = []broker.ProduceMessage{produceMessage(h.props, body, h.flag, &h)}
 		if u := h.props[propUniqKey]; u != "" {
 			preq.ProducerID, preq.Seq = "rmq-"+u, 1
+			if api.IsRetryTopic(h.topic) {
+				// The client's send-back fallback keeps the message's
+				// UNIQ_KEY: each retry of it is a message of its own
+				// (one per reconsume count), not a retry of the first send.
+				preq.ProducerID = fmt.Sprintf("rmq-%s/r%d", u, h.reconsume)
+			}
 		}
 		return preq, nil
 	}

@@ -79,8 +79,12 @@ func TestLiveFollowers(t *testing.T) {
 		{ID: "n5", LastSeen: now, Damaged: true},
 		{ID: "n0", LastSeen: now.Add(-time.Millisecond)},
 	}}
-	if got := liveFollowers(st, now); !slices.Equal(got, []string{"n0", "n3"}) {
+	if got := liveFollowers(st, now, now.Add(-liveGrace-time.Second)); !slices.Equal(got, []string{"n0", "n3"}) {
 		t.Fatalf("live %v, want [n0 n3]", got)
+	}
+	// A new leader counts the followers it has not heard from yet.
+	if got := liveFollowers(st, now, now.Add(-time.Second)); !slices.Equal(got, []string{"n0", "n3", "n4"}) {
+		t.Fatalf("live %v for a new leader, want [n0 n3 n4]", got)
 	}
 	v1 := &view{leader: "n1", term: 2, ids: map[string]int64{"n1": 0}, live: []string{"n3"}, liveSeen: true}
 	v2 := &view{leader: "n1", term: 2, ids: map[string]int64{"n1": 0}, live: []string{"n0", "n3"}, liveSeen: true}

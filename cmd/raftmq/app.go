@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 
@@ -43,10 +44,16 @@ func exitCode(err error) int {
 
 // Run runs the CLI with args (args[0] is the program name).
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	defaultServers = builtinServers
+	if s := currentServers(func(msg string) { fmt.Fprintln(stderr, "raftmq: contexts:", msg) }); s != "" {
+		defaultServers = s
+	}
 	app := &cli.App{
 		Name:  "raftmq",
 		Usage: "a RocketMQ-style message broker whose broker group is one Raft cluster",
-		Description: "Every flag can also be set with an environment variable RAFTMQ_<FLAG>, e.g. RAFTMQ_SERVERS.\n" +
+		Description: "Environment: RAFTMQ_SERVERS, RAFTMQ_TIMEOUT and RAFTMQ_NAMESRV set -s, --timeout and --namesrv of\n" +
+			"every command; the server's flags read RAFTMQ_SERVER_<FLAG> (RAFTMQ_SERVER_DATA for --data), the\n" +
+			"name server's RAFTMQ_NAMESRV_<FLAG>. Other flags have no variable.\n" +
 			"Start with `raftmq demo` to watch a three-node group survive the loss of its leader.",
 		Reader:                 stdin,
 		Writer:                 stdout,
@@ -61,6 +68,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Commands: []*cli.Command{
 			serverCommand(),
 			namesrvCommand(),
+			clusterCommand(),
 			healthCommand(),
 			statusCommand(),
 			topicCommand(),
@@ -72,13 +80,16 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			messageCommand(),
 			dlqCommand(),
 			demoCommand(),
+			devCommand(),
+			contextCommand(),
 			benchCommand(),
 			versionCommand(),
 		},
 	}
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionLine()) }
+	cli.FlagStringer = flagString
 	for _, c := range app.Commands {
-		addEnv(c)
+		addEnv(c, envPrefix[c.Name])
 		withUsage(c)
 	}
 	return app.RunContext(ctx, interspersed(app.Commands, args))
@@ -142,39 +153,83 @@ func interspersed(cmds []*cli.Command, args []string) []string {
 	return append(append(out, flags...), pos...)
 }
 
-// addEnv gives every flag of c and its subcommands an RAFTMQ_<NAME> variable.
-func addEnv(c *cli.Command) {
+// defaultFlagString is urfave/cli's rendering of a flag in help.
+var defaultFlagString = cli.FlagStringer
+
+// repeated is urfave/cli's "[ --property value, -p value ]" after a
+// repeatable flag, which says it twice.
+var repeated = regexp.MustCompile(` \[ -[^\]]*\]`)
+
+// flagString renders a flag in help as urfave/cli does, without the
+// repetition of a repeatable flag's names (its usage says "repeatable").
+func flagString(f cli.Flag) string {
+	return repeated.ReplaceAllString(defaultFlagString(f), "")
+}
+
+// sharedEnv are the flags that mean the same to every command that has
+// them (where the group or its name servers are, how long to try): they
+// read RAFTMQ_<FLAG> everywhere.
+var sharedEnv = map[string]bool{"servers": true, "timeout": true, "namesrv": true}
+
+// envPrefix scopes the variables of the long-running commands' flags, so
+// that one meant for another command (RAFTMQ_GROUP for consume) never
+// changes a restarted server.
+var envPrefix = map[string]string{"server": "RAFTMQ_SERVER_", "namesrv": "RAFTMQ_NAMESRV_"}
+
+// addEnv gives the flags of c and its subcommands their variables: a shared
+// flag RAFTMQ_<FLAG>, a flag of the server or the name server
+// RAFTMQ_SERVER_<FLAG> or RAFTMQ_NAMESRV_<FLAG>; a flag that names its own
+// variables keeps just those, and the other commands' flags have none.
+func addEnv(c *cli.Command, prefix string) {
 	for _, f := range c.Flags {
-		name := "RAFTMQ_" + strings.ToUpper(strings.ReplaceAll(f.Names()[0], "-", "_"))
+		flag := strings.ToUpper(strings.ReplaceAll(f.Names()[0], "-", "_"))
+		var name string
+		switch {
+		case sharedEnv[f.Names()[0]]:
+			name = "RAFTMQ_" + flag
+		case prefix != "":
+			name = prefix + flag
+		default:
+			continue
+		}
 		switch fl := f.(type) {
 		case *cli.StringFlag:
-			fl.EnvVars = append(fl.EnvVars, name)
+			fl.EnvVars = envOr(fl.EnvVars, name)
 		case *cli.IntFlag:
-			fl.EnvVars = append(fl.EnvVars, name)
+			fl.EnvVars = envOr(fl.EnvVars, name)
 		case *cli.Int64Flag:
-			fl.EnvVars = append(fl.EnvVars, name)
+			fl.EnvVars = envOr(fl.EnvVars, name)
+		case *cli.UintFlag:
+			fl.EnvVars = envOr(fl.EnvVars, name)
 		case *cli.Uint64Flag:
-			fl.EnvVars = append(fl.EnvVars, name)
+			fl.EnvVars = envOr(fl.EnvVars, name)
 		case *cli.Float64Flag:
-			fl.EnvVars = append(fl.EnvVars, name)
+			fl.EnvVars = envOr(fl.EnvVars, name)
 		case *cli.BoolFlag:
-			fl.EnvVars = append(fl.EnvVars, name)
+			fl.EnvVars = envOr(fl.EnvVars, name)
 		case *cli.DurationFlag:
-			fl.EnvVars = append(fl.EnvVars, name)
+			fl.EnvVars = envOr(fl.EnvVars, name)
 		case *cli.StringSliceFlag:
-			fl.EnvVars = append(fl.EnvVars, name)
+			fl.EnvVars = envOr(fl.EnvVars, name)
 		}
 	}
 	for _, sc := range c.Subcommands {
-		addEnv(sc)
+		addEnv(sc, "") // namesrv's subcommands are clients
 	}
+}
+
+func envOr(own []string, name string) []string {
+	if len(own) > 0 {
+		return own
+	}
+	return []string{name}
 }
 
 // clientFlags returns fresh -s and --timeout flags (each command needs its
 // own flag values) followed by extra.
 func clientFlags(extra ...cli.Flag) []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: "127.0.0.1:9001",
+		&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: defaultServers,
 			Usage: "comma list of client API addresses of any nodes of the group"},
 		&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second,
 			Usage: "give up on a request (after retries across leader changes) after this long"},

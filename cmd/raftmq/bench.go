@@ -58,7 +58,7 @@ func benchCommand() *cli.Command {
 					"messages or after --duration, whichever comes first. Latency is per Send, from the call to\n" +
 					"the ack (quorum fsync and apply on the leader), including coalescing and retries.",
 				Flags: benchFlags(200000,
-					&cli.IntFlag{Name: "producers", Aliases: []string{"p"}, Value: 4, Usage: "producers (each its own connection)"},
+					&cli.IntFlag{Name: "producers", Aliases: []string{"P"}, Value: 4, Usage: "producers (each its own connection)"},
 					&cli.IntFlag{Name: "window", Aliases: []string{"w"}, Value: 256, Usage: "Sends in flight per producer (1 = synchronous)"},
 					&cli.IntFlag{Name: "batch", Aliases: []string{"b"}, Value: 1, Usage: "messages per Send"},
 					&cli.IntFlag{Name: "queues", Value: 4, Usage: "queues of the topic when the run creates it"},

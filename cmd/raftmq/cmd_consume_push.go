@@ -56,6 +56,16 @@ func runPushConsume(c *cli.Context, topic, format string) error {
 	if len(c.IntSlice("queue")) > 0 {
 		return usageError(c, "--queue does not combine with --retry-every/--exec: retries go through the group")
 	}
+	if c.String("group") == "" {
+		return usageError(c, "--retry-every/--exec/--orderly need --group: a message handed back goes to the group's retry topic")
+	}
+	if c.IsSet("offset") {
+		return usageError(c, "--offset positions a reader; --retry-every/--exec/--orderly consume as a group (move its offsets with 'raftmq group reset')")
+	}
+	encode, err := bodyEncoder(c)
+	if err != nil {
+		return err
+	}
 	cl, err := newClient(c)
 	if err != nil {
 		return err
@@ -91,7 +101,7 @@ func runPushConsume(c *cli.Context, topic, format string) error {
 			mu.Lock()
 			if format == "json" {
 				b, _ := json.Marshal(pushedJSON{Topic: m.Topic, Queue: m.Queue, Offset: m.Offset, StoredTopic: m.StoredTopic, ID: m.ID, OriginID: m.OriginID,
-					Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: string(m.Body), ReconsumeTimes: m.ReconsumeTimes, Result: r.String(), Node: m.ServedBy})
+					Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: encode(m.Body), ReconsumeTimes: m.ReconsumeTimes, Result: r.String(), Node: m.ServedBy})
 				fmt.Fprintln(out, string(b))
 			} else {
 				where := fmt.Sprintf("%d:%d", m.Queue, m.Offset)
@@ -102,7 +112,7 @@ func runPushConsume(c *cli.Context, topic, format string) error {
 				if m.ReconsumeTimes > 0 {
 					retried = fmt.Sprintf("\t(reconsume %d, origin %s)", m.ReconsumeTimes, m.OriginID)
 				}
-				fmt.Fprintf(out, "%s\t%s\t%s%s\n", where, m.Body, r, retried)
+				fmt.Fprintf(out, "%s\t%s\t%s%s\n", where, encode(m.Body), r, retried)
 			}
 			mu.Unlock()
 			if limit > 0 && nth >= limit {

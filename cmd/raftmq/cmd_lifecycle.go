@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
@@ -34,7 +33,7 @@ func topicDeleteCommand() *cli.Command {
 		Flags: clientFlags(&cli.BoolFlag{Name: "force", Usage: "delete even while consumers of the topic are connected"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return errors.New("topic delete: want exactly one NAME")
+				return usageError(c, "want exactly one NAME")
 			}
 			return withClient(c, func(ctx context.Context, cl *client.Client) error {
 				if err := cl.DeleteTopic(ctx, c.Args().First(), c.Bool("force")); err != nil {
@@ -55,11 +54,11 @@ func topicUpdateCommand() *cli.Command {
 		Flags:     clientFlags(&cli.UintFlag{Name: "perm", Usage: "2, 4 or 6 (required)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 || !c.IsSet("perm") {
-				return errors.New("topic update: want NAME and --perm")
+				return usageError(c, "want NAME and --perm")
 			}
 			perm := c.Uint("perm")
 			if perm != 2 && perm != 4 && perm != 6 {
-				return fmt.Errorf("--perm %d: want 2 (write only), 4 (read only) or 6 (read and write)", perm)
+				return usageError(c, "--perm %d: want 2 (write only), 4 (read only) or 6 (read and write)", perm)
 			}
 			return withClient(c, func(ctx context.Context, cl *client.Client) error {
 				ti, err := cl.UpdateTopic(ctx, c.Args().First(), uint32(perm))
@@ -81,7 +80,7 @@ func groupDeleteCommand() *cli.Command {
 		Flags:     clientFlags(&cli.BoolFlag{Name: "force", Usage: "delete even while members are connected"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return errors.New("group delete: want exactly one GROUP")
+				return usageError(c, "want exactly one GROUP")
 			}
 			return withClient(c, func(ctx context.Context, cl *client.Client) error {
 				if err := cl.DeleteGroup(ctx, c.Args().First(), c.Bool("force")); err != nil {

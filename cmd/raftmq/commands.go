@@ -23,41 +23,104 @@ import (
 func healthCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "health",
-		Usage: "exit 0 when the node at -s answers, knows a leader and is ready (for container health checks)",
-		Flags: []cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: "127.0.0.1:9001", Usage: "the node to check"}},
-		Description: "Only the first address of -s is checked; the check takes at most 2 seconds. Exit status 2: no\n" +
-			"answer; 3: no leader known; 4: not ready, with the reason (as /readyz: a leader that cannot commit,\n" +
-			"a node whose applying is stuck, a follower that receives no entries).",
+		Usage: "exit 0 when the node at -s answers, knows a leader and is ready (--all: every node of the group)",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: defaultServers, Usage: "the node to check (with --all: any nodes of the group)"},
+			&cli.BoolFlag{Name: "all", Usage: "check the whole group: a leader, and every member up and ready"},
+			&cli.DurationFlag{Name: "wait", Usage: "check again every half second until healthy or this long has passed (0: check once)"}},
+		Description: "Without --all only the first address of -s is checked; one check takes at most 2 seconds.\n" +
+			"Exit status 2: no answer; 3: no leader known; 4: not ready, with the reason (as /readyz: a leader\n" +
+			"that cannot commit, a node whose applying is stuck, a follower that receives no entries; with\n" +
+			"--all: any member down or not ready).",
 		Action: func(c *cli.Context) error {
-			cl, err := client.New(client.Config{Servers: []string{c.String("servers")}, RequestTimeout: 2 * time.Second})
+			servers := strings.Split(c.String("servers"), ",")
+			if !c.Bool("all") {
+				servers = servers[:1]
+			}
+			cl, err := client.New(client.Config{Servers: servers, RequestTimeout: 2 * time.Second})
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			addr := strings.Split(c.String("servers"), ",")[0]
-			st, err := cl.StatusOf(c.Context, addr)
-			if err != nil {
-				return &exitError{2, fmt.Errorf("%s does not answer: %w", addr, clean(err))}
-			}
-			if st.LeaderId == "" {
-				return &exitError{3, fmt.Errorf("%s answers but knows no leader", addr)}
-			}
-			for _, n := range st.Nodes {
-				if n.Id == st.AnsweredBy && !n.Healthy {
-					return &exitError{4, fmt.Errorf("%s (%s) answers but is not ready: %s", addr, n.Id, n.Error)}
+			deadline := time.Now().Add(c.Duration("wait"))
+			for {
+				msg, err := checkHealth(c.Context, cl, servers[0], c.Bool("all"))
+				if err == nil {
+					fmt.Fprintln(c.App.Writer, msg)
+					return nil
+				}
+				if !time.Now().Before(deadline) || c.Context.Err() != nil {
+					return err
+				}
+				select {
+				case <-time.After(500 * time.Millisecond):
+				case <-c.Context.Done():
 				}
 			}
-			fmt.Fprintf(c.App.Writer, "ok: %s, leader %s, term %d\n", st.AnsweredBy, st.LeaderId, st.Term)
-			return nil
 		},
 	}
+}
+
+// checkHealth is one health check: of the node at addr, or of the whole
+// group (all).
+func checkHealth(ctx context.Context, cl *client.Client, addr string, all bool) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var st *api.StatusResponse
+	var err error
+	if all {
+		st, err = cl.Status(cctx)
+	} else {
+		st, err = cl.StatusOf(cctx, addr)
+	}
+	if err != nil {
+		return "", &exitError{2, fmt.Errorf("%s does not answer: %w", addr, clean(err))}
+	}
+	if st.LeaderId == "" {
+		return "", &exitError{3, fmt.Errorf("%s answers but knows no leader", st.AnsweredBy)}
+	}
+	if all {
+		if bad := unwell(st); len(bad) > 0 {
+			return "", &exitError{4, fmt.Errorf("group %s: %s", st.Group, strings.Join(bad, "; "))}
+		}
+		return fmt.Sprintf("ok: group %s, %d nodes up and ready, leader %s, term %d", st.Group, len(st.Nodes), st.LeaderId, st.Term), nil
+	}
+	for _, n := range st.Nodes {
+		if n.Id == st.AnsweredBy && !n.Healthy {
+			return "", &exitError{4, fmt.Errorf("%s (%s) answers but is not ready: %s", addr, n.Id, n.Error)}
+		}
+	}
+	return fmt.Sprintf("ok: %s, leader %s, term %d", st.AnsweredBy, st.LeaderId, st.Term), nil
+}
+
+// unwell describes every member of st that is down or not ready.
+func unwell(st *api.StatusResponse) []string {
+	var bad []string
+	for _, n := range st.Nodes {
+		if n.Healthy {
+			continue
+		}
+		what := fmt.Sprintf("node %s is not ready", n.Id)
+		if n.Role == api.RoleDown || n.Role == api.RoleUnknown {
+			what = fmt.Sprintf("node %s is down", n.Id)
+			if n.LastSeenMs > 0 {
+				what += fmt.Sprintf(" (last heard %s ago)", time.Since(time.UnixMilli(n.LastSeenMs)).Round(time.Second))
+			}
+		}
+		if n.Error != "" {
+			what += ": " + shortError(n.Error)
+		}
+		bad = append(bad, what)
+	}
+	return bad
 }
 
 func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show the group: term, leader, and every node's role, indexes, load and health",
-		Description: "FIRST is the lowest log index whose messages a node holds (retention deletes below it; a node\n" +
+		Description: "Exit status 0: a leader and every member up and ready; 3: no leader; 4: a member down (not heard\n" +
+			"for five state periods: its role shows DOWN) or not ready.\n" +
+			"FIRST is the lowest log index whose messages a node holds (retention deletes below it; a node\n" +
 			"that rejoined from the leader's snapshot starts after it). APPLIED, COMMIT and LAST are its raft\n" +
 			"indexes, LAG how far its applied index is behind the leader's, LOAD the leader-load signal of\n" +
 			"read routing. --json prints every field.",
@@ -75,7 +138,10 @@ func statusCommand() *cli.Command {
 				return clean(err)
 			}
 			if c.Bool("json") {
-				return printJSON(c.App.Writer, statusJSON(st))
+				if err := printJSON(c.App.Writer, statusJSON(st)); err != nil {
+					return err
+				}
+				return statusExit(st)
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 			leader := st.LeaderId
@@ -85,6 +151,10 @@ func statusCommand() *cli.Command {
 			fmt.Fprintf(w, "group %s   term %d   leader %s %s   (answered by %s)\n\n", st.Group, st.Term, leader, st.LeaderAddress, st.AnsweredBy)
 			fmt.Fprintln(w, "ID\tROLE\tHEALTHY\tCLIENT\tRAFT\tFIRST\tAPPLIED\tCOMMIT\tLAST\tLAG\tLOAD\tVOTER")
 			for _, n := range st.Nodes {
+				if n.Role == api.RoleDown || n.Role == api.RoleUnknown {
+					fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t-\t-\t-\t-\t-\t-\t%v\n", n.Id, strings.ToUpper(n.Role), n.Healthy, n.ClientAddress, n.RaftAddress, n.Voter)
+					continue
+				}
 				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t%v\n", n.Id, n.Role, n.Healthy, n.ClientAddress, n.RaftAddress,
 					n.FirstIndex, n.AppliedIndex, n.CommitIndex, n.LastIndex, n.Lag, n.Load, n.Voter)
 			}
@@ -96,9 +166,40 @@ func statusCommand() *cli.Command {
 					fmt.Fprintf(c.App.Writer, "\nnode %s is DAMAGED at log index %d: %s\n", n.Id, n.DamagedIndex, n.DamagedReason)
 				}
 			}
-			return nil
+			return statusExit(st)
 		},
 	}
+}
+
+// shortError drops gRPC's wrapping of a dial error a node reported of a
+// peer ("rpc error: code = Unavailable desc = connection error: desc =
+// "transport: Error while dialing: dial tcp ...: connection refused"").
+func shortError(msg string) string {
+	if i := strings.LastIndex(msg, "dial tcp "); i >= 0 {
+		return strings.TrimRight(msg[i:], `"`)
+	}
+	return msg
+}
+
+// plural is "1 queue", "4 queues".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// statusExit is status's exit: 0 when the group has a leader and every
+// member is up and ready, 3 without a leader, 4 when a member is down or not
+// ready (as health --all).
+func statusExit(st *api.StatusResponse) error {
+	if st.LeaderId == "" {
+		return &exitError{3, fmt.Errorf("group %s has no leader (term %d)", st.Group, st.Term)}
+	}
+	if bad := unwell(st); len(bad) > 0 {
+		return &exitError{4, fmt.Errorf("group %s: %s", st.Group, strings.Join(bad, "; "))}
+	}
+	return nil
 }
 
 type nodeJSON struct {
@@ -164,21 +265,39 @@ func topicCommand() *cli.Command {
 				Name:      "create",
 				Usage:     "create a topic",
 				ArgsUsage: "NAME",
-				Flags: clientFlags(&cli.IntFlag{Name: "queues", Aliases: []string{"q"}, Value: 4, Usage: "number of queues (1..1024)"},
-					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed when the topic exists with the same queue count"}),
+				Flags: clientFlags(&cli.IntFlag{Name: "queues", Value: 4, Usage: "number of queues (1..1024; with --namesrv: in all, spread over the groups)"},
+					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed when the topic exists with the same queue count"},
+					namesrvFlag(),
+					&cli.StringFlag{Name: "groups", Usage: "with --namesrv: create on these groups, G1,G2 (default: every group with a leader)"}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return errors.New("topic create: want exactly one NAME")
+						return usageError(c, "want exactly one NAME")
 					}
 					if q := c.Int("queues"); q < 1 || q > 1024 {
 						return fmt.Errorf("--queues %d: want 1..1024", q)
 					}
+					if ok, err := viaNamesrv(c); err != nil || ok {
+						if err != nil {
+							return err
+						}
+						return runTopicCreateCluster(c)
+					}
+					if c.String("groups") != "" {
+						return usageError(c, "--groups picks groups of a cluster: it needs --namesrv")
+					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
-						ti, err := cl.CreateTopic(ctx, c.Args().First(), int32(c.Int("queues")), c.Bool("if-not-exists"))
+						name, queues := c.Args().First(), int32(c.Int("queues"))
+						if c.Bool("if-not-exists") {
+							if ti, err := cl.DescribeTopic(ctx, name); err == nil && ti.Queues == queues {
+								fmt.Fprintf(c.App.Writer, "topic %s exists with %s\n", ti.Name, plural(int(ti.Queues), "queue"))
+								return nil
+							}
+						}
+						ti, err := cl.CreateTopic(ctx, name, queues, c.Bool("if-not-exists"))
 						if err != nil {
 							return clean(err)
 						}
-						fmt.Fprintf(c.App.Writer, "created topic %s with %d queues\n", ti.Name, ti.Queues)
+						fmt.Fprintf(c.App.Writer, "created topic %s with %s\n", ti.Name, plural(int(ti.Queues), "queue"))
 						return nil
 					})
 				},
@@ -216,7 +335,7 @@ func topicCommand() *cli.Command {
 				Flags:     clientFlags(jsonFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return errors.New("topic describe: want exactly one NAME")
+						return usageError(c, "want exactly one NAME")
 					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						t, err := cl.DescribeTopic(ctx, c.Args().First())
@@ -287,9 +406,13 @@ func produceCommand() *cli.Command {
 			&cli.IntFlag{Name: "queue", Aliases: []string{"q"}, Value: -1, Usage: "explicit queue (default: by key hash, else round robin)"},
 			&cli.StringSliceFlag{Name: "property", Aliases: []string{"p"}, Usage: "message property k=v (repeatable)"},
 			&cli.IntFlag{Name: "batch", Value: 64, Usage: "stdin lines per request"},
+			&cli.StringFlag{Name: "delimiter", Aliases: []string{"D"}, Value: `\n`, Usage: "what ends a message on stdin (escapes \\n \\t \\0 \\r understood), e.g. '\\0' for bodies with newlines"},
+			&cli.StringFlag{Name: "key-separator", Aliases: []string{"K"}, Usage: "each message on stdin (or argument) is KEY, this separator, BODY; one without it is all body"},
+			&cli.StringFlag{Name: "body-format", Value: "text", Usage: "how bodies are given: text (as is), base64 or hex (for binary bodies)"},
 			&cli.IntFlag{Name: "inflight", Value: 8, Usage: "requests in flight"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (one object per acknowledged message)"},
 			delayFlags[0], delayFlags[1], delayFlags[2],
+			namesrvFlag(),
 		),
 		Action: runProduce,
 	}
@@ -329,9 +452,31 @@ func runProduce(c *cli.Context) error {
 		queue = &q32
 	}
 	batchSize, inflight := max(c.Int("batch"), 1), max(c.Int("inflight"), 1)
+	delim := strings.NewReplacer(`\n`, "\n", `\t`, "\t", `\r`, "\r", `\0`, "\x00", `\\`, `\`).Replace(c.String("delimiter"))
+	if delim == "" {
+		return usageError(c, "--delimiter %q: want a non-empty string (escapes \\n \\t \\0 \\r understood)", c.String("delimiter"))
+	}
+	decode, err := bodyDecoder(c)
+	if err != nil {
+		return err
+	}
+	keySep := c.String("key-separator")
+	if keySep != "" && c.IsSet("key") {
+		return usageError(c, "--key and --key-separator: give the key once, in the flag or in the input")
+	}
 	delay, err := parseDelayFlags(c)
 	if err != nil {
 		return err
+	}
+	if ok, err := viaNamesrv(c); err != nil {
+		return err
+	} else if ok {
+		for _, f := range []string{"delimiter", "key-separator", "body-format"} {
+			if c.IsSet(f) {
+				return usageError(c, "--%s is not built with --namesrv yet: produce through one group's nodes (-s) for it", f)
+			}
+		}
+		return runProduceCluster(c, topic, format, props, delay)
 	}
 	cl, err := newClient(c)
 	if err != nil {
@@ -360,6 +505,9 @@ func runProduce(c *cli.Context) error {
 		}
 		sc := bufio.NewScanner(c.App.Reader)
 		sc.Buffer(make([]byte, 64<<10), 64<<20)
+		if delim != "\n" {
+			sc.Split(splitOn(delim))
+		}
 		var cur []string
 		n := 0
 		hand := func() bool {
@@ -398,7 +546,21 @@ func runProduce(c *cli.Context) error {
 		defer func() { <-sem; wg.Done() }()
 		msgs := make([]client.Message, len(b.lines))
 		for i, l := range b.lines {
-			msgs[i] = client.Message{Key: c.String("key"), Tag: c.String("tag"), Properties: props, Body: []byte(l), Queue: queue}
+			key := c.String("key")
+			if keySep != "" {
+				if k, rest, ok := strings.Cut(l, keySep); ok {
+					key, l = k, rest
+				}
+			}
+			body, derr := decode(l)
+			if derr != nil {
+				mu.Lock()
+				fmt.Fprintf(c.App.ErrWriter, "raftmq: message %d: %v; its request (messages %d..%d) is not sent\n", b.first+i, derr, b.first, b.first+len(b.lines)-1)
+				tally.add(b.first, len(b.lines), fmt.Errorf("%w: message %d: %v", client.ErrNotSent, b.first+i, derr))
+				mu.Unlock()
+				return
+			}
+			msgs[i] = client.Message{Key: key, Tag: c.String("tag"), Properties: props, Body: body, Queue: queue}
 			delay.apply(&msgs[i])
 		}
 		ctx, cancel := opCtx(c)
@@ -464,24 +626,28 @@ loop:
 func consumeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "consume",
-		Usage: "read messages of a topic as a member of a consumer group",
-		Description: "Without --follow it exits once it has read up to the end every queue had when it started\n" +
-			"(or after --max messages); with --follow it keeps reading until interrupted. Offsets are\n" +
-			"committed for the group as it goes and on exit.",
+		Usage: "read messages of a topic, as a reader or as a member of a consumer group",
+		Description: "Without --group it is a reader: it reads every queue (or --queue) from --offset and commits\n" +
+			"nothing, so running it twice shows the same messages twice. With --group it reads the queues\n" +
+			"the group assigns it from the group's committed offsets and commits as it goes and on exit.\n" +
+			"Without --follow it exits once it has read up to the end every queue had when it started\n" +
+			"(or after --max messages); with --follow it keeps reading until interrupted.",
 		Flags: append(clientFlags(
 			&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (required)"},
-			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Value: "raftmq-cli", Usage: "consumer group"},
-			&cli.StringFlag{Name: "from", Value: "earliest", Usage: "where a group with no committed offset starts: earliest or latest"},
-			&cli.IntFlag{Name: "max", Aliases: []string{"n"}, Usage: "stop after this many messages (0: no limit)"},
+			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "consumer group (default: none, read without committing)"},
+			&cli.StringFlag{Name: "offset", Aliases: []string{"o"}, Usage: "where a reader starts each queue: start, end, N (that offset), +N (N after the start), -N (N before the end) or @TIME, the first message stored at or after it (@2026-12-04T10:00:00Z, @-10m, @<unix ms>) (default: --from)"},
+			&cli.StringFlag{Name: "from", Value: "earliest", Usage: "where a queue without a committed offset starts: earliest or latest"},
+			&cli.IntFlag{Name: "max", Aliases: []string{"n", "count"}, Usage: "stop after this many messages (0: no limit)"},
+			bodyFormatFlag(),
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep consuming until interrupted"},
 			&cli.BoolFlag{Name: "follower-reads", Value: true, Usage: "follow the broker's suggestion of which node to pull from"},
-			&cli.IntSliceFlag{Name: "queue", Aliases: []string{"q"}, Usage: "read only these queues, outside the group's assignment"},
+			&cli.IntSliceFlag{Name: "queue", Aliases: []string{"q"}, Usage: "read only this queue (repeatable); with --group, outside the group's assignment"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (one object per message, with the node that served it and the reason of the routing suggestion)"},
 			&cli.StringFlag{Name: "tag", Usage: "serve only messages with these tags: 'TagA || TagB' (default: all)"},
 			&cli.StringFlag{Name: "sql", Usage: "serve only messages whose properties match this SQL92 expression, e.g. \"a > 5 AND TAGS = 'x'\""},
 			&cli.BoolFlag{Name: "broadcast", Usage: "read every message of the topic whatever the group's other members read, with this member's own offsets"},
 			&cli.StringFlag{Name: "member", Usage: "member id in the group (default: HOST@PID); give the same one again to resume a broadcasting member's offsets"},
-		), pushConsumeFlags()...),
+		), append(pushConsumeFlags(), namesrvFlag())...),
 		Action: runConsume,
 	}
 }
@@ -512,6 +678,11 @@ func runConsume(c *cli.Context) error {
 	if format != "text" && format != "json" {
 		return fmt.Errorf("--format %q: want text or json", format)
 	}
+	if ok, err := viaNamesrv(c); err != nil {
+		return err
+	} else if ok {
+		return runConsumeCluster(c, topic, format)
+	}
 	if pushMode(c) {
 		return runPushConsume(c, topic, format)
 	}
@@ -525,6 +696,39 @@ func runConsume(c *cli.Context) error {
 	cfg.FollowerReads = c.Bool("follower-reads")
 	for _, q := range c.IntSlice("queue") {
 		cfg.Queues = append(cfg.Queues, int32(q))
+	}
+	encode, err := bodyEncoder(c)
+	if err != nil {
+		return err
+	}
+	if c.IsSet("offset") {
+		if cfg.Group != "" {
+			return usageError(c, "--offset positions a reader (no --group); a group resumes at its committed offsets: move them with 'raftmq group reset'")
+		}
+		ctx, cancel := opCtx(c)
+		defer cancel()
+		if spec, ok := strings.CutPrefix(c.String("offset"), "@"); ok {
+			at, err := parseWhen(spec, time.Now())
+			if err != nil {
+				return usageError(c, "--offset @%s: %v", spec, err)
+			}
+			offs, err := cl.SearchOffsets(ctx, topic, at, cfg.Queues)
+			if err != nil {
+				return clean(err)
+			}
+			cfg.Start = map[int32]uint64{}
+			for _, o := range offs {
+				cfg.Start[o.Queue] = o.Offset
+			}
+		} else {
+			ti, err := cl.DescribeTopic(ctx, topic)
+			if err != nil {
+				return clean(err)
+			}
+			if cfg.Start, err = startOffsets(c.String("offset"), ti, cfg.Queues); err != nil {
+				return usageError(c, "%v", err)
+			}
+		}
 	}
 	if !c.Bool("follow") {
 		cfg.Wait = 200 * time.Millisecond
@@ -589,10 +793,10 @@ func runConsume(c *cli.Context) error {
 			n++
 			if format == "json" {
 				b, _ := json.Marshal(msgJSON{Topic: r.Topic, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Key: r.Key, Tag: r.Tag,
-					Properties: r.Properties, Body: string(r.Body), Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason})
+					Properties: r.Properties, Body: encode(r.Body), Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason})
 				out.Write(append(b, '\n'))
 			} else {
-				fmt.Fprintf(out, "%d:%d\t%s\n", r.Queue, r.Offset, r.Body)
+				fmt.Fprintf(out, "%d:%d\t%s\n", r.Queue, r.Offset, encode(r.Body))
 			}
 		}
 		out.Flush()
@@ -647,7 +851,7 @@ func memberCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					id, addr, ok := strings.Cut(c.Args().First(), "@")
 					if c.NArg() != 1 || !ok || id == "" || addr == "" {
-						return errors.New("member add: want exactly one ID@RAFTADDR")
+						return usageError(c, "want exactly one ID@RAFTADDR")
 					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						r, err := cl.AddMember(ctx, id, addr)
@@ -666,7 +870,7 @@ func memberCommand() *cli.Command {
 				Flags:     clientFlags(&cli.BoolFlag{Name: "force", Usage: "remove even the leader, or below a fault-tolerant quorum"}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return errors.New("member remove: want exactly one ID")
+						return usageError(c, "want exactly one ID")
 					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						if err := cl.RemoveMember(ctx, c.Args().First(), c.Bool("force")); err != nil {
@@ -681,6 +885,47 @@ func memberCommand() *cli.Command {
 	}
 }
 
+// groupOut is group describe --json: every field, zero values included.
+type groupOut struct {
+	Group             string           `json:"group"`
+	Generation        uint64           `json:"generation"`
+	Members           []groupMemberOut `json:"members"`
+	Queues            []groupQueueOut  `json:"queues"`
+	MaxReconsumeTimes int32            `json:"max_reconsume_times"`
+	Broadcast         bool             `json:"broadcast"`
+}
+
+type groupMemberOut struct {
+	ID         string             `json:"member_id"`
+	Queues     map[string][]int32 `json:"queues"` // topic -> queues
+	LastSeenMs int64              `json:"last_seen_ms"`
+}
+
+type groupQueueOut struct {
+	Topic     string `json:"topic"`
+	Queue     int32  `json:"queue"`
+	Committed int64  `json:"committed"` // -1: none
+	MaxOffset uint64 `json:"max_offset"`
+	Lag       uint64 `json:"lag"`
+	Member    string `json:"member_id"`
+}
+
+func groupJSON(g *api.DescribeGroupResponse) groupOut {
+	out := groupOut{Group: g.Group, Generation: g.Generation, Members: []groupMemberOut{}, Queues: []groupQueueOut{},
+		MaxReconsumeTimes: g.GetSettings().GetMaxReconsumeTimes(), Broadcast: g.GetSettings().GetBroadcast()}
+	for _, m := range g.Members {
+		mo := groupMemberOut{ID: m.MemberId, LastSeenMs: m.LastSeenMs, Queues: map[string][]int32{}}
+		for _, a := range m.Assignments {
+			mo.Queues[a.Topic] = append(mo.Queues[a.Topic], a.Queues...)
+		}
+		out.Members = append(out.Members, mo)
+	}
+	for _, q := range g.Queues {
+		out.Queues = append(out.Queues, groupQueueOut{Topic: q.Topic, Queue: q.Queue, Committed: q.Committed, MaxOffset: q.MaxOffset, Lag: q.Lag, Member: q.MemberId})
+	}
+	return out
+}
+
 func groupCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "group",
@@ -691,12 +936,15 @@ func groupCommand() *cli.Command {
 			{
 				Name:  "list",
 				Usage: "list consumer groups",
-				Flags: clientFlags(),
+				Flags: clientFlags(jsonFlag()),
 				Action: func(c *cli.Context) error {
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						gs, err := cl.ListGroups(ctx)
 						if err != nil {
 							return clean(err)
+						}
+						if c.Bool("json") {
+							return printJSON(c.App.Writer, append([]string{}, gs...))
 						}
 						for _, g := range gs {
 							fmt.Fprintln(c.App.Writer, g)
@@ -712,7 +960,7 @@ func groupCommand() *cli.Command {
 				Flags:     clientFlags(jsonFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return errors.New("group describe: want exactly one GROUP")
+						return usageError(c, "want exactly one GROUP")
 					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						g, err := cl.DescribeGroup(ctx, c.Args().First())
@@ -720,7 +968,7 @@ func groupCommand() *cli.Command {
 							return clean(err)
 						}
 						if c.Bool("json") {
-							return printJSON(c.App.Writer, g)
+							return printJSON(c.App.Writer, groupJSON(g))
 						}
 						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 						fmt.Fprintf(w, "group %s, generation %d, %d member(s)%s\n", g.Group, g.Generation, len(g.Members), broadcastNote(g.GetSettings().GetBroadcast()))
@@ -742,17 +990,50 @@ func groupCommand() *cli.Command {
 				Usage:     "move a group's offsets (only while it has no members)",
 				ArgsUsage: "GROUP",
 				Flags: clientFlags(&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (required)"},
-					&cli.StringFlag{Name: "to", Value: "earliest", Usage: "earliest, latest or an offset"}),
+					&cli.StringFlag{Name: "to", Value: "earliest", Usage: "earliest, latest, an offset, or @TIME: the first message stored at or after it (@2026-12-04T10:00:00Z, @-1h for an hour ago, @<unix ms>)"},
+					&cli.IntSliceFlag{Name: "queue", Aliases: []string{"q"}, Usage: "reset only this queue (repeatable; default: every queue)"},
+					&cli.BoolFlag{Name: "dry-run", Usage: "show the offsets the reset would set and change nothing"}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 || c.String("topic") == "" {
-						return errors.New("group reset: want GROUP and --topic")
+						return usageError(c, "want GROUP and --topic")
+					}
+					to := c.String("to")
+					if spec, ok := strings.CutPrefix(to, "@"); ok {
+						t, err := parseWhen(spec, time.Now())
+						if err != nil {
+							return usageError(c, "--to %s: %v", to, err)
+						}
+						to = "@" + strconv.FormatInt(t.UnixMilli(), 10)
+					}
+					req := &api.ResetGroupRequest{Group: c.Args().First(), Topic: c.String("topic"), To: to, DryRun: c.Bool("dry-run")}
+					for _, q := range c.IntSlice("queue") {
+						req.Queues = append(req.Queues, int32(q))
 					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
-						offs, err := cl.ResetGroup(ctx, c.Args().First(), c.String("topic"), c.String("to"))
+						var before map[int32]int64
+						if req.DryRun {
+							if g, err := cl.DescribeGroup(ctx, req.Group); err == nil {
+								before = map[int32]int64{}
+								for _, q := range g.Queues {
+									if q.Topic == req.Topic {
+										before[q.Queue] = q.Committed
+									}
+								}
+							}
+						}
+						offs, err := cl.ResetGroup(ctx, req)
 						if err != nil {
 							return clean(err)
 						}
 						for _, o := range offs {
+							if req.DryRun {
+								from := "none"
+								if b, ok := before[o.Queue]; ok && b >= 0 {
+									from = strconv.FormatInt(b, 10)
+								}
+								fmt.Fprintf(c.App.Writer, "%s queue %d: %s -> %d (dry run: not changed)\n", o.Topic, o.Queue, from, o.Offset)
+								continue
+							}
 							fmt.Fprintf(c.App.Writer, "%s queue %d -> %d\n", o.Topic, o.Queue, o.Offset)
 						}
 						return nil

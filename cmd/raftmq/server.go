@@ -33,7 +33,7 @@ func serverCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "id", Usage: "unique node id (required)"},
 			&cli.StringFlag{Name: "data", Usage: "data directory (required)"},
-			&cli.StringFlag{Name: "group", Value: d.Broker.Group, Usage: "broker group name"},
+			&cli.StringFlag{Name: "broker-name", Aliases: []string{"group"}, EnvVars: []string{"RAFTMQ_BROKER_NAME"}, Value: d.Broker.Group, Usage: "the group's name: RocketMQ's brokerName, registered with the name servers and shown by status; every node of a group gives the same one, and no two groups of a cluster share one (--group is an alias; RAFTMQ_GROUP is not read, it is the consumer group of other commands)"},
 			&cli.StringFlag{Name: "raft", Value: "127.0.0.1:7001", Usage: "Raft listen address"},
 			&cli.StringFlag{Name: "raft-advertise", Usage: "Raft address other nodes dial (default: --raft)"},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9001", Usage: "client API (gRPC) listen address"},
@@ -54,7 +54,7 @@ func serverCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-batch-bytes", Value: d.Broker.MaxBatchBytes, Usage: "group commit closes a Raft entry at this size"},
 			&cli.IntFlag{Name: "max-inflight", Value: d.Broker.MaxInflight, Usage: "group-commit entries handed to raft and not yet applied"},
 			&cli.IntFlag{Name: "max-pending-mb", Value: d.Broker.MaxPendingBytes >> 20, Usage: "MiB of produce requests a node holds (queued or in raft); beyond it producers are told to retry shortly"},
-			&cli.Uint64Flag{Name: "cold-read-bytes", Value: d.Broker.ColdReadBytes, Usage: "a consumer further behind than this is sent to a follower (default 40% of RAM)"},
+			&cli.Uint64Flag{Name: "cold-read-bytes", Value: d.Broker.ColdReadBytes, DefaultText: "40% of RAM", Usage: "a consumer further behind than this is sent to a follower"},
 			&cli.Float64Flag{Name: "load-threshold", Value: d.Broker.LoadThreshold, Usage: "leader load (max of: share of its CPU budget used, produce queue fill, raft pipeline fill, read rate/200k msg/s) at or above which consumers go to followers"},
 			&cli.Float64Flag{Name: "cpu-budget", Usage: "cores the load signal counts as this node's (0: min of GOMAXPROCS, the cgroup quota, cores / nodes of the group on this host)"},
 			&cli.Uint64Flag{Name: "max-follower-lag", Value: d.Broker.MaxFollowerLag, Usage: "log entries a follower may lag before it sends consumers to the leader"},
@@ -75,7 +75,7 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "remoting-advertise", Usage: "remoting address registered with the name servers (default: --remoting)"},
 			&cli.StringFlag{Name: "namesrv", Usage: "name servers to register with, ADDR[;ADDR...] (needs --remoting)"},
 			&cli.DurationFlag{Name: "register-period", Value: brokerremoting.DefaultConfig().RegisterPeriod, Usage: "renew the registration with the name servers this often (a role change registers at once); keep it well below the name servers' --expiry"},
-			&cli.StringFlag{Name: "cluster", Value: brokerremoting.DefaultConfig().Cluster, Usage: "RocketMQ cluster name registered with the name servers"},
+			&cli.StringFlag{Name: "cluster", EnvVars: []string{"RAFTMQ_CLUSTER"}, Value: brokerremoting.DefaultConfig().Cluster, Usage: "the cluster this group belongs to: RocketMQ's brokerClusterName, registered with the name servers"},
 			&cli.BoolFlag{Name: "remoting-write-via-followers", Value: brokerremoting.DefaultConfig().WriteViaFollowers, Usage: "while a follower, register as a write-only broker <group>~<id> of the group's topics too: RocketMQ producers spread sends over the leader and the followers, which forward them (one more hop for those sends: about +0.6 ms median and a quarter less throughput with many in flight, measured on one 2-core machine, docs/BENCHMARKS.md), and when the leader dies they keep sending through the followers as soon as a new leader is elected instead of after their next route poll (up to 30 s); false: producers send to the leader only"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
 		},
@@ -132,7 +132,7 @@ func runServer(c *cli.Context) error {
 	cfg.Raft.CommitTimeout = c.Duration("commit-timeout")
 	cfg.Raft.SnapshotThreshold = c.Uint64("snapshot-threshold")
 	cfg.Raft.LeaderLeaseTimeout = cfg.Raft.HeartbeatTimeout
-	cfg.Broker.Group = c.String("group")
+	cfg.Broker.Group = c.String("broker-name")
 	cfg.Broker.ClientAddr = c.String("advertise")
 	if cfg.Broker.ClientAddr == "" {
 		cfg.Broker.ClientAddr = cfg.Listen

@@ -321,6 +321,8 @@ type aggregate struct {
 	applied, outcomes, violations, notCovered map[string]int
 	ops, acked, failedOps, unknown, unknownIn int
 	messages, lost, duplicated, diskVerified  int
+	delayed, sentBack                         int
+	worstLateness                             time.Duration
 	deliveries, followerDeliveries, windows   int
 	worstGap                                  time.Duration
 	worstGapSeed                              int64
@@ -367,6 +369,9 @@ func (a *aggregate) add(r *Result) {
 	a.lost += rep.Lost
 	a.duplicated += rep.Duplicated
 	a.diskVerified += rep.DiskVerified
+	a.delayed += rep.Delayed
+	a.sentBack += rep.SentBack
+	a.worstLateness = max(a.worstLateness, rep.MaxDelayLateness)
 	a.deliveries += rep.Deliveries
 	a.followerDeliveries += rep.FollowerDeliveries
 	a.windows += rep.Windows
@@ -398,6 +403,8 @@ func (a *aggregate) markdown(d, took time.Duration, seed int64) string {
 	fmt.Fprintf(&b, "| messages in the final logs | %d |\n| lost | %d |\n| duplicated | %d |\n| acknowledged messages verified on disk at their id | %d |\n",
 		a.messages, a.lost, a.duplicated, a.diskVerified)
 	fmt.Fprintf(&b, "| consumed during faults | %d (served by followers: %d) |\n", a.deliveries, a.followerDeliveries)
+	fmt.Fprintf(&b, "| delayed messages delivered, once and not early | %d (latest after its time: %s) |\n| send-backs acknowledged, each copied once | %d |\n",
+		a.delayed, a.worstLateness.Round(time.Millisecond), a.sentBack)
 	fmt.Fprintf(&b, "| windows without acks > 1s | %d |\n| worst unavailability (longest time without an ack) | %s (seed %d) |\n\n",
 		a.windows, a.worstGap.Round(time.Millisecond), a.worstGapSeed)
 	fmt.Fprintf(&b, "| fault | episodes applied |\n| --- | --- |\n%s\n", table(a.applied))

@@ -1,0 +1,47 @@
+package remoting
+
+import (
+	"strings"
+	"testing"
+
+	rmq "github.com/raftmq/raftmq/remoting"
+)
+
+// FuzzDecodeLockBatch: the body of LOCK_BATCH_MQ / UNLOCK_BATCH_MQ never
+// panics, and a decoded body stays within the broker's bound.
+func FuzzDecodeLockBatch(f *testing.F) {
+	// As the Go client's jsoniter marshals lockBatchRequestBody.
+	f.Add([]byte(`{"consumerGroup":"og","clientId":"10.0.0.1@123#456","mqSet":[{"topic":"ordered","brokerName":"raftmq","queueId":0},{"topic":"ordered","brokerName":"raftmq","queueId":1}]}`))
+	f.Add([]byte(`{"consumerGroup":"og","clientId":"c","mqSet":null}`))
+	f.Add([]byte(`{"mqSet":[{"queueId":-1}]}`))
+	f.Add([]byte(`[`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		b, err := decodeLockBatch(body)
+		if err != nil {
+			return
+		}
+		if len(b.refs()) != len(b.MQSet) || len(b.MQSet) > 4096 {
+			t.Fatalf("%d queues decoded, %d refs", len(b.MQSet), len(b.refs()))
+		}
+	})
+}
+
+// FuzzParseSendBack: any CONSUMER_SEND_MSG_BACK header decodes to an error
+// or to a request the broker's bounds accept (level -1..18, limit 0..64, a
+// well-formed message id).
+func FuzzParseSendBack(f *testing.F) {
+	f.Add("cg", "4294967296", "0", "16")
+	f.Add("cg", "1", "-1", "-1")
+	f.Add("cg", "9223372036854775807", "99", "1000")
+	f.Add("", "x", "", "")
+	f.Fuzz(func(t *testing.T, group, offset, level, maxTimes string) {
+		req := &rmq.Command{Ext: map[string]string{"group": group, "offset": offset, "delayLevel": level, "maxReconsumeTimes": maxTimes}}
+		h, err := parseSendBack(req)
+		if err != nil {
+			return
+		}
+		if h.delayLevel < -1 || h.delayLevel > 18 || h.maxTimes < 0 || h.maxTimes > 64 || len(h.id) != 24 || strings.Trim(h.id, "0123456789ABCDEF") != "" {
+			t.Fatalf("header %v decoded to %+v", req.Ext, h)
+		}
+	})
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Every RAFTMQ_ variable means one thing across commands: the ones the
+// cluster work added are read only where they mean what they say.
+func TestClusterEnvironmentVariables(t *testing.T) {
+	cmds := []*cli.Command{serverCommand(), namesrvCommand(), clusterCommand(), topicCommand(), produceCommand(), consumeCommand()}
+	owners := map[string][]string{}
+	var walk func(path string, c *cli.Command)
+	walk = func(path string, c *cli.Command) {
+		path += " " + c.Name
+		for _, f := range c.Flags {
+			if sf, ok := f.(*cli.StringFlag); ok {
+				for _, e := range sf.EnvVars {
+					owners[e] = append(owners[e], path+" --"+sf.Name)
+				}
+			}
+		}
+		for _, sc := range c.Subcommands {
+			walk(path, sc)
+		}
+	}
+	for _, c := range cmds {
+		addEnv(c, envPrefix[c.Name])
+		walk("raftmq", c)
+	}
+	for env, want := range map[string]string{"RAFTMQ_BROKER_NAME": "--broker-name", "RAFTMQ_CLUSTER": "--cluster", "RAFTMQ_NAMESRV": "--namesrv"} {
+		if len(owners[env]) == 0 {
+			t.Errorf("%s is read by no flag", env)
+		}
+		for _, o := range owners[env] {
+			if !strings.HasSuffix(o, want) {
+				t.Errorf("%s is read by %s, want only %s flags", env, o, want)
+			}
+		}
+	}
+	for _, o := range owners["RAFTMQ_GROUP"] {
+		if strings.HasPrefix(o, "raftmq server") {
+			t.Errorf("RAFTMQ_GROUP (the consumer group of other commands) is read by %s", o)
+		}
+	}
+	if len(owners["RAFTMQ_CLUSTER"]) != 1 || !strings.HasPrefix(owners["RAFTMQ_CLUSTER"][0], "raftmq server") {
+		t.Errorf("RAFTMQ_CLUSTER read by %v, want only server --cluster", owners["RAFTMQ_CLUSTER"])
+	}
+}
+
+func TestNamesrvAndServersTogetherIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{
+		{"produce", "-t", "x", "-s", "127.0.0.1:1", "--namesrv", "127.0.0.1:2", "m"},
+		{"consume", "-t", "x", "-s", "127.0.0.1:1", "--namesrv", "127.0.0.1:2"},
+		{"topic", "create", "x", "-s", "127.0.0.1:1", "--namesrv", "127.0.0.1:2"},
+		{"topic", "create", "x", "--groups", "a"},
+	} {
+		_, errOut, code := runCLI(args...)
+		if code != 2 || !strings.Contains(errOut, "--namesrv") {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error naming --namesrv", args, code, errOut)
+		}
+	}
+}
+
+func TestClusterStatusWithoutANameServer(t *testing.T) {
+	_, errOut, code := runCLI("cluster", "status", "--namesrv", "127.0.0.1:1", "--timeout", "1s")
+	if code != 3 {
+		t.Errorf("cluster status against no name server: exit %d (%q), want 3", code, errOut)
+	}
+}

@@ -1,0 +1,428 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/client/cluster"
+)
+
+// namesrvFlag is --namesrv for the commands that can reach a whole cluster
+// through its name servers instead of one group through -s. It reads
+// RAFTMQ_NAMESRV, the variable `server` registers with: the same name
+// servers in both.
+func namesrvFlag() cli.Flag {
+	return &cli.StringFlag{Name: "namesrv", Usage: "name servers ADDR[;ADDR...]: reach every group of the cluster through them instead of one group's nodes (-s)"}
+}
+
+// viaNamesrv reports whether c runs against the cluster of --namesrv. -s
+// and --namesrv both on the command line (or both only from the
+// environment) are a usage error; a flag given beats the other's variable
+// (the image sets RAFTMQ_SERVERS to its own node).
+func viaNamesrv(c *cli.Context) (bool, error) {
+	if c.String("namesrv") == "" {
+		return false, nil
+	}
+	if !c.IsSet("servers") {
+		return true, nil
+	}
+	nsEnv, sEnv := fromEnv(c, "namesrv"), fromEnv(c, "servers")
+	if nsEnv == sEnv {
+		return false, usageError(c, "give -s/--servers (RAFTMQ_SERVERS: one group) or --namesrv (RAFTMQ_NAMESRV: the cluster), not both")
+	}
+	return sEnv, nil
+}
+
+// fromEnv: flag's value is its variable's (given by it, or the same again
+// on the command line).
+func fromEnv(c *cli.Context, flag string) bool {
+	v, ok := os.LookupEnv("RAFTMQ_" + strings.ToUpper(flag))
+	return ok && v == c.String(flag)
+}
+
+func newCluster(c *cli.Context) (*cluster.Cluster, error) {
+	cfg := cluster.DefaultConfig()
+	cfg.NameServers = []string{c.String("namesrv")}
+	cfg.Client.RetryTimeout = c.Duration("timeout")
+	if !c.Bool("follow") {
+		cfg.Client.GiveUpUnreachable = unreachableGiveUp
+	}
+	errw := c.App.ErrWriter
+	cfg.Client.OnWaiting = func(msg string) { fmt.Fprintln(errw, "raftmq:", msg) }
+	return cluster.New(cfg)
+}
+
+func clusterCommand() *cli.Command {
+	flags := func(extra ...cli.Flag) []cli.Flag {
+		return append([]cli.Flag{
+			&cli.StringFlag{Name: "namesrv", Value: "127.0.0.1:9876", Usage: "name servers ADDR[;ADDR...]"},
+			&cli.DurationFlag{Name: "timeout", Value: 5 * time.Second, Usage: "give up on one group's answer after this long"},
+		}, extra...)
+	}
+	return &cli.Command{
+		Name:  "cluster",
+		Usage: "every group of a cluster, through its name servers",
+		Subcommands: []*cli.Command{{
+			Name:  "status",
+			Usage: "show every group: leader, followers, lag and health; exit 1 unless all are healthy",
+			Description: "Healthy: the group answers, knows a leader, and every member is healthy (heard from recently,\n" +
+				"applying, undamaged). Exit status 0: every registered group is healthy; 1: one is not, or none is\n" +
+				"registered; 2: usage; 3: no name server answers.",
+			Flags:  flags(jsonFlag()),
+			Action: runClusterStatus,
+		}, {
+			Name:   "health",
+			Usage:  "exit 0 once every registered group is healthy (for scripts)",
+			Flags:  flags(&cli.DurationFlag{Name: "wait", Usage: "keep checking this long before giving up (0: check once)"}, &cli.IntFlag{Name: "groups", Usage: "also wait for at least this many groups to register"}),
+			Action: runClusterHealth,
+		}},
+	}
+}
+
+type clusterNodeJSON struct {
+	ID      string  `json:"id"`
+	Role    string  `json:"role"`
+	Client  string  `json:"client"`
+	Healthy bool    `json:"healthy"`
+	Lag     uint64  `json:"lag"`
+	Load    float64 `json:"load"`
+	Error   string  `json:"error,omitempty"`
+}
+
+type clusterGroupJSON struct {
+	Group   string            `json:"group"`
+	Cluster string            `json:"cluster"`
+	Term    uint64            `json:"term"`
+	Leader  string            `json:"leader"`
+	Healthy bool              `json:"healthy"`
+	Error   string            `json:"error,omitempty"`
+	Nodes   []clusterNodeJSON `json:"nodes"`
+	Topics  map[string]int    `json:"topics"`
+}
+
+func clusterStatus(c *cli.Context) ([]clusterGroupJSON, bool, error) {
+	cfg := cluster.DefaultConfig()
+	cfg.NameServers = []string{c.String("namesrv")}
+	cfg.Client.RetryTimeout = c.Duration("timeout")
+	cfg.Client.GiveUpUnreachable = min(unreachableGiveUp, c.Duration("timeout"))
+	cl, err := cluster.New(cfg)
+	if err != nil {
+		return nil, false, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(c.Context, 2*c.Duration("timeout"))
+	defer cancel()
+	sts, err := cl.Status(ctx)
+	if err != nil {
+		return nil, false, &exitError{3, err}
+	}
+	all := len(sts) > 0
+	var out []clusterGroupJSON
+	for _, s := range sts {
+		g := clusterGroupJSON{Group: s.Group.Name, Cluster: s.Group.Cluster, Term: s.Group.Term, Healthy: s.Healthy(), Topics: s.Group.Topics, Nodes: []clusterNodeJSON{}}
+		all = all && g.Healthy
+		if s.Err != nil {
+			g.Error = clean(s.Err).Error()
+		}
+		if st := s.Status; st != nil {
+			g.Term, g.Leader = st.Term, st.LeaderId
+			for _, n := range st.Nodes {
+				g.Nodes = append(g.Nodes, clusterNodeJSON{ID: n.Id, Role: n.Role, Client: n.ClientAddress, Healthy: n.Healthy && !n.Damaged, Lag: n.Lag, Load: n.Load, Error: n.Error})
+			}
+		}
+		out = append(out, g)
+	}
+	return out, all, nil
+}
+
+func runClusterStatus(c *cli.Context) error {
+	out, healthy, err := clusterStatus(c)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		out = []clusterGroupJSON{}
+	}
+	if c.Bool("json") {
+		if err := printJSON(c.App.Writer, out); err != nil {
+			return err
+		}
+	} else {
+		w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "GROUP\tCLUSTER\tTERM\tNODE\tROLE\tCLIENT\tLAG\tLOAD\tHEALTH")
+		for _, g := range out {
+			h := "healthy"
+			if !g.Healthy {
+				h = "UNHEALTHY"
+				if g.Error != "" {
+					h += ": " + g.Error
+				} else if g.Leader == "" {
+					h += ": no leader"
+				}
+			}
+			if len(g.Nodes) == 0 {
+				fmt.Fprintf(w, "%s\t%s\t%d\t-\t-\t-\t-\t-\t%s\n", g.Group, g.Cluster, g.Term, h)
+			}
+			for i, n := range g.Nodes {
+				nh := "ok"
+				if !n.Healthy {
+					nh = "down"
+					if n.Error != "" {
+						nh += ": " + n.Error
+					}
+				}
+				if i == 0 {
+					nh = h + " (" + nh + ")"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%.2f\t%s\n", g.Group, g.Cluster, g.Term, n.ID, n.Role, n.Client, n.Lag, n.Load, nh)
+			}
+		}
+		w.Flush()
+		if len(out) == 0 {
+			fmt.Fprintln(c.App.Writer, "no groups registered")
+		}
+	}
+	if !healthy {
+		return reported{code: 1}
+	}
+	return nil
+}
+
+func runClusterHealth(c *cli.Context) error {
+	deadline := time.Now().Add(c.Duration("wait"))
+	want := c.Int("groups")
+	for {
+		out, healthy, err := clusterStatus(c)
+		var why string
+		switch {
+		case err != nil:
+			why = err.Error()
+		case len(out) < max(want, 1):
+			why = fmt.Sprintf("%d groups registered, want %d", len(out), max(want, 1))
+		case !healthy:
+			var bad []string
+			for _, g := range out {
+				if !g.Healthy {
+					bad = append(bad, g.Group)
+				}
+			}
+			why = "unhealthy groups: " + strings.Join(bad, ", ")
+		default:
+			fmt.Fprintf(c.App.Writer, "ok: %d groups healthy\n", len(out))
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return &exitError{1, errors.New(why)}
+		}
+		select {
+		case <-c.Context.Done():
+			return &exitError{1, errors.New(why)}
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// runTopicCreateCluster creates a topic over the cluster's groups.
+func runTopicCreateCluster(c *cli.Context) error {
+	cl, err := newCluster(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := opCtx(c)
+	defer cancel()
+	var groups []string
+	for _, g := range strings.Split(c.String("groups"), ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			groups = append(groups, g)
+		}
+	}
+	made, err := cl.CreateTopic(ctx, c.Args().First(), c.Int("queues"), groups, c.Bool("if-not-exists"))
+	names := make([]string, 0, len(made))
+	for g := range made {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	for _, g := range names {
+		fmt.Fprintf(c.App.Writer, "created topic %s with %d queues on group %s\n", c.Args().First(), made[g], g)
+	}
+	return clean(err)
+}
+
+// runProduceCluster is produce through the name servers: messages spread
+// over every group's queues (a key keeps one queue).
+func runProduceCluster(c *cli.Context, topic, format string, props map[string]string, delay delaySpec) error {
+	if c.Int("queue") >= 0 {
+		return usageError(c, "--queue pins a queue of one group: use -s with that group's nodes, not --namesrv")
+	}
+	cl, err := newCluster(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	p := cl.NewProducer(client.DefaultProducerConfig())
+	defer p.Close()
+	lines := c.Args().Slice()
+	noun := "arguments"
+	if len(lines) == 0 {
+		noun = "lines"
+		sc := bufio.NewScanner(c.App.Reader)
+		sc.Buffer(make([]byte, 64<<10), 64<<20)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		if err := sc.Err(); err != nil {
+			return fmt.Errorf("reading input stopped after line %d: %w", len(lines), err)
+		}
+	}
+	batch, inflight := max(c.Int("batch"), 1), max(c.Int("inflight"), 1)
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		tally sendTally
+	)
+	out := bufio.NewWriter(c.App.Writer)
+	sem := make(chan struct{}, inflight)
+	for first := 0; first < len(lines) && c.Context.Err() == nil; first += batch {
+		part := lines[first:min(first+batch, len(lines))]
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(first int, part []string) {
+			defer func() { <-sem; wg.Done() }()
+			msgs := make([]cluster.Message, len(part))
+			for i, l := range part {
+				msgs[i] = cluster.Message{Message: client.Message{Key: c.String("key"), Tag: c.String("tag"), Properties: props, Body: []byte(l)}}
+				delay.apply(&msgs[i].Message)
+			}
+			ctx, cancel := opCtx(c)
+			acks, err := p.Send(ctx, topic, msgs...)
+			cancel()
+			mu.Lock()
+			defer mu.Unlock()
+			tally.add(first+1, len(part), err)
+			for i, a := range acks {
+				if a.Ack == nil {
+					continue
+				}
+				if format == "json" {
+					j, _ := json.Marshal(struct {
+						Group string `json:"group"`
+						ackJSON
+					}{a.Group, ackJSON{Queue: a.Queue, Offset: a.Offset, ID: a.Id, Body: part[i], DeliverAt: ackDeliverAt(a.Ack)}})
+					out.Write(append(j, '\n'))
+				} else {
+					fmt.Fprintf(out, "group %s queue %d offset %d id %s\n", a.Group, a.Queue, a.Offset, a.Id)
+				}
+			}
+		}(first, part)
+	}
+	wg.Wait()
+	out.Flush()
+	var notes []string
+	if c.Context.Err() != nil {
+		notes = append(notes, "interrupted: the input after it was not sent")
+	}
+	return tally.report(c.App.ErrWriter, "produce", noun, notes)
+}
+
+// runConsumeCluster is consume through the name servers: one member of
+// the consumer group on every group of the topic.
+func runConsumeCluster(c *cli.Context, topic, format string) error {
+	if len(c.IntSlice("queue")) > 0 || c.Bool("broadcast") || pushMode(c) {
+		return usageError(c, "--queue, --broadcast, --retry-every and --exec work on one group: use -s with that group's nodes, not --namesrv")
+	}
+	cl, err := newCluster(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	cfg := client.DefaultConsumerConfig(topic, c.String("group"))
+	cfg.From = c.String("from")
+	cfg.FollowerReads = c.Bool("follower-reads")
+	if !c.Bool("follow") {
+		cfg.Wait = 200 * time.Millisecond
+	}
+	if err := consumeOptions(c, &cfg); err != nil {
+		return err
+	}
+	ctx, cancel := opCtx(c)
+	defer cancel()
+	var end map[cluster.Queue]uint64
+	if !c.Bool("follow") {
+		if end, err = cl.EndOffsets(ctx, topic); err != nil {
+			return clean(err)
+		}
+	}
+	errw := c.App.ErrWriter
+	cons, err := cl.NewConsumer(ctx, cluster.ConsumerConfig{Consumer: cfg, OnError: func(err error) { fmt.Fprintln(errw, "raftmq:", clean(err)) }})
+	if err != nil {
+		return clean(err)
+	}
+	out := bufio.NewWriter(c.App.Writer)
+	defer out.Flush()
+	limit, n := c.Int("max"), 0
+	idle := time.Now()
+	var runErr error
+	for c.Context.Err() == nil && (limit == 0 || n < limit) {
+		recs, err := cons.Poll(c.Context)
+		if err != nil {
+			break // interrupted
+		}
+		if len(recs) > 0 {
+			idle = time.Now()
+		}
+		sort.SliceStable(recs, func(i, j int) bool {
+			if recs[i].Group != recs[j].Group {
+				return recs[i].Group < recs[j].Group
+			}
+			if recs[i].Queue != recs[j].Queue {
+				return recs[i].Queue < recs[j].Queue
+			}
+			return recs[i].Offset < recs[j].Offset
+		})
+		for _, r := range recs {
+			if limit > 0 && n >= limit {
+				// Not printed: rewind so that the group does not commit it.
+				cons.Seek(cluster.Queue{Group: r.Group, Queue: r.Queue}, r.Offset)
+				continue
+			}
+			n++
+			if format == "json" {
+				b, _ := json.Marshal(struct {
+					Group string `json:"group"`
+					msgJSON
+				}{r.Group, msgJSON{Topic: r.Topic, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Key: r.Key, Tag: r.Tag,
+					Properties: r.Properties, Body: string(r.Body), Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason}})
+				out.Write(append(b, '\n'))
+			} else {
+				fmt.Fprintf(out, "%s/%d:%d\t%s\n", r.Group, r.Queue, r.Offset, r.Body)
+			}
+		}
+		out.Flush()
+		if end != nil && cons.CaughtUp(end) {
+			break
+		}
+		if end != nil && time.Since(idle) > c.Duration("timeout") {
+			runErr = fmt.Errorf("no progress for %s (queues held: %d)", c.Duration("timeout"), len(cons.Assigned()))
+			break
+		}
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ccancel()
+	if err := cons.Close(cctx); err != nil && runErr == nil {
+		runErr = clean(err)
+	}
+	return runErr
+}

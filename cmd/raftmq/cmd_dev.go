@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/raftmq/raftmq/internal/localgroup"
+)
+
+func devCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "dev",
+		Usage: "run a local three-node group until Ctrl-C, for development",
+		Description: "Starts three `raftmq server` processes on free ports of 127.0.0.1 in a new directory,\n" +
+			"waits until they have a leader and are ready, prints their addresses and an\n" +
+			"`export RAFTMQ_SERVERS=...` line for the other commands, and stops them (SIGTERM) on Ctrl-C.\n" +
+			"The directory is removed then unless --keep.",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "nodes", Value: 3, Usage: "how many nodes (1, 3 or 5)"},
+			&cli.BoolFlag{Name: "keep", Usage: "leave the data directory behind on exit"},
+			&cli.BoolFlag{Name: "remoting", Usage: "also serve the RocketMQ remoting protocol on a port per node"},
+		},
+		Action: runDev,
+	}
+}
+
+func runDev(c *cli.Context) error {
+	n := c.Int("nodes")
+	if n != 1 && n != 3 && n != 5 {
+		return usageError(c, "--nodes %d: want 1, 3 or 5", n)
+	}
+	g, err := localgroup.New(localgroup.Config{Nodes: n, Keep: c.Bool("keep"), Remoting: c.Bool("remoting")})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	out := c.App.Writer
+	fmt.Fprintf(out, "starting %d nodes in %s ...\n", n, g.Dir())
+	ctx, cancel := context.WithTimeout(c.Context, 60*time.Second)
+	defer cancel()
+	if err := g.StartAll(ctx); err != nil {
+		return fmt.Errorf("start the group: %w (server logs in %s)", err, g.Dir())
+	}
+	leader, _, err := g.WaitLeader(ctx, "")
+	if err != nil {
+		return fmt.Errorf("no leader: %w (server logs in %s)", err, g.Dir())
+	}
+	fmt.Fprintf(out, "\nNODE  CLIENT           RAFT             HTTP%s\n", map[bool]string{true: "             REMOTING"}[c.Bool("remoting")])
+	for _, nd := range g.Nodes() {
+		line := fmt.Sprintf("%-5s %-16s %-16s %-16s", nd.ID, nd.Client, nd.Raft, nd.HTTP)
+		if nd.Remoting != "" {
+			line += " " + nd.Remoting
+		}
+		if nd.ID == leader.ID {
+			line += "  (leader)"
+		}
+		fmt.Fprintln(out, strings.TrimRight(line, " "))
+	}
+	fmt.Fprintf(out, "\nlogs and data in %s\n\nexport RAFTMQ_SERVERS=%s\n\nrunning; Ctrl-C stops the group\n", g.Dir(), g.ClientAddrs())
+	<-c.Context.Done()
+	fmt.Fprintln(out, "stopping ...")
+	if err := g.StopAll(10 * time.Second); err != nil {
+		return err
+	}
+	if c.Bool("keep") {
+		fmt.Fprintf(out, "stopped; data kept in %s\n", g.Dir())
+	} else {
+		fmt.Fprintln(out, "stopped")
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/raftmq/raftmq/internal/localgroup"
+)
+
+// TestProcessDev: `raftmq dev` prints an export line whose addresses serve
+// a produce and a consume, and on SIGINT stops its nodes, exits 0 and
+// removes its directory.
+func TestProcessDev(t *testing.T) {
+	procRequire(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, procBinary(t), "dev")
+	cmd.Env = localgroup.Env()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var servers, dir string
+	var rest bytes.Buffer
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		if d, ok := strings.CutPrefix(line, "logs and data in "); ok {
+			dir = d
+		}
+		if s, ok := strings.CutPrefix(line, "export RAFTMQ_SERVERS="); ok {
+			servers = s
+		}
+		if strings.HasPrefix(line, "running;") {
+			break
+		}
+	}
+	if servers == "" || dir == "" {
+		t.Fatalf("no export line or directory before 'running': stderr %s", errb.String())
+	}
+	go func() { rest.ReadFrom(stdout) }()
+	c := &procCluster{t: t}
+	c.mustCLI("", "produce", "-t", "dev", "-s", servers, "hello")
+	if out := c.mustCLI("", "consume", "-t", "dev", "-s", servers); !strings.Contains(out, "hello") {
+		t.Errorf("consume through the dev group printed %q", out)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("dev after SIGINT: %v, stderr %s", err, errb.String())
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("dev left %s behind (stat: %v)", dir, err)
+	}
+}
