@@ -146,10 +146,12 @@ type WritePath struct {
 }
 
 // PseudoBrokerName is the brokerName a follower's write path is routed
-// under: the group's name, "~", the node id. "~" is not in a RocketMQ
-// brokerName as RocketMQ's brokers configure it, nor in a raftmq group
-// name.
-func PseudoBrokerName(group, node string) string { return group + "~" + node }
+// under: the group's name, "~", the node id.
+func PseudoBrokerName(group, node string) string { return group + pseudoSep + node }
+
+// pseudoSep separates a write path's group and node; the name server
+// refuses a brokerName that contains it.
+const pseudoSep = "~"
 
 // groups builds every group's route from the live registrations.
 func (r *registry) groups() map[string]*GroupRoute {

@@ -202,6 +202,11 @@ func (s *Server) register(req *remoting.Command) *remoting.Command {
 	if reg.Group == "" || reg.Addr == "" {
 		return remoting.Response(req, remoting.SystemError, "register broker: brokerName and brokerAddr are required")
 	}
+	if strings.Contains(reg.Group, pseudoSep) {
+		// The write paths' brokerNames are <group>~<node>: a group named
+		// so could be taken for one.
+		return remoting.Response(req, remoting.SystemError, fmt.Sprintf("register broker: brokerName %q: %q is reserved for the followers' write paths", reg.Group, pseudoSep))
+	}
 	if _, _, err := net.SplitHostPort(reg.Addr); err != nil {
 		return remoting.Response(req, remoting.SystemError, fmt.Sprintf("register broker: brokerAddr %q: %v", reg.Addr, err))
 	}

@@ -332,6 +332,11 @@ func TestRouteWritePaths(t *testing.T) {
 	if g := s.Groups()["g1"]; len(g.WritePaths) != 1 {
 		t.Errorf("follower heard again: %+v", g.WritePaths)
 	}
+	// A group may not be named like a write path.
+	if resp := invoke(t, cl, s.Addr(), remoting.NewRequest(remoting.RegisterBroker, map[string]string{"brokerName": "g1~n9", "brokerAddr": "127.0.0.1:1009"}, nil)); resp.Code == remoting.Success ||
+		!strings.Contains(resp.Remark, "reserved") {
+		t.Errorf("a brokerName with ~: %d %s", resp.Code, resp.Remark)
+	}
 	// A follower without the flag is no path.
 	reg("127.0.0.1:1003", 1, "n3", 6, false)
 	if g := s.Groups()["g1"]; len(g.WritePaths) != 0 {
