@@ -25,7 +25,11 @@ import (
 // Go client next to raftmq's own SDK (`raftmq bench produce`) on the same
 // 3-process group, synchronous and asynchronous (docs/BENCHMARKS.md). It
 // runs only with RAFTMQ_RMQ_BENCH=1: it reports figures and asserts only
-// that every send was acknowledged.
+// that every send was acknowledged. RAFTMQ_RMQ_BENCH_WRITE_VIA=false
+// starts the nodes with --remoting-write-via-followers=false (producers
+// send to the leader only; with the default, two thirds of the sends go
+// through a follower, which forwards them); RAFTMQ_RMQ_BENCH_SDK=0 skips
+// the SDK runs.
 func TestRocketMQBench(t *testing.T) {
 	procRequire(t)
 	if os.Getenv("RAFTMQ_RMQ_BENCH") != "1" {
@@ -37,10 +41,16 @@ func TestRocketMQBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	c := procStartGroup(t, localgroup.Config{Nodes: 3, Remoting: true, ServerArgs: []string{"--namesrv", ns.Addr(), "--register-period", "2s"}})
+	via := os.Getenv("RAFTMQ_RMQ_BENCH_WRITE_VIA") != "false"
+	paths := 0
+	if via {
+		paths = 2
+	}
+	c := procStartGroup(t, localgroup.Config{Nodes: 3, Remoting: true, ServerArgs: []string{"--namesrv", ns.Addr(), "--register-period", "2s",
+		fmt.Sprintf("--remoting-write-via-followers=%v", via)}})
 	c.mustCLI("", "topic", "create", "rmqbench", "--queues", "4", "-s", c.addrs())
 	deadline := time.Now().Add(30 * time.Second)
-	for g := ns.Groups()["raftmq"]; g == nil || g.Topics["rmqbench"] != 4; g = ns.Groups()["raftmq"] {
+	for g := ns.Groups()["raftmq"]; g == nil || g.Topics["rmqbench"] != 4 || len(g.Addrs) != 3 || len(g.WritePaths) != paths; g = ns.Groups()["raftmq"] {
 		if time.Now().After(deadline) {
 			t.Fatal("topic never registered")
 		}
@@ -80,6 +90,7 @@ func TestRocketMQBench(t *testing.T) {
 		lat = append(lat, time.Since(t0))
 	}
 	el := time.Since(start)
+	t.Logf("write via followers: %v", via)
 	t.Logf("RocketMQ client, sync, 1 KiB: %d msgs in %v: %.0f msg/s, p50 %.2f ms, p99 %.2f ms", len(lat), el.Round(time.Millisecond),
 		float64(len(lat))/el.Seconds(), ms(pct(lat, 0.5)), ms(pct(lat, 0.99)))
 
@@ -135,6 +146,9 @@ func TestRocketMQBench(t *testing.T) {
 		float64(len(lat))/el.Seconds(), ms(pct(lat, 0.5)), ms(pct(lat, 0.99)))
 
 	// raftmq's SDK on the same group.
+	if os.Getenv("RAFTMQ_RMQ_BENCH_SDK") == "0" {
+		return
+	}
 	secs := fmt.Sprintf("%ds", int(d.Seconds()))
 	out := c.mustCLI("", "bench", "produce", "-s", c.addrs(), "--producers", "1", "--window", "1", "--count", "0", "--duration", secs, "--topic", "rmqbench")
 	t.Logf("raftmq SDK, sync:\n%s", out)

@@ -29,7 +29,15 @@ type Registration struct {
 	// Perms holds a topic's RocketMQ permission (4 read, 2 write) when it
 	// is not both (6).
 	Perms map[string]int
-	Seen  time.Time
+	// WriteVia: this node, while a follower, takes sends for its group
+	// (it forwards them to the leader) and is routed as a write-only
+	// pseudo-broker too (broker/remoting's --remoting-write-via-followers).
+	WriteVia bool
+	// Live, when LiveKnown (a leader's registration): the followers the
+	// leader heard from lately. Only their write paths are routed.
+	Live      []string
+	LiveKnown bool
+	Seen      time.Time
 }
 
 // registry holds the live registrations, one per broker address.
@@ -121,7 +129,29 @@ type GroupRoute struct {
 	Term        uint64         // the leader's (or the highest registered) term
 	Topics      map[string]int // the topics of the registration that leads
 	Perms       map[string]int // their permissions when not 6
+	// WritePaths are the followers (ids 1, 2, ... of Addrs) that take
+	// sends for the group, by node id order; each is routed as a
+	// write-only pseudo-broker (PseudoBrokerName).
+	WritePaths []WritePath
 }
+
+// WritePath is a follower that takes the group's sends: the route names it
+// as a brokerName of its own whose brokerAddrs hold only it, as id 0, so a
+// producer that still holds a dead leader's address sends through the
+// surviving followers without a route refresh.
+type WritePath struct {
+	Name   string // PseudoBrokerName(group, node)
+	NodeID string
+	Addr   string
+}
+
+// PseudoBrokerName is the brokerName a follower's write path is routed
+// under: the group's name, "~", the node id.
+func PseudoBrokerName(group, node string) string { return group + pseudoSep + node }
+
+// pseudoSep separates a write path's group and node; the name server
+// refuses a brokerName that contains it.
+const pseudoSep = "~"
 
 // groups builds every group's route from the live registrations.
 func (r *registry) groups() map[string]*GroupRoute {
@@ -156,13 +186,55 @@ func (r *registry) groups() map[string]*GroupRoute {
 			if reg.BrokerID == 0 && gr.Topics == nil {
 				gr.Topics, gr.Perms, gr.Term = reg.Topics, reg.Perms, reg.Term
 			}
+			// Only a registration that holds its id is a write path: a
+			// shadowed one (a dead leader's, the old id of a node that
+			// registered again) is not offered.
+			if reg.BrokerID != 0 && reg.WriteVia && reg.NodeID != "" && !hasPath(gr.WritePaths, reg.NodeID) {
+				gr.WritePaths = append(gr.WritePaths, WritePath{Name: PseudoBrokerName(g, reg.NodeID), NodeID: reg.NodeID, Addr: reg.Addr})
+			}
 		}
+		if lead := leading(regs); lead != nil && lead.LiveKnown {
+			// The leader names the followers it hears from: a dead or
+			// hung follower's registration lives until the expiry, its
+			// write path only until the leader misses it.
+			kept := gr.WritePaths[:0]
+			for _, wp := range gr.WritePaths {
+				if slices.Contains(lead.Live, wp.NodeID) {
+					kept = append(kept, wp)
+				}
+			}
+			gr.WritePaths = kept
+		}
+		if len(gr.WritePaths) == 0 {
+			gr.WritePaths = nil
+		}
+		sort.Slice(gr.WritePaths, func(i, j int) bool { return gr.WritePaths[i].Name < gr.WritePaths[j].Name })
 		if gr.Topics == nil {
 			gr.Topics, gr.Perms = regs[0].Topics, regs[0].Perms // no leader registered: what the freshest member knows
 		}
 		out[g] = gr
 	}
 	return out
+}
+
+// leading is the registration that holds id 0 (regs sorted as groups
+// sorts them), or nil.
+func leading(regs []*Registration) *Registration {
+	for _, reg := range regs {
+		if reg.BrokerID == 0 {
+			return reg
+		}
+	}
+	return nil
+}
+
+func hasPath(paths []WritePath, node string) bool {
+	for _, p := range paths {
+		if p.NodeID == node {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *registry) count() int {

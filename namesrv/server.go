@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/remoting"
 )
 
@@ -25,6 +26,12 @@ import (
 const (
 	ExtNodeID = "raftmqNodeId"
 	ExtTerm   = "raftmqTerm"
+	// ExtWriteVia "true": the node, while a follower, takes its group's
+	// sends and is routed as a write-only pseudo-broker too.
+	ExtWriteVia = "raftmqWriteVia"
+	// ExtLive (a leader's registration): the followers it heard from
+	// lately, comma-separated; only their write paths are routed.
+	ExtLive = "raftmqLive"
 	// ExtClientAddr is the node's raftmq client API (gRPC) address.
 	ExtClientAddr = "raftmqClientAddr"
 	// ExtMembers is the group's membership, "id@raftaddr,..." sorted: the
@@ -187,9 +194,18 @@ type TopicConfig struct {
 
 func (s *Server) register(req *remoting.Command) *remoting.Command {
 	reg := Registration{Cluster: req.Ext["clusterName"], Group: req.Ext["brokerName"], Addr: req.Ext["brokerAddr"], NodeID: req.Ext[ExtNodeID],
-		ClientAddr: req.Ext[ExtClientAddr], Members: SplitMembers(req.Ext[ExtMembers])}
+		ClientAddr: req.Ext[ExtClientAddr], Members: SplitMembers(req.Ext[ExtMembers]),
+		WriteVia: req.Ext[ExtWriteVia] == "true"}
+	if live, ok := req.Ext[ExtLive]; ok {
+		reg.LiveKnown, reg.Live = true, SplitList(live)
+	}
 	if reg.Group == "" || reg.Addr == "" {
 		return remoting.Response(req, remoting.SystemError, "register broker: brokerName and brokerAddr are required")
+	}
+	if strings.Contains(reg.Group, pseudoSep) {
+		// The write paths' brokerNames are <group>~<node>: a group named
+		// so could be taken for one.
+		return remoting.Response(req, remoting.SystemError, fmt.Sprintf("register broker: brokerName %q: %q is reserved for the followers' write paths", reg.Group, pseudoSep))
 	}
 	if _, _, err := net.SplitHostPort(reg.Addr); err != nil {
 		return remoting.Response(req, remoting.SystemError, fmt.Sprintf("register broker: brokerAddr %q: %v", reg.Addr, err))
@@ -292,8 +308,11 @@ type BrokerData struct {
 	BrokerAddrs map[int64]string `json:"brokerAddrs"`
 }
 
-// PermReadWrite is RocketMQ's PERM_READ|PERM_WRITE.
-const PermReadWrite = 6
+// RocketMQ's permissions: PERM_READ|PERM_WRITE, PERM_WRITE.
+const (
+	PermReadWrite = 6
+	PermWrite     = 2
+)
 
 func (s *Server) route(req *remoting.Command) *remoting.Command {
 	topic := req.Ext["topic"]
@@ -316,6 +335,20 @@ func (s *Server) route(req *remoting.Command) *remoting.Command {
 		}
 		rd.QueueDatas = append(rd.QueueDatas, QueueData{BrokerName: n, ReadQueueNums: q, WriteQueueNums: q, Perm: perm})
 		rd.BrokerDatas = append(rd.BrokerDatas, BrokerData{Cluster: gr.Cluster, BrokerName: n, BrokerAddrs: gr.Addrs})
+		if perm&PermWrite == 0 || api.IsSystemTopic(topic) {
+			continue // nothing to send, or only the leader takes it (a retry topic)
+		}
+		// The followers' write paths: write-only (perm 2, no read queues,
+		// so consumers never see them), the topic's queue ids, which are
+		// the group's, each brokerName with only its follower as id 0.
+		// Producers spread sends over the group's brokerName and these;
+		// the followers forward to the leader. When the leader dies, a
+		// client still holding its address fails over to them on its own
+		// retry, before its next route poll (docs/rocketmq.md, Routes).
+		for _, wp := range gr.WritePaths {
+			rd.QueueDatas = append(rd.QueueDatas, QueueData{BrokerName: wp.Name, ReadQueueNums: 0, WriteQueueNums: q, Perm: PermWrite})
+			rd.BrokerDatas = append(rd.BrokerDatas, BrokerData{Cluster: gr.Cluster, BrokerName: wp.Name, BrokerAddrs: map[int64]string{0: wp.Addr}})
+		}
 	}
 	if len(rd.QueueDatas) == 0 {
 		return remoting.Response(req, remoting.TopicNotExist, fmt.Sprintf("no route info of this topic: %s", topic))
@@ -342,6 +375,11 @@ type GroupInfo struct {
 	Term   uint64           `json:"term"`
 	Nodes  map[int64]string `json:"nodes"`
 	Topics map[string]int   `json:"topics"`
+	// WritePaths: pseudo-broker name -> follower address, the followers
+	// routed as write-only brokers of the group's topics. They are not in
+	// brokerAddrTable: admin tools that send to every broker of a cluster
+	// (topic creation) reach each group once, through its leader.
+	WritePaths map[string]string `json:"writePaths,omitempty"`
 	// Perms: a topic's permission when it is not 6 (4: read only).
 	Perms map[string]int `json:"perms,omitempty"`
 	// ClientAddrs: brokerId -> client API (gRPC) address, what the raftmq
@@ -354,7 +392,14 @@ func (s *Server) clusterInfo(req *remoting.Command) *remoting.Command {
 	for n, gr := range s.reg.groups() {
 		ci.BrokerAddrTable[n] = BrokerData{Cluster: gr.Cluster, BrokerName: n, BrokerAddrs: gr.Addrs}
 		ci.ClusterAddrTable[gr.Cluster] = append(ci.ClusterAddrTable[gr.Cluster], n)
-		ci.RaftmqGroups[n] = GroupInfo{Term: gr.Term, Nodes: gr.Nodes, Topics: gr.Topics, Perms: gr.Perms, ClientAddrs: gr.ClientAddrs}
+		gi := GroupInfo{Term: gr.Term, Nodes: gr.Nodes, Topics: gr.Topics, Perms: gr.Perms, ClientAddrs: gr.ClientAddrs}
+		for _, wp := range gr.WritePaths {
+			if gi.WritePaths == nil {
+				gi.WritePaths = map[string]string{}
+			}
+			gi.WritePaths[wp.Name] = wp.Addr
+		}
+		ci.RaftmqGroups[n] = gi
 	}
 	for _, names := range ci.ClusterAddrTable {
 		sort.Strings(names)
@@ -420,6 +465,17 @@ func FetchRoute(ctx context.Context, cl *remoting.Client, addr, topic string) (*
 	return &rd, nil
 }
 
+// SplitList splits a comma list, dropping empty items.
+func SplitList(s string) []string {
+	out := []string{}
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // SplitAddrs splits RocketMQ's "a;b;c" name server list.
 func SplitAddrs(s string) []string {
 	var out []string
@@ -451,6 +507,12 @@ func RegisterRequest(reg Registration) (*remoting.Command, error) {
 	ext := map[string]string{
 		"brokerAddr": reg.Addr, "brokerName": reg.Group, "clusterName": reg.Cluster, "brokerId": strconv.FormatInt(reg.BrokerID, 10),
 		"haServerAddr": "", "compressed": "false", ExtNodeID: reg.NodeID, ExtTerm: strconv.FormatUint(reg.Term, 10),
+	}
+	if reg.WriteVia {
+		ext[ExtWriteVia] = "true"
+	}
+	if reg.LiveKnown {
+		ext[ExtLive] = strings.Join(reg.Live, ",")
 	}
 	if reg.ClientAddr != "" {
 		ext[ExtClientAddr] = reg.ClientAddr

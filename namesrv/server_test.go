@@ -243,3 +243,107 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Followers that take sends are routed as write-only pseudo-brokers: one
+// brokerName each, the follower as its only address (id 0), write queues
+// the topic's, no read queues, perm 2; a read-only topic and a retry topic
+// get none; a shadowed registration (a dead leader's) is none; cluster
+// info keeps them out of brokerAddrTable and lists them in raftmqGroups.
+func TestRouteWritePaths(t *testing.T) {
+	s, cl := start(t, time.Minute)
+	topics := map[string]int{"orders": 4, "ro": 2, "%RETRY%cg": 1}
+	perms := map[string]int{"ro": 4}
+	reg := func(addr string, id int64, node string, term uint64, via bool) {
+		register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "g1", Addr: addr, BrokerID: id, NodeID: node, Term: term, Topics: topics, Perms: perms, WriteVia: via})
+	}
+	reg("127.0.0.1:1001", 0, "n1", 5, true) // the leader's flag makes no path
+	reg("127.0.0.1:1002", 1, "n2", 5, true)
+	reg("127.0.0.1:1003", 2, "n3", 5, true)
+	resp := invoke(t, cl, s.Addr(), remoting.NewRequest(remoting.GetRouteInfoByTopic, map[string]string{"topic": "orders"}, nil))
+	body := string(resp.Body)
+	for _, want := range []string{
+		`{"brokerName":"g1","readQueueNums":4,"writeQueueNums":4,"perm":6,"topicSysFlag":0}`,
+		`{"brokerName":"g1~n2","readQueueNums":0,"writeQueueNums":4,"perm":2,"topicSysFlag":0}`,
+		`{"brokerName":"g1~n3","readQueueNums":0,"writeQueueNums":4,"perm":2,"topicSysFlag":0}`,
+		`{"cluster":"c","brokerName":"g1~n2","brokerAddrs":{"0":"127.0.0.1:1002"}}`,
+		`{"cluster":"c","brokerName":"g1~n3","brokerAddrs":{"0":"127.0.0.1:1003"}}`,
+		`{"cluster":"c","brokerName":"g1","brokerAddrs":{"0":"127.0.0.1:1001","1":"127.0.0.1:1002","2":"127.0.0.1:1003"}}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("route lacks %s:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "g1~n1") || strings.Contains(body, " ") {
+		t.Errorf("route %s", body)
+	}
+	// What the RocketMQ clients make of it: producers write to 12 queues
+	// (the group's 4 three times over, so a hash over them keeps a key on
+	// one queue id), consumers read the group's 4.
+	rd, err := FetchRoute(context.Background(), cl, s.Addr(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeQueues, readQueues := map[string]int{}, map[string]int{}
+	for _, qd := range rd.QueueDatas {
+		if qd.Perm&PermWrite != 0 {
+			writeQueues[qd.BrokerName] += qd.WriteQueueNums
+		}
+		if qd.Perm&4 != 0 {
+			readQueues[qd.BrokerName] += qd.ReadQueueNums
+		}
+	}
+	if len(writeQueues) != 3 || writeQueues["g1~n2"] != 4 || len(readQueues) != 1 || readQueues["g1"] != 4 {
+		t.Fatalf("write %v read %v", writeQueues, readQueues)
+	}
+	for _, topic := range []string{"ro", "%RETRY%cg"} {
+		rd, err := FetchRoute(context.Background(), cl, s.Addr(), topic)
+		if err != nil || len(rd.QueueDatas) != 1 || len(rd.BrokerDatas) != 1 {
+			t.Errorf("%s: want the group only: %+v %v", topic, rd, err)
+		}
+	}
+	ci, err := FetchClusterInfo(context.Background(), cl, s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ci.BrokerAddrTable) != 1 || len(ci.ClusterAddrTable["c"]) != 1 {
+		t.Errorf("pseudo-brokers in the cluster tables: %+v", ci)
+	}
+	if wp := ci.RaftmqGroups["g1"].WritePaths; len(wp) != 2 || wp["g1~n2"] != "127.0.0.1:1002" || wp["g1~n3"] != "127.0.0.1:1003" {
+		t.Errorf("write paths in cluster info: %v", wp)
+	}
+
+	// n1 is killed; n2 wins term 6 and registers as 0: its path goes (it
+	// leads), n3's stays; the dead n1's shadowed registration is no path.
+	reg("127.0.0.1:1002", 0, "n2", 6, true)
+	reg("127.0.0.1:1003", 1, "n3", 6, true)
+	g := s.Groups()["g1"]
+	if len(g.WritePaths) != 1 || g.WritePaths[0] != (WritePath{Name: "g1~n3", NodeID: "n3", Addr: "127.0.0.1:1003"}) {
+		t.Errorf("after failover: %+v", g.WritePaths)
+	}
+	// The leader lists the followers it hears from: n3 is silent (dead,
+	// hung): its registration lives on until the expiry, its path goes.
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "g1", Addr: "127.0.0.1:1002", BrokerID: 0, NodeID: "n2", Term: 6, Topics: topics, Perms: perms,
+		Live: []string{"n1"}, LiveKnown: true})
+	if g := s.Groups()["g1"]; len(g.WritePaths) != 0 || g.Addrs[1] != "127.0.0.1:1003" {
+		t.Errorf("silent follower: %+v", g)
+	}
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "g1", Addr: "127.0.0.1:1002", BrokerID: 0, NodeID: "n2", Term: 6, Topics: topics, Perms: perms,
+		Live: []string{"n1", "n3"}, LiveKnown: true})
+	if g := s.Groups()["g1"]; len(g.WritePaths) != 1 {
+		t.Errorf("follower heard again: %+v", g.WritePaths)
+	}
+	// A group may not be named like a write path.
+	if resp := invoke(t, cl, s.Addr(), remoting.NewRequest(remoting.RegisterBroker, map[string]string{"brokerName": "g1~n9", "brokerAddr": "127.0.0.1:1009"}, nil)); resp.Code == remoting.Success ||
+		!strings.Contains(resp.Remark, "reserved") {
+		t.Errorf("a brokerName with ~: %d %s", resp.Code, resp.Remark)
+	}
+	// A follower without the flag is no path.
+	reg("127.0.0.1:1003", 1, "n3", 6, false)
+	if g := s.Groups()["g1"]; len(g.WritePaths) != 0 {
+		t.Errorf("without the flag: %+v", g.WritePaths)
+	}
+	rd, err = FetchRoute(context.Background(), cl, s.Addr(), "orders")
+	if err != nil || len(rd.QueueDatas) != 1 || rd.BrokerDatas[0].BrokerName != "g1" {
+		t.Errorf("route without paths: %+v %v", rd, err)
+	}
+}

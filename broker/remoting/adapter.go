@@ -36,12 +36,21 @@ type Config struct {
 	// MaxPullWait bounds how long a long-polling pull is held (the Go
 	// client asks for 20 s with a 30 s timeout).
 	MaxPullWait time.Duration
-	Logger      hclog.Logger
+	// WriteViaFollowers: while a follower, this node registers as a
+	// write-only pseudo-broker of the group's topics too (namesrv,
+	// WritePath), so RocketMQ producers spread sends over the leader and
+	// the followers (which forward them) and, when the leader dies, keep
+	// sending through the followers without waiting for their next route
+	// poll (up to 30 s). The cost is the forwarding hop on the sends that
+	// go through a follower.
+	WriteViaFollowers bool
+	Logger            hclog.Logger
 }
 
 // DefaultConfig returns RocketMQ's periods.
 func DefaultConfig() Config {
-	return Config{Cluster: "DefaultCluster", RegisterPeriod: 30 * time.Second, ConsumerExpiry: 120 * time.Second, MaxPullWait: 15 * time.Second}
+	return Config{Cluster: "DefaultCluster", RegisterPeriod: 30 * time.Second, ConsumerExpiry: 120 * time.Second, MaxPullWait: 15 * time.Second,
+		WriteViaFollowers: true}
 }
 
 // Adapter is the remoting face of one broker node.

@@ -40,6 +40,7 @@ func newFixture(t *testing.T) *fixture {
 		cfg.RemotingConfig.NameServers = []string{nss[0].Addr(), nss[1].Addr()}
 		cfg.RemotingConfig.RegisterPeriod = time.Second
 		cfg.RemotingConfig.MaxPullWait = 300 * time.Millisecond
+		cfg.RemotingConfig.WriteViaFollowers = true
 	}))
 	cl := rmq.NewClient()
 	t.Cleanup(func() { cl.Close() })
@@ -364,6 +365,12 @@ func TestRegistrationFollowsTheLeader(t *testing.T) {
 	if g.Addrs[1] != f.addr(fol[0]) || g.Addrs[2] != f.addr(fol[1]) {
 		t.Fatalf("followers %v, want %s as 1 and %s as 2", g.Addrs, f.addr(fol[0]), f.addr(fol[1]))
 	}
+	// Both followers are write paths (--remoting-write-via-followers), by
+	// node id.
+	if len(g.WritePaths) != 2 || g.WritePaths[0].Addr != f.addr(fol[0]) || g.WritePaths[1].Addr != f.addr(fol[1]) ||
+		g.WritePaths[0].Name != namesrv.PseudoBrokerName("raftmq", g.Nodes[1]) {
+		t.Fatalf("write paths %+v, want %s and %s", g.WritePaths, f.addr(fol[0]), f.addr(fol[1]))
+	}
 	// Kill the leader: the new leader registers as 0 at once (not after
 	// the 1s period nor the name server's expiry).
 	f.c.Kill(l)
@@ -380,6 +387,19 @@ func TestRegistrationFollowsTheLeader(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("route named the new leader %v after it was found", time.Since(start))
+	// The new leader is no write path any more; the surviving follower is
+	// one once it has registered under the new numbering.
+	for {
+		g := f.ns.Groups()["raftmq"]
+		other := fol[0] + fol[1] - nl
+		if len(g.WritePaths) == 1 && g.WritePaths[0].Addr == f.addr(other) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("write paths after the failover: %+v, want only %s", g.WritePaths, f.addr(other))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	for {
 		if g := f.ns2.Groups()["raftmq"]; g != nil && g.Addrs[0] == f.addr(nl) {
 			break
@@ -444,4 +464,35 @@ func TestGarbageRequestsAreAnswered(t *testing.T) {
 		t.Fatalf("after %d garbage requests: %d %s, queue end %s, want 8", n, r.Code, r.Remark, r.Ext["offset"])
 	}
 	t.Logf("%d garbage requests answered; queue g/0 ends at %s", n, r.Ext["offset"])
+}
+
+// A follower that stops (servertest's Kill closes the adapter, which
+// unregisters) is no write path from then on. A SIGKILLed one does not
+// unregister: the leader's live list drops it (TestLiveFollowers,
+// integration's TestRocketMQFailover/follower-kill).
+func TestWritePathOfAStoppedFollowerGoes(t *testing.T) {
+	f := newFixture(t)
+	f.createTopic("t1", 2)
+	deadline := time.Now().Add(30 * time.Second)
+	for g := f.ns.Groups()["raftmq"]; g == nil || len(g.WritePaths) != 2; g = f.ns.Groups()["raftmq"] {
+		if time.Now().After(deadline) {
+			t.Fatalf("never two write paths: %+v", g)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fol := f.follower()
+	gone := f.addr(fol)
+	f.c.Kill(fol)
+	start := time.Now()
+	for {
+		g := f.ns.Groups()["raftmq"]
+		if len(g.WritePaths) == 1 && g.WritePaths[0].Addr != gone {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the stopped follower's write path stayed: %+v", g.WritePaths)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the stopped follower's write path went %v after the stop", time.Since(start).Round(time.Millisecond))
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/namesrv"
 	rmq "github.com/raftmq/raftmq/remoting"
 )
@@ -25,10 +26,22 @@ type view struct {
 	leader string
 	term   uint64
 	ids    map[string]int64
+	// live (the leader's view only): the followers it heard from within
+	// liveGrace, sorted; the name server offers only their write paths,
+	// so a follower that died (or hangs) stops being routed for sends
+	// after liveGrace plus the clients' next route poll, not after the
+	// name server's expiry of its registration.
+	live     []string
+	liveSeen bool
 	// members is the group's identity for the name servers: its Raft
 	// membership as sorted "id@raftaddr" (namesrv.ExtMembers).
 	members []string
 }
+
+// liveGrace is how long the leader keeps counting a silent follower as a
+// write path; well above the state period (a follower under load answers
+// late), well below the name servers' expiry.
+const liveGrace = 5 * time.Second
 
 func (v *view) brokerID(node string) int64 {
 	if v == nil {
@@ -43,7 +56,8 @@ func (v *view) brokerID(node string) int64 {
 func (v *view) isLeader() bool { return v != nil && v.leader != "" && v.leader == v.self }
 
 func (v *view) same(o *view) bool {
-	if v == nil || o == nil || v.leader != o.leader || v.term != o.term || len(v.ids) != len(o.ids) || !slices.Equal(v.members, o.members) {
+	if v == nil || o == nil || v.leader != o.leader || v.term != o.term || len(v.ids) != len(o.ids) || !slices.Equal(v.members, o.members) ||
+		v.liveSeen != o.liveSeen || !slices.Equal(v.live, o.live) {
 		return false
 	}
 	for k, id := range v.ids {
@@ -80,6 +94,10 @@ type registrar struct {
 	// last outcome per name server, to log changes only
 	mu     sync.Mutex
 	failed map[string]bool
+	// the term this node last led and when it saw itself lead it (under
+	// mu)
+	leadTerm  uint64
+	leadSince time.Time
 }
 
 // viewPoll is how often the registrar compares the view (role changes also
@@ -119,6 +137,16 @@ func (r *registrar) refresh() *view {
 	}
 	sort.Strings(identity)
 	v := &view{self: r.a.b.ID(), leader: st.LeaderID, term: st.Term, ids: numbering(st.LeaderID, members), members: identity}
+	if st.LeaderID != "" && st.LeaderID == v.self {
+		now := time.Now()
+		r.mu.Lock()
+		if r.leadTerm != st.Term {
+			r.leadTerm, r.leadSince = st.Term, now
+		}
+		since := r.leadSince
+		r.mu.Unlock()
+		v.live, v.liveSeen = liveFollowers(st, now, since), true
+	}
 	if prev := r.v.Load(); st.LeaderID == "" && prev != nil {
 		// An election: the routes still number the members by the last
 		// leader, so suggestions keep doing so until a new one is known.
@@ -126,6 +154,26 @@ func (r *registrar) refresh() *view {
 	}
 	r.v.Store(v)
 	return v
+}
+
+// liveFollowers are the members other than the leader heard from within
+// liveGrace and not damaged, sorted. One not heard from at all counts for
+// liveGrace after the leader took office (leadSince): a new leader that
+// has not polled its followers yet does not drop their paths from the
+// route it registers at once.
+func liveFollowers(st broker.Status, now, leadSince time.Time) []string {
+	live := []string{}
+	for _, n := range st.Nodes {
+		if n.ID == st.LeaderID || n.Damaged {
+			continue
+		}
+		if n.LastSeen.IsZero() && now.Sub(leadSince) > liveGrace || !n.LastSeen.IsZero() && now.Sub(n.LastSeen) > liveGrace {
+			continue
+		}
+		live = append(live, n.ID)
+	}
+	sort.Strings(live)
+	return live
 }
 
 func (r *registrar) loop() {
@@ -184,7 +232,8 @@ func (r *registrar) registration(v *view) namesrv.Registration {
 	}
 	return namesrv.Registration{Cluster: r.a.cfg.Cluster, Group: r.a.b.Config().Group, Addr: r.a.cfg.Addr,
 		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms,
-		ClientAddr: r.a.b.Config().ClientAddr, Members: v.members}
+		ClientAddr: r.a.b.Config().ClientAddr, Members: v.members,
+		WriteVia: r.a.cfg.WriteViaFollowers, Live: v.live, LiveKnown: v.liveSeen}
 }
 
 // registerAll registers with every name server at once; it reports

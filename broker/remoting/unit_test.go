@@ -1,8 +1,11 @@
 package remoting
 
 import (
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/raftmq/raftmq/broker"
 )
 
 func TestPhysicalOffsetNamesTheMessage(t *testing.T) {
@@ -63,5 +66,29 @@ func TestConsumersFollowTheirConnection(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	if got := short.list("g"); len(got) != 0 {
 		t.Fatalf("silent member kept: %v", got)
+	}
+}
+
+func TestLiveFollowers(t *testing.T) {
+	now := time.Now()
+	st := broker.Status{LeaderID: "n1", Nodes: []broker.NodeStatus{
+		{ID: "n1", LastSeen: now},
+		{ID: "n3", LastSeen: now.Add(-time.Second)},
+		{ID: "n2", LastSeen: now.Add(-liveGrace - time.Second)}, // silent: dead or hung
+		{ID: "n4"}, // never heard
+		{ID: "n5", LastSeen: now, Damaged: true},
+		{ID: "n0", LastSeen: now.Add(-time.Millisecond)},
+	}}
+	if got := liveFollowers(st, now, now.Add(-liveGrace-time.Second)); !slices.Equal(got, []string{"n0", "n3"}) {
+		t.Fatalf("live %v, want [n0 n3]", got)
+	}
+	// A new leader counts the followers it has not heard from yet.
+	if got := liveFollowers(st, now, now.Add(-time.Second)); !slices.Equal(got, []string{"n0", "n3", "n4"}) {
+		t.Fatalf("live %v for a new leader, want [n0 n3 n4]", got)
+	}
+	v1 := &view{leader: "n1", term: 2, ids: map[string]int64{"n1": 0}, live: []string{"n3"}, liveSeen: true}
+	v2 := &view{leader: "n1", term: 2, ids: map[string]int64{"n1": 0}, live: []string{"n0", "n3"}, liveSeen: true}
+	if v1.same(v2) || !v1.same(v1) {
+		t.Fatal("a change of the live followers is a change of the view (the leader registers again at once)")
 	}
 }

@@ -68,6 +68,9 @@ type routeGroup struct {
 	Followers map[string]string `json:"followers"` // brokerId -> address
 	Nodes     map[string]string `json:"nodes"`     // brokerId -> node id
 	Topics    map[string]int    `json:"topics"`
+	// WritePaths: the followers routed as write-only pseudo-brokers
+	// (name -> address), --remoting-write-via-followers.
+	WritePaths map[string]string `json:"write_paths,omitempty"`
 }
 
 func runRoutes(c *cli.Context) error {
@@ -89,7 +92,7 @@ func runRoutes(c *cli.Context) error {
 			}
 		}
 		rg := routeGroup{Group: name, Cluster: bd.Cluster, Term: gi.Term, Leader: bd.BrokerAddrs[0], LeaderID: gi.Nodes[0],
-			Followers: map[string]string{}, Nodes: map[string]string{}, Topics: gi.Topics}
+			Followers: map[string]string{}, Nodes: map[string]string{}, Topics: gi.Topics, WritePaths: gi.WritePaths}
 		for id, addr := range bd.BrokerAddrs {
 			rg.Nodes[fmt.Sprint(id)] = gi.Nodes[id]
 			if id != 0 {
@@ -130,6 +133,14 @@ func runRoutes(c *cli.Context) error {
 		sort.Strings(ids)
 		for _, id := range ids {
 			fmt.Fprintf(w, "  follower %2s: %s (%s)\n", id, g.Followers[id], g.Nodes[id])
+		}
+		paths := make([]string, 0, len(g.WritePaths))
+		for name, addr := range g.WritePaths {
+			paths = append(paths, name+" "+addr)
+		}
+		sort.Strings(paths)
+		if len(paths) > 0 {
+			fmt.Fprintf(w, "  sends also via (write-only brokers): %s\n", strings.Join(paths, ", "))
 		}
 		topics := make([]string, 0, len(g.Topics))
 		for t, q := range g.Topics {

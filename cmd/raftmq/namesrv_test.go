@@ -25,7 +25,7 @@ func TestNamesrvRoutes(t *testing.T) {
 	defer cl.Close()
 	for _, reg := range []namesrv.Registration{
 		{Cluster: "c", Group: "g1", Addr: "127.0.0.1:10911", BrokerID: 0, NodeID: "n1", Term: 3, Topics: map[string]int{"orders": 4}},
-		{Cluster: "c", Group: "g1", Addr: "127.0.0.1:10921", BrokerID: 1, NodeID: "n2", Term: 3, Topics: map[string]int{"orders": 4}},
+		{Cluster: "c", Group: "g1", Addr: "127.0.0.1:10921", BrokerID: 1, NodeID: "n2", Term: 3, Topics: map[string]int{"orders": 4}, WriteVia: true},
 	} {
 		req, _ := namesrv.RegisterRequest(reg)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -36,12 +36,14 @@ func TestNamesrvRoutes(t *testing.T) {
 		}
 	}
 	out, _, code = runCLI("namesrv", "routes", "--namesrv", ns.Addr(), "--topic", "orders")
-	if code != 0 || !strings.Contains(out, "leader    0: 127.0.0.1:10911 (n1)") || !strings.Contains(out, "follower  1: 127.0.0.1:10921 (n2)") || !strings.Contains(out, "orders(4)") {
+	if code != 0 || !strings.Contains(out, "leader    0: 127.0.0.1:10911 (n1)") || !strings.Contains(out, "follower  1: 127.0.0.1:10921 (n2)") || !strings.Contains(out, "orders(4)") ||
+		!strings.Contains(out, "sends also via (write-only brokers): g1~n2 127.0.0.1:10921") {
 		t.Fatalf("routes: exit %d\n%s", code, out)
 	}
 	out, _, code = runCLI("namesrv", "routes", "--namesrv", ns.Addr(), "--json")
 	var groups []routeGroup
-	if code != 0 || json.Unmarshal([]byte(out), &groups) != nil || len(groups) != 1 || groups[0].Leader != "127.0.0.1:10911" || groups[0].Term != 3 {
+	if code != 0 || json.Unmarshal([]byte(out), &groups) != nil || len(groups) != 1 || groups[0].Leader != "127.0.0.1:10911" || groups[0].Term != 3 ||
+		groups[0].WritePaths["g1~n2"] != "127.0.0.1:10921" {
 		t.Fatalf("routes --json: exit %d %q", code, out)
 	}
 	if err := runErr("namesrv", "routes", "--namesrv", ns.Addr(), "--topic", "nope"); exitCode(err) != 3 || !strings.Contains(err.Error(), "nope") {
