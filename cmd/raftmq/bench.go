@@ -18,6 +18,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/client/bench"
 	"github.com/raftmq/raftmq/internal/localgroup"
 )
@@ -39,6 +40,7 @@ func benchFlags(defaultCount int64, extra ...cli.Flag) []cli.Flag {
 		&cli.StringSliceFlag{Name: "server-flag", Usage: "with --local: extra flag for every server, e.g. --server-flag=--max-batch-bytes=524288 (repeatable)"},
 		&cli.StringFlag{Name: "local-dir", Usage: "with --local: keep the group's data and logs in this directory (default: a temporary one, removed)"},
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of this client's run to this file (servers: http://HTTP/debug/pprof/profile)"},
+		&cli.BoolFlag{Name: "purge", Usage: "delete the topic after the run (its messages are then reclaimed by retention)"},
 	)
 	return append(fs, extra...)
 }
@@ -177,6 +179,25 @@ func procMemory(pid int) (peak, cur uint64, err error) {
 	return 0, 0, fmt.Errorf("read memory of pid %d: %w", pid, err)
 }
 
+// purgeTopic deletes the bench topic after a run with --purge.
+func purgeTopic(c *cli.Context, servers []string, topic string) error {
+	if !c.Bool("purge") {
+		return nil
+	}
+	cl, err := client.New(client.Config{Servers: servers, RetryTimeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.DeleteTopic(ctx, topic, true); err != nil {
+		return fmt.Errorf("--purge: delete topic %s: %w", topic, err)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "deleted topic %s\n", topic)
+	return nil
+}
+
 // benchBound says when a bench run stops.
 func benchBound(count int64, d time.Duration) string {
 	switch {
@@ -217,7 +238,10 @@ func runBenchProduce(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.ErrWriter, "bench produce: topic %s, %d B messages, %d producers x %d requests in flight x %d messages, %s, against %s\n",
 		cfg.Topic, cfg.Size, cfg.Producers, cfg.Window, cfg.Batch, benchBound(cfg.Count, cfg.Duration), strings.Join(cfg.Servers, ","))
-	res, nodes, runErr := profiled(c, t, func() (*bench.ProduceResult, error) { return bench.RunProduce(c.Context, cfg) })
+	res, nodes, runErr := profiled(c, t, func() (*bench.ProduceResult, error) {
+		res, err := bench.RunProduce(c.Context, cfg)
+		return res, errors.Join(err, purgeTopic(c, cfg.Servers, cfg.Topic))
+	})
 	if res == nil {
 		return clean(runErr)
 	}
@@ -296,7 +320,10 @@ func runBenchConsume(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.ErrWriter, "bench consume: topic %s, %d consumers, follower reads %v, %s, against %s\n",
 		cfg.Topic, cfg.Consumers, cfg.FollowerReads, benchBound(cfg.Count, cfg.Duration), strings.Join(cfg.Servers, ","))
-	res, nodes, runErr := profiled(c, t, func() (*bench.ConsumeResult, error) { return bench.RunConsume(c.Context, cfg) })
+	res, nodes, runErr := profiled(c, t, func() (*bench.ConsumeResult, error) {
+		res, err := bench.RunConsume(c.Context, cfg)
+		return res, errors.Join(err, purgeTopic(c, cfg.Servers, cfg.Topic))
+	})
 	if res == nil {
 		return clean(runErr)
 	}
