@@ -164,12 +164,3 @@ func (b *Broker) deliverTime(index uint64, m *Message) int64 {
 	}
 	return t.Add(d).UnixMilli()
 }
-
-func isSkipped(skip []uint32, req int) bool {
-	for _, s := range skip {
-		if s == uint32(req) {
-			return true
-		}
-	}
-	return false
-}

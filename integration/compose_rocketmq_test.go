@@ -3,9 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
-	"slices"
 	"testing"
 	"time"
 
