@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -63,5 +64,32 @@ func TestProcessDev(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("dev left %s behind (stat: %v)", dir, err)
+	}
+}
+
+// TestProcessBenchE2E: `bench e2e` consumes live what it produces: every
+// acknowledged message arrives, with an end-to-end latency for each.
+func TestProcessBenchE2E(t *testing.T) {
+	procRequire(t)
+	c := &procCluster{t: t}
+	out := c.mustCLI("", "bench", "e2e", "--local", "-d", "2s", "--size", "100", "--json")
+	var r struct {
+		Produce struct {
+			Messages uint64 `json:"messages"`
+		} `json:"produce"`
+		Consume struct {
+			Messages uint64 `json:"messages"`
+			EndToEnd struct {
+				Count uint64 `json:"count"`
+				P50   int64  `json:"p50_ns"`
+			} `json:"end_to_end_latency"`
+		} `json:"consume"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("bench e2e --json: %v\n%s", err, out)
+	}
+	if r.Produce.Messages == 0 || r.Consume.Messages < r.Produce.Messages || r.Consume.EndToEnd.Count != r.Consume.Messages || r.Consume.EndToEnd.P50 <= 0 {
+		t.Errorf("bench e2e: produced %d, consumed %d, end-to-end latencies %d (p50 %d ns); want every produced message consumed, each with a latency",
+			r.Produce.Messages, r.Consume.Messages, r.Consume.EndToEnd.Count, r.Consume.EndToEnd.P50)
 	}
 }

@@ -39,6 +39,9 @@ type ConsumeConfig struct {
 	// Progress, when set, is called every ProgressInterval (default 1s).
 	Progress         func(Progress)
 	ProgressInterval time.Duration
+	// Live starts at the queues' ends and reads what is produced meanwhile
+	// until Count or Duration, recording EndToEnd latency.
+	Live bool
 }
 
 // ConsumeResult is the outcome of a consume run. MB is 10^6 bytes of bodies.
@@ -64,6 +67,9 @@ type ConsumeResult struct {
 	FollowerShare float64           `json:"follower_share"`
 	// PollLatency is per Poll (one pull per assigned queue, in parallel).
 	PollLatency Summary `json:"poll_latency"`
+	// EndToEnd (Live runs) is from a message's store time on the leader to
+	// its arrival here, at the millisecond resolution of store times.
+	EndToEnd *Summary `json:"end_to_end_latency,omitempty"`
 	// Elections is how many Raft terms began during the run (-1: unknown).
 	Elections int64 `json:"elections"`
 	// ClientCPUSeconds is the CPU time this process used during the run.
@@ -148,6 +154,9 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 		cc.MaxBytes = 16 << 20
 		cc.Wait = 100 * time.Millisecond
 		cc.CommitInterval = 0 // commit nothing: a bench group is throwaway
+		if cfg.Live {
+			cc.From = "latest"
+		}
 		for q := i; q < len(ti.QueueInfo); q += n {
 			qi := ti.QueueInfo[q].Queue
 			cc.Queues = append(cc.Queues, qi)
@@ -158,7 +167,11 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 		}
 	}
 
+	if cfg.Live && cfg.Count == 0 && cfg.Duration == 0 {
+		return nil, errors.New("a live run needs a count or a duration")
+	}
 	var (
+		e2e                 = NewHistogram()
 		hist                = NewHistogram()
 		msgs, bytes, leader atomic.Uint64
 		failed              atomic.Uint64
@@ -179,7 +192,7 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 			return true // nothing to read
 		}
 		for !stop.Load() && runCtx.Err() == nil {
-			if caughtUp() {
+			if !cfg.Live && caughtUp() {
 				complete.Add(1)
 				return
 			}
@@ -207,7 +220,11 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 			}
 			hist.Record(lat)
 			var b, l uint64
+			now := time.Now()
 			for i := range recs {
+				if cfg.Live {
+					e2e.Record(max(0, now.Sub(time.UnixMilli(recs[i].TimestampMs))))
+				}
 				b += uint64(len(recs[i].Body))
 				if recs[i].ServedByLeader {
 					l++
@@ -240,6 +257,10 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 		res.MBPerSec = float64(res.Bytes) / 1e6 / res.Seconds
 	}
 	res.PollLatency = hist.Summary()
+	if cfg.Live {
+		sum := e2e.Summary()
+		res.EndToEnd = &sum
+	}
 	res.Elections = elections(term0, term(context.Background(), admin))
 	for _, m := range members {
 		for node, c := range m.cons.ServedBy() {

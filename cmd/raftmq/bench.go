@@ -87,6 +87,22 @@ func benchCommand() *cli.Command {
 				),
 				Action: runBenchConsume,
 			},
+			{
+				Name:  "e2e",
+				Usage: "produce and consume at once; report both rates and the end-to-end latency",
+				Description: "Consumers (as bench consume, starting at the topic's end) read what the producers (as bench\n" +
+					"produce) send during --duration. End-to-end latency is from a message's store time on the\n" +
+					"leader to its arrival at a consumer, at the millisecond resolution of store times.",
+				Flags: benchFlags(0,
+					&cli.IntFlag{Name: "producers", Aliases: []string{"P"}, Value: 4, Usage: "producers (each its own connection)"},
+					&cli.IntFlag{Name: "window", Aliases: []string{"w"}, Value: 16, Usage: "Sends in flight per producer (1 = synchronous)"},
+					&cli.IntFlag{Name: "batch", Aliases: []string{"b"}, Value: 1, Usage: "messages per Send"},
+					&cli.IntFlag{Name: "queues", Value: 4, Usage: "queues of the topic when the run creates it"},
+					&cli.IntFlag{Name: "consumers", Aliases: []string{"c"}, Value: 2, Usage: "consumers (each its own connection)"},
+					&cli.BoolFlag{Name: "follower-reads", Value: true, Usage: "follow the group's suggestion of which node to pull from (false: leader only)"},
+				),
+				Action: runBenchE2E,
+			},
 		},
 	}
 }
@@ -334,6 +350,74 @@ func runBenchConsume(c *cli.Context) error {
 		runErr, res.Errors, res.FirstError, "poll(s)")
 }
 
+func runBenchE2E(c *cli.Context) error {
+	if c.Duration("duration") <= 0 {
+		return usageError(c, "--duration must be above 0: the run produces and consumes for that long")
+	}
+	t, err := startBenchTarget(c)
+	if err != nil {
+		return err
+	}
+	pcfg := bench.ProduceConfig{
+		Servers: t.servers, Topic: c.String("topic"), Queues: int32(c.Int("queues")), Size: c.Int("size"),
+		Producers: c.Int("producers"), Window: c.Int("window"), Batch: c.Int("batch"),
+		Count: c.Int64("count"), Duration: c.Duration("duration"), Timeout: c.Duration("timeout"),
+	}
+	ccfg := bench.ConsumeConfig{
+		Servers: t.servers, Topic: pcfg.Topic, Consumers: c.Int("consumers"), FollowerReads: c.Bool("follower-reads"),
+		Duration: pcfg.Duration + 2*time.Second, Timeout: pcfg.Timeout, Live: true,
+		Progress: benchProgress(c.App.ErrWriter, "read"),
+	}
+	fmt.Fprintf(c.App.ErrWriter, "bench e2e: topic %s, %d B messages, %d producers x %d in flight, %d consumers, follower reads %v, for %s, against %s\n",
+		pcfg.Topic, pcfg.Size, pcfg.Producers, pcfg.Window, ccfg.Consumers, ccfg.FollowerReads, pcfg.Duration, strings.Join(t.servers, ","))
+	type both struct {
+		Produce *bench.ProduceResult `json:"produce"`
+		Consume *bench.ConsumeResult `json:"consume"`
+	}
+	res, nodes, runErr := profiled(c, t, func() (*both, error) {
+		// The topic must exist before the consumers describe it.
+		if _, err := bench.RunProduce(c.Context, bench.ProduceConfig{Servers: pcfg.Servers, Topic: pcfg.Topic, Queues: pcfg.Queues,
+			Size: 1, Producers: 1, Window: 1, Count: 1, Timeout: pcfg.Timeout}); err != nil {
+			return nil, err
+		}
+		var out both
+		var cerr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			out.Consume, cerr = bench.RunConsume(c.Context, ccfg)
+		}()
+		time.Sleep(time.Second) // the consumers join at the topic's end first
+		var perr error
+		out.Produce, perr = bench.RunProduce(c.Context, pcfg)
+		<-done
+		return &out, errors.Join(perr, cerr, purgeTopic(c, t.servers, pcfg.Topic))
+	})
+	if res == nil {
+		return clean(runErr)
+	}
+	var errs uint64
+	first := ""
+	if res.Produce != nil {
+		errs, first = res.Produce.Errors, res.Produce.FirstError
+	}
+	return reportBench(c, struct {
+		*both
+		Nodes []nodeRSS `json:"nodes,omitempty"`
+	}{res, nodes}, func(w io.Writer) {
+		if res.Produce != nil {
+			printProduce(w, res.Produce)
+		}
+		if res.Consume != nil {
+			printConsume(w, res.Consume)
+			if l := res.Consume.EndToEnd; l != nil {
+				fmt.Fprintf(w, "  end to end  p50 %s  p99 %s  max %s  (%s messages)\n", msString(l.P50), msString(l.P99), msString(l.Max), groupDigits(l.Count))
+			}
+		}
+		printNodes(w, nodes)
+	}, runErr, errs, first, "Send(s)")
+}
+
 func printProduce(w io.Writer, r *bench.ProduceResult) {
 	mode := fmt.Sprintf("%d in flight", r.Window)
 	if r.Window == 1 {
@@ -353,7 +437,9 @@ func printProduce(w io.Writer, r *bench.ProduceResult) {
 
 func printConsume(w io.Writer, r *bench.ConsumeResult) {
 	state := "read to the end"
-	if !r.Complete {
+	if r.EndToEnd != nil {
+		state = "read live from the end"
+	} else if !r.Complete {
 		state = fmt.Sprintf("stopped before the end (%s of %s available)", groupDigits(r.Messages), groupDigits(r.Available))
 	}
 	fmt.Fprintf(w, "consume: %s messages (%.1f MB) of %s (%d queues) in %.2f s by %d consumer(s), follower reads %v: %s\n",
