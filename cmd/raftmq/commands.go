@@ -79,8 +79,8 @@ func checkHealth(ctx context.Context, cl *client.Client, addr string, all bool) 
 		return "", &exitError{3, fmt.Errorf("%s answers but knows no leader", st.AnsweredBy)}
 	}
 	if all {
-		if bad := unwell(st); len(bad) > 0 {
-			return "", &exitError{4, fmt.Errorf("group %s: %s", st.Group, strings.Join(bad, "; "))}
+		if err := statusExit(st); err != nil {
+			return "", err
 		}
 		return fmt.Sprintf("ok: group %s, %d nodes up and ready, leader %s, term %d", st.Group, len(st.Nodes), st.LeaderId, st.Term), nil
 	}
