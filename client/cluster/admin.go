@@ -134,3 +134,124 @@ func (c *Cluster) Status(ctx context.Context) ([]GroupStatus, error) {
 	wg.Wait()
 	return out, nil
 }
+
+// ErrGroupHasTopic: a group asked to take a topic on holds it already.
+// raftmq does not change a topic's queue count within a group, so growing
+// a topic only adds groups that do not hold it.
+var ErrGroupHasTopic = errors.New("the group holds the topic already: raftmq does not change a topic's queue count within a group")
+
+// GrowTopic grows an existing topic onto groups that do not hold it yet:
+// queues (in all) are spread over groups as CreateTopic does, and created
+// on each as a new topic there. The groups that hold the topic keep their
+// queues and their data; nothing moves. When groups is empty it grows
+// onto every group with a leader registered that does not hold the topic.
+//
+// Before anything is created, every group named must be registered (else
+// ErrUnknownGroup), must get at least one queue, and must not hold the
+// topic, as the name server lists it or as the group itself answers (else
+// ErrGroupHasTopic); the topic must be held by some group (else
+// ErrTopicNotFound: create it with CreateTopic). It returns the queues
+// created per group; the error joins a *GroupError per group that failed
+// (the others have the topic). Producers and consumers of this Cluster
+// (and others, after their next refresh) use the new queues once the
+// groups have registered them with the name servers.
+func (c *Cluster) GrowTopic(ctx context.Context, topic string, queues int, groups []string) (map[string]int, error) {
+	if queues <= 0 {
+		return nil, fmt.Errorf("topic %s: %d queues to add: want at least 1", topic, queues)
+	}
+	all, err := c.Refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := routeOf(topic, all)
+	if len(r.Groups) == 0 {
+		return nil, fmt.Errorf("topic %s: %w (create it first)", topic, ErrTopicNotFound)
+	}
+	if len(groups) == 0 {
+		for _, name := range sortedNames(all) {
+			if _, has := all[name].Topics[topic]; !has && all[name].Leader != "" {
+				groups = append(groups, name)
+			}
+		}
+		if len(groups) == 0 {
+			return nil, fmt.Errorf("topic %s: every registered group with a leader holds it already (%s): name the groups to grow onto", topic, strings.Join(sortedNames(r.Groups), ", "))
+		}
+	}
+	seen := map[string]bool{}
+	for _, g := range groups {
+		if seen[g] {
+			return nil, fmt.Errorf("group %s named twice", g)
+		}
+		seen[g] = true
+		if all[g] == nil {
+			return nil, fmt.Errorf("group %s: %w (registered: %s)", g, ErrUnknownGroup, strings.Join(sortedNames(all), ", "))
+		}
+		if n, has := all[g].Topics[topic]; has {
+			return nil, &GroupError{Group: g, Err: fmt.Errorf("topic %s with %d queues: %w", topic, n, ErrGroupHasTopic)}
+		}
+	}
+	if queues < len(groups) {
+		return nil, fmt.Errorf("topic %s: %d queues to add over %d groups: want at least one per group", topic, queues, len(groups))
+	}
+	// The name server's answer may be a registration period old: ask each
+	// group itself too, all before creating anything.
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := c.holds(ctx, g, topic)
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	plan := Spread(queues, groups)
+	done := map[string]int{}
+	for g, n := range plan {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := c.Client(ctx, g)
+			if err == nil {
+				_, err = cl.CreateTopic(ctx, topic, int32(n), false)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, &GroupError{Group: g, Err: err})
+				return
+			}
+			done[g] = n
+		}()
+	}
+	wg.Wait()
+	return done, errors.Join(errs...)
+}
+
+// holds fails with ErrGroupHasTopic when group answers that it holds
+// topic, and with a *GroupError when it does not answer.
+func (c *Cluster) holds(ctx context.Context, group, topic string) error {
+	cl, err := c.Client(ctx, group)
+	if err != nil {
+		return err
+	}
+	ts, err := cl.ListTopics(ctx)
+	if err != nil {
+		return &GroupError{Group: group, Err: err}
+	}
+	for _, t := range ts {
+		if t.Name == topic {
+			return &GroupError{Group: group, Err: fmt.Errorf("topic %s with %d queues: %w", topic, t.Queues, ErrGroupHasTopic)}
+		}
+	}
+	return nil
+}
