@@ -255,3 +255,51 @@ func (c *Cluster) holds(ctx context.Context, group, topic string) error {
 	}
 	return nil
 }
+
+// UpdateTopic sets topic's permission (client.PermRead, PermWrite,
+// PermReadWrite) on every group that holds it, or on the groups named
+// (each must hold it, else ErrTopicNotFound before anything changes). It
+// returns each group's answer; the error joins a *GroupError per group
+// that failed.
+func (c *Cluster) UpdateTopic(ctx context.Context, topic string, perm uint32, groups []string) (map[string]*api.TopicInfo, error) {
+	all, err := c.Refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := routeOf(topic, all)
+	if len(r.Groups) == 0 {
+		return nil, fmt.Errorf("topic %s: %w", topic, ErrTopicNotFound)
+	}
+	if len(groups) == 0 {
+		groups = sortedNames(r.Groups)
+	}
+	for _, g := range groups {
+		if _, ok := r.Groups[g]; !ok {
+			return nil, &GroupError{Group: g, Err: fmt.Errorf("topic %s: %w here (held by %s)", topic, ErrTopicNotFound, strings.Join(sortedNames(r.Groups), ", "))}
+		}
+	}
+	var mu sync.Mutex
+	var errs []error
+	out := map[string]*api.TopicInfo{}
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := c.Client(ctx, g)
+			var ti *api.TopicInfo
+			if err == nil {
+				ti, err = cl.UpdateTopic(ctx, topic, perm)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, &GroupError{Group: g, Err: err})
+				return
+			}
+			out[g] = ti
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}

@@ -126,4 +126,13 @@ func TestGrowTopicOntoAnotherGroup(t *testing.T) {
 	if _, err := c.GrowTopic(ctx, "late", 1, []string{"gb"}); !errors.Is(err, cluster.ErrGroupHasTopic) {
 		t.Fatalf("grow onto a group holding the topic: %v", err)
 	}
+
+	// A permission through the name server: every group of the topic.
+	if _, err := c.UpdateTopic(ctx, "late", client.PermRead, []string{"gz"}); !errors.Is(err, cluster.ErrTopicNotFound) {
+		t.Fatalf("perm on a group without the topic: %v", err)
+	}
+	got, err := c.UpdateTopic(ctx, "orders", client.PermRead, nil)
+	if err != nil || len(got) != 2 || got["ga"].Perm != client.PermRead || got["gb"].Perm != client.PermRead {
+		t.Fatalf("perm over both groups: %v %v", got, err)
+	}
 }

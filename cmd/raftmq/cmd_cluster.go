@@ -243,13 +243,7 @@ func runTopicCreateCluster(c *cli.Context) error {
 	defer cl.Close()
 	ctx, cancel := opCtx(c)
 	defer cancel()
-	var groups []string
-	for _, g := range strings.Split(c.String("groups"), ",") {
-		if g = strings.TrimSpace(g); g != "" {
-			groups = append(groups, g)
-		}
-	}
-	made, err := cl.CreateTopic(ctx, c.Args().First(), c.Int("queues"), groups, c.Bool("if-not-exists"))
+	made, err := cl.CreateTopic(ctx, c.Args().First(), c.Int("queues"), groupsArg(c), c.Bool("if-not-exists"))
 	names := make([]string, 0, len(made))
 	for g := range made {
 		names = append(names, g)
@@ -259,6 +253,90 @@ func runTopicCreateCluster(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "created topic %s with %d queues on group %s\n", c.Args().First(), made[g], g)
 	}
 	return clean(err)
+}
+
+// groupsArg is --groups G1,G2 as a list.
+func groupsArg(c *cli.Context) []string {
+	var groups []string
+	for _, g := range strings.Split(c.String("groups"), ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			groups = append(groups, g)
+		}
+	}
+	return groups
+}
+
+// runTopicGrowCluster is topic update --add-queues: the topic is created
+// on groups that do not hold it; then it waits (a few seconds at most) for
+// the name servers to list the new queues and prints the route.
+func runTopicGrowCluster(c *cli.Context) error {
+	cl, err := newCluster(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := opCtx(c)
+	defer cancel()
+	topic := c.Args().First()
+	made, err := cl.GrowTopic(ctx, topic, c.Int("add-queues"), groupsArg(c))
+	for _, g := range sortedKeys(made) {
+		fmt.Fprintf(c.App.Writer, "added topic %s with %d queues on group %s\n", topic, made[g], g)
+	}
+	if err != nil {
+		return clean(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	var r *cluster.Route
+	for {
+		if r, err = cl.Route(wctx, topic); err == nil {
+			listed := true
+			for g, n := range made {
+				listed = listed && r.Groups[g] == n
+			}
+			if listed {
+				break
+			}
+		}
+		select {
+		case <-wctx.Done():
+			fmt.Fprintln(c.App.ErrWriter, "raftmq: the name servers do not list the new queues yet; they will at the groups' next registration")
+			return nil
+		case <-time.After(250 * time.Millisecond):
+		}
+		cl.Refresh(wctx)
+	}
+	var parts []string
+	for _, g := range sortedKeys(r.Groups) {
+		parts = append(parts, fmt.Sprintf("%d on %s", r.Groups[g], g))
+	}
+	fmt.Fprintf(c.App.Writer, "topic %s: %d queues, %s\n", topic, len(r.Queues), strings.Join(parts, ", "))
+	return nil
+}
+
+// runTopicPermCluster is topic update --perm through the name servers.
+func runTopicPermCluster(c *cli.Context, perm uint32) error {
+	cl, err := newCluster(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := opCtx(c)
+	defer cancel()
+	got, err := cl.UpdateTopic(ctx, c.Args().First(), perm, groupsArg(c))
+	for _, g := range sortedKeys(got) {
+		fmt.Fprintf(c.App.Writer, "topic %s on group %s: perm %s\n", got[g].Name, g, permName(got[g].Perm))
+	}
+	return clean(err)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // runProduceCluster is produce through the name servers: messages spread
