@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -260,6 +261,33 @@ func TestClusterGrowTopicOntoAThirdGroup(t *testing.T) {
 	}
 	if perMember["m0"] == 0 || perMember["m1"] == 0 {
 		t.Errorf("reads per member %v: want both", perMember)
+	}
+
+	// topic describe and list through the name server: one row per group.
+	var desc []struct {
+		Group  string `json:"group"`
+		Name   string `json:"name"`
+		Queues []struct {
+			MaxOffset uint64 `json:"max_offset"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(ga.mustCLI("", "topic", "describe", "orders", "--namesrv", ns.Addr(), "--json")), &desc); err != nil {
+		t.Fatal(err)
+	}
+	var stored uint64
+	for i, d := range desc {
+		if d.Group != []string{"ga", "gb", "gc"}[min(i, 2)] || d.Name != "orders" || len(d.Queues) != 2 {
+			t.Errorf("describe row %d: %+v", i, d)
+		}
+		for _, q := range d.Queues {
+			stored += q.MaxOffset
+		}
+	}
+	if len(desc) != 3 || stored != uint64(len(acked)) {
+		t.Errorf("describe through the name server: %d groups, %d messages stored, want 3 and %d: %+v", len(desc), stored, len(acked), desc)
+	}
+	if out := ga.mustCLI("", "topic", "list", "--namesrv", ns.Addr()); strings.Count(out, "orders ") != 3 || !strings.Contains(out, "GROUP") {
+		t.Errorf("topic list through the name server:\n%s", out)
 	}
 	t.Logf("%d acknowledged messages read once each; per member %v; queues by member %v", len(acked), perMember, queueReaders)
 }

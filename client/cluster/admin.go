@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/client"
 )
 
 // Spread splits queues over groups (sorted by name): every group gets
@@ -302,4 +303,78 @@ func (c *Cluster) UpdateTopic(ctx context.Context, topic string, perm uint32, gr
 	}
 	wg.Wait()
 	return out, errors.Join(errs...)
+}
+
+// eachGroup calls f for every group named, at once, and joins their
+// errors, each a *GroupError.
+func (c *Cluster) eachGroup(ctx context.Context, groups []string, f func(g string, cl *client.Client) error) error {
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := c.Client(ctx, g)
+			if err == nil {
+				err = f(g, cl)
+			}
+			if err != nil {
+				var ge *GroupError
+				if !errors.As(err, &ge) {
+					err = &GroupError{Group: g, Err: err}
+				}
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// ListTopics lists every registered group's topics, as each group itself
+// answers (with queue offsets). Groups that fail are left out of the map;
+// the error joins a *GroupError for each.
+func (c *Cluster) ListTopics(ctx context.Context) (map[string][]*api.TopicInfo, error) {
+	all, err := c.Refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	out := map[string][]*api.TopicInfo{}
+	err = c.eachGroup(ctx, sortedNames(all), func(g string, cl *client.Client) error {
+		ts, err := cl.ListTopics(ctx)
+		if err == nil {
+			mu.Lock()
+			out[g] = ts
+			mu.Unlock()
+		}
+		return err
+	})
+	return out, err
+}
+
+// DescribeTopic describes topic on every group that holds it (as the name
+// servers list it), as each group answers; ErrTopicNotFound when none
+// does. Groups that fail are left out; the error joins a *GroupError for
+// each.
+func (c *Cluster) DescribeTopic(ctx context.Context, topic string) (map[string]*api.TopicInfo, error) {
+	r, err := c.Route(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	out := map[string]*api.TopicInfo{}
+	err = c.eachGroup(ctx, sortedNames(r.Groups), func(g string, cl *client.Client) error {
+		ti, err := cl.DescribeTopic(ctx, topic)
+		if err == nil {
+			mu.Lock()
+			out[g] = ti
+			mu.Unlock()
+		}
+		return err
+	})
+	return out, err
 }

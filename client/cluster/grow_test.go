@@ -90,6 +90,15 @@ func TestGrowTopicOntoAnotherGroup(t *testing.T) {
 		t.Fatalf("ga's topic after the grow: %v %v", ti, err)
 	}
 
+	desc, err := c.DescribeTopic(ctx, "orders")
+	if err != nil || len(desc) != 2 || desc["ga"].Queues != 2 || desc["gb"].Queues != 3 {
+		t.Fatalf("describe over both groups: %v %v", desc, err)
+	}
+	lists, err := c.ListTopics(ctx)
+	if err != nil || len(lists) != 2 || len(lists["gb"]) != 1 || lists["gb"][0].Name != "orders" {
+		t.Fatalf("list over both groups: %v %v", lists, err)
+	}
+
 	// The producer spreads over gb's queues too; the consumer reads them.
 	perGroup := map[string]int{}
 	for i := 0; i < 20; i++ {

@@ -57,6 +57,8 @@ func TestNamesrvAndServersTogetherIsAUsageError(t *testing.T) {
 		{"topic", "create", "x", "-s", "127.0.0.1:1", "--namesrv", "127.0.0.1:2"},
 		{"topic", "create", "x", "--groups", "a"},
 		{"topic", "update", "x", "--add-queues", "2"},
+		{"topic", "list", "-s", "127.0.0.1:1", "--namesrv", "127.0.0.1:2"},
+		{"topic", "describe", "x", "-s", "127.0.0.1:1", "--namesrv", "127.0.0.1:2"},
 		{"topic", "update", "x", "--perm", "6", "--groups", "a"},
 		{"topic", "update", "x", "-s", "127.0.0.1:1", "--namesrv", "127.0.0.1:2", "--add-queues", "2"},
 	} {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/client/cluster"
 )
@@ -328,6 +329,104 @@ func runTopicPermCluster(c *cli.Context, perm uint32) error {
 		fmt.Fprintf(c.App.Writer, "topic %s on group %s: perm %s\n", got[g].Name, g, permName(got[g].Perm))
 	}
 	return clean(err)
+}
+
+// groupTopicJSON is a topic on one group of a cluster.
+type groupTopicJSON struct {
+	Group string `json:"group"`
+	topicJSON
+}
+
+// runTopicListCluster is topic list through the name servers: every
+// group's topics, as each group answers. A group that does not answer is
+// reported and the exit status is non-zero; the others are listed.
+func runTopicListCluster(c *cli.Context) error {
+	cl, err := newCluster(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := opCtx(c)
+	defer cancel()
+	byGroup, lerr := cl.ListTopics(ctx)
+	if byGroup == nil {
+		return clean(lerr)
+	}
+	type row struct {
+		group string
+		t     *api.TopicInfo
+	}
+	var all []row // by topic, then group
+	for _, g := range sortedKeys(byGroup) {
+		for _, t := range byGroup[g] {
+			all = append(all, row{g, t})
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].t.Name < all[j].t.Name })
+	if c.Bool("json") {
+		rows := []groupTopicJSON{}
+		for _, r := range all {
+			rows = append(rows, groupTopicJSON{Group: r.group, topicJSON: topicsJSON([]*api.TopicInfo{r.t})[0]})
+		}
+		if err := printJSON(c.App.Writer, rows); err != nil {
+			return err
+		}
+		return clean(lerr)
+	}
+	w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tGROUP\tQUEUES\tMESSAGES\tPERM")
+	for _, r := range all {
+		var n uint64
+		for _, q := range r.t.QueueInfo {
+			n += q.MaxOffset - q.MinOffset
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.t.Name, r.group, r.t.Queues, n, permName(r.t.Perm))
+	}
+	w.Flush()
+	return clean(lerr)
+}
+
+// runTopicDescribeCluster is topic describe through the name servers:
+// the topic's queues on every group that holds it.
+func runTopicDescribeCluster(c *cli.Context) error {
+	cl, err := newCluster(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := opCtx(c)
+	defer cancel()
+	topic := c.Args().First()
+	byGroup, derr := cl.DescribeTopic(ctx, topic)
+	if byGroup == nil {
+		return clean(derr)
+	}
+	groups := sortedKeys(byGroup)
+	if c.Bool("json") {
+		rows := []groupTopicJSON{}
+		for _, g := range groups {
+			rows = append(rows, groupTopicJSON{Group: g, topicJSON: topicsJSON([]*api.TopicInfo{byGroup[g]})[0]})
+		}
+		if err := printJSON(c.App.Writer, rows); err != nil {
+			return err
+		}
+		return clean(derr)
+	}
+	total := 0
+	for _, g := range groups {
+		total += int(byGroup[g].Queues)
+	}
+	w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "topic %s, %d queues on %s\n", topic, total, plural(len(groups), "group"))
+	fmt.Fprintln(w, "GROUP\tQUEUE\tMIN\tMAX\tPERM")
+	for _, g := range groups {
+		t := byGroup[g]
+		for _, q := range t.QueueInfo {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\n", g, q.Queue, q.MinOffset, q.MaxOffset, permName(t.Perm))
+		}
+	}
+	w.Flush()
+	return clean(derr)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
