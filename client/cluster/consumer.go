@@ -311,10 +311,26 @@ func (cn *Consumer) Close(ctx context.Context) error {
 }
 
 // CaughtUp reports whether Poll has handed out every assigned queue up to
-// end (from EndOffsets); a consumer with no queues is not caught up.
+// end (from EndOffsets); a consumer with no queues is not caught up, and
+// neither is one that holds no queue yet of a group with messages in end
+// (its poller has not joined that group's consumer group yet, or has no
+// poller yet), as client.Consumer.CaughtUp says of a consumer without
+// queues.
 func (cn *Consumer) CaughtUp(end map[Queue]uint64) bool {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
+	only := map[string]bool{}
+	for _, g := range cn.cfg.Groups {
+		only[g] = true
+	}
+	for q, off := range end {
+		if off == 0 || (len(only) > 0 && !only[q.Group]) {
+			continue
+		}
+		if p := cn.pollers[q.Group]; p == nil || len(p.cn.Positions()) == 0 {
+			return false
+		}
+	}
 	some := false
 	for _, p := range cn.pollers {
 		pos := p.cn.Positions()
