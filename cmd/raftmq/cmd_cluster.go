@@ -253,7 +253,11 @@ func runTopicCreateCluster(c *cli.Context) error {
 	for _, g := range names {
 		fmt.Fprintf(c.App.Writer, "created topic %s with %d queues on group %s\n", c.Args().First(), made[g], g)
 	}
-	return clean(err)
+	if err != nil {
+		return clean(err)
+	}
+	printRouteOnceListed(ctx, c, cl, c.Args().First(), made)
+	return nil
 }
 
 // groupsArg is --groups G1,G2 as a list.
@@ -286,33 +290,40 @@ func runTopicGrowCluster(c *cli.Context) error {
 	if err != nil {
 		return clean(err)
 	}
+	printRouteOnceListed(ctx, c, cl, topic, made)
+	return nil
+}
+
+// printRouteOnceListed waits (a few seconds at most) until the name servers
+// list the queues just made, then prints the topic's route: what producers
+// and consumers through the name servers will see.
+func printRouteOnceListed(ctx context.Context, c *cli.Context, cl *cluster.Cluster, topic string, made map[string]int) {
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
-	var r *cluster.Route
 	for {
-		if r, err = cl.Route(wctx, topic); err == nil {
+		r, err := cl.Route(wctx, topic)
+		if err == nil {
 			listed := true
 			for g, n := range made {
 				listed = listed && r.Groups[g] == n
 			}
 			if listed {
-				break
+				var parts []string
+				for _, g := range sortedKeys(r.Groups) {
+					parts = append(parts, fmt.Sprintf("%d on %s", r.Groups[g], g))
+				}
+				fmt.Fprintf(c.App.Writer, "topic %s: %d queues, %s\n", topic, len(r.Queues), strings.Join(parts, ", "))
+				return
 			}
 		}
 		select {
 		case <-wctx.Done():
 			fmt.Fprintln(c.App.ErrWriter, "raftmq: the name servers do not list the new queues yet; they will at the groups' next registration")
-			return nil
+			return
 		case <-time.After(250 * time.Millisecond):
 		}
 		cl.Refresh(wctx)
 	}
-	var parts []string
-	for _, g := range sortedKeys(r.Groups) {
-		parts = append(parts, fmt.Sprintf("%d on %s", r.Groups[g], g))
-	}
-	fmt.Fprintf(c.App.Writer, "topic %s: %d queues, %s\n", topic, len(r.Queues), strings.Join(parts, ", "))
-	return nil
 }
 
 // runTopicPermCluster is topic update --perm through the name servers.
