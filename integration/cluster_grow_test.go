@@ -119,12 +119,15 @@ func TestClusterGrowTopicOntoAThirdGroup(t *testing.T) {
 			ccancel()
 		}
 	}()
-	// balanced waits until the members hold want queues in all, each at
-	// least one, none held by both: only then is anything produced, so that
-	// no queue moves while it has messages to read.
-	balanced := func(want int) {
+	// balanced waits until each member holds a queue of every group named
+	// (two queues each: one per member), none held by both. Only then is
+	// anything produced, so that no queue moves while it has messages to
+	// read: a member that has not joined a group's consumer group yet
+	// would take a queue over from the other, and both would read it until
+	// the other's next heartbeat (at least once, not exactly once).
+	balanced := func(groups ...string) {
 		t.Helper()
-		procWaitFor(t, 90*time.Second, fmt.Sprintf("%d queues balanced over both members", want), func() (bool, string) {
+		procWaitFor(t, 90*time.Second, fmt.Sprintf("the queues of %v balanced over both members", groups), func() (bool, string) {
 			held := map[cluster.Queue]string{}
 			var why []string
 			for _, m := range members {
@@ -132,20 +135,24 @@ func TestClusterGrowTopicOntoAThirdGroup(t *testing.T) {
 				as, err := m.assigned, m.err
 				m.mu.Unlock()
 				why = append(why, fmt.Sprintf("%s: %v (%v)", m.id, as, err))
-				if len(as) == 0 {
-					return false, strings.Join(why, "; ")
-				}
+				of := map[string]int{}
 				for _, q := range as {
 					if o, ok := held[q]; ok {
 						return false, fmt.Sprintf("%v held by %s and %s; %s", q, o, m.id, strings.Join(why, "; "))
 					}
 					held[q] = m.id
+					of[q.Group]++
+				}
+				for _, g := range groups {
+					if of[g] != 1 {
+						return false, strings.Join(why, "; ")
+					}
 				}
 			}
-			return len(held) == want, strings.Join(why, "; ")
+			return len(held) == 2*len(groups), strings.Join(why, "; ")
 		})
 	}
-	balanced(4)
+	balanced("ga", "gb")
 
 	p := cl.NewProducer(client.DefaultProducerConfig())
 	defer p.Close()
@@ -188,7 +195,7 @@ func TestClusterGrowTopicOntoAThirdGroup(t *testing.T) {
 			t.Fatalf("route of %s after the grow: %v %v", g, r[g], err)
 		}
 	}
-	balanced(6)
+	balanced("ga", "gb", "gc")
 
 	// A new CLI process through the name server writes to all three groups.
 	var lines []string
