@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/client"
 )
 
 // Spread splits queues over groups (sorted by name): every group gets
@@ -133,4 +134,247 @@ func (c *Cluster) Status(ctx context.Context) ([]GroupStatus, error) {
 	}
 	wg.Wait()
 	return out, nil
+}
+
+// ErrGroupHasTopic: a group asked to take a topic on holds it already.
+// raftmq does not change a topic's queue count within a group, so growing
+// a topic only adds groups that do not hold it.
+var ErrGroupHasTopic = errors.New("the group holds the topic already: raftmq does not change a topic's queue count within a group")
+
+// GrowTopic grows an existing topic onto groups that do not hold it yet:
+// queues (in all) are spread over groups as CreateTopic does, and created
+// on each as a new topic there. The groups that hold the topic keep their
+// queues and their data; nothing moves. When groups is empty it grows
+// onto every group with a leader registered that does not hold the topic.
+//
+// Before anything is created, every group named must be registered (else
+// ErrUnknownGroup), must get at least one queue, and must not hold the
+// topic, as the name server lists it or as the group itself answers (else
+// ErrGroupHasTopic); the topic must be held by some group (else
+// ErrTopicNotFound: create it with CreateTopic). It returns the queues
+// created per group; the error joins a *GroupError per group that failed
+// (the others have the topic). Producers and consumers of this Cluster
+// (and others, after their next refresh) use the new queues once the
+// groups have registered them with the name servers.
+func (c *Cluster) GrowTopic(ctx context.Context, topic string, queues int, groups []string) (map[string]int, error) {
+	if queues <= 0 {
+		return nil, fmt.Errorf("topic %s: %d queues to add: want at least 1", topic, queues)
+	}
+	all, err := c.Refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := routeOf(topic, all)
+	if len(r.Groups) == 0 {
+		return nil, fmt.Errorf("topic %s: %w (create it first)", topic, ErrTopicNotFound)
+	}
+	if len(groups) == 0 {
+		for _, name := range sortedNames(all) {
+			if _, has := all[name].Topics[topic]; !has && all[name].Leader != "" {
+				groups = append(groups, name)
+			}
+		}
+		if len(groups) == 0 {
+			return nil, fmt.Errorf("topic %s: every registered group with a leader holds it already (%s): name the groups to grow onto", topic, strings.Join(sortedNames(r.Groups), ", "))
+		}
+	}
+	seen := map[string]bool{}
+	for _, g := range groups {
+		if seen[g] {
+			return nil, fmt.Errorf("group %s named twice", g)
+		}
+		seen[g] = true
+		if all[g] == nil {
+			return nil, fmt.Errorf("group %s: %w (registered: %s)", g, ErrUnknownGroup, strings.Join(sortedNames(all), ", "))
+		}
+		if n, has := all[g].Topics[topic]; has {
+			return nil, &GroupError{Group: g, Err: fmt.Errorf("topic %s with %d queues: %w", topic, n, ErrGroupHasTopic)}
+		}
+	}
+	if queues < len(groups) {
+		return nil, fmt.Errorf("topic %s: %d queues to add over %d groups: want at least one per group", topic, queues, len(groups))
+	}
+	// The name server's answer may be a registration period old: ask each
+	// group itself too, all before creating anything.
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := c.holds(ctx, g, topic)
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	plan := Spread(queues, groups)
+	done := map[string]int{}
+	for g, n := range plan {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := c.Client(ctx, g)
+			if err == nil {
+				_, err = cl.CreateTopic(ctx, topic, int32(n), false)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, &GroupError{Group: g, Err: err})
+				return
+			}
+			done[g] = n
+		}()
+	}
+	wg.Wait()
+	return done, errors.Join(errs...)
+}
+
+// holds fails with ErrGroupHasTopic when group answers that it holds
+// topic, and with a *GroupError when it does not answer.
+func (c *Cluster) holds(ctx context.Context, group, topic string) error {
+	cl, err := c.Client(ctx, group)
+	if err != nil {
+		return err
+	}
+	ts, err := cl.ListTopics(ctx)
+	if err != nil {
+		return &GroupError{Group: group, Err: err}
+	}
+	for _, t := range ts {
+		if t.Name == topic {
+			return &GroupError{Group: group, Err: fmt.Errorf("topic %s with %d queues: %w", topic, t.Queues, ErrGroupHasTopic)}
+		}
+	}
+	return nil
+}
+
+// UpdateTopic sets topic's permission (client.PermRead, PermWrite,
+// PermReadWrite) on every group that holds it, or on the groups named
+// (each must hold it, else ErrTopicNotFound before anything changes). It
+// returns each group's answer; the error joins a *GroupError per group
+// that failed.
+func (c *Cluster) UpdateTopic(ctx context.Context, topic string, perm uint32, groups []string) (map[string]*api.TopicInfo, error) {
+	all, err := c.Refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := routeOf(topic, all)
+	if len(r.Groups) == 0 {
+		return nil, fmt.Errorf("topic %s: %w", topic, ErrTopicNotFound)
+	}
+	if len(groups) == 0 {
+		groups = sortedNames(r.Groups)
+	}
+	for _, g := range groups {
+		if _, ok := r.Groups[g]; !ok {
+			return nil, &GroupError{Group: g, Err: fmt.Errorf("topic %s: %w here (held by %s)", topic, ErrTopicNotFound, strings.Join(sortedNames(r.Groups), ", "))}
+		}
+	}
+	var mu sync.Mutex
+	var errs []error
+	out := map[string]*api.TopicInfo{}
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := c.Client(ctx, g)
+			var ti *api.TopicInfo
+			if err == nil {
+				ti, err = cl.UpdateTopic(ctx, topic, perm)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, &GroupError{Group: g, Err: err})
+				return
+			}
+			out[g] = ti
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// eachGroup calls f for every group named, at once, and joins their
+// errors, each a *GroupError.
+func (c *Cluster) eachGroup(ctx context.Context, groups []string, f func(g string, cl *client.Client) error) error {
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, err := c.Client(ctx, g)
+			if err == nil {
+				err = f(g, cl)
+			}
+			if err != nil {
+				var ge *GroupError
+				if !errors.As(err, &ge) {
+					err = &GroupError{Group: g, Err: err}
+				}
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// ListTopics lists every registered group's topics, as each group itself
+// answers (with queue offsets). Groups that fail are left out of the map;
+// the error joins a *GroupError for each.
+func (c *Cluster) ListTopics(ctx context.Context) (map[string][]*api.TopicInfo, error) {
+	all, err := c.Refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	out := map[string][]*api.TopicInfo{}
+	err = c.eachGroup(ctx, sortedNames(all), func(g string, cl *client.Client) error {
+		ts, err := cl.ListTopics(ctx)
+		if err == nil {
+			mu.Lock()
+			out[g] = ts
+			mu.Unlock()
+		}
+		return err
+	})
+	return out, err
+}
+
+// DescribeTopic describes topic on every group that holds it (as the name
+// servers list it), as each group answers; ErrTopicNotFound when none
+// does. Groups that fail are left out; the error joins a *GroupError for
+// each.
+func (c *Cluster) DescribeTopic(ctx context.Context, topic string) (map[string]*api.TopicInfo, error) {
+	r, err := c.Route(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	out := map[string]*api.TopicInfo{}
+	err = c.eachGroup(ctx, sortedNames(r.Groups), func(g string, cl *client.Client) error {
+		ti, err := cl.DescribeTopic(ctx, topic)
+		if err == nil {
+			mu.Lock()
+			out[g] = ti
+			mu.Unlock()
+		}
+		return err
+	})
+	return out, err
 }

@@ -67,6 +67,10 @@ type poller struct {
 	// pending is a batch pulled and not handed out (guarded by
 	// Consumer.mu); Close seeks its queues back so it is not committed.
 	pending []client.Record
+	// floor is the positions as the current pull began (guarded by
+	// Consumer.mu): everything below them has been handed out, whatever
+	// the pull in flight has moved the positions to.
+	floor map[int32]uint64
 }
 
 // NewConsumer starts reading; it fails when the topic has no route.
@@ -145,6 +149,9 @@ func (cn *Consumer) scan(ctx context.Context) error {
 
 func (cn *Consumer) run(p *poller) {
 	for {
+		cn.mu.Lock()
+		p.floor = p.cn.Positions()
+		cn.mu.Unlock()
 		recs, err := p.cn.Poll(cn.ctx)
 		if cn.ctx.Err() != nil {
 			cn.mu.Lock()
@@ -230,6 +237,9 @@ func (cn *Consumer) Poll(ctx context.Context) ([]Record, error) {
 	for _, b := range got {
 		for _, r := range b.recs {
 			out = append(out, Record{Group: b.p.group, Record: r})
+			if f := b.p.floor; f != nil && f[r.Queue] <= r.Offset {
+				f[r.Queue] = r.Offset + 1 // handed out now
+			}
 		}
 		b.p.pending = nil
 		cn.released = append(cn.released, b.p)
@@ -311,19 +321,31 @@ func (cn *Consumer) Close(ctx context.Context) error {
 }
 
 // CaughtUp reports whether Poll has handed out every assigned queue up to
-// end (from EndOffsets); a consumer with no queues is not caught up.
+// end (from EndOffsets), as of each group's current pull; a consumer with no queues is not caught up, and
+// neither is one that holds no queue yet of a group with messages in end
+// (its poller has not joined that group's consumer group yet, or has no
+// poller yet), as client.Consumer.CaughtUp says of a consumer without
+// queues.
 func (cn *Consumer) CaughtUp(end map[Queue]uint64) bool {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
+	only := map[string]bool{}
+	for _, g := range cn.cfg.Groups {
+		only[g] = true
+	}
+	for q, off := range end {
+		if off == 0 || (len(only) > 0 && !only[q.Group]) {
+			continue
+		}
+		if p := cn.pollers[q.Group]; p == nil || len(p.floor) == 0 {
+			return false
+		}
+	}
 	some := false
 	for _, p := range cn.pollers {
-		pos := p.cn.Positions()
-		for _, r := range p.pending { // pulled, not handed out
-			if r.Offset < pos[r.Queue] {
-				pos[r.Queue] = r.Offset
-			}
-		}
-		for q, next := range pos {
+		// Not the positions now: a pull in flight has moved them past
+		// records it has not handed over yet.
+		for q, next := range p.floor {
 			some = true
 			if next < end[Queue{Group: p.group, Queue: q}] {
 				return false

@@ -56,6 +56,11 @@ func TestNamesrvAndServersTogetherIsAUsageError(t *testing.T) {
 		{"consume", "-t", "x", "-s", "127.0.0.1:1", "--namesrv", "127.0.0.1:2"},
 		{"topic", "create", "x", "-s", "127.0.0.1:1", "--namesrv", "127.0.0.1:2"},
 		{"topic", "create", "x", "--groups", "a"},
+		{"topic", "update", "x", "--add-queues", "2"},
+		{"topic", "list", "-s", "127.0.0.1:1", "--namesrv", "127.0.0.1:2"},
+		{"topic", "describe", "x", "-s", "127.0.0.1:1", "--namesrv", "127.0.0.1:2"},
+		{"topic", "update", "x", "--perm", "6", "--groups", "a"},
+		{"topic", "update", "x", "-s", "127.0.0.1:1", "--namesrv", "127.0.0.1:2", "--add-queues", "2"},
 	} {
 		_, errOut, code := runCLI(args...)
 		if code != 2 || !strings.Contains(errOut, "--namesrv") {
@@ -68,5 +73,17 @@ func TestClusterStatusWithoutANameServer(t *testing.T) {
 	_, errOut, code := runCLI("cluster", "status", "--namesrv", "127.0.0.1:1", "--timeout", "1s")
 	if code != 3 {
 		t.Errorf("cluster status against no name server: exit %d (%q), want 3", code, errOut)
+	}
+}
+
+func TestTopicUpdateWantsOneChange(t *testing.T) {
+	for _, args := range [][]string{
+		{"topic", "update", "x"},
+		{"topic", "update", "x", "--perm", "6", "--add-queues", "2", "--namesrv", "127.0.0.1:2"},
+		{"topic", "update", "x", "--add-queues", "0", "--namesrv", "127.0.0.1:2"},
+	} {
+		if _, errOut, code := runCLI(args...); code != 2 {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error", args, code, errOut)
+		}
 	}
 }

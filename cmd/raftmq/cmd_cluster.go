@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/client/cluster"
 )
@@ -243,13 +244,7 @@ func runTopicCreateCluster(c *cli.Context) error {
 	defer cl.Close()
 	ctx, cancel := opCtx(c)
 	defer cancel()
-	var groups []string
-	for _, g := range strings.Split(c.String("groups"), ",") {
-		if g = strings.TrimSpace(g); g != "" {
-			groups = append(groups, g)
-		}
-	}
-	made, err := cl.CreateTopic(ctx, c.Args().First(), c.Int("queues"), groups, c.Bool("if-not-exists"))
+	made, err := cl.CreateTopic(ctx, c.Args().First(), c.Int("queues"), groupsArg(c), c.Bool("if-not-exists"))
 	names := make([]string, 0, len(made))
 	for g := range made {
 		names = append(names, g)
@@ -258,7 +253,200 @@ func runTopicCreateCluster(c *cli.Context) error {
 	for _, g := range names {
 		fmt.Fprintf(c.App.Writer, "created topic %s with %d queues on group %s\n", c.Args().First(), made[g], g)
 	}
+	if err != nil {
+		return clean(err)
+	}
+	printRouteOnceListed(ctx, c, cl, c.Args().First(), made)
+	return nil
+}
+
+// groupsArg is --groups G1,G2 as a list.
+func groupsArg(c *cli.Context) []string {
+	var groups []string
+	for _, g := range strings.Split(c.String("groups"), ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			groups = append(groups, g)
+		}
+	}
+	return groups
+}
+
+// runTopicGrowCluster is topic update --add-queues: the topic is created
+// on groups that do not hold it; then it waits (a few seconds at most) for
+// the name servers to list the new queues and prints the route.
+func runTopicGrowCluster(c *cli.Context) error {
+	cl, err := newCluster(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := opCtx(c)
+	defer cancel()
+	topic := c.Args().First()
+	made, err := cl.GrowTopic(ctx, topic, c.Int("add-queues"), groupsArg(c))
+	for _, g := range sortedKeys(made) {
+		fmt.Fprintf(c.App.Writer, "added topic %s with %d queues on group %s\n", topic, made[g], g)
+	}
+	if err != nil {
+		return clean(err)
+	}
+	printRouteOnceListed(ctx, c, cl, topic, made)
+	return nil
+}
+
+// printRouteOnceListed waits (a few seconds at most) until the name servers
+// list the queues just made, then prints the topic's route: what producers
+// and consumers through the name servers will see.
+func printRouteOnceListed(ctx context.Context, c *cli.Context, cl *cluster.Cluster, topic string, made map[string]int) {
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	for {
+		r, err := cl.Route(wctx, topic)
+		if err == nil {
+			listed := true
+			for g, n := range made {
+				listed = listed && r.Groups[g] == n
+			}
+			if listed {
+				var parts []string
+				for _, g := range sortedKeys(r.Groups) {
+					parts = append(parts, fmt.Sprintf("%d on %s", r.Groups[g], g))
+				}
+				fmt.Fprintf(c.App.Writer, "topic %s: %d queues, %s\n", topic, len(r.Queues), strings.Join(parts, ", "))
+				return
+			}
+		}
+		select {
+		case <-wctx.Done():
+			fmt.Fprintln(c.App.ErrWriter, "raftmq: the name servers do not list the new queues yet; they will at the groups' next registration")
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+		cl.Refresh(wctx)
+	}
+}
+
+// runTopicPermCluster is topic update --perm through the name servers.
+func runTopicPermCluster(c *cli.Context, perm uint32) error {
+	cl, err := newCluster(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := opCtx(c)
+	defer cancel()
+	got, err := cl.UpdateTopic(ctx, c.Args().First(), perm, groupsArg(c))
+	for _, g := range sortedKeys(got) {
+		fmt.Fprintf(c.App.Writer, "topic %s on group %s: perm %s\n", got[g].Name, g, permName(got[g].Perm))
+	}
 	return clean(err)
+}
+
+// groupTopicJSON is a topic on one group of a cluster.
+type groupTopicJSON struct {
+	Group string `json:"group"`
+	topicJSON
+}
+
+// runTopicListCluster is topic list through the name servers: every
+// group's topics, as each group answers. A group that does not answer is
+// reported and the exit status is non-zero; the others are listed.
+func runTopicListCluster(c *cli.Context) error {
+	cl, err := newCluster(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := opCtx(c)
+	defer cancel()
+	byGroup, lerr := cl.ListTopics(ctx)
+	if byGroup == nil {
+		return clean(lerr)
+	}
+	type row struct {
+		group string
+		t     *api.TopicInfo
+	}
+	var all []row // by topic, then group
+	for _, g := range sortedKeys(byGroup) {
+		for _, t := range byGroup[g] {
+			all = append(all, row{g, t})
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].t.Name < all[j].t.Name })
+	if c.Bool("json") {
+		rows := []groupTopicJSON{}
+		for _, r := range all {
+			rows = append(rows, groupTopicJSON{Group: r.group, topicJSON: topicsJSON([]*api.TopicInfo{r.t})[0]})
+		}
+		if err := printJSON(c.App.Writer, rows); err != nil {
+			return err
+		}
+		return clean(lerr)
+	}
+	w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tGROUP\tQUEUES\tMESSAGES\tPERM")
+	for _, r := range all {
+		var n uint64
+		for _, q := range r.t.QueueInfo {
+			n += q.MaxOffset - q.MinOffset
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.t.Name, r.group, r.t.Queues, n, permName(r.t.Perm))
+	}
+	w.Flush()
+	return clean(lerr)
+}
+
+// runTopicDescribeCluster is topic describe through the name servers:
+// the topic's queues on every group that holds it.
+func runTopicDescribeCluster(c *cli.Context) error {
+	cl, err := newCluster(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := opCtx(c)
+	defer cancel()
+	topic := c.Args().First()
+	byGroup, derr := cl.DescribeTopic(ctx, topic)
+	if byGroup == nil {
+		return clean(derr)
+	}
+	groups := sortedKeys(byGroup)
+	if c.Bool("json") {
+		rows := []groupTopicJSON{}
+		for _, g := range groups {
+			rows = append(rows, groupTopicJSON{Group: g, topicJSON: topicsJSON([]*api.TopicInfo{byGroup[g]})[0]})
+		}
+		if err := printJSON(c.App.Writer, rows); err != nil {
+			return err
+		}
+		return clean(derr)
+	}
+	total := 0
+	for _, g := range groups {
+		total += int(byGroup[g].Queues)
+	}
+	w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "topic %s, %d queues on %s\n", topic, total, plural(len(groups), "group"))
+	fmt.Fprintln(w, "GROUP\tQUEUE\tMIN\tMAX\tPERM")
+	for _, g := range groups {
+		t := byGroup[g]
+		for _, q := range t.QueueInfo {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\n", g, q.Queue, q.MinOffset, q.MaxOffset, permName(t.Perm))
+		}
+	}
+	w.Flush()
+	return clean(derr)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // runProduceCluster is produce through the name servers: messages spread

@@ -49,16 +49,42 @@ func topicDeleteCommand() *cli.Command {
 func topicUpdateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "update",
-		Usage:     "change a topic's permission: 6 read and write, 4 read only, 2 write only (RocketMQ's perm)",
+		Usage:     "change a topic's permission (--perm), or grow it onto more groups of a cluster (--add-queues)",
 		ArgsUsage: "NAME",
-		Flags:     clientFlags(&cli.UintFlag{Name: "perm", Usage: "2, 4 or 6 (required)"}),
+		Description: "--perm: 6 read and write, 4 read only, 2 write only (RocketMQ's perm); with --namesrv on every\n" +
+			"group that holds the topic (or the --groups named).\n" +
+			"--add-queues N --namesrv ADDR [--groups G1,G2]: create the topic with N queues (in all, spread over\n" +
+			"the groups) on groups that do not hold it yet (default: every group with a leader that does not);\n" +
+			"the groups that hold it keep their queues and data. raftmq does not change a topic's queue count\n" +
+			"within a group: a group that holds the topic is refused before anything is created. Producers and\n" +
+			"consumers through the name servers use the new queues after their next route refresh.",
+		Flags: clientFlags(&cli.UintFlag{Name: "perm", Usage: "2, 4 or 6"},
+			&cli.IntFlag{Name: "add-queues", Usage: "with --namesrv: queues to add, on groups that do not hold the topic yet"},
+			namesrvFlag(),
+			&cli.StringFlag{Name: "groups", Usage: "with --namesrv: the groups G1,G2 to change or to grow onto"}),
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 || !c.IsSet("perm") {
-				return usageError(c, "want NAME and --perm")
+			if c.NArg() != 1 || c.IsSet("perm") == c.IsSet("add-queues") {
+				return usageError(c, "want NAME and one of --perm or --add-queues")
+			}
+			ns, err := viaNamesrv(c)
+			if err != nil {
+				return err
+			}
+			if !ns && (c.IsSet("add-queues") || c.String("groups") != "") {
+				return usageError(c, "--add-queues and --groups work on the groups of a cluster: they need --namesrv")
+			}
+			if c.IsSet("add-queues") {
+				if q := c.Int("add-queues"); q < 1 || q > 1024 {
+					return usageError(c, "--add-queues %d: want 1..1024", q)
+				}
+				return runTopicGrowCluster(c)
 			}
 			perm := c.Uint("perm")
 			if perm != 2 && perm != 4 && perm != 6 {
 				return usageError(c, "--perm %d: want 2 (write only), 4 (read only) or 6 (read and write)", perm)
+			}
+			if ns {
+				return runTopicPermCluster(c, uint32(perm))
 			}
 			return withClient(c, func(ctx context.Context, cl *client.Client) error {
 				ti, err := cl.UpdateTopic(ctx, c.Args().First(), uint32(perm))

@@ -304,9 +304,15 @@ func topicCommand() *cli.Command {
 			},
 			{
 				Name:  "list",
-				Usage: "list topics",
-				Flags: clientFlags(jsonFlag()),
+				Usage: "list topics (with --namesrv: every group's, one row per topic and group)",
+				Flags: clientFlags(jsonFlag(), namesrvFlag()),
 				Action: func(c *cli.Context) error {
+					if ok, err := viaNamesrv(c); err != nil || ok {
+						if err != nil {
+							return err
+						}
+						return runTopicListCluster(c)
+					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						ts, err := cl.ListTopics(ctx)
 						if err != nil {
@@ -330,12 +336,18 @@ func topicCommand() *cli.Command {
 			},
 			{
 				Name:      "describe",
-				Usage:     "show a topic's queues with their min and max offsets",
+				Usage:     "show a topic's queues with their min and max offsets (with --namesrv: of every group that holds it)",
 				ArgsUsage: "NAME",
-				Flags:     clientFlags(jsonFlag()),
+				Flags:     clientFlags(jsonFlag(), namesrvFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return usageError(c, "want exactly one NAME")
+					}
+					if ok, err := viaNamesrv(c); err != nil || ok {
+						if err != nil {
+							return err
+						}
+						return runTopicDescribeCluster(c)
 					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						t, err := cl.DescribeTopic(ctx, c.Args().First())

@@ -1,0 +1,178 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftmq/raftmq/internal/composegroup"
+)
+
+// composeClusterNodes are the node services of docker-compose.cluster.yml:
+// group ga is a1..a3, gb is b1..b3.
+var composeClusterNodes = []string{"a1", "a2", "a3", "b1", "b2", "b3"}
+
+// TestComposeCluster: docker-compose.cluster.yml brings up two groups of
+// three nodes and two name servers; `cluster health` through the name
+// servers sees both healthy; a topic made through one name server spreads
+// over both groups; the host CLI produces and consumes through the name
+// servers, also after one group's leader container is killed and one name
+// server is stopped, and every acknowledged message is read back.
+func TestComposeCluster(t *testing.T) {
+	composeRequire(t)
+	root := composeRepoRoot(t)
+	cli, image := composeBuildImage(t, root)
+	cmd, _ := composeCommand()
+	project := "raftmq-it-cl-" + composeRandomHex(4)
+	ports := composeFreePorts(t, 3*len(composeClusterNodes)+2)
+	env := append(os.Environ(), "RAFTMQ_IMAGE="+image, "COMPOSE_PROJECT_NAME="+project)
+	for i, n := range composeClusterNodes {
+		up := strings.ToUpper(n)
+		env = append(env, fmt.Sprintf("RAFTMQ_%s_PORT=%d", up, ports[i]),
+			fmt.Sprintf("RAFTMQ_%s_HTTP_PORT=%d", up, ports[len(composeClusterNodes)+i]),
+			fmt.Sprintf("RAFTMQ_%s_REMOTING_PORT=%d", up, ports[2*len(composeClusterNodes)+i]))
+	}
+	ns1, ns2 := ports[3*len(composeClusterNodes)], ports[3*len(composeClusterNodes)+1]
+	env = append(env, fmt.Sprintf("RAFTMQ_NAMESRV1_PORT=%d", ns1), fmt.Sprintf("RAFTMQ_NAMESRV2_PORT=%d", ns2))
+	nsBoth := fmt.Sprintf("127.0.0.1:%d;127.0.0.1:%d", ns1, ns2)
+	g, err := composegroup.New(context.Background(), composegroup.Config{Command: cmd, File: filepath.Join(root, "docker-compose.cluster.yml"),
+		Project: project, Env: env, Dir: root, Services: composeClusterNodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(timeout time.Duration, args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return g.RunLong(ctx, args...)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if out, err := run(2*time.Minute, "logs", "--no-color", "--tail=60"); err == nil {
+				t.Logf("compose logs:\n%s", out)
+			}
+		}
+		if out, err := run(3*time.Minute, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
+			t.Errorf("compose down: %v\n%s", err, out)
+		}
+	})
+	start := time.Now()
+	if out, err := run(5*time.Minute, "up", "-d"); err != nil {
+		t.Fatalf("compose up: %v\n%s", err, out)
+	}
+	t.Logf("compose up -d took %v", time.Since(start).Round(time.Millisecond))
+	cliRun := func(stdin string, args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		var in []byte
+		if stdin != "" {
+			in = []byte(stdin)
+		}
+		out, errOut, err := composeExec(ctx, nil, "", in, cli, args...)
+		if err != nil {
+			t.Fatalf("raftmq %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, composeTail(out, 2000), composeTail(errOut, 2000))
+		}
+		return string(out)
+	}
+	cliRun("", "cluster", "health", "--namesrv", nsBoth, "--groups", "2", "--wait", "180s")
+	t.Logf("both groups healthy %v after compose up began", time.Since(start).Round(time.Millisecond))
+
+	out := cliRun("", "topic", "create", "orders", "--queues", "4", "--namesrv", fmt.Sprintf("127.0.0.1:%d", ns2))
+	if !strings.Contains(out, "2 queues on group ga") || !strings.Contains(out, "2 queues on group gb") {
+		t.Fatalf("topic create through the second name server:\n%s", out)
+	}
+	// Each name server lists both groups' queues (the groups register the
+	// topic with each on their own).
+	for _, ns := range []int{ns1, ns2} {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			out, _, err := composeExec(ctx, nil, "", nil, cli, "topic", "describe", "orders", "--namesrv", fmt.Sprintf("127.0.0.1:%d", ns), "--json")
+			cancel()
+			var rows []struct {
+				Group string `json:"group"`
+			}
+			if err == nil && json.Unmarshal(out, &rows) == nil && len(rows) == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("name server 127.0.0.1:%d does not list orders on both groups: %v %s", ns, err, out)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	acked := map[string]string{}
+	produce := func(prefix, namesrv string) map[string]int {
+		t.Helper()
+		var lines []string
+		for i := 0; i < 20; i++ {
+			lines = append(lines, fmt.Sprintf("%s-%d", prefix, i))
+		}
+		perGroup := map[string]int{}
+		for _, a := range procJSONLines[struct {
+			Group  string `json:"group"`
+			Queue  int32  `json:"queue"`
+			Offset uint64 `json:"offset"`
+			Body   string `json:"body"`
+		}](t, cliRun(strings.Join(lines, "\n")+"\n", "produce", "-t", "orders", "--namesrv", namesrv, "--batch", "1", "--format", "json")) {
+			perGroup[a.Group]++
+			acked[fmt.Sprintf("%s/%d/%d", a.Group, a.Queue, a.Offset)] = a.Body
+		}
+		return perGroup
+	}
+	if pg := produce("first", fmt.Sprintf("127.0.0.1:%d", ns1)); pg["ga"] == 0 || pg["gb"] == 0 || pg["ga"]+pg["gb"] != 20 {
+		t.Fatalf("produce through the first name server: %v, want 20 over ga and gb", pg)
+	}
+
+	// Kill ga's leader container; stop the first name server.
+	var st []struct {
+		Group  string `json:"group"`
+		Leader string `json:"leader"`
+	}
+	if err := json.Unmarshal([]byte(cliRun("", "cluster", "status", "--namesrv", nsBoth, "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	var leader string
+	for _, s := range st {
+		if s.Group == "ga" {
+			leader = s.Leader
+		}
+	}
+	if leader == "" {
+		t.Fatalf("no leader of ga in %+v", st)
+	}
+	kctx, kcancel := context.WithTimeout(context.Background(), time.Minute)
+	if out, err := g.Kill(kctx, leader); err != nil {
+		t.Fatalf("kill %s: %v\n%s", leader, err, out)
+	}
+	kcancel()
+	if out, err := run(time.Minute, "stop", "-t", "2", "namesrv1"); err != nil {
+		t.Fatalf("stop namesrv1: %v\n%s", err, out)
+	}
+	t.Logf("killed ga's leader %s and stopped namesrv1", leader)
+	if pg := produce("second", nsBoth); pg["ga"]+pg["gb"] != 20 {
+		t.Fatalf("produce after the kill: %v, want 20", pg)
+	}
+
+	out = cliRun("", "consume", "-t", "orders", "--namesrv", nsBoth, "--group", "cg", "--format", "json")
+	read := map[string]string{}
+	for _, m := range procJSONLines[struct {
+		Group  string `json:"group"`
+		Queue  int32  `json:"queue"`
+		Offset uint64 `json:"offset"`
+		Body   string `json:"body"`
+	}](t, out) {
+		read[fmt.Sprintf("%s/%d/%d", m.Group, m.Queue, m.Offset)] = m.Body
+	}
+	for k, b := range acked {
+		if read[k] != b {
+			t.Fatalf("acked %s at %s, read %q there; %d acked, %d read:\n%s", b, k, read[k], len(acked), len(read), composeTail([]byte(out), 6000))
+		}
+	}
+	t.Logf("%d acknowledged messages read back through the second name server", len(acked))
+}
