@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -37,6 +39,9 @@ func TestTLSEnforcingGroup(t *testing.T) {
 		cfg.TLS = tlsconf.Config{Mode: tlsconf.Enforcing, CertFile: p.CertFile, KeyFile: p.KeyFile, CAFile: ca.CAFile}
 		cfg.HTTP = freeAddr(t)
 		httpAddrs[i] = cfg.HTTP
+		if i == 0 {
+			cfg.Remoting = freeAddr(t)
+		}
 	})
 	c.leader()
 	ctx := ctxT(t, 60*time.Second)
@@ -106,6 +111,25 @@ func TestTLSEnforcingGroup(t *testing.T) {
 	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + httpAddrs[0] + "/healthz"); err == nil {
 		resp.Body.Close()
 		t.Fatal("plaintext /healthz answered by an enforcing node")
+	}
+
+	// The remoting port: a TLS handshake with the CA completes, plaintext
+	// is closed after its first bytes.
+	rmq := c.nodes[0].RemotingAddr()
+	if tc, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", rmq, trust); err != nil {
+		t.Fatalf("TLS to the remoting port: %v", err)
+	} else {
+		tc.Close()
+	}
+	if pc, err := net.DialTimeout("tcp", rmq, 5*time.Second); err != nil {
+		t.Fatal(err)
+	} else {
+		pc.SetDeadline(time.Now().Add(5 * time.Second))
+		pc.Write([]byte{0, 0, 0, 20, 0, 0, 0, 10}) // the start of a remoting frame
+		if n, err := pc.Read(make([]byte, 1)); err == nil {
+			t.Fatalf("plaintext to an enforcing remoting port was answered (%d bytes)", n)
+		}
+		pc.Close()
 	}
 
 	// The Peer service wants a node certificate; the Broker service not.
