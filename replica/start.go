@@ -182,6 +182,9 @@ func newTCPTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, e
 		tc.ServerAddressProvider = d
 	}
 	if cfg.TLS.On() {
+		if adv.IP == nil || adv.IP.IsUnspecified() { // what raft's TCP transport refuses too
+			return nil, fmt.Errorf("raft advertise address %q: not one other nodes can dial (set --raft-advertise)", cfg.AdvertiseAddr)
+		}
 		l, err := net.Listen("tcp", cfg.BindAddr)
 		if err != nil {
 			return nil, fmt.Errorf("raft transport on %s: %w", cfg.BindAddr, err)
