@@ -8,6 +8,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -500,6 +501,10 @@ func (s *Server) httpHandler() http.Handler {
 // connections use them, open ones keep theirs. The files are also
 // reloaded when they change (tlsconf.Config.ReloadEvery).
 func (s *Server) ReloadTLS() error { return s.tls.Reload() }
+
+// TLSCertificate is the certificate the node serves and dials with now
+// (nil with TLS disabled).
+func (s *Server) TLSCertificate() *tls.Certificate { return s.tls.Certificate() }
 
 // Addr is the client API address this node listens on.
 func (s *Server) Addr() string { return s.lis.Addr().String() }

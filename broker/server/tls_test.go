@@ -241,3 +241,84 @@ func TestTLSPermissiveMigration(t *testing.T) {
 		t.Fatalf("consumed %d messages after the migration, want %d", len(recs), sent)
 	}
 }
+
+// TestTLSRotationUnderLoad: every node's certificate is replaced and
+// reloaded (ReloadTLS, what SIGHUP calls) while a producer sends, and a
+// node restarted afterwards joins with the new one: nothing acknowledged
+// is lost and every new connection presents the new certificate.
+func TestTLSRotationUnderLoad(t *testing.T) {
+	ca := tlstest.NewCA(t, "cluster")
+	c := newCluster(t, 3, func(i int, cfg *server.Config) {
+		p := ca.Issue(t, cfg.Raft.ID)
+		cfg.TLS = tlsconf.Config{Mode: tlsconf.Enforcing, CertFile: p.CertFile, KeyFile: p.KeyFile, CAFile: ca.CAFile, ReloadEvery: -1}
+	})
+	c.leader()
+	ctx := ctxT(t, 90*time.Second)
+	trust, _ := tlsconf.ClientFiles(ca.CAFile, "", "", "")
+	cl, err := client.New(client.Config{Servers: c.addrs(), TLS: trust})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.CreateTopic(ctx, "rotate", 2, false); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		p := cl.NewProducer()
+		acked := 0
+		for {
+			select {
+			case <-stop:
+				done <- acked
+				return
+			default:
+			}
+			if _, err := p.Send(ctx, "rotate", client.Message{Body: []byte(fmt.Sprintf("m%d", acked))}); err != nil {
+				t.Errorf("send %d during rotation: %v", acked, err)
+				done <- acked
+				return
+			}
+			acked++
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	serials := map[string]string{}
+	for i, s := range c.nodes {
+		ca.Issue(t, c.cfgs[i].Raft.ID)
+		if err := s.ReloadTLS(); err != nil {
+			t.Fatalf("reload %s: %v", c.cfgs[i].Raft.ID, err)
+		}
+		serials[c.cfgs[i].Listen] = s.TLSCertificate().Leaf.SerialNumber.String()
+		time.Sleep(100 * time.Millisecond)
+	}
+	// A restarted node dials and is dialed with the new certificates.
+	f := (c.leader() + 1) % 3
+	c.stop(f, true)
+	c.start(f)
+	serials[c.cfgs[f].Listen] = c.nodes[f].TLSCertificate().Leaf.SerialNumber.String()
+	waitFor(t, 20*time.Second, "the restarted node to catch up", func() bool {
+		l := c.nodes[c.leader()].Node().Stats()
+		return c.nodes[f].Node().Stats().AppliedIndex >= l.CommitIndex
+	})
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	acked := <-done
+	for addr, want := range serials {
+		tc, err := tls.Dial("tcp", addr, trust)
+		if err != nil {
+			t.Fatalf("dial %s: %v", addr, err)
+		}
+		got := tc.ConnectionState().PeerCertificates[0].SerialNumber.String()
+		tc.Close()
+		if got != want {
+			t.Errorf("%s serves certificate %s after the reload, want %s", addr, got, want)
+		}
+	}
+	recs, _ := consumeAll(t, cl, "rotate", true)
+	if len(recs) != acked {
+		t.Fatalf("consumed %d messages, %d were acknowledged", len(recs), acked)
+	}
+	t.Logf("%d messages acknowledged during the rotation, %d read back", acked, len(recs))
+}
