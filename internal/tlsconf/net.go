@@ -20,6 +20,10 @@ import (
 // of a handshake record.
 const recordHandshake = 0x16
 
+// refuseDrain is how long a refused plaintext connection is read before
+// it is closed.
+const refuseDrain = 100 * time.Millisecond
+
 // ErrPlaintext is the error of a plaintext connection to an enforcing port.
 var ErrPlaintext = errors.New("plaintext connection refused: this node enforces TLS")
 
@@ -40,6 +44,12 @@ func (n *Node) Accept(raw net.Conn, cfg *tls.Config) (net.Conn, *tls.ConnectionS
 	pc := &peekedConn{Conn: raw, first: first[:]}
 	if first[0] != recordHandshake {
 		if n.Mode() == Enforcing {
+			// Read what the client has sent before closing: a close with
+			// unread data resets the connection, and the client then sees
+			// a broken pipe or a reset (which it may take for a passing
+			// fault) instead of the end of the stream.
+			raw.SetReadDeadline(time.Now().Add(refuseDrain))
+			io.Copy(io.Discard, io.LimitReader(raw, 64<<10))
 			raw.Close()
 			n.log.Debug("plaintext connection refused", "remote", raw.RemoteAddr())
 			return nil, nil, fmt.Errorf("%s: %w", raw.RemoteAddr(), ErrPlaintext)
