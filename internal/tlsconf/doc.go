@@ -11,6 +11,12 @@
 // plaintext when the peer closes or answers the handshake with something
 // that is not TLS (a node not yet moved), never after a certificate error.
 //
+// Goroutines: a Node runs one, started by New and ended by Close, that
+// checks the files' modification times every Config.ReloadEvery. Sniffing
+// and handshakes run in the goroutine that serves the connection (the
+// gRPC server's handshake goroutine, or the first Read of a connection of
+// Listen), never in the accept loop.
+//
 // It never decides who may do what beyond "holds a certificate the cluster
 // CA signed" (VerifiedPeer): authentication of users and ACLs are not
 // built. It imports nothing of raftmq.
