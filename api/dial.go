@@ -29,10 +29,14 @@ const (
 // Dial returns a lazily connecting client connection to a raftmq node, as
 // both the Go SDK and the nodes themselves use it. It reconnects to a
 // restarted node within a second, not grpc's default of up to two minutes.
-func Dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+// It is plaintext unless extra brings transport credentials or a dialer
+// (TLS: grpc.WithTransportCredentials(credentials.NewTLS(cfg))); extra
+// options apply after these.
+func Dial(addr string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond,
 			Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}, MinConnectTimeout: 2 * time.Second}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize))}
+	return grpc.NewClient(addr, append(opts, extra...)...)
 }

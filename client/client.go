@@ -9,6 +9,7 @@ package client
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
@@ -57,6 +59,13 @@ type Config struct {
 	// (connection refused) ...").
 	OnWaiting    func(msg string)
 	WaitingAfter time.Duration
+	// TLS, when set, dials every node over TLS with it: RootCAs verifies
+	// the nodes' certificates (nil: the system pool), Certificates or
+	// GetClientCertificate are presented when a node asks (nodes accept
+	// clients without one), ServerName overrides the host name checked
+	// (default: the host of each server address). Nil: plaintext, which a
+	// node with --tls-mode enforcing refuses.
+	TLS *tls.Config
 }
 
 // DefaultConfig returns defaults for everything but Servers.
@@ -172,7 +181,11 @@ func (c *Client) conn(addr string) (api.BrokerClient, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return api.NewBrokerClient(cc), nil
 	}
-	cc, err := api.Dial(addr)
+	var opts []grpc.DialOption
+	if c.cfg.TLS != nil {
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(c.cfg.TLS)))
+	}
+	cc, err := api.Dial(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

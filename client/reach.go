@@ -91,7 +91,14 @@ func unreachable(err error) string {
 		return "the address does not resolve"
 	case strings.Contains(msg, "frame too large"), strings.Contains(msg, "server preface"),
 		strings.Contains(msg, "http2: failed reading the frame"), strings.Contains(msg, "malformed HTTP"):
-		return "not raftmq's client API, perhaps its HTTP port"
+		return "not raftmq's client API (perhaps its HTTP port), or a node that requires TLS (--tls-ca)"
+	case strings.Contains(msg, "authentication handshake failed"), strings.Contains(msg, "first record does not look like a TLS handshake"):
+		// TLS to a plaintext node, or a certificate this client does not
+		// trust: no retry helps.
+		if i := strings.Index(msg, "tls: "); i >= 0 {
+			return "TLS handshake failed: " + msg[i:]
+		}
+		return "TLS handshake failed"
 	}
 	return ""
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/raftmq/raftmq/internal/tlsconf"
 )
 
 // Peer is one voter of the initial configuration.
@@ -95,6 +97,11 @@ type Config struct {
 	// instead of the configured one. Fault-injection tests put a proxy per
 	// direction between nodes this way; production leaves it empty.
 	DialOverrides map[string]string
+	// TLS, when on, carries raft traffic over TLS (internal/tlsconf): the
+	// raft port requires a certificate the cluster CA signed from every
+	// node that dials it, and this node dials its peers with its own. A
+	// permissive node also takes plaintext. Nil: plaintext.
+	TLS *tlsconf.Node
 
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/raftmq/raftmq/internal/tlsconf"
 )
 
 // Node is a running Raft member.
@@ -178,12 +181,45 @@ func newTCPTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, e
 		}
 		tc.ServerAddressProvider = d
 	}
+	if cfg.TLS.On() {
+		if adv.IP == nil || adv.IP.IsUnspecified() { // what raft's TCP transport refuses too
+			return nil, fmt.Errorf("raft advertise address %q: not one other nodes can dial (set --raft-advertise)", cfg.AdvertiseAddr)
+		}
+		l, err := net.Listen("tcp", cfg.BindAddr)
+		if err != nil {
+			return nil, fmt.Errorf("raft transport on %s: %w", cfg.BindAddr, err)
+		}
+		tc.Stream = &tlsStream{Listener: cfg.TLS.Listen(l, true), tls: cfg.TLS, adv: adv}
+		return raft.NewNetworkTransportWithConfig(tc), nil
+	}
 	trans, err := raft.NewTCPTransportWithConfig(cfg.BindAddr, adv, tc)
 	if err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.BindAddr, err)
 	}
 	return trans, nil
 }
+
+// tlsStream is raft's stream layer over TLS: it accepts through the
+// node's TLS listener (a certificate the cluster CA signed is required;
+// plaintext only in permissive mode) and dials with the node's
+// certificate, so a node the cluster CA did not certify can neither send
+// raft RPCs (votes, appends) nor receive them.
+type tlsStream struct {
+	net.Listener
+	tls *tlsconf.Node
+	adv net.Addr
+}
+
+var _ raft.StreamLayer = (*tlsStream)(nil)
+
+func (s *tlsStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.tls.Dial(ctx, "tcp", string(addr))
+}
+
+// Addr is the address advertised to the other nodes.
+func (s *tlsStream) Addr() net.Addr { return s.adv }
 
 // closeTransport closes t if it can be closed (raft.WithClose).
 func closeTransport(t raft.Transport) {

@@ -23,7 +23,7 @@ func TestForward(t *testing.T) {
 	srv := grpc.NewServer()
 	api.RegisterBrokerServer(srv, leader)
 	addr := serve(t, srv)
-	p := NewPeers(nil)
+	p := NewPeers(nil, nil)
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

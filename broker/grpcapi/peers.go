@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/internal/tlsconf"
 	"github.com/raftmq/raftmq/replica"
 )
 
@@ -21,6 +23,7 @@ type Peers struct {
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	dial   map[string]string // peer API address -> address to dial instead
+	tls    *tlsconf.Node     // nil or disabled: plaintext
 	closed bool
 }
 
@@ -28,8 +31,11 @@ var _ broker.PeerClient = (*Peers)(nil)
 
 // NewPeers returns an empty pool. dial, for fault injection only, maps a
 // peer's API address to the address to dial instead (a proxy); nil: none.
-func NewPeers(dial map[string]string) *Peers {
-	return &Peers{conns: map[string]*grpc.ClientConn{}, dial: dial}
+// tls, when on, dials the peers over TLS with this node's certificate
+// (internal/tlsconf: plaintext only to a peer that does not speak TLS, and
+// only in permissive mode); nil: plaintext.
+func NewPeers(dial map[string]string, tls *tlsconf.Node) *Peers {
+	return &Peers{conns: map[string]*grpc.ClientConn{}, dial: dial, tls: tls}
 }
 
 // Conn returns the connection to the node at addr, dialing lazily.
@@ -46,7 +52,17 @@ func (p *Peers) Conn(addr string) (grpc.ClientConnInterface, error) {
 	if d, ok := p.dial[addr]; ok {
 		target = d
 	}
-	c, err := api.Dial(target)
+	var opts []grpc.DialOption
+	if p.tls.On() {
+		// The dialer does TLS itself (its permissive fallback needs a
+		// fresh connection, which credentials cannot make), so gRPC
+		// sees a connection it need not secure.
+		n := p.tls
+		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			return n.Dial(ctx, "tcp", a, "h2")
+		}))
+	}
+	c, err := api.Dial(target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial peer %s: %w", addr, err)
 	}

@@ -24,7 +24,7 @@ func TestPeersDialOverride(t *testing.T) {
 			c.Close()
 		}
 	}()
-	p := NewPeers(map[string]string{"127.0.0.1:1": proxy.Addr().String()})
+	p := NewPeers(map[string]string{"127.0.0.1:1": proxy.Addr().String()}, nil)
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -11,6 +11,7 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/internal/tlsconf"
 	"github.com/raftmq/raftmq/replica"
 )
 
@@ -68,6 +70,38 @@ func ServerOptions(b *broker.Broker) []grpc.ServerOption {
 		grpc.InTapHandle(admitProduce(b.AdmitProduce)),
 		grpc.UnknownServiceHandler(legacyHandler(NewPeerServer(b, nil))),
 	}
+}
+
+// PeerCertRequired are the server options of an enforcing node: the Peer
+// service (and its legacy names) answers only calls made over TLS with a
+// certificate the cluster CA signed, so a host without one can neither
+// register addresses with the leader nor poll the nodes' state. The Broker
+// service stays open to clients without certificates.
+func PeerCertRequired() []grpc.ServerOption {
+	check := func(ctx context.Context, method string) error {
+		if !isPeerMethod(method) || tlsconf.VerifiedPeer(ctx) {
+			return nil
+		}
+		return status.Errorf(codes.PermissionDenied, "%s is a node-to-node call: it needs a client certificate signed by the cluster CA (--tls-cert)", method)
+	}
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if err := check(ctx, info.FullMethod); err != nil {
+				return nil, err
+			}
+			return h(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			if err := check(ss.Context(), info.FullMethod); err != nil {
+				return err
+			}
+			return h(srv, ss)
+		}),
+	}
+}
+
+func isPeerMethod(m string) bool {
+	return strings.HasPrefix(m, "/"+api.Peer_ServiceDesc.ServiceName+"/") || m == legacyNodeState || m == legacyRegister
 }
 
 // admitProduce refuses produce calls, before their request is read, while

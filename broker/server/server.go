@@ -8,6 +8,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -28,6 +29,7 @@ import (
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/grpcapi"
 	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
+	"github.com/raftmq/raftmq/internal/tlsconf"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -69,6 +71,10 @@ type Config struct {
 	// the address registered with the name servers (default: Remoting).
 	Remoting       string
 	RemotingConfig brokerremoting.Config
+	// TLS is the node's TLS on every port it serves and dials (client API,
+	// node-to-node API, raft, HTTP, remoting): docs/security.md. Its zero
+	// value is disabled: plaintext everywhere.
+	TLS tlsconf.Config
 }
 
 // DefaultConfig returns a config with every default set; callers fill in
@@ -132,6 +138,7 @@ type Server struct {
 	lock   *dirLock
 	rmq    *brokerremoting.Adapter
 	rmqLis net.Listener
+	tls    *tlsconf.Node
 	wg     sync.WaitGroup
 	once   sync.Once
 }
@@ -150,6 +157,9 @@ func Start(cfg Config) (_ *Server, err error) {
 		return nil, errors.New("node id: empty (--id)")
 	}
 	if err := cfg.Raft.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.TLS.Validate(); err != nil {
 		return nil, err
 	}
 	if _, err := ParseVerifyMode(string(cfg.VerifyLog)); err != nil {
@@ -176,6 +186,12 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err := claimDataDir(cfg.DataDir, cfg.Raft.ID); err != nil {
 		return nil, err
 	}
+	tc := cfg.TLS
+	tc.Logger = log.Named("tls")
+	if s.tls, err = tlsconf.New(tc); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, s.tls.Close)
 
 	s.lis, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -229,13 +245,14 @@ func Start(cfg Config) (_ *Server, err error) {
 	}
 	rc := cfg.Raft
 	rc.Logger = log.Named("replica")
+	rc.TLS = s.tls
 	s.node, err = replica.Start(rc, replica.Stores{Log: s.stores.Log, Stable: s.stores.Stable, Snapshots: s.stores.Snapshots,
 		Unclean: s.stores.Unclean(), Recovered: s.stores.Recovered})
 	if err != nil {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { s.node.Kill() })
-	s.peers = grpcapi.NewPeers(cfg.PeerDial)
+	s.peers = grpcapi.NewPeers(cfg.PeerDial, s.tls)
 	cleanup = append(cleanup, func() { s.peers.Close() })
 	s.broker, err = broker.New(bc, broker.ReplicaOf(s.node), s.stores, s.peers)
 	if err != nil {
@@ -248,6 +265,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("http listen on %s: %w", cfg.HTTP, err)
 		}
+		hl = s.tls.Listen(hl, false)
 		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
 		s.wg.Add(1)
 		go func() {
@@ -257,7 +275,14 @@ func Start(cfg Config) (_ *Server, err error) {
 			}
 		}()
 	}
-	s.grpc = grpc.NewServer(grpcapi.ServerOptions(s.broker)...)
+	gopts := grpcapi.ServerOptions(s.broker)
+	if s.tls.On() {
+		gopts = append(gopts, grpc.Creds(s.tls.GRPCCredentials()))
+	}
+	if s.tls.Mode() == tlsconf.Enforcing {
+		gopts = append(gopts, grpcapi.PeerCertRequired()...)
+	}
+	s.grpc = grpc.NewServer(gopts...)
 	grpcapi.RegisterServices(s.grpc, s.broker, s.peers)
 	s.wg.Add(1)
 	go func() {
@@ -282,7 +307,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		}
 	}
 	log.Info("node started", "id", cfg.Raft.ID, "raft", cfg.Raft.BindAddr, "client", bc.ClientAddr, "http", cfg.HTTP,
-		"remoting", cfg.Remoting, "data", cfg.DataDir, "log_store", cfg.LogStore)
+		"remoting", cfg.Remoting, "data", cfg.DataDir, "log_store", cfg.LogStore, "tls", s.tls.Mode())
 	return s, nil
 }
 
@@ -293,6 +318,7 @@ func (s *Server) startRemoting() error {
 	if err != nil {
 		return fmt.Errorf("remoting listen on %s: %w", s.cfg.Remoting, err)
 	}
+	l = s.tls.Listen(l, false) // RocketMQ clients with tls.enable speak TLS on the same port
 	rc := s.cfg.RemotingConfig
 	if rc.Addr == "" {
 		rc.Addr = l.Addr().String()
@@ -471,6 +497,15 @@ func (s *Server) httpHandler() http.Handler {
 	return mux
 }
 
+// ReloadTLS reads the certificate, key and CA files again (SIGHUP); new
+// connections use them, open ones keep theirs. The files are also
+// reloaded when they change (tlsconf.Config.ReloadEvery).
+func (s *Server) ReloadTLS() error { return s.tls.Reload() }
+
+// TLSCertificate is the certificate the node serves and dials with now
+// (nil with TLS disabled).
+func (s *Server) TLSCertificate() *tls.Certificate { return s.tls.Certificate() }
+
 // Addr is the client API address this node listens on.
 func (s *Server) Addr() string { return s.lis.Addr().String() }
 
@@ -530,6 +565,7 @@ func (s *Server) stop(graceful bool) error {
 		if cerr := s.stores.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
+		s.tls.Close()
 		s.lock.release()
 		s.log.Info("node stopped", "id", s.cfg.Raft.ID)
 	})

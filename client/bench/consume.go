@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 // earliest retained offsets up to the end offsets seen at the start.
 type ConsumeConfig struct {
 	Servers []string
+	TLS     *tls.Config // every client's client.Config.TLS; nil: plaintext
 	Topic   string
 	// Consumers split the queues between them (consumer i reads queues
 	// i, i+n, ...); each has its own client (connection). More consumers
@@ -105,7 +107,7 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 		cfg.Group = "bench-" + hex.EncodeToString(b[:])
 	}
 
-	admin, err := newClient(cfg.Servers, cfg.Timeout)
+	admin, err := newClient(cfg.Servers, cfg.Timeout, cfg.TLS)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +141,7 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 		}
 	}()
 	for i := range members {
-		cl, err := newClient(cfg.Servers, cfg.Timeout)
+		cl, err := newClient(cfg.Servers, cfg.Timeout, cfg.TLS)
 		if err != nil {
 			return nil, err
 		}

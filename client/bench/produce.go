@@ -7,6 +7,7 @@ package bench
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -26,7 +27,9 @@ const MaxWindow = 512
 type ProduceConfig struct {
 	// Servers are client API addresses of any nodes of the group.
 	Servers []string
-	Topic   string
+	// TLS, when set, is every client's client.Config.TLS.
+	TLS   *tls.Config
+	Topic string
 	// Queues is the queue count used when the run creates the topic; an
 	// existing topic is used as it is.
 	Queues int32
@@ -166,9 +169,10 @@ func ensureTopic(ctx context.Context, cl *client.Client, name string, queues int
 }
 
 // newClient returns an SDK client whose overall retry bound is timeout.
-func newClient(servers []string, timeout time.Duration) (*client.Client, error) {
+func newClient(servers []string, timeout time.Duration, tc *tls.Config) (*client.Client, error) {
 	cfg := client.DefaultConfig()
 	cfg.Servers = servers
+	cfg.TLS = tc
 	cfg.RetryTimeout = timeout
 	return client.New(cfg)
 }
@@ -194,7 +198,7 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 		}
 	}()
 	for i := range clients {
-		c, err := newClient(cfg.Servers, cfg.Timeout)
+		c, err := newClient(cfg.Servers, cfg.Timeout, cfg.TLS)
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/tlsconf"
 )
 
 // exitError carries a specific exit code.
@@ -51,9 +53,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	app := &cli.App{
 		Name:  "raftmq",
 		Usage: "a RocketMQ-style message broker whose broker group is one Raft cluster",
-		Description: "Environment: RAFTMQ_SERVERS, RAFTMQ_TIMEOUT and RAFTMQ_NAMESRV set -s, --timeout and --namesrv of\n" +
-			"every command; the server's flags read RAFTMQ_SERVER_<FLAG> (RAFTMQ_SERVER_DATA for --data), the\n" +
-			"name server's RAFTMQ_NAMESRV_<FLAG>. Other flags have no variable.\n" +
+		Description: "Environment: RAFTMQ_SERVERS, RAFTMQ_TIMEOUT, RAFTMQ_NAMESRV and RAFTMQ_TLS_CA (_CERT, _KEY,\n" +
+			"_SERVER_NAME) set -s, --timeout, --namesrv and --tls-* of every command; the server's flags read\n" +
+			"RAFTMQ_SERVER_<FLAG> (RAFTMQ_SERVER_DATA for --data, RAFTMQ_SERVER_TLS_CA for its --tls-ca), the name\n" +
+			"server's RAFTMQ_NAMESRV_<FLAG>. Other flags have no variable.\n" +
 			"Start with `raftmq demo` to watch a three-node group survive the loss of its leader.",
 		Reader:                 stdin,
 		Writer:                 stdout,
@@ -169,7 +172,8 @@ func flagString(f cli.Flag) string {
 // sharedEnv are the flags that mean the same to every command that has
 // them (where the group or its name servers are, how long to try): they
 // read RAFTMQ_<FLAG> everywhere.
-var sharedEnv = map[string]bool{"servers": true, "timeout": true, "namesrv": true}
+var sharedEnv = map[string]bool{"servers": true, "timeout": true, "namesrv": true,
+	"tls-ca": true, "tls-cert": true, "tls-key": true, "tls-server-name": true}
 
 // envPrefix scopes the variables of the long-running commands' flags, so
 // that one meant for another command (RAFTMQ_GROUP for consume) never
@@ -233,7 +237,23 @@ func clientFlags(extra ...cli.Flag) []cli.Flag {
 			Usage: "comma list of client API addresses of any nodes of the group"},
 		&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second,
 			Usage: "give up on a request (after retries across leader changes) after this long"},
-	}, extra...)
+	}, append(clientTLSFlags(), extra...)...)
+}
+
+// clientTLSFlags are how a client command speaks TLS to a group with
+// --tls-mode permissive or enforcing (docs/security.md).
+func clientTLSFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA that signed the nodes' certificates: connect with TLS (empty: plaintext)"},
+		&cli.StringFlag{Name: "tls-cert", Usage: "PEM client certificate, presented when a node asks (optional; with --tls-key)"},
+		&cli.StringFlag{Name: "tls-key", Usage: "PEM key of --tls-cert"},
+		&cli.StringFlag{Name: "tls-server-name", Usage: "host name the nodes' certificates must name (default: the host of each -s address)"},
+	}
+}
+
+// clientTLS is the TLS of a client command's flags; nil: plaintext.
+func clientTLS(c *cli.Context) (*tls.Config, error) {
+	return tlsconf.ClientFiles(c.String("tls-ca"), c.String("tls-cert"), c.String("tls-key"), c.String("tls-server-name"))
 }
 
 func jsonFlag() cli.Flag { return &cli.BoolFlag{Name: "json", Usage: "print JSON for machines"} }
@@ -254,6 +274,10 @@ func newClient(c *cli.Context) (*client.Client, error) {
 	}
 	errw := c.App.ErrWriter
 	cfg.OnWaiting = func(msg string) { fmt.Fprintln(errw, "raftmq:", msg) }
+	var err error
+	if cfg.TLS, err = clientTLS(c); err != nil {
+		return nil, err
+	}
 	return client.New(cfg)
 }
 

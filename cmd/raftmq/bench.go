@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -110,6 +111,7 @@ func benchCommand() *cli.Command {
 // benchTarget is where a bench runs: the -s servers, or a local group.
 type benchTarget struct {
 	servers []string
+	tls     *tls.Config // -s with --tls-ca: TLS; nil: plaintext
 	group   *localgroup.Group
 }
 
@@ -118,7 +120,14 @@ func startBenchTarget(c *cli.Context) (*benchTarget, error) {
 		if c.IsSet("server-flag") || c.IsSet("local-dir") {
 			return nil, errors.New("--server-flag and --local-dir need --local")
 		}
-		return &benchTarget{servers: []string{c.String("servers")}}, nil
+		tc, err := clientTLS(c)
+		if err != nil {
+			return nil, err
+		}
+		return &benchTarget{servers: []string{c.String("servers")}, tls: tc}, nil
+	}
+	if c.IsSet("tls-ca") {
+		return nil, errors.New("--local starts a plaintext group: for TLS start the group yourself and give -s with --tls-ca")
 	}
 	if c.IsSet("servers") {
 		return nil, errors.New("--local starts its own group: drop -s/--servers")
@@ -247,7 +256,7 @@ func runBenchProduce(c *cli.Context) error {
 		return err
 	}
 	cfg := bench.ProduceConfig{
-		Servers: t.servers, Topic: c.String("topic"), Queues: int32(c.Int("queues")), Size: c.Int("size"),
+		Servers: t.servers, TLS: t.tls, Topic: c.String("topic"), Queues: int32(c.Int("queues")), Size: c.Int("size"),
 		Producers: c.Int("producers"), Window: c.Int("window"), Batch: c.Int("batch"),
 		Count: count, Duration: c.Duration("duration"), Timeout: c.Duration("timeout"),
 		Progress: benchProgress(c.App.ErrWriter, "acked"),
@@ -321,7 +330,7 @@ func runBenchConsume(c *cli.Context) error {
 	}
 	if t.group != nil && c.Int64("fill") > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "filling topic %s with %d messages of %d B (not timed)\n", c.String("topic"), c.Int64("fill"), c.Int("size"))
-		_, err := bench.RunProduce(c.Context, bench.ProduceConfig{Servers: t.servers, Topic: c.String("topic"),
+		_, err := bench.RunProduce(c.Context, bench.ProduceConfig{Servers: t.servers, TLS: t.tls, Topic: c.String("topic"),
 			Queues: int32(c.Int("queues")), Size: c.Int("size"), Producers: 4, Window: 256, Batch: 1,
 			Count: c.Int64("fill"), Timeout: c.Duration("timeout")})
 		if err != nil {
@@ -330,7 +339,7 @@ func runBenchConsume(c *cli.Context) error {
 		}
 	}
 	cfg := bench.ConsumeConfig{
-		Servers: t.servers, Topic: c.String("topic"), Consumers: c.Int("consumers"), FollowerReads: c.Bool("follower-reads"),
+		Servers: t.servers, TLS: t.tls, Topic: c.String("topic"), Consumers: c.Int("consumers"), FollowerReads: c.Bool("follower-reads"),
 		MaxMessages: uint32(max(c.Int("max-messages"), 0)), Count: c.Int64("count"), Duration: c.Duration("duration"),
 		Timeout: c.Duration("timeout"), Progress: benchProgress(c.App.ErrWriter, "read"),
 	}

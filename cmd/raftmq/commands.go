@@ -24,9 +24,10 @@ func healthCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "health",
 		Usage: "exit 0 when the node at -s answers, knows a leader and is ready (--all: every node of the group)",
-		Flags: []cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: defaultServers, Usage: "the node to check (with --all: any nodes of the group)"},
+		Flags: append([]cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: defaultServers, Usage: "the node to check (with --all: any nodes of the group)"},
 			&cli.BoolFlag{Name: "all", Usage: "check the whole group: a leader, and every member up and ready"},
 			&cli.DurationFlag{Name: "wait", Usage: "check again every half second until healthy or this long has passed (0: check once)"}},
+			clientTLSFlags()...),
 		Description: "Without --all only the first address of -s is checked; one check takes at most 2 seconds.\n" +
 			"Exit status 2: no answer; 3: no leader known; 4: not ready, with the reason (as /readyz: a leader\n" +
 			"that cannot commit, a node whose applying is stuck, a follower that receives no entries; with\n" +
@@ -36,7 +37,11 @@ func healthCommand() *cli.Command {
 			if !c.Bool("all") {
 				servers = servers[:1]
 			}
-			cl, err := client.New(client.Config{Servers: servers, RequestTimeout: 2 * time.Second})
+			tc, err := clientTLS(c)
+			if err != nil {
+				return err
+			}
+			cl, err := client.New(client.Config{Servers: servers, RequestTimeout: 2 * time.Second, TLS: tc})
 			if err != nil {
 				return err
 			}

@@ -36,6 +36,10 @@ func TestEnvScoping(t *testing.T) {
 		{"server", "namesrv", []string{"RAFTMQ_NAMESRV"}},
 		{"consume", "servers", []string{"RAFTMQ_SERVERS"}},
 		{"consume", "group", nil},
+		{"consume", "tls-ca", []string{"RAFTMQ_TLS_CA"}},
+		{"consume", "tls-server-name", []string{"RAFTMQ_TLS_SERVER_NAME"}},
+		{"server", "tls-ca", []string{"RAFTMQ_SERVER_TLS_CA"}},
+		{"server", "tls-mode", []string{"RAFTMQ_SERVER_TLS_MODE"}},
 		{"consume", "topic", nil},
 	} {
 		if got := env(cmds[tc.cmd], tc.flag); !slices.Equal(got, tc.want) {

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -15,6 +17,7 @@ import (
 	"github.com/raftmq/raftmq/broker"
 	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
 	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/internal/tlsconf"
 	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
@@ -79,6 +82,11 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "cluster", EnvVars: []string{"RAFTMQ_CLUSTER"}, Value: brokerremoting.DefaultConfig().Cluster, Usage: "the cluster this group belongs to: RocketMQ's brokerClusterName, registered with the name servers"},
 			&cli.BoolFlag{Name: "remoting-write-via-followers", Value: brokerremoting.DefaultConfig().WriteViaFollowers, Usage: "while a follower, register as a write-only broker <group>~<id> of the group's topics too: RocketMQ producers spread sends over the leader and the followers, which forward them (one more hop for those sends: about +0.6 ms median and a quarter less throughput with many in flight, measured on one 2-core machine, docs/BENCHMARKS.md), and when the leader dies they keep sending through the followers as soon as a new leader is elected instead of after their next route poll (up to 30 s); false: producers send to the leader only"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
+			&cli.StringFlag{Name: "tls-mode", Value: string(tlsconf.Disabled), EnvVars: []string{"RAFTMQ_SERVER_TLS_MODE"}, Usage: "TLS on every port (client API, raft, node-to-node, HTTP, remoting): disabled; permissive (each port takes TLS and plaintext, peers are dialed with TLS and plaintext only if they do not speak it: the step of a node-by-node move); enforcing (plaintext refused; nodes need a certificate the --tls-ca signed). docs/security.md"},
+			&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"RAFTMQ_SERVER_TLS_CERT"}, Usage: "PEM certificate of this node, for serving and for dialing the other nodes; reloaded on SIGHUP and when the file changes"},
+			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"RAFTMQ_SERVER_TLS_KEY"}, Usage: "PEM private key of --tls-cert"},
+			&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"RAFTMQ_SERVER_TLS_CA"}, Usage: "PEM CA that signs the nodes' certificates (and clients' optional ones)"},
+			&cli.DurationFlag{Name: "tls-reload", Value: tlsconf.DefaultReloadEvery, EnvVars: []string{"RAFTMQ_SERVER_TLS_RELOAD"}, Usage: "check the TLS files for changes this often (0: only on SIGHUP)"},
 		},
 		Action: runServer,
 	}
@@ -195,6 +203,18 @@ func runServer(c *cli.Context) error {
 	if cfg.Remoting == "" && len(cfg.RemotingConfig.NameServers) > 0 {
 		return fmt.Errorf("--namesrv %s: name servers route RocketMQ clients to the remoting port; set --remoting too", c.String("namesrv"))
 	}
+	mode, err := tlsconf.ParseMode(c.String("tls-mode"))
+	if err != nil {
+		return err
+	}
+	cfg.TLS = tlsconf.Config{Mode: mode, CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), CAFile: c.String("tls-ca"),
+		ReloadEvery: c.Duration("tls-reload")}
+	if cfg.TLS.ReloadEvery == 0 {
+		cfg.TLS.ReloadEvery = -1 // SIGHUP only
+	}
+	if err := cfg.TLS.Validate(); err != nil {
+		return err
+	}
 	level := hclog.LevelFromString(c.String("log-level"))
 	if level == hclog.NoLevel {
 		return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
@@ -204,11 +224,23 @@ func runServer(c *cli.Context) error {
 		cfg.Logger.Warn("retention is off: it deletes whole raft-wal segments, and --log-store bolt has none; messages are kept until the disk is full")
 	}
 
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP) // before Start: a SIGHUP must never kill a node
+	defer signal.Stop(hup)
 	s, err := server.Start(cfg)
 	if err != nil {
 		return err
 	}
-	<-c.Context.Done()
+wait:
+	for {
+		select {
+		case <-hup:
+			cfg.Logger.Info("SIGHUP: reloading the TLS certificate, key and CA")
+			s.ReloadTLS() // logs the outcome; a broken file keeps the old ones
+		case <-c.Context.Done():
+			break wait
+		}
+	}
 	cfg.Logger.Info("signal received: stopping (a leader hands over leadership first)")
 	done := make(chan error, 1)
 	go func() { done <- s.Close() }()

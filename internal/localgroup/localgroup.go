@@ -3,6 +3,7 @@ package localgroup
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -77,6 +78,10 @@ type Config struct {
 	NoHTTP bool
 	// Remoting gives every node a RocketMQ remoting port (--remoting).
 	Remoting bool
+	// ClientTLS is the TLS the group's own status calls use (start and
+	// leader waits), for a group started with --tls-mode in ServerArgs;
+	// nil: plaintext.
+	ClientTLS *tls.Config
 }
 
 // Node is one server process (and its identity across restarts).
@@ -335,7 +340,7 @@ func (g *Group) Start(ctx context.Context, id string) error {
 		}
 		// A fresh connection each time: a gRPC connection that was refused
 		// waits a second before it dials again.
-		_, err := StatusOnce(ctx, n.Client, time.Second)
+		_, err := statusOnce(ctx, n.Client, time.Second, g.cfg.ClientTLS)
 		if err == nil {
 			return nil
 		}
@@ -492,7 +497,7 @@ func (g *Group) Leader(ctx context.Context) (*Node, *api.StatusResponse, error) 
 			addrs = append(addrs, n.Client)
 		}
 	}
-	st, err := LeaderStatus(ctx, addrs, time.Second)
+	st, err := leaderStatus(ctx, addrs, time.Second, g.cfg.ClientTLS)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,6 +2,7 @@ package localgroup
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -13,10 +14,15 @@ import (
 // LeaderStatus asks addrs at once (each for at most timeout) and returns
 // the answer with a leader and the highest term.
 func LeaderStatus(ctx context.Context, addrs []string, timeout time.Duration) (*api.StatusResponse, error) {
+	return leaderStatus(ctx, addrs, timeout, nil)
+}
+
+// leaderStatus is LeaderStatus over TLS with tc (nil: plaintext).
+func leaderStatus(ctx context.Context, addrs []string, timeout time.Duration, tc *tls.Config) (*api.StatusResponse, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("no node to ask")
 	}
-	cl, err := client.New(client.Config{Servers: addrs, RequestTimeout: timeout})
+	cl, err := client.New(client.Config{Servers: addrs, RequestTimeout: timeout, TLS: tc})
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +63,12 @@ func LeaderStatus(ctx context.Context, addrs []string, timeout time.Duration) (*
 
 // StatusOnce asks addr for its status over a new connection.
 func StatusOnce(ctx context.Context, addr string, timeout time.Duration) (*api.StatusResponse, error) {
-	cl, err := client.New(client.Config{Servers: []string{addr}, RequestTimeout: timeout})
+	return statusOnce(ctx, addr, timeout, nil)
+}
+
+// statusOnce is StatusOnce over TLS with tc (nil: plaintext).
+func statusOnce(ctx context.Context, addr string, timeout time.Duration, tc *tls.Config) (*api.StatusResponse, error) {
+	cl, err := client.New(client.Config{Servers: []string{addr}, RequestTimeout: timeout, TLS: tc})
 	if err != nil {
 		return nil, err
 	}
