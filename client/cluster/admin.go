@@ -62,7 +62,12 @@ func (c *Cluster) CreateTopic(ctx context.Context, topic string, queues int, gro
 			return nil, fmt.Errorf("group %s: %w (registered: %s)", g, ErrUnknownGroup, strings.Join(sortedNames(all), ", "))
 		}
 	}
-	plan := Spread(queues, groups)
+	return c.createOn(ctx, topic, Spread(queues, groups), ifNotExists)
+}
+
+// createOn creates topic on every group of plan with its queue count, all
+// at once, and returns the groups it was created on.
+func (c *Cluster) createOn(ctx context.Context, topic string, plan map[string]int, ifNotExists bool) (map[string]int, error) {
 	var mu sync.Mutex
 	var errs []error
 	done := map[string]int{}
@@ -215,27 +220,7 @@ func (c *Cluster) GrowTopic(ctx context.Context, topic string, queues int, group
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	plan := Spread(queues, groups)
-	done := map[string]int{}
-	for g, n := range plan {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cl, err := c.Client(ctx, g)
-			if err == nil {
-				_, err = cl.CreateTopic(ctx, topic, int32(n), false)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, &GroupError{Group: g, Err: err})
-				return
-			}
-			done[g] = n
-		}()
-	}
-	wg.Wait()
-	return done, errors.Join(errs...)
+	return c.createOn(ctx, topic, Spread(queues, groups), false)
 }
 
 // holds fails with ErrGroupHasTopic when group answers that it holds
