@@ -125,3 +125,17 @@ func TestCheckerReportsCopyNobodySentBack(t *testing.T) {
 	h.Retry = append(h.Retry, LogEntry{Offset: 1, ID: raftlog.MessageID(602, 0), Body: e1.Body, Hash: e1.Hash, Origin: e1.ID, Reconsume: "1"})
 	wantOnly(t, Check(h), VInvented)
 }
+
+// TestCheckerSendBackCopyBelowRetentionCut: a missing copy whose entry is
+// below the last retention cut was taken by retention, not lost; above the
+// cut it is lost.
+func TestCheckerSendBackCopyBelowRetentionCut(t *testing.T) {
+	h := withSendBacks(handHistory())
+	h.Retry = nil
+	h.Retention, h.Cut = true, 550
+	if r := Check(h); !r.OK() || r.Retained == 0 {
+		t.Fatalf("copy staged at 500 below the cut 550: %s %v, want it counted as retained", r.Summary(), r.Violations)
+	}
+	h.Cut = 450
+	wantOnly(t, Check(h), VLost)
+}

@@ -4,7 +4,8 @@ import "fmt"
 
 // checkSendBacks checks the consumers' send-backs against the group's retry
 // and dead-letter topics as read at the end:
-//   - every acknowledged send-back has its copy: in the retry topic, named
+//   - every acknowledged send-back has its copy (unless, in a retention
+//     run, the copy's entry is below the last cut): in the retry topic, named
 //     by its staged id (the copy waits for its delay level first), or, dead-
 //     lettered, in the dead-letter topic at the id the answer named; with the
 //     body that was sent back, the id of that message as its origin and a
@@ -47,6 +48,11 @@ func checkSendBacks(h *History, sent map[string]sentRef, r *Report) {
 		r.SentBack++
 		c, ok := byID[sb.CopyID]
 		switch {
+		case !ok && h.belowCut(sb.CopyID):
+			// Its copy was stored (staged, for a retry) in an entry below
+			// the last retention cut, and a delivered copy lies after its
+			// staged entry: retention may have taken it.
+			r.Retained++
 		case !ok:
 			r.Add(VLost, "consumer %s sent back %s (body %q), acknowledged as copy %s in %s, which is not there", sb.Consumer, sb.ID, sb.Body, sb.CopyID, sb.CopyTopic)
 		case (c.topic == "dead-letter") != sb.DeadLettered:
