@@ -320,12 +320,14 @@ func (cn *Consumer) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// CaughtUp reports whether Poll has handed out every assigned queue up to
-// end (from EndOffsets), as of each group's current pull; a consumer with no queues is not caught up, and
-// neither is one that holds no queue yet of a group with messages in end
-// (its poller has not joined that group's consumer group yet, or has no
-// poller yet), as client.Consumer.CaughtUp says of a consumer without
-// queues.
+// CaughtUp reports whether Poll has handed out every queue of end that
+// holds messages up to its end offset (from EndOffsets), as of each group's
+// current pull: the question of a lone member reading to the end. A queue
+// this consumer does not hold (yet: its poller has not joined that group,
+// or the group's assignment has not given it the queue; or at all: another
+// member holds it) is not caught up, so a member of a consumer group with
+// other members never is. With nothing to read it is caught up once a
+// poller has started.
 func (cn *Consumer) CaughtUp(end map[Queue]uint64) bool {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
@@ -333,26 +335,31 @@ func (cn *Consumer) CaughtUp(end map[Queue]uint64) bool {
 	for _, g := range cn.cfg.Groups {
 		only[g] = true
 	}
+	checked := false
 	for q, off := range end {
 		if off == 0 || (len(only) > 0 && !only[q.Group]) {
 			continue
 		}
-		if p := cn.pollers[q.Group]; p == nil || len(p.floor) == 0 {
+		checked = true
+		p := cn.pollers[q.Group]
+		if p == nil {
+			return false
+		}
+		// The floor, not the positions now: a pull in flight has moved
+		// them past records it has not handed over yet.
+		if next, ok := p.floor[q.Queue]; !ok || next < off {
 			return false
 		}
 	}
-	some := false
+	if checked {
+		return true
+	}
 	for _, p := range cn.pollers {
-		// Not the positions now: a pull in flight has moved them past
-		// records it has not handed over yet.
-		for q, next := range p.floor {
-			some = true
-			if next < end[Queue{Group: p.group, Queue: q}] {
-				return false
-			}
+		if len(p.floor) > 0 {
+			return true
 		}
 	}
-	return some
+	return false
 }
 
 // EndOffsets is the end of every queue of topic in every group now.
