@@ -53,6 +53,19 @@ func fromEnv(c *cli.Context, flag string) bool {
 	return ok && v == c.String(flag)
 }
 
+// withCluster runs f with a cluster client of --namesrv and the command's
+// timeout (withClient's twin).
+func withCluster(c *cli.Context, f func(context.Context, *cluster.Cluster) error) error {
+	cl, err := newCluster(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := opCtx(c)
+	defer cancel()
+	return f(ctx, cl)
+}
+
 func newCluster(c *cli.Context) (*cluster.Cluster, error) {
 	cfg := cluster.DefaultConfig()
 	cfg.NameServers = []string{c.String("namesrv")}
@@ -237,27 +250,17 @@ func runClusterHealth(c *cli.Context) error {
 
 // runTopicCreateCluster creates a topic over the cluster's groups.
 func runTopicCreateCluster(c *cli.Context) error {
-	cl, err := newCluster(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := opCtx(c)
-	defer cancel()
-	made, err := cl.CreateTopic(ctx, c.Args().First(), c.Int("queues"), groupsArg(c), c.Bool("if-not-exists"))
-	names := make([]string, 0, len(made))
-	for g := range made {
-		names = append(names, g)
-	}
-	sort.Strings(names)
-	for _, g := range names {
-		fmt.Fprintf(c.App.Writer, "created topic %s with %d queues on group %s\n", c.Args().First(), made[g], g)
-	}
-	if err != nil {
-		return clean(err)
-	}
-	printRouteOnceListed(ctx, c, cl, c.Args().First(), made)
-	return nil
+	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
+		made, err := cl.CreateTopic(ctx, c.Args().First(), c.Int("queues"), groupsArg(c), c.Bool("if-not-exists"))
+		for _, g := range sortedKeys(made) {
+			fmt.Fprintf(c.App.Writer, "created topic %s with %d queues on group %s\n", c.Args().First(), made[g], g)
+		}
+		if err != nil {
+			return clean(err)
+		}
+		printRouteOnceListed(ctx, c, cl, c.Args().First(), made)
+		return nil
+	})
 }
 
 // groupsArg is --groups G1,G2 as a list.
@@ -275,23 +278,18 @@ func groupsArg(c *cli.Context) []string {
 // on groups that do not hold it; then it waits (a few seconds at most) for
 // the name servers to list the new queues and prints the route.
 func runTopicGrowCluster(c *cli.Context) error {
-	cl, err := newCluster(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := opCtx(c)
-	defer cancel()
-	topic := c.Args().First()
-	made, err := cl.GrowTopic(ctx, topic, c.Int("add-queues"), groupsArg(c))
-	for _, g := range sortedKeys(made) {
-		fmt.Fprintf(c.App.Writer, "added topic %s with %d queues on group %s\n", topic, made[g], g)
-	}
-	if err != nil {
-		return clean(err)
-	}
-	printRouteOnceListed(ctx, c, cl, topic, made)
-	return nil
+	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
+		topic := c.Args().First()
+		made, err := cl.GrowTopic(ctx, topic, c.Int("add-queues"), groupsArg(c))
+		for _, g := range sortedKeys(made) {
+			fmt.Fprintf(c.App.Writer, "added topic %s with %d queues on group %s\n", topic, made[g], g)
+		}
+		if err != nil {
+			return clean(err)
+		}
+		printRouteOnceListed(ctx, c, cl, topic, made)
+		return nil
+	})
 }
 
 // printRouteOnceListed waits (a few seconds at most) until the name servers
@@ -328,18 +326,13 @@ func printRouteOnceListed(ctx context.Context, c *cli.Context, cl *cluster.Clust
 
 // runTopicPermCluster is topic update --perm through the name servers.
 func runTopicPermCluster(c *cli.Context, perm uint32) error {
-	cl, err := newCluster(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := opCtx(c)
-	defer cancel()
-	got, err := cl.UpdateTopic(ctx, c.Args().First(), perm, groupsArg(c))
-	for _, g := range sortedKeys(got) {
-		fmt.Fprintf(c.App.Writer, "topic %s on group %s: perm %s\n", got[g].Name, g, permName(got[g].Perm))
-	}
-	return clean(err)
+	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
+		got, err := cl.UpdateTopic(ctx, c.Args().First(), perm, groupsArg(c))
+		for _, g := range sortedKeys(got) {
+			fmt.Fprintf(c.App.Writer, "topic %s on group %s: perm %s\n", got[g].Name, g, permName(got[g].Perm))
+		}
+		return clean(err)
+	})
 }
 
 // groupTopicJSON is a topic on one group of a cluster.
@@ -352,92 +345,82 @@ type groupTopicJSON struct {
 // group's topics, as each group answers. A group that does not answer is
 // reported and the exit status is non-zero; the others are listed.
 func runTopicListCluster(c *cli.Context) error {
-	cl, err := newCluster(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := opCtx(c)
-	defer cancel()
-	byGroup, lerr := cl.ListTopics(ctx)
-	if byGroup == nil {
-		return clean(lerr)
-	}
-	type row struct {
-		group string
-		t     *api.TopicInfo
-	}
-	var all []row // by topic, then group
-	for _, g := range sortedKeys(byGroup) {
-		for _, t := range byGroup[g] {
-			all = append(all, row{g, t})
+	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
+		byGroup, lerr := cl.ListTopics(ctx)
+		if byGroup == nil {
+			return clean(lerr)
 		}
-	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].t.Name < all[j].t.Name })
-	if c.Bool("json") {
-		rows := []groupTopicJSON{}
+		type row struct {
+			group string
+			t     *api.TopicInfo
+		}
+		var all []row // by topic, then group
+		for _, g := range sortedKeys(byGroup) {
+			for _, t := range byGroup[g] {
+				all = append(all, row{g, t})
+			}
+		}
+		sort.SliceStable(all, func(i, j int) bool { return all[i].t.Name < all[j].t.Name })
+		if c.Bool("json") {
+			rows := []groupTopicJSON{}
+			for _, r := range all {
+				rows = append(rows, groupTopicJSON{Group: r.group, topicJSON: topicsJSON([]*api.TopicInfo{r.t})[0]})
+			}
+			if err := printJSON(c.App.Writer, rows); err != nil {
+				return err
+			}
+			return clean(lerr)
+		}
+		w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "TOPIC\tGROUP\tQUEUES\tMESSAGES\tPERM")
 		for _, r := range all {
-			rows = append(rows, groupTopicJSON{Group: r.group, topicJSON: topicsJSON([]*api.TopicInfo{r.t})[0]})
+			var n uint64
+			for _, q := range r.t.QueueInfo {
+				n += q.MaxOffset - q.MinOffset
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.t.Name, r.group, r.t.Queues, n, permName(r.t.Perm))
 		}
-		if err := printJSON(c.App.Writer, rows); err != nil {
-			return err
-		}
+		w.Flush()
 		return clean(lerr)
-	}
-	w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "TOPIC\tGROUP\tQUEUES\tMESSAGES\tPERM")
-	for _, r := range all {
-		var n uint64
-		for _, q := range r.t.QueueInfo {
-			n += q.MaxOffset - q.MinOffset
-		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.t.Name, r.group, r.t.Queues, n, permName(r.t.Perm))
-	}
-	w.Flush()
-	return clean(lerr)
+	})
 }
 
 // runTopicDescribeCluster is topic describe through the name servers:
 // the topic's queues on every group that holds it.
 func runTopicDescribeCluster(c *cli.Context) error {
-	cl, err := newCluster(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := opCtx(c)
-	defer cancel()
-	topic := c.Args().First()
-	byGroup, derr := cl.DescribeTopic(ctx, topic)
-	if byGroup == nil {
-		return clean(derr)
-	}
-	groups := sortedKeys(byGroup)
-	if c.Bool("json") {
-		rows := []groupTopicJSON{}
+	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
+		topic := c.Args().First()
+		byGroup, derr := cl.DescribeTopic(ctx, topic)
+		if byGroup == nil {
+			return clean(derr)
+		}
+		groups := sortedKeys(byGroup)
+		if c.Bool("json") {
+			rows := []groupTopicJSON{}
+			for _, g := range groups {
+				rows = append(rows, groupTopicJSON{Group: g, topicJSON: topicsJSON([]*api.TopicInfo{byGroup[g]})[0]})
+			}
+			if err := printJSON(c.App.Writer, rows); err != nil {
+				return err
+			}
+			return clean(derr)
+		}
+		total := 0
 		for _, g := range groups {
-			rows = append(rows, groupTopicJSON{Group: g, topicJSON: topicsJSON([]*api.TopicInfo{byGroup[g]})[0]})
+			total += int(byGroup[g].Queues)
 		}
-		if err := printJSON(c.App.Writer, rows); err != nil {
-			return err
+		w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(w, "topic %s, %d queues on %s\n", topic, total, plural(len(groups), "group"))
+		fmt.Fprintln(w, "GROUP\tQUEUE\tMIN\tMAX\tPERM")
+		for _, g := range groups {
+			t := byGroup[g]
+			for _, q := range t.QueueInfo {
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\n", g, q.Queue, q.MinOffset, q.MaxOffset, permName(t.Perm))
+			}
 		}
+		w.Flush()
 		return clean(derr)
-	}
-	total := 0
-	for _, g := range groups {
-		total += int(byGroup[g].Queues)
-	}
-	w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "topic %s, %d queues on %s\n", topic, total, plural(len(groups), "group"))
-	fmt.Fprintln(w, "GROUP\tQUEUE\tMIN\tMAX\tPERM")
-	for _, g := range groups {
-		t := byGroup[g]
-		for _, q := range t.QueueInfo {
-			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\n", g, q.Queue, q.MinOffset, q.MaxOffset, permName(t.Perm))
-		}
-	}
-	w.Flush()
-	return clean(derr)
+	})
 }
 
 func sortedKeys[V any](m map[string]V) []string {
