@@ -87,3 +87,17 @@ func TestTopicUpdateWantsOneChange(t *testing.T) {
 		}
 	}
 }
+
+// consume --namesrv reads as a consumer group: without --group, or with a
+// reader's --offset, it is a usage error, not a consumer that fails later.
+func TestConsumeThroughNamesrvNeedsAGroup(t *testing.T) {
+	for _, args := range [][]string{
+		{"consume", "-t", "x", "--namesrv", "127.0.0.1:1"},
+		{"consume", "-t", "x", "--namesrv", "127.0.0.1:1", "-g", "g", "--offset", "start"},
+	} {
+		_, errOut, code := runCLI(args...)
+		if code != 2 || !strings.Contains(errOut, "--group") {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error naming --group", args, code, errOut)
+		}
+	}
+}

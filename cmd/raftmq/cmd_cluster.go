@@ -514,6 +514,13 @@ func runConsumeCluster(c *cli.Context, topic, format string) error {
 	if len(c.IntSlice("queue")) > 0 || c.Bool("broadcast") || pushMode(c) {
 		return usageError(c, "--queue, --broadcast, --retry-every and --exec work on one group: use -s with that group's nodes, not --namesrv")
 	}
+	if c.String("group") == "" || c.IsSet("offset") {
+		return usageError(c, "with --namesrv consume reads as a consumer group (give --group); a reader without a group, and --offset, work on one group's nodes (-s)")
+	}
+	encode, err := bodyEncoder(c)
+	if err != nil {
+		return err
+	}
 	cl, err := newCluster(c)
 	if err != nil {
 		return err
@@ -575,10 +582,10 @@ func runConsumeCluster(c *cli.Context, topic, format string) error {
 					Group string `json:"group"`
 					msgJSON
 				}{r.Group, msgJSON{Topic: r.Topic, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Key: r.Key, Tag: r.Tag,
-					Properties: r.Properties, Body: string(r.Body), Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason}})
+					Properties: r.Properties, Body: encode(r.Body), Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason}})
 				out.Write(append(b, '\n'))
 			} else {
-				fmt.Fprintf(out, "%s/%d:%d\t%s\n", r.Group, r.Queue, r.Offset, r.Body)
+				fmt.Fprintf(out, "%s/%d:%d\t%s\n", r.Group, r.Queue, r.Offset, encode(r.Body))
 			}
 		}
 		out.Flush()
