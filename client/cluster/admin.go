@@ -69,28 +69,17 @@ func (c *Cluster) CreateTopic(ctx context.Context, topic string, queues int, gro
 // at once, and returns the groups it was created on.
 func (c *Cluster) createOn(ctx context.Context, topic string, plan map[string]int, ifNotExists bool) (map[string]int, error) {
 	var mu sync.Mutex
-	var errs []error
 	done := map[string]int{}
-	var wg sync.WaitGroup
-	for g, n := range plan {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cl, err := c.Client(ctx, g)
-			if err == nil {
-				_, err = cl.CreateTopic(ctx, topic, int32(n), ifNotExists)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, &GroupError{Group: g, Err: err})
-				return
-			}
-			done[g] = n
-		}()
-	}
-	wg.Wait()
-	return done, errors.Join(errs...)
+	err := c.eachGroup(ctx, sortedNames(plan), func(g string, cl *client.Client) error {
+		if _, err := cl.CreateTopic(ctx, topic, int32(plan[g]), ifNotExists); err != nil {
+			return err
+		}
+		mu.Lock()
+		done[g] = plan[g]
+		mu.Unlock()
+		return nil
+	})
+	return done, err
 }
 
 // GroupStatus is one group's health as its own nodes tell it.
@@ -201,35 +190,15 @@ func (c *Cluster) GrowTopic(ctx context.Context, topic string, queues int, group
 	}
 	// The name server's answer may be a registration period old: ask each
 	// group itself too, all before creating anything.
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
-	for _, g := range groups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := c.holds(ctx, g, topic)
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if err := c.eachGroup(ctx, groups, func(g string, cl *client.Client) error { return holds(ctx, cl, g, topic) }); err != nil {
+		return nil, err
 	}
 	return c.createOn(ctx, topic, Spread(queues, groups), false)
 }
 
-// holds fails with ErrGroupHasTopic when group answers that it holds
+// holds fails with ErrGroupHasTopic when group (cl) answers that it holds
 // topic, and with a *GroupError when it does not answer.
-func (c *Cluster) holds(ctx context.Context, group, topic string) error {
-	cl, err := c.Client(ctx, group)
-	if err != nil {
-		return err
-	}
+func holds(ctx context.Context, cl *client.Client, group, topic string) error {
 	ts, err := cl.ListTopics(ctx)
 	if err != nil {
 		return &GroupError{Group: group, Err: err}
@@ -265,29 +234,18 @@ func (c *Cluster) UpdateTopic(ctx context.Context, topic string, perm uint32, gr
 		}
 	}
 	var mu sync.Mutex
-	var errs []error
 	out := map[string]*api.TopicInfo{}
-	var wg sync.WaitGroup
-	for _, g := range groups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cl, err := c.Client(ctx, g)
-			var ti *api.TopicInfo
-			if err == nil {
-				ti, err = cl.UpdateTopic(ctx, topic, perm)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, &GroupError{Group: g, Err: err})
-				return
-			}
-			out[g] = ti
-		}()
-	}
-	wg.Wait()
-	return out, errors.Join(errs...)
+	err = c.eachGroup(ctx, groups, func(g string, cl *client.Client) error {
+		ti, err := cl.UpdateTopic(ctx, topic, perm)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out[g] = ti
+		mu.Unlock()
+		return nil
+	})
+	return out, err
 }
 
 // eachGroup calls f for every group named, at once, and joins their
