@@ -21,7 +21,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
-	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/namesrv"
 )
@@ -325,31 +324,8 @@ func rmqFailoverRun(t *testing.T, via, killFollower bool, run int) time.Duration
 // stored twice, and returns both counts.
 func rmqReadBack(t *testing.T, nd *procNode, topic string, acked []string) (lost, twice int) {
 	t.Helper()
-	ctx := context.Background()
 	// Read the log back: every acknowledged message stored, and once.
-	stored := map[string]int{}
-	cc, err := api.Dial(nd.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	rctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for q := int32(0); q < 4; q++ {
-		for off := uint64(0); ; {
-			r, err := api.NewBrokerClient(cc).Pull(rctx, &api.PullRequest{Topic: topic, Queue: q, Offset: off, MaxMessages: 1000})
-			if err != nil {
-				t.Fatalf("read back queue %d at %d: %v", q, off, err)
-			}
-			for _, m := range r.Messages {
-				stored[string(m.Body)]++
-			}
-			if len(r.Messages) == 0 || r.NextOffset <= off {
-				break
-			}
-			off = r.NextOffset
-		}
-	}
+	stored := rmqStored(t, nd, topic)
 	for _, b := range acked {
 		if stored[b] == 0 {
 			lost++

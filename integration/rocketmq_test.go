@@ -163,6 +163,36 @@ func rmqStartGroup(t *testing.T) (*procCluster, *namesrv.Server) {
 	return c, ns
 }
 
+// rmqStored reads topic's 4 queues from nd's log with raftmq's API and
+// counts each body found.
+func rmqStored(t *testing.T, nd *procNode, topic string) map[string]int {
+	t.Helper()
+	cc, err := api.Dial(nd.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stored := map[string]int{}
+	for q := int32(0); q < 4; q++ {
+		for off := uint64(0); ; {
+			r, err := api.NewBrokerClient(cc).Pull(ctx, &api.PullRequest{Topic: topic, Queue: q, Offset: off, MaxMessages: 1000})
+			if err != nil {
+				t.Fatalf("read back queue %d at %d: %v", q, off, err)
+			}
+			for _, m := range r.Messages {
+				stored[string(m.Body)]++
+			}
+			if len(r.Messages) == 0 || r.NextOffset <= off {
+				break
+			}
+			off = r.NextOffset
+		}
+	}
+	return stored
+}
+
 func TestRocketMQClient(t *testing.T) {
 	c, ns := rmqStartGroup(t)
 	leader := c.waitLeader("")
@@ -596,27 +626,7 @@ func TestRocketMQClient(t *testing.T) {
 	// send this test repeats after an error is a new message to the
 	// client (a new UNIQ_KEY) and may be stored twice if the first attempt
 	// had reached the log.
-	stored := map[string]int{}
-	cc, err := api.Dial(newLeader.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for q := int32(0); q < 4; q++ {
-		for off := uint64(0); ; {
-			r, err := api.NewBrokerClient(cc).Pull(ctx, &api.PullRequest{Topic: "rmq-orders", Queue: q, Offset: off, MaxMessages: 1000})
-			if err != nil {
-				t.Fatalf("read back queue %d at %d: %v", q, off, err)
-			}
-			for _, m := range r.Messages {
-				stored[string(m.Body)]++
-			}
-			if len(r.Messages) == 0 || r.NextOffset <= off {
-				break
-			}
-			off = r.NextOffset
-		}
-	}
-	cc.Close()
+	stored := rmqStored(t, newLeader, "rmq-orders")
 	storedTwice := 0
 	for _, b := range streamed {
 		if stored[b] == 0 {
