@@ -195,10 +195,17 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 		switch {
 		case errors.Is(lerr, replica.ErrUnknownTopic):
 			local = LocalNoTopic
+		case errors.Is(lerr, replica.ErrIndexDamaged):
+			b.log.Error("queue index damaged", "topic", req.Topic, "queue", req.Queue, "offset", req.Offset, "error", lerr)
+			local, why = LocalDamaged, lerr.Error()+"; retry on another node"
 		case lerr != nil:
 			return PullResult{}, b.replicaErr(lerr)
 		case req.Offset < rng.Min:
 			local = LocalBelowMin
+		case req.Offset < rng.Held:
+			// Indexed on the nodes that applied it, not here (this node
+			// installed a snapshot): one of them serves it.
+			local, why = LocalNotHeld, fmt.Sprintf("offset %d of %s/%d is held by no reachable, caught-up node (node %s indexes it from %d on)", req.Offset, req.Topic, req.Queue, b.cfg.NodeID, rng.Held)
 		case req.Offset > rng.Max:
 			local = LocalPastEnd
 		case req.Offset < rng.Max:

@@ -139,6 +139,8 @@ func (b *Broker) replicaErr(err error) error {
 		to = ErrUnknownOutcome
 	case errors.Is(err, replica.ErrTimeout):
 		to = ErrTimeout
+	case errors.Is(err, replica.ErrIndexDamaged):
+		to = ErrUnavailable
 	case errors.Is(err, replica.ErrTooLarge):
 		to = ErrTooLarge
 	case errors.Is(err, replica.ErrNoSuchServer), errors.Is(err, replica.ErrUnknownTopic):

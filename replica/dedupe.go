@@ -3,7 +3,6 @@ package replica
 import (
 	"container/list"
 	"fmt"
-	"sort"
 
 	"github.com/raftmq/raftmq/raftlog"
 )
@@ -102,9 +101,10 @@ func entryHolds(t *topic, q uint32, index, end uint64) bool {
 	if int(q) >= len(t.queues) {
 		return false
 	}
-	recs := t.queues[q].records
-	i := sort.Search(len(recs), func(i int) bool { return recs[i].index >= index })
-	return i < len(recs) && recs[i].index == index && end <= recs[i].base+uint64(recs[i].count)
+	r, ok, err := t.queues[q].ix.FindIndex(index)
+	// A read error answers "no": the retry is refused, never given an ack
+	// naming offsets the entry may not hold.
+	return err == nil && ok && end <= r.End()
 }
 
 func (f *fsm) rememberLocked(id string, seq, index uint64, res *ProduceResult) {

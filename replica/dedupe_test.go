@@ -179,7 +179,7 @@ func TestRestoreFormat1Snapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFSM(nil)
+	f := newFSM(nil, nil)
 	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 		t.Fatalf("restore format 1: %v", err)
 	}
@@ -228,9 +228,10 @@ func TestRestoreFormat1Snapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(f, 3)
-	f2 := newFSM(nil)
+	// A restart: the same index, which the restore cuts back to the snapshot.
+	f2 := newFSM(nil, f.idx)
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatalf("restore format 2 written from format 1: %v", err)
+		t.Fatalf("restore a current snapshot written from format 1: %v", err)
 	}
 	check(f2, 3)
 }

@@ -51,6 +51,10 @@ var (
 	// committed on the group, so a producer retries it (same producer id
 	// and sequence) on a healthy leader.
 	ErrDamaged = errors.New("this node stopped applying at a damaged log entry")
+	// ErrIndexDamaged: this node's queue index (queueindex, on its disk)
+	// could not be read where a lookup needed it; the other nodes hold
+	// their own.
+	ErrIndexDamaged = errors.New("this node's queue index is damaged")
 	// ErrSequenceReused: a request came with a (producer id, sequence)
 	// that a request with other content (another digest or message count)
 	// already used. Nothing of it is stored and the remembered result stays.

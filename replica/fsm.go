@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/replica/queueindex"
 )
 
 // FSM is the replicated state machine: topics, the per-queue index into the
@@ -22,6 +23,7 @@ import (
 // headers are enough).
 type fsm struct {
 	log hclog.Logger
+	idx *queueindex.Store // the queues' index records, on this node's disk
 
 	mu        sync.RWMutex
 	topics    map[string]*topic
@@ -46,12 +48,16 @@ var (
 	_ raft.BatchingFSM = (*fsm)(nil)
 )
 
-// newFSM returns an empty state machine.
-func newFSM(logger hclog.Logger) *fsm {
+// newFSM returns an empty state machine over an index store (a memory one
+// when idx is nil).
+func newFSM(logger hclog.Logger, idx *queueindex.Store) *fsm {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	f := &fsm{log: logger, notify: make(chan struct{})}
+	if idx == nil {
+		idx, _ = queueindex.Open("", queueindex.DefaultOptions())
+	}
+	f := &fsm{log: logger, idx: idx, notify: make(chan struct{})}
 	f.reset()
 	return f
 }
@@ -144,7 +150,7 @@ func (f *fsm) applyLocked(index uint64, data []byte) interface{} {
 			f.log.Error("rejecting undecodable command", "index", index, "error", err)
 			return fmt.Errorf("entry %d: %w", index, err)
 		}
-		return f.applyMetaLocked(cmd)
+		return f.applyMetaLocked(index, cmd)
 	default:
 		// raftmq writes no other command type: a damaged type byte.
 		return f.markDamagedLocked(index, fmt.Errorf("%w: type %d", ErrCorruptCommand, data[0]))
@@ -171,7 +177,7 @@ func CheckCommand(data []byte) error {
 	return fmt.Errorf("%w: type %d", ErrCorruptCommand, data[0])
 }
 
-func (f *fsm) applyMetaLocked(c *metaCmd) interface{} {
+func (f *fsm) applyMetaLocked(index uint64, c *metaCmd) interface{} {
 	switch c.Op {
 	case opCreateTopic:
 		if err := ValidateName("topic", c.Topic); err != nil {
@@ -186,9 +192,14 @@ func (f *fsm) applyMetaLocked(c *metaCmd) interface{} {
 			}
 			return fmt.Errorf("%w: %q has %d queues", ErrTopicExists, c.Topic, len(t.queues))
 		}
-		t := &topic{name: c.Topic, queues: make([]*queue, c.Queues), perm: PermReadWrite}
+		t := &topic{name: c.Topic, created: index, queues: make([]*queue, c.Queues), perm: PermReadWrite}
+		ixs, err := f.idx.CreateTopic(t.key(), len(t.queues))
+		if err != nil {
+			// Local (this node's disk): the other nodes create the topic.
+			return f.markDamagedLocked(index, err)
+		}
 		for i := range t.queues {
-			t.queues[i] = &queue{}
+			t.queues[i] = &queue{ix: ixs[i]}
 		}
 		f.topics[c.Topic] = t
 		return nil

@@ -21,7 +21,7 @@ const fsmBenchQueues = 4
 // index 1 by the same command the broker sends.
 func newBenchFSM(b *testing.B) *fsm {
 	b.Helper()
-	f := newFSM(nil)
+	f := newFSM(nil, nil)
 	if res := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeCreateTopic("bench", fsmBenchQueues, false)}); res != nil {
 		b.Fatalf("create topic: %v", res)
 	}

@@ -15,7 +15,7 @@ type harness struct {
 	idx uint64
 }
 
-func newHarness(t *testing.T) *harness { return &harness{t: t, f: newFSM(nil)} }
+func newHarness(t *testing.T) *harness { return &harness{t: t, f: newFSM(nil, nil)} }
 
 func (h *harness) apply(data []byte) interface{} {
 	h.idx++

@@ -2,47 +2,28 @@ package replica
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/replica/queueindex"
 )
 
-// record is one index record: the messages of one queue inside one Raft
-// entry. skip lists the request numbers of the entry that were not appended
-// (duplicates, errors); it is nil in the common case, and a pointer so that
-// a record takes 32 bytes, not 48 (the index grows by one record per entry
-// and queue: TestRecordSize).
-type record struct {
-	base  uint64
-	index uint64
-	count uint32
-	skip  *[]uint32
-}
-
-func (r *record) skipped() []uint32 {
-	if r.skip == nil {
-		return nil
-	}
-	return *r.skip
-}
-
-func skipPtr(s []uint32) *[]uint32 {
-	if len(s) == 0 {
-		return nil
-	}
-	return &s
-}
-
+// queue is a queue's state: its range, replicated, and its index records,
+// on this node's disk (queueindex).
 type queue struct {
-	records []record
-	next    uint64 // offset of the next message
-	min     uint64 // lowest retained offset
+	ix   *queueindex.Queue
+	next uint64 // offset of the next message
+	min  uint64 // lowest retained offset
 }
 
 type topic struct {
-	name   string
-	queues []*queue
-	perm   uint32 // PermRead | PermWrite bits
+	name    string
+	created uint64 // log index of the command that created it (0: from an old snapshot)
+	queues  []*queue
+	perm    uint32 // PermRead | PermWrite bits
+}
+
+func (t *topic) key() queueindex.TopicKey {
+	return queueindex.TopicKey{Name: t.name, Created: t.created}
 }
 
 // applyBatchLocked assigns offsets to every request of the entry and records
@@ -57,7 +38,7 @@ func (f *fsm) applyBatchLocked(index uint64, data []byte) interface{} {
 		t *topic
 		q uint32
 	}
-	recs := map[qkey]*record{}
+	recs := map[qkey]*queueindex.Record{}
 	var order []qkey
 	var ordinal uint32
 	var skipped []uint32
@@ -111,7 +92,7 @@ func (f *fsm) applyBatchLocked(index uint64, data []byte) interface{} {
 			r := recs[k]
 			if r == nil {
 				q := t.queues[m.Queue]
-				r = &record{base: q.next, index: index}
+				r = &queueindex.Record{Base: q.next, Index: index}
 				recs[k] = r
 				order = append(order, k)
 			}
@@ -124,10 +105,10 @@ func (f *fsm) applyBatchLocked(index uint64, data []byte) interface{} {
 			}
 			if bi < 0 {
 				bi = len(res.Bases)
-				res.Bases = append(res.Bases, QueueBase{Queue: m.Queue, Base: r.base + uint64(r.count)})
+				res.Bases = append(res.Bases, QueueBase{Queue: m.Queue, Base: r.End()})
 			}
 			res.Bases[bi].Count++
-			r.count++
+			r.Count++
 			return true
 		})
 		if rv.ProducerID != "" && !isDelivery {
@@ -145,10 +126,17 @@ func (f *fsm) applyBatchLocked(index uint64, data []byte) interface{} {
 	}
 	for _, k := range order {
 		r := recs[k]
-		r.skip = skipPtr(skipped)
+		if len(skipped) > 0 {
+			r.Skip = skipped
+		}
 		q := k.t.queues[k.q]
-		q.records = append(q.records, *r)
-		q.next += uint64(r.count)
+		if err := q.ix.Append(*r); err != nil {
+			// This node's disk failed it; the entry itself is sound. It
+			// stops here as for a damaged entry: going on would serve
+			// offsets its index does not hold.
+			return f.markDamagedLocked(index, fmt.Errorf("queue index of %s/%d: %w", k.t.name, k.q, err))
+		}
+		q.next = r.End()
 	}
 	return results
 }
@@ -161,28 +149,23 @@ type Location struct {
 	Skip     []uint32 // request numbers in the entry that were not appended
 }
 
-// retainLocked drops the index records of every entry below index below and
-// moves each queue's minimum offset to its first remaining message (to its
-// end when none remains).
+// retainLocked drops the index records of every entry below index below
+// and moves each queue's minimum offset to its first remaining message (to
+// its end when none remains).
 func (f *fsm) retainLocked(below uint64) {
 	if below <= f.logFloor {
 		return
 	}
 	f.logFloor = below
 	for _, t := range f.topics {
-		for _, q := range t.queues {
-			i := sort.Search(len(q.records), func(i int) bool { return q.records[i].index >= below })
-			if i == 0 {
-				continue
+		for i, q := range t.queues {
+			floor, err := q.ix.DropBelowIndex(below)
+			if err != nil {
+				// Files left behind cost disk, not correctness: the
+				// minimum below moves all the same.
+				f.log.Warn("retention: dropping queue index files failed", "topic", t.name, "queue", i, "error", err)
 			}
-			// A copy, not a reslice: the dropped records' memory is freed.
-			// (Snapshots share the old array, which nobody writes again.)
-			q.records = append([]record(nil), q.records[i:]...)
-			if len(q.records) > 0 {
-				q.min = max(q.min, q.records[0].base)
-			} else {
-				q.min = q.next
-			}
+			q.min = max(q.min, min(floor, q.next))
 		}
 	}
 }
@@ -199,6 +182,14 @@ func (f *fsm) LogFloor() uint64 {
 // QueueRange is the retained range of a queue: [Min, Max).
 type QueueRange struct {
 	Min, Max uint64
+	// Held is the first offset whose index this node holds (Min, unless
+	// the node installed a snapshot: it holds from the snapshot's end on
+	// and peers serve what lies below).
+	Held uint64
+}
+
+func (q *queue) rangeLocked() QueueRange {
+	return QueueRange{Min: q.min, Max: q.next, Held: max(q.min, q.ix.Floor())}
 }
 
 // Locate returns up to limit locations covering offsets from offset on, and
@@ -214,16 +205,21 @@ func (f *fsm) Locate(topicName string, q int32, offset uint64, limit int) ([]Loc
 		return nil, QueueRange{}, fmt.Errorf("%w: queue %d of topic %q with %d queues", ErrInvalidQueue, q, topicName, len(t.queues))
 	}
 	qu := t.queues[q]
-	rng := QueueRange{Min: qu.min, Max: qu.next}
-	if offset < qu.min || offset >= qu.next {
+	rng := qu.rangeLocked()
+	if offset < rng.Held || offset >= qu.next {
 		return nil, rng, nil
 	}
-	recs := qu.records
-	i := sort.Search(len(recs), func(i int) bool { return recs[i].base+uint64(recs[i].count) > offset })
-	var out []Location
-	for ; i < len(recs) && len(out) < limit; i++ {
-		r := recs[i]
-		out = append(out, Location{Base: r.base, LogIndex: r.index, Count: r.count, Skip: r.skipped()})
+	recs, err := qu.ix.Find(offset, limit)
+	if err != nil {
+		return nil, rng, fmt.Errorf("%w: topic %q queue %d offset %d: %w", ErrIndexDamaged, topicName, q, offset, err)
+	}
+	out := make([]Location, len(recs))
+	for i, r := range recs {
+		out[i] = location(r)
 	}
 	return out, rng, nil
+}
+
+func location(r queueindex.Record) Location {
+	return Location{Base: r.Base, LogIndex: r.Index, Count: r.Count, Skip: r.Skip}
 }

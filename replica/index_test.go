@@ -1,9 +1,9 @@
 package replica
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
-	"unsafe"
 
 	"github.com/raftmq/raftmq/raftlog"
 )
@@ -32,11 +32,29 @@ func TestApplyAssignsDenseOffsetsPerQueue(t *testing.T) {
 	}
 }
 
-// The index holds one record per Raft entry and queue for as long as the
-// log is kept (until retention drops it), so its size is memory per entry.
-func TestRecordSize(t *testing.T) {
-	if got := unsafe.Sizeof(record{}); got > 32 {
-		t.Errorf("index record is %d bytes, want at most 32", got)
+// The snapshot's size depends on topics and queues, not on the entries
+// applied: the index records stay in the queue index.
+func TestSnapshotSizeDoesNotGrowWithEntries(t *testing.T) {
+	size := func(entries int) int {
+		h := newHarness(t)
+		h.mustMeta(EncodeCreateTopic("t", 4, false))
+		for i := range entries {
+			h.produce(&raftlog.Request{Topic: "t", Messages: msgs(uint32(i%4), "m")})
+		}
+		var buf bytes.Buffer
+		snap, err := h.f.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writeSnapshot(&buf, snap.(*fsmSnapshot).state); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Len()
+	}
+	small, large := size(10), size(20000)
+	// The queues' ranges and the applied index are varints: a few bytes.
+	if large > small+32 {
+		t.Errorf("snapshot after 20,000 entries is %d bytes, after 10 %d: it grows with the entries", large, small)
 	}
 }
 
@@ -51,7 +69,7 @@ func TestRetainMovesQueueMinimums(t *testing.T) {
 	h.produce(&raftlog.Request{Topic: "t", Messages: append(msgs(0, "e"), msgs(2, "f")...)})      // 4
 	h.mustMeta(EncodeRetain(4))                                                                   // 5
 	ti, _ := h.f.Topic("t")
-	want := []QueueRange{{Min: 3, Max: 4}, {Min: 1, Max: 1}, {Min: 0, Max: 1}}
+	want := []QueueRange{{Min: 3, Max: 4, Held: 3}, {Min: 1, Max: 1, Held: 1}, {Min: 0, Max: 1, Held: 0}}
 	if fmt.Sprint(ti.Queues) != fmt.Sprint(want) {
 		t.Fatalf("ranges after retain below 4: %v, want %v", ti.Queues, want)
 	}

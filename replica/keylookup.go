@@ -1,7 +1,5 @@
 package replica
 
-import "sort"
-
 // LocateEntry returns the index record of log entry logIndex in queue q of a
 // topic (false when the entry holds no stored message of that queue, the
 // topic is unknown, or retention dropped the record). Lookups by id or key
@@ -13,13 +11,14 @@ func (f *fsm) LocateEntry(topicName string, q int32, logIndex uint64) (Location,
 	if t == nil || q < 0 || int(q) >= len(t.queues) {
 		return Location{}, false
 	}
-	recs := t.queues[q].records
-	i := sort.Search(len(recs), func(i int) bool { return recs[i].index >= logIndex })
-	if i == len(recs) || recs[i].index != logIndex {
+	r, ok, err := t.queues[q].ix.FindIndex(logIndex)
+	if err != nil {
+		f.log.Warn("queue index lookup failed", "topic", topicName, "queue", q, "log_index", logIndex, "error", err)
+	}
+	if !ok || r.End() <= t.queues[q].min {
 		return Location{}, false
 	}
-	r := recs[i]
-	return Location{Base: r.base, LogIndex: r.index, Count: r.count, Skip: r.skipped()}, true
+	return location(r), true
 }
 
 // LocateEntry returns the index record of log entry logIndex in queue q of a

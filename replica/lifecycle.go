@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/raftmq/raftmq/replica/queueindex"
 )
 
 // Topic permissions, RocketMQ's PermName bits.
@@ -106,7 +108,16 @@ func (f *fsm) applyLifecycleLocked(c *metaCmd) (res interface{}, ok bool) {
 // in memory or in the log) and every committed offset of it; an owner of
 // offsets left with none is dropped too.
 func (f *fsm) deleteTopicLocked(name string) {
+	t := f.topics[name]
 	delete(f.topics, name)
+	qs := make([]*queueindex.Queue, len(t.queues))
+	for i, q := range t.queues {
+		qs[i] = q.ix
+	}
+	if err := f.idx.RemoveTopic(t.key(), qs); err != nil {
+		// Left-over files are removed at the next snapshot restore.
+		f.log.Warn("removing a deleted topic's queue index failed", "topic", name, "error", err)
+	}
 	for key, ts := range f.offsets {
 		delete(ts, name)
 		if len(ts) == 0 {

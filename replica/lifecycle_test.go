@@ -34,12 +34,12 @@ func TestTopicPermission(t *testing.T) {
 	}
 	// A snapshot from before permissions (no Perm) reads as read and write.
 	c := h.f.captureLocked()
-	c.topics[0].perm = 0
+	c.topics[0].Perm = 0
 	var buf bytes.Buffer
 	if err := writeSnapshot(&buf, c); err != nil {
 		t.Fatal(err)
 	}
-	old := newFSM(nil)
+	old := newFSM(nil, nil)
 	if err := old.Restore(io.NopCloser(&buf)); err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func (f *fsm) Topic(name string) (TopicInfo, error) {
 func (t *topic) infoLocked() TopicInfo {
 	ti := TopicInfo{Name: t.name, Queues: make([]QueueRange, len(t.queues)), Perm: t.perm}
 	for i, q := range t.queues {
-		ti.Queues[i] = QueueRange{Min: q.min, Max: q.next}
+		ti.Queues[i] = q.rangeLocked()
 	}
 	return ti
 }

@@ -3,7 +3,6 @@ package replica
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -100,10 +99,7 @@ func (f *fsm) scheduleCheckLocked(q uint32, seq uint64, count int) error {
 }
 
 // scheduleAdvanceLocked moves queue q's cursor past an applied delivery and
-// drops the queue's index records that now lie wholly below it. They are
-// resliced away, not copied (a copy per delivery would cost the length of
-// the backlog each time): the array is replaced, and the dropped records
-// freed, when appends outgrow it.
+// drops the queue's index files that now lie wholly below it.
 func (f *fsm) scheduleAdvanceLocked(q uint32, seq uint64, count int) {
 	c := seq + uint64(count)
 	f.sched.cursor[q] = c
@@ -112,9 +108,8 @@ func (f *fsm) scheduleAdvanceLocked(q uint32, seq uint64, count int) {
 		return
 	}
 	qu := t.queues[q]
-	i := sort.Search(len(qu.records), func(i int) bool { return qu.records[i].base+uint64(qu.records[i].count) > c })
-	if i > 0 {
-		qu.records = qu.records[i:]
+	if err := qu.ix.DropBelowOffset(c); err != nil {
+		f.log.Warn("dropping delivered schedule index files failed", "queue", q, "error", err)
 	}
 	qu.min = max(qu.min, c)
 }
@@ -145,10 +140,12 @@ func (f *fsm) ScheduleFloor() uint64 {
 		if c >= qu.next {
 			continue
 		}
-		recs := qu.records
-		i := sort.Search(len(recs), func(i int) bool { return recs[i].base+uint64(recs[i].count) > c })
-		if i < len(recs) && (floor == 0 || recs[i].index < floor) {
-			floor = recs[i].index
+		recs, err := qu.ix.Find(max(c, qu.min), 1)
+		if err != nil {
+			f.log.Warn("schedule queue index lookup failed", "queue", q, "offset", c, "error", err)
+		}
+		if len(recs) > 0 && (floor == 0 || recs[0].Index < floor) {
+			floor = recs[0].Index
 		}
 	}
 	return floor

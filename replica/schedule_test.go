@@ -64,8 +64,8 @@ func TestScheduleCursorCAS(t *testing.T) {
 	// The schedule queue's index keeps only what waits: its records below
 	// the cursor are gone and its range starts at the cursor.
 	st, _ := h.f.Topic(ScheduleTopic)
-	if st.Queues[0] != (QueueRange{Min: 5, Max: 5}) || len(h.f.topics[ScheduleTopic].queues[0].records) != 0 {
-		t.Fatalf("schedule queue 0: range %+v, %d records; want 5..5 and none", st.Queues[0], len(h.f.topics[ScheduleTopic].queues[0].records))
+	if st.Queues[0] != (QueueRange{Min: 5, Max: 5, Held: 5}) || h.f.topics[ScheduleTopic].queues[0].ix.Floor() != 5 {
+		t.Fatalf("schedule queue 0: range %+v, index from %d; want 5..5 and from 5", st.Queues[0], h.f.topics[ScheduleTopic].queues[0].ix.Floor())
 	}
 	// A delivery into a topic that is gone moves the cursor and stores nothing.
 	h.produce(&raftlog.Request{ProducerID: "user", Seq: 2, Topic: ScheduleTopic, Messages: msgs(3, "z")})
@@ -130,7 +130,7 @@ func TestScheduleSnapshotRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f3 := newFSM(nil)
+	f3 := newFSM(nil, nil)
 	if err := f3.Restore(io.NopCloser(bytes.NewReader(old))); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -40,5 +41,10 @@ func (n *Node) shutdown() error {
 	close(n.stop)
 	n.wg.Wait()
 	n.trans.Close()
+	n.fsm.mu.Lock()
+	if cerr := n.fsm.idx.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close queue index: %w", cerr)
+	}
+	n.fsm.mu.Unlock()
 	return err
 }

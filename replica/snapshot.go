@@ -9,11 +9,19 @@ import (
 	"io"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/raftmq/raftmq/replica/queueindex"
 )
 
-// The snapshot holds metadata only: topics with their index records,
+// The snapshot holds metadata only: topics with their queues' ranges,
 // consumer offsets, the dedupe table and the node registry. It is a gob
-// stream followed by a CRC32C of the stream.
+// stream followed by a CRC32C of the stream. Its size depends on topics,
+// queues, groups and producers, not on how many messages are kept.
+//
+// Format 3 leaves the index records out: each node keeps them on its disk
+// (queueindex), synced before the snapshot is written, and restore cuts
+// them back to the snapshot. Formats 1 and 2 carry them; a node restoring
+// one writes them to its disk index when that does not already match.
 //
 // Format 2 adds to every remembered result the request's digest and message
 // count, and to each of its queue bases the messages of that queue. Format 1
@@ -29,13 +37,14 @@ type snapRecord struct {
 
 type snapQueue struct {
 	Next, Min uint64
-	Records   []snapRecord
+	Records   []snapRecord // formats 1 and 2 only
 }
 
 type snapTopic struct {
-	Name   string
-	Queues []snapQueue
-	Perm   uint32 // 0 in snapshots from before permissions: read and write
+	Name    string
+	Queues  []snapQueue
+	Perm    uint32 // 0 in snapshots from before permissions: read and write
+	Created uint64 // format 3: log index of the command that created it
 }
 
 type snapProducer struct {
@@ -87,9 +96,7 @@ type captured struct {
 }
 
 type capturedTopic struct {
-	name   string
-	queues []queue // records slices are append-only: sharing the header is safe
-	perm   uint32
+	snapTopic
 }
 
 func (f *fsm) captureLocked() *captured {
@@ -97,9 +104,9 @@ func (f *fsm) captureLocked() *captured {
 		applied: f.applied.Load()}
 	c.sched = f.sched
 	for _, t := range f.topics {
-		ct := capturedTopic{name: t.name, queues: make([]queue, len(t.queues)), perm: t.perm}
+		ct := capturedTopic{snapTopic{Name: t.name, Queues: make([]snapQueue, len(t.queues)), Perm: t.perm, Created: t.created}}
 		for i, q := range t.queues {
-			ct.queues[i] = *q
+			ct.Queues[i] = snapQueue{Next: q.next, Min: q.min}
 		}
 		c.topics = append(c.topics, ct)
 	}
@@ -136,18 +143,34 @@ func (f *fsm) captureLocked() *captured {
 	return c
 }
 
-func (f *fsm) loadLocked(st *snapState) {
+// loadLocked loads a snapshot into a reset state machine, binding each
+// queue to its index on disk as it stood when the snapshot was taken
+// (loadIndexLocked).
+func (f *fsm) loadLocked(st *snapState) error {
+	live := make([]queueindex.TopicKey, 0, len(st.Topics))
+	keep := map[*queueindex.Queue]bool{}
 	for _, st := range st.Topics {
-		t := &topic{name: st.Name, queues: make([]*queue, len(st.Queues)), perm: st.Perm}
+		live = append(live, queueindex.TopicKey{Name: st.Name, Created: st.Created})
+	}
+	// Close what the replaced state had open; drop the directories of
+	// topics the snapshot does not hold (deleted, or never applied here).
+	if err := f.idx.Prune(live, keep); err != nil {
+		return err
+	}
+	for _, snapT := range st.Topics {
+		t := &topic{name: snapT.Name, created: snapT.Created, queues: make([]*queue, len(snapT.Queues)), perm: snapT.Perm}
 		if t.perm == 0 {
 			t.perm = PermReadWrite
 		}
-		for i, sq := range st.Queues {
-			q := &queue{next: sq.Next, min: sq.Min, records: make([]record, len(sq.Records))}
-			for j, r := range sq.Records {
-				q.records[j] = record{base: r.Base, index: r.Index, count: r.Count, skip: skipPtr(r.Skip)}
+		ixs, err := f.idx.OpenTopic(t.key(), len(t.queues))
+		if err != nil {
+			return err
+		}
+		for i, sq := range snapT.Queues {
+			t.queues[i] = &queue{ix: ixs[i], next: sq.Next, min: sq.Min}
+			if err := f.loadIndexLocked(t, i, sq, st.Applied); err != nil {
+				return fmt.Errorf("topic %q queue %d: %w", t.name, i, err)
 			}
-			t.queues[i] = q
 		}
 		f.topics[t.name] = t
 	}
@@ -173,14 +196,53 @@ func (f *fsm) loadLocked(st *snapState) {
 		f.maxReconsume = st.MaxReconsume
 	}
 	f.lockTerm = st.LockTerm
+	return nil
+}
+
+// loadIndexLocked cuts queue i's index back to the snapshot (records of
+// entries after applied are applied again) and checks that it ends where
+// the snapshot says the queue ends. When it does not (the node installed a
+// leader's snapshot past its own log, or lost index files), it is rebuilt
+// from the snapshot's records (formats 1 and 2) or restarted at the
+// queue's end: offsets below are then served by the peers that hold them.
+func (f *fsm) loadIndexLocked(t *topic, i int, sq snapQueue, applied uint64) error {
+	ix := t.queues[i].ix
+	if err := ix.Truncate(applied); err != nil {
+		return err
+	}
+	if ix.Next() == sq.Next && (len(sq.Records) == 0 || ix.Floor() <= sq.Records[0].Base) {
+		return nil
+	}
+	if len(sq.Records) > 0 {
+		if err := ix.Reset(sq.Records[0].Base); err != nil {
+			return err
+		}
+		for _, r := range sq.Records {
+			if err := ix.Append(queueindex.Record{Base: r.Base, Index: r.Index, Count: r.Count, Skip: r.Skip}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if ix.Next() != 0 || sq.Next != sq.Min {
+		f.log.Warn("queue index does not match the snapshot: indexing from the queue's end on, peers serve what lies below",
+			"topic", t.name, "queue", i, "index_end", ix.Next(), "queue_end", sq.Next)
+	}
+	return ix.Reset(sq.Next)
 }
 
 type fsmSnapshot struct {
 	state *captured
+	idx   *queueindex.Store
 }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := writeSnapshot(sink, s.state); err != nil {
+	// The index records the snapshot does not carry must outlive it.
+	err := s.idx.Sync()
+	if err == nil {
+		err = writeSnapshot(sink, s.state)
+	}
+	if err != nil {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
@@ -194,15 +256,7 @@ func writeSnapshot(w io.Writer, c *captured) error {
 	st.Schedule = c.sched.snap()
 	st.MaxReconsume, st.LockTerm = c.maxReconsume, c.lockTerm
 	for _, ct := range c.topics {
-		t := snapTopic{Name: ct.name, Queues: make([]snapQueue, len(ct.queues)), Perm: ct.perm}
-		for i, q := range ct.queues {
-			sq := snapQueue{Next: q.next, Min: q.min, Records: make([]snapRecord, len(q.records))}
-			for j, r := range q.records {
-				sq.Records[j] = snapRecord{Base: r.base, Index: r.index, Count: r.count, Skip: r.skipped()}
-			}
-			t.Queues[i] = sq
-		}
-		st.Topics = append(st.Topics, t)
+		st.Topics = append(st.Topics, ct.snapTopic)
 	}
 	h := crc32.New(castagnoli)
 	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 1<<16)
@@ -247,7 +301,7 @@ func readSnapshot(r io.Reader) (*snapState, error) {
 	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(&st); err != nil {
 		return nil, fmt.Errorf("%w: decode snapshot: %w", ErrCorruptCommand, err)
 	}
-	if st.Format != 1 && st.Format != snapshotFormat {
+	if st.Format < 1 || st.Format > snapshotFormat {
 		return nil, fmt.Errorf("%w: snapshot format %d, want 1..%d", ErrCorruptCommand, st.Format, snapshotFormat)
 	}
 	if err := (&schedule{}).load(st.Schedule); err != nil {
@@ -300,9 +354,14 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if at, err := f.Damaged(); at != 0 {
 		return nil, fmt.Errorf("snapshot refused: %w", err)
 	}
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return &fsmSnapshot{state: f.captureLocked()}, nil
+	// The write lock: Flush moves the queues' buffered records to their
+	// files, which readers look at.
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.idx.Flush(); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return &fsmSnapshot{state: f.captureLocked(), idx: f.idx}, nil
 }
 
 // Restore replaces the state with a snapshot.
@@ -313,9 +372,17 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	f.mu.Lock()
+	// What the replaced state applied is written first: the records up to
+	// the snapshot among it are kept.
+	err = f.idx.Flush()
 	f.reset()
-	f.loadLocked(st)
+	if err == nil {
+		err = f.loadLocked(st)
+	}
 	f.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("restore snapshot: queue index: %w", err)
+	}
 	// Raft applies the entries after the snapshot next; until one comes,
 	// the node has applied what the snapshot holds.
 	f.applied.Store(st.Applied)

@@ -35,7 +35,8 @@ func snapshotRoundTrip(t *testing.T, f *fsm) (*fsm, *memSink) {
 	if err := snap.Persist(sink); err != nil {
 		t.Fatal(err)
 	}
-	f2 := newFSM(nil)
+	// A restart: the same index, which the restore cuts back to the snapshot.
+	f2 := newFSM(nil, f.idx)
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	// A damaged snapshot is refused.
 	bad := append([]byte{}, sink.Bytes()...)
 	bad[len(bad)/2] ^= 1
-	if err := newFSM(nil).Restore(io.NopCloser(bytes.NewReader(bad))); !errors.Is(err, ErrCorruptCommand) {
+	if err := newFSM(nil, nil).Restore(io.NopCloser(bytes.NewReader(bad))); !errors.Is(err, ErrCorruptCommand) {
 		t.Fatalf("damaged snapshot: %v", err)
 	}
 	// CheckSnapshot (a node's start-up check) accepts what Restore accepts.
@@ -106,7 +107,7 @@ func FuzzRestore(f *testing.F) {
 	snap.Persist(&sink)
 	f.Add(sink.Bytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
-		f := newFSM(nil)
+		f := newFSM(nil, nil)
 		if f.Restore(io.NopCloser(bytes.NewReader(data))) != nil { // must not panic
 			return
 		}

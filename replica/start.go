@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftmq/raftmq/internal/tlsconf"
+	"github.com/raftmq/raftmq/replica/queueindex"
 )
 
 // Node is a running Raft member.
@@ -49,6 +50,9 @@ type Stores struct {
 	// (recover.go) and then calls Recovered, when set.
 	Unclean   bool
 	Recovered func()
+	// IndexDir holds the queues' index (queueindex); empty keeps it in
+	// memory, for a log in memory.
+	IndexDir string
 }
 
 // Start creates the transport (unless cfg.Transport brings one) and raft,
@@ -97,8 +101,13 @@ func Start(cfg Config, st Stores) (*Node, error) {
 		closeTransport(trans)
 		return nil, fmt.Errorf("check existing raft state: %w", err)
 	}
+	idx, err := openIndex(st)
+	if err != nil {
+		closeTransport(trans)
+		return nil, err
+	}
 	n := &Node{cfg: cfg, log: logger, stop: make(chan struct{}),
-		obsCh: make(chan raft.Observation, 64), fsm: newFSM(logger.Named("fsm"))}
+		obsCh: make(chan raft.Observation, 64), fsm: newFSM(logger.Named("fsm"), idx)}
 	gt := newGatedTransport(trans, &n.noCampaign, &n.recovering)
 	n.trans = gt
 	n.recovering.Store(st.Unclean)
@@ -108,6 +117,7 @@ func Start(cfg Config, st Stores) (*Node, error) {
 	}
 	r, err := raft.NewRaft(rc, n.fsm, st.Log, st.Stable, st.Snapshots, gt.raftTransport())
 	if err != nil {
+		idx.Close()
 		close(n.stop)
 		n.wg.Wait()
 		closeTransport(trans)
@@ -155,6 +165,25 @@ func Start(cfg Config, st Stores) (*Node, error) {
 		}
 	}
 	return n, nil
+}
+
+// openIndex opens the queue index. Without a snapshot raft applies the log
+// from its start, and every topic's index is written anew, so whatever an
+// earlier run left is removed; with one, restoring it cuts each queue back.
+func openIndex(st Stores) (*queueindex.Store, error) {
+	idx, err := queueindex.Open(st.IndexDir, queueindex.DefaultOptions())
+	if err != nil {
+		return nil, err
+	}
+	snaps, err := st.Snapshots.List()
+	if err == nil && len(snaps) == 0 {
+		err = idx.Prune(nil, nil)
+	}
+	if err != nil {
+		idx.Close()
+		return nil, fmt.Errorf("queue index: %w", err)
+	}
+	return idx, nil
 }
 
 // newTCPTransport is raft's TCP transport on cfg.BindAddr.

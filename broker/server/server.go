@@ -247,7 +247,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	rc.Logger = log.Named("replica")
 	rc.TLS = s.tls
 	s.node, err = replica.Start(rc, replica.Stores{Log: s.stores.Log, Stable: s.stores.Stable, Snapshots: s.stores.Snapshots,
-		Unclean: s.stores.Unclean(), Recovered: s.stores.Recovered})
+		Unclean: s.stores.Unclean(), Recovered: s.stores.Recovered, IndexDir: filepath.Join(cfg.DataDir, "queueindex")})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,19 @@
+// Package queueindex is a node's on-disk index of its queues, in the shape
+// of RocketMQ's ConsumeQueue: per queue, one fixed-size record for every
+// Raft entry that holds messages of the queue (the queue offset of its first
+// message there, the entry's log index, the message count, a reference to
+// its skip list and a CRC32C), in files of a fixed number of records.
+//
+// The index is derived state: every node writes it as its state machine
+// applies entries, and a restart replays the log from the last snapshot on.
+// So records are written without fsync; Sync (called before a snapshot is
+// persisted) makes every record up to the snapshot durable, and Truncate at
+// restore drops what lies past it. A record is checked against its CRC when
+// it is read, never all at once, so opening the index costs one small read
+// per file, not a read of the index.
+//
+// Memory per queue is bounded: the last Options.Tail records (all the
+// records not written yet among them) and one small entry per file. The
+// caller serialises writers; readers may run alongside one another but not
+// alongside a writer (the state machine's read/write lock does that).
+package queueindex

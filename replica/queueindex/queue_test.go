@@ -1,0 +1,236 @@
+package queueindex
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+var small = Options{RecordsPerFile: 100, Tail: 64}
+
+// fill appends n records of 1..3 messages at log indexes 10, 12, 14, ...;
+// every seventh has a skip list.
+func fill(t *testing.T, q *Queue, n int) []Record {
+	t.Helper()
+	var out []Record
+	for i := range n {
+		r := Record{Base: q.Next(), Index: max(8, q.lastIndex) + 2, Count: uint32(1 + i%3)}
+		if i%7 == 3 {
+			r.Skip = []uint32{uint32(i), uint32(i + 5)}
+		}
+		if err := q.Append(r); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func stores(t *testing.T) map[string]func() *Store {
+	dir := t.TempDir()
+	return map[string]func() *Store{
+		"disk": func() *Store {
+			s, err := Open(dir, small)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		"memory": func() *Store {
+			s, err := Open("", small)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	}
+}
+
+func checkAll(t *testing.T, q *Queue, recs []Record, from int) {
+	t.Helper()
+	for i := from; i < len(recs); i++ {
+		r := recs[i]
+		for off := r.Base; off < r.End(); off++ {
+			got, err := q.Find(off, 2)
+			if err != nil || len(got) == 0 || !reflect.DeepEqual(got[0], r) {
+				t.Fatalf("Find(%d) = %v, %v; want %v first", off, got, err, r)
+			}
+			if len(got) == 2 && i+1 < len(recs) && !reflect.DeepEqual(got[1], recs[i+1]) {
+				t.Fatalf("Find(%d)[1] = %v, want %v", off, got[1], recs[i+1])
+			}
+		}
+		got, ok, err := q.FindIndex(r.Index)
+		if err != nil || !ok || !reflect.DeepEqual(got, r) {
+			t.Fatalf("FindIndex(%d) = %v, %v, %v; want %v", r.Index, got, ok, err, r)
+		}
+		if _, ok, _ := q.FindIndex(r.Index + 1); ok {
+			t.Fatalf("FindIndex(%d) found a record of an entry without one", r.Index+1)
+		}
+	}
+}
+
+func TestAppendFindAcrossFiles(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := open()
+			qs, err := s.CreateTopic(TopicKey{Name: "%RETRY%g", Created: 7}, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs := fill(t, qs[1], 450) // five files, the tail of 64 and records not written yet
+			checkAll(t, qs[1], recs, 0)
+			if got, _ := qs[1].Find(recs[len(recs)-1].End(), 1); got != nil {
+				t.Errorf("Find past the end = %v", got)
+			}
+			if got, _ := qs[0].Find(0, 1); got != nil {
+				t.Errorf("empty queue found %v", got)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestReopenTruncatesPastTheSnapshotAndTornRecords(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir, small)
+	k := TopicKey{Name: "t", Created: 3}
+	qs, _ := s.CreateTopic(k, 1)
+	recs := fill(t, qs[0], 250)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A torn record at the end of the last file, as a crash leaves it.
+	last := filepath.Join(dir, k.dirName(), "0", segName(recs[200].Base))
+	f, err := os.OpenFile(last, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(make([]byte, RecordLen+5))
+	f.Close()
+
+	s, _ = Open(dir, small)
+	qs, err = s.OpenTopic(k, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapAt := recs[149].Index // the state machine's snapshot: records after it are applied again
+	if err := qs[0].Truncate(snapAt); err != nil {
+		t.Fatal(err)
+	}
+	if qs[0].Next() != recs[149].End() {
+		t.Fatalf("after truncate next = %d, want %d", qs[0].Next(), recs[149].End())
+	}
+	checkAll(t, qs[0], recs[:150], 0)
+	// Applying again gives the same records.
+	for _, r := range recs[150:] {
+		if err := qs[0].Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkAll(t, qs[0], recs, 0)
+	s.Close()
+}
+
+func TestAppendRefusesWhatDoesNotFollow(t *testing.T) {
+	s, _ := Open("", small)
+	qs, _ := s.CreateTopic(TopicKey{Name: "t"}, 1)
+	q := qs[0]
+	if err := q.Append(Record{Base: 0, Index: 5, Count: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Record{{Base: 3, Index: 6, Count: 1}, {Base: 2, Index: 5, Count: 1}, {Base: 2, Index: 6, Count: 0}} {
+		if err := q.Append(r); err == nil {
+			t.Errorf("Append(%v) after offset 2, index 5 succeeded", r)
+		}
+	}
+}
+
+func TestDropBelow(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := open()
+			qs, _ := s.CreateTopic(TopicKey{Name: "t", Created: 1}, 1)
+			q := qs[0]
+			recs := fill(t, q, 350)
+			floor, err := q.DropBelowIndex(recs[220].Index)
+			if err != nil || floor != recs[220].Base {
+				t.Fatalf("DropBelowIndex = %d, %v; want %d", floor, err, recs[220].Base)
+			}
+			if len(q.segs) != 2 {
+				t.Errorf("%d files left, want 2 (the first two dropped)", len(q.segs))
+			}
+			if got, _ := q.Find(recs[219].Base, 1); got != nil {
+				t.Errorf("found %v below the floor", got)
+			}
+			if _, ok, _ := q.FindIndex(recs[219].Index); ok {
+				t.Error("FindIndex found a record below the floor")
+			}
+			checkAll(t, q, recs, 220)
+			// Between two entries: the floor is the next one's.
+			if floor, _ := q.DropBelowIndex(recs[230].Index - 1); floor != recs[230].Base {
+				t.Errorf("floor %d, want %d", floor, recs[230].Base)
+			}
+			if err := q.DropBelowOffset(recs[320].Base); err != nil || q.Floor() != recs[320].Base || len(q.segs) != 1 {
+				t.Errorf("DropBelowOffset: floor %d, %d files, %v", q.Floor(), len(q.segs), err)
+			}
+			checkAll(t, q, recs, 320)
+			if floor, err := q.DropBelowIndex(recs[349].Index + 1); err != nil || floor != q.Next() || len(q.segs) != 0 {
+				t.Errorf("dropping all: floor %d (next %d), %d files, %v", floor, q.Next(), len(q.segs), err)
+			}
+			more := fill(t, q, 5)
+			checkAll(t, q, more, 0)
+			s.Close()
+		})
+	}
+}
+
+func TestPruneRemovesOtherTopics(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir, small)
+	a, b := TopicKey{Name: "a", Created: 1}, TopicKey{Name: "a", Created: 9}
+	qa, _ := s.CreateTopic(a, 1)
+	fill(t, qa[0], 3)
+	qb, _ := s.CreateTopic(b, 1)
+	fill(t, qb[0], 3)
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prune([]TopicKey{b}, map[*Queue]bool{qb[0]: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, a.dirName())); !os.IsNotExist(err) {
+		t.Errorf("the old incarnation's directory is still there: %v", err)
+	}
+	if got, _ := qb[0].Find(0, 1); len(got) != 1 {
+		t.Errorf("the kept topic lost its records: %v", got)
+	}
+	s.Close()
+}
+
+func TestCorruptRecordIsAnErrorOnRead(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir, small)
+	k := TopicKey{Name: "t", Created: 1}
+	qs, _ := s.CreateTopic(k, 1)
+	recs := fill(t, qs[0], 150)
+	s.Close()
+	p := filepath.Join(dir, k.dirName(), "0", segName(0))
+	f, _ := os.OpenFile(p, os.O_WRONLY, 0)
+	f.WriteAt([]byte{0xff}, 10*RecordLen+3)
+	f.Close()
+	s, _ = Open(dir, small)
+	qs, _ = s.OpenTopic(k, 1)
+	if err := qs[0].Truncate(recs[149].Index); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := qs[0].Find(recs[10].Base, 1); err == nil {
+		t.Error("a record with a bad checksum was served")
+	}
+	if got, err := qs[0].Find(recs[120].Base, 1); err != nil || len(got) != 1 {
+		t.Errorf("an intact file: %v, %v", got, err)
+	}
+	s.Close()
+}
