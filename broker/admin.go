@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/replica"
 )
 
@@ -121,7 +121,7 @@ func (b *Broker) Status() (Status, error) {
 			ns.Healthy = time.Since(p.lastOK) <= b.fresh()
 			if !ns.Healthy {
 				// Not heard for a while: what it said last is stale.
-				ps = NodeState{Role: api.RoleDown}
+				ps = NodeState{Role: mq.RoleDown}
 			}
 		} else {
 			ns.Error = "no state heard yet"
@@ -132,7 +132,7 @@ func (b *Broker) Status() (Status, error) {
 			ns.Healthy = false
 		}
 		if !ns.Healthy && ns.Role == "" {
-			ns.Role = api.RoleUnknown
+			ns.Role = mq.RoleUnknown
 		}
 		if leaderApplied > ns.Applied && ns.Applied > 0 {
 			ns.Lag = leaderApplied - ns.Applied

@@ -10,8 +10,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker/keyindex"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -146,7 +146,7 @@ func (c *Config) Validate() error {
 	case (c.RetentionAge > 0 || c.RetentionBytes > 0) && c.RetentionCheck <= 0:
 		return fmt.Errorf("retention check period %s: want > 0", c.RetentionCheck)
 	case c.MaxDelay < 0 || c.MaxDelay > MaxMaxDelay:
-		return fmt.Errorf("max-delay %s: want 0 (the default, %s) up to %s", c.MaxDelay, api.DefaultMaxDelay, MaxMaxDelay)
+		return fmt.Errorf("max-delay %s: want 0 (the default, %s) up to %s", c.MaxDelay, mq.DefaultMaxDelay, MaxMaxDelay)
 	case c.SessionTimeout <= c.HeartbeatInterval:
 		return fmt.Errorf("session timeout %s: must exceed the heartbeat interval %s", c.SessionTimeout, c.HeartbeatInterval)
 	}

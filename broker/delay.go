@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -34,15 +34,15 @@ var _ ScheduleState = (*replica.Node)(nil)
 // either delayed in every message or in none. It also refuses what only
 // the broker may write: the schedule topic and its producer ids.
 func validateDelay(cfg *Config, req *ProduceRequest) error {
-	if req.Topic == api.ScheduleTopic {
-		return invalid("topic %s holds the broker's delayed messages; produce to a topic with a delay level or a delivery time instead", api.ScheduleTopic)
+	if req.Topic == mq.ScheduleTopic {
+		return invalid("topic %s holds the broker's delayed messages; produce to a topic with a delay level or a delivery time instead", mq.ScheduleTopic)
 	}
 	if replica.IsScheduleProducer(req.ProducerID) {
 		return invalid("producer id %q is reserved for the broker's deliveries of delayed messages", req.ProducerID)
 	}
 	maxDelay := cfg.MaxDelay
 	if maxDelay <= 0 {
-		maxDelay = api.DefaultMaxDelay
+		maxDelay = mq.DefaultMaxDelay
 	}
 	now := time.Now()
 	delayed := 0
@@ -55,7 +55,7 @@ func validateDelay(cfg *Config, req *ProduceRequest) error {
 		case m.DelayLevel != 0 && m.DeliverAt != 0:
 			return invalid("message %d has both a delay level (%d) and a delivery time (%d ms); give one", i, m.DelayLevel, m.DeliverAt)
 		case m.DelayLevel != 0:
-			if _, err := api.LevelDelay(m.DelayLevel); err != nil {
+			if _, err := mq.LevelDelay(m.DelayLevel); err != nil {
 				return invalid("message %d: %v", i, err)
 			}
 			delayed++
@@ -80,26 +80,26 @@ func validateDelay(cfg *Config, req *ProduceRequest) error {
 // the last level waits the last level, as RocketMQ's broker does (its
 // clients send 3 + reconsume count); DELAY 0 is no delay.
 func delayFromProperties(i int, m *ProduceMessage) error {
-	if v, ok := m.Properties[api.PropDelay]; ok {
+	if v, ok := m.Properties[mq.PropDelay]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return invalid("message %d: property %s=%q is not a delay level 1..%d", i, api.PropDelay, v, len(api.DelayLevels))
+			return invalid("message %d: property %s=%q is not a delay level 1..%d", i, mq.PropDelay, v, len(mq.DelayLevels))
 		}
-		n = min(n, len(api.DelayLevels))
+		n = min(n, len(mq.DelayLevels))
 		if m.DelayLevel != 0 && n != 0 && n != m.DelayLevel {
-			return invalid("message %d: delay level %d and property %s=%q disagree", i, m.DelayLevel, api.PropDelay, v)
+			return invalid("message %d: delay level %d and property %s=%q disagree", i, m.DelayLevel, mq.PropDelay, v)
 		}
 		if m.DelayLevel == 0 {
 			m.DelayLevel = n
 		}
 	}
-	if v, ok := m.Properties[api.PropTimerDeliverMS]; ok {
+	if v, ok := m.Properties[mq.PropTimerDeliverMS]; ok {
 		at, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return invalid("message %d: property %s=%q is not a unix time in ms", i, api.PropTimerDeliverMS, v)
+			return invalid("message %d: property %s=%q is not a unix time in ms", i, mq.PropTimerDeliverMS, v)
 		}
 		if m.DeliverAt != 0 && m.DeliverAt != at {
-			return invalid("message %d: delivery time %d and property %s=%q disagree", i, m.DeliverAt, api.PropTimerDeliverMS, v)
+			return invalid("message %d: delivery time %d and property %s=%q disagree", i, m.DeliverAt, mq.PropTimerDeliverMS, v)
 		}
 		m.DeliverAt = at
 	}
@@ -114,8 +114,8 @@ func delayOverhead(req *ProduceRequest) int {
 	if len(req.Messages) == 0 || !isDelayed(&req.Messages[0]) {
 		return 0
 	}
-	perMessage := len(api.PropRealTopic) + len(req.Topic) + len(api.PropRealQueue) + len("1023") +
-		len(api.PropTimerDeliverMS) + len("-9223372036854775808") + 6*2 + 1
+	perMessage := len(mq.PropRealTopic) + len(req.Topic) + len(mq.PropRealQueue) + len("1023") +
+		len(mq.PropTimerDeliverMS) + len("-9223372036854775808") + 6*2 + 1
 	return len(req.Messages) * perMessage
 }
 
@@ -129,29 +129,29 @@ func (b *Broker) stage(ctx context.Context, req *ProduceRequest, lr *raftlog.Req
 	if b.sched == nil {
 		return fmt.Errorf("%w: this node's replica keeps no schedule state: delayed messages are not supported", ErrUnavailable)
 	}
-	if b.fsm.QueueCount(api.ScheduleTopic) == 0 {
-		if _, err := b.w.CreateTopic(ctx, api.ScheduleTopic, replica.ScheduleQueues, true); err != nil {
+	if b.fsm.QueueCount(mq.ScheduleTopic) == 0 {
+		if _, err := b.w.CreateTopic(ctx, mq.ScheduleTopic, replica.ScheduleQueues, true); err != nil {
 			return b.replicaErr(err)
 		}
 	}
-	lr.Topic = api.ScheduleTopic
+	lr.Topic = mq.ScheduleTopic
 	for i := range lr.Messages {
 		m, pm := &lr.Messages[i], &req.Messages[i]
 		props := make(map[string]string, len(m.Properties)+3)
 		for k, v := range m.Properties {
 			props[k] = v
 		}
-		props[api.PropRealTopic] = req.Topic
-		props[api.PropRealQueue] = strconv.Itoa(int(m.Queue))
+		props[mq.PropRealTopic] = req.Topic
+		props[mq.PropRealQueue] = strconv.Itoa(int(m.Queue))
 		// What the broker writes on staged and delivered copies is its own.
-		for _, k := range []string{api.PropDelay, api.PropTimerDeliverMS, api.PropStagedID, api.PropSchedulePopMS} {
+		for _, k := range []string{mq.PropDelay, mq.PropTimerDeliverMS, mq.PropStagedID, mq.PropSchedulePopMS} {
 			delete(props, k)
 		}
 		if pm.DelayLevel != 0 {
-			props[api.PropDelay] = strconv.Itoa(pm.DelayLevel)
+			props[mq.PropDelay] = strconv.Itoa(pm.DelayLevel)
 			m.Queue = uint32(pm.DelayLevel - 1)
 		} else {
-			props[api.PropTimerDeliverMS] = strconv.FormatInt(pm.DeliverAt, 10)
+			props[mq.PropTimerDeliverMS] = strconv.FormatInt(pm.DeliverAt, 10)
 			m.Queue = replica.ScheduleIntakeQueue
 		}
 		m.Properties = props
@@ -168,13 +168,13 @@ func (b *Broker) stagedAcks(req *ProduceRequest, lr *raftlog.Request, acks []rep
 	appended := map[uint64]time.Time{} // the acks of a request name one or two entries
 	for i := range acks {
 		pm := &req.Messages[i]
-		q, _ := strconv.Atoi(lr.Messages[i].Properties[api.PropRealQueue])
+		q, _ := strconv.Atoi(lr.Messages[i].Properties[mq.PropRealQueue])
 		acks[i].Queue, acks[i].Offset = uint32(q), 0
 		if pm.DelayLevel == 0 {
 			at[i] = pm.DeliverAt
 			continue
 		}
-		d, _ := api.LevelDelay(pm.DelayLevel)
+		d, _ := mq.LevelDelay(pm.DelayLevel)
 		at[i] = time.Now().Add(d).UnixMilli()
 		if idx, err := raftlog.MessageIndex(acks[i].ID); err == nil {
 			t, ok := appended[idx]
@@ -194,8 +194,8 @@ func (b *Broker) stagedAcks(req *ProduceRequest, lr *raftlog.Request, acks []rep
 // broker creates it, its messages are not due yet and appear in their own
 // topics then.
 func refuseScheduleTopic(topic string) error {
-	if topic == api.ScheduleTopic {
-		return invalid("topic %s is the broker's: it holds delayed messages until their time, which then appear in their own topics", api.ScheduleTopic)
+	if topic == mq.ScheduleTopic {
+		return invalid("topic %s is the broker's: it holds delayed messages until their time, which then appear in their own topics", mq.ScheduleTopic)
 	}
 	return nil
 }

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
 
 func TestScheduleTopicNamesAgree(t *testing.T) {
-	if replica.ScheduleTopic != api.ScheduleTopic || replica.ScheduleLevels != len(api.DelayLevels) {
-		t.Fatalf("replica's schedule topic %q with %d levels, api's %q with %d", replica.ScheduleTopic, replica.ScheduleLevels, api.ScheduleTopic, len(api.DelayLevels))
+	if replica.ScheduleTopic != mq.ScheduleTopic || replica.ScheduleLevels != len(mq.DelayLevels) {
+		t.Fatalf("replica's schedule topic %q with %d levels, api's %q with %d", replica.ScheduleTopic, replica.ScheduleLevels, mq.ScheduleTopic, len(mq.DelayLevels))
 	}
 }
 
@@ -27,20 +27,20 @@ func TestCascadeStages(t *testing.T) {
 		1500*time.Millisecond + 7*time.Millisecond, 10 * time.Minute, 72*time.Hour + 123*time.Millisecond} {
 		at := base.Add(wait)
 		m := &Message{ID: "000000000000000100000000", Properties: map[string]string{
-			api.PropRealTopic: "t", api.PropRealQueue: "1", api.PropTimerDeliverMS: strconv.FormatInt(at.UnixMilli(), 10), "user": "u"}}
+			mq.PropRealTopic: "t", mq.PropRealQueue: "1", mq.PropTimerDeliverMS: strconv.FormatInt(at.UnixMilli(), 10), "user": "u"}}
 		q, due, stages := uint32(replica.ScheduleIntakeQueue), base, 0
 		for {
 			stages++
 			// The round runs just after due: "now" is a little later.
 			topic, lm := b.nextStage(q, m, due, due.Add(time.Millisecond))
-			if topic != api.ScheduleTopic {
-				if topic != "t" || lm.Queue != 1 || lm.Properties["user"] != "u" || lm.Properties[api.PropStagedID] != "000000000000000100000000" ||
-					lm.Properties[api.PropTimerDeliverMS] != "" || lm.Properties[api.PropRealTopic] != "" {
+			if topic != mq.ScheduleTopic {
+				if topic != "t" || lm.Queue != 1 || lm.Properties["user"] != "u" || lm.Properties[mq.PropStagedID] != "000000000000000100000000" ||
+					lm.Properties[mq.PropTimerDeliverMS] != "" || lm.Properties[mq.PropRealTopic] != "" {
 					t.Fatalf("wait %s: delivered as %s %+v", wait, topic, lm)
 				}
 				break
 			}
-			pop, err := strconv.ParseInt(lm.Properties[api.PropSchedulePopMS], 10, 64)
+			pop, err := strconv.ParseInt(lm.Properties[mq.PropSchedulePopMS], 10, 64)
 			if err != nil || time.UnixMilli(pop).After(at) {
 				t.Fatalf("wait %s: stage %d into queue %d leaves at %d, after the time %d", wait, stages, lm.Queue, pop, at.UnixMilli())
 			}
@@ -78,10 +78,10 @@ func TestStagingOverheadBound(t *testing.T) {
 	for _, mk := range []func(i int) ProduceMessage{
 		func(i int) ProduceMessage { return ProduceMessage{DelayLevel: 18} },
 		func(i int) ProduceMessage {
-			return ProduceMessage{DeliverAt: 1<<62 + int64(i), Properties: map[string]string{api.PropTimerDeliverMS: strconv.FormatInt(1<<62+int64(i), 10), "k": "v"}}
+			return ProduceMessage{DeliverAt: 1<<62 + int64(i), Properties: map[string]string{mq.PropTimerDeliverMS: strconv.FormatInt(1<<62+int64(i), 10), "k": "v"}}
 		},
 		func(i int) ProduceMessage {
-			return ProduceMessage{DelayLevel: 3, Properties: map[string]string{api.PropDelay: "3"}}
+			return ProduceMessage{DelayLevel: 3, Properties: map[string]string{mq.PropDelay: "3"}}
 		},
 	} {
 		req := ProduceRequest{Topic: topic}

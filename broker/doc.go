@@ -6,8 +6,10 @@
 // message store) through Log.
 //
 // It must never depend on a wire protocol: gRPC lives in broker/grpcapi, and
-// a second protocol (RocketMQ remoting) can sit beside it. Lower packages
-// never import broker.
+// a second protocol (RocketMQ remoting) can sit beside it. The names it
+// shares with the adapters and the SDK (delay levels, property names, system
+// topics, roles) come from package mq, never from the generated api;
+// nowire_test.go checks that. Lower packages never import broker.
 //
 // See DESIGN.md in this directory for its goroutines and locks.
 package broker

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/replica"
 )
 
@@ -82,7 +82,7 @@ func (b *Broker) joinGroup(ctx context.Context, group, memberID string, topics [
 		if err := replica.ValidateName("topic", t); err != nil {
 			return JoinResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
-		if b.fsm.QueueCount(t) == 0 && t != api.RetryTopic(group) {
+		if b.fsm.QueueCount(t) == 0 && t != mq.RetryTopic(group) {
 			return JoinResult{}, fmt.Errorf("%w: topic %q", ErrNotFound, t)
 		}
 	}

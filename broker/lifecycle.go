@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/replica"
 )
 
@@ -28,7 +28,7 @@ import (
 // ClientProduce is Produce for a request from a client: it refuses system
 // topics and topics the leader holds without write permission.
 func (b *Broker) ClientProduce(ctx context.Context, req ProduceRequest) (ProduceResult, error) {
-	if api.IsSystemTopic(req.Topic) {
+	if mq.IsSystemTopic(req.Topic) {
 		return ProduceResult{}, fmt.Errorf("%w: topic %q is a system topic: only the broker writes to it", ErrFailedPrecondition, req.Topic)
 	}
 	if err := b.awaitLeader(ctx); err != nil {
@@ -44,7 +44,7 @@ func (b *Broker) ClientProduce(ctx context.Context, req ProduceRequest) (Produce
 // ClientCreateTopic is CreateTopic for a client: system topics are the
 // broker's to create.
 func (b *Broker) ClientCreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (replica.TopicInfo, error) {
-	if api.IsSystemTopic(name) {
+	if mq.IsSystemTopic(name) {
 		return replica.TopicInfo{}, fmt.Errorf("%w: topic %q is a system topic: the broker creates it when it is needed", ErrInvalidArgument, name)
 	}
 	return b.CreateTopic(ctx, name, queues, ifNotExists)
@@ -96,7 +96,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string, force bool) error
 	if err := replica.ValidateName("topic", name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	if api.IsSystemTopic(name) {
+	if mq.IsSystemTopic(name) {
 		return fmt.Errorf("%w: topic %q is a system topic: the broker owns it (`raftmq group delete` removes a group's retry and dead-letter topics)",
 			ErrFailedPrecondition, name)
 	}
@@ -137,7 +137,7 @@ func (b *Broker) DeleteGroup(ctx context.Context, group string, force bool) erro
 		}
 	}
 	var topics []string
-	for _, t := range []string{api.RetryTopic(group), api.DeadLetterTopic(group)} {
+	for _, t := range []string{mq.RetryTopic(group), mq.DeadLetterTopic(group)} {
 		if b.fsm.QueueCount(t) > 0 {
 			topics, known = append(topics, t), true
 		}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -85,7 +85,7 @@ func (b *Broker) LookupMessage(ctx context.Context, id string) (LookupResult, er
 // message is answered as the scheduler knows it, pending or delivered
 // (lookup_delay.go).
 func (b *Broker) lookedUp(id string, index uint64, m Message) (LookupResult, error) {
-	if m.Topic == api.ScheduleTopic {
+	if m.Topic == mq.ScheduleTopic {
 		st, ok, err := b.staged(id, index, m)
 		if err != nil {
 			return LookupResult{}, err
@@ -193,7 +193,7 @@ func (b *Broker) readMessage(id string, index uint64, ordinal uint32) (Message, 
 		return Message{}, fmt.Errorf("%w: message %s was stored in topic %q, which no longer exists", ErrNotFound, id, out.Topic)
 	}
 	loc, ok := b.fsm.LocateEntry(out.Topic, out.Queue, index)
-	if !ok && out.Topic == api.ScheduleTopic {
+	if !ok && out.Topic == mq.ScheduleTopic {
 		// The schedule queues drop the records of delivered messages: a
 		// staged message is then answered by its id alone (its offset
 		// there means nothing to a user).

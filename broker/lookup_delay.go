@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 )
 
 // StagedLookup is what a lookup by id of a delayed message finds.
@@ -51,12 +51,12 @@ func (b *Broker) LookupStaged(id string) (StagedLookup, bool, error) {
 // staged answers LookupStaged for message m, read by id from log entry
 // index.
 func (b *Broker) staged(id string, index uint64, m Message) (StagedLookup, bool, error) {
-	if b.sched == nil || m.Topic != api.ScheduleTopic {
+	if b.sched == nil || m.Topic != mq.ScheduleTopic {
 		return StagedLookup{}, false, nil
 	}
 	out := StagedLookup{DeliverAt: b.deliverTime(index, &m)}
-	topic := m.Properties[api.PropRealTopic]
-	q, _ := strconv.Atoi(m.Properties[api.PropRealQueue])
+	topic := m.Properties[mq.PropRealTopic]
+	q, _ := strconv.Atoi(m.Properties[mq.PropRealQueue])
 	if n := b.fsm.QueueCount(topic); n > 0 {
 		q %= n
 	}
@@ -138,7 +138,7 @@ func (b *Broker) findDelivered(topic string, q int32, id string, due time.Time) 
 			return Message{}, false, fmt.Errorf("%w: %s", ErrNotFound, why)
 		}
 		for _, m := range res.Messages {
-			if m.Properties[api.PropStagedID] == id {
+			if m.Properties[mq.PropStagedID] == id {
 				return m, true, nil
 			}
 		}
@@ -150,11 +150,11 @@ func (b *Broker) findDelivered(topic string, q int32, id string, due time.Time) 
 
 // deliverTime is when the staged message m (of entry index) is due.
 func (b *Broker) deliverTime(index uint64, m *Message) int64 {
-	if v, err := strconv.ParseInt(m.Properties[api.PropTimerDeliverMS], 10, 64); err == nil {
+	if v, err := strconv.ParseInt(m.Properties[mq.PropTimerDeliverMS], 10, 64); err == nil {
 		return v
 	}
-	n, _ := strconv.Atoi(m.Properties[api.PropDelay])
-	d, err := api.LevelDelay(n)
+	n, _ := strconv.Atoi(m.Properties[mq.PropDelay])
+	d, err := mq.LevelDelay(n)
 	if err != nil {
 		return 0
 	}

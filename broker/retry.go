@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -62,8 +62,8 @@ const (
 
 // Properties of an original that a copy does not keep: they would delay or
 // redirect the copy (the copy's own delay is its DELAY level).
-var droppedOnCopy = []string{api.PropDelay, api.PropTimerDeliverMS, api.PropRealTopic, api.PropRealQueue, "TIMER_DELAY_SEC", "TIMER_DELAY_MS",
-	api.PropStagedID, api.PropSchedulePopMS}
+var droppedOnCopy = []string{mq.PropDelay, mq.PropTimerDeliverMS, mq.PropRealTopic, mq.PropRealQueue, "TIMER_DELAY_SEC", "TIMER_DELAY_MS",
+	mq.PropStagedID, mq.PropSchedulePopMS}
 
 // retryCopy is what SendBack stores for a message.
 type retryCopy struct {
@@ -78,7 +78,7 @@ type retryCopy struct {
 // maxTimes is the limit in force (the request's override or the group's).
 func buildSendBack(m *Message, group string, delayLevel, maxTimes int32) retryCopy {
 	var n int32 // a message of its original topic has not been sent back yet
-	if api.IsRetryTopic(m.Topic) {
+	if mq.IsRetryTopic(m.Topic) {
 		n = reconsumeTimes(m.Properties)
 	}
 	props := make(map[string]string, len(m.Properties)+4)
@@ -88,36 +88,36 @@ func buildSendBack(m *Message, group string, delayLevel, maxTimes int32) retryCo
 	for _, k := range droppedOnCopy {
 		delete(props, k)
 	}
-	if props[api.PropRetryTopic] == "" || !api.IsRetryTopic(m.Topic) {
+	if props[mq.PropRetryTopic] == "" || !mq.IsRetryTopic(m.Topic) {
 		// A message of its original topic: the first copy names it.
 		// Copies of copies keep what the first copy named.
-		props[api.PropRetryTopic] = m.Topic
+		props[mq.PropRetryTopic] = m.Topic
 	}
-	if props[api.PropOriginMessageID] == "" || !api.IsRetryTopic(m.Topic) {
-		props[api.PropOriginMessageID] = m.ID
-		props[api.PropOriginQueue] = strconv.Itoa(int(m.Queue))
-		props[api.PropOriginOffset] = strconv.FormatUint(m.Offset, 10)
+	if props[mq.PropOriginMessageID] == "" || !mq.IsRetryTopic(m.Topic) {
+		props[mq.PropOriginMessageID] = m.ID
+		props[mq.PropOriginQueue] = strconv.Itoa(int(m.Queue))
+		props[mq.PropOriginOffset] = strconv.FormatUint(m.Offset, 10)
 	}
 	c := retryCopy{ReconsumeTimes: n + 1}
-	props[api.PropReconsumeTime] = strconv.Itoa(int(n + 1))
+	props[mq.PropReconsumeTime] = strconv.Itoa(int(n + 1))
 	switch {
 	case delayLevel < 0:
 		c.DeadLettered = true
-		props[api.PropDeadLetterReason] = "sent to the dead-letter queue by the consumer (delay level -1)"
+		props[mq.PropDeadLetterReason] = "sent to the dead-letter queue by the consumer (delay level -1)"
 	case n >= maxTimes:
 		c.DeadLettered = true
-		props[api.PropDeadLetterReason] = fmt.Sprintf("reconsumed %d times, the max reconsume times is %d", n, maxTimes)
+		props[mq.PropDeadLetterReason] = fmt.Sprintf("reconsumed %d times, the max reconsume times is %d", n, maxTimes)
 	case delayLevel > 0:
 		c.DelayLevel = int(delayLevel)
 	default:
-		c.DelayLevel = min(3+int(n), len(api.DelayLevels))
+		c.DelayLevel = min(3+int(n), len(mq.DelayLevels))
 	}
 	if c.DeadLettered {
-		c.Topic = api.DeadLetterTopic(group)
+		c.Topic = mq.DeadLetterTopic(group)
 	} else {
-		c.Topic = api.RetryTopic(group)
-		delete(props, api.PropDeadLetterReason)
-		props[api.PropDelay] = strconv.Itoa(c.DelayLevel)
+		c.Topic = mq.RetryTopic(group)
+		delete(props, mq.PropDeadLetterReason)
+		props[mq.PropDelay] = strconv.Itoa(c.DelayLevel)
 	}
 	c.Message = ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: props, Body: m.Body, Timestamp: m.Timestamp}
 	return c
@@ -126,7 +126,7 @@ func buildSendBack(m *Message, group string, delayLevel, maxTimes int32) retryCo
 // reconsumeTimes is a message's RECONSUME_TIME (0 when absent or not a
 // count).
 func reconsumeTimes(props map[string]string) int32 {
-	n, err := strconv.ParseInt(props[api.PropReconsumeTime], 10, 32)
+	n, err := strconv.ParseInt(props[mq.PropReconsumeTime], 10, 32)
 	if err != nil || n < 0 {
 		return 0
 	}
@@ -139,14 +139,14 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 	if err := replica.ValidateName("group", req.Group); err != nil {
 		return SendBackResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	if err := replica.ValidateName("topic", api.DeadLetterTopic(req.Group)); err != nil {
-		return SendBackResult{}, invalid("group %q: its retry topic name %s is too long (%v)", req.Group, api.DeadLetterTopic(req.Group), err)
+	if err := replica.ValidateName("topic", mq.DeadLetterTopic(req.Group)); err != nil {
+		return SendBackResult{}, invalid("group %q: its retry topic name %s is too long (%v)", req.Group, mq.DeadLetterTopic(req.Group), err)
 	}
-	if req.DelayLevel < -1 || int(req.DelayLevel) > len(api.DelayLevels) {
-		return SendBackResult{}, invalid("delay level %d: want -1 (dead-letter now), 0 (3 + reconsume count) or 1..%d", req.DelayLevel, len(api.DelayLevels))
+	if req.DelayLevel < -1 || int(req.DelayLevel) > len(mq.DelayLevels) {
+		return SendBackResult{}, invalid("delay level %d: want -1 (dead-letter now), 0 (3 + reconsume count) or 1..%d", req.DelayLevel, len(mq.DelayLevels))
 	}
-	if req.MaxReconsumeTimes < 0 || req.MaxReconsumeTimes > api.MaxMaxReconsumeTimes {
-		return SendBackResult{}, invalid("max reconsume times %d: want 0 (the group's setting) or 1..%d", req.MaxReconsumeTimes, api.MaxMaxReconsumeTimes)
+	if req.MaxReconsumeTimes < 0 || req.MaxReconsumeTimes > mq.MaxMaxReconsumeTimes {
+		return SendBackResult{}, invalid("max reconsume times %d: want 0 (the group's setting) or 1..%d", req.MaxReconsumeTimes, mq.MaxMaxReconsumeTimes)
 	}
 	if _, _, err := ParseMessageID(req.ID); err != nil {
 		return SendBackResult{}, err
@@ -159,11 +159,11 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 		return SendBackResult{}, err
 	}
 	switch {
-	case api.IsDeadLetterTopic(m.Topic):
+	case mq.IsDeadLetterTopic(m.Topic):
 		return SendBackResult{}, fmt.Errorf("%w: message %s is a dead letter (%s); `raftmq dlq resend` sends it back to its topic", ErrFailedPrecondition, req.ID, m.Topic)
-	case api.IsRetryTopic(m.Topic) && m.Topic != api.RetryTopic(req.Group):
+	case mq.IsRetryTopic(m.Topic) && m.Topic != mq.RetryTopic(req.Group):
 		return SendBackResult{}, fmt.Errorf("%w: message %s is in %s, another group's retry topic", ErrFailedPrecondition, req.ID, m.Topic)
-	case m.Topic == api.ScheduleTopic:
+	case m.Topic == mq.ScheduleTopic:
 		return SendBackResult{}, fmt.Errorf("%w: message %s is a delayed message not yet delivered", ErrFailedPrecondition, req.ID)
 	}
 	maxTimes := req.MaxReconsumeTimes
@@ -174,7 +174,7 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 	if req.MaxReconsumeTimes > 0 {
 		// The copy carries the consumer's limit: a produce to the retry
 		// topic applies it (retry_produce.go), not the group's.
-		c.Message.Properties[api.PropMaxReconsumeTimes] = strconv.Itoa(int(req.MaxReconsumeTimes))
+		c.Message.Properties[mq.PropMaxReconsumeTimes] = strconv.Itoa(int(req.MaxReconsumeTimes))
 	}
 	if err := b.ensureSystemTopic(ctx, c.Topic); err != nil {
 		return SendBackResult{}, err
@@ -187,7 +187,7 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 	}
 	out := SendBackResult{ID: ack.ID, Topic: c.Topic, DeadLettered: c.DeadLettered, ReconsumeTimes: c.ReconsumeTimes, DeliverAt: deliverAt}
 	if !c.DeadLettered && out.DeliverAt == 0 {
-		d, _ := api.LevelDelay(c.DelayLevel)
+		d, _ := mq.LevelDelay(c.DelayLevel)
 		out.DeliverAt = now.Add(d).UnixMilli()
 	}
 	b.log.Debug("sent back", "group", req.Group, "id", req.ID, "copy", ack.ID, "topic", c.Topic, "reconsume", c.ReconsumeTimes)
@@ -243,7 +243,7 @@ func (b *Broker) ensureSystemTopic(ctx context.Context, topic string) error {
 	if errors.Is(err, ErrAlreadyExists) {
 		return nil
 	}
-	if err == nil && api.IsDeadLetterTopic(topic) {
+	if err == nil && mq.IsDeadLetterTopic(topic) {
 		// Clients cannot produce to a system topic anyway: a failure here
 		// costs only the label, never the dead letter.
 		if _, perr := b.w.UpdateTopic(ctx, topic, replica.PermRead); perr != nil {
@@ -259,7 +259,7 @@ func (b *Broker) maxReconsume(group string) int32 {
 	if n, ok := b.fsm.MaxReconsumeTimes(group); ok {
 		return n
 	}
-	return api.DefaultMaxReconsume
+	return mq.DefaultMaxReconsume
 }
 
 // ResendResult is where a dead letter went.
@@ -290,20 +290,20 @@ func (b *Broker) ResendDeadLetter(ctx context.Context, group, id string) (Resend
 	if err != nil {
 		return ResendResult{}, err
 	}
-	dlq := api.DeadLetterTopic(group)
+	dlq := mq.DeadLetterTopic(group)
 	if m.Topic != dlq {
 		return ResendResult{}, fmt.Errorf("%w: message %s is in topic %s, not a dead letter of group %s (%s)", ErrNotFound, id, m.Topic, group, dlq)
 	}
-	topic := m.Properties[api.PropRetryTopic]
-	if topic == "" || api.IsSystemTopic(topic) {
-		return ResendResult{}, fmt.Errorf("%w: dead letter %s names no original topic (%s=%q)", ErrFailedPrecondition, id, api.PropRetryTopic, topic)
+	topic := m.Properties[mq.PropRetryTopic]
+	if topic == "" || mq.IsSystemTopic(topic) {
+		return ResendResult{}, fmt.Errorf("%w: dead letter %s names no original topic (%s=%q)", ErrFailedPrecondition, id, mq.PropRetryTopic, topic)
 	}
 	props := make(map[string]string, len(m.Properties))
 	for k, v := range m.Properties {
 		props[k] = v
 	}
-	for _, k := range []string{api.PropRetryTopic, api.PropOriginMessageID, api.PropOriginQueue, api.PropOriginOffset,
-		api.PropReconsumeTime, api.PropMaxReconsumeTimes, api.PropDeadLetterReason, api.PropDelay} {
+	for _, k := range []string{mq.PropRetryTopic, mq.PropOriginMessageID, mq.PropOriginQueue, mq.PropOriginOffset,
+		mq.PropReconsumeTime, mq.PropMaxReconsumeTimes, mq.PropDeadLetterReason, mq.PropDelay} {
 		delete(props, k)
 	}
 	pm := ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: props, Body: m.Body, Timestamp: m.Timestamp}
@@ -334,8 +334,8 @@ func (b *Broker) UpdateGroup(ctx context.Context, group string, maxReconsume *in
 	if err := replica.ValidateName("group", group); err != nil {
 		return GroupSettings{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	if maxReconsume != nil && (*maxReconsume < 0 || *maxReconsume > api.MaxMaxReconsumeTimes) {
-		return GroupSettings{}, invalid("max reconsume times %d: want 0..%d (0: the first failure dead-letters)", *maxReconsume, api.MaxMaxReconsumeTimes)
+	if maxReconsume != nil && (*maxReconsume < 0 || *maxReconsume > mq.MaxMaxReconsumeTimes) {
+		return GroupSettings{}, invalid("max reconsume times %d: want 0..%d (0: the first failure dead-letters)", *maxReconsume, mq.MaxMaxReconsumeTimes)
 	}
 	if err := b.awaitLeader(ctx); err != nil {
 		return GroupSettings{}, err
@@ -358,7 +358,7 @@ func (b *Broker) GroupSettings(group string) GroupSettings {
 // to it (RocketMQ creates it at the consumer's heartbeat).
 func (b *Broker) ensureRetryTopic(ctx context.Context, group string, topics []string) error {
 	for _, t := range topics {
-		if t == api.RetryTopic(group) {
+		if t == mq.RetryTopic(group) {
 			return b.ensureSystemTopic(ctx, t)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 )
 
 // A client may store a retry itself by producing to %RETRY%<group> (the
@@ -23,12 +23,12 @@ import (
 // limit. A request that mixes messages past and within the limit is refused:
 // the two halves go to different topics, and one request is one topic.
 func (b *Broker) deadLetterProduce(ctx context.Context, req *ProduceRequest) error {
-	if !api.IsRetryTopic(req.Topic) || strings.HasPrefix(req.ProducerID, "%") {
+	if !mq.IsRetryTopic(req.Topic) || strings.HasPrefix(req.ProducerID, "%") {
 		// Producer ids that start with % are the broker's own (SendBack's
 		// copies, the delay scheduler's deliveries): they decided already.
 		return nil
 	}
-	group := req.Topic[len(api.RetryTopic("")):]
+	group := req.Topic[len(mq.RetryTopic("")):]
 	past := 0
 	for i := range req.Messages {
 		if b.pastLimit(group, req.Messages[i].Properties) {
@@ -40,9 +40,9 @@ func (b *Broker) deadLetterProduce(ctx context.Context, req *ProduceRequest) err
 		return nil
 	case past < len(req.Messages):
 		return invalid("produce to %s: %d of %d messages are past their max reconsume times and go to %s; send them in requests of their own",
-			req.Topic, past, len(req.Messages), api.DeadLetterTopic(group))
+			req.Topic, past, len(req.Messages), mq.DeadLetterTopic(group))
 	}
-	dlq := api.DeadLetterTopic(group)
+	dlq := mq.DeadLetterTopic(group)
 	if err := b.ensureSystemTopic(ctx, dlq); err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (b *Broker) deadLetterProduce(ctx context.Context, req *ProduceRequest) err
 		for _, k := range droppedOnCopy {
 			delete(props, k)
 		}
-		props[api.PropDeadLetterReason] = fmt.Sprintf("reconsume count %s is past the max reconsume times %d", props[api.PropReconsumeTime], b.limitOf(group, props))
+		props[mq.PropDeadLetterReason] = fmt.Sprintf("reconsume count %s is past the max reconsume times %d", props[mq.PropReconsumeTime], b.limitOf(group, props))
 		m.Properties, m.HasQueue = props, false
 		// ValidateProduce already took the DELAY the client sent along
 		// (3 + count) into the typed fields: a dead letter waits for
@@ -68,13 +68,13 @@ func (b *Broker) deadLetterProduce(ctx context.Context, req *ProduceRequest) err
 }
 
 func (b *Broker) limitOf(group string, props map[string]string) int32 {
-	if n, err := strconv.ParseInt(props[api.PropMaxReconsumeTimes], 10, 32); err == nil && n > 0 && n <= api.MaxMaxReconsumeTimes {
+	if n, err := strconv.ParseInt(props[mq.PropMaxReconsumeTimes], 10, 32); err == nil && n > 0 && n <= mq.MaxMaxReconsumeTimes {
 		return int32(n)
 	}
 	return b.maxReconsume(group)
 }
 
 func (b *Broker) pastLimit(group string, props map[string]string) bool {
-	n, err := strconv.ParseInt(props[api.PropReconsumeTime], 10, 32)
+	n, err := strconv.ParseInt(props[mq.PropReconsumeTime], 10, 32)
 	return err == nil && int32(n) > b.limitOf(group, props)
 }

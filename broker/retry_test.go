@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
 )
 
@@ -13,19 +13,19 @@ import (
 // to the dead letter, by count, override and level.
 func TestBuildSendBack(t *testing.T) {
 	orig := &Message{Topic: "orders", Queue: 2, Offset: 7, ID: "ORIG", Key: "k", Tag: "T", Body: []byte("b"), Timestamp: 42,
-		Properties: map[string]string{"app": "x", api.PropDelay: "7", api.PropTimerDeliverMS: "1"}}
+		Properties: map[string]string{"app": "x", mq.PropDelay: "7", mq.PropTimerDeliverMS: "1"}}
 	c := buildSendBack(orig, "g", 0, 16)
 	p := c.Message.Properties
 	if c.Topic != "%RETRY%g" || c.DeadLettered || c.ReconsumeTimes != 1 || c.DelayLevel != 3 ||
-		p[api.PropRetryTopic] != "orders" || p[api.PropOriginMessageID] != "ORIG" || p[api.PropReconsumeTime] != "1" ||
-		p[api.PropDelay] != "3" || p["app"] != "x" || p[api.PropTimerDeliverMS] != "" || p[api.PropDeadLetterReason] != "" ||
-		p[api.PropOriginQueue] != "2" || p[api.PropOriginOffset] != "7" {
+		p[mq.PropRetryTopic] != "orders" || p[mq.PropOriginMessageID] != "ORIG" || p[mq.PropReconsumeTime] != "1" ||
+		p[mq.PropDelay] != "3" || p["app"] != "x" || p[mq.PropTimerDeliverMS] != "" || p[mq.PropDeadLetterReason] != "" ||
+		p[mq.PropOriginQueue] != "2" || p[mq.PropOriginOffset] != "7" {
 		t.Fatalf("first copy: %+v", c)
 	}
 	if c.Message.Key != "k" || c.Message.Tag != "T" || string(c.Message.Body) != "b" || c.Message.Timestamp != 42 {
 		t.Fatalf("first copy lost key, tag, body or timestamp: %+v", c.Message)
 	}
-	if orig.Properties[api.PropRetryTopic] != "" || orig.Properties[api.PropDelay] != "7" {
+	if orig.Properties[mq.PropRetryTopic] != "" || orig.Properties[mq.PropDelay] != "7" {
 		t.Fatal("the original's properties were changed")
 	}
 	// Copies of copies keep the first copy's origin and count on.
@@ -33,27 +33,27 @@ func TestBuildSendBack(t *testing.T) {
 		m := &Message{Topic: "%RETRY%g", Queue: 0, Offset: uint64(n), ID: "COPY", Properties: c.Message.Properties, Body: c.Message.Body}
 		c = buildSendBack(m, "g", 0, 16)
 		p = c.Message.Properties
-		if p[api.PropRetryTopic] != "orders" || p[api.PropOriginMessageID] != "ORIG" || c.ReconsumeTimes != n+1 ||
-			p[api.PropOriginQueue] != "2" || p[api.PropOriginOffset] != "7" {
+		if p[mq.PropRetryTopic] != "orders" || p[mq.PropOriginMessageID] != "ORIG" || c.ReconsumeTimes != n+1 ||
+			p[mq.PropOriginQueue] != "2" || p[mq.PropOriginOffset] != "7" {
 			t.Fatalf("copy %d: %+v", n, c)
 		}
 		wantLevel := min(3+int(n), 18)
 		switch {
 		case n < 16 && (c.DeadLettered || c.DelayLevel != wantLevel || c.Topic != "%RETRY%g"):
 			t.Fatalf("copy %d: level %d dead %v, want level %d", n, c.DelayLevel, c.DeadLettered, wantLevel)
-		case n == 16 && (!c.DeadLettered || c.Topic != "%DLQ%g" || p[api.PropDeadLetterReason] == "" || p[api.PropDelay] != ""):
+		case n == 16 && (!c.DeadLettered || c.Topic != "%DLQ%g" || p[mq.PropDeadLetterReason] == "" || p[mq.PropDelay] != ""):
 			t.Fatalf("copy 16 (count past the max): %+v", c)
 		}
 	}
 	// A message of its original topic that carries a RECONSUME_TIME of its
 	// own (not ours) starts at 0.
-	if c := buildSendBack(&Message{Topic: "orders", ID: "X", Properties: map[string]string{api.PropReconsumeTime: "9"}}, "g", 0, 16); c.ReconsumeTimes != 1 {
+	if c := buildSendBack(&Message{Topic: "orders", ID: "X", Properties: map[string]string{mq.PropReconsumeTime: "9"}}, "g", 0, 16); c.ReconsumeTimes != 1 {
 		t.Fatalf("count of a fresh message: %d", c.ReconsumeTimes)
 	}
 	if c := buildSendBack(orig, "g", -1, 16); !c.DeadLettered || c.Topic != "%DLQ%g" || c.ReconsumeTimes != 1 {
 		t.Fatalf("delay level -1: %+v", c)
 	}
-	if c := buildSendBack(orig, "g", 5, 16); c.DelayLevel != 5 || c.Message.Properties[api.PropDelay] != "5" {
+	if c := buildSendBack(orig, "g", 5, 16); c.DelayLevel != 5 || c.Message.Properties[mq.PropDelay] != "5" {
 		t.Fatalf("delay level 5: %+v", c)
 	}
 	if c := buildSendBack(orig, "g", 0, 0); !c.DeadLettered {
@@ -117,9 +117,9 @@ func TestProduceToRetryTopicPastLimit(t *testing.T) {
 	b, _ := newFakeBroker(t)
 	ctx := context.Background()
 	msg := func(n, max string) ProduceMessage {
-		p := map[string]string{api.PropReconsumeTime: n, api.PropRetryTopic: "orders", api.PropRealQueue: "1"}
+		p := map[string]string{mq.PropReconsumeTime: n, mq.PropRetryTopic: "orders", mq.PropRealQueue: "1"}
 		if max != "" {
-			p[api.PropMaxReconsumeTimes] = max
+			p[mq.PropMaxReconsumeTimes] = max
 		}
 		return ProduceMessage{Body: []byte(n), Properties: p}
 	}
@@ -139,7 +139,7 @@ func TestProduceToRetryTopicPastLimit(t *testing.T) {
 	// is stored at once, not staged (this fake keeps no schedule state
 	// and would refuse a delayed produce).
 	past := msg("18", "")
-	past.Properties[api.PropDelay] = "20"
+	past.Properties[mq.PropDelay] = "20"
 	if _, err := b.Produce(ctx, ProduceRequest{Topic: "%RETRY%g", Messages: []ProduceMessage{past}}); err != nil {
 		t.Fatalf("a dead letter that carried DELAY: %v", err)
 	}
@@ -149,7 +149,7 @@ func TestProduceToRetryTopicPastLimit(t *testing.T) {
 	}
 	for _, a := range []string{raftlogID(b, "%DLQ%g", 0), raftlogID(b, "%DLQ%g", 1)} {
 		r, err := b.LookupMessage(ctx, a)
-		if err != nil || r.Message.Properties[api.PropDeadLetterReason] == "" || r.Message.Properties[api.PropRealQueue] != "" {
+		if err != nil || r.Message.Properties[mq.PropDeadLetterReason] == "" || r.Message.Properties[mq.PropRealQueue] != "" {
 			t.Fatalf("dead letter %s: %+v %v", a, r.Message, err)
 		}
 	}
@@ -171,7 +171,7 @@ func TestSendBackHonoursMessageLimit(t *testing.T) {
 	b, _ := newFakeBroker(t)
 	ctx := context.Background()
 	res, err := b.Produce(ctx, ProduceRequest{Topic: "%RETRY%g", Messages: []ProduceMessage{{Body: []byte("x"),
-		Properties: map[string]string{api.PropReconsumeTime: "2", api.PropMaxReconsumeTimes: "2", api.PropRetryTopic: "orders"}}}})
+		Properties: map[string]string{mq.PropReconsumeTime: "2", mq.PropMaxReconsumeTimes: "2", mq.PropRetryTopic: "orders"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestSendBackHonoursMessageLimit(t *testing.T) {
 	}
 	// The request's limit wins over the message's.
 	res, err = b.Produce(ctx, ProduceRequest{Topic: "%RETRY%g", Messages: []ProduceMessage{{Body: []byte("y"),
-		Properties: map[string]string{api.PropReconsumeTime: "2", api.PropMaxReconsumeTimes: "5", api.PropRetryTopic: "orders"}}}})
+		Properties: map[string]string{mq.PropReconsumeTime: "2", mq.PropMaxReconsumeTimes: "5", mq.PropRetryTopic: "orders"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestSendBackHonoursMessageLimit(t *testing.T) {
 		t.Fatalf("send back with an override: %+v %v", r, err)
 	}
 	look, err := b.LookupMessage(ctx, r.ID)
-	if err != nil || look.Message.Topic != "%DLQ%g" || look.Message.Properties[api.PropMaxReconsumeTimes] != "2" {
+	if err != nil || look.Message.Topic != "%DLQ%g" || look.Message.Properties[mq.PropMaxReconsumeTimes] != "2" {
 		t.Fatalf("the copy: %+v %v", look.Message, err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -63,7 +63,7 @@ func (b *Broker) registerDelayMetrics() {
 			if b.sched == nil {
 				return 0
 			}
-			ti, err := b.fsm.Topic(api.ScheduleTopic)
+			ti, err := b.fsm.Topic(mq.ScheduleTopic)
 			if err != nil {
 				return 0
 			}
@@ -159,7 +159,7 @@ func (b *Broker) scheduleRound(stop <-chan struct{}, heads map[uint32]head, firs
 	if !b.node.Ready() {
 		return now.Add(scheduleRetry), nil // stopping: a role change is on its way
 	}
-	ti, err := b.fsm.Topic(api.ScheduleTopic)
+	ti, err := b.fsm.Topic(mq.ScheduleTopic)
 	if err != nil {
 		return time.Time{}, nil // nothing was ever delayed
 	}
@@ -234,7 +234,7 @@ func (b *Broker) awaitAll(sent []*pending, first error) error {
 			// Stored nowhere (its topic is gone): the cursor moved on.
 			b.log.Warn("scheduler: delivery dropped", "topic", p.req.Topic, "messages", len(p.req.Messages), "error", out.res.Err)
 		case out.res.Err != nil:
-		case p.req.Topic == api.ScheduleTopic:
+		case p.req.Topic == mq.ScheduleTopic:
 			b.scheduler.restaged.Add(float64(len(p.req.Messages)))
 		default:
 			b.scheduler.delivered.Add(float64(len(p.req.Messages)))
@@ -270,11 +270,11 @@ func (b *Broker) submit(stop <-chan struct{}, req raftlog.Request) (*pending, er
 // deliveries of its due prefix, at most deliverBatchMessages messages.
 // When nothing is due it returns when the head is.
 func (b *Broker) dueRequests(q uint32, c uint64, now time.Time) ([]raftlog.Request, time.Time, error) {
-	locs, _, err := b.fsm.Locate(api.ScheduleTopic, int32(q), c, 64)
+	locs, _, err := b.fsm.Locate(mq.ScheduleTopic, int32(q), c, 64)
 	if err != nil {
 		return nil, time.Time{}, b.replicaErr(err)
 	}
-	pr := PullRequest{Topic: api.ScheduleTopic, Queue: int32(q), Offset: c, MaxMessages: deliverBatchMessages, MaxBytes: deliverBatchBytes}
+	pr := PullRequest{Topic: mq.ScheduleTopic, Queue: int32(q), Offset: c, MaxMessages: deliverBatchMessages, MaxBytes: deliverBatchBytes}
 	res := PullResult{NextOffset: c}
 	local, why, err := b.read(locs, &pr, &res)
 	if err != nil {
@@ -332,11 +332,11 @@ func (b *Broker) dueRequests(q uint32, c uint64, now time.Time) ([]raftlog.Reque
 func dueTime(q uint32, m *Message, appendedAt func(string) time.Time) time.Time {
 	switch {
 	case q < replica.ScheduleLevels:
-		return appendedAt(m.ID).Add(api.DelayLevels[q])
+		return appendedAt(m.ID).Add(mq.DelayLevels[q])
 	case q == replica.ScheduleIntakeQueue:
 		return appendedAt(m.ID)
 	}
-	ms, err := strconv.ParseInt(m.Properties[api.PropSchedulePopMS], 10, 64)
+	ms, err := strconv.ParseInt(m.Properties[mq.PropSchedulePopMS], 10, 64)
 	if err != nil {
 		return time.Time{} // written by the broker: never; deliver rather than hold it
 	}
@@ -356,34 +356,34 @@ func (b *Broker) nextStage(q uint32, m *Message, due, now time.Time) (string, ra
 		props[k] = v
 	}
 	if q < replica.ScheduleLevels || q == replica.ScheduleIntakeQueue {
-		props[api.PropStagedID] = m.ID // the first stage: the id the ack named
+		props[mq.PropStagedID] = m.ID // the first stage: the id the ack named
 	}
 	lm := raftlog.Message{Timestamp: m.Timestamp, Key: m.Key, Tag: m.Tag, Body: m.Body, Properties: props}
 	if due.IsZero() { // the entry's append time is unknown here
 		due = now
 	}
 	if q >= replica.ScheduleIntakeQueue && q != replica.ScheduleFinalQueue {
-		at, err := strconv.ParseInt(props[api.PropTimerDeliverMS], 10, 64)
+		at, err := strconv.ParseInt(props[mq.PropTimerDeliverMS], 10, 64)
 		if err == nil && time.UnixMilli(at).After(now) {
 			wait := time.UnixMilli(at).Sub(due)
 			if wait < replica.ScheduleUnit {
 				lm.Queue = replica.ScheduleFinalQueue
-				props[api.PropSchedulePopMS] = strconv.FormatInt(at, 10)
+				props[mq.PropSchedulePopMS] = strconv.FormatInt(at, 10)
 			} else {
 				j := min(bits.Len64(uint64(wait/replica.ScheduleUnit))-1, replica.ScheduleCascadeCount-1)
 				lm.Queue = replica.ScheduleCascadeQueue(j)
-				props[api.PropSchedulePopMS] = strconv.FormatInt(due.Add(replica.ScheduleUnit<<j).UnixMilli(), 10)
+				props[mq.PropSchedulePopMS] = strconv.FormatInt(due.Add(replica.ScheduleUnit<<j).UnixMilli(), 10)
 			}
-			return api.ScheduleTopic, lm
+			return mq.ScheduleTopic, lm
 		}
 	}
-	topic := props[api.PropRealTopic]
-	qid, _ := strconv.Atoi(props[api.PropRealQueue])
+	topic := props[mq.PropRealTopic]
+	qid, _ := strconv.Atoi(props[mq.PropRealQueue])
 	if n := b.fsm.QueueCount(topic); n > 0 && qid >= 0 {
 		qid %= n
 	}
 	lm.Queue = uint32(max(qid, 0))
-	for _, k := range []string{api.PropDelay, api.PropTimerDeliverMS, api.PropRealTopic, api.PropRealQueue, api.PropSchedulePopMS} {
+	for _, k := range []string{mq.PropDelay, mq.PropTimerDeliverMS, mq.PropRealTopic, mq.PropRealQueue, mq.PropSchedulePopMS} {
 		delete(props, k)
 	}
 	return topic, lm

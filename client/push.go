@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 )
 
 // ConsumeResult is what a push consumer's handler answers for a batch.
@@ -195,10 +196,10 @@ func (c *Client) NewPushConsumer(ctx context.Context, cfg PushConfig) (*PushCons
 		return nil, errors.New("push consumer: a tag expression and a SQL92 filter cannot both be set")
 	case cfg.Concurrency < 0, cfg.BatchSize < 0, cfg.MaxUnfinished < 0:
 		return nil, errors.New("push consumer: concurrency, batch size and max unfinished must not be negative")
-	case cfg.RetryDelayLevel < -1 || int(cfg.RetryDelayLevel) > len(api.DelayLevels):
-		return nil, fmt.Errorf("push consumer: retry delay level %d: want -1, 0 or 1..%d", cfg.RetryDelayLevel, len(api.DelayLevels))
-	case cfg.MaxReconsumeTimes < 0 || cfg.MaxReconsumeTimes > api.MaxMaxReconsumeTimes:
-		return nil, fmt.Errorf("push consumer: max reconsume times %d: want 0 (the group's) or 1..%d", cfg.MaxReconsumeTimes, api.MaxMaxReconsumeTimes)
+	case cfg.RetryDelayLevel < -1 || int(cfg.RetryDelayLevel) > len(mq.DelayLevels):
+		return nil, fmt.Errorf("push consumer: retry delay level %d: want -1, 0 or 1..%d", cfg.RetryDelayLevel, len(mq.DelayLevels))
+	case cfg.MaxReconsumeTimes < 0 || cfg.MaxReconsumeTimes > mq.MaxMaxReconsumeTimes:
+		return nil, fmt.Errorf("push consumer: max reconsume times %d: want 0 (the group's) or 1..%d", cfg.MaxReconsumeTimes, mq.MaxMaxReconsumeTimes)
 	}
 	if cfg.From == "" {
 		cfg.From = d.From
@@ -287,7 +288,7 @@ func (pc *PushConsumer) refreshMaxReconsume(ctx context.Context) {
 	if pc.cfg.MaxReconsumeTimes > 0 {
 		return
 	}
-	n := int32(api.DefaultMaxReconsume)
+	n := int32(mq.DefaultMaxReconsume)
 	if g, err := pc.c.DescribeGroup(ctx, pc.cfg.Group); err == nil && g.GetSettings() != nil {
 		n = g.GetSettings().GetMaxReconsumeTimes()
 	} else if err != nil && status.Code(err) != codes.NotFound {
@@ -341,7 +342,7 @@ func (pc *PushConsumer) loop() {
 // topic, and adjusts the queues held: revoked queues stop and commit where
 // they are; added ones start from the group's committed offset.
 func (pc *PushConsumer) join(ctx context.Context) error {
-	retry := api.RetryTopic(pc.cfg.Group)
+	retry := mq.RetryTopic(pc.cfg.Group)
 	r, err := call(ctx, pc.c, func(ctx context.Context, cl api.BrokerClient) (*api.JoinGroupResponse, error) {
 		return cl.JoinGroup(ctx, &api.JoinGroupRequest{Group: pc.cfg.Group, MemberId: pc.cfg.MemberID, Topics: []string{pc.cfg.Topic, retry}})
 	})
@@ -592,14 +593,14 @@ func (pc *PushConsumer) pullAt(ctx context.Context, node string, req *api.PullRe
 func (pc *PushConsumer) present(m *api.Message, servedBy string) *MessageExt {
 	e := &MessageExt{Topic: m.Topic, ID: m.Id, OriginID: m.Id, Key: m.Key, Tag: m.Tag, Properties: m.Properties,
 		Body: m.Body, Timestamp: m.TimestampMs, StoredTopic: m.Topic, Queue: m.Queue, Offset: m.Offset, ServedBy: servedBy}
-	if api.IsRetryTopic(m.Topic) {
-		if t := m.Properties[api.PropRetryTopic]; t != "" {
+	if mq.IsRetryTopic(m.Topic) {
+		if t := m.Properties[mq.PropRetryTopic]; t != "" {
 			e.Topic = t
 		}
-		if o := m.Properties[api.PropOriginMessageID]; o != "" {
+		if o := m.Properties[mq.PropOriginMessageID]; o != "" {
 			e.OriginID = o
 		}
-		if n, err := strconv.ParseInt(m.Properties[api.PropReconsumeTime], 10, 32); err == nil && n > 0 {
+		if n, err := strconv.ParseInt(m.Properties[mq.PropReconsumeTime], 10, 32); err == nil && n > 0 {
 			e.ReconsumeTimes = int32(n)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 )
 
 // LookupMessage reads one message by id and names the node that served
@@ -77,7 +78,7 @@ func (c *Client) UnlockQueues(ctx context.Context, group, member string, queues 
 // topic %DLQ%<group>, oldest first, without committing anything. A group
 // that never dead-lettered a message has none (no error).
 func (c *Client) ListDeadLetters(ctx context.Context, group string, max int) ([]*api.Message, error) {
-	topic := api.DeadLetterTopic(group)
+	topic := mq.DeadLetterTopic(group)
 	ti, err := c.DescribeTopic(ctx, topic)
 	if status.Code(err) == codes.NotFound {
 		return nil, nil

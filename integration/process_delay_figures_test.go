@@ -25,6 +25,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/mq"
 )
 
 func TestDelayFigures(t *testing.T) {
@@ -188,7 +189,7 @@ func TestDelayFigures(t *testing.T) {
 			now := time.Now()
 			mu.Lock()
 			for _, r := range recs {
-				if at, ok := dueAt[r.Properties[api.PropStagedID]]; ok {
+				if at, ok := dueAt[r.Properties[mq.PropStagedID]]; ok {
 					late = append(late, now.Sub(at))
 				}
 			}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/mq"
 )
 
 // TestProcessProduceDelayCLI: `raftmq produce --delay/--deliver-at/
@@ -79,10 +79,10 @@ func TestProcessProduceDelayCLI(t *testing.T) {
 		}
 		now := time.Now()
 		for _, r := range recs {
-			id := r.Properties[api.PropStagedID]
+			id := r.Properties[mq.PropStagedID]
 			when, ok := due[id]
 			if !ok {
-				t.Fatalf("consumed %s with %s=%q, not an acked id", r.Id, api.PropStagedID, id)
+				t.Fatalf("consumed %s with %s=%q, not an acked id", r.Id, mq.PropStagedID, id)
 			}
 			if now.Before(when) {
 				t.Fatalf("%s consumed at %s, before its delivery time %s", id, now, when)
@@ -93,7 +93,7 @@ func TestProcessProduceDelayCLI(t *testing.T) {
 	time.Sleep(time.Second)
 	recs, _ := cons.Poll(ctx)
 	for _, r := range recs {
-		seen[r.Properties[api.PropStagedID]]++
+		seen[r.Properties[mq.PropStagedID]]++
 	}
 	for id := range due {
 		if seen[id] != 1 {

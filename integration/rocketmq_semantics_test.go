@@ -20,6 +20,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/remoting"
 )
 
@@ -261,8 +262,8 @@ func TestRocketMQSemantics(t *testing.T) {
 	if gap := got[2].at.Sub(got[1].at); gap < 29500*time.Millisecond || gap > 70*time.Second {
 		t.Errorf("second redelivery %v after the first, want about 30 s (level 4)", gap)
 	}
-	if len(dead) != 1 || string(dead[0].Body) != "retry-0" || dead[0].Properties[api.PropRetryTopic] != "rmq-sem-retry" ||
-		dead[0].Properties[api.PropReconsumeTime] != "3" || dead[0].Properties[api.PropDeadLetterReason] == "" {
+	if len(dead) != 1 || string(dead[0].Body) != "retry-0" || dead[0].Properties[mq.PropRetryTopic] != "rmq-sem-retry" ||
+		dead[0].Properties[mq.PropReconsumeTime] != "3" || dead[0].Properties[mq.PropDeadLetterReason] == "" {
 		t.Errorf("dead letters %+v, want retry-0 once with RETRY_TOPIC rmq-sem-retry, RECONSUME_TIME 3 and a reason", dead)
 	}
 	// Through CONSUMER_SEND_MSG_BACK, not the client's SEND fallback.

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/remoting"
 )
 
@@ -335,7 +335,7 @@ func (s *Server) route(req *remoting.Command) *remoting.Command {
 		}
 		rd.QueueDatas = append(rd.QueueDatas, QueueData{BrokerName: n, ReadQueueNums: q, WriteQueueNums: q, Perm: perm})
 		rd.BrokerDatas = append(rd.BrokerDatas, BrokerData{Cluster: gr.Cluster, BrokerName: n, BrokerAddrs: gr.Addrs})
-		if perm&PermWrite == 0 || api.IsSystemTopic(topic) {
+		if perm&PermWrite == 0 || mq.IsSystemTopic(topic) {
 			continue // nothing to send, or only the leader takes it (a retry topic)
 		}
 		// The followers' write paths: write-only (perm 2, no read queues,

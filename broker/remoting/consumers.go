@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/mq"
 	rmq "github.com/raftmq/raftmq/remoting"
 )
 
@@ -127,7 +128,7 @@ func (a *Adapter) heartbeat(ctx context.Context, conn *rmq.Conn, req *rmq.Comman
 // broker does on a clustering consumer's heartbeat (its push consumer
 // subscribes to it by itself).
 func (a *Adapter) ensureRetryTopic(ctx context.Context, group string) {
-	topic := api.RetryTopic(group)
+	topic := mq.RetryTopic(group)
 	a.retryMu.Lock()
 	done := a.retryMade[topic]
 	a.retryMu.Unlock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/mq"
 	rmq "github.com/raftmq/raftmq/remoting"
 )
 
@@ -62,15 +63,15 @@ func parseSendBack(req *rmq.Command) (sendBackHeader, error) {
 	if level < -1 {
 		level = -1 // RocketMQ: any negative level dead-letters
 	}
-	if level > int64(len(api.DelayLevels)) {
-		level = int64(len(api.DelayLevels)) // RocketMQ: past the last level waits the last
+	if level > int64(len(mq.DelayLevels)) {
+		level = int64(len(mq.DelayLevels)) // RocketMQ: past the last level waits the last
 	}
 	h.delayLevel = int32(level)
 	maxTimes, err := req.ExtInt("maxReconsumeTimes", 0)
 	if err != nil {
 		return h, fmt.Errorf("%w: %w", broker.ErrInvalidArgument, err)
 	}
-	h.maxTimes = int32(min(max(maxTimes, 0), api.MaxMaxReconsumeTimes))
+	h.maxTimes = int32(min(max(maxTimes, 0), mq.MaxMaxReconsumeTimes))
 	return h, nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/mq"
 	rmq "github.com/raftmq/raftmq/remoting"
 )
 
@@ -87,7 +88,7 @@ func parseSendHeader(req *rmq.Command) (sendHeader, error) {
 			// one than the first attempt: refused rather than delivered
 			// at once (docs/rocketmq.md, "Not served").
 			return h, fmt.Errorf("%w: property %s (a delay relative to the send) is not supported; use %s (a delivery time in unix ms) or %s (a delay level)",
-				broker.ErrInvalidArgument, k, api.PropTimerDeliverMS, api.PropDelay)
+				broker.ErrInvalidArgument, k, mq.PropTimerDeliverMS, mq.PropDelay)
 		}
 	}
 	return h, nil
@@ -119,8 +120,8 @@ func produceMessage(props map[string]string, body []byte, flag int64, h *sendHea
 	// CONSUMER_SEND_MSG_BACK does (RocketMQ's SendMessageProcessor takes it
 	// over the group's); the broker reads it from MAX_RECONSUME_TIMES when
 	// it decides whether the copy is a dead letter (broker/retry_produce.go).
-	if api.IsRetryTopic(h.topic) && h.maxTimes > 0 {
-		rest[api.PropMaxReconsumeTimes] = strconv.FormatInt(min(h.maxTimes, api.MaxMaxReconsumeTimes), 10)
+	if mq.IsRetryTopic(h.topic) && h.maxTimes > 0 {
+		rest[mq.PropMaxReconsumeTimes] = strconv.FormatInt(min(h.maxTimes, mq.MaxMaxReconsumeTimes), 10)
 	}
 	if len(rest) > 0 {
 		m.Properties = rest
@@ -154,7 +155,7 @@ func (a *Adapter) produceRequest(req *rmq.Command) (broker.ProduceRequest, error
 		preq.Messages = []broker.ProduceMessage{produceMessage(h.props, body, h.flag, &h)}
 		if u := h.props[propUniqKey]; u != "" {
 			preq.ProducerID, preq.Seq = "rmq-"+u, 1
-			if api.IsRetryTopic(h.topic) {
+			if mq.IsRetryTopic(h.topic) {
 				// The client's send-back fallback keeps the message's
 				// UNIQ_KEY: each retry of it is a message of its own
 				// (one per reconsume count), not a retry of the first send.
@@ -226,7 +227,7 @@ type ack struct {
 // SERVICE_NOT_AVAILABLE, which the client's route update resolves.
 func (a *Adapter) produce(ctx context.Context, preq broker.ProduceRequest) ([]ack, error) {
 	produce := a.b.ClientProduce
-	retry := api.IsRetryTopic(preq.Topic)
+	retry := mq.IsRetryTopic(preq.Topic)
 	if retry {
 		produce = a.b.Produce
 	}

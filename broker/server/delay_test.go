@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server/servertest"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
 )
@@ -44,12 +44,12 @@ func (d *delivered) poll(t *testing.T, b *broker.Broker, topic string, queues in
 		}
 		now := time.Now()
 		for _, m := range r.Messages {
-			id := m.Properties[api.PropStagedID]
+			id := m.Properties[mq.PropStagedID]
 			if id == "" {
-				t.Errorf("delivered message %s/%d@%d has no %s property: %v", topic, q, m.Offset, api.PropStagedID, m.Properties)
+				t.Errorf("delivered message %s/%d@%d has no %s property: %v", topic, q, m.Offset, mq.PropStagedID, m.Properties)
 				continue
 			}
-			for _, p := range []string{api.PropDelay, api.PropTimerDeliverMS, api.PropRealTopic, api.PropRealQueue, api.PropSchedulePopMS} {
+			for _, p := range []string{mq.PropDelay, mq.PropTimerDeliverMS, mq.PropRealTopic, mq.PropRealQueue, mq.PropSchedulePopMS} {
 				if _, ok := m.Properties[p]; ok {
 					t.Errorf("delivered message %s keeps the staging property %s", id, p)
 				}
@@ -211,7 +211,7 @@ func TestDelayedMessagesDeliveredOnTime(t *testing.T) {
 	d.check(t, want, 5*time.Second)
 
 	lk, ok, err = b.LookupStaged(later)
-	if err != nil || !ok || lk.Pending || lk.Message.Topic != "dl" || lk.Message.Properties[api.PropStagedID] != later {
+	if err != nil || !ok || lk.Pending || lk.Message.Topic != "dl" || lk.Message.Properties[mq.PropStagedID] != later {
 		t.Fatalf("lookup of a delivered message: %+v %v %v", lk, ok, err)
 	}
 	cp := d.copies[later][0]
@@ -391,14 +391,14 @@ func TestDelayedBadInput(t *testing.T) {
 		"level 19":          one(broker.ProduceMessage{Body: []byte("x"), DelayLevel: 19}),
 		"level -1":          one(broker.ProduceMessage{Body: []byte("x"), DelayLevel: -1}),
 		"both":              one(broker.ProduceMessage{Body: []byte("x"), DelayLevel: 2, DeliverAt: now.Add(time.Minute).UnixMilli()}),
-		"too far":           one(broker.ProduceMessage{Body: []byte("x"), DeliverAt: now.Add(api.DefaultMaxDelay + time.Hour).UnixMilli()}),
+		"too far":           one(broker.ProduceMessage{Body: []byte("x"), DeliverAt: now.Add(mq.DefaultMaxDelay + time.Hour).UnixMilli()}),
 		"negative":          one(broker.ProduceMessage{Body: []byte("x"), DeliverAt: -5}),
 		"end of time":       one(broker.ProduceMessage{Body: []byte("x"), DeliverAt: math.MaxInt64}),
 		"huge level":        one(broker.ProduceMessage{Body: []byte("x"), DelayLevel: math.MaxInt}),
-		"bad DELAY":         one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{api.PropDelay: "soon"}}),
-		"bad TIMER":         one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{api.PropTimerDeliverMS: "tomorrow"}}),
-		"DELAY and typed":   one(broker.ProduceMessage{Body: []byte("x"), DelayLevel: 2, Properties: map[string]string{api.PropDelay: "4"}}),
-		"schedule topic":    {Topic: api.ScheduleTopic, Messages: []broker.ProduceMessage{{Body: []byte("x")}}},
+		"bad DELAY":         one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{mq.PropDelay: "soon"}}),
+		"bad TIMER":         one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{mq.PropTimerDeliverMS: "tomorrow"}}),
+		"DELAY and typed":   one(broker.ProduceMessage{Body: []byte("x"), DelayLevel: 2, Properties: map[string]string{mq.PropDelay: "4"}}),
+		"schedule topic":    {Topic: mq.ScheduleTopic, Messages: []broker.ProduceMessage{{Body: []byte("x")}}},
 		"reserved producer": {Topic: "db", ProducerID: "%SCHEDULE%3", Seq: 0, Messages: []broker.ProduceMessage{{Body: []byte("x"), DelayLevel: 1}}},
 		"mixed":             {Topic: "db", Messages: []broker.ProduceMessage{{Body: []byte("x"), DelayLevel: 1}, {Body: []byte("y")}}},
 	}
@@ -413,26 +413,26 @@ func TestDelayedBadInput(t *testing.T) {
 	if ti, err := b.Topic("db"); err != nil || ti.Queues[0].Max != 0 {
 		t.Fatalf("topic after refusals: %+v %v", ti, err)
 	}
-	if _, err := b.Topic(api.ScheduleTopic); err == nil {
+	if _, err := b.Topic(mq.ScheduleTopic); err == nil {
 		t.Fatalf("the schedule topic exists after refusals only")
 	}
-	if _, err := b.Pull(ctx, broker.PullRequest{Topic: api.ScheduleTopic}); !errors.Is(err, broker.ErrInvalidArgument) {
+	if _, err := b.Pull(ctx, broker.PullRequest{Topic: mq.ScheduleTopic}); !errors.Is(err, broker.ErrInvalidArgument) {
 		t.Fatalf("pull of the schedule topic: %v", err)
 	}
-	if _, err := b.CreateTopic(ctx, api.ScheduleTopic, 52, true); !errors.Is(err, broker.ErrInvalidArgument) {
+	if _, err := b.CreateTopic(ctx, mq.ScheduleTopic, 52, true); !errors.Is(err, broker.ErrInvalidArgument) {
 		t.Fatalf("create of the schedule topic: %v", err)
 	}
 	// The DELAY property (RocketMQ clients, consume retry) is a delay
 	// level; above the last level it waits the last level, as RocketMQ's.
-	res, err := b.Produce(ctx, one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{api.PropDelay: "1", "user": "u", api.PropStagedID: "forged"}}))
+	res, err := b.Produce(ctx, one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{mq.PropDelay: "1", "user": "u", mq.PropStagedID: "forged"}}))
 	if err != nil || res.DeliverAt == nil || res.Acks[0].Offset != 0 {
 		t.Fatalf("produce with DELAY=1: %+v %v", res, err)
 	}
 	waitFor(t, 30*time.Second, "the DELAY=1 message", func() bool {
 		r, err := b.Pull(ctx, broker.PullRequest{Topic: "db"})
-		return err == nil && len(r.Messages) == 1 && r.Messages[0].Properties["user"] == "u" && r.Messages[0].Properties[api.PropStagedID] == res.Acks[0].ID
+		return err == nil && len(r.Messages) == 1 && r.Messages[0].Properties["user"] == "u" && r.Messages[0].Properties[mq.PropStagedID] == res.Acks[0].ID
 	})
-	res, err = b.Produce(ctx, one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{api.PropDelay: "40"}}))
+	res, err = b.Produce(ctx, one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{mq.PropDelay: "40"}}))
 	if err != nil || time.Until(time.UnixMilli(res.DeliverAt[0])) < time.Hour {
 		t.Fatalf("produce with DELAY=40: %+v %v, want the 2h level", res, err)
 	}

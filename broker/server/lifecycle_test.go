@@ -15,6 +15,7 @@ import (
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/broker/server/servertest"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/mq"
 )
 
 func wantCode(t *testing.T, what string, err error, code codes.Code, text string) {
@@ -90,11 +91,11 @@ func TestTopicPermissions(t *testing.T) {
 		}
 	}
 
-	_, err = cl.CreateTopic(ctx, api.RetryTopic("g"), 1, false)
+	_, err = cl.CreateTopic(ctx, mq.RetryTopic("g"), 1, false)
 	wantCode(t, "create a retry topic", err, codes.InvalidArgument, "system topic")
-	_, err = p.Send(ctx, api.DeadLetterTopic("g"), one)
+	_, err = p.Send(ctx, mq.DeadLetterTopic("g"), one)
 	wantCode(t, "produce to a dead-letter topic", err, codes.FailedPrecondition, "only the broker writes to it")
-	err = cl.DeleteTopic(ctx, api.ScheduleTopic, true)
+	err = cl.DeleteTopic(ctx, mq.ScheduleTopic, true)
 	wantCode(t, "delete the schedule topic", err, codes.FailedPrecondition, "system topic")
 }
 
@@ -184,7 +185,7 @@ func TestDeleteGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The broker's own path creates the group's retry topic.
-	if _, err := c.Node(l).Broker().CreateTopic(ctx, api.RetryTopic("gg"), 1, true); err != nil {
+	if _, err := c.Node(l).Broker().CreateTopic(ctx, mq.RetryTopic("gg"), 1, true); err != nil {
 		t.Fatal(err)
 	}
 	p := cl.NewProducer()
@@ -213,7 +214,7 @@ func TestDeleteGroup(t *testing.T) {
 	if offs, err := cl.FetchMemberOffsets(ctx, "gg", "b1", "t"); err != nil || len(offs) != 0 {
 		t.Errorf("member offsets after delete: %v %v", offs, err)
 	}
-	if _, err := cl.DescribeTopic(ctx, api.RetryTopic("gg")); status.Code(err) != codes.NotFound {
+	if _, err := cl.DescribeTopic(ctx, mq.RetryTopic("gg")); status.Code(err) != codes.NotFound {
 		t.Errorf("retry topic after delete: %v, want NotFound", err)
 	}
 	err = cl.DeleteGroup(ctx, "never", false)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/mq"
 )
 
 // TestRetryAcrossLeaderKill: every message fails its first two deliveries;
@@ -84,7 +84,7 @@ func TestRetryAcrossLeaderKill(t *testing.T) {
 			}
 		}
 	}
-	if dlq := readAll(ctx, t, cl, api.DeadLetterTopic(group)); len(dlq) != 0 {
+	if dlq := readAll(ctx, t, cl, mq.DeadLetterTopic(group)); len(dlq) != 0 {
 		t.Errorf("%d dead letters, want none", len(dlq))
 	}
 	errMu.Lock()
@@ -199,11 +199,11 @@ func TestOrderlyBlocksQueue(t *testing.T) {
 	if got := fmt.Sprint(log.get()); got != want {
 		t.Errorf("orderly deliveries\n got %s\nwant %s", got, want)
 	}
-	dlq := readAll(ctx, t, cl, api.DeadLetterTopic(group))
-	if len(dlq) != 1 || string(dlq[0].Body) != "o5" || dlq[0].Properties[api.PropOriginMessageID] != acks[5].Id {
+	dlq := readAll(ctx, t, cl, mq.DeadLetterTopic(group))
+	if len(dlq) != 1 || string(dlq[0].Body) != "o5" || dlq[0].Properties[mq.PropOriginMessageID] != acks[5].Id {
 		t.Errorf("dead letters %v, want o5 alone", dlq)
 	}
-	if retry := readAll(ctx, t, cl, api.RetryTopic(group)); len(retry) != 0 {
+	if retry := readAll(ctx, t, cl, mq.RetryTopic(group)); len(retry) != 0 {
 		t.Errorf("orderly consumer sent %d messages to the retry topic, want none", len(retry))
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker/server/servertest"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/mq"
 )
 
 // BenchmarkSendBack measures a consumer's "retry later" as the broker serves
@@ -67,7 +67,7 @@ func BenchmarkSendBack(b *testing.B) {
 			close(next)
 			wg.Wait()
 			b.StopTimer()
-			ti, err := cl.DescribeTopic(ctx, api.RetryTopic("bench-g"))
+			ti, err := cl.DescribeTopic(ctx, mq.RetryTopic("bench-g"))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/broker/server/servertest"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/mq"
 )
 
 // Tests of consume-retry, dead letters, lookup by id and the push
@@ -234,7 +235,7 @@ func TestRetryThenSuccessAndDeadLetter(t *testing.T) {
 	defer pc.Close(ctx)
 	waitUntil(t, 60*time.Second, "twice to succeed", func() bool { return d.succeeded("twice") == 1 })
 	waitUntil(t, 60*time.Second, "never to be dead-lettered", func() bool {
-		return len(readAll(ctx, t, cl, api.DeadLetterTopic(group))) == 1
+		return len(readAll(ctx, t, cl, mq.DeadLetterTopic(group))) == 1
 	})
 	time.Sleep(time.Second) // anything redelivered would show now
 	if got := d.counts("ok"); fmt.Sprint(got) != "[0]" {
@@ -251,20 +252,20 @@ func TestRetryThenSuccessAndDeadLetter(t *testing.T) {
 		t.Errorf("retried message shown as topic %q origin %q, want %q %q", d.topics["twice"], d.ids["twice"], topic, acks[1].Id)
 	}
 	d.mu.Unlock()
-	dlq := readAll(ctx, t, cl, api.DeadLetterTopic(group))
+	dlq := readAll(ctx, t, cl, mq.DeadLetterTopic(group))
 	m := dlq[0]
-	if ti, err := cl.DescribeTopic(ctx, api.DeadLetterTopic(group)); err != nil || ti.Perm != 4 {
+	if ti, err := cl.DescribeTopic(ctx, mq.DeadLetterTopic(group)); err != nil || ti.Perm != 4 {
 		t.Errorf("dead-letter topic: %v %v, want perm 4 (read only)", ti, err)
 	}
-	if string(m.Body) != "never" || m.Properties[api.PropRetryTopic] != topic || m.Properties[api.PropOriginMessageID] != acks[2].Id ||
-		m.Properties[api.PropReconsumeTime] != strconv.Itoa(max+1) || m.Properties[api.PropDeadLetterReason] == "" ||
-		m.Properties[api.PropOriginQueue] != strconv.Itoa(int(acks[2].Queue)) || m.Properties[api.PropOriginOffset] != strconv.FormatUint(acks[2].Offset, 10) ||
+	if string(m.Body) != "never" || m.Properties[mq.PropRetryTopic] != topic || m.Properties[mq.PropOriginMessageID] != acks[2].Id ||
+		m.Properties[mq.PropReconsumeTime] != strconv.Itoa(max+1) || m.Properties[mq.PropDeadLetterReason] == "" ||
+		m.Properties[mq.PropOriginQueue] != strconv.Itoa(int(acks[2].Queue)) || m.Properties[mq.PropOriginOffset] != strconv.FormatUint(acks[2].Offset, 10) ||
 		m.Properties["app"] != "never" || m.Key != "k-never" || m.Tag != "T" {
 		t.Errorf("dead letter %q props %v key %q tag %q", m.Body, m.Properties, m.Key, m.Tag)
 	}
 	// The retry topic holds exactly the copies sent back: twice 2, never 3.
 	retried := map[string]int{}
-	for _, r := range readAll(ctx, t, cl, api.RetryTopic(group)) {
+	for _, r := range readAll(ctx, t, cl, mq.RetryTopic(group)) {
 		retried[string(r.Body)]++
 	}
 	if retried["twice"] != 2 || retried["never"] != 3 || retried["ok"] != 0 {
@@ -285,7 +286,7 @@ func TestRetryThenSuccessAndDeadLetter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{api.PropRetryTopic, api.PropOriginMessageID, api.PropOriginQueue, api.PropOriginOffset, api.PropReconsumeTime, api.PropDeadLetterReason, api.PropDelay} {
+	for _, p := range []string{mq.PropRetryTopic, mq.PropOriginMessageID, mq.PropOriginQueue, mq.PropOriginOffset, mq.PropReconsumeTime, mq.PropDeadLetterReason, mq.PropDelay} {
 		if _, ok := look.Message.Properties[p]; ok {
 			t.Errorf("resent message keeps %s: %v", p, look.Message.Properties)
 		}
@@ -341,7 +342,7 @@ func TestRetryBadInput(t *testing.T) {
 	if ti, err := cl.DescribeTopic(ctx, "bad"); err != nil || ti.QueueInfo[acks[0].Queue].MaxOffset != 1 {
 		t.Errorf("topic changed by refused calls: %v %v", ti, err)
 	}
-	if _, err := cl.DescribeTopic(ctx, api.DeadLetterTopic("g")); status.Code(err) != codes.NotFound {
+	if _, err := cl.DescribeTopic(ctx, mq.DeadLetterTopic("g")); status.Code(err) != codes.NotFound {
 		t.Errorf("refused calls created the dead-letter topic: %v", err)
 	}
 	// A send-back retried (same id) stores one copy.
@@ -350,7 +351,7 @@ func TestRetryBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2, err := cl.SendBack(ctx, "g", acks[0].Id, 0, 0)
-	if err != nil || r2.Id != r1.Id || r1.ReconsumeTimes != 1 || r1.DeadLettered || r1.Topic != api.RetryTopic("g") {
+	if err != nil || r2.Id != r1.Id || r1.ReconsumeTimes != 1 || r1.DeadLettered || r1.Topic != mq.RetryTopic("g") {
 		t.Errorf("send back twice: %v then %v (%v)", r1, r2, err)
 	}
 }
@@ -378,11 +379,11 @@ func TestSendBackRetriedAfterLeaderChange(t *testing.T) {
 	c.Restart(l)
 	// The copy waits for its delay level (1 s) before it is in the topic.
 	waitUntil(t, 30*time.Second, "the copy in the retry topic", func() bool {
-		ti, err := cl.DescribeTopic(ctx, api.RetryTopic("g-sb"))
+		ti, err := cl.DescribeTopic(ctx, mq.RetryTopic("g-sb"))
 		return err == nil && ti.QueueInfo[0].MaxOffset >= 1
 	})
 	time.Sleep(2 * time.Second) // a second copy would be delivered by now
-	ti, err := cl.DescribeTopic(ctx, api.RetryTopic("g-sb"))
+	ti, err := cl.DescribeTopic(ctx, mq.RetryTopic("g-sb"))
 	if err != nil || ti.QueueInfo[0].MaxOffset != 1 {
 		t.Fatalf("retry topic after two send-backs of one message: %v %v", ti, err)
 	}

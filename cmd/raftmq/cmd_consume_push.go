@@ -13,8 +13,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/mq"
 )
 
 // The flags of consume that make it a push consumer whose handler can
@@ -130,8 +130,8 @@ func runPushConsume(c *cli.Context, topic, format string) error {
 		return usageError(c, "--broadcast does not combine with --retry-every/--exec: a broadcasting member's failures are not sent back")
 	}
 	cfg.MaxReconsumeTimes = int32(c.Int("max-reconsume"))
-	if l := c.Int("retry-delay-level"); l < 0 || l > len(api.DelayLevels) {
-		return usageError(c, "--retry-delay-level %d: want 0..%d", l, len(api.DelayLevels))
+	if l := c.Int("retry-delay-level"); l < 0 || l > len(mq.DelayLevels) {
+		return usageError(c, "--retry-delay-level %d: want 0..%d", l, len(mq.DelayLevels))
 	}
 	cfg.RetryDelayLevel = int32(c.Int("retry-delay-level"))
 	cfg.Concurrency = 1 // one line at a time, in the order handled

@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/mq"
 )
 
 func dlqCommand() *cli.Command {
@@ -78,7 +79,7 @@ func dlqCommand() *cli.Command {
 						if err != nil {
 							return clean(err)
 						}
-						if r.Message.Topic != api.DeadLetterTopic(group) {
+						if r.Message.Topic != mq.DeadLetterTopic(group) {
 							return fmt.Errorf("message %s is in topic %s, not a dead letter of group %s", id, r.Message.Topic, group)
 						}
 						if format == "json" {
@@ -142,7 +143,7 @@ type deadLetter struct {
 }
 
 func deadLetterJSON(m *api.Message) deadLetter {
-	return deadLetter{ID: m.Id, Topic: m.Properties[api.PropRetryTopic], OriginID: m.Properties[api.PropOriginMessageID],
-		Reconsumed: m.Properties[api.PropReconsumeTime], Reason: m.Properties[api.PropDeadLetterReason],
+	return deadLetter{ID: m.Id, Topic: m.Properties[mq.PropRetryTopic], OriginID: m.Properties[mq.PropOriginMessageID],
+		Reconsumed: m.Properties[mq.PropReconsumeTime], Reason: m.Properties[mq.PropDeadLetterReason],
 		Timestamp: m.TimestampMs, Key: m.Key, Body: string(m.Body)}
 }

@@ -6,8 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/mq"
 )
 
 func groupUpdateCommand() *cli.Command {
@@ -16,7 +16,7 @@ func groupUpdateCommand() *cli.Command {
 		Usage:     "change a group's settings (replicated)",
 		ArgsUsage: "GROUP",
 		Flags: clientFlags(&cli.IntFlag{Name: "max-reconsume", Value: -1,
-			Usage: fmt.Sprintf("how often a message is retried before it goes to %%DLQ%%<group>: 0..%d (RocketMQ's default %d)", api.MaxMaxReconsumeTimes, api.DefaultMaxReconsume)}),
+			Usage: fmt.Sprintf("how often a message is retried before it goes to %%DLQ%%<group>: 0..%d (RocketMQ's default %d)", mq.MaxMaxReconsumeTimes, mq.DefaultMaxReconsume)}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usageError(c, "want exactly one GROUP")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/mq"
 )
 
 // The delay flags of produce: at most one of them.
@@ -49,7 +50,7 @@ func parseDelayFlags(c *cli.Context) (delaySpec, error) {
 		d.at = t
 	case c.IsSet("delay-level"):
 		d.level = c.Int("delay-level")
-		if _, err := api.LevelDelay(d.level); err != nil {
+		if _, err := mq.LevelDelay(d.level); err != nil {
 			return d, fmt.Errorf("--delay-level: %w", err)
 		}
 	}

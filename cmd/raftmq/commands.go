@@ -18,6 +18,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/mq"
 )
 
 func healthCommand() *cli.Command {
@@ -105,7 +106,7 @@ func unwell(st *api.StatusResponse) []string {
 			continue
 		}
 		what := fmt.Sprintf("node %s is not ready", n.Id)
-		if n.Role == api.RoleDown || n.Role == api.RoleUnknown {
+		if n.Role == mq.RoleDown || n.Role == mq.RoleUnknown {
 			what = fmt.Sprintf("node %s is down", n.Id)
 			if n.LastSeenMs > 0 {
 				what += fmt.Sprintf(" (last heard %s ago)", time.Since(time.UnixMilli(n.LastSeenMs)).Round(time.Second))
@@ -156,7 +157,7 @@ func statusCommand() *cli.Command {
 			fmt.Fprintf(w, "group %s   term %d   leader %s %s   (answered by %s)\n\n", st.Group, st.Term, leader, st.LeaderAddress, st.AnsweredBy)
 			fmt.Fprintln(w, "ID\tROLE\tHEALTHY\tCLIENT\tRAFT\tFIRST\tAPPLIED\tCOMMIT\tLAST\tLAG\tLOAD\tVOTER")
 			for _, n := range st.Nodes {
-				if n.Role == api.RoleDown || n.Role == api.RoleUnknown {
+				if n.Role == mq.RoleDown || n.Role == mq.RoleUnknown {
 					fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t-\t-\t-\t-\t-\t-\t%v\n", n.Id, strings.ToUpper(n.Role), n.Healthy, n.ClientAddress, n.RaftAddress, n.Voter)
 					continue
 				}

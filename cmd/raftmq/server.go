@@ -13,11 +13,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
-	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/internal/tlsconf"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/replica"
@@ -64,7 +64,7 @@ func serverCommand() *cli.Command {
 			&cli.DurationFlag{Name: "retention", Value: d.Broker.RetentionAge, Usage: "delete messages older than this, by whole log segments (0: keep forever)"},
 			&cli.IntFlag{Name: "retention-mb", Usage: "keep at most about this many MiB of log per node, deleting the oldest whole segments (0: no limit)"},
 			&cli.DurationFlag{Name: "retention-check", Value: d.Broker.RetentionCheck, Usage: "how often the leader checks the retention limits"},
-			&cli.DurationFlag{Name: "max-delay", Value: api.DefaultMaxDelay, Usage: "how far ahead a delayed message's delivery time may be (produce --deliver-at, --delay)"},
+			&cli.DurationFlag{Name: "max-delay", Value: mq.DefaultMaxDelay, Usage: "how far ahead a delayed message's delivery time may be (produce --deliver-at, --delay)"},
 			&cli.DurationFlag{Name: "retention-grace", Value: d.Broker.RetentionGrace, Usage: "a cut waits this long for a follower that stopped answering (a restart) to catch up, so it keeps its log"},
 			&cli.Uint64Flag{Name: "snapshot-threshold", Value: d.Raft.SnapshotThreshold, Usage: "log entries between FSM snapshots (bounds restart replay)"},
 			&cli.StringFlag{Name: "raft-dial", Hidden: true, Usage: "fault injection only: ID=ADDR,... dial these addresses for those peers"},

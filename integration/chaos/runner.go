@@ -17,9 +17,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/internal/history"
+	"github.com/raftmq/raftmq/mq"
 )
 
 // RunConfig configures one run.
@@ -470,7 +470,7 @@ func readCopies(ctx context.Context, servers []string, group string, seed int64,
 	for _, t := range []struct {
 		topic string
 		into  *[]history.LogEntry
-	}{{api.RetryTopic(group), &retry}, {api.DeadLetterTopic(group), &dead}} {
+	}{{mq.RetryTopic(group), &retry}, {mq.DeadLetterTopic(group), &dead}} {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		l, err := ReadAll(rctx, servers, t.topic, fmt.Sprintf("final-copies-%d", seed))
 		cancel()

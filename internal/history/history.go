@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
 )
 
@@ -256,8 +256,8 @@ func BodyHash(b []byte) uint64 {
 
 // brokerProps are the properties the broker adds to a delayed message,
 // staged or delivered: not part of what the producer sent.
-var brokerProps = map[string]bool{api.PropDelay: true, api.PropTimerDeliverMS: true, api.PropRealTopic: true,
-	api.PropRealQueue: true, api.PropStagedID: true, api.PropSchedulePopMS: true}
+var brokerProps = map[string]bool{mq.PropDelay: true, mq.PropTimerDeliverMS: true, mq.PropRealTopic: true,
+	mq.PropRealQueue: true, mq.PropStagedID: true, mq.PropSchedulePopMS: true}
 
 // PropsHash is the hash the history keeps of a message's properties: of
 // the sorted name=value pairs, leaving out those the broker adds to delayed

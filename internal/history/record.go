@@ -7,6 +7,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/mq"
 )
 
 // Sent is the Op of one produce request sent with the SDK (client.Producer
@@ -39,8 +40,8 @@ func Sent(worker string, seq uint64, msgs []client.Message, invoke, complete tim
 // Entry is a message as read back, in the form the history keeps.
 func Entry(m *api.Message) LogEntry {
 	return LogEntry{Offset: m.Offset, ID: m.Id, Body: BodyName(m.Body), Hash: BodyHash(m.Body), Key: m.Key, Tag: m.Tag,
-		Props: PropsHash(m.Properties), Timestamp: m.TimestampMs, Staged: m.Properties[api.PropStagedID],
-		Origin: m.Properties[api.PropOriginMessageID], Reconsume: m.Properties[api.PropReconsumeTime]}
+		Props: PropsHash(m.Properties), Timestamp: m.TimestampMs, Staged: m.Properties[mq.PropStagedID],
+		Origin: m.Properties[mq.PropOriginMessageID], Reconsume: m.Properties[mq.PropReconsumeTime]}
 }
 
 // LogOf arranges the messages read back (from the earliest offset, by one

@@ -1,4 +1,4 @@
-package api
+package mq
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package api
+package mq
 
 // Roles a StatusResponse gives a node besides raft's own (leader, follower,
 // candidate): RoleDown for a member not heard from within five state
