@@ -55,8 +55,8 @@ demo: build
 FUZZTIME ?= 20s
 fuzz:
 	$(GO) test ./raftlog/ -run '^$$' -fuzz FuzzParseBatch -fuzztime $(FUZZTIME)
-	$(GO) test ./replica/ -run '^$$' -fuzz FuzzCheckCommand -fuzztime $(FUZZTIME)
-	$(GO) test ./replica/ -run '^$$' -fuzz FuzzRestore -fuzztime $(FUZZTIME)
+	$(GO) test ./store/ -run '^$$' -fuzz FuzzCheckCommand -fuzztime $(FUZZTIME)
+	$(GO) test ./store/ -run '^$$' -fuzz FuzzRestore -fuzztime $(FUZZTIME)
 	$(GO) test ./broker/grpcapi/ -run '^$$' -fuzz FuzzProduceRequest -fuzztime $(FUZZTIME)
 
 clean:

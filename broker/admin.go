@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/mq"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Topics lists the topics this node has applied.
-func (b *Broker) Topics() []replica.TopicInfo { return b.fsm.Topics() }
+func (b *Broker) Topics() []store.TopicInfo { return b.fsm.Topics() }
 
 // LogFloor is the log index below which retention has dropped every message
 // (0: nothing dropped).
@@ -18,7 +19,7 @@ func (b *Broker) LogFloor() uint64 { return b.fsm.LogFloor() }
 
 // ListTopics lists the topics as the leader has applied them, so queue ends
 // are current (leader only).
-func (b *Broker) ListTopics(ctx context.Context) ([]replica.TopicInfo, error) {
+func (b *Broker) ListTopics(ctx context.Context) ([]store.TopicInfo, error) {
 	if err := b.awaitLeader(ctx); err != nil {
 		return nil, err
 	}
@@ -28,17 +29,17 @@ func (b *Broker) ListTopics(ctx context.Context) ([]replica.TopicInfo, error) {
 // DescribeTopic describes one topic as the leader has applied it: a
 // consumer that stops at the end must not take a lagging follower's end
 // (leader only).
-func (b *Broker) DescribeTopic(ctx context.Context, name string) (replica.TopicInfo, error) {
+func (b *Broker) DescribeTopic(ctx context.Context, name string) (store.TopicInfo, error) {
 	if err := b.awaitLeader(ctx); err != nil {
-		return replica.TopicInfo{}, err
+		return store.TopicInfo{}, err
 	}
 	return b.Topic(name)
 }
 
 // Topic describes one topic as this node has applied it.
-func (b *Broker) Topic(name string) (replica.TopicInfo, error) {
-	if err := replica.ValidateName("topic", name); err != nil {
-		return replica.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+func (b *Broker) Topic(name string) (store.TopicInfo, error) {
+	if err := store.ValidateName("topic", name); err != nil {
+		return store.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	ti, err := b.fsm.Topic(name)
 	return ti, b.replicaErr(err)
@@ -182,7 +183,7 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 	if id == "" || raftAddr == "" {
 		return false, invalid("member add needs an id and a raft address")
 	}
-	if err := replica.CheckAddr(ctx, raftAddr); err != nil {
+	if err := election.CheckAddr(ctx, raftAddr); err != nil {
 		return false, fmt.Errorf("%w: member add %s: raft %w", ErrInvalidArgument, id, err)
 	}
 	if err := b.awaitLeader(ctx); err != nil {

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Broadcasting consumer groups (RocketMQ's BROADCASTING model): every member
 // is assigned every queue of its topics, and each member keeps its own
 // committed offsets, replicated like a group's under
-// replica.MemberKey(group, member). A group is broadcasting or clustering by
+// store.MemberKey(group, member). A group is broadcasting or clustering by
 // how its live members joined; a member of the other kind is refused while
 // any is live.
 
@@ -64,10 +64,10 @@ func (b *Broker) assignAllLocked(gs *groupState) {
 }
 
 func validMember(group, member string) error {
-	if err := replica.ValidateName("group", group); err != nil {
+	if err := store.ValidateName("group", group); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	if err := replica.ValidateMember(member); err != nil {
+	if err := store.ValidateMember(member); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	return nil
@@ -75,11 +75,11 @@ func validMember(group, member string) error {
 
 // CommitMemberOffsets stores a broadcasting member's own offsets through
 // Raft (leader only).
-func (b *Broker) CommitMemberOffsets(ctx context.Context, group, member string, offsets []replica.OffsetEntry) error {
+func (b *Broker) CommitMemberOffsets(ctx context.Context, group, member string, offsets []store.OffsetEntry) error {
 	if err := validMember(group, member); err != nil {
 		return err
 	}
-	return b.commitOffsets(ctx, replica.MemberKey(group, member), offsets)
+	return b.commitOffsets(ctx, store.MemberKey(group, member), offsets)
 }
 
 // FetchMemberOffsets returns a broadcasting member's own committed offsets
@@ -91,7 +91,7 @@ func (b *Broker) FetchMemberOffsets(group, member, topic string) (map[int32]uint
 	if b.fsm.QueueCount(topic) == 0 {
 		return nil, fmt.Errorf("%w: topic %q", ErrNotFound, topic)
 	}
-	return b.fsm.Offsets(replica.MemberKey(group, member), topic), nil
+	return b.fsm.Offsets(store.MemberKey(group, member), topic), nil
 }
 
 // memberKeys lists the broadcasting members of group with committed
@@ -99,7 +99,7 @@ func (b *Broker) FetchMemberOffsets(group, member, topic string) (map[int32]uint
 func (b *Broker) memberKeys(group string) []string {
 	var out []string
 	for _, k := range b.fsm.Groups() {
-		if g, _, ok := replica.SplitMemberKey(k); ok && g == group {
+		if g, _, ok := store.SplitMemberKey(k); ok && g == group {
 			out = append(out, k)
 		}
 	}
@@ -122,7 +122,7 @@ func (b *Broker) describeBroadcast(info GroupInfo) GroupInfo {
 		}
 	}
 	for _, k := range b.memberKeys(info.Group) {
-		_, id, _ := replica.SplitMemberKey(k)
+		_, id, _ := store.SplitMemberKey(k)
 		if topicsOf[id] == nil {
 			topicsOf[id] = map[string]bool{}
 		}
@@ -146,7 +146,7 @@ func (b *Broker) describeBroadcast(info GroupInfo) GroupInfo {
 			if err != nil {
 				continue
 			}
-			offs := b.fsm.Offsets(replica.MemberKey(info.Group, id), t)
+			offs := b.fsm.Offsets(store.MemberKey(info.Group, id), t)
 			for q, rng := range ti.Queues {
 				gq := GroupQueue{Topic: t, Queue: int32(q), Committed: -1, MaxOffset: rng.Max, Member: id}
 				start := rng.Min

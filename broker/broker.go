@@ -11,9 +11,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftmq/raftmq/broker/keyindex"
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Config of a broker node.
@@ -95,7 +96,7 @@ func DefaultConfig() Config {
 	return Config{
 		Group:             "raftmq",
 		AutoCreateTopics:  true,
-		DefaultQueues:     replica.DefaultQueues,
+		DefaultQueues:     store.DefaultQueues,
 		MaxMessageBytes:   4 << 20,
 		MaxRequestBytes:   DefaultMaxRequestBytes,
 		MaxBatchBytes:     256 << 10,
@@ -121,8 +122,8 @@ func (c *Config) Validate() error {
 		return errors.New("node id: empty")
 	case c.ClientAddr == "":
 		return errors.New("client address: empty")
-	case c.DefaultQueues < 1 || c.DefaultQueues > replica.MaxQueues:
-		return fmt.Errorf("default-queues %d: want 1..%d", c.DefaultQueues, replica.MaxQueues)
+	case c.DefaultQueues < 1 || c.DefaultQueues > store.MaxQueues:
+		return fmt.Errorf("default-queues %d: want 1..%d", c.DefaultQueues, store.MaxQueues)
 	case c.MaxRequestBytes < 1024 || c.MaxRequestBytes > MaxRequestLimit:
 		return fmt.Errorf("max-request-bytes %d: want 1024..%d (one request is one Raft entry, and the log store reads back entries of at most %d bytes)",
 			c.MaxRequestBytes, MaxRequestLimit, raftlog.MaxEntryBytes)
@@ -173,7 +174,7 @@ type Log interface {
 // implements it.
 type PeerClient interface {
 	NodeState(ctx context.Context, addr string) (NodeState, error)
-	Register(ctx context.Context, addr string, n replica.NodeInfo) error
+	Register(ctx context.Context, addr string, n store.NodeInfo) error
 }
 
 // Broker is one node's service.
@@ -279,21 +280,21 @@ func (b *Broker) Close() error {
 	return nil
 }
 
-func (b *Broker) onRoleChange(ev replica.Event) {
+func (b *Broker) onRoleChange(ev election.Event) {
 	b.m.roleChanges.WithLabelValues(string(ev.Role)).Inc()
-	if ev.Role == replica.Leader {
+	if ev.Role == election.Leader {
 		b.handOverIfLeader() // a damaged node that was handed leadership anyway
 	}
 	b.scheduleOnRoleChange(ev)
-	if ev.Role == replica.Leader && ev.Ready {
+	if ev.Role == election.Leader && ev.Ready {
 		b.groups.reset(ev.Term)
 		b.goFunc(func() { b.registerSelf() })
 	}
 }
 
 // info is this node's registry entry.
-func (b *Broker) info() replica.NodeInfo {
-	return replica.NodeInfo{ID: b.cfg.NodeID, ClientAddr: b.cfg.ClientAddr, PeerAddr: b.cfg.PeerAddr, HTTPAddr: b.cfg.HTTPAddr}
+func (b *Broker) info() store.NodeInfo {
+	return store.NodeInfo{ID: b.cfg.NodeID, ClientAddr: b.cfg.ClientAddr, PeerAddr: b.cfg.PeerAddr, HTTPAddr: b.cfg.HTTPAddr}
 }
 
 // registerSelf records this (leader) node's addresses in the replicated
@@ -310,7 +311,7 @@ func (b *Broker) registerSelf() {
 }
 
 // Register records a node's addresses (leader only).
-func (b *Broker) Register(ctx context.Context, n replica.NodeInfo) error {
+func (b *Broker) Register(ctx context.Context, n store.NodeInfo) error {
 	if n.ID == "" || n.ClientAddr == "" {
 		return invalid("register: id and client address are required")
 	}
@@ -323,7 +324,7 @@ func (b *Broker) Register(ctx context.Context, n replica.NodeInfo) error {
 	return b.register(ctx, n)
 }
 
-func (b *Broker) register(ctx context.Context, n replica.NodeInfo) error {
+func (b *Broker) register(ctx context.Context, n store.NodeInfo) error {
 	if err := b.w.RegisterNode(ctx, n); err != nil {
 		return b.replicaErr(err)
 	}
@@ -340,7 +341,7 @@ func (b *Broker) leaderCheck() error {
 	if b.node.Ready() {
 		return nil
 	}
-	if b.node.Role() == replica.Leader {
+	if b.node.Role() == election.Leader {
 		return fmt.Errorf("%w: new leader is still applying earlier entries", ErrUnavailable)
 	}
 	return b.notLeader()

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/store"
 )
 
 // The tests in this file run the broker's logic over fakeReplica: no raft,
@@ -35,7 +36,7 @@ func inQueue(q int32, bodies ...string) []ProduceMessage {
 func TestProduceAcksOffsetsPerQueue(t *testing.T) {
 	b, _ := newFakeBroker(t)
 	first := produce(t, b, ProduceRequest{Topic: "t", Messages: append(inQueue(0, "a", "b"), inQueue(1, "c")...)})
-	want := []replica.Ack{{Queue: 0, Offset: 0}, {Queue: 0, Offset: 1}, {Queue: 1, Offset: 0}}
+	want := []store.Ack{{Queue: 0, Offset: 0}, {Queue: 0, Offset: 1}, {Queue: 1, Offset: 0}}
 	if len(first.Acks) != len(want) {
 		t.Fatalf("acks %v, want %d", first.Acks, len(want))
 	}
@@ -75,11 +76,11 @@ func TestProduceMapsReplicaErrors(t *testing.T) {
 		raft error
 		want error
 	}{
-		{fmt.Errorf("wrapped: %w", replica.ErrUnknownOutcome), ErrUnknownOutcome},
-		{replica.ErrTimeout, ErrTimeout},
-		{replica.ErrShutdown, ErrShutdown},
-		{fmt.Errorf("entry 9: %w", replica.ErrDamaged), ErrUnknownOutcome},
-		{replica.ErrTooLarge, ErrTooLarge},
+		{fmt.Errorf("wrapped: %w", store.ErrUnknownOutcome), ErrUnknownOutcome},
+		{store.ErrTimeout, ErrTimeout},
+		{store.ErrShutdown, ErrShutdown},
+		{fmt.Errorf("entry 9: %w", store.ErrDamaged), ErrUnknownOutcome},
+		{store.ErrTooLarge, ErrTooLarge},
 	} {
 		t.Run(tc.raft.Error(), func(t *testing.T) {
 			b, f := newFakeBroker(t)
@@ -109,8 +110,8 @@ func TestProduceRefusedRequestIsRejected(t *testing.T) {
 
 func TestNotLeaderNamesTheLeader(t *testing.T) {
 	b, f := newFakeBroker(t)
-	f.RegisterNode(context.Background(), replica.NodeInfo{ID: "n2", ClientAddr: "n2:9000", PeerAddr: "n2:9001"})
-	f.setRole(replica.Follower, false, "n2")
+	f.RegisterNode(context.Background(), store.NodeInfo{ID: "n2", ClientAddr: "n2:9000", PeerAddr: "n2:9001"})
+	f.setRole(election.Follower, false, "n2")
 	_, err := b.Produce(context.Background(), ProduceRequest{Topic: "t", Messages: inQueue(0, "m")})
 	var nl *NotLeaderError
 	if !errors.As(err, &nl) || !errors.Is(err, ErrNotLeader) {
@@ -125,12 +126,12 @@ func TestNotLeaderNamesTheLeader(t *testing.T) {
 
 	// Raft itself says not leader (leadership moved between the check and
 	// the write): the same error, naming the leader.
-	f.setRole(replica.Leader, true, "n1")
+	f.setRole(election.Leader, true, "n1")
 	if _, err := b.CreateTopic(context.Background(), "t", 1, false); err != nil {
 		t.Fatal(err)
 	}
-	f.fail(replica.ErrNotLeader)
-	f.setRole(replica.Leader, true, "n2") // raft already knows the new leader
+	f.fail(store.ErrNotLeader)
+	f.setRole(election.Leader, true, "n2") // raft already knows the new leader
 	_, err = b.Produce(context.Background(), ProduceRequest{Topic: "t", Messages: inQueue(0, "m")})
 	if !errors.As(err, &nl) || nl.ClientAddr != "n2:9000" {
 		t.Errorf("produce that raft refused as not leader: %v, want a NotLeaderError naming n2", err)
@@ -139,7 +140,7 @@ func TestNotLeaderNamesTheLeader(t *testing.T) {
 
 func TestUnreadyLeaderIsUnavailable(t *testing.T) {
 	b, f := newFakeBroker(t)
-	f.setRole(replica.Leader, false, "n1")
+	f.setRole(election.Leader, false, "n1")
 	if _, err := b.Produce(context.Background(), ProduceRequest{Topic: "t", Messages: inQueue(0, "m")}); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("produce on a leader before its barrier: %v, want ErrUnavailable", err)
 	}
@@ -159,13 +160,13 @@ func TestCreateTopic(t *testing.T) {
 		t.Errorf("create if not exists, same queues: %v", err)
 	}
 	_, err = b.CreateTopic(ctx, "orders", 5, true)
-	if !errors.Is(err, ErrAlreadyExists) || !errors.Is(err, replica.ErrTopicExists) {
-		t.Errorf("create with other queues: %v, want ErrAlreadyExists wrapping replica.ErrTopicExists", err)
+	if !errors.Is(err, ErrAlreadyExists) || !errors.Is(err, store.ErrTopicExists) {
+		t.Errorf("create with other queues: %v, want ErrAlreadyExists wrapping store.ErrTopicExists", err)
 	}
 	if _, err := b.CreateTopic(ctx, "bad name", 1, false); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("create with a bad name: %v, want ErrInvalidArgument", err)
 	}
-	if _, err := b.CreateTopic(ctx, "many", replica.MaxQueues+1, false); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := b.CreateTopic(ctx, "many", store.MaxQueues+1, false); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("create with too many queues: %v, want ErrInvalidArgument", err)
 	}
 }
@@ -174,17 +175,17 @@ func TestCommitAndFetchOffsets(t *testing.T) {
 	b, _ := newFakeBroker(t)
 	ctx := context.Background()
 	produce(t, b, ProduceRequest{Topic: "t", Messages: inQueue(1, "a", "b", "c")})
-	if err := b.CommitOffsets(ctx, "g", []replica.OffsetEntry{{Topic: "t", Queue: 1, Offset: 2}}); err != nil {
+	if err := b.CommitOffsets(ctx, "g", []store.OffsetEntry{{Topic: "t", Queue: 1, Offset: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := b.FetchOffsets("g", "t")
 	if err != nil || got[1] != 2 || len(got) != 1 {
 		t.Errorf("fetch: %v %v, want queue 1 at 2", got, err)
 	}
-	if err := b.CommitOffsets(ctx, "g", []replica.OffsetEntry{{Topic: "t", Queue: 1, Offset: 4}}); !errors.Is(err, ErrOutOfRange) {
+	if err := b.CommitOffsets(ctx, "g", []store.OffsetEntry{{Topic: "t", Queue: 1, Offset: 4}}); !errors.Is(err, ErrOutOfRange) {
 		t.Errorf("commit past the end: %v, want ErrOutOfRange", err)
 	}
-	if err := b.CommitOffsets(ctx, "g", []replica.OffsetEntry{{Topic: "nope", Queue: 0}}); !errors.Is(err, ErrNotFound) {
+	if err := b.CommitOffsets(ctx, "g", []store.OffsetEntry{{Topic: "nope", Queue: 0}}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("commit for an unknown topic: %v, want ErrNotFound", err)
 	}
 	if _, err := b.FetchOffsets("g", "nope"); !errors.Is(err, ErrNotFound) {
@@ -248,8 +249,8 @@ func TestPullLongPollWakesOnProduce(t *testing.T) {
 
 func TestFollowerWithoutTheTopicSendsToLeader(t *testing.T) {
 	b, f := newFakeBroker(t)
-	f.RegisterNode(context.Background(), replica.NodeInfo{ID: "n2", ClientAddr: "n2:9000"})
-	f.setRole(replica.Follower, false, "n2")
+	f.RegisterNode(context.Background(), store.NodeInfo{ID: "n2", ClientAddr: "n2:9000"})
+	f.setRole(election.Follower, false, "n2")
 	res, err := b.Pull(context.Background(), PullRequest{Topic: "unseen"})
 	if err != nil {
 		t.Fatal(err)
@@ -262,10 +263,10 @@ func TestFollowerWithoutTheTopicSendsToLeader(t *testing.T) {
 func TestMembershipErrorsMapped(t *testing.T) {
 	b, _ := newFakeBroker(t)
 	ctx := context.Background()
-	if err := b.RemoveMember(ctx, "n9", false); !errors.Is(err, ErrNotFound) || !errors.Is(err, replica.ErrNoSuchServer) {
-		t.Errorf("remove an unknown server: %v, want ErrNotFound wrapping replica.ErrNoSuchServer", err)
+	if err := b.RemoveMember(ctx, "n9", false); !errors.Is(err, ErrNotFound) || !errors.Is(err, election.ErrNoSuchServer) {
+		t.Errorf("remove an unknown server: %v, want ErrNotFound wrapping election.ErrNoSuchServer", err)
 	}
-	if err := b.RemoveMember(ctx, "n1", false); !errors.Is(err, ErrFailedPrecondition) || !errors.Is(err, replica.ErrRefused) {
-		t.Errorf("remove the leader: %v, want ErrFailedPrecondition wrapping replica.ErrRefused", err)
+	if err := b.RemoveMember(ctx, "n1", false); !errors.Is(err, ErrFailedPrecondition) || !errors.Is(err, election.ErrRefused) {
+		t.Errorf("remove the leader: %v, want ErrFailedPrecondition wrapping election.ErrRefused", err)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/election"
 )
 
 // Damage is a damaged entry this node met in its own log: a checksum that
@@ -77,12 +77,12 @@ func errString(err error) string {
 // this damaged node leads: it cannot replicate the damaged entry, and as
 // leader it would answer for state it may not hold.
 func (b *Broker) handOverIfLeader() {
-	if b.damage.Load() == nil || b.node.Role() != replica.Leader || !b.handingOver.CompareAndSwap(false, true) {
+	if b.damage.Load() == nil || b.node.Role() != election.Leader || !b.handingOver.CompareAndSwap(false, true) {
 		return
 	}
 	b.goFunc(func() {
 		defer b.handingOver.Store(false)
-		for b.node.Role() == replica.Leader && !b.closed.Load() {
+		for b.node.Role() == election.Leader && !b.closed.Load() {
 			target := b.healthyVoter()
 			if target == "" {
 				// The FSM may have stopped before it learnt the other

@@ -8,25 +8,25 @@ import (
 
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Delayed and timed messages (docs/semantics.md): a produce request whose
 // messages carry a delay level or a delivery time is stored at once, as an
 // ordinary request, in the schedule topic (api.ScheduleTopic): its queue
-// there is the kind of wait (replica/schedule.go), and the message keeps
+// there is the kind of wait (store/schedule.go), and the message keeps
 // where it goes (REAL_TOPIC, REAL_QID, chosen now as for any message) and
 // how long it waits (DELAY or TIMER_DELIVER_MS). The scheduler
 // (schedule.go) delivers it when its time comes.
 
 // ScheduleState is what the scheduler and lookups read of the schedule
-// queues' replicated state. *replica.Node implements it.
+// queues' replicated state. *store.Store implements it.
 type ScheduleState interface {
-	ScheduleCursors() [replica.ScheduleQueues]uint64
+	ScheduleCursors() [store.ScheduleQueues]uint64
 	ScheduleFloor() uint64
 }
 
-var _ ScheduleState = (*replica.Node)(nil)
+var _ ScheduleState = (*store.Store)(nil)
 
 // validateDelay checks the delay of every message of req and moves a delay
 // given as a property (DELAY, TIMER_DELIVER_MS: RocketMQ clients and the
@@ -37,7 +37,7 @@ func validateDelay(cfg *Config, req *ProduceRequest) error {
 	if req.Topic == mq.ScheduleTopic {
 		return invalid("topic %s holds the broker's delayed messages; produce to a topic with a delay level or a delivery time instead", mq.ScheduleTopic)
 	}
-	if replica.IsScheduleProducer(req.ProducerID) {
+	if store.IsScheduleProducer(req.ProducerID) {
 		return invalid("producer id %q is reserved for the broker's deliveries of delayed messages", req.ProducerID)
 	}
 	maxDelay := cfg.MaxDelay
@@ -130,7 +130,7 @@ func (b *Broker) stage(ctx context.Context, req *ProduceRequest, lr *raftlog.Req
 		return fmt.Errorf("%w: this node's replica keeps no schedule state: delayed messages are not supported", ErrUnavailable)
 	}
 	if b.fsm.QueueCount(mq.ScheduleTopic) == 0 {
-		if _, err := b.w.CreateTopic(ctx, mq.ScheduleTopic, replica.ScheduleQueues, true); err != nil {
+		if _, err := b.w.CreateTopic(ctx, mq.ScheduleTopic, store.ScheduleQueues, true); err != nil {
 			return b.replicaErr(err)
 		}
 	}
@@ -152,7 +152,7 @@ func (b *Broker) stage(ctx context.Context, req *ProduceRequest, lr *raftlog.Req
 			m.Queue = uint32(pm.DelayLevel - 1)
 		} else {
 			props[mq.PropTimerDeliverMS] = strconv.FormatInt(pm.DeliverAt, 10)
-			m.Queue = replica.ScheduleIntakeQueue
+			m.Queue = store.ScheduleIntakeQueue
 		}
 		m.Properties = props
 	}
@@ -163,7 +163,7 @@ func (b *Broker) stage(ctx context.Context, req *ProduceRequest, lr *raftlog.Req
 // them: the message's queue in its topic, offset 0 (assigned at delivery),
 // and its delivery time (unix ms), which for a delay level counts from the
 // append time of its entry.
-func (b *Broker) stagedAcks(req *ProduceRequest, lr *raftlog.Request, acks []replica.Ack) []int64 {
+func (b *Broker) stagedAcks(req *ProduceRequest, lr *raftlog.Request, acks []store.Ack) []int64 {
 	at := make([]int64, len(acks))
 	appended := map[uint64]time.Time{} // the acks of a request name one or two entries
 	for i := range acks {

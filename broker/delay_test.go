@@ -6,14 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 func TestScheduleTopicNamesAgree(t *testing.T) {
-	if replica.ScheduleTopic != mq.ScheduleTopic || replica.ScheduleLevels != len(mq.DelayLevels) {
-		t.Fatalf("replica's schedule topic %q with %d levels, api's %q with %d", replica.ScheduleTopic, replica.ScheduleLevels, mq.ScheduleTopic, len(mq.DelayLevels))
+	if store.ScheduleTopic != mq.ScheduleTopic || store.ScheduleLevels != len(mq.DelayLevels) {
+		t.Fatalf("replica's schedule topic %q with %d levels, api's %q with %d", store.ScheduleTopic, store.ScheduleLevels, mq.ScheduleTopic, len(mq.DelayLevels))
 	}
 }
 
@@ -28,7 +29,7 @@ func TestCascadeStages(t *testing.T) {
 		at := base.Add(wait)
 		m := &Message{ID: "000000000000000100000000", Properties: map[string]string{
 			mq.PropRealTopic: "t", mq.PropRealQueue: "1", mq.PropTimerDeliverMS: strconv.FormatInt(at.UnixMilli(), 10), "user": "u"}}
-		q, due, stages := uint32(replica.ScheduleIntakeQueue), base, 0
+		q, due, stages := uint32(store.ScheduleIntakeQueue), base, 0
 		for {
 			stages++
 			// The round runs just after due: "now" is a little later.
@@ -47,9 +48,9 @@ func TestCascadeStages(t *testing.T) {
 			q, due = lm.Queue, time.UnixMilli(pop)
 			m = &Message{ID: "000000000000000200000000", Properties: lm.Properties}
 		}
-		units := uint64(wait / replica.ScheduleUnit)
+		units := uint64(wait / store.ScheduleUnit)
 		want := 1 + bits.OnesCount64(units) // intake, then one per set bit
-		if wait%replica.ScheduleUnit != 0 {
+		if wait%store.ScheduleUnit != 0 {
 			want++ // the final queue
 		}
 		if wait > time.Millisecond && stages != want {
@@ -63,8 +64,8 @@ func TestCascadeStages(t *testing.T) {
 
 type noSchedule struct{}
 
-func (noSchedule) ScheduleCursors() [replica.ScheduleQueues]uint64 {
-	return [replica.ScheduleQueues]uint64{}
+func (noSchedule) ScheduleCursors() [store.ScheduleQueues]uint64 {
+	return [store.ScheduleQueues]uint64{}
 }
 func (noSchedule) ScheduleFloor() uint64 { return 0 }
 
@@ -109,8 +110,8 @@ type threeVoters struct {
 	to []string
 }
 
-func (m *threeVoters) Servers() ([]replica.Server, error) {
-	return []replica.Server{{ID: "n1", Voter: true}, {ID: "n2", Voter: true}, {ID: "n3", Voter: true}}, nil
+func (m *threeVoters) Servers() ([]election.Server, error) {
+	return []election.Server{{ID: "n1", Voter: true}, {ID: "n2", Voter: true}, {ID: "n3", Voter: true}}, nil
 }
 
 func (m *threeVoters) Transfer(id string) error { m.to = append(m.to, id); return nil }

@@ -1,9 +1,10 @@
 // Package broker is one raftmq node as a Go service: produce with group
 // commit, pull with long-polling and read routing (the suggestion), consumer
 // offsets and groups, topics, status and membership. It works over a replica
-// (the raft member and its state machine, package replica) through the small
-// interfaces of replica.go, and reads message bodies from raftlog (the log as
-// message store) through Log.
+// (the state machine with its typed writes, package store, and the raft
+// member that applies it, package election) through the small interfaces of
+// replica.go, and reads message bodies from raftlog (the log as message
+// store) through Log.
 //
 // It must never depend on a wire protocol: gRPC lives in broker/grpcapi, and
 // a second protocol (RocketMQ remoting) can sit beside it. The names it

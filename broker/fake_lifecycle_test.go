@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // The fake's topic and group lifecycle: deletes as the state machine does;
 // permissions are not modelled (its topics are always read and write), so
 // they are tested on real groups (broker/server).
 
-func (f *fakeReplica) UpdateTopic(_ context.Context, name string, perm uint32) (replica.TopicInfo, error) {
-	return replica.TopicInfo{}, errors.New("fake replica: topic permissions are not modelled")
+func (f *fakeReplica) UpdateTopic(_ context.Context, name string, perm uint32) (store.TopicInfo, error) {
+	return store.TopicInfo{}, errors.New("fake replica: topic permissions are not modelled")
 }
 
 func (f *fakeReplica) DeleteTopic(_ context.Context, name string) error {
@@ -23,9 +23,9 @@ func (f *fakeReplica) DeleteTopic(_ context.Context, name string) error {
 		return err
 	}
 	if f.topics[name] == nil {
-		return fmt.Errorf("delete topic %q: %w: %q", name, replica.ErrUnknownTopic, name)
+		return fmt.Errorf("delete topic %q: %w: %q", name, store.ErrUnknownTopic, name)
 	}
-	f.appendLocked(replica.EncodeDeleteTopic(name))
+	f.appendLocked(store.EncodeDeleteTopic(name))
 	delete(f.topics, name)
 	for _, ts := range f.offsets {
 		delete(ts, name)
@@ -39,9 +39,9 @@ func (f *fakeReplica) DeleteGroup(_ context.Context, group string, topics []stri
 	if err := f.writeErrLocked(); err != nil {
 		return err
 	}
-	f.appendLocked(replica.EncodeDeleteGroup(group, topics))
+	f.appendLocked(store.EncodeDeleteGroup(group, topics))
 	for key := range f.offsets {
-		if g, _, _ := replica.SplitMemberKey(key); g == group {
+		if g, _, _ := store.SplitMemberKey(key); g == group {
 			delete(f.offsets, key)
 		}
 	}
@@ -51,19 +51,19 @@ func (f *fakeReplica) DeleteGroup(_ context.Context, group string, topics []stri
 	return nil
 }
 
-func (f *fakeReplica) LocateEntry(topic string, q int32, logIndex uint64) (replica.Location, bool) {
+func (f *fakeReplica) LocateEntry(topic string, q int32, logIndex uint64) (store.Location, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	qs := f.topics[topic]
 	if q < 0 || int(q) >= len(qs) {
-		return replica.Location{}, false
+		return store.Location{}, false
 	}
 	for _, l := range qs[q].locs {
 		if l.LogIndex == logIndex {
 			return l, true
 		}
 	}
-	return replica.Location{}, false
+	return store.Location{}, false
 }
 
 func (f *fakeReplica) ReadUncached(index uint64) ([]byte, error) { return f.Read(index) }

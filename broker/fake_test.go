@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // fakeReplica is a one-node replica in memory: it implements every interface
@@ -22,24 +23,24 @@ type fakeReplica struct {
 	id string
 
 	mu        sync.Mutex
-	role      replica.Role
+	role      election.Role
 	ready     bool
 	leaderID  string
 	failWrite error // every write fails with it (a raft error: nothing applied)
 	topics    map[string][]*fakeQueue
 	offsets   map[string]map[string]map[int32]uint64
-	nodes     map[string]replica.NodeInfo
+	nodes     map[string]store.NodeInfo
 	entries   map[uint64][]byte
 	last      uint64
-	seen      map[string]replica.RequestResult // producer id/sequence -> first answer
+	seen      map[string]store.RequestResult // producer id/sequence -> first answer
 	changed   chan struct{}
-	listeners []func(replica.Event)
+	listeners []func(election.Event)
 	retry     fakeRetry // retry_fake_test.go
 }
 
 type fakeQueue struct {
 	next uint64
-	locs []replica.Location
+	locs []store.Location
 }
 
 var (
@@ -52,20 +53,20 @@ var (
 )
 
 func newFakeReplica(id string) *fakeReplica {
-	return &fakeReplica{id: id, role: replica.Leader, ready: true, leaderID: id,
+	return &fakeReplica{id: id, role: election.Leader, ready: true, leaderID: id,
 		topics: map[string][]*fakeQueue{}, offsets: map[string]map[string]map[int32]uint64{},
-		nodes: map[string]replica.NodeInfo{}, entries: map[uint64][]byte{}, seen: map[string]replica.RequestResult{},
+		nodes: map[string]store.NodeInfo{}, entries: map[uint64][]byte{}, seen: map[string]store.RequestResult{},
 		changed: make(chan struct{})}
 }
 
 // setRole changes the role and tells the broker, as raft's observer would.
-func (f *fakeReplica) setRole(role replica.Role, ready bool, leaderID string) {
+func (f *fakeReplica) setRole(role election.Role, ready bool, leaderID string) {
 	f.mu.Lock()
 	f.role, f.ready, f.leaderID = role, ready, leaderID
-	ls := append([]func(replica.Event){}, f.listeners...)
+	ls := append([]func(election.Event){}, f.listeners...)
 	f.mu.Unlock()
 	for _, fn := range ls {
-		fn(replica.Event{Role: role, Term: 1, LeaderID: leaderID, Ready: ready})
+		fn(election.Event{Role: role, Term: 1, LeaderID: leaderID, Ready: ready})
 	}
 }
 
@@ -88,8 +89,8 @@ func (f *fakeReplica) writeErrLocked() error {
 	if f.failWrite != nil {
 		return f.failWrite
 	}
-	if f.role != replica.Leader {
-		return replica.ErrNotLeader
+	if f.role != election.Leader {
+		return store.ErrNotLeader
 	}
 	return nil
 }
@@ -97,13 +98,13 @@ func (f *fakeReplica) writeErrLocked() error {
 // Writer.
 
 type fakeFuture struct {
-	res []replica.RequestResult
+	res []store.RequestResult
 	err error
 }
 
-func (p fakeFuture) Wait() ([]replica.RequestResult, error) { return p.res, p.err }
+func (p fakeFuture) Wait() ([]store.RequestResult, error) { return p.res, p.err }
 
-func (f *fakeReplica) Produce(reqs []*raftlog.Request, sizeHint int, _ time.Duration) replica.ProduceFuture {
+func (f *fakeReplica) Produce(reqs []*raftlog.Request, sizeHint int, _ time.Duration) store.ProduceFuture {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.writeErrLocked(); err != nil {
@@ -118,11 +119,11 @@ func (f *fakeReplica) Produce(reqs []*raftlog.Request, sizeHint int, _ time.Dura
 		topic string
 		q     uint32
 	}
-	locs := map[qkey]*replica.Location{}
+	locs := map[qkey]*store.Location{}
 	var order []qkey
 	var skipped []uint32
 	var ordinal uint32
-	out := make([]replica.RequestResult, len(reqs))
+	out := make([]store.RequestResult, len(reqs))
 	for i, r := range reqs {
 		first := ordinal
 		ordinal += uint32(len(r.Messages))
@@ -135,24 +136,24 @@ func (f *fakeReplica) Produce(reqs []*raftlog.Request, sizeHint int, _ time.Dura
 		}
 		qs := f.topics[r.Topic]
 		if qs == nil {
-			out[i].Err = fmt.Errorf("%w: %q", replica.ErrUnknownTopic, r.Topic)
+			out[i].Err = fmt.Errorf("%w: %q", store.ErrUnknownTopic, r.Topic)
 			skipped = append(skipped, uint32(i))
 			continue
 		}
-		acks := make([]replica.Ack, len(r.Messages))
+		acks := make([]store.Ack, len(r.Messages))
 		for j, m := range r.Messages {
 			k := qkey{r.Topic, m.Queue}
 			l := locs[k]
 			if l == nil {
-				l = &replica.Location{Base: qs[m.Queue].next, LogIndex: index}
+				l = &store.Location{Base: qs[m.Queue].next, LogIndex: index}
 				locs[k] = l
 				order = append(order, k)
 			}
-			acks[j] = replica.Ack{Queue: m.Queue, Offset: qs[m.Queue].next, ID: raftlog.MessageID(index, first+uint32(j))}
+			acks[j] = store.Ack{Queue: m.Queue, Offset: qs[m.Queue].next, ID: raftlog.MessageID(index, first+uint32(j))}
 			qs[m.Queue].next++
 			l.Count++
 		}
-		out[i] = replica.RequestResult{Acks: acks}
+		out[i] = store.RequestResult{Acks: acks}
 		if r.ProducerID != "" {
 			f.seen[key] = out[i]
 		}
@@ -166,16 +167,16 @@ func (f *fakeReplica) Produce(reqs []*raftlog.Request, sizeHint int, _ time.Dura
 	return fakeFuture{res: out}
 }
 
-func (f *fakeReplica) CreateTopic(_ context.Context, name string, queues int32, ifNotExists bool) (replica.TopicInfo, error) {
+func (f *fakeReplica) CreateTopic(_ context.Context, name string, queues int32, ifNotExists bool) (store.TopicInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.writeErrLocked(); err != nil {
-		return replica.TopicInfo{}, err
+		return store.TopicInfo{}, err
 	}
-	f.appendLocked(replica.EncodeCreateTopic(name, queues, ifNotExists))
+	f.appendLocked(store.EncodeCreateTopic(name, queues, ifNotExists))
 	if qs, ok := f.topics[name]; ok {
 		if !ifNotExists || len(qs) != int(queues) {
-			return replica.TopicInfo{}, fmt.Errorf("create topic %q: %w: %q has %d queues", name, replica.ErrTopicExists, name, len(qs))
+			return store.TopicInfo{}, fmt.Errorf("create topic %q: %w: %q has %d queues", name, store.ErrTopicExists, name, len(qs))
 		}
 		return f.topicLocked(name), nil
 	}
@@ -187,13 +188,13 @@ func (f *fakeReplica) CreateTopic(_ context.Context, name string, queues int32, 
 	return f.topicLocked(name), nil
 }
 
-func (f *fakeReplica) CommitOffsets(_ context.Context, group string, offsets []replica.OffsetEntry) error {
+func (f *fakeReplica) CommitOffsets(_ context.Context, group string, offsets []store.OffsetEntry) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.writeErrLocked(); err != nil {
 		return err
 	}
-	f.appendLocked(replica.EncodeCommitOffsets(group, offsets))
+	f.appendLocked(store.EncodeCommitOffsets(group, offsets))
 	g := f.offsets[group]
 	if g == nil {
 		g = map[string]map[int32]uint64{}
@@ -208,7 +209,7 @@ func (f *fakeReplica) CommitOffsets(_ context.Context, group string, offsets []r
 	return nil
 }
 
-func (f *fakeReplica) RegisterNode(_ context.Context, n replica.NodeInfo) error {
+func (f *fakeReplica) RegisterNode(_ context.Context, n store.NodeInfo) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.writeErrLocked(); err != nil {
@@ -244,18 +245,18 @@ func (f *fakeReplica) Changed() <-chan struct{} {
 func (f *fakeReplica) Damaged() (uint64, error) { return 0, nil } // State and Log
 func (f *fakeReplica) LogFloor() uint64         { return 0 }
 
-func (f *fakeReplica) Locate(topic string, q int32, offset uint64, limit int) ([]replica.Location, replica.QueueRange, error) {
+func (f *fakeReplica) Locate(topic string, q int32, offset uint64, limit int) ([]store.Location, store.QueueRange, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	qs := f.topics[topic]
 	if qs == nil {
-		return nil, replica.QueueRange{}, fmt.Errorf("%w: %q", replica.ErrUnknownTopic, topic)
+		return nil, store.QueueRange{}, fmt.Errorf("%w: %q", store.ErrUnknownTopic, topic)
 	}
 	if q < 0 || int(q) >= len(qs) {
-		return nil, replica.QueueRange{}, fmt.Errorf("%w: queue %d", replica.ErrInvalidQueue, q)
+		return nil, store.QueueRange{}, fmt.Errorf("%w: queue %d", store.ErrInvalidQueue, q)
 	}
-	rng := replica.QueueRange{Max: qs[q].next}
-	var out []replica.Location
+	rng := store.QueueRange{Max: qs[q].next}
+	var out []store.Location
 	for _, l := range qs[q].locs {
 		if l.Base+uint64(l.Count) > offset && len(out) < limit {
 			out = append(out, l)
@@ -264,28 +265,28 @@ func (f *fakeReplica) Locate(topic string, q int32, offset uint64, limit int) ([
 	return out, rng, nil
 }
 
-func (f *fakeReplica) topicLocked(name string) replica.TopicInfo {
+func (f *fakeReplica) topicLocked(name string) store.TopicInfo {
 	qs := f.topics[name]
-	ti := replica.TopicInfo{Name: name, Queues: make([]replica.QueueRange, len(qs))}
+	ti := store.TopicInfo{Name: name, Queues: make([]store.QueueRange, len(qs))}
 	for i, q := range qs {
-		ti.Queues[i] = replica.QueueRange{Max: q.next}
+		ti.Queues[i] = store.QueueRange{Max: q.next}
 	}
 	return ti
 }
 
-func (f *fakeReplica) Topic(name string) (replica.TopicInfo, error) {
+func (f *fakeReplica) Topic(name string) (store.TopicInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.topics[name] == nil {
-		return replica.TopicInfo{}, fmt.Errorf("%w: %q", replica.ErrUnknownTopic, name)
+		return store.TopicInfo{}, fmt.Errorf("%w: %q", store.ErrUnknownTopic, name)
 	}
 	return f.topicLocked(name), nil
 }
 
-func (f *fakeReplica) Topics() []replica.TopicInfo {
+func (f *fakeReplica) Topics() []store.TopicInfo {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []replica.TopicInfo
+	var out []store.TopicInfo
 	for name := range f.topics {
 		out = append(out, f.topicLocked(name))
 	}
@@ -328,7 +329,7 @@ func (f *fakeReplica) GroupTopics(group string) []string {
 	return out
 }
 
-func (f *fakeReplica) Node(id string) (replica.NodeInfo, bool) {
+func (f *fakeReplica) Node(id string) (store.NodeInfo, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n, ok := f.nodes[id]
@@ -337,7 +338,7 @@ func (f *fakeReplica) Node(id string) (replica.NodeInfo, bool) {
 
 // Leadership.
 
-func (f *fakeReplica) Role() replica.Role {
+func (f *fakeReplica) Role() election.Role {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.role
@@ -346,7 +347,7 @@ func (f *fakeReplica) Role() replica.Role {
 func (f *fakeReplica) Ready() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.role == replica.Leader && f.ready
+	return f.role == election.Leader && f.ready
 }
 
 func (f *fakeReplica) LeaderID() string {
@@ -355,13 +356,13 @@ func (f *fakeReplica) LeaderID() string {
 	return f.leaderID
 }
 
-func (f *fakeReplica) Stats() replica.Stats {
+func (f *fakeReplica) Stats() election.Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return replica.Stats{Role: f.role, Term: 1, LeaderID: f.leaderID, CommitIndex: f.last, AppliedIndex: f.last, LastIndex: f.last}
+	return election.Stats{Role: f.role, Term: 1, LeaderID: f.leaderID, CommitIndex: f.last, AppliedIndex: f.last, LastIndex: f.last}
 }
 
-func (f *fakeReplica) OnChange(fn func(replica.Event)) {
+func (f *fakeReplica) OnChange(fn func(election.Event)) {
 	f.mu.Lock()
 	f.listeners = append(f.listeners, fn)
 	f.mu.Unlock()
@@ -371,21 +372,21 @@ func (f *fakeReplica) NeverCampaign() {}
 
 // Membership: a group of this node alone.
 
-func (f *fakeReplica) Servers() ([]replica.Server, error) {
-	return []replica.Server{{ID: f.id, Addr: "raft-" + f.id, Voter: true}}, nil
+func (f *fakeReplica) Servers() ([]election.Server, error) {
+	return []election.Server{{ID: f.id, Addr: "raft-" + f.id, Voter: true}}, nil
 }
 
-func (f *fakeReplica) Transfer(string) error { return replica.ErrRefused }
+func (f *fakeReplica) Transfer(string) error { return election.ErrRefused }
 func (f *fakeReplica) Reachable(context.Context, string, string) error {
 	return errors.New("fake: no network")
 }
-func (f *fakeReplica) AddNonvoter(string, string) error { return replica.ErrRefused }
-func (f *fakeReplica) Promote(string, string) error     { return replica.ErrRefused }
+func (f *fakeReplica) AddNonvoter(string, string) error { return election.ErrRefused }
+func (f *fakeReplica) Promote(string, string) error     { return election.ErrRefused }
 func (f *fakeReplica) Remove(id string, _ bool) error {
 	if id != f.id {
-		return fmt.Errorf("%w: %q", replica.ErrNoSuchServer, id)
+		return fmt.Errorf("%w: %q", election.ErrNoSuchServer, id)
 	}
-	return fmt.Errorf("%w: %s is the leader", replica.ErrRefused, id)
+	return fmt.Errorf("%w: %s is the leader", election.ErrRefused, id)
 }
 
 // Snapshotter.
@@ -413,7 +414,7 @@ func (f *fakeReplica) DeleteBelow(uint64) error             { return nil }
 func (f *fakeReplica) NodeState(context.Context, string) (NodeState, error) {
 	return NodeState{}, errors.New("fake: no network")
 }
-func (f *fakeReplica) Register(context.Context, string, replica.NodeInfo) error {
+func (f *fakeReplica) Register(context.Context, string, store.NodeInfo) error {
 	return errors.New("fake: no network")
 }
 

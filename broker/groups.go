@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/mq"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Consumer group membership is soft state on the leader: members heartbeat
@@ -69,7 +69,7 @@ func (b *Broker) JoinGroup(ctx context.Context, group, memberID string, topics [
 }
 
 func (b *Broker) joinGroup(ctx context.Context, group, memberID string, topics []string, broadcast bool) (JoinResult, error) {
-	if err := replica.ValidateName("group", group); err != nil {
+	if err := store.ValidateName("group", group); err != nil {
 		return JoinResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if memberID == "" || len(memberID) > 255 {
@@ -79,7 +79,7 @@ func (b *Broker) joinGroup(ctx context.Context, group, memberID string, topics [
 		return JoinResult{}, invalid("join group %q: no topics", group)
 	}
 	for _, t := range topics {
-		if err := replica.ValidateName("topic", t); err != nil {
+		if err := store.ValidateName("topic", t); err != nil {
 			return JoinResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 		if b.fsm.QueueCount(t) == 0 && t != mq.RetryTopic(group) {
@@ -224,7 +224,7 @@ func (b *Broker) ListGroups(ctx context.Context) ([]string, error) {
 	}
 	set := map[string]bool{}
 	for _, g := range b.fsm.Groups() {
-		g, _, _ = replica.SplitMemberKey(g) // a broadcasting member's offsets
+		g, _, _ = store.SplitMemberKey(g) // a broadcasting member's offsets
 		set[g] = true
 	}
 	for _, g := range b.fsm.SettingsGroups() {
@@ -251,7 +251,7 @@ func (b *Broker) DescribeGroup(ctx context.Context, group string) (GroupInfo, er
 	if err := b.awaitLeader(ctx); err != nil {
 		return GroupInfo{}, err
 	}
-	if err := replica.ValidateName("group", group); err != nil {
+	if err := store.ValidateName("group", group); err != nil {
 		return GroupInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	info := GroupInfo{Group: group, Settings: b.GroupSettings(group)}
@@ -314,22 +314,22 @@ func (b *Broker) DescribeGroup(ctx context.Context, group string) (GroupInfo, er
 }
 
 // CommitOffsets stores a group's offsets through Raft (leader only).
-func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []replica.OffsetEntry) error {
-	if err := replica.ValidateName("group", group); err != nil {
+func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []store.OffsetEntry) error {
+	if err := store.ValidateName("group", group); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	return b.commitOffsets(ctx, group, offsets)
 }
 
 // commitOffsets stores the offsets of key: a group, or a broadcasting
-// member (replica.MemberKey).
-func (b *Broker) commitOffsets(ctx context.Context, group string, offsets []replica.OffsetEntry) error {
+// member (store.MemberKey).
+func (b *Broker) commitOffsets(ctx context.Context, group string, offsets []store.OffsetEntry) error {
 	if len(offsets) == 0 {
 		return nil
 	}
 	// Checked first: the list is the Raft entry, and validating a huge one
 	// would cost more than encoding it.
-	if n := len(replica.EncodeCommitOffsets(group, offsets)); n > b.cfg.MaxRequestBytes {
+	if n := len(store.EncodeCommitOffsets(group, offsets)); n > b.cfg.MaxRequestBytes {
 		return fmt.Errorf("%w: a commit of %d offsets encodes to %d bytes, the limit (--max-request-bytes) is %d; commit fewer offsets per call",
 			ErrTooLarge, len(offsets), n, b.cfg.MaxRequestBytes)
 	}
@@ -354,7 +354,7 @@ func (b *Broker) commitOffsets(ctx context.Context, group string, offsets []repl
 // FetchOffsets returns a group's committed offsets for a topic from this
 // node's state.
 func (b *Broker) FetchOffsets(group, topic string) (map[int32]uint64, error) {
-	if err := replica.ValidateName("group", group); err != nil {
+	if err := store.ValidateName("group", group); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if b.fsm.QueueCount(topic) == 0 {
@@ -375,9 +375,9 @@ type ResetRequest struct {
 
 // ResetGroup moves a group's offsets as req says, only while the group has
 // no live members (leader only), and returns them.
-func (b *Broker) ResetGroup(ctx context.Context, req ResetRequest) ([]replica.OffsetEntry, error) {
+func (b *Broker) ResetGroup(ctx context.Context, req ResetRequest) ([]store.OffsetEntry, error) {
 	group, topic, to := req.Group, req.Topic, req.To
-	if err := replica.ValidateName("group", group); err != nil {
+	if err := store.ValidateName("group", group); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if err := b.awaitLeader(ctx); err != nil {
@@ -401,7 +401,7 @@ func (b *Broker) ResetGroup(ctx context.Context, req ResetRequest) ([]replica.Of
 	if err != nil {
 		return nil, err
 	}
-	var offsets []replica.OffsetEntry
+	var offsets []store.OffsetEntry
 	if ms, ok := strings.CutPrefix(to, "@"); ok {
 		ts, err := strconv.ParseInt(ms, 10, 64)
 		if err != nil {
@@ -426,7 +426,7 @@ func (b *Broker) ResetGroup(ctx context.Context, req ResetRequest) ([]replica.Of
 				}
 				o = min(max(n, rng.Min), rng.Max)
 			}
-			offsets = append(offsets, replica.OffsetEntry{Topic: topic, Queue: q, Offset: o})
+			offsets = append(offsets, store.OffsetEntry{Topic: topic, Queue: q, Offset: o})
 		}
 	}
 	if req.DryRun {

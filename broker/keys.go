@@ -8,7 +8,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker/keyindex"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Lookup by key. Every node keeps its own key index on disk (package
@@ -185,7 +185,7 @@ type FindRequest struct {
 // (one word of its key, or its UNIQ_KEY), newest first, from this node's
 // index and log.
 func (b *Broker) FindMessages(req FindRequest) ([]Message, error) {
-	if err := replica.ValidateName("topic", req.Topic); err != nil {
+	if err := store.ValidateName("topic", req.Topic); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	switch {
@@ -233,7 +233,7 @@ func (b *Broker) FindMessages(req FindRequest) ([]Message, error) {
 
 // storedMessage reads an index hit and returns its message when it is a
 // stored, retained message of the topic with the key, in the time window.
-func (b *Broker) storedMessage(ti replica.TopicInfo, h keyindex.Hit, req FindRequest) (Message, bool) {
+func (b *Broker) storedMessage(ti store.TopicInfo, h keyindex.Hit, req FindRequest) (Message, bool) {
 	data, err := b.rlog.Read(h.LogIndex)
 	if err != nil || len(data) == 0 || raftlog.CommandType(data[0]) != raftlog.CmdBatch {
 		return Message{}, false

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/election"
 )
 
 // leaderWait bounds how long a leader-only call waits for a leader it can
@@ -58,7 +58,7 @@ func (b *Broker) leaderPending(err error) bool {
 
 // isLeader is TransferLeader's check: it needs the role, not readiness.
 func (b *Broker) isLeader() error {
-	if b.node.Role() != replica.Leader {
+	if b.node.Role() != election.Leader {
 		return b.notLeader()
 	}
 	return nil

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/mq"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Topic and group lifecycle, and the checks on what clients may do with a
@@ -43,9 +43,9 @@ func (b *Broker) ClientProduce(ctx context.Context, req ProduceRequest) (Produce
 
 // ClientCreateTopic is CreateTopic for a client: system topics are the
 // broker's to create.
-func (b *Broker) ClientCreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (replica.TopicInfo, error) {
+func (b *Broker) ClientCreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (store.TopicInfo, error) {
 	if mq.IsSystemTopic(name) {
-		return replica.TopicInfo{}, fmt.Errorf("%w: topic %q is a system topic: the broker creates it when it is needed", ErrInvalidArgument, name)
+		return store.TopicInfo{}, fmt.Errorf("%w: topic %q is a system topic: the broker creates it when it is needed", ErrInvalidArgument, name)
 	}
 	return b.CreateTopic(ctx, name, queues, ifNotExists)
 }
@@ -62,17 +62,17 @@ func (b *Broker) checkReadable(topic string) error {
 
 // UpdateTopic sets a topic's permission (nil: unchanged) and returns the
 // topic (leader only).
-func (b *Broker) UpdateTopic(ctx context.Context, name string, perm *uint32) (replica.TopicInfo, error) {
-	if err := replica.ValidateName("topic", name); err != nil {
-		return replica.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+func (b *Broker) UpdateTopic(ctx context.Context, name string, perm *uint32) (store.TopicInfo, error) {
+	if err := store.ValidateName("topic", name); err != nil {
+		return store.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if perm != nil {
-		if err := replica.ValidatePerm(*perm); err != nil {
-			return replica.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		if err := store.ValidatePerm(*perm); err != nil {
+			return store.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 	}
 	if err := b.awaitLeader(ctx); err != nil {
-		return replica.TopicInfo{}, err
+		return store.TopicInfo{}, err
 	}
 	ti, err := b.fsm.Topic(name)
 	if err != nil || perm == nil || *perm == ti.Perm {
@@ -80,7 +80,7 @@ func (b *Broker) UpdateTopic(ctx context.Context, name string, perm *uint32) (re
 	}
 	ti, err = b.w.UpdateTopic(ctx, name, *perm)
 	if err != nil {
-		return replica.TopicInfo{}, b.replicaErr(err)
+		return store.TopicInfo{}, b.replicaErr(err)
 	}
 	b.log.Info("topic permission changed", "topic", name, "perm", ti.Perm)
 	return ti, nil
@@ -93,7 +93,7 @@ func (b *Broker) UpdateTopic(ctx context.Context, name string, perm *uint32) (re
 // for system topics, and while members of consumer groups that subscribe to
 // it are connected, unless force.
 func (b *Broker) DeleteTopic(ctx context.Context, name string, force bool) error {
-	if err := replica.ValidateName("topic", name); err != nil {
+	if err := store.ValidateName("topic", name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if mq.IsSystemTopic(name) {
@@ -123,7 +123,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string, force bool) error
 // members are forgotten (they join again with their next heartbeat, from
 // their group's start position).
 func (b *Broker) DeleteGroup(ctx context.Context, group string, force bool) error {
-	if err := replica.ValidateName("group", group); err != nil {
+	if err := store.ValidateName("group", group); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if err := b.awaitLeader(ctx); err != nil {
@@ -132,7 +132,7 @@ func (b *Broker) DeleteGroup(ctx context.Context, group string, force bool) erro
 	live := b.liveMembers(func(*member) bool { return true })[group]
 	known := live > 0
 	for _, k := range b.fsm.Groups() {
-		if g, _, _ := replica.SplitMemberKey(k); g == group {
+		if g, _, _ := store.SplitMemberKey(k); g == group {
 			known = true
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Orderly consumption locks (RocketMQ's LOCK_BATCH_MQ / UNLOCK_BATCH_MQ): a
@@ -19,7 +19,7 @@ import (
 // On a leader change the new leader's table is empty and it does not know
 // who held what. The SDK trusts a lock for half the lease after its last
 // successful renewal; a new leader whose predecessors granted locks (the
-// replicated lock term says whether any did: replica/locks.go) therefore
+// replicated lock term says whether any did: store/locks.go) therefore
 // grants no lock for half a lease after it first answers LockQueues, by
 // which time every member that held a lock under an old leader has stopped
 // consuming in its name. Orderly consumption pauses for that long after a
@@ -77,7 +77,7 @@ func (lt *lockTable) checkTermLocked(term uint64, inherited bool, now time.Time,
 }
 
 func validateLock(group, member string, queues []QueueRef) error {
-	if err := replica.ValidateName("group", group); err != nil {
+	if err := store.ValidateName("group", group); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if member == "" || len(member) > 255 {
@@ -87,7 +87,7 @@ func validateLock(group, member string, queues []QueueRef) error {
 		return invalid("%d queues in one call, at most %d", len(queues), MaxLockQueues)
 	}
 	for _, q := range queues {
-		if err := replica.ValidateName("topic", q.Topic); err != nil {
+		if err := store.ValidateName("topic", q.Topic); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 	}

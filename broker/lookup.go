@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
 )
 
 // A message id names the Raft entry that stored the message and the
@@ -56,7 +56,7 @@ func (b *Broker) LookupMessage(ctx context.Context, id string) (LookupResult, er
 	if b.closed.Load() {
 		return LookupResult{}, ErrShutdown
 	}
-	isLeader := b.node.Role() == replica.Leader
+	isLeader := b.node.Role() == election.Leader
 	if isLeader && !b.node.Ready() {
 		if err := b.awaitLeader(ctx); err != nil {
 			return LookupResult{}, err
@@ -66,7 +66,7 @@ func (b *Broker) LookupMessage(ctx context.Context, id string) (LookupResult, er
 	if err == nil {
 		return b.lookedUp(id, index, m)
 	}
-	if errors.Is(err, errNotHere) && b.node.Role() != replica.Leader {
+	if errors.Is(err, errNotHere) && b.node.Role() != election.Leader {
 		if lerr := b.awaitLeader(ctx); lerr != nil {
 			return LookupResult{}, lerr // names the leader: the adapter forwards
 		}

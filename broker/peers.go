@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/election"
 )
 
 // NodeState is what nodes tell each other a few times a second.
@@ -140,6 +140,6 @@ func (b *Broker) peerView(id string) NodeView {
 	}
 	v.Applied, v.First, v.Load, v.Loaded = p.state.Applied, p.state.First, p.state.Load, p.state.Loaded
 	v.Healthy = time.Since(p.lastOK) <= b.fresh() && !p.state.Damaged &&
-		(p.state.Role == string(replica.Follower) || p.state.Role == string(replica.Leader))
+		(p.state.Role == string(election.Follower) || p.state.Role == string(election.Leader))
 	return v
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // ProduceMessage is one message of a produce request.
@@ -37,7 +37,7 @@ type ProduceRequest struct {
 
 // ProduceResult acknowledges every message of a request, in order.
 type ProduceResult struct {
-	Acks      []replica.Ack
+	Acks      []store.Ack
 	Duplicate bool
 	// DeliverAt holds, for a delayed request, each message's delivery time
 	// (unix ms); its acks name the message's queue and offset 0.
@@ -69,12 +69,12 @@ type pending struct {
 }
 
 type outcome struct {
-	res replica.RequestResult
+	res store.RequestResult
 	err error
 }
 
 type inflightEntry struct {
-	f     replica.ProduceFuture
+	f     store.ProduceFuture
 	batch []*pending
 }
 
@@ -224,7 +224,7 @@ func (bb *byteBudget) held() int {
 // ValidateProduce checks a produce request against the limits in cfg; it is
 // what every wire protocol's decoded request goes through first.
 func ValidateProduce(cfg *Config, req *ProduceRequest) error {
-	if err := replica.ValidateName("topic", req.Topic); err != nil {
+	if err := store.ValidateName("topic", req.Topic); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if len(req.ProducerID) > raftlog.MaxNameLen {
@@ -267,7 +267,7 @@ func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 		if ts == 0 {
 			ts = now
 		}
-		lm := raftlog.Message{Queue: replica.MaxQueues - 1, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
+		lm := raftlog.Message{Queue: store.MaxQueues - 1, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
 		size += lm.EncodedSize()
 	}
 	size += 10 // the message count's varint at its widest
@@ -424,25 +424,25 @@ func (b *Broker) drainProduce() {
 }
 
 // CreateTopic creates a topic (leader only).
-func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (replica.TopicInfo, error) {
-	if err := replica.ValidateName("topic", name); err != nil {
-		return replica.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (store.TopicInfo, error) {
+	if err := store.ValidateName("topic", name); err != nil {
+		return store.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if err := refuseScheduleTopic(name); err != nil {
-		return replica.TopicInfo{}, err
+		return store.TopicInfo{}, err
 	}
 	if queues == 0 {
 		queues = int32(b.cfg.DefaultQueues)
 	}
-	if queues < 1 || queues > replica.MaxQueues {
-		return replica.TopicInfo{}, invalid("topic %q: %d queues, want 1..%d", name, queues, replica.MaxQueues)
+	if queues < 1 || queues > store.MaxQueues {
+		return store.TopicInfo{}, invalid("topic %q: %d queues, want 1..%d", name, queues, store.MaxQueues)
 	}
 	if err := b.awaitLeader(ctx); err != nil {
-		return replica.TopicInfo{}, err
+		return store.TopicInfo{}, err
 	}
 	ti, err := b.w.CreateTopic(ctx, name, queues, ifNotExists)
 	if err != nil {
-		return replica.TopicInfo{}, b.replicaErr(err)
+		return store.TopicInfo{}, b.replicaErr(err)
 	}
 	return ti, nil
 }

@@ -9,8 +9,9 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/raftmq/raftmq/broker/filter"
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // PullStatus says what a pull found.
@@ -87,7 +88,7 @@ const (
 // Pull serves committed messages of one queue from this node's log. It never
 // returns anything this node has not applied, so never uncommitted data.
 func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) {
-	if err := replica.ValidateName("topic", req.Topic); err != nil {
+	if err := store.ValidateName("topic", req.Topic); err != nil {
 		return PullResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if err := refuseScheduleTopic(req.Topic); err != nil {
@@ -113,7 +114,7 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 	if b.closed.Load() {
 		return PullResult{}, ErrShutdown
 	}
-	isLeader := b.node.Role() == replica.Leader
+	isLeader := b.node.Role() == election.Leader
 	if isLeader && !b.node.Ready() {
 		// A new leader has not applied its predecessors' entries yet: what
 		// it would answer (an unknown topic, an offset past the end) may
@@ -146,7 +147,7 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		case <-b.stop:
 			return PullResult{}, ErrShutdown
 		}
-		isLeader = b.node.Role() == replica.Leader
+		isLeader = b.node.Role() == election.Leader
 	}
 }
 
@@ -182,8 +183,8 @@ func (b *Broker) account(res *PullResult) {
 func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 	res := PullResult{ServedBy: b.cfg.NodeID, ServedByLeader: isLeader, NextOffset: req.Offset}
 	local, why := LocalServed, ""
-	var locs []replica.Location
-	var rng replica.QueueRange
+	var locs []store.Location
+	var rng store.QueueRange
 	var lerr error
 	if d, ok := b.Damaged(); ok {
 		local, why = LocalDamaged, damagedWhy(fmt.Sprintf("node %s is damaged at log index %d", b.cfg.NodeID, d.Index))
@@ -193,9 +194,9 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 		// offset is among them whenever the queue has it.
 		locs, rng, lerr = b.fsm.Locate(req.Topic, req.Queue, req.Offset, req.MaxMessages+1)
 		switch {
-		case errors.Is(lerr, replica.ErrUnknownTopic):
+		case errors.Is(lerr, store.ErrUnknownTopic):
 			local = LocalNoTopic
-		case errors.Is(lerr, replica.ErrIndexDamaged):
+		case errors.Is(lerr, store.ErrIndexDamaged):
 			b.log.Error("queue index damaged", "topic", req.Topic, "queue", req.Queue, "offset", req.Offset, "error", lerr)
 			local, why = LocalDamaged, lerr.Error()+"; retry on another node"
 		case lerr != nil:
@@ -243,7 +244,7 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 // read collects the messages of locs into res. It stops early, serving what
 // it has, at an entry it cannot read; when that is the first, it reports
 // what it found (the body is not held here, or damaged) and why.
-func (b *Broker) read(locs []replica.Location, req *PullRequest, res *PullResult) (Local, string, error) {
+func (b *Broker) read(locs []store.Location, req *PullRequest, res *PullResult) (Local, string, error) {
 	bytes := 0
 	for _, loc := range locs {
 		data, err := b.rlog.Read(loc.LogIndex)
@@ -290,7 +291,7 @@ func damagedWhy(what string) string {
 // node found; rng the queue's range here (zero when the topic is unknown);
 // next the consumer's next offset; locs the entries the pull looked up, the
 // one holding next among them (pullOnce).
-func (b *Broker) routeInput(req *PullRequest, isLeader bool, local Local, rng replica.QueueRange, next uint64, locs []replica.Location) RouteInput {
+func (b *Broker) routeInput(req *PullRequest, isLeader bool, local Local, rng store.QueueRange, next uint64, locs []store.Location) RouteInput {
 	in := RouteInput{
 		SelfIsLeader: isLeader,
 		Self:         b.peerView(b.cfg.NodeID),
@@ -342,7 +343,7 @@ func (b *Broker) routeInput(req *PullRequest, isLeader bool, local Local, rng re
 
 // collect appends the messages of loc at or after res.NextOffset. It reports
 // whether a limit was reached.
-func collect(data []byte, loc replica.Location, req *PullRequest, res *PullResult, bytes *int) (bool, error) {
+func collect(data []byte, loc store.Location, req *PullRequest, res *PullResult, bytes *int) (bool, error) {
 	batch, err := raftlog.ParseReadBatch(data)
 	if err != nil {
 		return false, err

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/election"
 )
 
 // stall tracks how long a raft index has stayed below the index it should
@@ -46,14 +46,14 @@ func (b *Broker) sampleProgress() {
 	st := b.node.Stats()
 	now := time.Now()
 	var leaderCommit uint64
-	if st.Role == replica.Follower && st.LeaderID != "" {
+	if st.Role == election.Follower && st.LeaderID != "" {
 		if p, ok := b.view.get(st.LeaderID); ok && now.Sub(p.lastOK) <= b.fresh() {
 			leaderCommit = p.state.Commit
 		}
 	}
 	b.progress.mu.Lock()
 	defer b.progress.mu.Unlock()
-	if st.Role == replica.Leader {
+	if st.Role == election.Leader {
 		b.progress.commit.observe(st.CommitIndex, st.LastIndex, now)
 	} else {
 		b.progress.commit.observe(0, 0, now)
@@ -88,7 +88,7 @@ func (b *Broker) Readiness() error {
 	applied, applyFor := b.progress.apply.at, b.progress.apply.stuckFor(now)
 	last, replicateFor := b.progress.replicate.at, b.progress.replicate.stuckFor(now)
 	b.progress.mu.Unlock()
-	if st.Role == replica.Leader {
+	if st.Role == election.Leader {
 		if commitFor > limit {
 			return fmt.Errorf("%w: this leader cannot commit: its commit index %d has not moved for %s while its log reaches %d; "+
 				"its followers do not accept its entries (see this node's log for replication errors)",
@@ -102,7 +102,7 @@ func (b *Broker) Readiness() error {
 		return fmt.Errorf("%w: applying is stuck: applied index %d has not moved for %s while the commit index is %d",
 			ErrUnavailable, applied, applyFor.Round(time.Second), st.CommitIndex)
 	}
-	if st.Role == replica.Follower && replicateFor > limit {
+	if st.Role == election.Follower && replicateFor > limit {
 		return fmt.Errorf("%w: this follower receives no entries: its log has stopped at %d for %s while leader %s commits further",
 			ErrUnavailable, last, replicateFor.Round(time.Second), st.LeaderID)
 	}

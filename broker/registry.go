@@ -4,13 +4,13 @@ import (
 	"context"
 	"time"
 
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/election"
 )
 
 // needsRegister reports whether this follower's addresses are missing from
 // the replicated node registry, or differ from its own.
 func (b *Broker) needsRegister() bool {
-	if b.node.Role() == replica.Leader {
+	if b.node.Role() == election.Leader {
 		return false
 	}
 	cur, ok := b.fsm.Node(b.cfg.NodeID)

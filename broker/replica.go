@@ -6,26 +6,28 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // The broker's view of its replica (the raft member and the state machine
-// it applies), split by use. *replica.Node implements all of them; the
-// broker's unit tests use a fake (fake_test.go).
+// it applies), split by use. *store.Store implements Writer and State,
+// *election.Node the rest; the broker's unit tests use a fake
+// (fake_test.go).
 
 // Writer replicates what the broker writes. Each call returns once the entry
 // is committed and applied on this node, except Produce, which hands a batch
 // to raft and returns a future so that the next batch forms meanwhile.
 type Writer interface {
-	Produce(reqs []*raftlog.Request, sizeHint int, timeout time.Duration) replica.ProduceFuture
-	CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (replica.TopicInfo, error)
-	CommitOffsets(ctx context.Context, group string, offsets []replica.OffsetEntry) error
-	RegisterNode(ctx context.Context, n replica.NodeInfo) error
+	Produce(reqs []*raftlog.Request, sizeHint int, timeout time.Duration) store.ProduceFuture
+	CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (store.TopicInfo, error)
+	CommitOffsets(ctx context.Context, group string, offsets []store.OffsetEntry) error
+	RegisterNode(ctx context.Context, n store.NodeInfo) error
 	ForgetNode(ctx context.Context, id string) error
 	Retain(ctx context.Context, below uint64) error
 	// Topic and group lifecycle (lifecycle.go).
-	UpdateTopic(ctx context.Context, name string, perm uint32) (replica.TopicInfo, error)
+	UpdateTopic(ctx context.Context, name string, perm uint32) (store.TopicInfo, error)
 	DeleteTopic(ctx context.Context, name string) error
 	DeleteGroup(ctx context.Context, group string, topics []string) error
 	SetMaxReconsumeTimes(ctx context.Context, group string, max int32) error
@@ -39,16 +41,16 @@ type State interface {
 	Changed() <-chan struct{}
 	Damaged() (uint64, error)
 	LogFloor() uint64
-	Locate(topic string, q int32, offset uint64, limit int) ([]replica.Location, replica.QueueRange, error)
-	Topic(name string) (replica.TopicInfo, error)
-	Topics() []replica.TopicInfo
+	Locate(topic string, q int32, offset uint64, limit int) ([]store.Location, store.QueueRange, error)
+	Topic(name string) (store.TopicInfo, error)
+	Topics() []store.TopicInfo
 	QueueCount(topic string) int
 	Offsets(group, topic string) map[int32]uint64
 	Groups() []string
 	GroupTopics(group string) []string
-	Node(id string) (replica.NodeInfo, bool)
+	Node(id string) (store.NodeInfo, bool)
 	// LocateEntry is the index record of one entry in one queue (keys.go).
-	LocateEntry(topic string, q int32, logIndex uint64) (replica.Location, bool)
+	LocateEntry(topic string, q int32, logIndex uint64) (store.Location, bool)
 	// MaxReconsumeTimes, SettingsGroups and LockTerm serve retry and
 	// orderly locks (retry.go, locks.go).
 	MaxReconsumeTimes(group string) (int32, bool)
@@ -58,19 +60,19 @@ type State interface {
 
 // Leadership is this node's role and leader as raft knows them.
 type Leadership interface {
-	Role() replica.Role
+	Role() election.Role
 	// Ready: a leader whose barrier applied every earlier entry.
 	Ready() bool
 	LeaderID() string
-	Stats() replica.Stats
+	Stats() election.Stats
 	// OnChange registers a function called at every role or leader change.
-	OnChange(fn func(replica.Event))
+	OnChange(fn func(election.Event))
 	NeverCampaign()
 }
 
 // Membership reads and changes the group's configuration.
 type Membership interface {
-	Servers() ([]replica.Server, error)
+	Servers() ([]election.Server, error)
 	Transfer(id string) error
 	Reachable(ctx context.Context, id, addr string) error
 	AddNonvoter(id, addr string) error
@@ -97,16 +99,18 @@ type Replica struct {
 }
 
 var (
-	_ Writer      = (*replica.Node)(nil)
-	_ State       = (*replica.Node)(nil)
-	_ Leadership  = (*replica.Node)(nil)
-	_ Membership  = (*replica.Node)(nil)
-	_ Snapshotter = (*replica.Node)(nil)
+	_ Writer      = (*store.Store)(nil)
+	_ State       = (*store.Store)(nil)
+	_ Leadership  = (*election.Node)(nil)
+	_ Membership  = (*election.Node)(nil)
+	_ Snapshotter = (*election.Node)(nil)
 )
 
-// ReplicaOf is the Replica that n serves entirely.
-func ReplicaOf(n *replica.Node) Replica {
-	return Replica{Writer: n, State: n, Leadership: n, Membership: n, Snapshots: n, Schedule: n}
+// ReplicaOf is the Replica that s (the state, typed writes and schedule
+// cursors) and n (its raft node: role, membership, snapshots) serve
+// entirely.
+func ReplicaOf(s *store.Store, n *election.Node) Replica {
+	return Replica{Writer: s, State: s, Leadership: n, Membership: n, Snapshots: n, Schedule: s}
 }
 
 func (r *Replica) check() error {
@@ -123,40 +127,41 @@ type node struct {
 	Snapshotter
 }
 
-// replicaErr maps replica's errors to the broker's, keeping replica's error
-// in the chain. It is the only place that knows replica's sentinels.
+// replicaErr maps the sentinels of store (which include election's for
+// writes) and election (membership) to the broker's, keeping the original
+// error in the chain. It is the only place that knows them.
 func (b *Broker) replicaErr(err error) error {
 	var to error
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, replica.ErrNotLeader):
+	case errors.Is(err, store.ErrNotLeader):
 		return b.notLeader()
-	case errors.Is(err, replica.ErrShutdown):
+	case errors.Is(err, store.ErrShutdown):
 		return ErrShutdown
-	case errors.Is(err, replica.ErrUnknownOutcome), errors.Is(err, replica.ErrDamaged):
+	case errors.Is(err, store.ErrUnknownOutcome), errors.Is(err, store.ErrDamaged):
 		// ErrDamaged: committed on the group; this node just did not apply it.
 		to = ErrUnknownOutcome
-	case errors.Is(err, replica.ErrTimeout):
+	case errors.Is(err, store.ErrTimeout):
 		to = ErrTimeout
-	case errors.Is(err, replica.ErrIndexDamaged):
+	case errors.Is(err, store.ErrIndexDamaged):
 		to = ErrUnavailable
-	case errors.Is(err, replica.ErrTooLarge):
+	case errors.Is(err, store.ErrTooLarge):
 		to = ErrTooLarge
-	case errors.Is(err, replica.ErrNoSuchServer), errors.Is(err, replica.ErrUnknownTopic):
+	case errors.Is(err, election.ErrNoSuchServer), errors.Is(err, store.ErrUnknownTopic):
 		to = ErrNotFound
-	case errors.Is(err, replica.ErrRefused):
+	case errors.Is(err, election.ErrRefused):
 		to = ErrFailedPrecondition
-	case errors.Is(err, replica.ErrTopicExists):
+	case errors.Is(err, store.ErrTopicExists):
 		to = ErrAlreadyExists
-	case errors.Is(err, replica.ErrStaleSequence):
+	case errors.Is(err, store.ErrStaleSequence):
 		// This request was not appended. An earlier request with the same
 		// sequence may have been stored, too long ago for its answer to be
 		// remembered; the SDK never retries that far back (seqSpan).
 		return fmt.Errorf("%w: refused, this request was not appended: %w", ErrFailedPrecondition, err)
-	case errors.Is(err, replica.ErrSequenceReused), errors.Is(err, replica.ErrMismatchedRetry):
+	case errors.Is(err, store.ErrSequenceReused), errors.Is(err, store.ErrMismatchedRetry):
 		to = ErrSequenceReused
-	case errors.Is(err, replica.ErrInvalidName), errors.Is(err, replica.ErrInvalidQueue), errors.Is(err, replica.ErrInvalidPerm):
+	case errors.Is(err, store.ErrInvalidName), errors.Is(err, store.ErrInvalidQueue), errors.Is(err, store.ErrInvalidPerm):
 		to = ErrInvalidArgument
 	default:
 		return err

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
 )
 
 // Retention deletes old messages by whole log segments:
@@ -15,7 +15,7 @@ import (
 //     than RetentionAge (by raft's append time of a segment's last entry).
 //     The tail segment is always kept, and so is everything a healthy
 //     follower has not applied yet.
-//   - It replicates the cut as a replica.Retain command: every node's FSM
+//   - It replicates the cut as a store.Retain command: every node's FSM
 //     moves each queue's minimum offset past the dropped messages, and
 //     consumers below it continue at the new minimum (PullOffsetMoved).
 //   - Every node then takes a snapshot covering the cut (raft sends it to a
@@ -42,7 +42,7 @@ func (b *Broker) retentionLoop() {
 			return
 		case <-t.C:
 		}
-		if limits && b.node.Role() == replica.Leader && b.node.Ready() {
+		if limits && b.node.Role() == election.Leader && b.node.Ready() {
 			if cut, why := b.retentionCut(time.Now()); cut > 0 {
 				b.retain(cut, why)
 			}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Consume-retry and dead letters (RocketMQ's CONSUMER_SEND_MSG_BACK): a
@@ -26,7 +26,7 @@ import (
 // the message was read from (sendBackProducerID), with the message's log
 // position as sequence, so a SendBack retried after a timeout or a leader
 // change (or the same message sent back by two members that both received
-// it) stores one copy while the dedupe window (replica.DedupeWindow
+// it) stores one copy while the dedupe window (store.DedupeWindow
 // sequences per producer id) still holds that sequence. A queue is consumed
 // in order, so its sequences rise as its messages are sent back, and only a
 // send-back more than a window behind the queue's others falls out: it is
@@ -136,10 +136,10 @@ func reconsumeTimes(props map[string]string) int32 {
 // SendBack stores the retry (or dead-letter) copy of a consumed message
 // (leader only).
 func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackResult, error) {
-	if err := replica.ValidateName("group", req.Group); err != nil {
+	if err := store.ValidateName("group", req.Group); err != nil {
 		return SendBackResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	if err := replica.ValidateName("topic", mq.DeadLetterTopic(req.Group)); err != nil {
+	if err := store.ValidateName("topic", mq.DeadLetterTopic(req.Group)); err != nil {
 		return SendBackResult{}, invalid("group %q: its retry topic name %s is too long (%v)", req.Group, mq.DeadLetterTopic(req.Group), err)
 	}
 	if req.DelayLevel < -1 || int(req.DelayLevel) > len(mq.DelayLevels) {
@@ -212,18 +212,18 @@ func sendBackProducerID(group, topic string, queue int32) string {
 // is out of the producer's dedupe window, or was used for other content, it
 // stores the message without dedupe.
 // It returns the ack and, for a delayed copy, its delivery time (unix ms).
-func (b *Broker) produceCopy(ctx context.Context, topic, producer string, seq uint64, m ProduceMessage) (replica.Ack, int64, error) {
+func (b *Broker) produceCopy(ctx context.Context, topic, producer string, seq uint64, m ProduceMessage) (store.Ack, int64, error) {
 	req := ProduceRequest{Topic: topic, ProducerID: producer, Seq: seq, Messages: []ProduceMessage{m}}
 	res, err := b.Produce(ctx, req)
-	if errors.Is(err, replica.ErrStaleSequence) || errors.Is(err, ErrSequenceReused) {
+	if errors.Is(err, store.ErrStaleSequence) || errors.Is(err, ErrSequenceReused) {
 		req.ProducerID, req.Seq = "", 0
 		res, err = b.Produce(ctx, req)
 	}
 	if err != nil {
-		return replica.Ack{}, 0, err
+		return store.Ack{}, 0, err
 	}
 	if len(res.Acks) != 1 {
-		return replica.Ack{}, 0, fmt.Errorf("internal: produce of one message answered %d acks", len(res.Acks))
+		return store.Ack{}, 0, fmt.Errorf("internal: produce of one message answered %d acks", len(res.Acks))
 	}
 	var at int64
 	if len(res.DeliverAt) == 1 {
@@ -246,7 +246,7 @@ func (b *Broker) ensureSystemTopic(ctx context.Context, topic string) error {
 	if err == nil && mq.IsDeadLetterTopic(topic) {
 		// Clients cannot produce to a system topic anyway: a failure here
 		// costs only the label, never the dead letter.
-		if _, perr := b.w.UpdateTopic(ctx, topic, replica.PermRead); perr != nil {
+		if _, perr := b.w.UpdateTopic(ctx, topic, store.PermRead); perr != nil {
 			b.log.Warn("dead-letter topic left writable", "topic", topic, "error", perr)
 		}
 	}
@@ -265,7 +265,7 @@ func (b *Broker) maxReconsume(group string) int32 {
 // ResendResult is where a dead letter went.
 type ResendResult struct {
 	Topic string
-	Ack   replica.Ack
+	Ack   store.Ack
 	// Duplicate: this dead letter had already been resent (within the
 	// dedupe window); Ack is that first resend's.
 	Duplicate bool
@@ -276,7 +276,7 @@ type ResendResult struct {
 // the same dead letter again answers the first resend (while the dedupe
 // window holds it).
 func (b *Broker) ResendDeadLetter(ctx context.Context, group, id string) (ResendResult, error) {
-	if err := replica.ValidateName("group", group); err != nil {
+	if err := store.ValidateName("group", group); err != nil {
 		return ResendResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	index, ordinal, err := ParseMessageID(id)
@@ -310,7 +310,7 @@ func (b *Broker) ResendDeadLetter(ctx context.Context, group, id string) (Resend
 	req := ProduceRequest{Topic: topic, ProducerID: resendProducer + group, Seq: index<<32 | uint64(ordinal), Messages: []ProduceMessage{pm}}
 	// As a client's produce: the original topic's write permission holds.
 	res, err := b.ClientProduce(ctx, req)
-	if errors.Is(err, replica.ErrStaleSequence) || errors.Is(err, ErrSequenceReused) {
+	if errors.Is(err, store.ErrStaleSequence) || errors.Is(err, ErrSequenceReused) {
 		req.ProducerID, req.Seq = "", 0
 		res, err = b.ClientProduce(ctx, req)
 	}
@@ -331,7 +331,7 @@ type GroupSettings struct {
 // UpdateGroup changes a group's settings (leader only); a nil field keeps
 // its value. It answers the settings in force afterwards.
 func (b *Broker) UpdateGroup(ctx context.Context, group string, maxReconsume *int32) (GroupSettings, error) {
-	if err := replica.ValidateName("group", group); err != nil {
+	if err := store.ValidateName("group", group); err != nil {
 		return GroupSettings{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if maxReconsume != nil && (*maxReconsume < 0 || *maxReconsume > mq.MaxMaxReconsumeTimes) {

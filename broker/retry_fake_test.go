@@ -4,7 +4,7 @@ import (
 	"context"
 	"sort"
 
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // fakeRetry is the fake replica's group settings (fake_test.go).
@@ -39,7 +39,7 @@ func (f *fakeReplica) SetMaxReconsumeTimes(_ context.Context, group string, max 
 		f.retry.maxReconsume = map[string]int32{}
 	}
 	f.retry.maxReconsume[group] = max
-	f.appendLocked(replica.EncodeSetMaxReconsume(group, max))
+	f.appendLocked(store.EncodeSetMaxReconsume(group, max))
 	return nil
 }
 

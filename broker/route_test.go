@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/store"
 )
 
 // countingState counts the index lookups a pull makes.
@@ -16,7 +17,7 @@ type countingState struct {
 	locates atomic.Int32
 }
 
-func (c *countingState) Locate(topic string, q int32, offset uint64, limit int) ([]replica.Location, replica.QueueRange, error) {
+func (c *countingState) Locate(topic string, q int32, offset uint64, limit int) ([]store.Location, store.QueueRange, error) {
 	c.locates.Add(1)
 	return c.State.Locate(topic, q, offset, limit)
 }
@@ -61,8 +62,8 @@ func TestPullLooksTheIndexUpOnce(t *testing.T) {
 			t.Errorf("leader, %s: %d index lookups, want 1", p.name, n)
 		}
 	}
-	f.RegisterNode(ctx, replica.NodeInfo{ID: "n2", ClientAddr: "n2:9000", PeerAddr: "n2:9001"})
-	f.setRole(replica.Follower, false, "n2")
+	f.RegisterNode(ctx, store.NodeInfo{ID: "n2", ClientAddr: "n2:9000", PeerAddr: "n2:9001"})
+	f.setRole(election.Follower, false, "n2")
 	for _, p := range pulls {
 		before := cs.locates.Load()
 		b.Pull(ctx, p.req)
@@ -78,8 +79,8 @@ func TestPullLooksTheIndexUpOnce(t *testing.T) {
 // wait serves the call.
 func TestLeaderOnlyCallsWaitForALeader(t *testing.T) {
 	b, f := newFakeBroker(t)
-	f.RegisterNode(context.Background(), replica.NodeInfo{ID: "n2", ClientAddr: "n2:9000", PeerAddr: "n2:9001"})
-	f.setRole(replica.Follower, false, "")
+	f.RegisterNode(context.Background(), store.NodeInfo{ID: "n2", ClientAddr: "n2:9000", PeerAddr: "n2:9001"})
+	f.setRole(election.Follower, false, "")
 	start := time.Now() // before the context, whose deadline counts from its creation
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -88,17 +89,17 @@ func TestLeaderOnlyCallsWaitForALeader(t *testing.T) {
 		t.Fatalf("list topics with no leader: %v after %v, want not-leader after the context's end", err, time.Since(start))
 	}
 
-	f.setRole(replica.Follower, false, "n2")
+	f.setRole(election.Follower, false, "n2")
 	start = time.Now()
 	var nl *NotLeaderError
 	if _, err := b.ListGroups(context.Background()); !errors.As(err, &nl) || nl.PeerAddr != "n2:9001" || time.Since(start) > 5*time.Second {
 		t.Fatalf("list groups on a follower: %v after %v, want at once a NotLeaderError naming n2", err, time.Since(start))
 	}
 
-	f.setRole(replica.Follower, false, "")
+	f.setRole(election.Follower, false, "")
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		f.setRole(replica.Leader, true, "n1")
+		f.setRole(election.Leader, true, "n1")
 	}()
 	if _, err := b.DescribeTopic(context.Background(), "nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("describe topic while a leader is elected: %v, want the new leader's answer (not found)", err)

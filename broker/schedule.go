@@ -10,14 +10,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // The scheduler runs on the ready leader only: it delivers the staged
 // messages whose time has come out of the schedule queues (delay.go,
-// replica/schedule.go).
+// store/schedule.go).
 //
 // Each round it reads, per schedule queue, the messages from the queue's
 // delivered cursor on while they are due, and hands them to the batcher as
@@ -82,17 +83,17 @@ func (b *Broker) registerDelayMetrics() {
 // scheduleOnRoleChange starts the scheduler on a leader once it is ready
 // and stops it on any other role. It does not block (it runs on raft's
 // observer goroutine).
-func (b *Broker) scheduleOnRoleChange(ev replica.Event) {
+func (b *Broker) scheduleOnRoleChange(ev election.Event) {
 	if b.sched == nil {
 		return
 	}
 	b.scheduler.mu.Lock()
 	defer b.scheduler.mu.Unlock()
-	if b.scheduler.stop != nil && (ev.Role != replica.Leader || ev.Ready) {
+	if b.scheduler.stop != nil && (ev.Role != election.Leader || ev.Ready) {
 		close(b.scheduler.stop)
 		b.scheduler.stop = nil
 	}
-	if ev.Role == replica.Leader && ev.Ready && !b.closed.Load() {
+	if ev.Role == election.Leader && ev.Ready && !b.closed.Load() {
 		stop := make(chan struct{})
 		b.scheduler.stop = stop
 		b.goFunc(func() { b.scheduleLoop(stop) })
@@ -122,7 +123,7 @@ func (b *Broker) scheduleLoop(stop <-chan struct{}) {
 		changed := b.fsm.Changed()
 		now := time.Now()
 		lastRound = now
-		first = (first + 1) % replica.ScheduleQueues
+		first = (first + 1) % store.ScheduleQueues
 		next, err := b.scheduleRound(stop, heads, first, now)
 		wait := scheduleIdle
 		switch {
@@ -179,8 +180,8 @@ func (b *Broker) scheduleRound(stop <-chan struct{}, heads map[uint32]head, firs
 		}
 	}
 	var sent []*pending
-	for i := uint32(0); i < replica.ScheduleQueues && budget > 0; i++ {
-		q := (first + i) % replica.ScheduleQueues
+	for i := uint32(0); i < store.ScheduleQueues && budget > 0; i++ {
+		q := (first + i) % store.ScheduleQueues
 		if int(q) >= len(ti.Queues) {
 			continue
 		}
@@ -230,7 +231,7 @@ func (b *Broker) awaitAll(sent []*pending, first error) error {
 		switch {
 		case out.err != nil:
 			first = cmpErr(first, out.err)
-		case out.res.Err != nil && !errors.Is(out.res.Err, replica.ErrScheduleStale):
+		case out.res.Err != nil && !errors.Is(out.res.Err, store.ErrScheduleStale):
 			// Stored nowhere (its topic is gone): the cursor moved on.
 			b.log.Warn("scheduler: delivery dropped", "topic", p.req.Topic, "messages", len(p.req.Messages), "error", out.res.Err)
 		case out.res.Err != nil:
@@ -317,7 +318,7 @@ func (b *Broker) dueRequests(q uint32, c uint64, now time.Time) ([]raftlog.Reque
 		topic, lm := b.nextStage(q, m, due, now)
 		ms := lm.EncodedSize()
 		if cur == nil || cur.Topic != topic || size+ms > deliverBatchBytes {
-			reqs = append(reqs, raftlog.Request{ProducerID: replica.ScheduleProducer(q), Seq: m.Offset, Topic: topic})
+			reqs = append(reqs, raftlog.Request{ProducerID: store.ScheduleProducer(q), Seq: m.Offset, Topic: topic})
 			cur, size = &reqs[len(reqs)-1], 0
 		}
 		cur.Messages = append(cur.Messages, lm)
@@ -331,9 +332,9 @@ func (b *Broker) dueRequests(q uint32, c uint64, now time.Time) ([]raftlog.Reque
 // once; a restaged one when its SCHEDULE_POP_MS says.
 func dueTime(q uint32, m *Message, appendedAt func(string) time.Time) time.Time {
 	switch {
-	case q < replica.ScheduleLevels:
+	case q < store.ScheduleLevels:
 		return appendedAt(m.ID).Add(mq.DelayLevels[q])
-	case q == replica.ScheduleIntakeQueue:
+	case q == store.ScheduleIntakeQueue:
 		return appendedAt(m.ID)
 	}
 	ms, err := strconv.ParseInt(m.Properties[mq.PropSchedulePopMS], 10, 64)
@@ -355,24 +356,24 @@ func (b *Broker) nextStage(q uint32, m *Message, due, now time.Time) (string, ra
 	for k, v := range m.Properties {
 		props[k] = v
 	}
-	if q < replica.ScheduleLevels || q == replica.ScheduleIntakeQueue {
+	if q < store.ScheduleLevels || q == store.ScheduleIntakeQueue {
 		props[mq.PropStagedID] = m.ID // the first stage: the id the ack named
 	}
 	lm := raftlog.Message{Timestamp: m.Timestamp, Key: m.Key, Tag: m.Tag, Body: m.Body, Properties: props}
 	if due.IsZero() { // the entry's append time is unknown here
 		due = now
 	}
-	if q >= replica.ScheduleIntakeQueue && q != replica.ScheduleFinalQueue {
+	if q >= store.ScheduleIntakeQueue && q != store.ScheduleFinalQueue {
 		at, err := strconv.ParseInt(props[mq.PropTimerDeliverMS], 10, 64)
 		if err == nil && time.UnixMilli(at).After(now) {
 			wait := time.UnixMilli(at).Sub(due)
-			if wait < replica.ScheduleUnit {
-				lm.Queue = replica.ScheduleFinalQueue
+			if wait < store.ScheduleUnit {
+				lm.Queue = store.ScheduleFinalQueue
 				props[mq.PropSchedulePopMS] = strconv.FormatInt(at, 10)
 			} else {
-				j := min(bits.Len64(uint64(wait/replica.ScheduleUnit))-1, replica.ScheduleCascadeCount-1)
-				lm.Queue = replica.ScheduleCascadeQueue(j)
-				props[mq.PropSchedulePopMS] = strconv.FormatInt(due.Add(replica.ScheduleUnit<<j).UnixMilli(), 10)
+				j := min(bits.Len64(uint64(wait/store.ScheduleUnit))-1, store.ScheduleCascadeCount-1)
+				lm.Queue = store.ScheduleCascadeQueue(j)
+				props[mq.PropSchedulePopMS] = strconv.FormatInt(due.Add(store.ScheduleUnit<<j).UnixMilli(), 10)
 			}
 			return mq.ScheduleTopic, lm
 		}

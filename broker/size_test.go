@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 func validConfig() Config {
@@ -72,7 +72,7 @@ func TestValidateProduceBoundsEncodedSize(t *testing.T) {
 		verr := ValidateProduce(&cfg, &req)
 		exact := raftlog.Request{ProducerID: req.ProducerID, Seq: req.Seq, Topic: req.Topic}
 		for _, m := range req.Messages {
-			exact.Messages = append(exact.Messages, raftlog.Message{Queue: replica.MaxQueues - 1, Timestamp: 1780000000000,
+			exact.Messages = append(exact.Messages, raftlog.Message{Queue: store.MaxQueues - 1, Timestamp: 1780000000000,
 				Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body})
 		}
 		size := exact.EncodedSize()

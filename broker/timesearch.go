@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // SearchOffsets returns, for each queue of topic (or only queues), the
@@ -12,7 +12,7 @@ import (
 // queue's end when none was: RocketMQ's searchOffset. It bisects each queue
 // with single-message reads of this node's log (a queue's offsets grow with
 // store time), so it costs about log2(messages) reads per queue.
-func (b *Broker) SearchOffsets(ctx context.Context, topic string, ts int64, queues []int32) ([]replica.OffsetEntry, error) {
+func (b *Broker) SearchOffsets(ctx context.Context, topic string, ts int64, queues []int32) ([]store.OffsetEntry, error) {
 	ti, err := b.fsm.Topic(topic)
 	if err != nil {
 		return nil, b.replicaErr(err)
@@ -21,7 +21,7 @@ func (b *Broker) SearchOffsets(ctx context.Context, topic string, ts int64, queu
 	if err != nil {
 		return nil, err
 	}
-	out := make([]replica.OffsetEntry, 0, len(qs))
+	out := make([]store.OffsetEntry, 0, len(qs))
 	for _, q := range qs {
 		rng := ti.Queues[q]
 		lo, hi := rng.Min, rng.Max
@@ -40,14 +40,14 @@ func (b *Broker) SearchOffsets(ctx context.Context, topic string, ts int64, queu
 				hi = mid
 			}
 		}
-		out = append(out, replica.OffsetEntry{Topic: topic, Queue: q, Offset: lo})
+		out = append(out, store.OffsetEntry{Topic: topic, Queue: q, Offset: lo})
 	}
 	return out, nil
 }
 
 // pickQueues is queues checked against ti, or every queue of ti when none
 // are named.
-func pickQueues(ti replica.TopicInfo, queues []int32) ([]int32, error) {
+func pickQueues(ti store.TopicInfo, queues []int32) ([]int32, error) {
 	if len(queues) == 0 {
 		all := make([]int32, len(ti.Queues))
 		for i := range all {

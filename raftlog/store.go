@@ -211,7 +211,7 @@ func takeCleanMark(dir string) (unclean bool, err error) {
 // entries may then be gone although it had acknowledged them, if the disk
 // lost writes it had confirmed (a volatile write cache, a torn sector):
 // such a node must not vote or campaign until it has caught up with a
-// leader (replica recovers that way), and then calls Recovered. Until then
+// leader (election recovers that way), and then calls Recovered. Until then
 // a clean Close leaves the directory marked unclean.
 func (s *Stores) Unclean() bool { return s.unclean.Load() }
 

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // fakePeer answers the Peer methods.
@@ -64,7 +64,7 @@ func TestPeerCallsReachANodeOfTheLegacyRelease(t *testing.T) {
 	if err != nil || st.ID != "n3" || st.Applied != 42 {
 		t.Fatalf("NodeState through the legacy name: %+v, %v", st, err)
 	}
-	if err := p.Register(ctx, addr, replica.NodeInfo{ID: "n2", ClientAddr: "c2", PeerAddr: "p2"}); err != nil {
+	if err := p.Register(ctx, addr, store.NodeInfo{ID: "n2", ClientAddr: "c2", PeerAddr: "p2"}); err != nil {
 		t.Fatalf("Register through the legacy name: %v", err)
 	}
 	if r := <-fake.registered; r.Id != "n2" || r.ClientAddress != "c2" || r.PeerAddress != "p2" {

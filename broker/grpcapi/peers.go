@@ -13,7 +13,7 @@ import (
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/internal/tlsconf"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Peers is a pool of gRPC connections to the other nodes. It implements
@@ -86,7 +86,7 @@ func (p *Peers) NodeState(ctx context.Context, addr string) (broker.NodeState, e
 }
 
 // Register asks the leader at addr to record n.
-func (p *Peers) Register(ctx context.Context, addr string, n replica.NodeInfo) error {
+func (p *Peers) Register(ctx context.Context, addr string, n store.NodeInfo) error {
 	cc, err := p.Conn(addr)
 	if err != nil {
 		return err

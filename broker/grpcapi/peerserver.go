@@ -9,7 +9,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // PeerServer implements api.PeerServer, the node-to-node service, over a
@@ -36,7 +36,7 @@ func (s *PeerServer) NodeState(ctx context.Context, req *api.NodeStateRequest) (
 
 // Register records a node's addresses.
 func (s *PeerServer) Register(ctx context.Context, req *api.RegisterRequest) (*api.RegisterResponse, error) {
-	n := replica.NodeInfo{ID: req.Id, ClientAddr: req.ClientAddress, HTTPAddr: req.HttpAddress, PeerAddr: req.PeerAddress}
+	n := store.NodeInfo{ID: req.Id, ClientAddr: req.ClientAddress, HTTPAddr: req.HttpAddress, PeerAddr: req.PeerAddress}
 	if n.PeerAddr == "" {
 		n.PeerAddr = n.ClientAddr
 	}

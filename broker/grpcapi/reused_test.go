@@ -10,13 +10,13 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // A reused sequence is InvalidArgument (a definite failure, never retried)
 // with an ErrorInfo that names the reason, and the message says what differs.
 func TestToStatusSequenceReused(t *testing.T) {
-	err := fmt.Errorf("%w: %w: producer %q sequence 3 held 1 messages", broker.ErrSequenceReused, replica.ErrSequenceReused, "p")
+	err := fmt.Errorf("%w: %w: producer %q sequence 3 held 1 messages", broker.ErrSequenceReused, store.ErrSequenceReused, "p")
 	st, ok := status.FromError(toStatus(err))
 	if !ok || st.Code() != codes.InvalidArgument || st.Message() != err.Error() {
 		t.Fatalf("status %v", st)

@@ -24,7 +24,7 @@ import (
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/internal/tlsconf"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // MaxMessageSize bounds one gRPC message this node sends (api.MaxMessageSize:
@@ -273,9 +273,9 @@ func pullResponse(res *broker.PullResult) *api.PullResponse {
 
 // CommitOffsets stores a group's offsets.
 func (s *Server) CommitOffsets(ctx context.Context, req *api.CommitOffsetsRequest) (*api.CommitOffsetsResponse, error) {
-	offs := make([]replica.OffsetEntry, len(req.Offsets))
+	offs := make([]store.OffsetEntry, len(req.Offsets))
 	for i, o := range req.Offsets {
-		offs[i] = replica.OffsetEntry{Topic: o.Topic, Queue: o.Queue, Offset: o.Offset}
+		offs[i] = store.OffsetEntry{Topic: o.Topic, Queue: o.Queue, Offset: o.Offset}
 	}
 	return call(ctx, s, func() (*api.CommitOffsetsResponse, error) {
 		if req.MemberId != "" {
@@ -310,10 +310,10 @@ func (s *Server) FetchOffsets(ctx context.Context, req *api.FetchOffsetsRequest)
 	})
 }
 
-func topicInfo(ti replica.TopicInfo) *api.TopicInfo {
+func topicInfo(ti store.TopicInfo) *api.TopicInfo {
 	out := &api.TopicInfo{Name: ti.Name, Queues: int32(len(ti.Queues)), Perm: ti.Perm}
 	if out.Perm == 0 {
-		out.Perm = replica.PermReadWrite
+		out.Perm = store.PermReadWrite
 	}
 	for i, q := range ti.Queues {
 		out.QueueInfo = append(out.QueueInfo, &api.QueueInfo{Queue: int32(i), MinOffset: q.Min, MaxOffset: q.Max})

@@ -11,7 +11,7 @@ import (
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	rmq "github.com/raftmq/raftmq/remoting"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 func (a *Adapter) queueArgs(req *rmq.Command) (string, int32, error) {
@@ -26,13 +26,13 @@ func (a *Adapter) queueArgs(req *rmq.Command) (string, int32, error) {
 }
 
 // queueRange is a queue's range as this node has applied it.
-func (a *Adapter) queueRange(topic string, q int32) (replica.QueueRange, error) {
+func (a *Adapter) queueRange(topic string, q int32) (store.QueueRange, error) {
 	ti, err := a.b.Topic(topic)
 	if err != nil {
-		return replica.QueueRange{}, err
+		return store.QueueRange{}, err
 	}
 	if int(q) >= len(ti.Queues) {
-		return replica.QueueRange{}, fmt.Errorf("%w: queue %d of topic %q with %d queues", broker.ErrInvalidArgument, q, topic, len(ti.Queues))
+		return store.QueueRange{}, fmt.Errorf("%w: queue %d of topic %q with %d queues", broker.ErrInvalidArgument, q, topic, len(ti.Queues))
 	}
 	return ti.Queues[q], nil
 }
@@ -231,9 +231,9 @@ func (c *committer) flush(fail error) {
 	for group, g := range batch {
 		err := fail
 		if err == nil {
-			entries := make([]replica.OffsetEntry, 0, len(g))
+			entries := make([]store.OffsetEntry, 0, len(g))
 			for k, v := range g {
-				entries = append(entries, replica.OffsetEntry{Topic: k.topic, Queue: k.queue, Offset: v.offset})
+				entries = append(entries, store.OffsetEntry{Topic: k.topic, Queue: k.queue, Offset: v.offset})
 			}
 			if err = c.commit(group, entries); err != nil {
 				c.a.log.Debug("offset commit", "group", group, "error", err)
@@ -256,7 +256,7 @@ func (c *committer) flush(fail error) {
 	}
 }
 
-func (c *committer) commit(group string, entries []replica.OffsetEntry) error {
+func (c *committer) commit(group string, entries []store.OffsetEntry) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := c.a.b.CommitOffsets(ctx, group, entries)

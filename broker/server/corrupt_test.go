@@ -22,8 +22,8 @@ import (
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
 )
 
 // flipSealedBody flips one byte of the message body that starts with mark
@@ -132,7 +132,7 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 	// The damaged leader stopped leading and is marked damaged.
 	waitFor(t, 30*time.Second, "the damaged node to be marked and to hand leadership over", func() bool {
 		d, ok := c.nodes[l].Broker().Damaged()
-		return ok && d.Index > 0 && c.nodes[l].Node().Role() != replica.Leader
+		return ok && d.Index > 0 && c.nodes[l].Node().Role() != election.Leader
 	})
 	if d, _ := c.nodes[l].Broker().Damaged(); d.Source != "log" {
 		t.Errorf("damage %+v, want found in the log", d)
@@ -140,7 +140,7 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 	nl := c.leaderExcept(l)
 	t.Logf("new leader %s", c.cfgs[nl].Raft.ID)
 	waitFor(t, 30*time.Second, "the new follower to apply everything", func() bool {
-		return c.nodes[f].Node().Applied() >= c.nodes[nl].Node().Applied()
+		return c.nodes[f].Store().Applied() >= c.nodes[nl].Store().Applied()
 	})
 	waitFor(t, 10*time.Second, "status on the new leader to show the damaged node", func() bool {
 		st, err := c.nodes[nl].Broker().Status()
@@ -201,16 +201,16 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 	// The re-added follower holds the good entry: its log was never sent
 	// the damaged one.
 	idx := func(i int) uint64 {
-		locs, _, err := c.nodes[i].Node().Locate("t", 0, bad, 1)
+		locs, _, err := c.nodes[i].Store().Locate("t", 0, bad, 1)
 		if err != nil || len(locs) == 0 {
 			t.Fatalf("locate offset %d on node %d: %v", bad, i, err)
 		}
 		return locs[0].LogIndex
 	}
-	if data, err := c.nodes[f].Stores().Read(idx(f)); err != nil || !bytes.Contains(data, []byte(bodies[bad])) {
+	if data, err := c.nodes[f].RaftLog().Read(idx(f)); err != nil || !bytes.Contains(data, []byte(bodies[bad])) {
 		t.Fatalf("re-added follower's entry for offset %d: %v", bad, err)
 	}
-	if _, err := c.nodes[l].Stores().Read(idx(l)); !errors.Is(err, raftlog.ErrCorrupt) {
+	if _, err := c.nodes[l].RaftLog().Read(idx(l)); !errors.Is(err, raftlog.ErrCorrupt) {
 		t.Fatalf("damaged node's entry: %v, want ErrCorrupt", err)
 	}
 
@@ -223,7 +223,7 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 		Messages: []broker.ProduceMessage{{Body: []byte("after")}}}); err != nil {
 		t.Fatalf("produce with the damaged node as the second voter: %v", err)
 	}
-	if c.nodes[l].Node().Role() == replica.Leader {
+	if c.nodes[l].Node().Role() == election.Leader {
 		t.Fatal("the damaged node leads")
 	}
 
@@ -260,7 +260,7 @@ func TestDamagedNodeVotesButNeverLeads(t *testing.T) {
 	// Kill the new leader too: the damaged node alone never takes over.
 	c.stop(nl, false)
 	time.Sleep(2 * time.Second)
-	if r := c.nodes[d].Node().Role(); r == replica.Leader {
+	if r := c.nodes[d].Node().Role(); r == election.Leader {
 		t.Fatalf("the node that does not campaign became %s", r)
 	}
 	if term := c.nodes[d].Node().Stats().Term; term > 10 {
@@ -292,13 +292,13 @@ func TestDamagedStateMachineHandsOverLeadership(t *testing.T) {
 	// memory, say), as if raft handed it the next entry.
 	bad := raftlog.EncodeBatch(&raftlog.Request{Topic: "t", Messages: []raftlog.Message{{Body: []byte("rotten")}}})
 	bad[len(bad)-1] ^= 0x01
-	fsm := c.nodes[l].Node()
+	fsm := c.nodes[l].Store()
 	fsm.ApplyUnreplicated(fsm.Applied()+1, bad)
 	frozen := fsm.Applied()
 
 	waitFor(t, 20*time.Second, "the damaged leader to be marked and hand leadership over", func() bool {
 		d, ok := c.nodes[l].Broker().Damaged()
-		return ok && d.Source == "state machine" && c.nodes[l].Node().Role() != replica.Leader
+		return ok && d.Source == "state machine" && c.nodes[l].Node().Role() != election.Leader
 	})
 	nl := c.leaderExcept(l)
 	get := func(path string) (int, string) {
@@ -337,6 +337,6 @@ func TestDamagedStateMachineHandsOverLeadership(t *testing.T) {
 		t.Fatalf("pull on the damaged node: %+v, want a suggestion to the leader %s", res, c.cfgs[nl].Raft.ID)
 	}
 	waitFor(t, 30*time.Second, "retention on the new leader despite the damaged follower", func() bool {
-		return c.nodes[nl].Node().LogFloor() > 0
+		return c.nodes[nl].Store().LogFloor() > 0
 	})
 }

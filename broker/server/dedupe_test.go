@@ -14,7 +14,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 func bodies(bs ...string) []broker.ProduceMessage {
@@ -38,7 +38,7 @@ func (c *cluster) ranges(t *testing.T, i int, topic string) string {
 
 // checkAcksHold pulls every acked offset from node i and checks that it holds
 // the message the ack was for.
-func (c *cluster) checkAcksHold(ctx context.Context, t *testing.T, i int, topic string, acks []replica.Ack, want []string) {
+func (c *cluster) checkAcksHold(ctx context.Context, t *testing.T, i int, topic string, acks []store.Ack, want []string) {
 	t.Helper()
 	for j, a := range acks {
 		r, err := c.nodes[i].Broker().Pull(ctx, broker.PullRequest{Topic: topic, Queue: int32(a.Queue), Offset: a.Offset, MaxMessages: 1})

@@ -15,7 +15,7 @@ import (
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // delivered watches a topic through whichever node leads and records, per
@@ -360,14 +360,14 @@ func TestDelayedSurvivesFullRestart(t *testing.T) {
 	// A delivery sent again (as by a leader that lost track of its first
 	// attempt's outcome) is a no-op on every node.
 	l := c.Leader()
-	res, err := c.Node(l).Node().Produce([]*raftlog.Request{{ProducerID: replica.ScheduleProducer(replica.ScheduleIntakeQueue), Seq: 0, Topic: "dr",
+	res, err := c.Node(l).Store().Produce([]*raftlog.Request{{ProducerID: store.ScheduleProducer(store.ScheduleIntakeQueue), Seq: 0, Topic: "dr",
 		Messages: []raftlog.Message{{Queue: 0, Body: []byte("early0")}}}}, 0, 10*time.Second).Wait()
-	if err != nil || !errors.Is(res[0].Err, replica.ErrScheduleStale) {
+	if err != nil || !errors.Is(res[0].Err, store.ErrScheduleStale) {
 		t.Fatalf("repeated delivery: %+v %v, want a stale no-op", res, err)
 	}
 	for i := 0; i < c.Size(); i++ {
 		n := c.Node(i)
-		waitFor(t, 30*time.Second, fmt.Sprintf("node %d to apply the repeat", i), func() bool { return n.Node().Applied() >= c.Node(l).Node().Applied() })
+		waitFor(t, 30*time.Second, fmt.Sprintf("node %d to apply the repeat", i), func() bool { return n.Store().Applied() >= c.Node(l).Store().Applied() })
 		ti, err := n.Broker().Topic("dr")
 		if err != nil || ti.Queues[0].Max+ti.Queues[1].Max != uint64(len(want)) {
 			t.Fatalf("node %d holds %+v (%v), want %d messages in all", i, ti, err, len(want))

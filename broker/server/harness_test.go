@@ -14,8 +14,8 @@ import (
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/broker/server/servertest"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/internal/localgroup"
-	"github.com/raftmq/raftmq/replica"
 )
 
 // cluster is an in-process group of real nodes: real raft over loopback TCP,
@@ -51,11 +51,11 @@ func (w testWriter) Write(p []byte) (int, error) {
 func newCluster(t *testing.T, n int, mod func(i int, c *server.Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t}
-	var peers []replica.Peer
+	var peers []election.Peer
 	raftAddrs := make([]string, n)
 	for i := 0; i < n; i++ {
 		raftAddrs[i] = freeAddr(t)
-		peers = append(peers, replica.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: raftAddrs[i]})
+		peers = append(peers, election.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: raftAddrs[i]})
 	}
 	for i := 0; i < n; i++ {
 		cfg := server.DefaultConfig()

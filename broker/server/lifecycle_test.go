@@ -80,7 +80,7 @@ func TestTopicPermissions(t *testing.T) {
 	for i := 0; i < c.Size(); i++ {
 		deadline := time.Now().Add(servertest.WaitTimeout)
 		for {
-			ti, err := c.Node(i).Node().Topic("p")
+			ti, err := c.Node(i).Store().Topic("p")
 			if err == nil && ti.Perm == 2 {
 				break
 			}
@@ -144,7 +144,7 @@ func TestDeleteTopic(t *testing.T) {
 	wantCode(t, "produce to a deleted topic", err, codes.NotFound, `topic "d" does not exist`)
 	for i := 0; i < c.Size(); i++ {
 		deadline := time.Now().Add(servertest.WaitTimeout)
-		for c.Node(i).Node().QueueCount("d") != 0 {
+		for c.Node(i).Store().QueueCount("d") != 0 {
 			if time.Now().After(deadline) {
 				t.Fatalf("node %d still holds topic d", i)
 			}

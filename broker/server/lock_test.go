@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/broker/server"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/election"
 )
 
 // TestSecondNodeOnADataDirectoryRefusesToStart: a second node started on a
@@ -23,7 +23,7 @@ func TestSecondNodeOnADataDirectoryRefusesToStart(t *testing.T) {
 	cfg.Listen = freeAddr(t)
 	cfg.Raft.ID = "n1"
 	cfg.Raft.BindAddr = freeAddr(t)
-	cfg.Raft.Peers = []replica.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
+	cfg.Raft.Peers = []election.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
 	first, err := server.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func TestSecondNodeOnADataDirectoryRefusesToStart(t *testing.T) {
 	second := cfg
 	second.Listen = freeAddr(t)
 	second.Raft.BindAddr = freeAddr(t)
-	second.Raft.Peers = []replica.Peer{{ID: "n1", Addr: second.Raft.BindAddr}}
+	second.Raft.Peers = []election.Peer{{ID: "n1", Addr: second.Raft.BindAddr}}
 	second.LockTimeout = 300 * time.Millisecond
 	start := time.Now()
 	s, err := server.Start(second)

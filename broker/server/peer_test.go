@@ -39,7 +39,7 @@ func TestNodeServesThePeerServiceAndTheLegacyNames(t *testing.T) {
 	if err := conn.Invoke(ctx, "/raftmq.v1.Broker/Register", reg, new(api.RegisterResponse)); err != nil {
 		t.Fatalf("Broker/Register (legacy name): %v", err)
 	}
-	if n, ok := c.nodes[l].Node().Node("n9"); !ok || n.ClientAddr != "127.0.0.1:1" {
+	if n, ok := c.nodes[l].Store().Node("n9"); !ok || n.ClientAddr != "127.0.0.1:1" {
 		t.Fatalf("registry after Register: %+v %v", n, ok)
 	}
 }

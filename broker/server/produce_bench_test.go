@@ -24,7 +24,7 @@ import (
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/election"
 )
 
 // benchHeartbeat overrides the Raft heartbeat and election timeouts (the
@@ -48,9 +48,9 @@ var benchMaxInflight = flag.Int("bench.max-inflight", 0, "broker MaxInflight of 
 // production timeouts and discards logs.
 func benchCluster(b *testing.B, n int) []*server.Server {
 	b.Helper()
-	var peers []replica.Peer
+	var peers []election.Peer
 	for i := 0; i < n; i++ {
-		peers = append(peers, replica.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: freeAddr(b)})
+		peers = append(peers, election.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: freeAddr(b)})
 	}
 	nodes := make([]*server.Server, n)
 	b.Cleanup(func() {
@@ -280,7 +280,7 @@ func BenchmarkPull(b *testing.B) {
 	wg.Wait()
 	for _, s := range nodes { // wait until every node has applied everything
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			ti, err := s.Node().Topic("bench")
+			ti, err := s.Store().Topic("bench")
 			total := uint64(0)
 			for _, q := range ti.Queues {
 				total += q.Max

@@ -166,7 +166,7 @@ func TestBusyLeaderHoldsProducersBack(t *testing.T) {
 	// each is polled until it has applied what the current leader has.
 	want := uint64(2 * (accepted + producers*sends))
 	held := func(i int) uint64 {
-		ti, err := c.nodes[i].Node().Topic("busy")
+		ti, err := c.nodes[i].Store().Topic("busy")
 		if err != nil {
 			return 0
 		}

@@ -1,6 +1,6 @@
 // Package server assembles one raftmq node from its parts: the raftlog
-// stores, the replica (raft and the state machine), the broker service, its
-// gRPC API and the HTTP endpoints (/metrics, /healthz, /readyz). The CLI's
+// stores, the state machine (store) and the raft node applying it
+// (election), the broker service, its gRPC API and the HTTP endpoints (/metrics, /healthz, /readyz). The CLI's
 // `raftmq server` and the in-process test clusters both start nodes here.
 //
 // It owns start-up order and shutdown order and nothing else.
@@ -29,9 +29,10 @@ import (
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/grpcapi"
 	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/internal/tlsconf"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Config is everything a node needs.
@@ -40,7 +41,7 @@ type Config struct {
 	LogStore  string // raftlog.KindWAL or raftlog.KindBolt
 	Listen    string // client API bind address
 	HTTP      string // "" disables
-	Raft      replica.Config
+	Raft      election.Config
 	Broker    broker.Config
 	Logger    hclog.Logger
 	SegmentMB int
@@ -80,7 +81,7 @@ type Config struct {
 // DefaultConfig returns a config with every default set; callers fill in
 // the node id, addresses, peers and data directory.
 func DefaultConfig() Config {
-	return Config{LogStore: raftlog.DefaultKind, Raft: replica.DefaultConfig(), Broker: broker.DefaultConfig(), VerifyLog: VerifyBackground,
+	return Config{LogStore: raftlog.DefaultKind, Raft: election.DefaultConfig(), Broker: broker.DefaultConfig(), VerifyLog: VerifyBackground,
 		VerifyLogMBps: DefaultVerifyLogMBps, SegmentMB: 64,
 		LockTimeout: 3 * time.Second}
 }
@@ -129,7 +130,8 @@ type Server struct {
 	cfg    Config
 	log    hclog.Logger
 	stores *raftlog.Stores
-	node   *replica.Node
+	node   *election.Node
+	store  *store.Store
 	broker *broker.Broker
 	peers  *grpcapi.Peers
 	grpc   *grpc.Server
@@ -243,18 +245,24 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	fsm, err := store.OpenFSM(log.Named("store"), filepath.Join(cfg.DataDir, "queueindex"), s.stores.Snapshots)
+	if err != nil {
+		return nil, err
+	}
 	rc := cfg.Raft
-	rc.Logger = log.Named("replica")
+	rc.Logger = log.Named("election")
 	rc.TLS = s.tls
-	s.node, err = replica.Start(rc, replica.Stores{Log: s.stores.Log, Stable: s.stores.Stable, Snapshots: s.stores.Snapshots,
-		Unclean: s.stores.Unclean(), Recovered: s.stores.Recovered, IndexDir: filepath.Join(cfg.DataDir, "queueindex")})
+	// The node closes fsm from here on, also when it fails to start.
+	s.node, err = election.Start(rc, fsm, election.RaftStores{Log: s.stores.Log, Stable: s.stores.Stable, Snapshots: s.stores.Snapshots,
+		Unclean: s.stores.Unclean(), Recovered: s.stores.Recovered})
 	if err != nil {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { s.node.Kill() })
+	s.store = store.New(fsm, s.node)
 	s.peers = grpcapi.NewPeers(cfg.PeerDial, s.tls)
 	cleanup = append(cleanup, func() { s.peers.Close() })
-	s.broker, err = broker.New(bc, broker.ReplicaOf(s.node), s.stores, s.peers)
+	s.broker, err = broker.New(bc, broker.ReplicaOf(s.store, s.node), s.stores, s.peers)
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +308,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	s.registerLogCheckMetrics()
 	if bgTo > 0 {
 		if err := s.stores.VerifyInBackground(raftlog.BackgroundCheck{From: s.stores.FirstIndex(), To: bgTo,
-			BytesPerSecond: int64(cfg.VerifyLogMBps) * 1e6, CheckMeta: replica.CheckCommand, Resume: true,
+			BytesPerSecond: int64(cfg.VerifyLogMBps) * 1e6, CheckMeta: store.CheckCommand, Resume: true,
 			Logger: log.Named("raftlog"), ProgressEvery: 10 * time.Second}); err != nil {
 			s.grpc.Stop()
 			return nil, err
@@ -330,7 +338,7 @@ func (s *Server) startRemoting() error {
 		return err
 	}
 	s.rmq, s.rmqLis = a, l
-	s.node.OnChange(func(replica.Event) { a.RoleChanged() })
+	s.node.OnChange(func(election.Event) { a.RoleChanged() })
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -354,7 +362,7 @@ func (s *Server) RemotingAddr() string {
 // a damaged snapshot aside when an older one and the log still hold all it
 // summarised, and refuses with the repair steps when they do not.
 func (s *Server) checkSnapshots() (restoreIndex uint64, err error) {
-	snaps, err := s.stores.CheckSnapshots(replica.CheckSnapshot)
+	snaps, err := s.stores.CheckSnapshots(store.CheckSnapshot)
 	if err != nil {
 		if raftlog.NeedsRepair(err) {
 			return 0, fmt.Errorf("%w\nthis node's data directory %s is damaged: the snapshots and log it holds do not hold all of the state it had; the other nodes of the group hold it.\n%s",
@@ -395,7 +403,7 @@ func (s *Server) checkLogAtStart() (bgTo uint64, err error) {
 	start := time.Now()
 	switch mode {
 	case VerifySync:
-		n, err := s.stores.Verify(replica.CheckCommand)
+		n, err := s.stores.Verify(store.CheckCommand)
 		if err != nil {
 			return 0, refuse(err)
 		}
@@ -416,7 +424,7 @@ func (s *Server) checkLogAtStart() (bgTo uint64, err error) {
 	}
 	snapsTook, start := time.Since(start), time.Now()
 	from := s.stores.StartCheckFrom(restore)
-	n, err := s.stores.VerifyRange(from, math.MaxUint64, replica.CheckCommand)
+	n, err := s.stores.VerifyRange(from, math.MaxUint64, store.CheckCommand)
 	if err != nil {
 		return 0, refuse(err)
 	}
@@ -512,11 +520,15 @@ func (s *Server) Addr() string { return s.lis.Addr().String() }
 // Broker is the node's broker service.
 func (s *Server) Broker() *broker.Broker { return s.broker }
 
-// Node is the node's replica: its raft member and the state it applies.
-func (s *Server) Node() *replica.Node { return s.node }
+// Node is the node's raft member: role, leader, membership, snapshots.
+func (s *Server) Node() *election.Node { return s.node }
 
-// Stores are the node's raft stores.
-func (s *Server) Stores() *raftlog.Stores { return s.stores }
+// Store is the node's replicated state: what it applied, and the typed
+// writes.
+func (s *Server) Store() *store.Store { return s.store }
+
+// RaftLog is the node's Raft log and raft's other stores (raftlog).
+func (s *Server) RaftLog() *raftlog.Stores { return s.stores }
 
 // Close stops the node gracefully: a leader first hands leadership over
 // (clients see a pause of milliseconds), then the API stops taking requests,
@@ -530,7 +542,7 @@ func (s *Server) Kill() error { return s.stop(false) }
 func (s *Server) stop(graceful bool) error {
 	var err error
 	s.once.Do(func() {
-		if graceful && s.node.Role() == replica.Leader {
+		if graceful && s.node.Role() == election.Leader {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			_, _, terr := s.broker.TransferLeader(ctx, "")
 			cancel()

@@ -19,7 +19,7 @@ import (
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // bigProps is n properties of 16 KB each, the per-property limit.
@@ -59,12 +59,12 @@ func groupStillWorks(t *testing.T, c *cluster, topic string) {
 		if err := s.Broker().Readiness(); err != nil {
 			t.Errorf("node %d not ready after the large requests: %v", i, err)
 		}
-		n, err := s.Stores().Verify(replica.CheckCommand)
+		n, err := s.RaftLog().Verify(store.CheckCommand)
 		if err != nil {
 			t.Errorf("node %d: log unreadable after %d entries: %v", i, n, err)
 		}
-		for idx := s.Stores().FirstIndex(); idx <= s.Stores().LastIndex(); idx++ {
-			if data, err := s.Stores().Read(idx); err == nil && len(data) > raftlog.MaxEntryBytes {
+		for idx := s.RaftLog().FirstIndex(); idx <= s.RaftLog().LastIndex(); idx++ {
+			if data, err := s.RaftLog().Read(idx); err == nil && len(data) > raftlog.MaxEntryBytes {
 				t.Errorf("node %d: entry %d is %d bytes, over raftlog.MaxEntryBytes", i, idx, len(data))
 			}
 		}
@@ -202,9 +202,9 @@ func TestCommitOffsetsListBounded(t *testing.T) {
 	if _, err := b.CreateTopic(ctx, "t", 1, false); err != nil {
 		t.Fatal(err)
 	}
-	offsets := make([]replica.OffsetEntry, 5000)
+	offsets := make([]store.OffsetEntry, 5000)
 	for i := range offsets {
-		offsets[i] = replica.OffsetEntry{Topic: "t", Queue: 0, Offset: 0}
+		offsets[i] = store.OffsetEntry{Topic: "t", Queue: 0, Offset: 0}
 	}
 	if err := b.CommitOffsets(ctx, "g", offsets); !errors.Is(err, broker.ErrTooLarge) || !strings.Contains(err.Error(), "--max-request-bytes") {
 		t.Fatalf("commit of 5,000 offsets: %v, want ErrTooLarge naming --max-request-bytes", err)
@@ -254,7 +254,7 @@ func TestNotReadyWhenLeaderCannotReplicate(t *testing.T) {
 
 	huge := make([]byte, 65<<20)
 	huge[0] = byte(raftlog.CmdMeta)
-	c.nodes[li].Node().ApplyAsync(huge, time.Second)
+	c.nodes[li].Store().ApplyAsync(huge, time.Second)
 
 	var body string
 	waitFor(t, 60*time.Second, "the stuck leader's /readyz to say not ready", func() bool {

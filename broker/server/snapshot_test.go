@@ -17,7 +17,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/election"
 )
 
 // logBuffer keeps what a node logs, for tests that look for a line.
@@ -46,7 +46,7 @@ func singleNode(t *testing.T) (server.Config, *logBuffer) {
 	cfg.Listen = freeAddr(t)
 	cfg.Raft.ID = "n1"
 	cfg.Raft.BindAddr = freeAddr(t)
-	cfg.Raft.Peers = []replica.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
+	cfg.Raft.Peers = []election.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
 	cfg.Broker.StatePeriod = 50 * time.Millisecond
 	logs := &logBuffer{}
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "n1", Level: hclog.Info, Output: io.MultiWriter(testWriter{t}, logs)})
@@ -251,7 +251,7 @@ func TestDamagedSnapshotWithRetentionGapRefuses(t *testing.T) {
 		sendBodies(t, ctx, s, "t", bodies)
 		snaps = snapshotIndexes(t, cfg.DataDir)
 		idx = sortedIndexes(snaps)
-		if logFrom := s.Stores().FirstIndex(); len(idx) >= 2 && logFrom > idx[len(idx)-2]+1 {
+		if logFrom := s.RaftLog().FirstIndex(); len(idx) >= 2 && logFrom > idx[len(idx)-2]+1 {
 			// A snapshot may complete between the look and the kill: look
 			// again at what the stopped node left (its log only shrinks).
 			s.Kill()
@@ -270,7 +270,7 @@ func TestDamagedSnapshotWithRetentionGapRefuses(t *testing.T) {
 			})
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no retention gap: snapshots %v, log from %d", idx, s.Stores().FirstIndex())
+			t.Fatalf("no retention gap: snapshots %v, log from %d", idx, s.RaftLog().FirstIndex())
 		}
 	}
 	newest := snaps[idx[len(idx)-1]]

@@ -13,7 +13,7 @@ import (
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/broker/server/servertest"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/election"
 )
 
 func TestStartRefusesBadConfig(t *testing.T) {
@@ -23,7 +23,7 @@ func TestStartRefusesBadConfig(t *testing.T) {
 		cfg.Listen = freeAddr(t)
 		cfg.Raft.ID = "n1"
 		cfg.Raft.BindAddr = freeAddr(t)
-		cfg.Raft.Peers = []replica.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
+		cfg.Raft.Peers = []election.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
 		return cfg
 	}
 	cases := []struct {
@@ -31,7 +31,7 @@ func TestStartRefusesBadConfig(t *testing.T) {
 		mod  func(*server.Config)
 		want string
 	}{
-		{"peers without this node", func(c *server.Config) { c.Raft.Peers = []replica.Peer{{ID: "n2", Addr: "127.0.0.1:1"}} }, "is not in it"},
+		{"peers without this node", func(c *server.Config) { c.Raft.Peers = []election.Peer{{ID: "n2", Addr: "127.0.0.1:1"}} }, "is not in it"},
 		{"no data dir", func(c *server.Config) { c.DataDir = "" }, "data directory"},
 		{"bad log store", func(c *server.Config) { c.LogStore = "sqlite" }, `log store "sqlite"`},
 		{"election below heartbeat", func(c *server.Config) { c.Raft.ElectionTimeout = time.Millisecond * 10 }, "election-timeout"},
@@ -59,7 +59,7 @@ func TestStartRefusesBadConfig(t *testing.T) {
 	}
 	s.Kill()
 	cfg.Raft.ID = "n9"
-	cfg.Raft.Peers = []replica.Peer{{ID: "n9", Addr: cfg.Raft.BindAddr}}
+	cfg.Raft.Peers = []election.Peer{{ID: "n9", Addr: cfg.Raft.BindAddr}}
 	if _, err := server.Start(cfg); err == nil || !strings.Contains(err.Error(), `belongs to node "n1"`) {
 		t.Fatalf("other node's data dir: %v", err)
 	}
@@ -155,7 +155,7 @@ func TestRefusalsForLostEntriesPrintRepairSteps(t *testing.T) {
 			cfg.Listen = freeAddr(t)
 			cfg.Raft.ID = "n1"
 			cfg.Raft.BindAddr = freeAddr(t)
-			cfg.Raft.Peers = []replica.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
+			cfg.Raft.Peers = []election.Peer{{ID: "n1", Addr: cfg.Raft.BindAddr}}
 			cfg.SegmentMB = tc.segmentMB
 			s, err := server.Start(cfg)
 			if err != nil {

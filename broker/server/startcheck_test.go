@@ -64,7 +64,7 @@ func TestOldLogDamageFoundInTheBackground(t *testing.T) {
 	}
 	logIndex := func(offset uint64) uint64 {
 		t.Helper()
-		locs, _, err := s.Node().Locate("t", 0, offset, 1)
+		locs, _, err := s.Store().Locate("t", 0, offset, 1)
 		if err != nil || len(locs) == 0 {
 			t.Fatalf("locate offset %d: %v", offset, err)
 		}
@@ -99,7 +99,7 @@ func TestOldLogDamageFoundInTheBackground(t *testing.T) {
 	if d, ok := s.Broker().Damaged(); ok {
 		t.Fatalf("damaged right after start, before the background check could reach the entry: %+v", d)
 	}
-	if p, ok := s.Stores().BackgroundProgress(); !ok || p.From > oldIdx || p.To < oldIdx {
+	if p, ok := s.RaftLog().BackgroundProgress(); !ok || p.From > oldIdx || p.To < oldIdx {
 		t.Fatalf("background check %+v (started %v): want it to cover entry %d", p, ok, oldIdx)
 	}
 	waitFor(t, 30*time.Second, "the restarted node to lead", func() bool { return s.Node().Ready() })
@@ -116,7 +116,7 @@ func TestOldLogDamageFoundInTheBackground(t *testing.T) {
 	if d, _ := s.Broker().Damaged(); d.Index != oldIdx || d.Source != "log" {
 		t.Errorf("damage %+v, want log index %d found in the log", d, oldIdx)
 	}
-	if p, _ := s.Stores().BackgroundProgress(); !p.Done || p.Damaged != oldIdx {
+	if p, _ := s.RaftLog().BackgroundProgress(); !p.Done || p.Damaged != oldIdx {
 		t.Errorf("background progress %+v, want done at the damaged entry %d", p, oldIdx)
 	}
 	if !strings.Contains(logs.String(), "background log check found a damaged entry") {

@@ -117,7 +117,7 @@ func TestStartTimeAgainstLogSize(t *testing.T) {
 			t.Fatal(err)
 		}
 		produce(produced.Load() + 8<<20)
-		last, snap := s.Stores().LastIndex(), s.Node().LastSnapshotIndex()
+		last, snap := s.RaftLog().LastIndex(), s.Node().LastSnapshotIndex()
 		t.Logf("built %d MB in %s", produced.Load()>>20, time.Since(t0).Round(time.Millisecond))
 		for r := 0; r < runs; r++ {
 			if err := s.Close(); err != nil {
@@ -159,7 +159,7 @@ func TestStartTimeAgainstLogSize(t *testing.T) {
 				lat = append(lat, time.Since(t0))
 			}
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-			p, _ := s.Stores().BackgroundProgress()
+			p, _ := s.RaftLog().BackgroundProgress()
 			t.Logf("| %s | %d | %s | %s | %s | %d |", mode.name, n, lat[n/2].Round(time.Microsecond), lat[n*9/10].Round(time.Microsecond),
 				lat[n*99/100].Round(time.Microsecond), p.Bytes/1e6)
 		}

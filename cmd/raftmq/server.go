@@ -16,11 +16,11 @@ import (
 	"github.com/raftmq/raftmq/broker"
 	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
 	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/internal/tlsconf"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
 )
 
 func serverCommand() *cli.Command {
@@ -108,14 +108,14 @@ func runServer(c *cli.Context) error {
 	}
 	var err error
 	if c.String("peers") != "" {
-		if cfg.Raft.Peers, err = replica.ParsePeers(c.String("peers")); err != nil {
+		if cfg.Raft.Peers, err = election.ParsePeers(c.String("peers")); err != nil {
 			return fmt.Errorf("--peers: %w", err)
 		}
 	}
-	if cfg.Raft.DialOverrides, err = replica.ParseDialOverrides(c.String("raft-dial")); err != nil {
+	if cfg.Raft.DialOverrides, err = election.ParseDialOverrides(c.String("raft-dial")); err != nil {
 		return fmt.Errorf("--raft-dial: %w", err)
 	}
-	if cfg.PeerDial, err = replica.ParseDialOverrides(c.String("peer-dial")); err != nil {
+	if cfg.PeerDial, err = election.ParseDialOverrides(c.String("peer-dial")); err != nil {
 		return fmt.Errorf("--peer-dial: %w", err)
 	}
 	if c.Bool("chaos-lazyfs") {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/raftmq/raftmq/internal/history"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // writeNodeLog makes a data directory holding the given entries (index 1
@@ -46,9 +46,9 @@ func sampleEntries() [][]byte {
 		return r
 	}
 	return [][]byte{
-		replica.EncodeCreateTopic("chaos", 2, true),
+		store.EncodeCreateTopic("chaos", 2, true),
 		raftlog.EncodeBatch(req(1, "w0-000001-0", "w0-000001-1"), req(2, "w0-000002-0")),
-		replica.EncodeRetain(2),
+		store.EncodeRetain(2),
 		raftlog.EncodeBatch(req(3, "w0-000003-0")),
 	}
 }
@@ -102,7 +102,7 @@ func TestCompareDiskLogsReportsDifferingEntry(t *testing.T) {
 	for _, n := range []string{"n1", "n2"} {
 		es := sampleEntries()
 		if n == "n2" {
-			es[2] = replica.EncodeRetain(3) // a metadata entry that differs
+			es[2] = store.EncodeRetain(3) // a metadata entry that differs
 		}
 		writeNodeLog(t, filepath.Join(base, n), 2, es)
 		d, err := ReadDiskLog(n, filepath.Join(base, n), scan)

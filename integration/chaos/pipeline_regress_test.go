@@ -10,8 +10,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/internal/localgroup"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // flakyLog fails StoreLogs while failing is set, like a log store on a full
@@ -55,22 +56,27 @@ func TestRegressionPipelineStallsAfterFailedAppend(t *testing.T) {
 	}
 	const n = 3
 	addrs := make([]string, n)
-	var peers []replica.Peer
+	var peers []election.Peer
 	ports, err := localgroup.FreePorts(n) // below the ephemeral range: see localgroup.FreePorts
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range addrs {
 		addrs[i] = fmt.Sprintf("127.0.0.1:%d", ports[i])
-		peers = append(peers, replica.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: addrs[i]})
+		peers = append(peers, election.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: addrs[i]})
 	}
-	nodes := make([]*replica.Node, n)
+	nodes := make([]*election.Node, n)
 	logs := make([]*flakyLog, n)
 	for i := range nodes {
-		cfg := replica.DefaultConfig()
+		cfg := election.DefaultConfig()
 		cfg.ID, cfg.BindAddr, cfg.Peers = peers[i].ID, addrs[i], peers
 		logs[i] = &flakyLog{LogStore: raft.NewInmemStore()}
-		node, err := replica.Start(cfg, replica.Stores{Log: logs[i], Stable: raft.NewInmemStore(), Snapshots: raft.NewInmemSnapshotStore()})
+		snaps := raft.NewInmemSnapshotStore()
+		fsm, err := store.OpenFSM(nil, "", snaps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node, err := election.Start(cfg, fsm, election.RaftStores{Log: logs[i], Stable: raft.NewInmemStore(), Snapshots: snaps})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +90,7 @@ func TestRegressionPipelineStallsAfterFailedAppend(t *testing.T) {
 	leader := -1
 	for deadline := time.Now().Add(20 * time.Second); leader < 0; {
 		for i, node := range nodes {
-			if node.Role() == replica.Leader {
+			if node.Role() == election.Leader {
 				leader = i
 			}
 		}
@@ -107,13 +113,13 @@ func TestRegressionPipelineStallsAfterFailedAppend(t *testing.T) {
 				return
 			case <-time.After(time.Millisecond):
 			}
-			nodes[leader].ApplyAsync(replica.EncodeRetain(0), time.Second) // a valid command that changes nothing
+			nodes[leader].Apply(store.EncodeRetain(0), time.Second) // a valid command that changes nothing
 		}
 	}()
 	defer func() { close(stop); wg.Wait() }()
 
 	for round := 1; round <= 10; round++ {
-		if nodes[leader].Role() != replica.Leader {
+		if nodes[leader].Role() != election.Leader {
 			t.Skipf("leadership moved in round %d; the test needs a stable leader", round)
 		}
 		logs[follower].failing.Store(true)

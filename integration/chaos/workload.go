@@ -16,7 +16,7 @@ import (
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/internal/history"
 	"github.com/raftmq/raftmq/raftlog"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/store"
 )
 
 // Workload parameters.
@@ -625,7 +625,7 @@ func exactSize(msgs []*api.ProduceMessage) int {
 // widest queue number and count, for a producer id and topic of up to 64
 // bytes each: a request it puts within --max-request-bytes is within.
 func boundSize(msgs []*api.ProduceMessage) int {
-	return encodedSize(msgs, strings.Repeat("x", 64), replica.MaxQueues-1, 9)
+	return encodedSize(msgs, strings.Repeat("x", 64), store.MaxQueues-1, 9)
 }
 
 func encodedSize(msgs []*api.ProduceMessage, ids string, queue uint32, extra int) int {

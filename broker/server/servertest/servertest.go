@@ -13,9 +13,9 @@ import (
 
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/internal/faultproxy"
 	"github.com/raftmq/raftmq/internal/localgroup"
-	"github.com/raftmq/raftmq/replica"
 )
 
 // WaitTimeout bounds Leader and LeaderExcept: generous, for a loaded
@@ -63,7 +63,7 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 		opt(&o)
 	}
 	c := &Cluster{t: t, inmem: o.inmem, nodes: make([]*server.Server, n), cut: make([]bool, n)}
-	var peers []replica.Peer
+	var peers []election.Peer
 	raftAddrs := make([]string, n)
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
@@ -72,7 +72,7 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 		} else {
 			raftAddrs[i] = freeAddr(t)
 		}
-		peers = append(peers, replica.Peer{ID: id, Addr: raftAddrs[i]})
+		peers = append(peers, election.Peer{ID: id, Addr: raftAddrs[i]})
 	}
 	if c.inmem {
 		c.trans = make([]*raft.InmemTransport, n)
@@ -127,7 +127,7 @@ func (c *Cluster) start(i int) {
 	var tr *raft.InmemTransport
 	if c.inmem {
 		// A node closes its transport when it stops: every start gets a new
-		// one. The timeout is the TCP transport's (replica): raft's default
+		// one. The timeout is the TCP transport's (election): raft's default
 		// of 500ms fails appends to a follower whose fsync is slow on a
 		// loaded machine.
 		_, tr = raft.NewInmemTransportWithTimeout(raft.ServerAddress(cfg.Raft.BindAddr), 5*time.Second)
@@ -241,7 +241,7 @@ func (c *Cluster) stop(i int, graceful bool) {
 	if s == nil {
 		return
 	}
-	if graceful && c.inmem && s.Node().Role() == replica.Leader {
+	if graceful && c.inmem && s.Node().Role() == election.Leader {
 		// What Close does first, done here so that the node can be cut off
 		// before it stops (below).
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

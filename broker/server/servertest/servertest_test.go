@@ -9,7 +9,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/raftmq/raftmq/broker/server/servertest"
-	"github.com/raftmq/raftmq/replica"
+	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/store"
 )
 
 func TestMain(m *testing.M) {
@@ -41,11 +42,11 @@ func createTopic(t *testing.T, c *servertest.Cluster, skip int, name string) {
 	defer cancel()
 	for {
 		l := c.LeaderExcept(skip)
-		_, err := c.Node(l).Node().CreateTopic(ctx, name, 2, true)
+		_, err := c.Node(l).Store().CreateTopic(ctx, name, 2, true)
 		if err == nil {
 			return
 		}
-		if ctx.Err() != nil || !(errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrUnknownOutcome)) {
+		if ctx.Err() != nil || !(errors.Is(err, store.ErrNotLeader) || errors.Is(err, store.ErrUnknownOutcome)) {
 			t.Fatalf("create topic %q on node %d: %v", name, l, err)
 		}
 		t.Logf("create topic %q on node %d: %v; trying again", name, l, err)
@@ -54,7 +55,7 @@ func createTopic(t *testing.T, c *servertest.Cluster, skip int, name string) {
 }
 
 func hasTopic(c *servertest.Cluster, i int, name string) bool {
-	_, err := c.Node(i).Node().Topic(name)
+	_, err := c.Node(i).Store().Topic(name)
 	return err == nil
 }
 
@@ -77,7 +78,7 @@ func TestCluster(t *testing.T) {
 
 			c.Partition(old)
 			c.LeaderExcept(old) // a new leader among the others
-			waitFor(t, "the cut-off leader to step down", func() bool { return c.Node(old).Node().Role() != replica.Leader })
+			waitFor(t, "the cut-off leader to step down", func() bool { return c.Node(old).Node().Role() != election.Leader })
 			createTopic(t, c, old, "during")
 			if hasTopic(c, old, "during") {
 				t.Fatal("the cut-off node applied an entry of the new leader")

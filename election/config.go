@@ -1,0 +1,203 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/raftmq/raftmq/internal/tlsconf"
+)
+
+// Peer is one voter of the initial configuration.
+type Peer struct {
+	ID   string
+	Addr string
+}
+
+// FormatPeers is peers as ParsePeers reads them: "id@host:port,...".
+func FormatPeers(peers []Peer) string {
+	parts := make([]string, len(peers))
+	for i, p := range peers {
+		parts[i] = p.ID + "@" + p.Addr
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParsePeers parses "id@host:port,id@host:port".
+func ParsePeers(s string) ([]Peer, error) {
+	var out []Peer
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(part, "@")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("peer %q: want ID@HOST:PORT", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("peer %q: address: %w", part, err)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("peer id %q appears twice", id)
+		}
+		seen[id] = true
+		out = append(out, Peer{ID: id, Addr: addr})
+	}
+	return out, nil
+}
+
+// CheckAddr checks that addr is a HOST:PORT another node can dial: the port
+// a number in 1..65535, the host non-empty and resolvable (bounded by ctx
+// and two seconds).
+func CheckAddr(ctx context.Context, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: want HOST:PORT: %w", addr, err)
+	}
+	if host == "" {
+		return fmt.Errorf("address %q: no host; other nodes cannot dial it", addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("address %q: port %q: want 1 to 65535", addr, port)
+	}
+	if net.ParseIP(host) != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := net.DefaultResolver.LookupHost(ctx, host); err != nil {
+		return fmt.Errorf("address %q: host %q does not resolve: %w", addr, host, err)
+	}
+	return nil
+}
+
+// Config is the Raft side of a node.
+type Config struct {
+	ID            string
+	BindAddr      string // raft TCP listen address; unused with Transport
+	AdvertiseAddr string // address the other nodes dial; defaults to BindAddr
+	// Transport, when set, carries this node's raft traffic instead of a TCP
+	// transport on BindAddr (tests: raft.InmemTransport). The node closes it
+	// when it shuts down, as it does its own; a restarted node needs a new
+	// one. DialOverrides do not apply to it.
+	Transport raft.Transport
+	// Peers is the initial voter set. It is used only to bootstrap a node
+	// with no state; it must contain this node.
+	Peers []Peer
+	// DialOverrides maps server ids to the address this node dials for them
+	// instead of the configured one. Fault-injection tests put a proxy per
+	// direction between nodes this way; production leaves it empty.
+	DialOverrides map[string]string
+	// TLS, when on, carries raft traffic over TLS (internal/tlsconf): the
+	// raft port requires a certificate the cluster CA signed from every
+	// node that dials it, and this node dials its peers with its own. A
+	// permissive node also takes plaintext. Nil: plaintext.
+	TLS *tlsconf.Node
+
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	MaxAppendEntries   int
+	SnapshotThreshold  uint64
+	SnapshotInterval   time.Duration
+	// RecoveryTimeout: after an unclean start, the node votes and campaigns
+	// again once it has heard from no leader for this long (recover.go);
+	// 0 means DefaultRecoveryTimeout.
+	RecoveryTimeout time.Duration
+
+	Logger hclog.Logger
+}
+
+// DefaultConfig holds the timeouts measured to fail over in well under a
+// second on loopback and in containers.
+func DefaultConfig() Config {
+	return Config{
+		HeartbeatTimeout: 250 * time.Millisecond,
+		ElectionTimeout:  250 * time.Millisecond,
+		// A lease as long as the heartbeat timeout: at half of it, leaders on
+		// a loaded 2-core machine stepped down dozens of times a minute
+		// (docs/BENCHMARKS.md). A dead leader is replaced just as fast.
+		LeaderLeaseTimeout: 250 * time.Millisecond,
+		CommitTimeout:      5 * time.Millisecond,
+		MaxAppendEntries:   128,
+		SnapshotThreshold:  32768,
+		SnapshotInterval:   30 * time.Second,
+	}
+}
+
+// Validate names the field and value of the first problem.
+func (c *Config) Validate() error {
+	if c.ID == "" {
+		return errors.New("id: empty; every node needs a unique id")
+	}
+	if c.Transport == nil {
+		if _, _, err := net.SplitHostPort(c.BindAddr); err != nil {
+			return fmt.Errorf("raft address %q: %w", c.BindAddr, err)
+		}
+	}
+	if c.HeartbeatTimeout < 5*time.Millisecond {
+		return fmt.Errorf("heartbeat-timeout %s: must be at least 5ms", c.HeartbeatTimeout)
+	}
+	if c.ElectionTimeout < c.HeartbeatTimeout {
+		return fmt.Errorf("election-timeout %s: must be at least heartbeat-timeout %s", c.ElectionTimeout, c.HeartbeatTimeout)
+	}
+	if c.LeaderLeaseTimeout <= 0 || c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		return fmt.Errorf("leader lease %s: must be in (0, heartbeat-timeout %s]", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	}
+	if c.CommitTimeout < time.Millisecond {
+		return fmt.Errorf("commit-timeout %s: must be at least 1ms", c.CommitTimeout)
+	}
+	if c.MaxAppendEntries < 1 || c.MaxAppendEntries > 1024 {
+		return fmt.Errorf("max-append-entries %d: must be 1..1024", c.MaxAppendEntries)
+	}
+	if len(c.Peers) > 0 {
+		found := false
+		for _, p := range c.Peers {
+			if p.ID == c.ID {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("--peers %s: this node's id %q is not in it (give every member as ID@RAFTADDR, this one included)", FormatPeers(c.Peers), c.ID)
+		}
+	}
+	return nil
+}
+
+type dialOverrides map[string]string
+
+func (d dialOverrides) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if a, ok := d[string(id)]; ok {
+		return raft.ServerAddress(a), nil
+	}
+	return "", fmt.Errorf("no dial override for %s", id) // the transport then dials the configured address
+}
+
+// ParseDialOverrides parses "id=host:port,id=host:port".
+func ParseDialOverrides(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(part, "=")
+		if !ok || id == "" {
+			return nil, fmt.Errorf("dial override %q: want ID=HOST:PORT", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("dial override %q: %w", part, err)
+		}
+		out[id] = addr
+	}
+	return out, nil
+}

@@ -1,0 +1,120 @@
+package election
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// TestStartOnGivenTransport runs a 3-node group over raft's in-memory
+// transport: it elects a leader, replicates, elects another when the leader
+// is killed, and each node closes its transport when it stops.
+func TestStartOnGivenTransport(t *testing.T) {
+	const n = 3
+	var peers []Peer
+	trans := make([]*raft.InmemTransport, n)
+	for i := range trans {
+		var addr raft.ServerAddress
+		addr, trans[i] = raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("inmem-n%d", i+1)))
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), Addr: string(addr)})
+	}
+	for i := range trans {
+		for j := range trans {
+			if i != j {
+				trans[i].Connect(trans[j].LocalAddr(), trans[j])
+			}
+		}
+	}
+	nodes := make([]*Node, n)
+	fsms := make([]*testFSM, n)
+	t.Cleanup(func() {
+		for _, nd := range nodes {
+			if nd != nil {
+				nd.Kill()
+			}
+		}
+	})
+	for i := range nodes {
+		cfg := DefaultConfig()
+		cfg.ID, cfg.Peers, cfg.Transport = peers[i].ID, peers, trans[i]
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: peers[i].ID, Level: hclog.Warn, Output: testLog{t}})
+		fsms[i] = newTestFSM()
+		nd, err := Start(cfg, fsms[i], RaftStores{Log: raft.NewInmemStore(), Stable: raft.NewInmemStore(), Snapshots: raft.NewInmemSnapshotStore()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = nd
+	}
+	leader := func(skip int) int {
+		t.Helper()
+		idx := -1
+		waitUntil(t, 20*time.Second, "a ready leader", func() bool {
+			for i, nd := range nodes {
+				if i != skip && nd != nil && nd.Ready() {
+					idx = i
+					return true
+				}
+			}
+			return false
+		})
+		return idx
+	}
+	first := leader(-1)
+	if err := nodes[first].Apply([]byte("t"), 10*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range fsms {
+		waitUntil(t, 10*time.Second, peers[i].ID+" to apply the command", func() bool { return f.Has("t") })
+	}
+
+	if err := nodes[first].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	nodes[first] = nil
+	// A closed InmemTransport has forgotten its peers.
+	other := (first + 1) % n
+	var resp raft.AppendEntriesResponse
+	if err := trans[first].AppendEntries(raft.ServerID(peers[other].ID), trans[other].LocalAddr(), &raft.AppendEntriesRequest{}, &resp); err == nil {
+		t.Fatal("the killed node's transport still reaches its peers: Kill did not close it")
+	}
+	if !fsms[first].closed {
+		t.Error("Kill did not close the killed node's state machine")
+	}
+	second := leader(first)
+	if err := nodes[second].Apply([]byte("u"), 10*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// noPreVote is a transport without raft.WithPreVote.
+type noPreVote struct{ raft.Transport }
+
+// TestGatedTransportPassesOptionalInterfaces: raft pre-votes when the
+// transport has RequestPreVote, so the wrapper has it exactly when the
+// wrapped transport does; it always refuses pipelines and passes Close on.
+func TestGatedTransportPassesOptionalInterfaces(t *testing.T) {
+	var no, rec atomic.Bool
+	_, inmem := raft.NewInmemTransport("")
+	if _, ok := newGatedTransport(inmem, &no, &rec).raftTransport().(raft.WithPreVote); !ok {
+		t.Error("over an InmemTransport: no RequestPreVote; raft would not pre-vote")
+	}
+	plain := newGatedTransport(noPreVote{inmem}, &no, &rec).raftTransport()
+	if _, ok := plain.(raft.WithPreVote); ok {
+		t.Error("over a transport without RequestPreVote: the wrapper claims it")
+	}
+	if _, ok := plain.(raft.WithClose); !ok {
+		t.Error("no Close: raft would not close the transport on shutdown")
+	}
+	if _, err := plain.AppendEntriesPipeline("x", "x"); err != raft.ErrPipelineReplicationNotSupported {
+		t.Errorf("AppendEntriesPipeline: %v, want ErrPipelineReplicationNotSupported", err)
+	}
+	no.Store(true)
+	var resp raft.RequestVoteResponse
+	if err := plain.RequestVote("x", "x", &raft.RequestVoteRequest{}, &resp); err != errNoCampaign {
+		t.Errorf("RequestVote after NeverCampaign: %v, want errNoCampaign", err)
+	}
+}
