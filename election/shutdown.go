@@ -7,9 +7,9 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Close shuts raft down. A leader first hands leadership to the most
-// caught-up follower so clients see a pause of milliseconds, not an
-// election. Close is idempotent.
+// Close shuts raft down, then closes the state machine. A leader first
+// hands leadership to the most caught-up follower so clients see a pause of
+// milliseconds, not an election. Close is idempotent.
 func (n *Node) Close() error {
 	if n.closed.Swap(true) {
 		return nil
