@@ -193,6 +193,8 @@ func TestChaosShort(t *testing.T) {
 			ep(13, 2500*time.Millisecond, FaultKill),
 			ep(14, 500*time.Millisecond, FaultMembership),
 			ep(15, 1500*time.Millisecond, FaultKillLeader),
+			ep(24, 0, FaultCorruptIndex), // a stopped follower's
+			ep(27, 0, FaultCorruptIndex), // a running node's
 		}},
 	}
 	if *flagShortFull {

@@ -38,13 +38,14 @@ const (
 	FaultCorruptStable     = "corrupt-stable"     // damage a stopped follower's stable store (term, or a zeroed page); observe; repair it
 	FaultCorruptSnapshot   = "corrupt-snapshot"   // flip a byte of a stopped follower's newest snapshot; observe; repair it
 	FaultCorruptRunning    = "corrupt-running"    // flip a committed body in the running leader's log, re-add a wiped follower (it gets the whole log), then restart the leader
+	FaultCorruptIndex      = "corrupt-index"      // flip, tear or delete a queue index file of a running node or of a stopped follower (then started); it serves nothing wrong
 )
 
 // AllFaults lists the fault kinds of "all" (-chaos.faults=all, the
 // default).
 var AllFaults = []string{FaultKillLeader, FaultKill, FaultPause, FaultPartitionLeader, FaultPartitionFollower,
 	FaultPartitionOneWay, FaultDelay, FaultTransfer, FaultMembership, FaultTornWrite, FaultCorrupt, FaultDiskFull,
-	FaultSlowDisk, FaultLostUnsynced, FaultCorruptMeta, FaultCorruptRunning}
+	FaultSlowDisk, FaultLostUnsynced, FaultCorruptMeta, FaultCorruptRunning, FaultCorruptIndex}
 
 // ExtraFaults are the kinds only "full" (or naming them) turns on. Each
 // finds an open defect (docs/RELIABILITY.md): a damaged newest snapshot
@@ -60,7 +61,7 @@ var combinable = map[string]bool{FaultKillLeader: true, FaultKill: true, FaultPa
 
 var weights = map[string]int{FaultKillLeader: 3, FaultKill: 2, FaultPause: 2, FaultPartitionLeader: 3, FaultPartitionFollower: 2,
 	FaultPartitionOneWay: 3, FaultDelay: 1, FaultTransfer: 1, FaultMembership: 1, FaultTornWrite: 2, FaultCorrupt: 1, FaultDiskFull: 1,
-	FaultSlowDisk: 2, FaultLostUnsynced: 2, FaultCorruptMeta: 1, FaultCorruptStable: 1, FaultCorruptSnapshot: 1, FaultCorruptRunning: 1}
+	FaultSlowDisk: 2, FaultLostUnsynced: 2, FaultCorruptMeta: 1, FaultCorruptStable: 1, FaultCorruptSnapshot: 1, FaultCorruptRunning: 1, FaultCorruptIndex: 1}
 
 // Episode is one step of a schedule: wait Gap, apply Kinds, hold, heal.
 type Episode struct {
@@ -620,6 +621,9 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 	case FaultCorruptRunning:
 		return nil, nm.corruptRunning(ctx, rng, used)
 
+	case FaultCorruptIndex:
+		return nil, nm.corruptIndex(ctx, rng, used)
+
 	case FaultDiskFull:
 		n := nm.DiskNode
 		if n == nil {
@@ -761,6 +765,54 @@ func (nm *Nemesis) damageStopped(ctx context.Context, kind string, rng *rand.Ran
 	nm.mu.Lock()
 	delete(nm.damaged, n.ID)
 	nm.mu.Unlock()
+	return nil
+}
+
+// corruptIndex damages a queue index file (DamageIndex): half the time of
+// a running node, leader or not, which goes on serving; else of a follower
+// stopped for it, which must then start (the index is derived state, not
+// a reason to refuse). Either way the node stays as it is: consumers keep
+// reading through it and everything served is checked as always.
+func (nm *Nemesis) corruptIndex(ctx context.Context, rng *rand.Rand, used map[string]bool) error {
+	if rng.Intn(2) == 0 {
+		n := nm.pickMaybeLeader(ctx, rng, used)
+		if n == nil {
+			return errors.New("no running node")
+		}
+		used[n.ID] = true
+		desc, err := DamageIndex(n.Data, rng)
+		if err != nil {
+			return err
+		}
+		nm.Rec.Event(FaultCorruptIndex, "running %s: %s", n.ID, desc)
+		nm.outcome(FaultCorruptIndex + ": running node damaged")
+		return nil
+	}
+	var cand []*Node
+	for _, f := range nm.followers(ctx) {
+		if !used[f.ID] && f.Running() {
+			cand = append(cand, f)
+		}
+	}
+	if len(cand) == 0 {
+		return errors.New("no running follower")
+	}
+	sort.Slice(cand, func(i, j int) bool { return cand[i].ID < cand[j].ID })
+	n := cand[rng.Intn(len(cand))]
+	used[n.ID] = true
+	if err := nm.C.Stop(n, 10*time.Second); err != nil {
+		return err
+	}
+	desc, err := DamageIndex(n.Data, rng)
+	if err != nil {
+		nm.Rec.Event(FaultCorruptIndex, "%s: cannot damage (%v); restarting it as is", n.ID, err)
+		nm.restart(ctx, n, "after a graceful stop")
+		return err
+	}
+	nm.Rec.Event(FaultCorruptIndex, "stopped %s; %s", n.ID, desc)
+	if nm.restart(ctx, n, "over a damaged queue index") == restartOK {
+		nm.outcome(FaultCorruptIndex + ": stopped follower started")
+	}
 	return nil
 }
 

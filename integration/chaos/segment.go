@@ -374,3 +374,47 @@ func DamageSnapshot(dataDir string, rng *rand.Rand) (string, error) {
 	}
 	return fmt.Sprintf("flipped byte %d of %d of snapshot %s", pos, st.Size(), filepath.Base(filepath.Dir(path))), nil
 }
+
+// DamageIndex damages one file of a node's queue index (store/queueindex,
+// in the data directory's queueindex/ directory): it flips a byte inside a
+// record, tears the file inside its last record, or deletes it. The index
+// is derived from the log, so a node must start over any of these and never
+// serve a message at a wrong offset.
+func DamageIndex(dataDir string, rng *rand.Rand) (string, error) {
+	files, err := filepath.Glob(filepath.Join(dataDir, "queueindex", "*", "*", "*.idx"))
+	if err != nil {
+		return "", err
+	}
+	var cand []string
+	var sizes []int64
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil && st.Size() >= 28 {
+			cand, sizes = append(cand, f), append(sizes, st.Size())
+		}
+	}
+	if len(cand) == 0 {
+		return "", fmt.Errorf("no queue index file with a record in %s", filepath.Join(dataDir, "queueindex"))
+	}
+	i := rng.Intn(len(cand))
+	path, size := cand[i], sizes[i]
+	name := filepath.Join(filepath.Base(filepath.Dir(filepath.Dir(path))), filepath.Base(filepath.Dir(path)), filepath.Base(path))
+	switch rng.Intn(3) {
+	case 0:
+		pos := rng.Int63n(size)
+		if err := flipAt(path, pos); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("flipped byte %d of %d of queue index file %s", pos, size, name), nil
+	case 1:
+		cut := size - 1 - rng.Int63n(27)
+		if err := os.Truncate(path, cut); err != nil {
+			return "", fmt.Errorf("tear queue index file: %w", err)
+		}
+		return fmt.Sprintf("cut queue index file %s from %d to %d bytes (inside its last record)", name, size, cut), nil
+	default:
+		if err := os.Remove(path); err != nil {
+			return "", fmt.Errorf("delete queue index file: %w", err)
+		}
+		return fmt.Sprintf("deleted queue index file %s (%d bytes)", name, size), nil
+	}
+}
