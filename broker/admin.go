@@ -39,7 +39,7 @@ func (b *Broker) DescribeTopic(ctx context.Context, name string) (store.TopicInf
 // Topic describes one topic as this node has applied it.
 func (b *Broker) Topic(name string) (store.TopicInfo, error) {
 	if err := store.ValidateName("topic", name); err != nil {
-		return store.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return store.TopicInfo{}, storeErr(err)
 	}
 	ti, err := b.fsm.Topic(name)
 	return ti, b.replicaErr(err)
