@@ -82,6 +82,8 @@ type inflightEntry struct {
 // here. Only the leader produces; others get a NotLeaderError.
 func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult, error) {
 	start := time.Now()
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
 	if err := ValidateProduce(&b.cfg, &req); err != nil {
 		b.m.produceErrors.WithLabelValues("invalid").Inc()
 		return ProduceResult{}, err

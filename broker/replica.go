@@ -65,8 +65,9 @@ type Leadership interface {
 	Ready() bool
 	LeaderID() string
 	Stats() election.Stats
-	// OnChange registers a function called at every role or leader change.
-	OnChange(fn func(election.Event))
+	// OnChange registers a function called at every role or leader
+	// change; remove unregisters it.
+	OnChange(fn func(election.Event)) (remove func())
 	NeverCampaign()
 }
 
