@@ -39,7 +39,7 @@ func (b *Broker) DescribeTopic(ctx context.Context, name string) (store.TopicInf
 // Topic describes one topic as this node has applied it.
 func (b *Broker) Topic(name string) (store.TopicInfo, error) {
 	if err := store.ValidateName("topic", name); err != nil {
-		return store.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return store.TopicInfo{}, storeErr(err)
 	}
 	ti, err := b.fsm.Topic(name)
 	return ti, b.replicaErr(err)
@@ -272,7 +272,7 @@ func (b *Broker) undoAdd(id string, wasMember bool, why string) error {
 		return fmt.Errorf("member add %s: it %s, and removing it again failed (%w): it is still in the configuration as a non-voter; run `raftmq member remove %s`",
 			id, why, b.replicaErr(err), id)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()
 	if err := b.w.ForgetNode(ctx, id); err != nil {
 		b.log.Warn("forget removed node's addresses", "id", id, "error", err)

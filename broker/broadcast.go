@@ -65,10 +65,10 @@ func (b *Broker) assignAllLocked(gs *groupState) {
 
 func validMember(group, member string) error {
 	if err := store.ValidateName("group", group); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return storeErr(err)
 	}
 	if err := store.ValidateMember(member); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return storeErr(err)
 	}
 	return nil
 }

@@ -204,9 +204,17 @@ type Broker struct {
 	sched       ScheduleState   // nil: delayed messages are refused
 	scheduler   scheduler
 
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	closed atomic.Bool
+	// ctx ends when Close begins; every call's wait and every call to a
+	// peer derives from it (callCtx), so none outlasts Close.
+	ctx    context.Context
+	cancel context.CancelFunc
+	stop   chan struct{} // closed with ctx, for loops that select on it
+	// mu orders goFunc against Close: once closed is set under it, no
+	// goroutine starts, so Close's wait covers every one.
+	mu       sync.Mutex
+	wg       sync.WaitGroup
+	closed   atomic.Bool
+	unlisten func() // removes onRoleChange from the replica's listeners
 }
 
 // New starts a broker over a running replica and its log.
@@ -237,12 +245,13 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 		load:      newLoadMeter(cfg.CPUBudget),
 		sched:     rep.Schedule,
 	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
 	brokersInProcess.Add(1)
 	b.view = newClusterView()
 	b.groups = newGroups()
 	b.m = newMetrics(b)
 	b.registerDelayMetrics()
-	b.node.OnChange(b.onRoleChange)
+	b.unlisten = b.node.OnChange(b.onRoleChange)
 	b.goFunc(b.batchLoop)
 	b.goFunc(b.completeLoop)
 	b.goFunc(b.stateLoop)
@@ -254,12 +263,30 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 	return b, nil
 }
 
-func (b *Broker) goFunc(f func()) {
+// goFunc runs f on a goroutine Close waits for. After Close has begun it
+// starts nothing and reports false.
+func (b *Broker) goFunc(f func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed.Load() {
+		return false
+	}
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		f()
 	}()
+	return true
+}
+
+// callCtx is ctx that also ends when Close begins: what a call waits on.
+func (b *Broker) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(b.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
 }
 
 // ID is this node's id.
@@ -269,12 +296,24 @@ func (b *Broker) ID() string { return b.cfg.NodeID }
 func (b *Broker) Config() Config { return b.cfg }
 
 // Close stops the broker's loops; callers close raft and the stores after.
-// Pending produce requests fail with ErrShutdown. Close is idempotent.
+// It ends every call's wait at once: pending produce requests fail with
+// ErrShutdown (or, once handed to raft, ErrUnknownOutcome), long polls and
+// leader waits with ErrShutdown, calls to peers are cancelled. It stops
+// listening to role changes, starts no goroutine from then on and waits
+// for those it started. Close is idempotent.
 func (b *Broker) Close() error {
-	if b.closed.Swap(true) {
+	b.mu.Lock()
+	if b.closed.Load() {
+		b.mu.Unlock()
 		return nil
 	}
+	b.closed.Store(true)
+	b.cancel()
 	close(b.stop)
+	b.mu.Unlock()
+	if b.unlisten != nil {
+		b.unlisten()
+	}
 	b.wg.Wait()
 	brokersInProcess.Add(-1)
 	return nil
@@ -303,7 +342,7 @@ func (b *Broker) registerSelf() {
 	if cur, ok := b.fsm.Node(b.cfg.NodeID); ok && cur == b.info() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()
 	if err := b.register(ctx, b.info()); err != nil {
 		b.log.Warn("register self", "error", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ type fakeReplica struct {
 	last      uint64
 	seen      map[string]store.RequestResult // producer id/sequence -> first answer
 	changed   chan struct{}
-	listeners []func(election.Event)
+	listeners []*func(election.Event)
 	retry     fakeRetry // retry_fake_test.go
 }
 
@@ -63,10 +64,10 @@ func newFakeReplica(id string) *fakeReplica {
 func (f *fakeReplica) setRole(role election.Role, ready bool, leaderID string) {
 	f.mu.Lock()
 	f.role, f.ready, f.leaderID = role, ready, leaderID
-	ls := append([]func(election.Event){}, f.listeners...)
+	ls := slices.Clone(f.listeners)
 	f.mu.Unlock()
 	for _, fn := range ls {
-		fn(election.Event{Role: role, Term: 1, LeaderID: leaderID, Ready: ready})
+		(*fn)(election.Event{Role: role, Term: 1, LeaderID: leaderID, Ready: ready})
 	}
 }
 
@@ -362,10 +363,16 @@ func (f *fakeReplica) Stats() election.Stats {
 	return election.Stats{Role: f.role, Term: 1, LeaderID: f.leaderID, CommitIndex: f.last, AppliedIndex: f.last, LastIndex: f.last}
 }
 
-func (f *fakeReplica) OnChange(fn func(election.Event)) {
+func (f *fakeReplica) OnChange(fn func(election.Event)) (remove func()) {
+	l := &fn
 	f.mu.Lock()
-	f.listeners = append(f.listeners, fn)
+	f.listeners = append(f.listeners, l)
 	f.mu.Unlock()
+	return func() {
+		f.mu.Lock()
+		f.listeners = slices.DeleteFunc(f.listeners, func(x *func(election.Event)) bool { return x == l })
+		f.mu.Unlock()
+	}
 }
 
 func (f *fakeReplica) NeverCampaign() {}

@@ -70,7 +70,7 @@ func (b *Broker) JoinGroup(ctx context.Context, group, memberID string, topics [
 
 func (b *Broker) joinGroup(ctx context.Context, group, memberID string, topics []string, broadcast bool) (JoinResult, error) {
 	if err := store.ValidateName("group", group); err != nil {
-		return JoinResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return JoinResult{}, storeErr(err)
 	}
 	if memberID == "" || len(memberID) > 255 {
 		return JoinResult{}, invalid("member id must be 1..255 bytes")
@@ -80,7 +80,7 @@ func (b *Broker) joinGroup(ctx context.Context, group, memberID string, topics [
 	}
 	for _, t := range topics {
 		if err := store.ValidateName("topic", t); err != nil {
-			return JoinResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+			return JoinResult{}, storeErr(err)
 		}
 		if b.fsm.QueueCount(t) == 0 && t != mq.RetryTopic(group) {
 			return JoinResult{}, fmt.Errorf("%w: topic %q", ErrNotFound, t)
@@ -252,7 +252,7 @@ func (b *Broker) DescribeGroup(ctx context.Context, group string) (GroupInfo, er
 		return GroupInfo{}, err
 	}
 	if err := store.ValidateName("group", group); err != nil {
-		return GroupInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return GroupInfo{}, storeErr(err)
 	}
 	info := GroupInfo{Group: group, Settings: b.GroupSettings(group)}
 	owner := map[string]string{} // topic/queue -> member
@@ -316,7 +316,7 @@ func (b *Broker) DescribeGroup(ctx context.Context, group string) (GroupInfo, er
 // CommitOffsets stores a group's offsets through Raft (leader only).
 func (b *Broker) CommitOffsets(ctx context.Context, group string, offsets []store.OffsetEntry) error {
 	if err := store.ValidateName("group", group); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return storeErr(err)
 	}
 	return b.commitOffsets(ctx, group, offsets)
 }
@@ -355,7 +355,7 @@ func (b *Broker) commitOffsets(ctx context.Context, group string, offsets []stor
 // node's state.
 func (b *Broker) FetchOffsets(group, topic string) (map[int32]uint64, error) {
 	if err := store.ValidateName("group", group); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return nil, storeErr(err)
 	}
 	if b.fsm.QueueCount(topic) == 0 {
 		return nil, fmt.Errorf("%w: topic %q", ErrNotFound, topic)
@@ -378,7 +378,7 @@ type ResetRequest struct {
 func (b *Broker) ResetGroup(ctx context.Context, req ResetRequest) ([]store.OffsetEntry, error) {
 	group, topic, to := req.Group, req.Topic, req.To
 	if err := store.ValidateName("group", group); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return nil, storeErr(err)
 	}
 	if err := b.awaitLeader(ctx); err != nil {
 		return nil, err

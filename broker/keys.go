@@ -186,7 +186,7 @@ type FindRequest struct {
 // index and log.
 func (b *Broker) FindMessages(req FindRequest) ([]Message, error) {
 	if err := store.ValidateName("topic", req.Topic); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return nil, storeErr(err)
 	}
 	switch {
 	case req.Key == "" || strings.ContainsAny(req.Key, " \t\n"):

@@ -64,11 +64,11 @@ func (b *Broker) checkReadable(topic string) error {
 // topic (leader only).
 func (b *Broker) UpdateTopic(ctx context.Context, name string, perm *uint32) (store.TopicInfo, error) {
 	if err := store.ValidateName("topic", name); err != nil {
-		return store.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return store.TopicInfo{}, storeErr(err)
 	}
 	if perm != nil {
 		if err := store.ValidatePerm(*perm); err != nil {
-			return store.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+			return store.TopicInfo{}, storeErr(err)
 		}
 	}
 	if err := b.awaitLeader(ctx); err != nil {
@@ -94,7 +94,7 @@ func (b *Broker) UpdateTopic(ctx context.Context, name string, perm *uint32) (st
 // it are connected, unless force.
 func (b *Broker) DeleteTopic(ctx context.Context, name string, force bool) error {
 	if err := store.ValidateName("topic", name); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return storeErr(err)
 	}
 	if mq.IsSystemTopic(name) {
 		return fmt.Errorf("%w: topic %q is a system topic: the broker owns it (`raftmq group delete` removes a group's retry and dead-letter topics)",
@@ -124,7 +124,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string, force bool) error
 // their group's start position).
 func (b *Broker) DeleteGroup(ctx context.Context, group string, force bool) error {
 	if err := store.ValidateName("group", group); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return storeErr(err)
 	}
 	if err := b.awaitLeader(ctx); err != nil {
 		return err

@@ -78,7 +78,7 @@ func (lt *lockTable) checkTermLocked(term uint64, inherited bool, now time.Time,
 
 func validateLock(group, member string, queues []QueueRef) error {
 	if err := store.ValidateName("group", group); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return storeErr(err)
 	}
 	if member == "" || len(member) > 255 {
 		return invalid("member id must be 1..255 bytes")
@@ -88,7 +88,7 @@ func validateLock(group, member string, queues []QueueRef) error {
 	}
 	for _, q := range queues {
 		if err := store.ValidateName("topic", q.Topic); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+			return storeErr(err)
 		}
 	}
 	return nil

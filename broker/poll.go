@@ -60,7 +60,7 @@ func (b *Broker) pollPeers() {
 		wg.Add(1)
 		go func(id, addr string) {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*b.cfg.StatePeriod)
+			ctx, cancel := context.WithTimeout(b.ctx, 2*b.cfg.StatePeriod)
 			defer cancel()
 			applied := b.fsm.Applied()
 			st, err := b.peers.NodeState(ctx, addr)

@@ -82,6 +82,8 @@ type inflightEntry struct {
 // here. Only the leader produces; others get a NotLeaderError.
 func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult, error) {
 	start := time.Now()
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
 	if err := ValidateProduce(&b.cfg, &req); err != nil {
 		b.m.produceErrors.WithLabelValues("invalid").Inc()
 		return ProduceResult{}, err
@@ -225,7 +227,7 @@ func (bb *byteBudget) held() int {
 // what every wire protocol's decoded request goes through first.
 func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 	if err := store.ValidateName("topic", req.Topic); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return storeErr(err)
 	}
 	if len(req.ProducerID) > raftlog.MaxNameLen {
 		return invalid("producer id is %d bytes, at most %d", len(req.ProducerID), raftlog.MaxNameLen)
@@ -426,7 +428,7 @@ func (b *Broker) drainProduce() {
 // CreateTopic creates a topic (leader only).
 func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (store.TopicInfo, error) {
 	if err := store.ValidateName("topic", name); err != nil {
-		return store.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return store.TopicInfo{}, storeErr(err)
 	}
 	if err := refuseScheduleTopic(name); err != nil {
 		return store.TopicInfo{}, err

@@ -89,7 +89,7 @@ const (
 // returns anything this node has not applied, so never uncommitted data.
 func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) {
 	if err := store.ValidateName("topic", req.Topic); err != nil {
-		return PullResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return PullResult{}, storeErr(err)
 	}
 	if err := refuseScheduleTopic(req.Topic); err != nil {
 		return PullResult{}, err

@@ -28,7 +28,7 @@ func (b *Broker) registerWithLeader() {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, 3*time.Second)
 	defer cancel()
 	if err := b.peers.Register(ctx, leader.PeerAddr, b.info()); err != nil {
 		b.log.Debug("register with leader", "leader", id, "error", err)

@@ -65,8 +65,9 @@ type Leadership interface {
 	Ready() bool
 	LeaderID() string
 	Stats() election.Stats
-	// OnChange registers a function called at every role or leader change.
-	OnChange(fn func(election.Event))
+	// OnChange registers a function called at every role or leader
+	// change; remove unregisters it.
+	OnChange(fn func(election.Event)) (remove func())
 	NeverCampaign()
 }
 
@@ -129,14 +130,22 @@ type node struct {
 
 // replicaErr maps the sentinels of store (which include election's for
 // writes) and election (membership) to the broker's, keeping the original
-// error in the chain. It is the only place that knows them.
+// error in the chain. With storeErr it is the only place that knows them.
 func (b *Broker) replicaErr(err error) error {
+	if errors.Is(err, store.ErrNotLeader) {
+		return b.notLeader()
+	}
+	return storeErr(err)
+}
+
+// storeErr is replicaErr for every sentinel but not-leader, whose
+// translation names this node's leader: it also serves the checks that
+// run before any call (store.ValidateName, ValidatePerm, ValidateMember).
+func storeErr(err error) error {
 	var to error
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, store.ErrNotLeader):
-		return b.notLeader()
 	case errors.Is(err, store.ErrShutdown):
 		return ErrShutdown
 	case errors.Is(err, store.ErrUnknownOutcome), errors.Is(err, store.ErrDamaged):

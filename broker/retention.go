@@ -139,7 +139,7 @@ func cutFor(segs []raftlog.Segment, floor uint64, maxBytes int64, maxAge time.Du
 }
 
 func (b *Broker) retain(cut uint64, why string) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.WriteTimeout)
+	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.WriteTimeout)
 	defer cancel()
 	if err := b.w.Retain(ctx, cut); err != nil {
 		b.log.Warn("retention: replicating the cut failed; retrying later", "below", cut, "error", err)

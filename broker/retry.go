@@ -137,7 +137,7 @@ func reconsumeTimes(props map[string]string) int32 {
 // (leader only).
 func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackResult, error) {
 	if err := store.ValidateName("group", req.Group); err != nil {
-		return SendBackResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return SendBackResult{}, storeErr(err)
 	}
 	if err := store.ValidateName("topic", mq.DeadLetterTopic(req.Group)); err != nil {
 		return SendBackResult{}, invalid("group %q: its retry topic name %s is too long (%v)", req.Group, mq.DeadLetterTopic(req.Group), err)
@@ -277,7 +277,7 @@ type ResendResult struct {
 // window holds it).
 func (b *Broker) ResendDeadLetter(ctx context.Context, group, id string) (ResendResult, error) {
 	if err := store.ValidateName("group", group); err != nil {
-		return ResendResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return ResendResult{}, storeErr(err)
 	}
 	index, ordinal, err := ParseMessageID(id)
 	if err != nil {
@@ -332,7 +332,7 @@ type GroupSettings struct {
 // its value. It answers the settings in force afterwards.
 func (b *Broker) UpdateGroup(ctx context.Context, group string, maxReconsume *int32) (GroupSettings, error) {
 	if err := store.ValidateName("group", group); err != nil {
-		return GroupSettings{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return GroupSettings{}, storeErr(err)
 	}
 	if maxReconsume != nil && (*maxReconsume < 0 || *maxReconsume > mq.MaxMaxReconsumeTimes) {
 		return GroupSettings{}, invalid("max reconsume times %d: want 0..%d (0: the first failure dead-letters)", *maxReconsume, mq.MaxMaxReconsumeTimes)

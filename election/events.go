@@ -1,6 +1,7 @@
 package election
 
 import (
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -34,19 +35,30 @@ type Event struct {
 // order, on the observer goroutine), and once more when a new leader becomes
 // ready (on that term's barrier goroutine, so possibly beside an observer
 // call). fn must not block: observations queue behind it, and raft drops
-// them once the queue (64) is full.
-func (n *Node) OnChange(fn func(Event)) {
+// them once the queue (64) is full. remove unregisters fn; a call of fn
+// already under way may still finish after it.
+func (n *Node) OnChange(fn func(Event)) (remove func()) {
+	l := &listener{fn: fn}
 	n.mu.Lock()
-	n.listeners = append(n.listeners, fn)
+	n.listeners = append(n.listeners, l)
 	n.mu.Unlock()
+	return func() {
+		n.mu.Lock()
+		n.listeners = slices.DeleteFunc(n.listeners, func(x *listener) bool { return x == l })
+		n.mu.Unlock()
+	}
 }
+
+// listener is one registered OnChange function; its pointer identifies it
+// for removal.
+type listener struct{ fn func(Event) }
 
 func (n *Node) emit(ev Event) {
 	n.mu.Lock()
-	ls := append([]func(Event){}, n.listeners...)
+	ls := slices.Clone(n.listeners)
 	n.mu.Unlock()
-	for _, fn := range ls {
-		fn(ev)
+	for _, l := range ls {
+		l.fn(ev)
 	}
 }
 

@@ -36,7 +36,7 @@ type Node struct {
 	roleChanges   atomic.Uint64
 
 	mu        sync.Mutex
-	listeners []func(Event)
+	listeners []*listener
 }
 
 // RaftStores are raft's three stores; raftlog opens them.

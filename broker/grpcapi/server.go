@@ -2,10 +2,10 @@
 // gRPC client nodes use to reach each other.
 //
 // It encodes, decodes and forwards: protobuf to broker types and back, and
-// broker errors to gRPC status codes (toStatus, the one place). Which calls
-// only the leader answers is the broker's decision; when the broker names
-// another node as leader, the request is forwarded there, so a client may
-// call any node. It never touches raft or the FSM directly.
+// broker errors to gRPC status codes (toStatus, the one place, which reads
+// the broker's table through broker.CodeOf). Which calls only the leader
+// answers is the broker's decision; when the broker names another node as
+// leader, the request is forwarded there, so a client may call any node. It never touches raft or the FSM directly.
 package grpcapi
 
 import (
@@ -117,8 +117,8 @@ func admitProduce(admit func() error) tap.ServerInHandle {
 	}
 }
 
-// toStatus maps broker errors to gRPC codes. Clients retry Unavailable and
-// Aborted (the latter with the same producer sequence).
+// toStatus answers err with the gRPC code broker.CodeOf gives it. Clients
+// retry Unavailable and Aborted (the latter with the same producer sequence).
 func toStatus(err error) error {
 	if err == nil {
 		return nil
@@ -126,32 +126,11 @@ func toStatus(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	code := codes.Internal
-	switch {
-	case errors.Is(err, broker.ErrNotLeader), errors.Is(err, broker.ErrUnavailable), errors.Is(err, broker.ErrShutdown):
-		code = codes.Unavailable
-	case errors.Is(err, broker.ErrUnknownOutcome):
-		code = codes.Aborted
-	case errors.Is(err, broker.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		code = codes.DeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		code = codes.Canceled
-	case errors.Is(err, broker.ErrSequenceReused):
+	w := broker.CodeOf(err)
+	if w.Err == broker.ErrSequenceReused {
 		return sequenceReused(err)
-	case errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, broker.ErrTooLarge):
-		code = codes.InvalidArgument
-	case errors.Is(err, broker.ErrNotFound):
-		code = codes.NotFound
-	case errors.Is(err, broker.ErrAlreadyExists):
-		code = codes.AlreadyExists
-	case errors.Is(err, broker.ErrOutOfRange):
-		code = codes.OutOfRange
-	case errors.Is(err, broker.ErrFailedPrecondition):
-		code = codes.FailedPrecondition
-	case errors.Is(err, broker.ErrBusy):
-		code = codes.ResourceExhausted
 	}
-	return status.Error(code, err.Error())
+	return status.Error(w.GRPC, err.Error())
 }
 
 // sequenceReused is InvalidArgument with an ErrorInfo naming the reason, so

@@ -140,6 +140,7 @@ type Server struct {
 	lock   *dirLock
 	rmq    *brokerremoting.Adapter
 	rmqLis net.Listener
+	rmqOff func() // removes the adapter's role-change listener
 	tls    *tlsconf.Node
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -338,7 +339,7 @@ func (s *Server) startRemoting() error {
 		return err
 	}
 	s.rmq, s.rmqLis = a, l
-	s.node.OnChange(func(election.Event) { a.RoleChanged() })
+	s.rmqOff = s.node.OnChange(func(election.Event) { a.RoleChanged() })
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -559,6 +560,7 @@ func (s *Server) stop(graceful bool) error {
 			<-done
 		}
 		if s.rmq != nil {
+			s.rmqOff()
 			s.rmq.Close()
 		}
 		if s.http != nil {
