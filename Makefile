@@ -57,6 +57,7 @@ fuzz:
 	$(GO) test ./raftlog/ -run '^$$' -fuzz FuzzParseBatch -fuzztime $(FUZZTIME)
 	$(GO) test ./store/ -run '^$$' -fuzz FuzzCheckCommand -fuzztime $(FUZZTIME)
 	$(GO) test ./store/ -run '^$$' -fuzz FuzzRestore -fuzztime $(FUZZTIME)
+	$(GO) test ./store/queueindex/ -run '^$$' -fuzz FuzzOpenQueue -fuzztime $(FUZZTIME)
 	$(GO) test ./broker/grpcapi/ -run '^$$' -fuzz FuzzProduceRequest -fuzztime $(FUZZTIME)
 
 clean:
