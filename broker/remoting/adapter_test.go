@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/broker/server"
-	"github.com/raftmq/raftmq/broker/server/servertest"
+	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/namesrv"
 	rmq "github.com/raftmq/raftmq/remoting"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftmq/raftmq/broker/server"
-	"github.com/raftmq/raftmq/broker/server/servertest"
+	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/namesrv"
 	rmq "github.com/raftmq/raftmq/remoting"
 )

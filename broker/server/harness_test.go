@@ -12,7 +12,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
-	"github.com/raftmq/raftmq/broker/server/servertest"
+	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/internal/localgroup"

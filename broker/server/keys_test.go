@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/raftmq/raftmq/api"
-	"github.com/raftmq/raftmq/broker/server/servertest"
+	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/client"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/broker/server/servertest"
+	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/mq"
 )
