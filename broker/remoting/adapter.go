@@ -67,7 +67,9 @@ type Adapter struct {
 	retryMu   sync.Mutex
 	retryMade map[string]bool // retry topics this node has seen created
 
-	requests *prometheus.CounterVec
+	requests    *prometheus.CounterVec
+	connsClosed *prometheus.CounterVec
+	undecodable prometheus.Counter
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -105,12 +107,25 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	a.reg = newRegistrar(a)
 	a.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_remoting_requests_total",
 		Help: "RocketMQ remoting requests served, by request code and response code."}, []string{"request", "response"})
-	if err := b.Registry().Register(a.requests); err != nil {
-		return nil, fmt.Errorf("remoting metrics: %w", err)
+	a.connsClosed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_remoting_connections_closed_total",
+		Help: "RocketMQ remoting connections closed, by reason: client_closed, cut_short (closed within a frame), frame_length (a frame that cannot be delimited), read_error, write_error, server_closed."},
+		[]string{"reason"})
+	a.undecodable = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_remoting_undecodable_frames_total",
+		Help: "RocketMQ remoting frames whose header did not decode; answered SYSTEM_ERROR when their opaque could be read, the connection kept."})
+	for _, c := range []prometheus.Collector{a.requests, a.connsClosed, a.undecodable} {
+		if err := b.Registry().Register(c); err != nil {
+			return nil, fmt.Errorf("remoting metrics: %w", err)
+		}
 	}
 	// A push consumer pulls every queue it owns on one connection, each
 	// pull held up to MaxPullWait: room for many queues.
-	a.srv = rmq.NewServer(rmq.ServerConfig{Handler: a.handle, Logger: a.log.Named("conn"), MaxFrame: rmq.MaxFrame, MaxInflight: 1024})
+	a.srv = rmq.NewServer(rmq.ServerConfig{Handler: a.handle, Logger: a.log.Named("conn"), MaxFrame: rmq.MaxFrame, MaxInflight: 1024,
+		OnClose:       func(reason string) { a.connsClosed.WithLabelValues(reason).Inc() },
+		OnUndecodable: a.undecodable.Inc})
+	if err := b.Registry().Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_remoting_connections",
+		Help: "Open RocketMQ remoting connections."}, func() float64 { return float64(a.srv.Conns()) })); err != nil {
+		return nil, fmt.Errorf("remoting metrics: %w", err)
+	}
 	a.goFunc(a.commits.loop)
 	a.goFunc(a.reg.loop)
 	return a, nil
@@ -202,7 +217,7 @@ func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command
 	case rmq.UnlockBatchMQ:
 		return a.unlockBatch(ctx, req)
 	}
-	return rmq.Response(req, rmq.RequestCodeNotSupported, fmt.Sprintf("request code %d is not supported by raftmq (docs/rocketmq.md lists what is)", req.Code))
+	return rmq.Response(req, rmq.RequestCodeNotSupported, fmt.Sprintf("request code %s is not supported by this broker (raftmq); docs/rocketmq.md lists the codes served", rmq.DescribeCode(req.Code)))
 }
 
 // forward runs call on the leader named by err when err is a NotLeader
