@@ -185,8 +185,14 @@ func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command
 	switch req.Code {
 	case rmq.SendMessage, rmq.SendMessageV2, rmq.SendBatchMessage:
 		return a.send(ctx, req)
-	case rmq.PullMessage:
+	case rmq.PullMessage, rmq.LitePullMessage:
+		// LITE_PULL_MESSAGE (the Java 5.x lite pull consumer) has PULL's
+		// header and answer; RocketMQ serves both with PullMessageProcessor.
 		return a.pull(ctx, req)
+	case rmq.CheckClientConfig:
+		return a.checkClientConfig(req)
+	case rmq.GetEarliestMsgStoreTime:
+		return a.earliestStoreTime(ctx, req)
 	case rmq.HeartBeat:
 		return a.heartbeat(ctx, conn, req)
 	case rmq.UnregisterClient:

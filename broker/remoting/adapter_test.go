@@ -431,7 +431,7 @@ func TestGarbageRequestsAreAnswered(t *testing.T) {
 	f.createTopic("g", 1)
 	codes := []int32{rmq.QueryMessage, rmq.SendMessage, rmq.SendMessageV2, rmq.SendBatchMessage, rmq.PullMessage, rmq.QueryConsumerOffset, rmq.UpdateConsumerOffset,
 		rmq.GetMaxOffset, rmq.GetMinOffset, rmq.SearchOffsetByTimestamp, rmq.HeartBeat, rmq.GetConsumerListByGroup, rmq.UpdateAndCreateTopic,
-		rmq.UnregisterClient, rmq.GetRouteInfoByTopic}
+		rmq.UnregisterClient, rmq.GetRouteInfoByTopic, rmq.LitePullMessage, rmq.CheckClientConfig, rmq.GetEarliestMsgStoreTime}
 	exts := []map[string]string{
 		nil,
 		{"topic": "g", "queueId": "x", "queueOffset": "-5", "commitOffset": "zz", "maxMsgNums": "99999999999999999999", "sysFlag": "3"},
