@@ -189,6 +189,13 @@ func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command
 		// LITE_PULL_MESSAGE (the Java 5.x lite pull consumer) has PULL's
 		// header and answer; RocketMQ serves both with PullMessageProcessor.
 		return a.pull(ctx, req)
+	case rmq.EndTransaction:
+		// No half message is ever stored (send refuses them), so there is
+		// nothing to commit or roll back. The Go client sends this oneway
+		// without the oneway flag; the answer is harmless.
+		a.log.Debug("END_TRANSACTION refused", "producerGroup", req.Ext["producerGroup"], "msgId", req.Ext["msgId"])
+		return rmq.Response(req, rmq.RequestCodeNotSupported, "END_TRANSACTION: transactional messages are not supported by this broker yet: "+
+			"the half message was refused when it was sent, so there is nothing to commit or roll back")
 	case rmq.CheckClientConfig:
 		return a.checkClientConfig(req)
 	case rmq.GetEarliestMsgStoreTime:
