@@ -2,6 +2,7 @@ package remoting_test
 
 import (
 	"encoding/json"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,5 +95,47 @@ func TestEarliestStoreTimeAndLitePull(t *testing.T) {
 	}
 	if r := f.invoke(f.addr(l), rmq.GetEarliestMsgStoreTime, map[string]string{"topic": "early", "queueId": "7"}, nil); r.Code == rmq.Success {
 		t.Fatalf("queue 7 of 2: %d %v", r.Code, r.Ext)
+	}
+}
+
+// The table of every RocketMQ request code in docs/rocketmq.md says what a
+// node answers: each code marked served is not answered 3, every other
+// code is answered 3 with its number in the remark.
+func TestDocumentedCodesMatch(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/rocketmq.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "### Every RocketMQ request code")
+	if !ok {
+		t.Fatal("docs/rocketmq.md has no table of every request code")
+	}
+	f := newFixture(t)
+	addr := f.addr(f.c.Leader())
+	rows := 0
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 {
+			continue
+		}
+		code, err := strconv.Atoi(strings.TrimSpace(cells[1]))
+		if err != nil {
+			continue
+		}
+		rows++
+		served := strings.HasPrefix(strings.TrimSpace(cells[3]), "served")
+		if name := strings.TrimSpace(cells[2]); rmq.CodeName(int32(code)) != name {
+			t.Errorf("code %d is %s in the docs, %q in the code", code, name, rmq.CodeName(int32(code)))
+		}
+		r := f.invoke(addr, int32(code), map[string]string{}, nil)
+		switch {
+		case served && r.Code == rmq.RequestCodeNotSupported:
+			t.Errorf("code %d documented as served, answered 3: %q", code, r.Remark)
+		case !served && (r.Code != rmq.RequestCodeNotSupported || !strings.Contains(r.Remark, strconv.Itoa(code))):
+			t.Errorf("code %d documented as not served, answered %d: %q", code, r.Code, r.Remark)
+		}
+	}
+	if rows < 150 {
+		t.Fatalf("%d rows in the table", rows)
 	}
 }

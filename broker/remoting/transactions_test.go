@@ -59,7 +59,7 @@ func TestTransactionalSendsRefused(t *testing.T) {
 		t.Fatalf("queue end %s, want 1: only the ordinary message stored", r.Ext["offset"])
 	}
 	end := f.invoke(f.addr(l), rmq.EndTransaction, map[string]string{"producerGroup": "pg", "commitLogOffset": "0", "commitOrRollback": "8", "msgId": "x"}, nil)
-	if end.Code != rmq.RequestCodeNotSupported || !strings.Contains(end.Remark, "END_TRANSACTION: transactional messages are not supported") {
+	if end.Code != rmq.RequestCodeNotSupported || !strings.Contains(end.Remark, "request code 37 (END_TRANSACTION): transactional messages are not supported") {
 		t.Fatalf("END_TRANSACTION: %d %q", end.Code, end.Remark)
 	}
 }
