@@ -9,6 +9,15 @@ import (
 // RocketMQ's names for its message semantics, shared by the broker, the SDK
 // and the remoting adapter (docs/semantics.md).
 
+// TransactionsNotSupported is the answer to a transactional half message.
+const TransactionsNotSupported = "transactional messages are not supported by this broker yet; nothing was stored"
+
+// IsTransactionPrepared reports whether properties mark a transactional half
+// message (RocketMQ reads the property with Boolean.parseBoolean).
+func IsTransactionPrepared(props map[string]string) bool {
+	return strings.EqualFold(props[PropTransactionPrepared], "true")
+}
+
 // Message properties the broker writes on retry, dead-letter and delayed copies.
 const (
 	PropDelay             = "DELAY"
@@ -23,14 +32,19 @@ const (
 	// PropOriginQueue and PropOriginOffset: the queue and queue offset of
 	// the first stored copy a retry or dead-letter copy stands for (raftmq's;
 	// RocketMQ keeps them only in the message id).
-	PropOriginQueue      = "ORIGIN_QUEUE_ID"
-	PropOriginOffset     = "ORIGIN_QUEUE_OFFSET"
-	retryPrefix          = "%RETRY%"
-	deadLetterPrefix     = "%DLQ%"
-	ScheduleTopic        = "SCHEDULE_TOPIC_XXXX"
-	DefaultMaxReconsume  = 16
-	MaxMaxReconsumeTimes = 64
-	DefaultMaxDelay      = 72 * time.Hour
+	PropOriginQueue  = "ORIGIN_QUEUE_ID"
+	PropOriginOffset = "ORIGIN_QUEUE_OFFSET"
+	// PropTransactionPrepared ("true") marks a transactional half message,
+	// to be held until its producer commits it. raftmq does not hold
+	// messages for a transaction yet, so it refuses them
+	// (TransactionsNotSupported) rather than deliver one at once.
+	PropTransactionPrepared = "TRAN_MSG"
+	retryPrefix             = "%RETRY%"
+	deadLetterPrefix        = "%DLQ%"
+	ScheduleTopic           = "SCHEDULE_TOPIC_XXXX"
+	DefaultMaxReconsume     = 16
+	MaxMaxReconsumeTimes    = 64
+	DefaultMaxDelay         = 72 * time.Hour
 )
 
 // DelayLevels are RocketMQ's 18 delay levels; level n waits DelayLevels[n-1].

@@ -105,7 +105,13 @@ func Start(cfg Config) (*Server, error) {
 	if s.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("name server listen on %s: %w", cfg.Listen, err)
 	}
-	s.srv = remoting.NewServer(remoting.ServerConfig{Handler: s.handle, Logger: s.log.Named("remoting"), MaxFrame: remoting.MaxFrame})
+	closed := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_namesrv_connections_closed_total",
+		Help: "Remoting connections closed, by reason (remoting.Close*)."}, []string{"reason"})
+	undecodable := prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_namesrv_undecodable_frames_total",
+		Help: "Frames whose header did not decode; the connection is kept."})
+	s.promReg.MustRegister(closed, undecodable)
+	s.srv = remoting.NewServer(remoting.ServerConfig{Handler: s.handle, Logger: s.log.Named("remoting"), MaxFrame: remoting.MaxFrame,
+		OnClose: func(reason string) { closed.WithLabelValues(reason).Inc() }, OnUndecodable: undecodable.Inc})
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -172,7 +178,7 @@ func (s *Server) handle(ctx context.Context, c *remoting.Conn, req *remoting.Com
 	case remoting.GetAllTopicListFromNS:
 		return s.topicList(req)
 	}
-	return remoting.Response(req, remoting.RequestCodeNotSupported, fmt.Sprintf("request code %d is not supported by raftmq's name server", req.Code))
+	return remoting.Response(req, remoting.RequestCodeNotSupported, fmt.Sprintf("request code %s is not supported by raftmq's name server", remoting.DescribeCode(req.Code)))
 }
 
 // RegisterBody is REGISTER_BROKER's body (RocketMQ's RegisterBrokerBody,

@@ -1,46 +1,57 @@
 package remoting
 
-// Request codes (RocketMQ's RequestCode).
+import "strconv"
+
+// Request codes (RocketMQ's RequestCode). A code is a Java int on the wire
+// of the JSON header (RocketMQ 5.x's pop family is 200050 and up); the
+// ROCKETMQ binary header carries 16 bits of it.
 const (
-	SendMessage              int16 = 10
-	PullMessage              int16 = 11
-	QueryMessage             int16 = 12
-	QueryConsumerOffset      int16 = 14
-	UpdateConsumerOffset     int16 = 15
-	UpdateAndCreateTopic     int16 = 17
-	SearchOffsetByTimestamp  int16 = 29
-	GetMaxOffset             int16 = 30
-	GetMinOffset             int16 = 31
-	ViewMessageByID          int16 = 33
-	HeartBeat                int16 = 34
-	UnregisterClient         int16 = 35
-	ConsumerSendMsgBack      int16 = 36
-	GetConsumerListByGroup   int16 = 38
-	NotifyConsumerIdsChanged int16 = 40
-	LockBatchMQ              int16 = 41
-	UnlockBatchMQ            int16 = 42
-	RegisterBroker           int16 = 103
-	UnregisterBroker         int16 = 104
-	GetRouteInfoByTopic      int16 = 105
-	GetBrokerClusterInfo     int16 = 106
-	GetAllTopicListFromNS    int16 = 206
-	SendMessageV2            int16 = 310
-	SendBatchMessage         int16 = 320
+	SendMessage              int32 = 10
+	PullMessage              int32 = 11
+	QueryMessage             int32 = 12
+	QueryConsumerOffset      int32 = 14
+	UpdateConsumerOffset     int32 = 15
+	UpdateAndCreateTopic     int32 = 17
+	SearchOffsetByTimestamp  int32 = 29
+	GetMaxOffset             int32 = 30
+	GetMinOffset             int32 = 31
+	GetEarliestMsgStoreTime  int32 = 32
+	ViewMessageByID          int32 = 33
+	HeartBeat                int32 = 34
+	UnregisterClient         int32 = 35
+	ConsumerSendMsgBack      int32 = 36
+	EndTransaction           int32 = 37
+	GetConsumerListByGroup   int32 = 38
+	NotifyConsumerIdsChanged int32 = 40
+	LockBatchMQ              int32 = 41
+	UnlockBatchMQ            int32 = 42
+	CheckClientConfig        int32 = 46
+	RegisterBroker           int32 = 103
+	UnregisterBroker         int32 = 104
+	GetRouteInfoByTopic      int32 = 105
+	GetBrokerClusterInfo     int32 = 106
+	GetAllTopicListFromNS    int32 = 206
+	SendMessageV2            int32 = 310
+	SendBatchMessage         int32 = 320
+	LitePullMessage          int32 = 361
+	PopMessage               int32 = 200050
 )
 
-// Response codes (RocketMQ's ResponseCode).
+// Response codes (RocketMQ's ResponseCode and RemotingSysResponseCode).
 const (
-	Success                 int16 = 0
-	SystemError             int16 = 1
-	SystemBusy              int16 = 2
-	RequestCodeNotSupported int16 = 3
-	MessageIllegal          int16 = 13
-	ServiceNotAvailable     int16 = 14
-	TopicNotExist           int16 = 17
-	PullNotFound            int16 = 19
-	PullRetryImmediately    int16 = 20
-	PullOffsetMoved         int16 = 21
-	QueryNotFound           int16 = 22
+	Success                 int32 = 0
+	SystemError             int32 = 1
+	SystemBusy              int32 = 2
+	RequestCodeNotSupported int32 = 3
+	MessageIllegal          int32 = 13
+	ServiceNotAvailable     int32 = 14
+	NoPermission            int32 = 16
+	TopicNotExist           int32 = 17
+	PullNotFound            int32 = 19
+	PullRetryImmediately    int32 = 20
+	PullOffsetMoved         int32 = 21
+	QueryNotFound           int32 = 22
+	SubscriptionParseFailed int32 = 23
 )
 
 // Flag bits of a command.
@@ -54,3 +65,16 @@ const (
 	JSON     byte = 0
 	RocketMQ byte = 1
 )
+
+// CodeName is RocketMQ's name of a request code, or "" for a code RocketMQ
+// does not define.
+func CodeName(code int32) string { return requestCodeNames[code] }
+
+// DescribeCode is a request code as remarks and logs print it: the number
+// and, when RocketMQ defines it, its name.
+func DescribeCode(code int32) string {
+	if n := requestCodeNames[code]; n != "" {
+		return strconv.Itoa(int(code)) + " (" + n + ")"
+	}
+	return strconv.Itoa(int(code))
+}

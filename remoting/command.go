@@ -17,14 +17,21 @@ const MaxFrame = 16 << 20
 // the Go client sends).
 const Version = 317
 
-// ErrFrame wraps every reason a frame cannot be decoded.
+// ErrFrame wraps every reason a frame cannot be read or decoded.
 var ErrFrame = errors.New("malformed remoting frame")
+
+// ErrFrameLength is a frame length out of bounds: the stream cannot be
+// delimited past it, so the connection has to close. Every other malformed
+// frame (a header that does not decode) leaves the stream in step.
+var ErrFrameLength = fmt.Errorf("%w: frame length out of bounds", ErrFrame)
 
 // Command is one request or response.
 type Command struct {
-	Code     int16
+	// Code is the request or response code: a Java int in RocketMQ, so
+	// 32 bits here (RocketMQ 5.x's pop requests are 200050 and up).
+	Code     int32
 	Language string // "JAVA", "GO", ...
-	Version  int16
+	Version  int32
 	Opaque   int32
 	Flag     int32
 	Remark   string
@@ -42,7 +49,7 @@ func (c *Command) IsResponse() bool { return c.Flag&FlagResponse != 0 }
 func (c *Command) IsOneway() bool { return c.Flag&FlagOneway != 0 }
 
 // NewRequest is a request with the given ext fields (which may be nil).
-func NewRequest(code int16, ext map[string]string, body []byte) *Command {
+func NewRequest(code int32, ext map[string]string, body []byte) *Command {
 	if ext == nil {
 		ext = map[string]string{}
 	}
@@ -50,7 +57,7 @@ func NewRequest(code int16, ext map[string]string, body []byte) *Command {
 }
 
 // Response is the answer to req: its opaque echoed, flag bit 0 set.
-func Response(req *Command, code int16, remark string) *Command {
+func Response(req *Command, code int32, remark string) *Command {
 	return &Command{Code: code, Language: "GO", Version: Version, Opaque: req.Opaque, Flag: FlagResponse,
 		Remark: remark, Ext: map[string]string{}, Codec: req.Codec}
 }
@@ -77,7 +84,7 @@ func ReadFrame(r io.Reader, max int) ([]byte, error) {
 	}
 	n := int64(int32(binary.BigEndian.Uint32(l[:])))
 	if n < 4 || n > int64(max) {
-		return nil, fmt.Errorf("%w: frame length %d, want 4..%d", ErrFrame, n, max)
+		return nil, fmt.Errorf("%w: %d, want 4..%d", ErrFrameLength, n, max)
 	}
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(r, buf); err != nil {
@@ -122,6 +129,40 @@ func Decode(frame []byte) (*Command, error) {
 	return c, nil
 }
 
+// Recover reads what it can of a frame whose header does not decode: its
+// codec, opaque and flag, so that the request can still be answered. ok is
+// false when not even these can be found.
+func Recover(frame []byte) (codec byte, opaque, flag int32, ok bool) {
+	if len(frame) < 4 {
+		return 0, 0, 0, false
+	}
+	mark := binary.BigEndian.Uint32(frame)
+	codec = byte(mark >> 24)
+	header := frame[4:]
+	if hl := int(mark & 0xFFFFFF); hl < len(header) {
+		header = header[:hl]
+	}
+	switch codec {
+	case JSON:
+		var h struct {
+			Opaque json.RawMessage `json:"opaque"`
+			Flag   json.RawMessage `json:"flag"`
+		}
+		if json.Unmarshal(header, &h) != nil || json.Unmarshal(h.Opaque, &opaque) != nil {
+			return codec, 0, 0, false
+		}
+		json.Unmarshal(h.Flag, &flag)
+		return codec, opaque, flag, true
+	case RocketMQ:
+		// code i16, language u8, version i16, then opaque and flag.
+		if len(header) < 13 {
+			return codec, 0, 0, false
+		}
+		return codec, int32(binary.BigEndian.Uint32(header[5:])), int32(binary.BigEndian.Uint32(header[9:])), true
+	}
+	return codec, 0, 0, false
+}
+
 // Encode is the whole frame of c, its length first, in c.Codec.
 func (c *Command) Encode() ([]byte, error) {
 	var header []byte
@@ -152,9 +193,9 @@ func (c *Command) Encode() ([]byte, error) {
 }
 
 type jsonHeader struct {
-	Code      int16             `json:"code"`
+	Code      int32             `json:"code"`
 	Language  string            `json:"language"`
-	Version   int16             `json:"version"`
+	Version   int32             `json:"version"`
 	Opaque    int32             `json:"opaque"`
 	Flag      int32             `json:"flag"`
 	Remark    string            `json:"remark,omitempty"`
@@ -164,12 +205,12 @@ type jsonHeader struct {
 }
 
 type jsonHeaderIn struct {
-	Code      int16                      `json:"code"`
+	Code      int32                      `json:"code"`
 	Language  json.RawMessage            `json:"language"`
-	Version   int16                      `json:"version"`
+	Version   json.RawMessage            `json:"version"`
 	Opaque    int32                      `json:"opaque"`
 	Flag      int32                      `json:"flag"`
-	Remark    string                     `json:"remark"`
+	Remark    json.RawMessage            `json:"remark"`
 	ExtFields map[string]json.RawMessage `json:"extFields"`
 }
 
@@ -177,9 +218,9 @@ type jsonHeaderIn struct {
 // a string language. Decoding into it first spares the per-value work of
 // jsonHeaderIn.
 type jsonHeaderFast struct {
-	Code      int16             `json:"code"`
+	Code      int32             `json:"code"`
 	Language  string            `json:"language"`
-	Version   int16             `json:"version"`
+	Version   int32             `json:"version"`
 	Opaque    int32             `json:"opaque"`
 	Flag      int32             `json:"flag"`
 	Remark    string            `json:"remark"`
@@ -198,13 +239,16 @@ func decodeJSONHeader(b []byte) (*Command, error) {
 	if err := json.Unmarshal(b, &h); err != nil {
 		return nil, fmt.Errorf("%w: JSON header: %w", ErrFrame, err)
 	}
-	c := &Command{Code: h.Code, Version: h.Version, Opaque: h.Opaque, Flag: h.Flag, Remark: h.Remark, Ext: make(map[string]string, len(h.ExtFields))}
-	var lang string
-	if json.Unmarshal(h.Language, &lang) == nil {
-		c.Language = lang
-	} else {
-		c.Language = string(h.Language)
+	// code, opaque and flag must be what they are; the rest is taken as
+	// it comes: a version that is no int32 is 0 (only shown in logs), a
+	// remark or language that is no string is its JSON text.
+	c := &Command{Code: h.Code, Opaque: h.Opaque, Flag: h.Flag, Ext: make(map[string]string, len(h.ExtFields))}
+	var v int32
+	if json.Unmarshal(h.Version, &v) == nil {
+		c.Version = v
 	}
+	c.Language = jsonText(h.Language)
+	c.Remark = jsonText(h.Remark)
 	for k, raw := range h.ExtFields {
 		// Values should be strings (RocketMQ's HashMap<String,String>);
 		// a number or boolean is taken as its text.
@@ -218,6 +262,19 @@ func decodeJSONHeader(b []byte) (*Command, error) {
 		}
 	}
 	return c, nil
+}
+
+// jsonText is a JSON string's value, or any other JSON value's text (null
+// and absent: "").
+func jsonText(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
 }
 
 func encodeJSONHeader(c *Command) ([]byte, error) {
@@ -246,17 +303,21 @@ func languageCode(name string) byte {
 
 // The binary header: code i16, language u8, version i16, opaque i32,
 // flag i32, remark (i32 length + bytes), ext (i32 length + entries of
-// i16 key length, key, i32 value length, value).
+// i16 key length, key, i32 value length, value). RocketMQ's
+// RocketMQSerializable writes the code and version as Java shorts
+// (writeShort / putShort((short) code)) and reads them back with
+// readShort, sign-extended: a code above 32767 does not survive this
+// codec in RocketMQ either (POP_MESSAGE, 200050, arrives as 3442).
 func decodeBinaryHeader(b []byte) (*Command, error) {
 	r := reader{b: b}
 	c := &Command{}
-	c.Code = int16(r.u16())
+	c.Code = int32(int16(r.u16()))
 	lang := r.u8()
 	c.Language = languages[lang]
 	if c.Language == "" {
 		c.Language = "OTHER"
 	}
-	c.Version = int16(r.u16())
+	c.Version = int32(int16(r.u16()))
 	c.Opaque = int32(r.u32())
 	c.Flag = int32(r.u32())
 	c.Remark = string(r.bytes(int(int32(r.u32())), "remark"))
@@ -293,6 +354,10 @@ func encodeBinaryHeader(c *Command) ([]byte, error) {
 		ext = append(ext, k...)
 		ext = binary.BigEndian.AppendUint32(ext, uint32(len(v)))
 		ext = append(ext, v...)
+	}
+	if c.Code != int32(int16(c.Code)) {
+		// RocketMQ would send the low 16 bits, another request's code.
+		return nil, fmt.Errorf("code %d does not fit the ROCKETMQ header's 16 bits; use the JSON header", c.Code)
 	}
 	b := make([]byte, 0, 21+len(c.Remark)+len(ext))
 	b = binary.BigEndian.AppendUint16(b, uint16(c.Code))

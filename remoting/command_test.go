@@ -131,10 +131,34 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b[4:])
 	}
 	f.Add([]byte{0, 0, 0, 2, '{', '}'})
+	// Codes past 16 bits (RocketMQ 5.x's pop family), absurd fields.
+	for _, h := range []string{
+		`{"code":200050,"language":"JAVA","version":475,"opaque":5,"flag":0,"extFields":{"consumerGroup":"g"}}`,
+		`{"code":2147483647,"version":2147483647,"opaque":-2147483648,"flag":-1}`,
+		`{"code":4294967296,"opaque":1}`,
+		`{"code":-1,"language":null,"version":"x","opaque":3,"flag":2,"remark":[1],"extFields":{"a":{"b":1}}}`,
+		`{"code":1e3,"opaque":"7"}`,
+	} {
+		f.Add(append(binary.BigEndian.AppendUint32(nil, uint32(len(h))), h...))
+	}
+	for _, code := range []uint16{0xFFFF, 0x8000, 0x0D72} {
+		h := binary.BigEndian.AppendUint16(nil, code)
+		h = append(h, 0xFF)
+		h = binary.BigEndian.AppendUint16(h, 0xFFFF)
+		h = binary.BigEndian.AppendUint32(h, 0x7FFFFFFF)
+		h = binary.BigEndian.AppendUint32(h, 0xFFFFFFFF)
+		h = binary.BigEndian.AppendUint32(h, 0xFFFFFFFF) // remark length -1
+		h = binary.BigEndian.AppendUint32(h, 0)
+		f.Add(append(binary.BigEndian.AppendUint32(nil, uint32(RocketMQ)<<24|uint32(len(h))), h...))
+	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		c, err := Decode(frame)
+		_, opaque, _, ok := Recover(frame) // never panics
 		if err != nil {
 			return
+		}
+		if ok && opaque != c.Opaque {
+			t.Fatalf("recovered opaque %d, decoded %d", opaque, c.Opaque)
 		}
 		// What decodes must encode and decode to the same fields.
 		b, err := c.Encode()

@@ -18,6 +18,11 @@ const (
 	SysCompressed  int32 = 1 << 0
 	SysBornHostV6  int32 = 1 << 4
 	SysStoreHostV6 int32 = 1 << 5
+	// SysTransactionMask holds a message's transaction type; the value
+	// SysTransactionPrepared marks a half message (TRANSACTION_PREPARED_TYPE),
+	// 2<<2 and 3<<2 the commit and rollback types.
+	SysTransactionMask     int32 = 3 << 2
+	SysTransactionPrepared int32 = 1 << 2
 )
 
 // Magic of the v1 stored-message layout (MESSAGE_MAGIC_CODE).

@@ -27,7 +27,30 @@ type ServerConfig struct {
 	// MaxInflight bounds the requests of one connection handled at once;
 	// the connection is not read further until one finishes (0: 256).
 	MaxInflight int
+	// OnClose, when set, is called once per closed connection with why it
+	// closed (one of the Close* reasons), for metrics.
+	OnClose func(reason string)
+	// OnUndecodable, when set, is called for every frame whose header did
+	// not decode (the connection stays open), for metrics.
+	OnUndecodable func()
 }
+
+// Why a connection closed (ServerConfig.OnClose).
+const (
+	// CloseEOF: the client closed it between two frames.
+	CloseEOF = "client_closed"
+	// CloseCutShort: the client closed it in the middle of a frame.
+	CloseCutShort = "cut_short"
+	// CloseFrameLength: a frame length out of bounds, after which the
+	// stream cannot be delimited.
+	CloseFrameLength = "frame_length"
+	// CloseReadError: reading failed (a reset, a timeout).
+	CloseReadError = "read_error"
+	// CloseWriteError: writing an answer failed.
+	CloseWriteError = "write_error"
+	// CloseServer: the server closed it (stopping, or a handler closed it).
+	CloseServer = "server_closed"
+)
 
 // Server serves the remoting protocol on listeners.
 type Server struct {
@@ -51,7 +74,24 @@ type Conn struct {
 	wmu    sync.Mutex
 	mu     sync.Mutex
 	closed bool
+	reason string // the first reason set; why the connection closed
 	onEnd  []func()
+}
+
+// setReason records why the connection is closing, unless a reason is
+// already recorded.
+func (c *Conn) setReason(r string) {
+	c.mu.Lock()
+	if c.reason == "" {
+		c.reason = r
+	}
+	c.mu.Unlock()
+}
+
+// Close closes the connection from the server's side.
+func (c *Conn) Close() {
+	c.setReason(CloseServer)
+	c.nc.Close()
 }
 
 // OnClose registers fn to run once the connection has closed (at once if
@@ -167,23 +207,36 @@ func (s *Server) serveConn(c *Conn) {
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
+		if s.cfg.OnClose != nil {
+			c.mu.Lock()
+			r := c.reason
+			c.mu.Unlock()
+			s.cfg.OnClose(r)
+		}
 	}()
 	sem := make(chan struct{}, s.cfg.MaxInflight)
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
 		frame, err := ReadFrame(br, s.cfg.MaxFrame)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+			reason := readCloseReason(err)
+			c.setReason(reason)
+			switch reason {
+			case CloseFrameLength, CloseCutShort:
 				s.log.Warn("closing remoting connection", "remote", c.Remote, "reason", err)
+			case CloseReadError:
+				if ctx.Err() == nil {
+					s.log.Debug("closing remoting connection", "remote", c.Remote, "reason", err)
+				}
 			}
 			return
 		}
 		req, err := Decode(frame)
 		if err != nil {
 			// The frame's length was sound, so the stream is still in
-			// step; but without a header there is no opaque to answer.
-			s.log.Warn("closing remoting connection: undecodable frame", "remote", c.Remote, "reason", err)
-			return
+			// step: answer it if its opaque can be found, and go on.
+			s.undecodable(ctx, c, frame, err)
+			continue
 		}
 		if req.IsResponse() {
 			s.log.Debug("ignoring a response sent to the server", "remote", c.Remote, "opaque", req.Opaque)
@@ -206,10 +259,61 @@ func (s *Server) serveConn(c *Conn) {
 			resp.Flag |= FlagResponse
 			if err := c.Send(resp); err != nil {
 				s.log.Debug("write remoting response", "remote", c.Remote, "code", req.Code, "error", err)
+				c.setReason(CloseWriteError)
 				c.nc.Close()
 			}
 		}()
 	}
+}
+
+// readCloseReason is why a connection whose read failed with err closes.
+func readCloseReason(err error) string {
+	switch {
+	case errors.Is(err, ErrFrameLength):
+		return CloseFrameLength
+	case errors.Is(err, io.EOF):
+		return CloseEOF
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return CloseCutShort
+	case errors.Is(err, net.ErrClosed):
+		return CloseServer
+	}
+	return CloseReadError
+}
+
+// undecodable answers a frame whose header did not decode with
+// SYSTEM_ERROR on its opaque, when the opaque can be read and the frame is
+// a request that wants an answer; otherwise the frame is dropped. The
+// connection stays open either way.
+func (s *Server) undecodable(ctx context.Context, c *Conn, frame []byte, err error) {
+	if s.cfg.OnUndecodable != nil {
+		s.cfg.OnUndecodable()
+	}
+	codec, opaque, flag, ok := Recover(frame)
+	s.log.Warn("undecodable remoting frame", "remote", c.Remote, "answered", ok, "reason", err)
+	if !ok || flag&(FlagResponse|FlagOneway) != 0 {
+		return
+	}
+	if codec != JSON && codec != RocketMQ {
+		codec = JSON
+	}
+	remark := err.Error()
+	if len(remark) > 512 {
+		remark = remark[:512]
+	}
+	resp := &Command{Code: SystemError, Language: "GO", Version: Version, Opaque: opaque, Flag: FlagResponse,
+		Remark: "undecodable request header: " + remark, Ext: map[string]string{}, Codec: codec}
+	if err := c.Send(resp); err != nil && ctx.Err() == nil {
+		c.setReason(CloseWriteError)
+		c.nc.Close()
+	}
+}
+
+// Conns is the number of open connections.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }
 
 // Close stops accepting, closes every connection and waits for their
@@ -225,6 +329,7 @@ func (s *Server) Close() error {
 		l.Close()
 	}
 	for c := range s.conns {
+		c.setReason(CloseServer)
 		c.nc.Close()
 	}
 	s.mu.Unlock()

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -106,5 +109,152 @@ func TestClientSeesClose(t *testing.T) {
 	defer cancel()
 	if _, err := cl.Invoke(ctx, addr, NewRequest(HeartBeat, nil, nil)); err == nil {
 		t.Fatal("no error from a closed connection")
+	}
+}
+
+// rawFrame is a frame with the given codec and header bytes, its length
+// first.
+func rawFrame(codec byte, header []byte, body []byte) []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(4+len(header)+len(body)))
+	b = binary.BigEndian.AppendUint32(b, uint32(codec)<<24|uint32(len(header)))
+	b = append(b, header...)
+	return append(b, body...)
+}
+
+func readAnswer(t *testing.T, nc net.Conn) *Command {
+	t.Helper()
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	f, err := ReadFrame(nc, MaxFrame)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	c, err := Decode(f)
+	if err != nil {
+		t.Fatalf("answer: %v", err)
+	}
+	return c
+}
+
+// A header that does not decode is answered SYSTEM_ERROR on its opaque
+// when that can be read, dropped when not; either way the connection
+// stays open and the next request is served. Codes above 16 bits reach the
+// handler whole.
+func TestServerKeepsConnectionOnBadHeaders(t *testing.T) {
+	var mu sync.Mutex
+	var reasons []string
+	undecodable := 0
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(ServerConfig{MaxFrame: 1 << 20,
+		Handler: func(ctx context.Context, c *Conn, req *Command) *Command {
+			r := Response(req, Success, "")
+			r.Ext["code"] = strconv.Itoa(int(req.Code))
+			return r
+		},
+		OnClose:       func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() },
+		OnUndecodable: func() { mu.Lock(); undecodable++; mu.Unlock() },
+	})
+	done := make(chan struct{})
+	go func() { defer close(done); s.Serve(l) }()
+	defer func() { s.Close(); <-done }()
+
+	nc, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// JSON: a code that is no number; the opaque is readable.
+	nc.Write(rawFrame(JSON, []byte(`{"code":"POP","opaque":77,"flag":0,"extFields":{}}`), nil))
+	if a := readAnswer(t, nc); a.Code != SystemError || a.Opaque != 77 || !a.IsResponse() || !strings.Contains(a.Remark, "undecodable") {
+		t.Fatalf("bad JSON code answered %+v", a)
+	}
+	// JSON that does not parse at all: no opaque, nothing to answer.
+	nc.Write(rawFrame(JSON, []byte(`{x}`), nil))
+	// Binary: opaque 78 readable, the remark length runs past the header.
+	h := binary.BigEndian.AppendUint16(nil, 11)
+	h = append(h, 9)
+	h = binary.BigEndian.AppendUint16(h, 317)
+	h = binary.BigEndian.AppendUint32(h, 78)
+	h = binary.BigEndian.AppendUint32(h, 0)
+	h = binary.BigEndian.AppendUint32(h, 1<<30)
+	nc.Write(rawFrame(RocketMQ, h, nil))
+	if a := readAnswer(t, nc); a.Code != SystemError || a.Opaque != 78 || a.Codec != RocketMQ {
+		t.Fatalf("bad binary header answered %+v", a)
+	}
+	// An unknown serialize type.
+	nc.Write(rawFrame(7, []byte("??"), nil))
+	// A JSON request whose code is RocketMQ 5.x's POP_MESSAGE.
+	nc.Write(rawFrame(JSON, []byte(`{"code":200050,"language":"JAVA","version":475,"opaque":79,"flag":0,"extFields":{"topic":"t"}}`), nil))
+	if a := readAnswer(t, nc); a.Code != Success || a.Opaque != 79 || a.Ext["code"] != "200050" {
+		t.Fatalf("code 200050 reached the handler as %+v", a)
+	}
+	// Absurd but decodable fields: a version past 16 bits, a numeric remark.
+	nc.Write(rawFrame(JSON, []byte(`{"code":34,"language":7,"version":99999999,"opaque":80,"flag":0,"remark":12,"extFields":{"n":1}}`), nil))
+	if a := readAnswer(t, nc); a.Code != Success || a.Opaque != 80 || a.Ext["code"] != "34" {
+		t.Fatalf("absurd fields answered %+v", a)
+	}
+	// Only a length that cannot be delimited closes the connection.
+	nc.Write(binary.BigEndian.AppendUint32(nil, 3))
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := nc.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("read %d bytes after a bad length, want a closed connection", n)
+	}
+	nc.Close()
+	// A client that closes between frames.
+	nc2, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc2.Write(rawFrame(JSON, []byte(`{"code":34,"opaque":1,"flag":0}`), nil))
+	readAnswer(t, nc2)
+	nc2.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		got := append([]string(nil), reasons...)
+		und := undecodable
+		mu.Unlock()
+		if len(got) == 2 {
+			sort.Strings(got) // the two connections close concurrently
+			if got[0] != CloseEOF || got[1] != CloseFrameLength || und != 4 {
+				t.Fatalf("close reasons %v, undecodable %d; want [%s %s], 4", got, und, CloseEOF, CloseFrameLength)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("close reasons %v", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The ROCKETMQ binary header has 16 bits for the code (RocketMQSerializable
+// writes a short): a larger code is refused rather than sent as another.
+func TestBinaryHeaderRefusesWideCodes(t *testing.T) {
+	c := NewRequest(PopMessage, nil, nil)
+	c.Codec = RocketMQ
+	if _, err := c.Encode(); err == nil {
+		t.Fatal("code 200050 encoded in 16 bits")
+	}
+	c.Codec = JSON
+	b, err := c.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(b[4:])
+	if err != nil || got.Code != PopMessage {
+		t.Fatalf("JSON round trip of 200050: %+v, %v", got, err)
+	}
+	// What Java writes for a code it truncated: a negative short decodes
+	// sign-extended, as readShort does.
+	c = NewRequest(-2, nil, nil)
+	c.Codec = RocketMQ
+	b, err = c.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Decode(b[4:]); err != nil || got.Code != -2 {
+		t.Fatalf("binary -2: %+v, %v", got, err)
 	}
 }

@@ -67,7 +67,9 @@ type Adapter struct {
 	retryMu   sync.Mutex
 	retryMade map[string]bool // retry topics this node has seen created
 
-	requests *prometheus.CounterVec
+	requests    *prometheus.CounterVec
+	connsClosed *prometheus.CounterVec
+	undecodable prometheus.Counter
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -105,12 +107,25 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	a.reg = newRegistrar(a)
 	a.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_remoting_requests_total",
 		Help: "RocketMQ remoting requests served, by request code and response code."}, []string{"request", "response"})
-	if err := b.Registry().Register(a.requests); err != nil {
-		return nil, fmt.Errorf("remoting metrics: %w", err)
+	a.connsClosed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_remoting_connections_closed_total",
+		Help: "RocketMQ remoting connections closed, by reason: client_closed, cut_short (closed within a frame), frame_length (a frame that cannot be delimited), read_error, write_error, server_closed."},
+		[]string{"reason"})
+	a.undecodable = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_remoting_undecodable_frames_total",
+		Help: "RocketMQ remoting frames whose header did not decode; answered SYSTEM_ERROR when their opaque could be read, the connection kept."})
+	for _, c := range []prometheus.Collector{a.requests, a.connsClosed, a.undecodable} {
+		if err := b.Registry().Register(c); err != nil {
+			return nil, fmt.Errorf("remoting metrics: %w", err)
+		}
 	}
 	// A push consumer pulls every queue it owns on one connection, each
 	// pull held up to MaxPullWait: room for many queues.
-	a.srv = rmq.NewServer(rmq.ServerConfig{Handler: a.handle, Logger: a.log.Named("conn"), MaxFrame: rmq.MaxFrame, MaxInflight: 1024})
+	a.srv = rmq.NewServer(rmq.ServerConfig{Handler: a.handle, Logger: a.log.Named("conn"), MaxFrame: rmq.MaxFrame, MaxInflight: 1024,
+		OnClose:       func(reason string) { a.connsClosed.WithLabelValues(reason).Inc() },
+		OnUndecodable: a.undecodable.Inc})
+	if err := b.Registry().Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_remoting_connections",
+		Help: "Open RocketMQ remoting connections."}, func() float64 { return float64(a.srv.Conns()) })); err != nil {
+		return nil, fmt.Errorf("remoting metrics: %w", err)
+	}
 	a.goFunc(a.commits.loop)
 	a.goFunc(a.reg.loop)
 	return a, nil
@@ -170,8 +185,21 @@ func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command
 	switch req.Code {
 	case rmq.SendMessage, rmq.SendMessageV2, rmq.SendBatchMessage:
 		return a.send(ctx, req)
-	case rmq.PullMessage:
+	case rmq.PullMessage, rmq.LitePullMessage:
+		// LITE_PULL_MESSAGE (the Java 5.x lite pull consumer) has PULL's
+		// header and answer; RocketMQ serves both with PullMessageProcessor.
 		return a.pull(ctx, req)
+	case rmq.EndTransaction:
+		// No half message is ever stored (send refuses them), so there is
+		// nothing to commit or roll back. The Go client sends this oneway
+		// without the oneway flag; the answer is harmless.
+		a.log.Debug("END_TRANSACTION refused", "producerGroup", req.Ext["producerGroup"], "msgId", req.Ext["msgId"])
+		return rmq.Response(req, rmq.RequestCodeNotSupported, "request code 37 (END_TRANSACTION): transactional messages are not supported by this broker yet: "+
+			"the half message was refused when it was sent, so there is nothing to commit or roll back")
+	case rmq.CheckClientConfig:
+		return a.checkClientConfig(req)
+	case rmq.GetEarliestMsgStoreTime:
+		return a.earliestStoreTime(ctx, req)
 	case rmq.HeartBeat:
 		return a.heartbeat(ctx, conn, req)
 	case rmq.UnregisterClient:
@@ -202,7 +230,7 @@ func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command
 	case rmq.UnlockBatchMQ:
 		return a.unlockBatch(ctx, req)
 	}
-	return rmq.Response(req, rmq.RequestCodeNotSupported, fmt.Sprintf("request code %d is not supported by raftmq (docs/rocketmq.md lists what is)", req.Code))
+	return rmq.Response(req, rmq.RequestCodeNotSupported, fmt.Sprintf("request code %s is not supported by this broker (raftmq); docs/rocketmq.md lists the codes served", rmq.DescribeCode(req.Code)))
 }
 
 // forward runs call on the leader named by err when err is a NotLeader

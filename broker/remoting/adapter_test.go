@@ -2,6 +2,7 @@ package remoting_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -54,7 +55,7 @@ func (f *fixture) follower() int {
 	return (l + 1) % f.c.Size()
 }
 
-func (f *fixture) invoke(addr string, code int16, ext map[string]string, body []byte) *rmq.Command {
+func (f *fixture) invoke(addr string, code int32, ext map[string]string, body []byte) *rmq.Command {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -428,9 +429,9 @@ func TestGarbageRequestsAreAnswered(t *testing.T) {
 	f := newFixture(t)
 	l := f.c.Leader()
 	f.createTopic("g", 1)
-	codes := []int16{rmq.QueryMessage, rmq.SendMessage, rmq.SendMessageV2, rmq.SendBatchMessage, rmq.PullMessage, rmq.QueryConsumerOffset, rmq.UpdateConsumerOffset,
+	codes := []int32{rmq.QueryMessage, rmq.SendMessage, rmq.SendMessageV2, rmq.SendBatchMessage, rmq.PullMessage, rmq.QueryConsumerOffset, rmq.UpdateConsumerOffset,
 		rmq.GetMaxOffset, rmq.GetMinOffset, rmq.SearchOffsetByTimestamp, rmq.HeartBeat, rmq.GetConsumerListByGroup, rmq.UpdateAndCreateTopic,
-		rmq.UnregisterClient, rmq.GetRouteInfoByTopic}
+		rmq.UnregisterClient, rmq.GetRouteInfoByTopic, rmq.LitePullMessage, rmq.CheckClientConfig, rmq.GetEarliestMsgStoreTime}
 	exts := []map[string]string{
 		nil,
 		{"topic": "g", "queueId": "x", "queueOffset": "-5", "commitOffset": "zz", "maxMsgNums": "99999999999999999999", "sysFlag": "3"},
@@ -495,4 +496,131 @@ func TestWritePathOfAStoppedFollowerGoes(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("the stopped follower's write path went %v after the stop", time.Since(start).Round(time.Millisecond))
+}
+
+// metricValue is the value of the counter name with the label pair, summed
+// over its series, from the node's registry.
+func metricValue(t *testing.T, f *fixture, node int, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := f.c.Node(node).Broker().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := label == ""
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					match = true
+				}
+			}
+			if match {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// A request code the node does not serve, RocketMQ 5.x's POP_MESSAGE
+// (200050) among them, is answered REQUEST_CODE_NOT_SUPPORTED on its opaque
+// with a remark naming the code, and the connection goes on serving; only
+// a frame that cannot be delimited closes it, counted by reason.
+func TestUnknownCodesKeepTheConnection(t *testing.T) {
+	f := newFixture(t)
+	l := f.c.Leader()
+	nc, err := net.Dial("tcp", f.addr(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	write := func(codec byte, header []byte) {
+		t.Helper()
+		b := binary.BigEndian.AppendUint32(nil, uint32(4+len(header)))
+		b = binary.BigEndian.AppendUint32(b, uint32(codec)<<24|uint32(len(header)))
+		if _, err := nc.Write(append(b, header...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() *rmq.Command {
+		t.Helper()
+		nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+		fr, err := rmq.ReadFrame(nc, rmq.MaxFrame)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		c, err := rmq.Decode(fr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// As the Java 5.x client writes POP_MESSAGE (JSON header).
+	write(rmq.JSON, []byte(`{"code":200050,"language":"JAVA","version":475,"opaque":4242,"flag":0,"extFields":{"consumerGroup":"cg","topic":"t","queueId":"-1","maxMsgNums":"32","invisibleTime":"60000","pollTime":"20000","bornTime":"1","initMode":"0"},"serializeTypeCurrentRPC":"JSON"}`))
+	a := read()
+	if a.Code != rmq.RequestCodeNotSupported || a.Opaque != 4242 || !a.IsResponse() || !strings.Contains(a.Remark, "200050 (POP_MESSAGE)") {
+		t.Fatalf("POP_MESSAGE answered %d opaque %d %q", a.Code, a.Opaque, a.Remark)
+	}
+	// The next request on the same connection is served.
+	write(rmq.JSON, []byte(`{"code":106,"language":"GO","version":317,"opaque":4243,"flag":0,"extFields":{}}`))
+	write(rmq.JSON, []byte(`{"code":105,"language":"GO","version":317,"opaque":4244,"flag":0,"extFields":{"topic":"nope"}}`))
+	for _, op := range []int32{4243, 4244} {
+		a = read()
+		if a.Opaque != op {
+			t.Fatalf("answer to opaque %d: %d %q", op, a.Opaque, a.Remark)
+		}
+		if op == 4243 && (a.Code != rmq.RequestCodeNotSupported || !strings.Contains(a.Remark, "106 (GET_BROKER_CLUSTER_INFO)")) {
+			t.Fatalf("106 on a node: %d %q", a.Code, a.Remark)
+		}
+		if op == 4244 && a.Code == rmq.RequestCodeNotSupported {
+			t.Fatalf("route request not served: %q", a.Remark)
+		}
+	}
+	// The binary header: a code as Java truncates 200050 (3442), and an
+	// undecodable header with a readable opaque; both answered.
+	bin := func(code uint16, opaque uint32, remarkLen uint32) []byte {
+		h := binary.BigEndian.AppendUint16(nil, code)
+		h = append(h, 0)
+		h = binary.BigEndian.AppendUint16(h, 475)
+		h = binary.BigEndian.AppendUint32(h, opaque)
+		h = binary.BigEndian.AppendUint32(h, 0)
+		h = binary.BigEndian.AppendUint32(h, remarkLen)
+		return binary.BigEndian.AppendUint32(h, 0)
+	}
+	write(rmq.RocketMQ, bin(3442, 5000, 0))
+	if a = read(); a.Code != rmq.RequestCodeNotSupported || a.Opaque != 5000 || a.Codec != rmq.RocketMQ || !strings.Contains(a.Remark, "3442") {
+		t.Fatalf("binary 3442 answered %d opaque %d %q", a.Code, a.Opaque, a.Remark)
+	}
+	write(rmq.RocketMQ, bin(34, 5001, 1<<20))
+	if a = read(); a.Code != rmq.SystemError || a.Opaque != 5001 {
+		t.Fatalf("undecodable binary header answered %d opaque %d %q", a.Code, a.Opaque, a.Remark)
+	}
+	write(rmq.JSON, []byte(`{"code":34,"language":"GO","version":317,"opaque":5002,"flag":0,"extFields":{}}`))
+	if a = read(); a.Opaque != 5002 || a.Code == rmq.RequestCodeNotSupported {
+		t.Fatalf("heartbeat after the bad header: %d %q", a.Code, a.Remark)
+	}
+	if n := metricValue(t, f, l, "raftmq_remoting_requests_total", "request", "200050"); n != 1 {
+		t.Fatalf("requests{request=200050} = %v", n)
+	}
+	if n := metricValue(t, f, l, "raftmq_remoting_undecodable_frames_total", "", ""); n != 1 {
+		t.Fatalf("undecodable frames = %v", n)
+	}
+	// A length that cannot be delimited closes the connection, counted.
+	before := metricValue(t, f, l, "raftmq_remoting_connections_closed_total", "reason", rmq.CloseFrameLength)
+	nc.Write(binary.BigEndian.AppendUint32(nil, 1<<30))
+	nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if n, err := nc.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("read %d bytes after a 1 GiB frame length, want a closed connection", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for metricValue(t, f, l, "raftmq_remoting_connections_closed_total", "reason", rmq.CloseFrameLength) != before+1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the closed connection was not counted as frame_length")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

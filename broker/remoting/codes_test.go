@@ -10,7 +10,7 @@ import (
 // TestCodesAreRocketMQs: the broker's table speaks the RocketMQ codes this
 // package names.
 func TestCodesAreRocketMQs(t *testing.T) {
-	cases := map[error]int16{
+	cases := map[error]int32{
 		broker.ErrNotLeader:       rmq.ServiceNotAvailable,
 		broker.ErrUnknownOutcome:  rmq.SystemError,
 		broker.ErrInvalidArgument: rmq.MessageIllegal,

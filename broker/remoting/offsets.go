@@ -101,6 +101,41 @@ func (a *Adapter) queueEnd(req *rmq.Command) *rmq.Command {
 	return resp
 }
 
+// earliestStoreTime answers GET_EARLIEST_MSG_STORETIME: the store time of
+// the first message the queue still holds, read as a pull reads it (the
+// time pulls and SEARCH_OFFSET_BY_TIMESTAMP use), or -1 for an empty
+// queue, as RocketMQ's getEarliestMessageTime answers. Retention may drop
+// the first message between reading the range and reading the message;
+// the range is read again then.
+func (a *Adapter) earliestStoreTime(ctx context.Context, req *rmq.Command) *rmq.Command {
+	topic, q, err := a.queueArgs(req)
+	if err != nil {
+		return rmq.Response(req, rmq.SystemError, err.Error())
+	}
+	for attempt := 0; ; attempt++ {
+		rng, err := a.queueRange(topic, q)
+		if err != nil {
+			return errResponse(req, err)
+		}
+		resp := rmq.Response(req, rmq.Success, "")
+		if rng.Min >= rng.Max {
+			resp.Ext["timestamp"] = "-1"
+			return resp
+		}
+		res, err := a.b.Pull(ctx, broker.PullRequest{Topic: topic, Queue: q, Offset: rng.Min, MaxMessages: 1})
+		switch {
+		case err == nil && res.Status == broker.PullFound && len(res.Messages) > 0:
+			resp.Ext["timestamp"] = strconv.FormatInt(res.Messages[0].Timestamp, 10)
+			return resp
+		case attempt < 3 && (errors.Is(err, broker.ErrOutOfRange) || err == nil && res.Status == broker.PullOffsetMoved):
+			continue // retention moved the queue's start
+		case err != nil:
+			return callErrResponse(req, err)
+		}
+		return rmq.Response(req, rmq.ServiceNotAvailable, fmt.Sprintf("earliest store time of %s/%d: offset %d is not readable on this node", topic, q, rng.Min))
+	}
+}
+
 // searchOffset answers SEARCH_OFFSET_BY_TIMESTAMP: the first offset whose
 // message was stored at or after the timestamp (broker.SearchOffsets).
 func (a *Adapter) searchOffset(ctx context.Context, req *rmq.Command) *rmq.Command {

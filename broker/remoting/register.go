@@ -304,7 +304,7 @@ func (r *registrar) unregister() {
 }
 
 type codeError struct {
-	code   int16
+	code   int32
 	remark string
 }
 

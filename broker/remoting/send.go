@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -28,6 +29,12 @@ const (
 // and TIMER_DELIVER_MS, which the broker's delayed produce takes as they
 // are (broker/delay.go).
 var relativeTimers = []string{"TIMER_DELAY_SEC", "TIMER_DELAY_MS"}
+
+// errTransactional refuses a transactional half message (property TRAN_MSG
+// or the prepared transaction type in sysFlag). raftmq does not hold a
+// message until its producer commits it yet: stored as an ordinary message
+// it would be delivered at once, and a rollback would not take it back.
+var errTransactional = errors.New(mq.TransactionsNotSupported)
 
 // v2Names maps SendMessageRequestHeaderV2's one-letter fields to the V1
 // names.
@@ -81,6 +88,9 @@ func parseSendHeader(req *rmq.Command) (sendHeader, error) {
 	}
 	h.props = rmq.DecodeProperties(ext["properties"])
 	h.batch = req.Code == rmq.SendBatchMessage || ext["batch"] == "true"
+	if mq.IsTransactionPrepared(h.props) || int32(h.sysFlag)&rmq.SysTransactionMask == rmq.SysTransactionPrepared {
+		return h, errTransactional
+	}
 	for _, k := range relativeTimers {
 		if _, ok := h.props[k]; ok {
 			// A relative timer would become a delivery time here, at
@@ -177,6 +187,9 @@ func (a *Adapter) produceRequest(req *rmq.Command) (broker.ProduceRequest, error
 		if body == nil {
 			body = []byte{}
 		}
+		if mq.IsTransactionPrepared(m.Properties) {
+			return preq, errTransactional
+		}
 		preq.Messages = append(preq.Messages, produceMessage(m.Properties, body, int64(m.Flag), &h))
 		keyed = keyed && m.Properties[propUniqKey] != ""
 	}
@@ -188,6 +201,12 @@ func (a *Adapter) produceRequest(req *rmq.Command) (broker.ProduceRequest, error
 
 func (a *Adapter) send(ctx context.Context, req *rmq.Command) *rmq.Command {
 	preq, err := a.produceRequest(req)
+	if errors.Is(err, errTransactional) {
+		// NO_PERMISSION, what RocketMQ's broker answers a half message when
+		// it rejects transactions (rejectTransactionMessage); clients fail
+		// the send with the remark.
+		return rmq.Response(req, rmq.NoPermission, err.Error())
+	}
 	if err != nil {
 		return errResponse(req, err)
 	}
