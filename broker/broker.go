@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftmq/raftmq/broker/keyindex"
+	"github.com/raftmq/raftmq/broker/route"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
@@ -194,7 +195,7 @@ type Broker struct {
 	progress  progress      // raft indexes over time, for Readiness
 	rr        atomic.Uint64 // round-robin queue choice
 
-	view        *clusterView
+	view        *route.View
 	damage      atomic.Pointer[Damage] // set once: see damage.go
 	handingOver atomic.Bool
 	groups      *groups
@@ -238,7 +239,7 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 		sched:     rep.Schedule,
 	}
 	brokersInProcess.Add(1)
-	b.view = newClusterView()
+	b.view = route.NewView()
 	b.groups = newGroups()
 	b.m = newMetrics(b)
 	b.registerDelayMetrics()

@@ -130,8 +130,8 @@ func TestScheduleHandOver(t *testing.T) {
 	}
 	defer b.Close()
 	now := time.Now()
-	b.view.set("n2", NodeState{First: 100, Applied: 500, ReceivedAt: now}, nil)
-	b.view.set("n3", NodeState{First: 10, Applied: 400, ReceivedAt: now}, nil)
+	b.view.Set("n2", NodeState{First: 100, Applied: 500, ReceivedAt: now}, nil)
+	b.view.Set("n3", NodeState{First: 10, Applied: 400, ReceivedAt: now}, nil)
 	for _, c := range []struct {
 		index uint64
 		want  string
@@ -140,7 +140,7 @@ func TestScheduleHandOver(t *testing.T) {
 			t.Errorf("holder of entry %d: %q, want %q", c.index, got, c.want)
 		}
 	}
-	b.view.set("n3", NodeState{First: 10, Applied: 400, ReceivedAt: now, Damaged: true}, nil)
+	b.view.Set("n3", NodeState{First: 10, Applied: 400, ReceivedAt: now, Damaged: true}, nil)
 	if got := b.holderVoter(50); got != "" {
 		t.Errorf("a damaged holder was chosen: %q", got)
 	}

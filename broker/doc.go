@@ -12,5 +12,10 @@
 // topics, roles) come from package mq, never from the generated api;
 // nowire_test.go checks that. Lower packages never import broker.
 //
+// The root is a facade: config, New/Close, the interfaces it declares, the
+// leader check and the public methods. Each concept it coordinates lives in
+// a subpackage that never imports the facade: route (read routing), filter
+// (subscription expressions), keyindex (the key index).
+//
 // See DESIGN.md in this directory for its goroutines and locks.
 package broker

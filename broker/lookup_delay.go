@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/raftmq/raftmq/broker/route"
 	"github.com/raftmq/raftmq/mq"
 )
 
@@ -134,7 +135,7 @@ func (b *Broker) findDelivered(topic string, q int32, id string, due time.Time) 
 		if err != nil {
 			return Message{}, false, err
 		}
-		if local != LocalServed || len(res.Messages) == 0 {
+		if local != route.LocalServed || len(res.Messages) == 0 {
 			return Message{}, false, fmt.Errorf("%w: %s", ErrNotFound, why)
 		}
 		for _, m := range res.Messages {

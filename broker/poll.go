@@ -65,11 +65,11 @@ func (b *Broker) pollPeers() {
 			applied := b.fsm.Applied()
 			st, err := b.peers.NodeState(ctx, addr)
 			st.ReceivedAt, st.PollerApplied = time.Now(), applied
-			b.view.set(id, st, err)
+			b.view.Set(id, st, err)
 		}(s.ID, n.PeerAddr)
 	}
 	wg.Wait()
-	b.view.retain(ids)
+	b.view.Retain(ids)
 	b.load.setSharing(sameHost(b.cfg.PeerAddr, others))
 }
 
@@ -81,9 +81,9 @@ func (b *Broker) preferredReady() bool {
 	if pref == b.cfg.NodeID || !b.node.Ready() {
 		return false
 	}
-	p, ok := b.view.get(pref)
-	if !ok || time.Since(p.lastOK) > b.fresh() || p.state.Damaged {
+	p, ok := b.view.Get(pref)
+	if !ok || time.Since(p.LastOK) > b.fresh() || p.State.Damaged {
 		return false
 	}
-	return p.state.Applied+16 >= b.fsm.Applied()
+	return p.State.Applied+16 >= b.fsm.Applied()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/raftmq/raftmq/broker/filter"
+	"github.com/raftmq/raftmq/broker/route"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
@@ -66,7 +67,7 @@ type PullResult struct {
 	MaxOffset      uint64
 	ServedBy       string
 	ServedByLeader bool
-	Suggestion     Suggestion
+	Suggestion     route.Suggestion
 	// Filtered counts the messages skipped because they did not match the
 	// request's filter. A pull whose window held only such messages is
 	// PullFound with no messages and NextOffset past them.
@@ -182,12 +183,12 @@ func (b *Broker) account(res *PullResult) {
 // (Suggest) decide the answer and the suggestion.
 func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 	res := PullResult{ServedBy: b.cfg.NodeID, ServedByLeader: isLeader, NextOffset: req.Offset}
-	local, why := LocalServed, ""
+	local, why := route.LocalServed, ""
 	var locs []store.Location
 	var rng store.QueueRange
 	var lerr error
 	if d, ok := b.Damaged(); ok {
-		local, why = LocalDamaged, damagedWhy(fmt.Sprintf("node %s is damaged at log index %d", b.cfg.NodeID, d.Index))
+		local, why = route.LocalDamaged, damagedWhy(fmt.Sprintf("node %s is damaged at log index %d", b.cfg.NodeID, d.Index))
 	} else {
 		// One entry more than messages asked for: each entry holds at least
 		// one message of the queue, so the entry of the consumer's next
@@ -195,20 +196,20 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 		locs, rng, lerr = b.fsm.Locate(req.Topic, req.Queue, req.Offset, req.MaxMessages+1)
 		switch {
 		case errors.Is(lerr, store.ErrUnknownTopic):
-			local = LocalNoTopic
+			local = route.LocalNoTopic
 		case errors.Is(lerr, store.ErrIndexDamaged):
 			b.log.Error("queue index damaged", "topic", req.Topic, "queue", req.Queue, "offset", req.Offset, "error", lerr)
-			local, why = LocalDamaged, lerr.Error()+"; retry on another node"
+			local, why = route.LocalDamaged, lerr.Error()+"; retry on another node"
 		case lerr != nil:
 			return PullResult{}, b.replicaErr(lerr)
 		case req.Offset < rng.Min:
-			local = LocalBelowMin
+			local = route.LocalBelowMin
 		case req.Offset < rng.Held:
 			// Indexed on the nodes that applied it, not here (this node
 			// installed a snapshot): one of them serves it.
-			local, why = LocalNotHeld, fmt.Sprintf("offset %d of %s/%d is held by no reachable, caught-up node (node %s indexes it from %d on)", req.Offset, req.Topic, req.Queue, b.cfg.NodeID, rng.Held)
+			local, why = route.LocalNotHeld, fmt.Sprintf("offset %d of %s/%d is held by no reachable, caught-up node (node %s indexes it from %d on)", req.Offset, req.Topic, req.Queue, b.cfg.NodeID, rng.Held)
 		case req.Offset > rng.Max:
-			local = LocalPastEnd
+			local = route.LocalPastEnd
 		case req.Offset < rng.Max:
 			var err error
 			if local, why, err = b.read(locs, req, &res); err != nil {
@@ -216,24 +217,24 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 			}
 		}
 	}
-	d := Suggest(b.routeInput(req, isLeader, local, rng, res.NextOffset, locs))
+	d := route.Suggest(b.routeInput(req, isLeader, local, rng, res.NextOffset, locs))
 	res.Suggestion = d.Suggestion
-	if local != LocalDamaged {
+	if local != route.LocalDamaged {
 		res.MinOffset, res.MaxOffset = rng.Min, rng.Max
 	}
 	switch d.Answer {
-	case AnswerServe:
+	case route.AnswerServe:
 		res.Status = PullFound
 		if req.Offset == rng.Max {
 			res.Status = PullNoNew
 		}
-	case AnswerRetryElsewhere:
+	case route.AnswerRetryElsewhere:
 		res.Status = PullRetryElsewhere
-	case AnswerOffsetMoved:
+	case route.AnswerOffsetMoved:
 		res.Status, res.NextOffset = PullOffsetMoved, rng.Min
-	case AnswerNotFound:
+	case route.AnswerNotFound:
 		return PullResult{}, b.replicaErr(lerr)
-	case AnswerOutOfRange:
+	case route.AnswerOutOfRange:
 		return PullResult{}, fmt.Errorf("%w: offset %d of %s/%d is past the end of the queue (next offset %d)", ErrOutOfRange, req.Offset, req.Topic, req.Queue, rng.Max)
 	default:
 		return PullResult{}, fmt.Errorf("%w: %s", ErrUnavailable, why)
@@ -244,7 +245,7 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 // read collects the messages of locs into res. It stops early, serving what
 // it has, at an entry it cannot read; when that is the first, it reports
 // what it found (the body is not held here, or damaged) and why.
-func (b *Broker) read(locs []store.Location, req *PullRequest, res *PullResult) (Local, string, error) {
+func (b *Broker) read(locs []store.Location, req *PullRequest, res *PullResult) (route.Local, string, error) {
 	bytes := 0
 	for _, loc := range locs {
 		data, err := b.rlog.Read(loc.LogIndex)
@@ -255,16 +256,16 @@ func (b *Broker) read(locs []store.Location, req *PullRequest, res *PullResult) 
 			if errors.Is(err, raftlog.ErrBelowFloor) {
 				// This node dropped the body (retention, or its log was
 				// replaced by a snapshot): a node that holds it serves it.
-				return LocalNotHeld, fmt.Sprintf("the message bodies at log index %d are not held by the leader nor by a reachable, caught-up follower", loc.LogIndex), nil
+				return route.LocalNotHeld, fmt.Sprintf("the message bodies at log index %d are not held by the leader nor by a reachable, caught-up follower", loc.LogIndex), nil
 			}
 			if errors.Is(err, raftlog.ErrCorrupt) {
 				// Damaged here (the log reported it, and the node is
 				// marked damaged within a state period): never Internal,
 				// the other nodes hold the entry.
 				b.log.Error("damaged log entry", "index", loc.LogIndex, "error", err)
-				return LocalDamaged, damagedWhy(fmt.Sprintf("log entry %d is damaged on node %s", loc.LogIndex, b.cfg.NodeID)), nil
+				return route.LocalDamaged, damagedWhy(fmt.Sprintf("log entry %d is damaged on node %s", loc.LogIndex, b.cfg.NodeID)), nil
 			}
-			return LocalServed, "", fmt.Errorf("read log entry %d: %w", loc.LogIndex, err)
+			return route.LocalServed, "", fmt.Errorf("read log entry %d: %w", loc.LogIndex, err)
 		}
 		full, err := collect(data, loc, req, res, &bytes)
 		if err != nil {
@@ -272,13 +273,13 @@ func (b *Broker) read(locs []store.Location, req *PullRequest, res *PullResult) 
 			if res.NextOffset > req.Offset {
 				break
 			}
-			return LocalDamaged, damagedWhy(fmt.Sprintf("log entry %d does not match this node's index on node %s", loc.LogIndex, b.cfg.NodeID)), nil
+			return route.LocalDamaged, damagedWhy(fmt.Sprintf("log entry %d does not match this node's index on node %s", loc.LogIndex, b.cfg.NodeID)), nil
 		}
 		if full {
 			break
 		}
 	}
-	return LocalServed, "", nil
+	return route.LocalServed, "", nil
 }
 
 // damagedWhy is the error a damaged node answers when it names no other
@@ -291,19 +292,19 @@ func damagedWhy(what string) string {
 // node found; rng the queue's range here (zero when the topic is unknown);
 // next the consumer's next offset; locs the entries the pull looked up, the
 // one holding next among them (pullOnce).
-func (b *Broker) routeInput(req *PullRequest, isLeader bool, local Local, rng store.QueueRange, next uint64, locs []store.Location) RouteInput {
-	in := RouteInput{
+func (b *Broker) routeInput(req *PullRequest, isLeader bool, local route.Local, rng store.QueueRange, next uint64, locs []store.Location) route.Input {
+	in := route.Input{
 		SelfIsLeader: isLeader,
 		Self:         b.peerView(b.cfg.NodeID),
 		Local:        local,
-		AtTail:       local == LocalServed && next >= rng.Max,
+		AtTail:       local == route.LocalServed && next >= rng.Max,
 		ColdBytes:    b.cfg.ColdReadBytes,
 		MaxLag:       b.cfg.MaxFollowerLag,
 		Topic:        req.Topic,
 		Queue:        req.Queue,
 	}
-	if (local == LocalServed || local == LocalNotHeld) && next < rng.Max {
-		if local == LocalServed {
+	if (local == route.LocalServed || local == route.LocalNotHeld) && next < rng.Max {
+		if local == route.LocalServed {
 			in.BehindBytes = (rng.Max - next) * b.load.avgMessageBytes()
 		}
 		for _, l := range locs {
@@ -327,14 +328,14 @@ func (b *Broker) routeInput(req *PullRequest, isLeader bool, local Local, rng st
 	}
 	if id := b.node.LeaderID(); id != "" {
 		in.Leader = b.peerView(id)
-		if p, ok := b.view.get(id); ok && p.state.Damaged {
-			in.Leader = NodeView{} // a damaged leader is handing over: no one to send readers to
+		if p, ok := b.view.Get(id); ok && p.State.Damaged {
+			in.Leader = route.NodeView{} // a damaged leader is handing over: no one to send readers to
 		} else if ok {
-			if p.state.Applied > in.Self.Applied {
-				in.SelfLag = p.state.Applied - in.Self.Applied
+			if p.State.Applied > in.Self.Applied {
+				in.SelfLag = p.State.Applied - in.Self.Applied
 			}
 			if in.NeedIndex == 0 {
-				in.NeedIndex = p.state.Applied
+				in.NeedIndex = p.State.Applied
 			}
 		}
 	}

@@ -76,11 +76,11 @@ func (b *Broker) retentionCut(now time.Time) (uint64, string) {
 			continue
 		}
 		v := b.peerView(s.ID)
-		p, heard := b.view.get(s.ID)
-		if heard && p.state.Damaged {
+		p, heard := b.view.Get(s.ID)
+		if heard && p.State.Damaged {
 			continue // stopped applying for good: it is repaired by a wipe, not by waiting
 		}
-		recent := heard && now.Sub(p.lastOK) <= b.cfg.RetentionGrace
+		recent := heard && now.Sub(p.LastOK) <= b.cfg.RetentionGrace
 		if (v.Healthy || recent) && v.Applied+1 < cut {
 			return 0, ""
 		}

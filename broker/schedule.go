@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/raftmq/raftmq/broker/route"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
@@ -281,10 +282,10 @@ func (b *Broker) dueRequests(q uint32, c uint64, now time.Time) ([]raftlog.Reque
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	if local == LocalNotHeld && len(locs) > 0 {
+	if local == route.LocalNotHeld && len(locs) > 0 {
 		return nil, time.Time{}, &notHeldError{index: locs[0].LogIndex, why: why}
 	}
-	if local != LocalServed {
+	if local != route.LocalServed {
 		return nil, time.Time{}, errors.New(why)
 	}
 	appended := map[uint64]time.Time{}
@@ -438,12 +439,12 @@ func (b *Broker) holderVoter(index uint64) string {
 		if !s.Voter || s.ID == b.cfg.NodeID {
 			continue
 		}
-		p, ok := b.view.get(s.ID)
-		if !ok || time.Since(p.lastOK) > b.fresh() || p.state.Damaged || p.state.First == 0 || p.state.First > index || p.state.Applied < index {
+		p, ok := b.view.Get(s.ID)
+		if !ok || time.Since(p.LastOK) > b.fresh() || p.State.Damaged || p.State.First == 0 || p.State.First > index || p.State.Applied < index {
 			continue
 		}
-		if best == "" || p.state.Applied > applied {
-			best, applied = s.ID, p.state.Applied
+		if best == "" || p.State.Applied > applied {
+			best, applied = s.ID, p.State.Applied
 		}
 	}
 	return best
