@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftmq/raftmq/broker/keyindex"
+	"github.com/raftmq/raftmq/broker/load"
 	"github.com/raftmq/raftmq/broker/route"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/mq"
@@ -48,7 +49,7 @@ type Config struct {
 	StatePeriod    time.Duration
 	// CPUBudget is the CPU (cores) the load signal counts as this node's;
 	// 0 computes it from GOMAXPROCS, the cgroup quota and the group's nodes
-	// on this host (load.go).
+	// on this host (package load).
 	CPUBudget float64
 
 	// Consumer groups.
@@ -200,7 +201,7 @@ type Broker struct {
 	handingOver atomic.Bool
 	groups      *groups
 	locks       lockTable // orderly-consumption locks (locks.go)
-	load        *loadMeter
+	load        *load.Meter
 	keys        *keyindex.Index // nil without KeyIndexDir
 	sched       ScheduleState   // nil: delayed messages are refused
 	scheduler   scheduler
@@ -235,11 +236,11 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 		produceCh: make(chan *pending, 4096),
 		inflight:  make(chan inflightEntry, cfg.MaxInflight),
 		stop:      make(chan struct{}),
-		load:      newLoadMeter(cfg.CPUBudget),
 		sched:     rep.Schedule,
 	}
 	brokersInProcess.Add(1)
 	b.view = route.NewView()
+	b.load = load.New(cfg.CPUBudget, b.produceQueueFill, func() int { return int(brokersInProcess.Load()) })
 	b.groups = newGroups()
 	b.m = newMetrics(b)
 	b.registerDelayMetrics()

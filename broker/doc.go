@@ -14,8 +14,12 @@
 //
 // The root is a facade: config, New/Close, the interfaces it declares, the
 // leader check and the public methods. Each concept it coordinates lives in
-// a subpackage that never imports the facade: route (read routing), filter
-// (subscription expressions), keyindex (the key index).
+// a subpackage that never imports the facade:
+//
+//   - route: read routing (the suggestion policy and the view of the peers)
+//   - load: the load signal
+//   - filter: subscription expressions
+//   - keyindex: the on-disk key index
 //
 // See DESIGN.md in this directory for its goroutines and locks.
 package broker

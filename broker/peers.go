@@ -14,7 +14,7 @@ type NodeState = route.NodeState
 // NodeState returns this node's state.
 func (b *Broker) NodeState() NodeState {
 	st := b.node.Stats()
-	load := b.load.value(b)
+	load := b.load.Value()
 	d, damaged := b.Damaged()
 	var reason string
 	if damaged {

@@ -3,8 +3,24 @@ package broker
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/raftmq/raftmq/broker/load"
 )
+
+// brokersInProcess counts the live brokers of this process: they share its
+// CPU time (in-process test groups), which the load meter divides.
+var brokersInProcess atomic.Int32
+
+// produceQueueFill is the produce queue's fill (0..1), a part of the load.
+func (b *Broker) produceQueueFill() float64 {
+	return float64(len(b.produceCh)) / float64(cap(b.produceCh))
+}
+
+// SetLoadOverride fixes the load signal at v (NaN restores measuring). It is
+// a hook for tests and for operators who want to push reads to followers.
+func (b *Broker) SetLoadOverride(v float64) { b.load.SetOverride(v) }
 
 // stateLoop polls the other nodes, keeps this node registered, samples load
 // and moves leadership to the preferred leader.
@@ -18,7 +34,7 @@ func (b *Broker) stateLoop() {
 			return
 		case <-t.C:
 		}
-		b.load.sample(float64(len(b.inflight)) / float64(cap(b.inflight)))
+		b.load.Sample(float64(len(b.inflight)) / float64(cap(b.inflight)))
 		b.checkDamage()
 		b.pollPeers()
 		b.sampleProgress()
@@ -70,7 +86,7 @@ func (b *Broker) pollPeers() {
 	}
 	wg.Wait()
 	b.view.Retain(ids)
-	b.load.setSharing(sameHost(b.cfg.PeerAddr, others))
+	b.load.SetSharing(load.SameHost(b.cfg.PeerAddr, others))
 }
 
 // preferredReady reports whether this ready leader should hand leadership

@@ -159,13 +159,11 @@ func (b *Broker) account(res *PullResult) {
 	}
 	if n := len(res.Messages); n > 0 {
 		b.m.pullMessages.WithLabelValues(role).Add(float64(n))
-		b.load.addRead(n)
 		total := 0
 		for i := range res.Messages {
 			total += len(res.Messages[i].Body)
 		}
-		avg := b.load.avgBytes.Load()
-		b.load.avgBytes.Store((avg*7 + uint64(total/n)) / 8)
+		b.load.ObservePull(n, total)
 	}
 	target := "self"
 	switch {
@@ -305,7 +303,7 @@ func (b *Broker) routeInput(req *PullRequest, isLeader bool, local route.Local, 
 	}
 	if (local == route.LocalServed || local == route.LocalNotHeld) && next < rng.Max {
 		if local == route.LocalServed {
-			in.BehindBytes = (rng.Max - next) * b.load.avgMessageBytes()
+			in.BehindBytes = (rng.Max - next) * b.load.AvgMessageBytes()
 		}
 		for _, l := range locs {
 			if next >= l.Base && next < l.Base+uint64(l.Count) {
