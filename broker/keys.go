@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftmq/raftmq/broker/entry"
 	"github.com/raftmq/raftmq/broker/keyindex"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
@@ -121,28 +122,14 @@ func (b *Broker) indexKeys() bool {
 }
 
 func (b *Broker) indexEntry(index uint64, data []byte) error {
-	if len(data) == 0 || raftlog.CommandType(data[0]) != raftlog.CmdBatch {
-		return nil
-	}
-	batch, err := raftlog.ParseReadBatch(data)
-	if err != nil {
-		return err
-	}
-	var ordinal uint32
 	var addErr error
-	err = batch.Each(func(_ int, rv *raftlog.RequestView) bool {
-		first := ordinal
-		ordinal += uint32(rv.Count)
-		rv.Messages(func(j int, m *raftlog.MessageView) bool {
-			for _, k := range messageKeys(m) {
-				if err := b.keys.Add(index, first+uint32(j), rv.Topic, k); err != nil {
-					addErr = err
-					return false
-				}
+	err := entry.Each(data, func(_ int, topic string, ordinal uint32, m *raftlog.MessageView) bool {
+		for _, k := range messageKeys(string(m.Key), m.Properties()[UniqKeyProperty]) {
+			if addErr = b.keys.Add(index, ordinal, topic, k); addErr != nil {
+				return false
 			}
-			return true
-		})
-		return addErr == nil
+		}
+		return true
 	})
 	if err == nil {
 		err = addErr
@@ -151,7 +138,7 @@ func (b *Broker) indexEntry(index uint64, data []byte) error {
 }
 
 // messageKeys are the words of a message's key and its UNIQ_KEY, each once.
-func messageKeys(m *raftlog.MessageView) []string {
+func messageKeys(key, uniq string) []string {
 	var out []string
 	seen := func(k string) bool {
 		for _, o := range out {
@@ -161,13 +148,13 @@ func messageKeys(m *raftlog.MessageView) []string {
 		}
 		return false
 	}
-	for _, k := range strings.Fields(string(m.Key)) {
+	for _, k := range strings.Fields(key) {
 		if !seen(k) {
 			out = append(out, k)
 		}
 	}
-	if u := m.Properties()[UniqKeyProperty]; u != "" && !seen(u) {
-		out = append(out, u)
+	if uniq != "" && !seen(uniq) {
+		out = append(out, uniq)
 	}
 	return out
 }
@@ -235,93 +222,33 @@ func (b *Broker) FindMessages(req FindRequest) ([]Message, error) {
 // stored, retained message of the topic with the key, in the time window.
 func (b *Broker) storedMessage(ti store.TopicInfo, h keyindex.Hit, req FindRequest) (Message, bool) {
 	data, err := b.rlog.Read(h.LogIndex)
-	if err != nil || len(data) == 0 || raftlog.CommandType(data[0]) != raftlog.CmdBatch {
-		return Message{}, false
-	}
-	batch, err := raftlog.ParseReadBatch(data)
 	if err != nil {
 		return Message{}, false
 	}
-	var found Message
-	var ok bool
-	var ordinal uint32
-	var reqIndex int
-	var queue uint32
-	var within uint64 // messages of the queue before it in its request
-	batch.Each(func(i int, rv *raftlog.RequestView) bool {
-		first := ordinal
-		ordinal += uint32(rv.Count)
-		if h.Ordinal < first || h.Ordinal >= ordinal {
-			return true
-		}
-		if rv.Topic != req.Topic {
-			return false
-		}
-		rv.Messages(func(j int, m *raftlog.MessageView) bool {
-			if first+uint32(j) < h.Ordinal {
-				return true
-			}
-			if !hasKey(m, req.Key) || (req.BeginMS > 0 && m.Timestamp < req.BeginMS) || (req.EndMS > 0 && m.Timestamp > req.EndMS) {
-				return false
-			}
-			found = Message{Topic: rv.Topic, Queue: int32(m.Queue), ID: raftlog.MessageID(h.LogIndex, h.Ordinal), Key: string(m.Key),
-				Tag: string(m.Tag), Properties: m.Properties(), Body: append([]byte(nil), m.Body...), Timestamp: m.Timestamp}
-			queue, reqIndex, ok = m.Queue, i, true
-			return false
-		})
-		if ok {
-			rv.Messages(func(j int, m *raftlog.MessageView) bool {
-				if first+uint32(j) >= h.Ordinal {
-					return false
-				}
-				if m.Queue == queue {
-					within++
-				}
-				return true
-			})
-		}
-		return false
-	})
-	if !ok || int(queue) >= len(ti.Queues) {
+	m, _, ok, err := entry.At(h.LogIndex, data, h.Ordinal)
+	if err != nil || !ok || m.Topic != req.Topic || !hasKey(m, req.Key) ||
+		(req.BeginMS > 0 && m.Timestamp < req.BeginMS) || (req.EndMS > 0 && m.Timestamp > req.EndMS) ||
+		int(m.Queue) >= len(ti.Queues) {
 		return Message{}, false
 	}
-	loc, held := b.fsm.LocateEntry(req.Topic, int32(queue), h.LogIndex)
+	m.Body = append([]byte(nil), m.Body...)
+	loc, held := b.fsm.LocateEntry(req.Topic, m.Queue, h.LogIndex)
 	if !held {
 		return Message{}, false // a deleted (or re-created) topic, or dropped by retention
 	}
-	// The queue's messages in the entry come from the requests that were
-	// stored, in order: count those of the requests before this one.
-	skipped := map[uint32]bool{}
-	for _, s := range loc.Skip {
-		skipped[s] = true
-	}
-	if skipped[uint32(reqIndex)] {
+	off, stored, err := entry.OffsetOf(data, req.Topic, m.Queue, loc, h.Ordinal)
+	if err != nil || !stored {
 		return Message{}, false // a duplicate or refused request
 	}
-	before := uint64(0)
-	batch.Each(func(i int, rv *raftlog.RequestView) bool {
-		if i >= reqIndex {
-			return false
-		}
-		if rv.Topic == req.Topic && !skipped[uint32(i)] {
-			rv.Messages(func(_ int, m *raftlog.MessageView) bool {
-				if m.Queue == queue {
-					before++
-				}
-				return true
-			})
-		}
-		return true
-	})
-	found.Offset = loc.Base + before + within
-	if found.Offset < ti.Queues[queue].Min || found.Offset >= loc.Base+uint64(loc.Count) {
+	if off < ti.Queues[m.Queue].Min || off >= loc.Base+uint64(loc.Count) {
 		return Message{}, false
 	}
-	return found, true
+	m.Offset = off
+	return m, true
 }
 
-func hasKey(m *raftlog.MessageView, key string) bool {
-	for _, k := range messageKeys(m) {
+func hasKey(m Message, key string) bool {
+	for _, k := range messageKeys(m.Key, m.Properties[UniqKeyProperty]) {
 		if k == key {
 			return true
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/raftmq/raftmq/broker/entry"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
@@ -146,43 +147,7 @@ func (b *Broker) readMessage(id string, index uint64, ordinal uint32) (Message, 
 		return Message{}, fmt.Errorf("message %s: read log entry %d: %w", id, index, err)
 	}
 	noSuch := fmt.Errorf("%w: no message has id %s (log entry %d holds no stored message with ordinal %d)", ErrNotFound, id, index, ordinal)
-	if len(data) == 0 || raftlog.CommandType(data[0]) != raftlog.CmdBatch {
-		return Message{}, noSuch
-	}
-	batch, err := raftlog.ParseReadBatch(data)
-	if err != nil {
-		return Message{}, fmt.Errorf("message %s: log entry %d on node %s: %w", id, index, b.cfg.NodeID, err)
-	}
-	// Walk to the message, remembering the topic and queue of every
-	// message before it in the entry: its offset is its record's base plus
-	// the messages of its queue stored before it in the same entry.
-	type pos struct {
-		req   int
-		topic string
-		queue uint32
-	}
-	var (
-		found  bool
-		req    int
-		out    Message
-		before []pos
-		next   uint32 // ordinal of the request's first message
-	)
-	err = batch.Each(func(i int, rv *raftlog.RequestView) bool {
-		first := next
-		next += uint32(rv.Count)
-		rv.Messages(func(j int, m *raftlog.MessageView) bool {
-			if first+uint32(j) == ordinal {
-				found, req = true, i
-				out = Message{Topic: rv.Topic, Queue: int32(m.Queue), ID: id, Key: string(m.Key), Tag: string(m.Tag),
-					Properties: m.Properties(), Body: m.Body, Timestamp: m.Timestamp}
-				return false
-			}
-			before = append(before, pos{i, rv.Topic, m.Queue})
-			return true
-		})
-		return !found && ordinal >= next
-	})
+	out, _, found, err := entry.At(index, data, ordinal)
 	if err != nil {
 		return Message{}, fmt.Errorf("message %s: log entry %d on node %s: %w", id, index, b.cfg.NodeID, err)
 	}
@@ -199,27 +164,21 @@ func (b *Broker) readMessage(id string, index uint64, ordinal uint32) (Message, 
 		// there means nothing to a user).
 		return out, nil
 	}
-	if !ok || skipped(loc.Skip, uint32(req)) {
+	if !ok {
+		return Message{}, noSuch
+	}
+	// Its offset is its record's base plus the messages of its queue that
+	// the requests before it stored in the same entry.
+	off, stored, err := entry.OffsetOf(data, out.Topic, out.Queue, loc, ordinal)
+	if err != nil {
+		return Message{}, fmt.Errorf("message %s: log entry %d on node %s: %w", id, index, b.cfg.NodeID, err)
+	}
+	if !stored {
 		// A request the state machine refused, or a retry it answered
 		// with the first attempt's acks: no message was stored under
 		// this id.
 		return Message{}, noSuch
 	}
-	off := loc.Base
-	for _, p := range before {
-		if p.topic == out.Topic && p.queue == uint32(out.Queue) && !skipped(loc.Skip, uint32(p.req)) {
-			off++
-		}
-	}
 	out.Offset = off
 	return out, nil
-}
-
-func skipped(skip []uint32, req uint32) bool {
-	for _, s := range skip {
-		if s == req {
-			return true
-		}
-	}
-	return false
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/raftmq/raftmq/broker/entry"
 	"github.com/raftmq/raftmq/broker/filter"
 	"github.com/raftmq/raftmq/broker/route"
 	"github.com/raftmq/raftmq/election"
@@ -45,18 +46,9 @@ type PullRequest struct {
 	scanned int            // body bytes of the messages filtered out so far
 }
 
-// Message is a stored message as a consumer sees it.
-type Message struct {
-	Topic      string
-	Queue      int32
-	Offset     uint64
-	ID         string
-	Key        string
-	Tag        string
-	Properties map[string]string
-	Body       []byte
-	Timestamp  int64
-}
+// Message is a stored message as a consumer sees it (package entry reads
+// it out of the log).
+type Message = entry.Message
 
 // PullResult is the answer to a pull, with the suggestion for the next one.
 type PullResult struct {
@@ -343,76 +335,50 @@ func (b *Broker) routeInput(req *PullRequest, isLeader bool, local route.Local, 
 // collect appends the messages of loc at or after res.NextOffset. It reports
 // whether a limit was reached.
 func collect(data []byte, loc store.Location, req *PullRequest, res *PullResult, bytes *int) (bool, error) {
-	batch, err := raftlog.ParseReadBatch(data)
-	if err != nil {
-		return false, err
-	}
-	skip := 0
-	offset := loc.Base
-	var ordinal uint32
 	full := false
-	err = batch.Each(func(i int, rv *raftlog.RequestView) bool {
-		first := ordinal
-		ordinal += uint32(rv.Count)
-		if skip < len(loc.Skip) && loc.Skip[skip] == uint32(i) {
-			skip++
+	err := entry.Read(data, req.Topic, req.Queue, loc, func(s entry.Stored) bool {
+		m := s.View
+		if s.Offset < res.NextOffset {
 			return true
 		}
-		if rv.Topic != req.Topic {
-			return true
+		var props map[string]string
+		if req.flt.NeedsProperties() {
+			props = m.Properties()
 		}
-		rv.Messages(func(j int, m *raftlog.MessageView) bool {
-			if m.Queue != uint32(req.Queue) {
-				return true
-			}
-			off := offset
-			offset++
-			if off < res.NextOffset {
-				return true
-			}
-			var props map[string]string
-			if req.flt.NeedsProperties() {
-				props = m.Properties()
-			}
-			if !req.flt.Match(string(m.Tag), props) {
-				res.Filtered++
-				res.NextOffset = off + 1
-				// Skipping costs reading: a pull reads at most
-				// maxScanFactor times its byte limit of skipped bodies.
-				req.scanned += len(m.Body)
-				if req.scanned > maxScanFactor*req.MaxBytes {
-					full = true
-					return false
-				}
-				return true
-			}
-			if props == nil {
-				props = m.Properties()
-			}
-			if len(res.Messages) >= req.MaxMessages || (len(res.Messages) > 0 && *bytes+len(m.Body) > req.MaxBytes) {
+		if !req.flt.Match(string(m.Tag), props) {
+			res.Filtered++
+			res.NextOffset = s.Offset + 1
+			// Skipping costs reading: a pull reads at most
+			// maxScanFactor times its byte limit of skipped bodies.
+			req.scanned += len(m.Body)
+			if req.scanned > maxScanFactor*req.MaxBytes {
 				full = true
 				return false
 			}
-			res.Messages = append(res.Messages, Message{
-				Topic:      req.Topic,
-				Queue:      req.Queue,
-				Offset:     off,
-				ID:         raftlog.MessageID(loc.LogIndex, first+uint32(j)),
-				Key:        string(m.Key),
-				Tag:        string(m.Tag),
-				Properties: props,
-				Body:       m.Body,
-				Timestamp:  m.Timestamp,
-			})
-			*bytes += len(m.Body)
-			res.NextOffset = off + 1
 			return true
+		}
+		if props == nil {
+			props = m.Properties()
+		}
+		if len(res.Messages) >= req.MaxMessages || (len(res.Messages) > 0 && *bytes+len(m.Body) > req.MaxBytes) {
+			full = true
+			return false
+		}
+		res.Messages = append(res.Messages, Message{
+			Topic:      req.Topic,
+			Queue:      req.Queue,
+			Offset:     s.Offset,
+			ID:         raftlog.MessageID(loc.LogIndex, s.Ordinal),
+			Key:        string(m.Key),
+			Tag:        string(m.Tag),
+			Properties: props,
+			Body:       m.Body,
+			Timestamp:  m.Timestamp,
 		})
-		return !full
+		*bytes += len(m.Body)
+		res.NextOffset = s.Offset + 1
+		return true
 	})
-	if err == nil && offset != loc.Base+uint64(loc.Count) && !full {
-		err = fmt.Errorf("entry %d holds %d messages of queue %d from offset %d, the index says %d", loc.LogIndex, offset-loc.Base, req.Queue, loc.Base, loc.Count)
-	}
 	return full, err
 }
 
