@@ -12,6 +12,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker/keyindex"
 	"github.com/raftmq/raftmq/broker/load"
+	"github.com/raftmq/raftmq/broker/retention"
 	"github.com/raftmq/raftmq/broker/route"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/mq"
@@ -197,6 +198,7 @@ type Broker struct {
 	rr        atomic.Uint64 // round-robin queue choice
 
 	view        *route.View
+	retention   *retention.Manager
 	damage      atomic.Pointer[Damage] // set once: see damage.go
 	handingOver atomic.Bool
 	groups      *groups
@@ -243,6 +245,7 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 	b.load = load.New(cfg.CPUBudget, b.produceQueueFill, func() int { return int(brokersInProcess.Load()) })
 	b.groups = newGroups()
 	b.m = newMetrics(b)
+	b.retention = b.newRetention()
 	b.registerDelayMetrics()
 	b.node.OnChange(b.onRoleChange)
 	b.goFunc(b.batchLoop)

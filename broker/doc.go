@@ -19,6 +19,7 @@
 //   - route: read routing (the suggestion policy and the view of the peers)
 //   - load: the load signal
 //   - entry: the reader of a log entry into messages and queue offsets
+//   - retention: deleting old messages by whole log segments
 //   - filter: subscription expressions
 //   - keyindex: the on-disk key index
 //
