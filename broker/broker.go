@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/raftmq/raftmq/broker/delay"
 	"github.com/raftmq/raftmq/broker/keyindex"
 	"github.com/raftmq/raftmq/broker/load"
 	"github.com/raftmq/raftmq/broker/retention"
@@ -207,6 +208,7 @@ type Broker struct {
 	keys        *keyindex.Index // nil without KeyIndexDir
 	sched       ScheduleState   // nil: delayed messages are refused
 	scheduler   scheduler
+	delay       *delay.Scheduler
 
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -246,7 +248,7 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 	b.groups = newGroups()
 	b.m = newMetrics(b)
 	b.retention = b.newRetention()
-	b.registerDelayMetrics()
+	b.delay = b.newScheduler()
 	b.node.OnChange(b.onRoleChange)
 	b.goFunc(b.batchLoop)
 	b.goFunc(b.completeLoop)

@@ -20,6 +20,8 @@
 //   - load: the load signal
 //   - entry: the reader of a log entry into messages and queue offsets
 //   - retention: deleting old messages by whole log segments
+//   - delay: delayed and timed messages and their scheduler
+//   - brokererr: the sentinel errors, which the facade re-exports
 //   - filter: subscription expressions
 //   - keyindex: the on-disk key index
 //

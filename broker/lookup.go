@@ -84,10 +84,10 @@ func (b *Broker) LookupMessage(ctx context.Context, id string) (LookupResult, er
 
 // lookedUp is the answer for message m read by id: a staged (delayed)
 // message is answered as the scheduler knows it, pending or delivered
-// (lookup_delay.go).
+// (delay.Scheduler.Staged).
 func (b *Broker) lookedUp(id string, index uint64, m Message) (LookupResult, error) {
 	if m.Topic == mq.ScheduleTopic {
-		st, ok, err := b.staged(id, index, m)
+		st, ok, err := b.delay.Staged(id, index, m)
 		if err != nil {
 			return LookupResult{}, err
 		}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftmq/raftmq/broker/delay"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
@@ -20,7 +21,7 @@ type ProduceMessage struct {
 	Queue      int32 // used when HasQueue
 	HasQueue   bool
 	Timestamp  int64 // unix ms; 0 = now
-	// Delayed delivery, at most one (delay.go): DelayLevel 1..18, or
+	// Delayed delivery, at most one (package delay): DelayLevel 1..18, or
 	// DeliverAt in unix ms. A DELAY or TIMER_DELIVER_MS property sets them.
 	DelayLevel int
 	DeliverAt  int64
@@ -428,7 +429,7 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifN
 	if err := store.ValidateName("topic", name); err != nil {
 		return store.TopicInfo{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	if err := refuseScheduleTopic(name); err != nil {
+	if err := delay.RefuseTopic(name); err != nil {
 		return store.TopicInfo{}, err
 	}
 	if queues == 0 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/raftmq/raftmq/broker/delay"
 	"github.com/raftmq/raftmq/broker/entry"
 	"github.com/raftmq/raftmq/broker/filter"
 	"github.com/raftmq/raftmq/broker/route"
@@ -84,7 +85,7 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 	if err := store.ValidateName("topic", req.Topic); err != nil {
 		return PullResult{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	if err := refuseScheduleTopic(req.Topic); err != nil {
+	if err := delay.RefuseTopic(req.Topic); err != nil {
 		return PullResult{}, err
 	}
 	if req.MaxMessages <= 0 {

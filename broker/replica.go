@@ -94,7 +94,7 @@ type Replica struct {
 	Leadership Leadership
 	Membership Membership
 	Snapshots  Snapshotter
-	// Schedule, when set, lets the node take delayed messages (delay.go).
+	// Schedule, when set, lets the node take delayed messages (package delay).
 	Schedule ScheduleState
 }
 
