@@ -14,6 +14,7 @@ import (
 	"github.com/raftmq/raftmq/broker/keyindex"
 	"github.com/raftmq/raftmq/broker/load"
 	"github.com/raftmq/raftmq/broker/retention"
+	"github.com/raftmq/raftmq/broker/retry"
 	"github.com/raftmq/raftmq/broker/route"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/mq"
@@ -209,6 +210,7 @@ type Broker struct {
 	sched       ScheduleState   // nil: delayed messages are refused
 	scheduler   scheduler
 	delay       *delay.Scheduler
+	retry       *retry.Policy
 
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -248,6 +250,7 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 	b.groups = newGroups()
 	b.m = newMetrics(b)
 	b.retention = b.newRetention()
+	b.retry = retry.New(b.fsm)
 	b.delay = b.newScheduler()
 	b.node.OnChange(b.onRoleChange)
 	b.goFunc(b.batchLoop)
