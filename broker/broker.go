@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftmq/raftmq/broker/delay"
+	"github.com/raftmq/raftmq/broker/groups"
 	"github.com/raftmq/raftmq/broker/keyindex"
 	"github.com/raftmq/raftmq/broker/load"
 	"github.com/raftmq/raftmq/broker/retention"
@@ -203,8 +204,8 @@ type Broker struct {
 	retention   *retention.Manager
 	damage      atomic.Pointer[Damage] // set once: see damage.go
 	handingOver atomic.Bool
-	groups      *groups
-	locks       lockTable // orderly-consumption locks (locks.go)
+	groups      *groups.Table
+	locks       groups.Locks // orderly-consumption locks
 	load        *load.Meter
 	keys        *keyindex.Index // nil without KeyIndexDir
 	sched       ScheduleState   // nil: delayed messages are refused
@@ -247,7 +248,7 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 	brokersInProcess.Add(1)
 	b.view = route.NewView()
 	b.load = load.New(cfg.CPUBudget, b.produceQueueFill, func() int { return int(brokersInProcess.Load()) })
-	b.groups = newGroups()
+	b.groups = groups.New(b.fsm, b.log, cfg.SessionTimeout)
 	b.m = newMetrics(b)
 	b.retention = b.newRetention()
 	b.retry = retry.New(b.fsm)
@@ -297,7 +298,7 @@ func (b *Broker) onRoleChange(ev election.Event) {
 	}
 	b.scheduleOnRoleChange(ev)
 	if ev.Role == election.Leader && ev.Ready {
-		b.groups.reset(ev.Term)
+		b.groups.Reset(ev.Term)
 		b.goFunc(func() { b.registerSelf() })
 	}
 }

@@ -21,6 +21,7 @@
 //   - entry: the reader of a log entry into messages and queue offsets
 //   - retention: deleting old messages by whole log segments
 //   - delay: delayed and timed messages and their scheduler
+//   - groups: consumer group membership, assignment and queue locks
 //   - retry: consume-retry's rules (send-back copies, dead letters)
 //   - brokererr: the sentinel errors, which the facade re-exports
 //   - filter: subscription expressions
