@@ -12,8 +12,8 @@ import (
 
 	"github.com/raftmq/raftmq/broker/delay"
 	"github.com/raftmq/raftmq/broker/groups"
-	"github.com/raftmq/raftmq/broker/keyindex"
 	"github.com/raftmq/raftmq/broker/load"
+	"github.com/raftmq/raftmq/broker/lookup"
 	"github.com/raftmq/raftmq/broker/retention"
 	"github.com/raftmq/raftmq/broker/retry"
 	"github.com/raftmq/raftmq/broker/route"
@@ -79,7 +79,7 @@ type Config struct {
 	// it, so that it keeps its log instead of installing a snapshot.
 	RetentionGrace time.Duration
 
-	// KeyIndexDir holds this node's key index (keys.go; "" keeps none);
+	// KeyIndexDir holds this node's key index (package lookup; "" keeps none);
 	// KeyIndexSlots and KeyIndexEntries shape its files (0: defaults).
 	KeyIndexDir     string
 	KeyIndexSlots   uint32
@@ -207,8 +207,9 @@ type Broker struct {
 	groups      *groups.Table
 	locks       groups.Locks // orderly-consumption locks
 	load        *load.Meter
-	keys        *keyindex.Index // nil without KeyIndexDir
-	sched       ScheduleState   // nil: delayed messages are refused
+	keys        *lookup.Keys // nil without KeyIndexDir
+	ids         *lookup.Reader
+	sched       ScheduleState // nil: delayed messages are refused
 	scheduler   scheduler
 	delay       *delay.Scheduler
 	retry       *retry.Policy
@@ -247,6 +248,7 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 	}
 	brokersInProcess.Add(1)
 	b.view = route.NewView()
+	b.ids = lookup.NewReader(cfg.NodeID, b.fsm, b.rlog)
 	b.load = load.New(cfg.CPUBudget, b.produceQueueFill, func() int { return int(brokersInProcess.Load()) })
 	b.groups = groups.New(b.fsm, b.log, cfg.SessionTimeout)
 	b.m = newMetrics(b)

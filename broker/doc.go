@@ -22,6 +22,7 @@
 //   - retention: deleting old messages by whole log segments
 //   - delay: delayed and timed messages and their scheduler
 //   - groups: consumer group membership, assignment and queue locks
+//   - lookup: messages by id and by key (the key index)
 //   - retry: consume-retry's rules (send-back copies, dead letters)
 //   - brokererr: the sentinel errors, which the facade re-exports
 //   - filter: subscription expressions
