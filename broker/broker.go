@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/raftmq/raftmq/broker/batch"
 	"github.com/raftmq/raftmq/broker/delay"
 	"github.com/raftmq/raftmq/broker/groups"
 	"github.com/raftmq/raftmq/broker/load"
@@ -194,11 +195,10 @@ type Broker struct {
 	peers PeerClient
 	m     *metrics
 
-	produceCh chan *pending
-	inflight  chan inflightEntry
-	pending   byteBudget    // bytes of produce requests held
-	progress  progress      // raft indexes over time, for Readiness
-	rr        atomic.Uint64 // round-robin queue choice
+	batch    *batch.Batcher // group commit
+	pending  batch.Budget   // bytes of produce requests held
+	progress progress       // raft indexes over time, for Readiness
+	rr       atomic.Uint64  // round-robin queue choice
 
 	view        *route.View
 	retention   *retention.Manager
@@ -234,19 +234,25 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	b := &Broker{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		w:         rep.Writer,
-		fsm:       rep.State,
-		node:      node{rep.Leadership, rep.Membership, rep.Snapshots},
-		rlog:      rlog,
-		peers:     peers,
-		produceCh: make(chan *pending, 4096),
-		inflight:  make(chan inflightEntry, cfg.MaxInflight),
-		stop:      make(chan struct{}),
-		sched:     rep.Schedule,
+		cfg:   cfg,
+		log:   cfg.Logger,
+		w:     rep.Writer,
+		fsm:   rep.State,
+		node:  node{rep.Leadership, rep.Membership, rep.Snapshots},
+		rlog:  rlog,
+		peers: peers,
+		stop:  make(chan struct{}),
+		sched: rep.Schedule,
 	}
 	brokersInProcess.Add(1)
+	b.batch = batch.New(b.w, batch.Config{MaxBatchBytes: cfg.MaxBatchBytes, MaxInflight: cfg.MaxInflight, QueueLen: 4096, WriteTimeout: cfg.WriteTimeout},
+		batch.Hooks{
+			Batched: func(requests, bytes int) {
+				b.m.batchRequests.Observe(float64(requests))
+				b.m.batchBytes.Observe(float64(bytes))
+			},
+			ReplicaErr: b.replicaErr,
+		})
 	b.view = route.NewView()
 	b.ids = lookup.NewReader(cfg.NodeID, b.fsm, b.rlog)
 	b.load = load.New(cfg.CPUBudget, b.produceQueueFill, func() int { return int(brokersInProcess.Load()) })

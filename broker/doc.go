@@ -21,6 +21,7 @@
 //   - entry: the reader of a log entry into messages and queue offsets
 //   - retention: deleting old messages by whole log segments
 //   - delay: delayed and timed messages and their scheduler
+//   - batch: the produce group commit
 //   - groups: consumer group membership, assignment and queue locks
 //   - lookup: messages by id and by key (the key index)
 //   - retry: consume-retry's rules (send-back copies, dead letters)

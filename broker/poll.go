@@ -15,7 +15,7 @@ var brokersInProcess atomic.Int32
 
 // produceQueueFill is the produce queue's fill (0..1), a part of the load.
 func (b *Broker) produceQueueFill() float64 {
-	return float64(len(b.produceCh)) / float64(cap(b.produceCh))
+	return b.batch.QueueFill()
 }
 
 // SetLoadOverride fixes the load signal at v (NaN restores measuring). It is
@@ -34,7 +34,7 @@ func (b *Broker) stateLoop() {
 			return
 		case <-t.C:
 		}
-		b.load.Sample(float64(len(b.inflight)) / float64(cap(b.inflight)))
+		b.load.Sample(b.batch.InflightFill())
 		b.checkDamage()
 		b.pollPeers()
 		b.sampleProgress()

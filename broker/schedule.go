@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftmq/raftmq/broker/batch"
 	"github.com/raftmq/raftmq/broker/delay"
 	"github.com/raftmq/raftmq/broker/route"
 	"github.com/raftmq/raftmq/election"
@@ -34,7 +35,7 @@ func (b *Broker) newScheduler() *delay.Scheduler {
 	}
 	s := delay.New(b.log, b.fsm, cursors, b.rlog, b.cfg.MaxPendingBytes/4, delay.Hooks{
 		Ready:      b.node.Ready,
-		Busy:       func() bool { return b.pending.held() > b.cfg.MaxPendingBytes/2 },
+		Busy:       func() bool { return b.pending.Held() > b.cfg.MaxPendingBytes/2 },
 		Read:       b.readQueue,
 		Submit:     b.submit,
 		CannotRead: b.scheduleHandOver,
@@ -68,20 +69,19 @@ func (b *Broker) scheduleOnRoleChange(ev election.Event) {
 // takes. It counts in the pending bytes but is never refused by them; wait
 // gives them back.
 func (b *Broker) submit(stop <-chan struct{}, req raftlog.Request) (int, func() (refused, err error), error) {
-	p := &pending{req: req, done: make(chan outcome, 1)}
-	p.size = p.req.EncodedSize()
-	b.pending.take(p.size, math.MaxInt)
+	p := batch.NewPending(req)
+	b.pending.Take(p.Size, math.MaxInt)
 	select {
-	case b.produceCh <- p:
-		return p.size, func() (error, error) {
-			out := <-p.done
-			b.pending.give(p.size)
-			return out.res.Err, out.err
+	case b.batch.In() <- p:
+		return p.Size, func() (error, error) {
+			out := <-p.Done()
+			b.pending.Give(p.Size)
+			return out.Res.Err, out.Err
 		}, nil
 	case <-stop:
 	case <-b.stop:
 	}
-	b.pending.give(p.size)
+	b.pending.Give(p.Size)
 	return 0, nil, ErrShutdown
 }
 
