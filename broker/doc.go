@@ -18,13 +18,13 @@
 //
 //   - route: read routing (the suggestion policy and the view of the peers)
 //   - load: the load signal
-//   - entry: the reader of a log entry into messages and queue offsets
-//   - retention: deleting old messages by whole log segments
-//   - delay: delayed and timed messages and their scheduler
 //   - batch: the produce group commit
 //   - groups: consumer group membership, assignment and queue locks
-//   - lookup: messages by id and by key (the key index)
+//   - delay: delayed and timed messages and their scheduler
 //   - retry: consume-retry's rules (send-back copies, dead letters)
+//   - lookup: messages by id and by key (the key index)
+//   - retention: deleting old messages by whole log segments
+//   - entry: the reader of a log entry into messages and queue offsets
 //   - brokererr: the sentinel errors, which the facade re-exports
 //   - filter: subscription expressions
 //   - keyindex: the on-disk key index
