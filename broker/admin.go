@@ -96,8 +96,8 @@ func (b *Broker) Status() (Status, error) {
 	self := b.NodeState()
 	leaderApplied := self.Applied
 	if st.LeaderID != "" && st.LeaderID != b.cfg.NodeID {
-		if p, ok := b.view.get(st.LeaderID); ok {
-			leaderApplied = p.state.Applied
+		if p, ok := b.view.Get(st.LeaderID); ok {
+			leaderApplied = p.State.Applied
 		}
 	}
 	for _, srv := range servers {
@@ -117,9 +117,9 @@ func (b *Broker) Status() (Status, error) {
 			if ns.HTTPAddr == "" {
 				ns.HTTPAddr = b.cfg.HTTPAddr
 			}
-		} else if p, ok := b.view.get(srv.ID); ok {
-			ps, ns.LastSeen, ns.Error = p.state, p.lastOK, p.err
-			ns.Healthy = time.Since(p.lastOK) <= b.fresh()
+		} else if p, ok := b.view.Get(srv.ID); ok {
+			ps, ns.LastSeen, ns.Error = p.State, p.LastOK, p.Err
+			ns.Healthy = time.Since(p.LastOK) <= b.fresh()
 			if !ns.Healthy {
 				// Not heard for a while: what it said last is stale.
 				ps = NodeState{Role: mq.RoleDown}
@@ -155,8 +155,8 @@ func (b *Broker) TransferLeader(ctx context.Context, id string) (string, time.Du
 	if id == "" {
 		// raft would pick the most caught-up follower, damaged or not.
 		id = b.healthyVoter()
-	} else if p, ok := b.view.get(id); ok && p.state.Damaged {
-		return "", 0, fmt.Errorf("%w: %s is damaged (log index %d) and must not lead", ErrFailedPrecondition, id, p.state.DamagedIndex)
+	} else if p, ok := b.view.Get(id); ok && p.State.Damaged {
+		return "", 0, fmt.Errorf("%w: %s is damaged (log index %d) and must not lead", ErrFailedPrecondition, id, p.State.DamagedIndex)
 	}
 	start := time.Now()
 	if err := b.node.Transfer(id); err != nil {
@@ -224,14 +224,14 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 		giveUp = t.C
 	}
 	for {
-		p, ok := b.view.get(id)
+		p, ok := b.view.Get(id)
 		// What the view held before the add may be the state of an earlier
 		// node under this id (removed, wiped, started again).
-		ok = ok && p.lastOK.After(added)
-		if ok && p.state.Damaged {
-			return false, fmt.Errorf("%w: %s is damaged (log index %d) and is not promoted: %s", ErrFailedPrecondition, id, p.state.DamagedIndex, p.state.DamagedReason)
+		ok = ok && p.LastOK.After(added)
+		if ok && p.State.Damaged {
+			return false, fmt.Errorf("%w: %s is damaged (log index %d) and is not promoted: %s", ErrFailedPrecondition, id, p.State.DamagedIndex, p.State.DamagedReason)
 		}
-		if ok && p.caughtUp(time.Now(), added, b.fresh()) {
+		if ok && p.CaughtUp(time.Now(), added, b.fresh()) {
 			break
 		}
 		select {
@@ -259,9 +259,9 @@ const addRollbackReserve = 3 * time.Second
 // up, and returns the error that tells what state the group is in.
 func (b *Broker) undoAdd(id string, wasMember bool, why string) error {
 	progress := "it never reported its state (is it a raftmq node started without --peers, with that --raft address?)"
-	if p, ok := b.view.get(id); ok && p.state.Applied > 0 {
+	if p, ok := b.view.Get(id); ok && p.State.Applied > 0 {
 		progress = fmt.Sprintf("it had applied %d of %d entries; its data is kept, so adding it again resumes from there (give member add a longer --timeout)",
-			p.state.Applied, p.state.PollerApplied)
+			p.State.Applied, p.State.PollerApplied)
 	}
 	if wasMember {
 		return fmt.Errorf("%w: %s %s; it stays a non-voter, as it was before this call (`raftmq member remove %s` drops it); %s",

@@ -8,59 +8,15 @@ import (
 	"github.com/raftmq/raftmq/store"
 )
 
-// Broadcasting consumer groups (RocketMQ's BROADCASTING model): every member
-// is assigned every queue of its topics, and each member keeps its own
-// committed offsets, replicated like a group's under
-// store.MemberKey(group, member). A group is broadcasting or clustering by
-// how its live members joined; a member of the other kind is refused while
-// any is live.
+// Broadcasting consumer groups (RocketMQ's BROADCASTING model, package
+// groups): every member is assigned every queue of its topics, and each
+// member keeps its own committed offsets, replicated like a group's under
+// store.MemberKey(group, member).
 
 // JoinBroadcastGroup registers or refreshes a broadcasting member and
 // returns its assignment: every queue of its topics (leader only).
 func (b *Broker) JoinBroadcastGroup(ctx context.Context, group, memberID string, topics []string) (JoinResult, error) {
 	return b.joinGroup(ctx, group, memberID, topics, true)
-}
-
-func modeName(broadcast bool) string {
-	if broadcast {
-		return "broadcasting"
-	}
-	return "clustering"
-}
-
-// modeLocked makes gs of the joining member's kind, or refuses the member
-// while another member of the other kind is live.
-func modeLocked(group string, gs *groupState, memberID string, broadcast bool) error {
-	if gs.broadcast == broadcast {
-		return nil
-	}
-	others := 0
-	for id := range gs.members {
-		if id != memberID {
-			others++
-		}
-	}
-	if others > 0 {
-		return fmt.Errorf("%w: consumer group %q has %d live %s member(s); a %s member cannot join it: use another group name, or stop them first",
-			ErrFailedPrecondition, group, others, modeName(gs.broadcast), modeName(broadcast))
-	}
-	delete(gs.members, memberID)
-	gs.broadcast, gs.assigned = broadcast, nil
-	return nil
-}
-
-// assignAllLocked gives every member every queue of each of its topics.
-func (b *Broker) assignAllLocked(gs *groupState) {
-	for id, m := range gs.members {
-		for _, t := range m.topics {
-			nq := b.fsm.QueueCount(t)
-			qs := make([]int32, nq)
-			for q := range qs {
-				qs[q] = int32(q)
-			}
-			gs.assigned[id] = append(gs.assigned[id], Assignment{Topic: t, Queues: qs})
-		}
-	}
 }
 
 func validMember(group, member string) error {

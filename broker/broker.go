@@ -10,7 +10,14 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/raftmq/raftmq/broker/keyindex"
+	"github.com/raftmq/raftmq/broker/batch"
+	"github.com/raftmq/raftmq/broker/delay"
+	"github.com/raftmq/raftmq/broker/groups"
+	"github.com/raftmq/raftmq/broker/load"
+	"github.com/raftmq/raftmq/broker/lookup"
+	"github.com/raftmq/raftmq/broker/retention"
+	"github.com/raftmq/raftmq/broker/retry"
+	"github.com/raftmq/raftmq/broker/route"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
@@ -47,7 +54,7 @@ type Config struct {
 	StatePeriod    time.Duration
 	// CPUBudget is the CPU (cores) the load signal counts as this node's;
 	// 0 computes it from GOMAXPROCS, the cgroup quota and the group's nodes
-	// on this host (load.go).
+	// on this host (package load).
 	CPUBudget float64
 
 	// Consumer groups.
@@ -73,7 +80,7 @@ type Config struct {
 	// it, so that it keeps its log instead of installing a snapshot.
 	RetentionGrace time.Duration
 
-	// KeyIndexDir holds this node's key index (keys.go; "" keeps none);
+	// KeyIndexDir holds this node's key index (package lookup; "" keeps none);
 	// KeyIndexSlots and KeyIndexEntries shape its files (0: defaults).
 	KeyIndexDir     string
 	KeyIndexSlots   uint32
@@ -188,21 +195,24 @@ type Broker struct {
 	peers PeerClient
 	m     *metrics
 
-	produceCh chan *pending
-	inflight  chan inflightEntry
-	pending   byteBudget    // bytes of produce requests held
-	progress  progress      // raft indexes over time, for Readiness
-	rr        atomic.Uint64 // round-robin queue choice
+	batch    *batch.Batcher // group commit
+	pending  batch.Budget   // bytes of produce requests held
+	progress progress       // raft indexes over time, for Readiness
+	rr       atomic.Uint64  // round-robin queue choice
 
-	view        *clusterView
+	view        *route.View
+	retention   *retention.Manager
 	damage      atomic.Pointer[Damage] // set once: see damage.go
 	handingOver atomic.Bool
-	groups      *groups
-	locks       lockTable // orderly-consumption locks (locks.go)
-	load        *loadMeter
-	keys        *keyindex.Index // nil without KeyIndexDir
-	sched       ScheduleState   // nil: delayed messages are refused
+	groups      *groups.Table
+	locks       groups.Locks // orderly-consumption locks
+	load        *load.Meter
+	keys        *lookup.Keys // nil without KeyIndexDir
+	ids         *lookup.Reader
+	sched       ScheduleState // nil: delayed messages are refused
 	scheduler   scheduler
+	delay       *delay.Scheduler
+	retry       *retry.Policy
 
 	// ctx ends when Close begins; every call's wait and every call to a
 	// peer derives from it (callCtx), so none outlasts Close.
@@ -232,25 +242,34 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	b := &Broker{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		w:         rep.Writer,
-		fsm:       rep.State,
-		node:      node{rep.Leadership, rep.Membership, rep.Snapshots},
-		rlog:      rlog,
-		peers:     peers,
-		produceCh: make(chan *pending, 4096),
-		inflight:  make(chan inflightEntry, cfg.MaxInflight),
-		stop:      make(chan struct{}),
-		load:      newLoadMeter(cfg.CPUBudget),
-		sched:     rep.Schedule,
+		cfg:   cfg,
+		log:   cfg.Logger,
+		w:     rep.Writer,
+		fsm:   rep.State,
+		node:  node{rep.Leadership, rep.Membership, rep.Snapshots},
+		rlog:  rlog,
+		peers: peers,
+		stop:  make(chan struct{}),
+		sched: rep.Schedule,
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	brokersInProcess.Add(1)
-	b.view = newClusterView()
-	b.groups = newGroups()
+	b.batch = batch.New(b.w, batch.Config{MaxBatchBytes: cfg.MaxBatchBytes, MaxInflight: cfg.MaxInflight, QueueLen: 4096, WriteTimeout: cfg.WriteTimeout},
+		batch.Hooks{
+			Batched: func(requests, bytes int) {
+				b.m.batchRequests.Observe(float64(requests))
+				b.m.batchBytes.Observe(float64(bytes))
+			},
+			ReplicaErr: b.replicaErr,
+		})
+	b.view = route.NewView()
+	b.ids = lookup.NewReader(cfg.NodeID, b.fsm, b.rlog)
+	b.load = load.New(cfg.CPUBudget, b.produceQueueFill, func() int { return int(brokersInProcess.Load()) })
+	b.groups = groups.New(b.fsm, b.log, cfg.SessionTimeout)
 	b.m = newMetrics(b)
-	b.registerDelayMetrics()
+	b.retention = b.newRetention()
+	b.retry = retry.New(b.fsm)
+	b.delay = b.newScheduler()
 	b.unlisten = b.node.OnChange(b.onRoleChange)
 	b.goFunc(b.batchLoop)
 	b.goFunc(b.completeLoop)
@@ -326,7 +345,7 @@ func (b *Broker) onRoleChange(ev election.Event) {
 	}
 	b.scheduleOnRoleChange(ev)
 	if ev.Role == election.Leader && ev.Ready {
-		b.groups.reset(ev.Term)
+		b.groups.Reset(ev.Term)
 		b.goFunc(func() { b.registerSelf() })
 	}
 }

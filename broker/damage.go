@@ -121,11 +121,11 @@ func (b *Broker) healthyVoter() string {
 		if !s.Voter || s.ID == b.cfg.NodeID {
 			continue
 		}
-		p, ok := b.view.get(s.ID)
-		if !ok || time.Since(p.lastOK) > b.fresh() || p.state.Damaged {
+		p, ok := b.view.Get(s.ID)
+		if !ok || time.Since(p.LastOK) > b.fresh() || p.State.Damaged {
 			continue
 		}
-		cs = append(cs, cand{s.ID, p.state.Applied})
+		cs = append(cs, cand{s.ID, p.State.Applied})
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].applied > cs[j].applied })
 	if len(cs) == 0 {

@@ -12,5 +12,22 @@
 // topics, roles) come from package mq, never from the generated api;
 // nowire_test.go checks that. Lower packages never import broker.
 //
+// The root is a facade: config, New/Close, the interfaces it declares, the
+// leader check and the public methods. Each concept it coordinates lives in
+// a subpackage that never imports the facade:
+//
+//   - route: read routing (the suggestion policy and the view of the peers)
+//   - load: the load signal
+//   - batch: the produce group commit
+//   - groups: consumer group membership, assignment and queue locks
+//   - delay: delayed and timed messages and their scheduler
+//   - retry: consume-retry's rules (send-back copies, dead letters)
+//   - lookup: messages by id and by key (the key index)
+//   - retention: deleting old messages by whole log segments
+//   - entry: the reader of a log entry into messages and queue offsets
+//   - brokererr: the sentinel errors, which the facade re-exports
+//   - filter: subscription expressions
+//   - keyindex: the on-disk key index
+//
 // See DESIGN.md in this directory for its goroutines and locks.
 package broker

@@ -6,24 +6,21 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/raftmq/raftmq/broker/groups"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/store"
 )
 
-// Consumer group membership is soft state on the leader: members heartbeat
-// with JoinGroup, the leader assigns each queue of a topic to exactly one
-// member, and a member silent for SessionTimeout is dropped. After a leader
-// change the new leader starts empty and members re-register with their next
-// heartbeat. Committed offsets are not soft: they go through Raft.
+// Consumer group membership is soft state on the leader (package groups):
+// members heartbeat with JoinGroup, the leader assigns each queue of a
+// topic to exactly one member, and a member silent for SessionTimeout is
+// dropped. Committed offsets are not soft: they go through Raft.
 
-// Assignment is the queues of one topic given to one member.
-type Assignment struct {
-	Topic  string
-	Queues []int32
-}
+// Assignment is the queues of one topic given to one member (package
+// groups keeps the members and assigns the queues).
+type Assignment = groups.Assignment
 
 // JoinResult is a member's current assignment.
 type JoinResult struct {
@@ -31,35 +28,6 @@ type JoinResult struct {
 	Assignments       []Assignment
 	HeartbeatInterval time.Duration
 	SessionTimeout    time.Duration
-}
-
-type member struct {
-	id       string
-	topics   []string
-	lastSeen time.Time
-}
-
-type groupState struct {
-	broadcast  bool // every member reads every queue (broadcast.go)
-	members    map[string]*member
-	generation uint64
-	assigned   map[string][]Assignment // member -> assignment
-}
-
-type groups struct {
-	mu     sync.Mutex
-	term   uint64
-	groups map[string]*groupState
-}
-
-func newGroups() *groups { return &groups{groups: map[string]*groupState{}} }
-
-// reset forgets all members; a new leader starts from scratch.
-func (g *groups) reset(term uint64) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.term = term
-	g.groups = map[string]*groupState{}
 }
 
 // JoinGroup registers or refreshes a member and returns its assignment
@@ -92,34 +60,13 @@ func (b *Broker) joinGroup(ctx context.Context, group, memberID string, topics [
 	if err := b.ensureRetryTopic(ctx, group, topics); err != nil {
 		return JoinResult{}, err
 	}
-	now := time.Now()
-	g := b.groups
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	gs := g.groups[group]
-	if gs == nil {
-		gs = &groupState{members: map[string]*member{}}
-		g.groups[group] = gs
-	}
-	changed := b.expireLocked(gs, now)
-	if err := modeLocked(group, gs, memberID, broadcast); err != nil {
+	gen, assigned, err := b.groups.Join(group, memberID, topics, broadcast, time.Now())
+	if err != nil {
 		return JoinResult{}, err
 	}
-	m := gs.members[memberID]
-	sorted := append([]string{}, topics...)
-	sort.Strings(sorted)
-	if m == nil || fmt.Sprint(m.topics) != fmt.Sprint(sorted) {
-		changed = true
-		m = &member{id: memberID, topics: sorted}
-		gs.members[memberID] = m
-	}
-	m.lastSeen = now
-	if changed || gs.assigned == nil {
-		b.rebalanceLocked(gs, g.term)
-	}
 	return JoinResult{
-		Generation:        gs.generation,
-		Assignments:       gs.assigned[memberID],
+		Generation:        gen,
+		Assignments:       assigned,
 		HeartbeatInterval: b.cfg.HeartbeatInterval,
 		SessionTimeout:    b.cfg.SessionTimeout,
 	}, nil
@@ -130,60 +77,8 @@ func (b *Broker) LeaveGroup(ctx context.Context, group, memberID string) error {
 	if err := b.awaitLeader(ctx); err != nil {
 		return err
 	}
-	g := b.groups
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if gs := g.groups[group]; gs != nil && gs.members[memberID] != nil {
-		delete(gs.members, memberID)
-		b.rebalanceLocked(gs, g.term)
-	}
+	b.groups.Leave(group, memberID)
 	return nil
-}
-
-func (b *Broker) expireLocked(gs *groupState, now time.Time) bool {
-	changed := false
-	for id, m := range gs.members {
-		if now.Sub(m.lastSeen) > b.cfg.SessionTimeout {
-			delete(gs.members, id)
-			changed = true
-			b.log.Info("consumer group member expired", "member", id)
-		}
-	}
-	return changed
-}
-
-// rebalanceLocked assigns every queue of every subscribed topic to exactly
-// one subscribed member: queues and members sorted, queue i to member
-// i mod n. Deterministic and balanced to within one queue.
-func (b *Broker) rebalanceLocked(gs *groupState, term uint64) {
-	gs.generation = term<<32 | (gs.generation&0xffffffff + 1)
-	gs.assigned = map[string][]Assignment{}
-	if gs.broadcast {
-		b.assignAllLocked(gs)
-		return
-	}
-	subs := map[string][]string{}
-	for id, m := range gs.members {
-		for _, t := range m.topics {
-			subs[t] = append(subs[t], id)
-		}
-	}
-	for t, ids := range subs {
-		sort.Strings(ids)
-		nq := b.fsm.QueueCount(t)
-		per := map[string][]int32{}
-		for q := 0; q < nq; q++ {
-			id := ids[q%len(ids)]
-			per[id] = append(per[id], int32(q))
-		}
-		for id, qs := range per {
-			gs.assigned[id] = append(gs.assigned[id], Assignment{Topic: t, Queues: qs})
-		}
-	}
-	for id := range gs.assigned {
-		as := gs.assigned[id]
-		sort.Slice(as, func(i, j int) bool { return as[i].Topic < as[j].Topic })
-	}
 }
 
 // GroupQueue is one queue's state in a group.
@@ -230,13 +125,9 @@ func (b *Broker) ListGroups(ctx context.Context) ([]string, error) {
 	for _, g := range b.fsm.SettingsGroups() {
 		set[g] = true
 	}
-	b.groups.mu.Lock()
-	for g, gs := range b.groups.groups {
-		if len(gs.members) > 0 {
-			set[g] = true
-		}
+	for _, g := range b.groups.Names() {
+		set[g] = true
 	}
-	b.groups.mu.Unlock()
 	out := make([]string, 0, len(set))
 	for g := range set {
 		out = append(out, g)
@@ -260,25 +151,21 @@ func (b *Broker) DescribeGroup(ctx context.Context, group string) (GroupInfo, er
 	for _, t := range b.fsm.GroupTopics(group) {
 		topics[t] = true
 	}
-	b.groups.mu.Lock()
-	if gs := b.groups.groups[group]; gs != nil {
-		b.expireLocked(gs, time.Now())
-		info.Generation = gs.generation
-		info.Broadcast = gs.broadcast && len(gs.members) > 0
-		for id, m := range gs.members {
-			gm := GroupMember{ID: id, Assignments: gs.assigned[id], LastSeen: m.lastSeen}
-			info.Members = append(info.Members, gm)
-			for _, t := range m.topics {
+	if v, ok := b.groups.Describe(group, time.Now()); ok {
+		info.Generation = v.Generation
+		info.Broadcast = v.Broadcast
+		for _, m := range v.Members {
+			info.Members = append(info.Members, GroupMember{ID: m.ID, Assignments: m.Assignments, LastSeen: m.LastSeen})
+			for _, t := range m.Topics {
 				topics[t] = true
 			}
-			for _, a := range gs.assigned[id] {
+			for _, a := range m.Assignments {
 				for _, q := range a.Queues {
-					owner[a.Topic+"/"+strconv.Itoa(int(q))] = id
+					owner[a.Topic+"/"+strconv.Itoa(int(q))] = m.ID
 				}
 			}
 		}
 	}
-	b.groups.mu.Unlock()
 	if info.Broadcast || len(info.Members) == 0 && len(b.fsm.GroupTopics(group)) == 0 && b.hasMemberOffsets(group) {
 		return b.describeBroadcast(info), nil
 	}
@@ -387,13 +274,7 @@ func (b *Broker) ResetGroup(ctx context.Context, req ResetRequest) ([]store.Offs
 	if err != nil {
 		return nil, b.replicaErr(err)
 	}
-	b.groups.mu.Lock()
-	live := 0
-	if gs := b.groups.groups[group]; gs != nil {
-		b.expireLocked(gs, time.Now())
-		live = len(gs.members)
-	}
-	b.groups.mu.Unlock()
+	live := b.groups.Live(group, time.Now())
 	if live > 0 {
 		return nil, fmt.Errorf("%w: group %q has %d live member(s); stop them first", ErrFailedPrecondition, group, live)
 	}

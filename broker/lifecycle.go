@@ -3,10 +3,12 @@ package broker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/raftmq/raftmq/broker/groups"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/store"
 )
@@ -111,7 +113,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string, force bool) error
 	if _, err := b.fsm.Topic(name); err != nil {
 		return b.replicaErr(err)
 	}
-	if live := b.liveMembers(func(m *member) bool { return hasTopic(m, name) }); len(live) > 0 && !force {
+	if live := b.groups.LiveMembers(time.Now(), func(m groups.Member) bool { return slices.Contains(m.Topics, name) }); len(live) > 0 && !force {
 		return fmt.Errorf("%w: topic %q has connected consumers: %s; stop them first, or delete anyway with --force",
 			ErrFailedPrecondition, name, describeLive(live))
 	}
@@ -134,7 +136,7 @@ func (b *Broker) DeleteGroup(ctx context.Context, group string, force bool) erro
 	if err := b.awaitLeader(ctx); err != nil {
 		return err
 	}
-	live := b.liveMembers(func(*member) bool { return true })[group]
+	live := b.groups.LiveMembers(time.Now(), func(groups.Member) bool { return true })[group]
 	known := live > 0
 	for _, k := range b.fsm.Groups() {
 		if g, _, _ := store.SplitMemberKey(k); g == group {
@@ -159,40 +161,9 @@ func (b *Broker) DeleteGroup(ctx context.Context, group string, force bool) erro
 	if err := b.w.DeleteGroup(ctx, group, topics); err != nil {
 		return b.replicaErr(err)
 	}
-	b.groups.mu.Lock()
-	delete(b.groups.groups, group)
-	b.groups.mu.Unlock()
+	b.groups.Forget(group)
 	b.log.Info("consumer group deleted", "group", group, "topics", topics, "force", force)
 	return nil
-}
-
-func hasTopic(m *member, topic string) bool {
-	for _, t := range m.topics {
-		if t == topic {
-			return true
-		}
-	}
-	return false
-}
-
-// liveMembers counts, per group, the members the leader heard from within
-// their session that match.
-func (b *Broker) liveMembers(match func(*member) bool) map[string]int {
-	out := map[string]int{}
-	now := time.Now()
-	b.groups.mu.Lock()
-	defer b.groups.mu.Unlock()
-	for name, gs := range b.groups.groups {
-		if b.expireLocked(gs, now) {
-			b.rebalanceLocked(gs, b.groups.term)
-		}
-		for _, m := range gs.members {
-			if match(m) {
-				out[name]++
-			}
-		}
-	}
-	return out
 }
 
 func describeLive(live map[string]int) string {

@@ -4,18 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
+	"github.com/raftmq/raftmq/broker/lookup"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/mq"
-	"github.com/raftmq/raftmq/raftlog"
 )
 
-// A message id names the Raft entry that stored the message and the
-// message's ordinal in that entry (raftlog.MessageID): 16 hex digits of log
-// index, 8 of ordinal. Lookup reads that one entry and takes the queue
-// offset from the FSM's index record of the entry, so it costs one log read
-// and one binary search, with no index of ids.
+// Lookup by id reads the one entry an id names (package lookup).
 
 // LookupResult is a message found by id and the node that read it.
 type LookupResult struct {
@@ -29,18 +24,7 @@ type LookupResult struct {
 
 // ParseMessageID splits a message id into its log index and ordinal.
 func ParseMessageID(id string) (index uint64, ordinal uint32, err error) {
-	if len(id) != 24 {
-		return 0, 0, invalid("message id %q: want 24 hex digits (16 of log index, 8 of ordinal), got %d characters", id, len(id))
-	}
-	index, err = strconv.ParseUint(id[:16], 16, 64)
-	if err != nil || index == 0 {
-		return 0, 0, invalid("message id %q: the first 16 characters are not a log index in hex", id)
-	}
-	o, err := strconv.ParseUint(id[16:], 16, 32)
-	if err != nil {
-		return 0, 0, invalid("message id %q: the last 8 characters are not an ordinal in hex", id)
-	}
-	return index, uint32(o), nil
+	return lookup.ParseMessageID(id)
 }
 
 // LookupMessage returns the message with the given id, with its topic,
@@ -83,10 +67,10 @@ func (b *Broker) LookupMessage(ctx context.Context, id string) (LookupResult, er
 
 // lookedUp is the answer for message m read by id: a staged (delayed)
 // message is answered as the scheduler knows it, pending or delivered
-// (lookup_delay.go).
+// (delay.Scheduler.Staged).
 func (b *Broker) lookedUp(id string, index uint64, m Message) (LookupResult, error) {
 	if m.Topic == mq.ScheduleTopic {
-		st, ok, err := b.staged(id, index, m)
+		st, ok, err := b.delay.Staged(id, index, m)
 		if err != nil {
 			return LookupResult{}, err
 		}
@@ -108,7 +92,7 @@ func (b *Broker) notFound(id string, index uint64, err error) error {
 
 // errNotHere: this node has not applied the entry an id names, or no longer
 // holds it; the leader may.
-var errNotHere = errors.New("not held by this node")
+var errNotHere = lookup.ErrNotHere
 
 // lookupLeader reads a message by id on the leader (SendBack and
 // ResendDeadLetter, which run there): a message it does not hold is
@@ -126,100 +110,7 @@ func (b *Broker) lookupLeader(id string) (Message, error) {
 }
 
 // readMessage reads message ordinal of log entry index from this node's log
-// and finds its queue offset in the index. Errors: errNotHere (wrapped, with
-// what this node lacks), ErrNotFound (the entry holds no such stored
-// message), or the log's error.
+// and finds its queue offset in the index (lookup.Reader.Message).
 func (b *Broker) readMessage(id string, index uint64, ordinal uint32) (Message, error) {
-	if index > b.fsm.Applied() {
-		return Message{}, fmt.Errorf("message %s: log entry %d is past what node %s has applied (%d): %w", id, index, b.cfg.NodeID, b.fsm.Applied(), errNotHere)
-	}
-	if floor := b.fsm.LogFloor(); index < floor {
-		return Message{}, fmt.Errorf("%w: message %s (log entry %d) was deleted by retention (the log starts at %d)", ErrNotFound, id, index, floor)
-	}
-	data, err := b.rlog.Read(index)
-	switch {
-	case errors.Is(err, raftlog.ErrBelowFloor):
-		return Message{}, fmt.Errorf("message %s: node %s no longer holds log entry %d: %w", id, b.cfg.NodeID, index, errNotHere)
-	case errors.Is(err, raftlog.ErrCorrupt):
-		return Message{}, fmt.Errorf("message %s: log entry %d is damaged on node %s: %w", id, index, b.cfg.NodeID, errNotHere)
-	case err != nil:
-		return Message{}, fmt.Errorf("message %s: read log entry %d: %w", id, index, err)
-	}
-	noSuch := fmt.Errorf("%w: no message has id %s (log entry %d holds no stored message with ordinal %d)", ErrNotFound, id, index, ordinal)
-	if len(data) == 0 || raftlog.CommandType(data[0]) != raftlog.CmdBatch {
-		return Message{}, noSuch
-	}
-	batch, err := raftlog.ParseReadBatch(data)
-	if err != nil {
-		return Message{}, fmt.Errorf("message %s: log entry %d on node %s: %w", id, index, b.cfg.NodeID, err)
-	}
-	// Walk to the message, remembering the topic and queue of every
-	// message before it in the entry: its offset is its record's base plus
-	// the messages of its queue stored before it in the same entry.
-	type pos struct {
-		req   int
-		topic string
-		queue uint32
-	}
-	var (
-		found  bool
-		req    int
-		out    Message
-		before []pos
-		next   uint32 // ordinal of the request's first message
-	)
-	err = batch.Each(func(i int, rv *raftlog.RequestView) bool {
-		first := next
-		next += uint32(rv.Count)
-		rv.Messages(func(j int, m *raftlog.MessageView) bool {
-			if first+uint32(j) == ordinal {
-				found, req = true, i
-				out = Message{Topic: rv.Topic, Queue: int32(m.Queue), ID: id, Key: string(m.Key), Tag: string(m.Tag),
-					Properties: m.Properties(), Body: m.Body, Timestamp: m.Timestamp}
-				return false
-			}
-			before = append(before, pos{i, rv.Topic, m.Queue})
-			return true
-		})
-		return !found && ordinal >= next
-	})
-	if err != nil {
-		return Message{}, fmt.Errorf("message %s: log entry %d on node %s: %w", id, index, b.cfg.NodeID, err)
-	}
-	if !found {
-		return Message{}, noSuch
-	}
-	if b.fsm.QueueCount(out.Topic) == 0 {
-		return Message{}, fmt.Errorf("%w: message %s was stored in topic %q, which no longer exists", ErrNotFound, id, out.Topic)
-	}
-	loc, ok := b.fsm.LocateEntry(out.Topic, out.Queue, index)
-	if !ok && out.Topic == mq.ScheduleTopic {
-		// The schedule queues drop the records of delivered messages: a
-		// staged message is then answered by its id alone (its offset
-		// there means nothing to a user).
-		return out, nil
-	}
-	if !ok || skipped(loc.Skip, uint32(req)) {
-		// A request the state machine refused, or a retry it answered
-		// with the first attempt's acks: no message was stored under
-		// this id.
-		return Message{}, noSuch
-	}
-	off := loc.Base
-	for _, p := range before {
-		if p.topic == out.Topic && p.queue == uint32(out.Queue) && !skipped(loc.Skip, uint32(p.req)) {
-			off++
-		}
-	}
-	out.Offset = off
-	return out, nil
-}
-
-func skipped(skip []uint32, req uint32) bool {
-	for _, s := range skip {
-		if s == req {
-			return true
-		}
-	}
-	return false
+	return b.ids.Message(id, index, ordinal)
 }

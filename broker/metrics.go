@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/raftmq/raftmq/broker/load"
 )
 
 type metrics struct {
@@ -73,24 +75,24 @@ func newMetrics(b *Broker) *metrics {
 		}
 		return 0
 	})
-	gauge("raftmq_load", "Load signal used by read routing (0..1+): the max of the raftmq_load_part gauges, or the override.", func() float64 { return b.load.value(b) })
+	gauge("raftmq_load", "Load signal used by read routing (0..1+): the max of the raftmq_load_part gauges, or the override.", func() float64 { return b.load.Value() })
 	gauge("raftmq_loaded", "1 when raftmq_load is at or above --load-threshold.", func() float64 {
-		if b.load.value(b) >= b.cfg.LoadThreshold {
+		if b.load.Value() >= b.cfg.LoadThreshold {
 			return 1
 		}
 		return 0
 	})
 	gauge("raftmq_load_cpu_budget_cores", "CPU the load signal counts as this node's (GOMAXPROCS, cgroup quota, cores / nodes of the group on this host).",
-		func() float64 { return b.load.parts(b).Budget })
+		func() float64 { return b.load.Parts().Budget })
 	for _, part := range []struct {
 		name string
-		f    func(loadParts) float64
-	}{{"cpu", func(p loadParts) float64 { return p.CPU }}, {"produce_queue", func(p loadParts) float64 { return p.Queue }},
-		{"reads", func(p loadParts) float64 { return p.Reads }}, {"pipeline", func(p loadParts) float64 { return p.Pipeline }},
-		{"produce_latency_seconds", func(p loadParts) float64 { return p.Latency }}} {
+		f    func(load.Parts) float64
+	}{{"cpu", func(p load.Parts) float64 { return p.CPU }}, {"produce_queue", func(p load.Parts) float64 { return p.Queue }},
+		{"reads", func(p load.Parts) float64 { return p.Reads }}, {"pipeline", func(p load.Parts) float64 { return p.Pipeline }},
+		{"produce_latency_seconds", func(p load.Parts) float64 { return p.Latency }}} {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_load_part",
 			Help:        "Components of the load signal: cpu (share of the CPU budget), produce_queue (fill), reads (rate / 200k msg/s).",
-			ConstLabels: prometheus.Labels{"part": part.name}}, func() float64 { return part.f(b.load.parts(b)) }))
+			ConstLabels: prometheus.Labels{"part": part.name}}, func() float64 { return part.f(b.load.Parts()) }))
 	}
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "raftmq_leader_changes_total", Help: "Leader changes observed by this node."},
@@ -104,10 +106,10 @@ func (b *Broker) Registry() *prometheus.Registry { return b.m.reg }
 // latencyTap feeds produce latencies to the load meter as well.
 type latencyTap struct {
 	prometheus.Histogram
-	l *loadMeter
+	l *load.Meter
 }
 
 func (t latencyTap) Observe(v float64) {
 	t.Histogram.Observe(v)
-	t.l.observeProduce(time.Duration(v * float64(time.Second)))
+	t.l.ObserveProduce(time.Duration(v * float64(time.Second)))
 }

@@ -28,27 +28,7 @@ func TestCoreImportsNoWireCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var core []string
-	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return err
-		}
-		if adapters[path] || d.Name() == "testdata" {
-			return filepath.SkipDir
-		}
-		if path == "." {
-			core = append(core, module+"/broker")
-		} else {
-			core = append(core, module+"/broker/"+filepath.ToSlash(path))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(core) < 3 {
-		t.Fatalf("found only %v under broker/: the walk is broken", core)
-	}
+	core := corePackages(t)
 
 	// from[p] is the package that first led to p, to print the chain.
 	from := map[string]string{}
@@ -83,6 +63,70 @@ func TestCoreImportsNoWireCode(t *testing.T) {
 			queue = append(queue, imp)
 		}
 	}
+}
+
+// The facade's subpackages are the concepts it coordinates: none of them
+// imports the facade, directly or through another raftmq package.
+func TestSubpackagesDoNotImportTheFacade(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	facade := module + "/broker"
+	for _, sub := range corePackages(t) {
+		if sub == facade {
+			continue
+		}
+		seen := map[string]bool{sub: true}
+		queue := []string{sub}
+		for len(queue) > 0 {
+			p := queue[0]
+			queue = queue[1:]
+			imports, err := packageImports(filepath.Join(root, strings.TrimPrefix(p, module)))
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			for _, imp := range imports {
+				if imp == facade {
+					t.Errorf("%s imports the facade %s (through %s)", sub, facade, p)
+					continue
+				}
+				if seen[imp] || (imp != module && !strings.HasPrefix(imp, module+"/")) {
+					continue
+				}
+				seen[imp] = true
+				queue = append(queue, imp)
+			}
+		}
+	}
+}
+
+// corePackages lists the facade and every package under broker/ but the
+// adapters: each new subpackage counts as core without being named here.
+func corePackages(t *testing.T) []string {
+	t.Helper()
+	var core []string
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if adapters[path] || d.Name() == "testdata" {
+			return filepath.SkipDir
+		}
+		if path == "." {
+			core = append(core, module+"/broker")
+		} else {
+			core = append(core, module+"/broker/"+filepath.ToSlash(path))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(core) < 4 {
+		t.Fatalf("found only %v under broker/: the walk is broken", core)
+	}
+	return core
 }
 
 // packageImports lists the imports of the non-test Go files in dir.

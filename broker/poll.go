@@ -3,8 +3,24 @@ package broker
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/raftmq/raftmq/broker/load"
 )
+
+// brokersInProcess counts the live brokers of this process: they share its
+// CPU time (in-process test groups), which the load meter divides.
+var brokersInProcess atomic.Int32
+
+// produceQueueFill is the produce queue's fill (0..1), a part of the load.
+func (b *Broker) produceQueueFill() float64 {
+	return b.batch.QueueFill()
+}
+
+// SetLoadOverride fixes the load signal at v (NaN restores measuring). It is
+// a hook for tests and for operators who want to push reads to followers.
+func (b *Broker) SetLoadOverride(v float64) { b.load.SetOverride(v) }
 
 // stateLoop polls the other nodes, keeps this node registered, samples load
 // and moves leadership to the preferred leader.
@@ -18,7 +34,7 @@ func (b *Broker) stateLoop() {
 			return
 		case <-t.C:
 		}
-		b.load.sample(float64(len(b.inflight)) / float64(cap(b.inflight)))
+		b.load.Sample(b.batch.InflightFill())
 		b.checkDamage()
 		b.pollPeers()
 		b.sampleProgress()
@@ -65,12 +81,12 @@ func (b *Broker) pollPeers() {
 			applied := b.fsm.Applied()
 			st, err := b.peers.NodeState(ctx, addr)
 			st.ReceivedAt, st.PollerApplied = time.Now(), applied
-			b.view.set(id, st, err)
+			b.view.Set(id, st, err)
 		}(s.ID, n.PeerAddr)
 	}
 	wg.Wait()
-	b.view.retain(ids)
-	b.load.setSharing(sameHost(b.cfg.PeerAddr, others))
+	b.view.Retain(ids)
+	b.load.SetSharing(load.SameHost(b.cfg.PeerAddr, others))
 }
 
 // preferredReady reports whether this ready leader should hand leadership
@@ -81,9 +97,9 @@ func (b *Broker) preferredReady() bool {
 	if pref == b.cfg.NodeID || !b.node.Ready() {
 		return false
 	}
-	p, ok := b.view.get(pref)
-	if !ok || time.Since(p.lastOK) > b.fresh() || p.state.Damaged {
+	p, ok := b.view.Get(pref)
+	if !ok || time.Since(p.LastOK) > b.fresh() || p.State.Damaged {
 		return false
 	}
-	return p.state.Applied+16 >= b.fsm.Applied()
+	return p.State.Applied+16 >= b.fsm.Applied()
 }

@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"sync"
 	"time"
 
+	"github.com/raftmq/raftmq/broker/batch"
+	"github.com/raftmq/raftmq/broker/delay"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
@@ -20,7 +21,7 @@ type ProduceMessage struct {
 	Queue      int32 // used when HasQueue
 	HasQueue   bool
 	Timestamp  int64 // unix ms; 0 = now
-	// Delayed delivery, at most one (delay.go): DelayLevel 1..18, or
+	// Delayed delivery, at most one (package delay): DelayLevel 1..18, or
 	// DeliverAt in unix ms. A DELAY or TIMER_DELIVER_MS property sets them.
 	DelayLevel int
 	DeliverAt  int64
@@ -62,22 +63,6 @@ const (
 	maxPropertyBytes      = 16 << 10
 )
 
-type pending struct {
-	req  raftlog.Request
-	size int
-	done chan outcome
-}
-
-type outcome struct {
-	res store.RequestResult
-	err error
-}
-
-type inflightEntry struct {
-	f     store.ProduceFuture
-	batch []*pending
-}
-
 // Produce appends a request once it is committed on a quorum and applied
 // here. Only the leader produces; others get a NotLeaderError.
 func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult, error) {
@@ -105,10 +90,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		}
 		nq = b.fsm.QueueCount(req.Topic)
 	}
-	p := &pending{
-		req:  raftlog.Request{ProducerID: req.ProducerID, Seq: req.Seq, Topic: req.Topic, Messages: make([]raftlog.Message, len(req.Messages))},
-		done: make(chan outcome, 1),
-	}
+	lr := raftlog.Request{ProducerID: req.ProducerID, Seq: req.Seq, Topic: req.Topic, Messages: make([]raftlog.Message, len(req.Messages))}
 	now := time.Now().UnixMilli()
 	rr := b.roundRobinBase(&req)
 	for i := range req.Messages {
@@ -122,56 +104,56 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		if ts == 0 {
 			ts = now
 		}
-		p.req.Messages[i] = raftlog.Message{Queue: q, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
+		lr.Messages[i] = raftlog.Message{Queue: q, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
 	}
 	delayed := isDelayed(&req.Messages[0])
 	if delayed {
-		if err := b.stage(ctx, &req, &p.req); err != nil {
+		if err := b.stage(ctx, &req, &lr); err != nil {
 			return ProduceResult{}, err
 		}
 	}
-	// The exact bytes this request adds to its entry: what the budget, the
-	// batcher and the request bound count.
-	p.size = p.req.EncodedSize()
-	if p.size > b.cfg.MaxRequestBytes {
+	// The exact bytes this request adds to its entry (p.Size): what the
+	// budget, the batcher and the request bound count.
+	p := batch.NewPending(lr)
+	if p.Size > b.cfg.MaxRequestBytes {
 		b.m.produceErrors.WithLabelValues("invalid").Inc()
-		return ProduceResult{}, tooLargeRequest(p.size, len(req.Messages), b.cfg.MaxRequestBytes)
+		return ProduceResult{}, tooLargeRequest(p.Size, len(req.Messages), b.cfg.MaxRequestBytes)
 	}
-	if !b.pending.take(p.size, b.cfg.MaxPendingBytes) {
+	if !b.pending.Take(p.Size, b.cfg.MaxPendingBytes) {
 		return ProduceResult{}, b.busy()
 	}
-	defer b.pending.give(p.size)
+	defer b.pending.Give(p.Size)
 	select {
-	case b.produceCh <- p:
+	case b.batch.In() <- p:
 	case <-ctx.Done():
 		return ProduceResult{}, fmt.Errorf("%w: produce queue full: %w", ErrTimeout, ctx.Err())
 	case <-b.stop:
 		return ProduceResult{}, ErrShutdown
 	}
-	var out outcome
+	var out batch.Outcome
 	select {
-	case out = <-p.done:
+	case out = <-p.Done():
 	case <-ctx.Done():
 		// The request is with raft; it may still commit. Report it as
 		// unknown so the client retries with the same sequence.
 		return ProduceResult{}, fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
 	}
-	if out.err != nil {
+	if out.Err != nil {
 		b.m.produceErrors.WithLabelValues("raft").Inc()
-		return ProduceResult{}, out.err
+		return ProduceResult{}, out.Err
 	}
-	if out.res.Err != nil {
+	if out.Res.Err != nil {
 		// Refused by the state machine (a duplicate whose queues do not
 		// match, too): nothing of it was stored.
 		b.m.produceErrors.WithLabelValues("rejected").Inc()
-		return ProduceResult{}, b.replicaErr(out.res.Err)
+		return ProduceResult{}, b.replicaErr(out.Res.Err)
 	}
 	b.m.produceMessages.Add(float64(len(req.Messages)))
-	b.m.produceBytes.Add(float64(p.size))
+	b.m.produceBytes.Add(float64(p.Size))
 	b.m.produceLatency.Observe(time.Since(start).Seconds())
-	res := ProduceResult{Acks: out.res.Acks, Duplicate: out.res.Duplicate}
+	res := ProduceResult{Acks: out.Res.Acks, Duplicate: out.Res.Duplicate}
 	if delayed {
-		res.DeliverAt = b.stagedAcks(&req, &p.req, res.Acks)
+		res.DeliverAt = b.stagedAcks(&req, &lr, res.Acks)
 	}
 	return res, nil
 }
@@ -182,7 +164,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 // producers is refused before its requests are received and decoded; Produce
 // checks the budget again with the request's real size.
 func (b *Broker) AdmitProduce() error {
-	if b.pending.held() >= b.cfg.MaxPendingBytes {
+	if b.pending.Held() >= b.cfg.MaxPendingBytes {
 		return b.busy()
 	}
 	return nil
@@ -190,37 +172,7 @@ func (b *Broker) AdmitProduce() error {
 
 func (b *Broker) busy() error {
 	b.m.produceErrors.WithLabelValues("busy").Inc()
-	return fmt.Errorf("%w: %d bytes of produce requests are waiting for raft (--max-pending-mb); retry shortly", ErrBusy, b.pending.held())
-}
-
-// byteBudget counts the bytes of produce requests a node holds. take admits
-// a request while the total stays within max, and always when nothing is
-// held, so one request larger than max still goes through alone.
-type byteBudget struct {
-	mu   sync.Mutex
-	used int
-}
-
-func (bb *byteBudget) take(n, max int) bool {
-	bb.mu.Lock()
-	defer bb.mu.Unlock()
-	if bb.used > 0 && bb.used+n > max {
-		return false
-	}
-	bb.used += n
-	return true
-}
-
-func (bb *byteBudget) give(n int) {
-	bb.mu.Lock()
-	bb.used -= n
-	bb.mu.Unlock()
-}
-
-func (bb *byteBudget) held() int {
-	bb.mu.Lock()
-	defer bb.mu.Unlock()
-	return bb.used
+	return fmt.Errorf("%w: %d bytes of produce requests are waiting for raft (--max-pending-mb); retry shortly", ErrBusy, b.pending.Held())
 }
 
 // ValidateProduce checks a produce request against the limits in cfg; it is
@@ -322,115 +274,19 @@ func pickQueue(m *ProduceMessage, rr uint64, nq int) (uint32, error) {
 	}
 }
 
-// batchLoop is the group commit: it takes every request waiting right now
-// (up to MaxBatchBytes) and hands them to the replica as one Raft entry
-// without waiting, so the next batch forms while this one replicates.
-func (b *Broker) batchLoop() {
-	var next *pending
-	for {
-		first := next
-		next = nil
-		if first == nil {
-			select {
-			case first = <-b.produceCh:
-			case <-b.stop:
-				b.drainProduce()
-				return
-			}
-		}
-		var batch []*pending
-		var size int
-		batch, size, next = collectBatch(first, b.produceCh, b.cfg.MaxBatchBytes)
-		reqs := make([]*raftlog.Request, len(batch))
-		for i, p := range batch {
-			reqs[i] = &p.req
-		}
-		b.m.batchRequests.Observe(float64(len(batch)))
-		b.m.batchBytes.Observe(float64(size + raftlog.BatchOverhead)) // exact: see raftlog.BatchOverhead
-		ie := inflightEntry{f: b.w.Produce(reqs, size, b.cfg.WriteTimeout), batch: batch}
-		select {
-		case b.inflight <- ie: // bounded: this blocks when MaxInflight entries are in raft
-		case <-b.stop:
-			b.finish(ie)
-			b.drainProduce()
-			return
-		}
-	}
-}
+// batchLoop runs the group commit (package batch) until the broker stops.
+func (b *Broker) batchLoop() { b.batch.RunBatch(b.stop) }
 
-// collectBatch starts a batch with first and adds the requests waiting in
-// ch while the batch stays within maxBytes. It returns the batch, the bytes
-// its requests encode to, and the request taken from ch that did not fit
-// (nil if none), which starts the next batch. A request larger than
-// maxBytes is a batch of its own.
-func collectBatch(first *pending, ch <-chan *pending, maxBytes int) (batch []*pending, size int, next *pending) {
-	batch, size = []*pending{first}, first.size
-	for size < maxBytes {
-		select {
-		case p := <-ch:
-			if size+p.size > maxBytes {
-				return batch, size, p
-			}
-			batch = append(batch, p)
-			size += p.size
-		default:
-			return batch, size, nil
-		}
-	}
-	return batch, size, nil
-}
-
-// completeLoop waits for entries in the order they were handed to raft
-// (which is the order raft commits them) and answers their requests.
-func (b *Broker) completeLoop() {
-	for {
-		select {
-		case ie := <-b.inflight:
-			b.finish(ie)
-		case <-b.stop:
-			for {
-				select {
-				case ie := <-b.inflight:
-					b.finish(ie)
-				default:
-					return
-				}
-			}
-		}
-	}
-}
-
-func (b *Broker) finish(ie inflightEntry) {
-	results, err := ie.f.Wait()
-	if err != nil {
-		err = b.replicaErr(err)
-		for _, p := range ie.batch {
-			p.done <- outcome{err: err}
-		}
-		return
-	}
-	for i, p := range ie.batch {
-		p.done <- outcome{res: results[i]}
-	}
-}
-
-func (b *Broker) drainProduce() {
-	for {
-		select {
-		case p := <-b.produceCh:
-			p.done <- outcome{err: ErrShutdown}
-		default:
-			return
-		}
-	}
-}
+// completeLoop answers produce requests as their entries commit, until the
+// broker stops.
+func (b *Broker) completeLoop() { b.batch.RunComplete(b.stop) }
 
 // CreateTopic creates a topic (leader only).
 func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (store.TopicInfo, error) {
 	if err := store.ValidateName("topic", name); err != nil {
 		return store.TopicInfo{}, storeErr(err)
 	}
-	if err := refuseScheduleTopic(name); err != nil {
+	if err := delay.RefuseTopic(name); err != nil {
 		return store.TopicInfo{}, err
 	}
 	if queues == 0 {

@@ -8,7 +8,10 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/raftmq/raftmq/broker/delay"
+	"github.com/raftmq/raftmq/broker/entry"
 	"github.com/raftmq/raftmq/broker/filter"
+	"github.com/raftmq/raftmq/broker/route"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
@@ -44,18 +47,9 @@ type PullRequest struct {
 	scanned int            // body bytes of the messages filtered out so far
 }
 
-// Message is a stored message as a consumer sees it.
-type Message struct {
-	Topic      string
-	Queue      int32
-	Offset     uint64
-	ID         string
-	Key        string
-	Tag        string
-	Properties map[string]string
-	Body       []byte
-	Timestamp  int64
-}
+// Message is a stored message as a consumer sees it (package entry reads
+// it out of the log).
+type Message = entry.Message
 
 // PullResult is the answer to a pull, with the suggestion for the next one.
 type PullResult struct {
@@ -66,7 +60,7 @@ type PullResult struct {
 	MaxOffset      uint64
 	ServedBy       string
 	ServedByLeader bool
-	Suggestion     Suggestion
+	Suggestion     route.Suggestion
 	// Filtered counts the messages skipped because they did not match the
 	// request's filter. A pull whose window held only such messages is
 	// PullFound with no messages and NextOffset past them.
@@ -91,7 +85,7 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 	if err := store.ValidateName("topic", req.Topic); err != nil {
 		return PullResult{}, storeErr(err)
 	}
-	if err := refuseScheduleTopic(req.Topic); err != nil {
+	if err := delay.RefuseTopic(req.Topic); err != nil {
 		return PullResult{}, err
 	}
 	if req.MaxMessages <= 0 {
@@ -158,13 +152,11 @@ func (b *Broker) account(res *PullResult) {
 	}
 	if n := len(res.Messages); n > 0 {
 		b.m.pullMessages.WithLabelValues(role).Add(float64(n))
-		b.load.addRead(n)
 		total := 0
 		for i := range res.Messages {
 			total += len(res.Messages[i].Body)
 		}
-		avg := b.load.avgBytes.Load()
-		b.load.avgBytes.Store((avg*7 + uint64(total/n)) / 8)
+		b.load.ObservePull(n, total)
 	}
 	target := "self"
 	switch {
@@ -182,12 +174,12 @@ func (b *Broker) account(res *PullResult) {
 // (Suggest) decide the answer and the suggestion.
 func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 	res := PullResult{ServedBy: b.cfg.NodeID, ServedByLeader: isLeader, NextOffset: req.Offset}
-	local, why := LocalServed, ""
+	local, why := route.LocalServed, ""
 	var locs []store.Location
 	var rng store.QueueRange
 	var lerr error
 	if d, ok := b.Damaged(); ok {
-		local, why = LocalDamaged, damagedWhy(fmt.Sprintf("node %s is damaged at log index %d", b.cfg.NodeID, d.Index))
+		local, why = route.LocalDamaged, damagedWhy(fmt.Sprintf("node %s is damaged at log index %d", b.cfg.NodeID, d.Index))
 	} else {
 		// One entry more than messages asked for: each entry holds at least
 		// one message of the queue, so the entry of the consumer's next
@@ -195,20 +187,20 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 		locs, rng, lerr = b.fsm.Locate(req.Topic, req.Queue, req.Offset, req.MaxMessages+1)
 		switch {
 		case errors.Is(lerr, store.ErrUnknownTopic):
-			local = LocalNoTopic
+			local = route.LocalNoTopic
 		case errors.Is(lerr, store.ErrIndexDamaged):
 			b.log.Error("queue index damaged", "topic", req.Topic, "queue", req.Queue, "offset", req.Offset, "error", lerr)
-			local, why = LocalDamaged, lerr.Error()+"; retry on another node"
+			local, why = route.LocalDamaged, lerr.Error()+"; retry on another node"
 		case lerr != nil:
 			return PullResult{}, b.replicaErr(lerr)
 		case req.Offset < rng.Min:
-			local = LocalBelowMin
+			local = route.LocalBelowMin
 		case req.Offset < rng.Held:
 			// Indexed on the nodes that applied it, not here (this node
 			// installed a snapshot): one of them serves it.
-			local, why = LocalNotHeld, fmt.Sprintf("offset %d of %s/%d is held by no reachable, caught-up node (node %s indexes it from %d on)", req.Offset, req.Topic, req.Queue, b.cfg.NodeID, rng.Held)
+			local, why = route.LocalNotHeld, fmt.Sprintf("offset %d of %s/%d is held by no reachable, caught-up node (node %s indexes it from %d on)", req.Offset, req.Topic, req.Queue, b.cfg.NodeID, rng.Held)
 		case req.Offset > rng.Max:
-			local = LocalPastEnd
+			local = route.LocalPastEnd
 		case req.Offset < rng.Max:
 			var err error
 			if local, why, err = b.read(locs, req, &res); err != nil {
@@ -216,24 +208,24 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 			}
 		}
 	}
-	d := Suggest(b.routeInput(req, isLeader, local, rng, res.NextOffset, locs))
+	d := route.Suggest(b.routeInput(req, isLeader, local, rng, res.NextOffset, locs))
 	res.Suggestion = d.Suggestion
-	if local != LocalDamaged {
+	if local != route.LocalDamaged {
 		res.MinOffset, res.MaxOffset = rng.Min, rng.Max
 	}
 	switch d.Answer {
-	case AnswerServe:
+	case route.AnswerServe:
 		res.Status = PullFound
 		if req.Offset == rng.Max {
 			res.Status = PullNoNew
 		}
-	case AnswerRetryElsewhere:
+	case route.AnswerRetryElsewhere:
 		res.Status = PullRetryElsewhere
-	case AnswerOffsetMoved:
+	case route.AnswerOffsetMoved:
 		res.Status, res.NextOffset = PullOffsetMoved, rng.Min
-	case AnswerNotFound:
+	case route.AnswerNotFound:
 		return PullResult{}, b.replicaErr(lerr)
-	case AnswerOutOfRange:
+	case route.AnswerOutOfRange:
 		return PullResult{}, fmt.Errorf("%w: offset %d of %s/%d is past the end of the queue (next offset %d)", ErrOutOfRange, req.Offset, req.Topic, req.Queue, rng.Max)
 	default:
 		return PullResult{}, fmt.Errorf("%w: %s", ErrUnavailable, why)
@@ -244,7 +236,7 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 // read collects the messages of locs into res. It stops early, serving what
 // it has, at an entry it cannot read; when that is the first, it reports
 // what it found (the body is not held here, or damaged) and why.
-func (b *Broker) read(locs []store.Location, req *PullRequest, res *PullResult) (Local, string, error) {
+func (b *Broker) read(locs []store.Location, req *PullRequest, res *PullResult) (route.Local, string, error) {
 	bytes := 0
 	for _, loc := range locs {
 		data, err := b.rlog.Read(loc.LogIndex)
@@ -255,16 +247,16 @@ func (b *Broker) read(locs []store.Location, req *PullRequest, res *PullResult) 
 			if errors.Is(err, raftlog.ErrBelowFloor) {
 				// This node dropped the body (retention, or its log was
 				// replaced by a snapshot): a node that holds it serves it.
-				return LocalNotHeld, fmt.Sprintf("the message bodies at log index %d are not held by the leader nor by a reachable, caught-up follower", loc.LogIndex), nil
+				return route.LocalNotHeld, fmt.Sprintf("the message bodies at log index %d are not held by the leader nor by a reachable, caught-up follower", loc.LogIndex), nil
 			}
 			if errors.Is(err, raftlog.ErrCorrupt) {
 				// Damaged here (the log reported it, and the node is
 				// marked damaged within a state period): never Internal,
 				// the other nodes hold the entry.
 				b.log.Error("damaged log entry", "index", loc.LogIndex, "error", err)
-				return LocalDamaged, damagedWhy(fmt.Sprintf("log entry %d is damaged on node %s", loc.LogIndex, b.cfg.NodeID)), nil
+				return route.LocalDamaged, damagedWhy(fmt.Sprintf("log entry %d is damaged on node %s", loc.LogIndex, b.cfg.NodeID)), nil
 			}
-			return LocalServed, "", fmt.Errorf("read log entry %d: %w", loc.LogIndex, err)
+			return route.LocalServed, "", fmt.Errorf("read log entry %d: %w", loc.LogIndex, err)
 		}
 		full, err := collect(data, loc, req, res, &bytes)
 		if err != nil {
@@ -272,13 +264,13 @@ func (b *Broker) read(locs []store.Location, req *PullRequest, res *PullResult) 
 			if res.NextOffset > req.Offset {
 				break
 			}
-			return LocalDamaged, damagedWhy(fmt.Sprintf("log entry %d does not match this node's index on node %s", loc.LogIndex, b.cfg.NodeID)), nil
+			return route.LocalDamaged, damagedWhy(fmt.Sprintf("log entry %d does not match this node's index on node %s", loc.LogIndex, b.cfg.NodeID)), nil
 		}
 		if full {
 			break
 		}
 	}
-	return LocalServed, "", nil
+	return route.LocalServed, "", nil
 }
 
 // damagedWhy is the error a damaged node answers when it names no other
@@ -291,20 +283,20 @@ func damagedWhy(what string) string {
 // node found; rng the queue's range here (zero when the topic is unknown);
 // next the consumer's next offset; locs the entries the pull looked up, the
 // one holding next among them (pullOnce).
-func (b *Broker) routeInput(req *PullRequest, isLeader bool, local Local, rng store.QueueRange, next uint64, locs []store.Location) RouteInput {
-	in := RouteInput{
+func (b *Broker) routeInput(req *PullRequest, isLeader bool, local route.Local, rng store.QueueRange, next uint64, locs []store.Location) route.Input {
+	in := route.Input{
 		SelfIsLeader: isLeader,
 		Self:         b.peerView(b.cfg.NodeID),
 		Local:        local,
-		AtTail:       local == LocalServed && next >= rng.Max,
+		AtTail:       local == route.LocalServed && next >= rng.Max,
 		ColdBytes:    b.cfg.ColdReadBytes,
 		MaxLag:       b.cfg.MaxFollowerLag,
 		Topic:        req.Topic,
 		Queue:        req.Queue,
 	}
-	if (local == LocalServed || local == LocalNotHeld) && next < rng.Max {
-		if local == LocalServed {
-			in.BehindBytes = (rng.Max - next) * b.load.avgMessageBytes()
+	if (local == route.LocalServed || local == route.LocalNotHeld) && next < rng.Max {
+		if local == route.LocalServed {
+			in.BehindBytes = (rng.Max - next) * b.load.AvgMessageBytes()
 		}
 		for _, l := range locs {
 			if next >= l.Base && next < l.Base+uint64(l.Count) {
@@ -327,14 +319,14 @@ func (b *Broker) routeInput(req *PullRequest, isLeader bool, local Local, rng st
 	}
 	if id := b.node.LeaderID(); id != "" {
 		in.Leader = b.peerView(id)
-		if p, ok := b.view.get(id); ok && p.state.Damaged {
-			in.Leader = NodeView{} // a damaged leader is handing over: no one to send readers to
+		if p, ok := b.view.Get(id); ok && p.State.Damaged {
+			in.Leader = route.NodeView{} // a damaged leader is handing over: no one to send readers to
 		} else if ok {
-			if p.state.Applied > in.Self.Applied {
-				in.SelfLag = p.state.Applied - in.Self.Applied
+			if p.State.Applied > in.Self.Applied {
+				in.SelfLag = p.State.Applied - in.Self.Applied
 			}
 			if in.NeedIndex == 0 {
-				in.NeedIndex = p.state.Applied
+				in.NeedIndex = p.State.Applied
 			}
 		}
 	}
@@ -344,76 +336,50 @@ func (b *Broker) routeInput(req *PullRequest, isLeader bool, local Local, rng st
 // collect appends the messages of loc at or after res.NextOffset. It reports
 // whether a limit was reached.
 func collect(data []byte, loc store.Location, req *PullRequest, res *PullResult, bytes *int) (bool, error) {
-	batch, err := raftlog.ParseReadBatch(data)
-	if err != nil {
-		return false, err
-	}
-	skip := 0
-	offset := loc.Base
-	var ordinal uint32
 	full := false
-	err = batch.Each(func(i int, rv *raftlog.RequestView) bool {
-		first := ordinal
-		ordinal += uint32(rv.Count)
-		if skip < len(loc.Skip) && loc.Skip[skip] == uint32(i) {
-			skip++
+	err := entry.Read(data, req.Topic, req.Queue, loc, func(s entry.Stored) bool {
+		m := s.View
+		if s.Offset < res.NextOffset {
 			return true
 		}
-		if rv.Topic != req.Topic {
-			return true
+		var props map[string]string
+		if req.flt.NeedsProperties() {
+			props = m.Properties()
 		}
-		rv.Messages(func(j int, m *raftlog.MessageView) bool {
-			if m.Queue != uint32(req.Queue) {
-				return true
-			}
-			off := offset
-			offset++
-			if off < res.NextOffset {
-				return true
-			}
-			var props map[string]string
-			if req.flt.NeedsProperties() {
-				props = m.Properties()
-			}
-			if !req.flt.Match(string(m.Tag), props) {
-				res.Filtered++
-				res.NextOffset = off + 1
-				// Skipping costs reading: a pull reads at most
-				// maxScanFactor times its byte limit of skipped bodies.
-				req.scanned += len(m.Body)
-				if req.scanned > maxScanFactor*req.MaxBytes {
-					full = true
-					return false
-				}
-				return true
-			}
-			if props == nil {
-				props = m.Properties()
-			}
-			if len(res.Messages) >= req.MaxMessages || (len(res.Messages) > 0 && *bytes+len(m.Body) > req.MaxBytes) {
+		if !req.flt.Match(string(m.Tag), props) {
+			res.Filtered++
+			res.NextOffset = s.Offset + 1
+			// Skipping costs reading: a pull reads at most
+			// maxScanFactor times its byte limit of skipped bodies.
+			req.scanned += len(m.Body)
+			if req.scanned > maxScanFactor*req.MaxBytes {
 				full = true
 				return false
 			}
-			res.Messages = append(res.Messages, Message{
-				Topic:      req.Topic,
-				Queue:      req.Queue,
-				Offset:     off,
-				ID:         raftlog.MessageID(loc.LogIndex, first+uint32(j)),
-				Key:        string(m.Key),
-				Tag:        string(m.Tag),
-				Properties: props,
-				Body:       m.Body,
-				Timestamp:  m.Timestamp,
-			})
-			*bytes += len(m.Body)
-			res.NextOffset = off + 1
 			return true
+		}
+		if props == nil {
+			props = m.Properties()
+		}
+		if len(res.Messages) >= req.MaxMessages || (len(res.Messages) > 0 && *bytes+len(m.Body) > req.MaxBytes) {
+			full = true
+			return false
+		}
+		res.Messages = append(res.Messages, Message{
+			Topic:      req.Topic,
+			Queue:      req.Queue,
+			Offset:     s.Offset,
+			ID:         raftlog.MessageID(loc.LogIndex, s.Ordinal),
+			Key:        string(m.Key),
+			Tag:        string(m.Tag),
+			Properties: props,
+			Body:       m.Body,
+			Timestamp:  m.Timestamp,
 		})
-		return !full
+		*bytes += len(m.Body)
+		res.NextOffset = s.Offset + 1
+		return true
 	})
-	if err == nil && offset != loc.Base+uint64(loc.Count) && !full {
-		err = fmt.Errorf("entry %d holds %d messages of queue %d from offset %d, the index says %d", loc.LogIndex, offset-loc.Base, req.Queue, loc.Base, loc.Count)
-	}
 	return full, err
 }
 

@@ -47,8 +47,8 @@ func (b *Broker) sampleProgress() {
 	now := time.Now()
 	var leaderCommit uint64
 	if st.Role == election.Follower && st.LeaderID != "" {
-		if p, ok := b.view.get(st.LeaderID); ok && now.Sub(p.lastOK) <= b.fresh() {
-			leaderCommit = p.state.Commit
+		if p, ok := b.view.Get(st.LeaderID); ok && now.Sub(p.LastOK) <= b.fresh() {
+			leaderCommit = p.State.Commit
 		}
 	}
 	b.progress.mu.Lock()

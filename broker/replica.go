@@ -49,7 +49,7 @@ type State interface {
 	Groups() []string
 	GroupTopics(group string) []string
 	Node(id string) (store.NodeInfo, bool)
-	// LocateEntry is the index record of one entry in one queue (keys.go).
+	// LocateEntry is the index record of one entry in one queue (package lookup).
 	LocateEntry(topic string, q int32, logIndex uint64) (store.Location, bool)
 	// MaxReconsumeTimes, SettingsGroups and LockTerm serve retry and
 	// orderly locks (retry.go, locks.go).
@@ -95,7 +95,7 @@ type Replica struct {
 	Leadership Leadership
 	Membership Membership
 	Snapshots  Snapshotter
-	// Schedule, when set, lets the node take delayed messages (delay.go).
+	// Schedule, when set, lets the node take delayed messages (package delay).
 	Schedule ScheduleState
 }
 

@@ -4,34 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"time"
 
+	"github.com/raftmq/raftmq/broker/retry"
 	"github.com/raftmq/raftmq/mq"
-	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
 
-// Consume-retry and dead letters (RocketMQ's CONSUMER_SEND_MSG_BACK): a
-// consumer that cannot process a message sends it back by id; the leader
-// reads the message and stores a copy, through Produce, in the group's retry
-// topic %RETRY%<group> with a delay level of 3 + its reconsume count, or in
-// %DLQ%<group> once the count passes the group's max reconsume times. Both
-// topics (one queue each) are created on demand through the replicated
-// CreateTopic. Every decision is the copy's content, so it is replicated
-// with it: a new leader knows every copy the old one stored.
-//
-// A send-back is produced under a producer id of the group and the queue
-// the message was read from (sendBackProducerID), with the message's log
-// position as sequence, so a SendBack retried after a timeout or a leader
-// change (or the same message sent back by two members that both received
-// it) stores one copy while the dedupe window (store.DedupeWindow
-// sequences per producer id) still holds that sequence. A queue is consumed
-// in order, so its sequences rise as its messages are sent back, and only a
-// send-back more than a window behind the queue's others falls out: it is
-// then stored without dedupe, and a retry of it may store a second copy. At
-// least once, never lost.
+// Consume-retry and dead letters: package retry has the rules (the copy a
+// send-back stores, producer ids, the max-reconsume limits); the facade
+// reads the message, stores the copy through Produce and creates the retry
+// and dead-letter topics.
 
 // SendBackRequest is a consumer's "consume later" for one message.
 type SendBackRequest struct {
@@ -52,85 +36,6 @@ type SendBackResult struct {
 	DeadLettered   bool
 	ReconsumeTimes int32
 	DeliverAt      int64 // unix ms; 0 for a dead letter
-}
-
-// Producer ids of the copies the broker stores itself.
-const (
-	sendBackProducer = "%SENDBACK%"
-	resendProducer   = "%RESEND%"
-)
-
-// Properties of an original that a copy does not keep: they would delay or
-// redirect the copy (the copy's own delay is its DELAY level).
-var droppedOnCopy = []string{mq.PropDelay, mq.PropTimerDeliverMS, mq.PropRealTopic, mq.PropRealQueue, "TIMER_DELAY_SEC", "TIMER_DELAY_MS",
-	mq.PropStagedID, mq.PropSchedulePopMS}
-
-// retryCopy is what SendBack stores for a message.
-type retryCopy struct {
-	Topic          string
-	Message        ProduceMessage
-	DeadLettered   bool
-	ReconsumeTimes int32
-	DelayLevel     int // 0 for a dead letter
-}
-
-// buildSendBack builds the copy of m that a send-back by group stores;
-// maxTimes is the limit in force (the request's override or the group's).
-func buildSendBack(m *Message, group string, delayLevel, maxTimes int32) retryCopy {
-	var n int32 // a message of its original topic has not been sent back yet
-	if mq.IsRetryTopic(m.Topic) {
-		n = reconsumeTimes(m.Properties)
-	}
-	props := make(map[string]string, len(m.Properties)+4)
-	for k, v := range m.Properties {
-		props[k] = v
-	}
-	for _, k := range droppedOnCopy {
-		delete(props, k)
-	}
-	if props[mq.PropRetryTopic] == "" || !mq.IsRetryTopic(m.Topic) {
-		// A message of its original topic: the first copy names it.
-		// Copies of copies keep what the first copy named.
-		props[mq.PropRetryTopic] = m.Topic
-	}
-	if props[mq.PropOriginMessageID] == "" || !mq.IsRetryTopic(m.Topic) {
-		props[mq.PropOriginMessageID] = m.ID
-		props[mq.PropOriginQueue] = strconv.Itoa(int(m.Queue))
-		props[mq.PropOriginOffset] = strconv.FormatUint(m.Offset, 10)
-	}
-	c := retryCopy{ReconsumeTimes: n + 1}
-	props[mq.PropReconsumeTime] = strconv.Itoa(int(n + 1))
-	switch {
-	case delayLevel < 0:
-		c.DeadLettered = true
-		props[mq.PropDeadLetterReason] = "sent to the dead-letter queue by the consumer (delay level -1)"
-	case n >= maxTimes:
-		c.DeadLettered = true
-		props[mq.PropDeadLetterReason] = fmt.Sprintf("reconsumed %d times, the max reconsume times is %d", n, maxTimes)
-	case delayLevel > 0:
-		c.DelayLevel = int(delayLevel)
-	default:
-		c.DelayLevel = min(3+int(n), len(mq.DelayLevels))
-	}
-	if c.DeadLettered {
-		c.Topic = mq.DeadLetterTopic(group)
-	} else {
-		c.Topic = mq.RetryTopic(group)
-		delete(props, mq.PropDeadLetterReason)
-		props[mq.PropDelay] = strconv.Itoa(c.DelayLevel)
-	}
-	c.Message = ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: props, Body: m.Body, Timestamp: m.Timestamp}
-	return c
-}
-
-// reconsumeTimes is a message's RECONSUME_TIME (0 when absent or not a
-// count).
-func reconsumeTimes(props map[string]string) int32 {
-	n, err := strconv.ParseInt(props[mq.PropReconsumeTime], 10, 32)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return int32(n)
 }
 
 // SendBack stores the retry (or dead-letter) copy of a consumed message
@@ -168,9 +73,9 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 	}
 	maxTimes := req.MaxReconsumeTimes
 	if maxTimes == 0 {
-		maxTimes = b.limitOf(req.Group, m.Properties) // the message's MAX_RECONSUME_TIMES, else the group's
+		maxTimes = b.retry.Limit(req.Group, m.Properties) // the message's MAX_RECONSUME_TIMES, else the group's
 	}
-	c := buildSendBack(&m, req.Group, req.DelayLevel, maxTimes)
+	c := retry.Build(&m, req.Group, req.DelayLevel, maxTimes)
 	if req.MaxReconsumeTimes > 0 {
 		// The copy carries the consumer's limit: a produce to the retry
 		// topic applies it (retry_produce.go), not the group's.
@@ -181,7 +86,8 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 	}
 	index, ordinal, _ := ParseMessageID(req.ID)
 	now := time.Now()
-	ack, deliverAt, err := b.produceCopy(ctx, c.Topic, sendBackProducerID(req.Group, m.Topic, m.Queue), index<<32|uint64(ordinal), c.Message)
+	cm := ProduceMessage{Key: c.Message.Key, Tag: c.Message.Tag, Properties: c.Message.Properties, Body: c.Message.Body, Timestamp: c.Message.Timestamp}
+	ack, deliverAt, err := b.produceCopy(ctx, c.Topic, retry.ProducerID(req.Group, m.Topic, m.Queue), index<<32|uint64(ordinal), cm)
 	if err != nil {
 		return SendBackResult{}, err
 	}
@@ -192,19 +98,6 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 	}
 	b.log.Debug("sent back", "group", req.Group, "id", req.ID, "copy", ack.ID, "topic", c.Topic, "reconsume", c.ReconsumeTimes)
 	return out, nil
-}
-
-// sendBackProducerID is the producer id of the send-backs of a group's
-// messages read from one queue: "%SENDBACK%<group>/<topic>/<queue>", the
-// topic replaced by its hash when the id would be too long.
-func sendBackProducerID(group, topic string, queue int32) string {
-	id := fmt.Sprintf("%s%s/%s/%d", sendBackProducer, group, topic, queue)
-	if len(id) > raftlog.MaxNameLen {
-		h := fnv.New64a()
-		h.Write([]byte(topic))
-		id = fmt.Sprintf("%s%s/%016x/%d", sendBackProducer, group, h.Sum64(), queue)
-	}
-	return id
 }
 
 // produceCopy stores one message the broker builds itself, under
@@ -253,15 +146,6 @@ func (b *Broker) ensureSystemTopic(ctx context.Context, topic string) error {
 	return err
 }
 
-// maxReconsume is a group's max reconsume times (RocketMQ's default 16
-// when never set).
-func (b *Broker) maxReconsume(group string) int32 {
-	if n, ok := b.fsm.MaxReconsumeTimes(group); ok {
-		return n
-	}
-	return mq.DefaultMaxReconsume
-}
-
 // ResendResult is where a dead letter went.
 type ResendResult struct {
 	Topic string
@@ -298,16 +182,9 @@ func (b *Broker) ResendDeadLetter(ctx context.Context, group, id string) (Resend
 	if topic == "" || mq.IsSystemTopic(topic) {
 		return ResendResult{}, fmt.Errorf("%w: dead letter %s names no original topic (%s=%q)", ErrFailedPrecondition, id, mq.PropRetryTopic, topic)
 	}
-	props := make(map[string]string, len(m.Properties))
-	for k, v := range m.Properties {
-		props[k] = v
-	}
-	for _, k := range []string{mq.PropRetryTopic, mq.PropOriginMessageID, mq.PropOriginQueue, mq.PropOriginOffset,
-		mq.PropReconsumeTime, mq.PropMaxReconsumeTimes, mq.PropDeadLetterReason, mq.PropDelay} {
-		delete(props, k)
-	}
+	props := retry.Resent(m.Properties)
 	pm := ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: props, Body: m.Body, Timestamp: m.Timestamp}
-	req := ProduceRequest{Topic: topic, ProducerID: resendProducer + group, Seq: index<<32 | uint64(ordinal), Messages: []ProduceMessage{pm}}
+	req := ProduceRequest{Topic: topic, ProducerID: retry.ResendProducer + group, Seq: index<<32 | uint64(ordinal), Messages: []ProduceMessage{pm}}
 	// As a client's produce: the original topic's write permission holds.
 	res, err := b.ClientProduce(ctx, req)
 	if errors.Is(err, store.ErrStaleSequence) || errors.Is(err, ErrSequenceReused) {
@@ -351,7 +228,7 @@ func (b *Broker) UpdateGroup(ctx context.Context, group string, maxReconsume *in
 // GroupSettings returns a group's settings as this node has applied them,
 // defaults filled in.
 func (b *Broker) GroupSettings(group string) GroupSettings {
-	return GroupSettings{MaxReconsumeTimes: b.maxReconsume(group)}
+	return GroupSettings{MaxReconsumeTimes: b.retry.MaxReconsume(group)}
 }
 
 // ensureRetryTopic creates the group's retry topic when a member subscribes

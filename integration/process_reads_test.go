@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/route"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/internal/localgroup"
 )
@@ -110,7 +110,7 @@ func TestProcessConsumeJSONShowsNodeAndReason(t *testing.T) {
 }
 
 func knownReason(s string) bool {
-	for _, r := range broker.Reasons() {
+	for _, r := range route.Reasons() {
 		if r.String() == s {
 			return true
 		}

@@ -27,7 +27,7 @@ const (
 // relativeTimers are the Java 5.x client's delays relative to the send
 // (Message.setDelayTimeSec, setDelayTimeMs). The Go client sets only DELAY
 // and TIMER_DELIVER_MS, which the broker's delayed produce takes as they
-// are (broker/delay.go).
+// are (package broker/delay).
 var relativeTimers = []string{"TIMER_DELAY_SEC", "TIMER_DELAY_MS"}
 
 // errTransactional refuses a transactional half message (property TRAN_MSG

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/servertest"
 )
 
 func topicEnd(t *testing.T, ctx context.Context, cl *client.Client, topic string) map[int32]uint64 {

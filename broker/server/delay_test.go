@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/broker"
-	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"

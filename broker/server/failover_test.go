@@ -11,9 +11,9 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
-	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/client"
 	hist "github.com/raftmq/raftmq/internal/history"
+	"github.com/raftmq/raftmq/internal/servertest"
 )
 
 // history records what producers were told: counts for the test, and every

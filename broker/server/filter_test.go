@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/servertest"
 )
 
 // consumeFiltered reads topic as a member of group until every queue is read up

@@ -12,10 +12,10 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
-	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/internal/servertest"
 )
 
 // cluster is an in-process group of real nodes: real raft over loopback TCP,

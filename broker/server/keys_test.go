@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/raftmq/raftmq/api"
-	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/servertest"
 )
 
 // findOn asks node i (directly: every node answers from its own index)

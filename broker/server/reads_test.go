@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/route"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
 )
@@ -241,7 +242,7 @@ func TestBurstNotOnFollowersReadFromLeader(t *testing.T) {
 	// Once the followers have applied and reported it: rule 1.
 	waitFor(t, 30*time.Second, "a loaded leader to send the reader of settled data to a follower", func() bool {
 		res := pull(first)
-		return res.Suggestion.Reason == broker.ReasonLeaderLoaded && res.Suggestion.NodeID != c.nodes[l].Node().ID()
+		return res.Suggestion.Reason == route.ReasonLeaderLoaded && res.Suggestion.NodeID != c.nodes[l].Node().ID()
 	})
 	// A burst: the reader of its messages stays on the leader (rule 2).
 	// A state poll can land between the burst and the pull; then the
@@ -251,9 +252,9 @@ func TestBurstNotOnFollowersReadFromLeader(t *testing.T) {
 		off := send(50)
 		res := pull(off)
 		switch {
-		case res.Suggestion.Reason == broker.ReasonFollowersBehind && res.Suggestion.NodeID == c.nodes[l].Node().ID():
+		case res.Suggestion.Reason == route.ReasonFollowersBehind && res.Suggestion.NodeID == c.nodes[l].Node().ID():
 			stayed++
-		case res.Suggestion.Reason == broker.ReasonLeaderLoaded:
+		case res.Suggestion.Reason == route.ReasonLeaderLoaded:
 			t.Logf("burst at %d: a state poll landed first, %s has it", off, res.Suggestion.NodeID)
 		default:
 			t.Fatalf("burst at %d: suggestion %+v (%s)", off, res.Suggestion, res.Suggestion.Reason)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/mq"
 )
 

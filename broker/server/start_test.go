@@ -12,8 +12,8 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
-	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/internal/servertest"
 )
 
 func TestStartRefusesBadConfig(t *testing.T) {

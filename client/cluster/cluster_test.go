@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/broker/server"
-	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/client/cluster"
+	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/namesrv"
 )
 

@@ -1,4 +1,4 @@
-package broker
+package route
 
 import (
 	"hash/fnv"
@@ -132,14 +132,14 @@ type NodeView struct {
 	Healthy bool    // answered recently, not damaged, a voter in a known role
 	Applied uint64  // applied log index
 	First   uint64  // lowest log index whose message bodies it holds
-	Load    float64 // its load signal (see loadMeter)
+	Load    float64 // its load signal
 	Loaded  bool    // Load is at or above its threshold
 }
 
-// RouteInput is everything a pull's answer and suggestion depend on,
-// gathered once per pull (Broker.routeInput). Deciding is Suggest's, a pure
+// Input is everything a pull's answer and suggestion depend on,
+// gathered once per pull by the broker. Deciding is Suggest's, a pure
 // function.
-type RouteInput struct {
+type Input struct {
 	SelfIsLeader bool
 	Self         NodeView
 	Leader       NodeView   // on a follower; zero when no leader is known, or it is damaged
@@ -195,7 +195,7 @@ type RouteInput struct {
 // AnswerRetryElsewhere when it did not: never a definite "no such topic" or
 // "out of range", since it may just lag. A damaged follower that knows no
 // other node to name answers AnswerUnavailable.
-func Suggest(in RouteInput) Decision {
+func Suggest(in Input) Decision {
 	if in.SelfIsLeader {
 		return decideOnLeader(in)
 	}
@@ -209,7 +209,7 @@ func Suggest(in RouteInput) Decision {
 	return Decision{Answer: AnswerRetryElsewhere, Suggestion: s}
 }
 
-func suggestOnFollower(in RouteInput) Suggestion {
+func suggestOnFollower(in Input) Suggestion {
 	self := Suggestion{NodeID: in.Self.ID, Addr: in.Self.Addr}
 	if in.Leader.ID == "" || in.Leader.Addr == "" || in.Leader.ID == in.Self.ID {
 		if in.Local != LocalServed {
@@ -247,7 +247,7 @@ func suggestOnFollower(in RouteInput) Suggestion {
 // CPU load; the margin keeps sampling noise from excluding them.
 const busierBy = 1.25
 
-func decideOnLeader(in RouteInput) Decision {
+func decideOnLeader(in Input) Decision {
 	self := Suggestion{NodeID: in.Self.ID, Addr: in.Self.Addr}
 	switch in.Local {
 	case LocalNoTopic:
@@ -270,7 +270,7 @@ func decideOnLeader(in RouteInput) Decision {
 	return Decision{Answer: AnswerServe, Suggestion: s}
 }
 
-func suggestOnLeader(in RouteInput, self Suggestion) Suggestion {
+func suggestOnLeader(in Input, self Suggestion) Suggestion {
 	cold := in.BehindBytes > in.ColdBytes
 	missing := in.Local == LocalNotHeld || in.Self.First > in.NeedIndex
 	loaded := in.Self.Loaded

@@ -1,4 +1,4 @@
-package broker
+package load
 
 import (
 	"math"
@@ -41,8 +41,8 @@ func TestSameHost(t *testing.T) {
 		{":9000", []string{":9001"}, 1},
 	}
 	for _, c := range cases {
-		if got := sameHost(c.self, c.others); got != c.want {
-			t.Errorf("sameHost(%q, %v) = %d, want %d", c.self, c.others, got, c.want)
+		if got := SameHost(c.self, c.others); got != c.want {
+			t.Errorf("SameHost(%q, %v) = %d, want %d", c.self, c.others, got, c.want)
 		}
 	}
 }
@@ -50,15 +50,15 @@ func TestSameHost(t *testing.T) {
 // TestLoadBudget: co-located nodes split the machine's cores; brokers of
 // one process split the process's limit; a fixed budget wins.
 func TestLoadBudget(t *testing.T) {
-	l := newLoadMeter(0)
+	l := New(0, nil, func() int { return 2 })
 	l.limit = 8
-	inProc := float64(max(brokersInProcess.Load(), 1))
+	inProc := 2.0
 	cores := float64(runtime.NumCPU())
-	l.setSharing(3)
+	l.SetSharing(3)
 	if want := min(8/inProc, cores/3); math.Abs(l.budget()-want) > 1e-9 {
 		t.Errorf("3 nodes on the host: budget %v, want %v", l.budget(), want)
 	}
-	l.setSharing(1)
+	l.SetSharing(1)
 	l.limit = 0.6 // a container limited to 0.6 CPU
 	if want := min(0.6/inProc, cores); math.Abs(l.budget()-want) > 1e-9 {
 		t.Errorf("cgroup-limited: budget %v, want %v", l.budget(), want)

@@ -1,4 +1,4 @@
-package broker
+package route
 
 import (
 	"strings"
@@ -18,15 +18,15 @@ func TestSuggest(t *testing.T) {
 	floor := func(f NodeView, first uint64) NodeView { f.First = first; return f }
 	dead := func(f NodeView) NodeView { f.Healthy = false; return f }
 	const cold = 1000
-	onLeader := func(self NodeView, need uint64, behindBytes uint64, fs ...NodeView) RouteInput {
-		return RouteInput{SelfIsLeader: true, Self: self, Followers: fs, NeedIndex: need, BehindBytes: behindBytes, ColdBytes: cold, MaxLag: 20, Topic: "t"}
+	onLeader := func(self NodeView, need uint64, behindBytes uint64, fs ...NodeView) Input {
+		return Input{SelfIsLeader: true, Self: self, Followers: fs, NeedIndex: need, BehindBytes: behindBytes, ColdBytes: cold, MaxLag: 20, Topic: "t"}
 	}
-	onFollower := func(self, l NodeView, need uint64) RouteInput {
-		return RouteInput{Self: self, Leader: l, NeedIndex: need, ColdBytes: cold, MaxLag: 20}
+	onFollower := func(self, l NodeView, need uint64) Input {
+		return Input{Self: self, Leader: l, NeedIndex: need, ColdBytes: cold, MaxLag: 20}
 	}
-	with := func(in RouteInput, f func(*RouteInput)) RouteInput { f(&in); return in }
-	local := func(in RouteInput, l Local) RouteInput { in.Local = l; return in }
-	atTail := func(in RouteInput) RouteInput { in.AtTail = true; return in }
+	with := func(in Input, f func(*Input)) Input { f(&in); return in }
+	local := func(in Input, l Local) Input { in.Local = l; return in }
+	atTail := func(in Input) Input { in.AtTail = true; return in }
 	const (
 		serve   = AnswerServe
 		retry   = AnswerRetryElsewhere
@@ -35,7 +35,7 @@ func TestSuggest(t *testing.T) {
 	)
 	cases := []struct {
 		name       string
-		in         RouteInput
+		in         Input
 		wantAnswer Answer
 		wantNode   string // "-": no node
 		wantReason Reason
@@ -76,8 +76,8 @@ func TestSuggest(t *testing.T) {
 		{"follower keeps a reader it can serve", onFollower(f2, leader, 90), serve, "n2", ReasonFollowerServes},
 		{"follower keeps a reader at the tail while the leader is loaded", atTail(onFollower(f2, loaded, 100)), serve, "n2", ReasonFollowerServes},
 		{"follower returns a caught-up reader to an idle leader", atTail(onFollower(f2, leader, 100)), serve, "n1", ReasonCaughtUp},
-		{"lagging follower returns the reader", with(onFollower(f2, loaded, 90), func(in *RouteInput) { in.SelfLag = 50 }), serve, "n1", ReasonFollowerLagging},
-		{"a follower exactly MaxLag behind keeps the reader", with(onFollower(f2, loaded, 90), func(in *RouteInput) { in.SelfLag = 20 }), serve, "n2", ReasonFollowerServes},
+		{"lagging follower returns the reader", with(onFollower(f2, loaded, 90), func(in *Input) { in.SelfLag = 50 }), serve, "n1", ReasonFollowerLagging},
+		{"a follower exactly MaxLag behind keeps the reader", with(onFollower(f2, loaded, 90), func(in *Input) { in.SelfLag = 20 }), serve, "n2", ReasonFollowerServes},
 		{"rule 2: follower that has not applied the offset returns the reader", onFollower(behind(f2, 80), loaded, 90), serve, "n1", ReasonNotApplied},
 		{"follower without the topic yet", local(onFollower(f2, loaded, 0), LocalNoTopic), retry, "n1", ReasonNotApplied},
 		{"follower behind the offset (past its end)", local(onFollower(f2, loaded, 0), LocalPastEnd), retry, "n1", ReasonNotApplied},
@@ -149,7 +149,7 @@ func TestReasonNames(t *testing.T) {
 // evenly over the followers, round robin by queue, and a queue's readers
 // stick to one follower.
 func TestSuggestSpreadsConsumers(t *testing.T) {
-	in := RouteInput{SelfIsLeader: true, Self: NodeView{ID: "n1", Addr: "a1", Applied: 9}, BehindBytes: 10, ColdBytes: 1, Topic: "orders", MaxLag: 100,
+	in := Input{SelfIsLeader: true, Self: NodeView{ID: "n1", Addr: "a1", Applied: 9}, BehindBytes: 10, ColdBytes: 1, Topic: "orders", MaxLag: 100,
 		Followers: []NodeView{{ID: "n3", Addr: "a3", Healthy: true, Applied: 9}, {ID: "n2", Addr: "a2", Healthy: true, Applied: 9}}}
 	seen := map[string]int{}
 	prev := ""

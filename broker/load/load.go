@@ -1,4 +1,4 @@
-package broker
+package load
 
 import (
 	"math"
@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// loadMeter computes the load signal, which says how close this node is to
+// Meter computes the load signal, which says how close this node is to
 // being the group's bottleneck (1 = at capacity):
 //
 //	load = max(cpu:      process CPU time / (wall time x CPU budget),
@@ -31,9 +31,12 @@ import (
 // so three nodes on one machine each count a third of its cores (their sum
 // is what the machine has), a container limited to 0.6 CPU counts 0.6, and
 // one node per machine counts the machine. Config.CPUBudget replaces the
-// computed budget; SetLoadOverride replaces the whole signal (tests,
-// operators). Measurements behind the default threshold: DESIGN.md.
-type loadMeter struct {
+// computed budget; SetOverride replaces the whole signal (tests,
+// operators). Measurements behind the default threshold: broker/DESIGN.md.
+//
+// Its methods are safe for concurrent use; mu is never held while calling
+// out (the queue and in-process functions are called without it).
+type Meter struct {
 	mu       sync.Mutex
 	lastCPU  time.Duration
 	lastWall time.Time
@@ -51,46 +54,62 @@ type loadMeter struct {
 	reads    atomic.Int64
 	override atomic.Uint64 // float64 bits; NaN = none
 	avgBytes atomic.Uint64
+
+	queueFill func() float64 // produce queue fill, 0..1
+	inProcess func() int     // live brokers of this process: they share its CPU time
 }
 
 // readCapacity is the pull rate (messages/s) counted as fully loaded.
 const readCapacity = 200000
 
-// brokersInProcess counts the live brokers of this process: they share its
-// CPU time (in-process test groups).
-var brokersInProcess atomic.Int32
-
-func newLoadMeter(fixed float64) *loadMeter {
-	l := &loadMeter{lastWall: time.Now(), lastCPU: processCPU(), limit: cpuLimit(), fixed: fixed, sharing: 1}
+// New returns a meter. fixed is the CPU budget in cores (0: computed);
+// queueFill reports the produce queue's fill (0..1); inProcess counts the
+// live brokers of this process, which share its CPU time (in-process test
+// groups). Either function may be nil (an empty queue, one broker).
+func New(fixed float64, queueFill func() float64, inProcess func() int) *Meter {
+	if queueFill == nil {
+		queueFill = func() float64 { return 0 }
+	}
+	if inProcess == nil {
+		inProcess = func() int { return 1 }
+	}
+	l := &Meter{lastWall: time.Now(), lastCPU: processCPU(), limit: cpuLimit(), fixed: fixed, sharing: 1,
+		queueFill: queueFill, inProcess: inProcess}
 	l.override.Store(math.Float64bits(math.NaN()))
 	l.avgBytes.Store(1024)
 	return l
 }
 
+func (l *Meter) brokers() float64 { return float64(max(l.inProcess(), 1)) }
+
 // budget is the CPU (in cores) this node counts as its own.
-func (l *loadMeter) budget() float64 {
+func (l *Meter) budget() float64 {
 	if l.fixed > 0 {
 		return l.fixed
 	}
 	// The process's limit is shared by its brokers; the machine's cores by
 	// the group's nodes on it (those of this process included).
-	return min(l.limit/float64(max(brokersInProcess.Load(), 1)), float64(runtime.NumCPU())/float64(max(l.sharing, 1)))
+	return min(l.limit/l.brokers(), float64(runtime.NumCPU())/float64(max(l.sharing, 1)))
 }
 
-func (l *loadMeter) setSharing(n int) {
+// SetSharing sets how many nodes of the group run on this host, this one
+// included (see SameHost).
+func (l *Meter) SetSharing(n int) {
 	l.mu.Lock()
 	l.sharing = max(n, 1)
 	l.mu.Unlock()
 }
 
-// observeProduce records one produce request's latency.
-func (l *loadMeter) observeProduce(d time.Duration) {
+// ObserveProduce records one produce request's latency.
+func (l *Meter) ObserveProduce(d time.Duration) {
 	l.latSum.Add(uint64(d))
 	l.latN.Add(1)
 }
 
-func (l *loadMeter) sample(pipelineFill float64) {
-	now, cpu := time.Now(), processCPU()
+// Sample takes one sample (every StatePeriod); pipelineFill is the raft
+// pipeline's fill (entries in flight / their bound).
+func (l *Meter) Sample(pipelineFill float64) {
+	now, cpu, inProc := time.Now(), processCPU(), l.brokers()
 	sum, n := l.latSum.Swap(0), l.latN.Swap(0)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -101,7 +120,7 @@ func (l *loadMeter) sample(pipelineFill float64) {
 	used := float64(cpu-l.lastCPU) / float64(dt) // cores of the whole process
 	// Smoothed over about a second (five samples): one busy sample does
 	// not move readers, a sustained load does within a second.
-	l.cpu = 0.6*l.cpu + 0.4*(used/float64(max(brokersInProcess.Load(), 1))/l.budget())
+	l.cpu = 0.6*l.cpu + 0.4*(used/inProc/l.budget())
 	l.readRate = float64(l.reads.Swap(0)) / dt.Seconds()
 	l.pipeline = 0.7*l.pipeline + 0.3*pipelineFill
 	l.latency = 0
@@ -111,10 +130,19 @@ func (l *loadMeter) sample(pipelineFill float64) {
 	l.lastWall, l.lastCPU = now, cpu
 }
 
-func (l *loadMeter) addRead(n int) { l.reads.Add(int64(n)) }
+// ObservePull records one pull that served n messages of bodyBytes in all:
+// the read rate, and the mean message size that AvgMessageBytes reports.
+func (l *Meter) ObservePull(n, bodyBytes int) {
+	if n <= 0 {
+		return
+	}
+	l.reads.Add(int64(n))
+	avg := l.avgBytes.Load()
+	l.avgBytes.Store((avg*7 + uint64(bodyBytes/n)) / 8)
+}
 
-// loadParts are the signal's components, for /metrics and the design notes.
-type loadParts struct {
+// Parts are the signal's components, for /metrics and the design notes.
+type Parts struct {
 	CPU, Queue, Reads float64
 	Pipeline          float64
 	Latency           float64 // s
@@ -122,27 +150,31 @@ type loadParts struct {
 	Sharing           int
 }
 
-func (l *loadMeter) parts(b *Broker) loadParts {
+// Parts returns the signal's components as last sampled.
+func (l *Meter) Parts() Parts {
 	l.mu.Lock()
-	p := loadParts{CPU: l.cpu, Reads: l.readRate / readCapacity, Pipeline: l.pipeline, Latency: l.latency, Budget: l.budget(), Sharing: l.sharing}
+	p := Parts{CPU: l.cpu, Reads: l.readRate / readCapacity, Pipeline: l.pipeline, Latency: l.latency, Budget: l.budget(), Sharing: l.sharing}
 	l.mu.Unlock()
-	p.Queue = float64(len(b.produceCh)) / float64(cap(b.produceCh))
+	p.Queue = l.queueFill()
 	return p
 }
 
-func (l *loadMeter) value(b *Broker) float64 {
+// Value is the load signal: the override when one is set, else the largest
+// of its parts.
+func (l *Meter) Value() float64 {
 	if o := math.Float64frombits(l.override.Load()); !math.IsNaN(o) {
 		return o
 	}
-	p := l.parts(b)
+	p := l.Parts()
 	return max(p.CPU, p.Queue, p.Reads, p.Pipeline)
 }
 
-func (l *loadMeter) avgMessageBytes() uint64 { return max(l.avgBytes.Load(), 1) }
+// AvgMessageBytes is the mean size of the message bodies pulls served,
+// smoothed; 1024 before the first.
+func (l *Meter) AvgMessageBytes() uint64 { return max(l.avgBytes.Load(), 1) }
 
-// SetLoadOverride fixes the load signal at v (NaN restores measuring). It is
-// a hook for tests and for operators who want to push reads to followers.
-func (b *Broker) SetLoadOverride(v float64) { b.load.override.Store(math.Float64bits(v)) }
+// SetOverride fixes the load signal at v (NaN restores measuring).
+func (l *Meter) SetOverride(v float64) { l.override.Store(math.Float64bits(v)) }
 
 func processCPU() time.Duration {
 	var ru syscall.Rusage
@@ -211,8 +243,8 @@ func hostOf(addr string) string {
 	return h
 }
 
-// sameHost counts the addresses on the host of self (self included once).
-func sameHost(self string, others []string) int {
+// SameHost counts the addresses on the host of self (self included once).
+func SameHost(self string, others []string) int {
 	h := hostOf(self)
 	n := 1
 	if h == "" {

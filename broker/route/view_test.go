@@ -1,4 +1,4 @@
-package broker
+package route
 
 import (
 	"testing"
@@ -23,9 +23,9 @@ func TestPeerCaughtUp(t *testing.T) {
 		{"answer too old", 5000, 5000, 2 * time.Second, false},
 	}
 	for _, c := range cases {
-		p := peerState{state: NodeState{Applied: c.applied, PollerApplied: c.poller}, lastOK: now.Add(-c.age)}
-		if got := p.caughtUp(now, now.Add(-time.Hour), fresh); got != c.want {
-			t.Errorf("%s: caughtUp = %v, want %v", c.name, got, c.want)
+		p := Peer{State: NodeState{Applied: c.applied, PollerApplied: c.poller}, LastOK: now.Add(-c.age)}
+		if got := p.CaughtUp(now, now.Add(-time.Hour), fresh); got != c.want {
+			t.Errorf("%s: CaughtUp = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
@@ -36,13 +36,13 @@ func TestPeerCaughtUp(t *testing.T) {
 // answer heard after the add counts.
 func TestMemberAddIgnoresStateOfEarlierIncarnation(t *testing.T) {
 	now := time.Now()
-	p := peerState{state: NodeState{Applied: 1390, PollerApplied: 1390}, lastOK: now.Add(-100 * time.Millisecond)}
+	p := Peer{State: NodeState{Applied: 1390, PollerApplied: 1390}, LastOK: now.Add(-100 * time.Millisecond)}
 	added := now.Add(-10 * time.Millisecond)
-	if p.caughtUp(now, added, time.Second) {
+	if p.CaughtUp(now, added, time.Second) {
 		t.Fatal("a state heard before the add counted as caught up")
 	}
-	p.lastOK = now
-	if !p.caughtUp(now, added, time.Second) {
+	p.LastOK = now
+	if !p.CaughtUp(now, added, time.Second) {
 		t.Fatal("a caught-up state heard after the add did not count")
 	}
 }

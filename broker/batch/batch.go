@@ -1,0 +1,228 @@
+package batch
+
+import (
+	"sync"
+	"time"
+
+	"github.com/raftmq/raftmq/broker/brokererr"
+	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/store"
+)
+
+// Writer hands one entry of requests to raft without waiting for it.
+// *store.Store implements it.
+type Writer interface {
+	Produce(reqs []*raftlog.Request, sizeHint int, timeout time.Duration) store.ProduceFuture
+}
+
+// Config bounds the batcher.
+type Config struct {
+	MaxBatchBytes int           // an entry's requests encode to at most this (one larger request goes alone)
+	MaxInflight   int           // entries handed to raft and not yet answered
+	QueueLen      int           // requests waiting for a batch
+	WriteTimeout  time.Duration // for raft to take an entry
+}
+
+// Hooks are the broker's parts the batcher reports to.
+type Hooks struct {
+	// Batched is told of every entry: its requests and its encoded bytes.
+	Batched func(requests, bytes int)
+	// ReplicaErr maps an error of the replica to the broker's.
+	ReplicaErr func(error) error
+}
+
+// Pending is one request waiting for its entry to commit.
+type Pending struct {
+	Req  raftlog.Request
+	Size int // the bytes Req adds to its entry
+	done chan Outcome
+}
+
+// NewPending is req, queued as it encodes now.
+func NewPending(req raftlog.Request) *Pending {
+	return &Pending{Req: req, Size: req.EncodedSize(), done: make(chan Outcome, 1)}
+}
+
+// Done delivers the request's outcome once.
+func (p *Pending) Done() <-chan Outcome { return p.done }
+
+// Outcome is a request's answer: the state machine's result, or the error
+// of its entry (brokererr.ErrShutdown when the batcher stopped first).
+type Outcome struct {
+	Res store.RequestResult
+	Err error
+}
+
+type inflightEntry struct {
+	f     store.ProduceFuture
+	batch []*Pending
+}
+
+// Batcher is the group commit.
+type Batcher struct {
+	w        Writer
+	cfg      Config
+	hooks    Hooks
+	in       chan *Pending
+	inflight chan inflightEntry
+}
+
+// New returns a batcher over w; RunBatch and RunComplete run it.
+func New(w Writer, cfg Config, hooks Hooks) *Batcher {
+	if hooks.Batched == nil {
+		hooks.Batched = func(int, int) {}
+	}
+	if hooks.ReplicaErr == nil {
+		hooks.ReplicaErr = func(err error) error { return err }
+	}
+	return &Batcher{w: w, cfg: cfg, hooks: hooks, in: make(chan *Pending, cfg.QueueLen), inflight: make(chan inflightEntry, cfg.MaxInflight)}
+}
+
+// In is where requests wait for a batch.
+func (bt *Batcher) In() chan<- *Pending { return bt.in }
+
+// QueueFill is the fill of the produce queue (0..1).
+func (bt *Batcher) QueueFill() float64 { return float64(len(bt.in)) / float64(cap(bt.in)) }
+
+// InflightFill is the fill of the raft pipeline (0..1).
+func (bt *Batcher) InflightFill() float64 {
+	return float64(len(bt.inflight)) / float64(cap(bt.inflight))
+}
+
+// RunBatch is the group commit: it takes every request waiting right now
+// (up to MaxBatchBytes) and hands them to the replica as one Raft entry
+// without waiting, so the next batch forms while this one replicates. When
+// stop closes, waiting requests get brokererr.ErrShutdown.
+func (bt *Batcher) RunBatch(stop <-chan struct{}) {
+	var next *Pending
+	for {
+		first := next
+		next = nil
+		if first == nil {
+			select {
+			case first = <-bt.in:
+			case <-stop:
+				bt.drain()
+				return
+			}
+		}
+		var batch []*Pending
+		var size int
+		batch, size, next = collect(first, bt.in, bt.cfg.MaxBatchBytes)
+		reqs := make([]*raftlog.Request, len(batch))
+		for i, p := range batch {
+			reqs[i] = &p.Req
+		}
+		bt.hooks.Batched(len(batch), size+raftlog.BatchOverhead) // exact: see raftlog.BatchOverhead
+		ie := inflightEntry{f: bt.w.Produce(reqs, size, bt.cfg.WriteTimeout), batch: batch}
+		select {
+		case bt.inflight <- ie: // bounded: this blocks when MaxInflight entries are in raft
+		case <-stop:
+			bt.finish(ie)
+			bt.drain()
+			return
+		}
+	}
+}
+
+// collect starts a batch with first and adds the requests waiting in ch
+// while the batch stays within maxBytes. It returns the batch, the bytes
+// its requests encode to, and the request taken from ch that did not fit
+// (nil if none), which starts the next batch. A request larger than
+// maxBytes is a batch of its own.
+func collect(first *Pending, ch <-chan *Pending, maxBytes int) (batch []*Pending, size int, next *Pending) {
+	batch, size = []*Pending{first}, first.Size
+	for size < maxBytes {
+		select {
+		case p := <-ch:
+			if size+p.Size > maxBytes {
+				return batch, size, p
+			}
+			batch = append(batch, p)
+			size += p.Size
+		default:
+			return batch, size, nil
+		}
+	}
+	return batch, size, nil
+}
+
+// RunComplete waits for entries in the order they were handed to raft
+// (which is the order raft commits them) and answers their requests; once
+// stop closes it answers the entries in flight and returns.
+func (bt *Batcher) RunComplete(stop <-chan struct{}) {
+	for {
+		select {
+		case ie := <-bt.inflight:
+			bt.finish(ie)
+		case <-stop:
+			for {
+				select {
+				case ie := <-bt.inflight:
+					bt.finish(ie)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (bt *Batcher) finish(ie inflightEntry) {
+	results, err := ie.f.Wait()
+	if err != nil {
+		err = bt.hooks.ReplicaErr(err)
+		for _, p := range ie.batch {
+			p.done <- Outcome{Err: err}
+		}
+		return
+	}
+	for i, p := range ie.batch {
+		p.done <- Outcome{Res: results[i]}
+	}
+}
+
+func (bt *Batcher) drain() {
+	for {
+		select {
+		case p := <-bt.in:
+			p.done <- Outcome{Err: brokererr.ErrShutdown}
+		default:
+			return
+		}
+	}
+}
+
+// Budget counts the bytes of produce requests a node holds. Take admits a
+// request while the total stays within max, and always when nothing is
+// held, so one request larger than max still goes through alone. The zero
+// value holds nothing.
+type Budget struct {
+	mu   sync.Mutex
+	used int
+}
+
+// Take admits n bytes while the total stays within max.
+func (bb *Budget) Take(n, max int) bool {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	if bb.used > 0 && bb.used+n > max {
+		return false
+	}
+	bb.used += n
+	return true
+}
+
+// Give releases n bytes.
+func (bb *Budget) Give(n int) {
+	bb.mu.Lock()
+	bb.used -= n
+	bb.mu.Unlock()
+}
+
+// Held is the bytes held.
+func (bb *Budget) Held() int {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	return bb.used
+}

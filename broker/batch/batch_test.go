@@ -1,0 +1,98 @@
+package batch
+
+import (
+	"testing"
+
+	"github.com/raftmq/raftmq/raftlog"
+)
+
+// MaxRequestLimit is the largest request and batch bound the broker's
+// Validate accepts: what fits in one Raft entry with the batch header.
+const MaxRequestLimit = raftlog.MaxEntryBytes - raftlog.BatchOverhead
+
+// pendingOf is a queued request whose encoded size is about size bytes.
+func pendingOf(t *testing.T, seq uint64, size int, body []byte) *Pending {
+	r := raftlog.Request{ProducerID: "p", Seq: seq, Topic: "t", Messages: []raftlog.Message{{Timestamp: 1780000000000}}}
+	over := r.EncodedSize() + 8
+	if size > over {
+		r.Messages[0].Body = body[:size-over]
+	}
+	p := NewPending(r)
+	if p.Size > MaxRequestLimit {
+		t.Fatalf("test request of %d bytes is over the request limit", p.Size)
+	}
+	return p
+}
+
+// TestBatcherNeverBuildsOversizedEntry: with the largest bounds Validate
+// allows (requests and batches of MaxRequestLimit), a mix of requests near
+// those bounds is cut into batches that each encode to at most
+// raftlog.MaxEntryBytes, exactly as collect counted, in order, with
+// none lost; a request larger than MaxBatchBytes goes alone.
+func TestBatcherNeverBuildsOversizedEntry(t *testing.T) {
+	body := make([]byte, MaxRequestLimit)
+	sizes := []int{
+		MaxRequestLimit, 1, MaxRequestLimit, MaxRequestLimit/2 + 1, MaxRequestLimit / 2, 100,
+		MaxRequestLimit / 4, MaxRequestLimit / 4, MaxRequestLimit / 4, MaxRequestLimit/4 + 10, 1 << 20, MaxRequestLimit - 5,
+	}
+	for _, maxBatch := range []int{MaxRequestLimit, 256 << 10} {
+		ch := make(chan *Pending, len(sizes))
+		for i, s := range sizes {
+			ch <- pendingOf(t, uint64(i+1), s, body)
+		}
+		var seqs []uint64
+		var next *Pending
+		for len(ch) > 0 || next != nil {
+			first := next
+			if first == nil {
+				first = <-ch
+			}
+			batch, size, left := collect(first, ch, maxBatch)
+			next = left
+			enc := raftlog.NewBatchBuilder(0)
+			for _, p := range batch {
+				enc.Add(&p.Req)
+				seqs = append(seqs, p.Req.Seq)
+			}
+			if got := enc.Len(); got != size+raftlog.BatchOverhead {
+				t.Fatalf("max batch %d: batch of %d requests encodes to %d bytes, collect counted %d+%d", maxBatch, len(batch), got, size, raftlog.BatchOverhead)
+			}
+			if enc.Len() > raftlog.MaxEntryBytes {
+				t.Fatalf("max batch %d: built an entry of %d bytes, over raftlog.MaxEntryBytes %d", maxBatch, enc.Len(), raftlog.MaxEntryBytes)
+			}
+			if len(batch) > 1 && size > maxBatch {
+				t.Fatalf("max batch %d: %d requests of %d bytes in one batch", maxBatch, len(batch), size)
+			}
+		}
+		for i, s := range seqs {
+			if s != uint64(i+1) {
+				t.Fatalf("max batch %d: requests batched in order %v", maxBatch, seqs)
+			}
+		}
+		if len(seqs) != len(sizes) {
+			t.Fatalf("max batch %d: %d of %d requests batched", maxBatch, len(seqs), len(sizes))
+		}
+	}
+}
+
+func TestByteBudget(t *testing.T) {
+	var bb Budget
+	if !bb.Take(60, 100) || !bb.Take(40, 100) {
+		t.Fatal("refused within the budget")
+	}
+	if bb.Take(1, 100) {
+		t.Fatal("admitted past the budget")
+	}
+	bb.Give(60)
+	if !bb.Take(50, 100) || bb.Held() != 90 {
+		t.Fatalf("after a release: held %d, want 90", bb.Held())
+	}
+	bb.Give(90)
+	// A request larger than the whole budget goes through alone.
+	if !bb.Take(500, 100) {
+		t.Fatal("an oversized request was refused with nothing held")
+	}
+	if bb.Take(1, 100) {
+		t.Fatal("admitted beside an oversized request")
+	}
+}
