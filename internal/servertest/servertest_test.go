@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/store"
 )
 
