@@ -39,6 +39,9 @@ func (b *Broker) await(ctx context.Context, check func() error) error {
 		case <-wait:
 			return err
 		case <-ctx.Done():
+			if b.ctx.Err() != nil { // Close ended the call
+				return ErrShutdown
+			}
 			return err
 		case <-b.stop:
 			return ErrShutdown
