@@ -202,13 +202,20 @@ func (f *FSM) loadLocked(st *snapState) error {
 // loadIndexLocked cuts queue i's index back to the snapshot (records of
 // entries after applied are applied again) and checks that it ends where
 // the snapshot says the queue ends. When it does not (the node installed a
-// leader's snapshot past its own log, or lost index files), it is rebuilt
+// leader's snapshot past its own log, lost index files, or the cut met a
+// damaged record), it is rebuilt
 // from the snapshot's records (formats 1 and 2) or restarted at the
 // queue's end: offsets below are then served by the peers that hold them.
 func (f *FSM) loadIndexLocked(t *topic, i int, sq snapQueue, applied uint64) error {
 	ix := t.queues[i].ix
 	if err := ix.Truncate(applied); err != nil {
-		return err
+		// The index is derived state: a damaged one never stops a restore
+		// (raft would fall back to an older snapshot, whose log retention
+		// may have deleted). The queue is indexed anew below.
+		f.log.Warn("queue index damaged: dropping it", "topic", t.name, "queue", i, "error", err)
+		if err := ix.Reset(0); err != nil {
+			return err
+		}
 	}
 	if ix.Next() == sq.Next && (len(sq.Records) == 0 || ix.Floor() <= sq.Records[0].Base) {
 		return nil

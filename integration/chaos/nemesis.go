@@ -714,25 +714,8 @@ func setFsyncDelay(n *Node, d time.Duration) error {
 func (nm *Nemesis) damageStopped(ctx context.Context, kind string, rng *rand.Rand, used map[string]bool,
 	damage func(string, *rand.Rand) (string, error), mustRefuse bool) error {
 	c := nm.C
-	var cand []*Node
-	for _, f := range nm.followers(ctx) {
-		if !used[f.ID] && f.Running() {
-			cand = append(cand, f)
-		}
-	}
-	if len(cand) == 0 {
-		return errors.New("no running follower")
-	}
-	sort.Slice(cand, func(i, j int) bool { return cand[i].ID < cand[j].ID })
-	n := cand[rng.Intn(len(cand))]
-	used[n.ID] = true
-	if err := c.Stop(n, 10*time.Second); err != nil {
-		return err
-	}
-	desc, err := damage(n.Data, rng)
+	n, desc, err := nm.stopAndDamage(ctx, kind, rng, used, damage)
 	if err != nil {
-		nm.Rec.Event(kind, "%s: cannot damage (%v); restarting it as is", n.ID, err)
-		nm.restart(ctx, n, "after a graceful stop")
 		return err
 	}
 	nm.Rec.Event(kind, "stopped %s; %s", n.ID, desc)
@@ -768,6 +751,35 @@ func (nm *Nemesis) damageStopped(ctx context.Context, kind string, rng *rand.Ran
 	return nil
 }
 
+// stopAndDamage stops a running follower not used yet in the episode and
+// damages its data; when the damage cannot be done it starts the node
+// again as it is.
+func (nm *Nemesis) stopAndDamage(ctx context.Context, kind string, rng *rand.Rand, used map[string]bool,
+	damage func(string, *rand.Rand) (string, error)) (*Node, string, error) {
+	var cand []*Node
+	for _, f := range nm.followers(ctx) {
+		if !used[f.ID] && f.Running() {
+			cand = append(cand, f)
+		}
+	}
+	if len(cand) == 0 {
+		return nil, "", errors.New("no running follower")
+	}
+	sort.Slice(cand, func(i, j int) bool { return cand[i].ID < cand[j].ID })
+	n := cand[rng.Intn(len(cand))]
+	used[n.ID] = true
+	if err := nm.C.Stop(n, 10*time.Second); err != nil {
+		return nil, "", err
+	}
+	desc, err := damage(n.Data, rng)
+	if err != nil {
+		nm.Rec.Event(kind, "%s: cannot damage (%v); restarting it as is", n.ID, err)
+		nm.restart(ctx, n, "after a graceful stop")
+		return nil, "", err
+	}
+	return n, desc, nil
+}
+
 // corruptIndex damages a queue index file (DamageIndex): half the time of
 // a running node, leader or not, which goes on serving; else of a follower
 // stopped for it, which must then start (the index is derived state, not
@@ -788,25 +800,8 @@ func (nm *Nemesis) corruptIndex(ctx context.Context, rng *rand.Rand, used map[st
 		nm.outcome(FaultCorruptIndex + ": running node damaged")
 		return nil
 	}
-	var cand []*Node
-	for _, f := range nm.followers(ctx) {
-		if !used[f.ID] && f.Running() {
-			cand = append(cand, f)
-		}
-	}
-	if len(cand) == 0 {
-		return errors.New("no running follower")
-	}
-	sort.Slice(cand, func(i, j int) bool { return cand[i].ID < cand[j].ID })
-	n := cand[rng.Intn(len(cand))]
-	used[n.ID] = true
-	if err := nm.C.Stop(n, 10*time.Second); err != nil {
-		return err
-	}
-	desc, err := DamageIndex(n.Data, rng)
+	n, desc, err := nm.stopAndDamage(ctx, FaultCorruptIndex, rng, used, DamageIndex)
 	if err != nil {
-		nm.Rec.Event(FaultCorruptIndex, "%s: cannot damage (%v); restarting it as is", n.ID, err)
-		nm.restart(ctx, n, "after a graceful stop")
 		return err
 	}
 	nm.Rec.Event(FaultCorruptIndex, "stopped %s; %s", n.ID, desc)
