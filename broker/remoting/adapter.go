@@ -190,12 +190,7 @@ func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command
 		// header and answer; RocketMQ serves both with PullMessageProcessor.
 		return a.pull(ctx, req)
 	case rmq.EndTransaction:
-		// No half message is ever stored (send refuses them), so there is
-		// nothing to commit or roll back. The Go client sends this oneway
-		// without the oneway flag; the answer is harmless.
-		a.log.Debug("END_TRANSACTION refused", "producerGroup", req.Ext["producerGroup"], "msgId", req.Ext["msgId"])
-		return rmq.Response(req, rmq.RequestCodeNotSupported, "request code 37 (END_TRANSACTION): transactional messages are not supported by this broker yet: "+
-			"the half message was refused when it was sent, so there is nothing to commit or roll back")
+		return a.endTransaction(ctx, req)
 	case rmq.CheckClientConfig:
 		return a.checkClientConfig(req)
 	case rmq.GetEarliestMsgStoreTime:
