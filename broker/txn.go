@@ -274,3 +274,71 @@ func (b *Broker) txnOldestAge() time.Duration {
 	}
 	return 0
 }
+
+// HalfMessage is an undecided half message as the check-back reads it.
+type HalfMessage struct {
+	Message
+	// StoredAt is when its log entry was appended (zero when unknown).
+	StoredAt time.Time
+}
+
+// PendingHalf reads up to max undecided half messages, oldest first, from
+// this node's applied state and log. Only the leader's answer is fresh.
+func (b *Broker) PendingHalf(max int) ([]HalfMessage, error) {
+	if b.txn == nil {
+		return nil, nil
+	}
+	st := b.txn.TxnState()
+	var out []HalfMessage
+	for off := st.Below; off < st.Next && len(out) < max; {
+		locs, _, err := b.fsm.Locate(mq.TxnHalfTopic, int32(store.TxnHalfQueue), off, 64)
+		if err != nil {
+			return out, b.replicaErr(err)
+		}
+		if len(locs) == 0 {
+			break
+		}
+		msgs, next, err := b.readQueue(mq.TxnHalfTopic, int32(store.TxnHalfQueue), off, locs, 256, 4<<20)
+		if err != nil {
+			return out, err
+		}
+		if len(msgs) == 0 || next <= off {
+			break
+		}
+		for _, m := range msgs {
+			if st.IsDecided(m.Offset) || len(out) >= max {
+				continue
+			}
+			h := HalfMessage{Message: m}
+			if idx, err := raftlog.MessageIndex(m.ID); err == nil {
+				h.StoredAt, _ = b.rlog.AppendedAt(idx)
+			}
+			out = append(out, h)
+		}
+		off = next
+	}
+	return out, nil
+}
+
+// DiscardHalf stores half message m, which its producer never decided
+// within the check-back's limit, in the discard topic with its check
+// count (RocketMQ's TRANS_CHECK_MAX_TIME_TOPIC), and so decides it. Only
+// the leader discards; others get a NotLeaderError.
+func (b *Broker) DiscardHalf(ctx context.Context, m Message, checks int) error {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
+	if b.txn == nil {
+		return fmt.Errorf("%w: this node's replica keeps no transaction state", ErrUnavailable)
+	}
+	if err := b.awaitLeader(ctx); err != nil {
+		return err
+	}
+	if m.Topic != mq.TxnHalfTopic {
+		return invalid("message %s is not a transactional half message (topic %q)", m.ID, m.Topic)
+	}
+	props := make(map[string]string, len(m.Properties)+1)
+	maps.Copy(props, m.Properties)
+	props[mq.PropTxnCheckTimes] = strconv.Itoa(checks)
+	m.Properties = props
+	return b.decide(ctx, &m, txnDiscard)
+}

@@ -140,3 +140,79 @@ func TestRocketMQTransactions(t *testing.T) {
 	}
 	t.Logf("%d committed messages delivered once, %d rolled back never", len(commits), len(rollbacks))
 }
+
+// Check-back: local transactions end unknown, so the leader asks the
+// producer group (CHECK_TRANSACTION_STATE) once the transaction timeout
+// passed. Group a answers unknown to its first check and commit after, so
+// its messages are delivered once; group b answers rollback, so they never
+// are; group c answers unknown every time, so after --txn-check-max checks
+// its half messages are discarded (TRANS_CHECK_MAX_TIME_TOPIC) and never
+// delivered.
+func TestRocketMQTransactionCheckBack(t *testing.T) {
+	var la, lb, lc rmqTxListener
+	c, ns, tpa := rmqTxSetup(t, &la, "rmq-tx-a", "--txn-timeout", "1s", "--txn-check-interval", "1s", "--txn-check-max", "3")
+	lb.check.Store(int32(primitive.RollbackMessageState))
+	lc.check.Store(int32(primitive.UnkonwnState))
+	var tps = map[string]rmqTxProducer{"a": tpa}
+	for name, lis := range map[string]*rmqTxListener{"b": &lb, "c": &lc} {
+		// Its own client instance: the Go client hands a check-back to
+		// the first producer group of an instance only.
+		tp, err := producer.NewTransactionProducer(lis, producer.WithNameServer([]string{ns}), producer.WithGroupName("rmq-tx-"+name),
+			producer.WithInstanceName("tx-"+name), producer.WithRetry(2), producer.WithSendMsgTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tp.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer tp.Shutdown()
+		tps[name] = tp
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bodies := map[string][]string{}
+	for i := 0; i < 4; i++ {
+		for _, name := range []string{"a", "b", "c"} {
+			b := fmt.Sprintf("%s-%d", name, i) // unknown locally
+			res, err := tps[name].SendMessageInTransaction(ctx, primitive.NewMessage("rmq-tx", []byte(b)))
+			if err != nil || res.State != primitive.UnkonwnState {
+				t.Fatalf("transactional send %s: %v %+v", b, err, res)
+			}
+			bodies[name] = append(bodies[name], b)
+		}
+	}
+	got := newRMQReceived()
+	cons := rmqPushConsumer(t, ns, "rmq-tx-cg", "tx-consumer", consumer.MessageSelector{}, "rmq-tx", got)
+	defer cons.Shutdown()
+	procWaitFor(t, 30*time.Second, "group a checked back", func() (bool, string) {
+		return la.checked.Load() >= 4, fmt.Sprintf("%d checks", la.checked.Load())
+	})
+	time.Sleep(time.Second)
+	if n := len(got.missing(bodies["a"])); n != len(bodies["a"]) {
+		t.Fatalf("%d of group a's messages delivered after an unknown check", len(bodies["a"])-n)
+	}
+	la.check.Store(int32(primitive.CommitMessageState))
+	rmqWaitAll(t, got, bodies["a"], 60*time.Second)
+	leader := c.waitLeader("")
+	procWaitFor(t, 60*time.Second, "every half message decided", func() (bool, string) {
+		n := rmqMetric(t, leader.HTTP, "raftmq_txn_pending")
+		return n == 0, fmt.Sprintf("%v pending; checks a %d b %d c %d", n, la.checked.Load(), lb.checked.Load(), lc.checked.Load())
+	})
+	time.Sleep(10 * time.Second)
+	got.mu.Lock()
+	for b, n := range got.bodies {
+		if !strings.HasPrefix(b, "a-") {
+			t.Errorf("the consumer was handed %q (rolled back or discarded)", b)
+		} else if n != 1 {
+			t.Errorf("committed message %q delivered %d times", b, n)
+		}
+	}
+	got.mu.Unlock()
+	if d := rmqMetric(t, leader.HTTP, "raftmq_txn_decisions_total", `decision="discard"`); d != 4 {
+		t.Errorf("%v half messages discarded, want group c's 4", d)
+	}
+	if n := lc.checked.Load(); n < 4*3 {
+		t.Errorf("group c was checked %d times, want at least 3 per message", n)
+	}
+	t.Logf("checks: a %d, b %d, c %d", la.checked.Load(), lb.checked.Load(), lc.checked.Load())
+}
