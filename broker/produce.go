@@ -301,6 +301,9 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifN
 	if err := delay.RefuseTopic(name); err != nil {
 		return store.TopicInfo{}, err
 	}
+	if err := refuseHalfTopic(name); err != nil {
+		return store.TopicInfo{}, err
+	}
 	if queues == 0 {
 		queues = int32(b.cfg.DefaultQueues)
 	}

@@ -104,6 +104,15 @@ func halfAcks(lr *raftlog.Request, acks []store.Ack) {
 	}
 }
 
+// refuseHalfTopic refuses reads and creation of the half topic: the broker
+// creates it, and its messages appear in their own topics once committed.
+func refuseHalfTopic(topic string) error {
+	if topic == mq.TxnHalfTopic {
+		return invalid("topic %s is the broker's: it holds transactional half messages until their producer decides them; committed ones appear in their own topics", mq.TxnHalfTopic)
+	}
+	return nil
+}
+
 // txnCut keeps a retention cut below every undecided half message.
 func (b *Broker) txnCut(cut uint64) uint64 {
 	if b.txn == nil {

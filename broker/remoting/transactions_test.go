@@ -88,4 +88,7 @@ func TestTransactionsThroughTheProtocol(t *testing.T) {
 	if r := f.invoke(f.addr(l), rmq.SendMessage, sendExt("RMQ_SYS_TRANS_HALF_TOPIC", 0, nil), []byte("x")); r.Code == rmq.Success {
 		t.Fatal("a send to the half topic was taken")
 	}
+	if ms := f.pullAt(f.addr(l), "RMQ_SYS_TRANS_HALF_TOPIC", 0, 0); len(ms) != 0 {
+		t.Fatalf("a pull of the half topic served %d messages", len(ms))
+	}
 }
