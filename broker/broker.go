@@ -210,6 +210,7 @@ type Broker struct {
 	keys        *lookup.Keys // nil without KeyIndexDir
 	ids         *lookup.Reader
 	sched       ScheduleState // nil: delayed messages are refused
+	txn         TxnStore      // nil: transactional messages are refused
 	scheduler   scheduler
 	delay       *delay.Scheduler
 	retry       *retry.Policy
@@ -252,6 +253,7 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 		stop:  make(chan struct{}),
 		sched: rep.Schedule,
 	}
+	b.txn, _ = rep.Writer.(TxnStore)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	brokersInProcess.Add(1)
 	b.batch = batch.New(b.w, batch.Config{MaxBatchBytes: cfg.MaxBatchBytes, MaxInflight: cfg.MaxInflight, QueueLen: 4096, WriteTimeout: cfg.WriteTimeout},

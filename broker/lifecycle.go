@@ -33,11 +33,6 @@ func (b *Broker) ClientProduce(ctx context.Context, req ProduceRequest) (Produce
 	if mq.IsSystemTopic(req.Topic) {
 		return ProduceResult{}, fmt.Errorf("%w: topic %q is a system topic: only the broker writes to it", ErrFailedPrecondition, req.Topic)
 	}
-	for i := range req.Messages { // a half message would be delivered at once, commit or not
-		if mq.IsTransactionPrepared(req.Messages[i].Properties) {
-			return ProduceResult{}, fmt.Errorf("%w: message %d has %s=true: %s", ErrFailedPrecondition, i, mq.PropTransactionPrepared, mq.TransactionsNotSupported)
-		}
-	}
 	if err := b.awaitLeader(ctx); err != nil {
 		return ProduceResult{}, err
 	}

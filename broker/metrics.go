@@ -21,6 +21,7 @@ type metrics struct {
 	suggestions     *prometheus.CounterVec
 	roleChanges     *prometheus.CounterVec
 	retentionCuts   *prometheus.CounterVec
+	txnDecisions    *prometheus.CounterVec
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -49,14 +50,20 @@ func newMetrics(b *Broker) *metrics {
 			Name: "raftmq_role_changes_total", Help: "Raft role changes of this node, by new role."}, []string{"role"}),
 		retentionCuts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "raftmq_retention_cuts_total", Help: "Retention cuts this node replicated as leader, by limit (age, size)."}, []string{"by"}),
+		txnDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raftmq_txn_decisions_total", Help: "Transactional half messages this node decided as leader, by decision (commit, rollback, discard)."}, []string{"decision"}),
 	}
 	m.produceLatency = latencyTap{m.produceLatency, b.load}
 	m.reg.MustRegister(m.produceMessages, m.produceBytes, m.produceErrors, m.produceLatency, m.batchRequests,
-		m.batchBytes, m.pullMessages, m.suggestions, m.roleChanges, m.retentionCuts,
+		m.batchBytes, m.pullMessages, m.suggestions, m.roleChanges, m.retentionCuts, m.txnDecisions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	gauge := func(name, help string, f func() float64) {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 	}
+	gauge("raftmq_txn_pending", "Transactional half messages stored and not decided yet (this node's applied state).",
+		func() float64 { return float64(b.TxnPending()) })
+	gauge("raftmq_txn_oldest_pending_seconds", "Age of the oldest undecided transactional half message (0: none), as this node reads it.",
+		func() float64 { return b.txnOldestAge().Seconds() })
 	gauge("raftmq_term", "Current Raft term.", func() float64 { return float64(b.node.Stats().Term) })
 	gauge("raftmq_is_leader", "1 when this node is the leader.", func() float64 {
 		if b.node.Ready() {

@@ -112,6 +112,12 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 			return ProduceResult{}, err
 		}
 	}
+	half := isTransactional(&req)
+	if half {
+		if err := b.stageHalf(ctx, req.Topic, &lr); err != nil {
+			return ProduceResult{}, err
+		}
+	}
 	// The exact bytes this request adds to its entry (p.Size): what the
 	// budget, the batcher and the request bound count.
 	p := batch.NewPending(lr)
@@ -155,6 +161,9 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	if delayed {
 		res.DeliverAt = b.stagedAcks(&req, &lr, res.Acks)
 	}
+	if half {
+		halfAcks(&lr, res.Acks)
+	}
 	return res, nil
 }
 
@@ -193,6 +202,9 @@ func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 	if err := validateDelay(cfg, req); err != nil {
 		return err
 	}
+	if err := validateTxn(req); err != nil {
+		return err
+	}
 	// The request's size as the log encodes it, with the largest queue
 	// number in place of the one the leader will pick, so that it bounds
 	// the entry bytes whatever the queue.
@@ -225,7 +237,7 @@ func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 		size += lm.EncodedSize()
 	}
 	size += 10 // the message count's varint at its widest
-	size += delayOverhead(req)
+	size += delayOverhead(req) + txnOverhead(req)
 	if size > cfg.MaxRequestBytes {
 		return tooLargeRequest(size, len(req.Messages), cfg.MaxRequestBytes)
 	}
@@ -287,6 +299,9 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, queues int32, ifN
 		return store.TopicInfo{}, storeErr(err)
 	}
 	if err := delay.RefuseTopic(name); err != nil {
+		return store.TopicInfo{}, err
+	}
+	if err := refuseHalfTopic(name); err != nil {
 		return store.TopicInfo{}, err
 	}
 	if queues == 0 {

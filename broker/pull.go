@@ -88,6 +88,9 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 	if err := delay.RefuseTopic(req.Topic); err != nil {
 		return PullResult{}, err
 	}
+	if err := refuseHalfTopic(req.Topic); err != nil {
+		return PullResult{}, err
+	}
 	if req.MaxMessages <= 0 {
 		req.MaxMessages = DefaultPullMessages
 	}

@@ -26,12 +26,13 @@ func (b *Broker) newRetention() *retention.Manager {
 func (b *Broker) retentionLoop() { b.retention.Run(b.ctx) }
 
 // retentionKeep lowers a retention cut below every staged delayed message
-// that has not been delivered, and keeps what a follower still needs while
+// that has not been delivered and every undecided half message, and keeps what a follower still needs while
 // it is healthy or was heard from within the grace period (a restart):
 // deleting it would make the leader send it a snapshot, and it would drop
 // its whole log. 0 keeps everything for now.
 func (b *Broker) retentionKeep(cut uint64, now time.Time) uint64 {
 	cut = b.scheduleCut(cut)
+	cut = b.txnCut(cut)
 	servers, _ := b.node.Servers()
 	for _, s := range servers {
 		if s.ID == b.cfg.NodeID {

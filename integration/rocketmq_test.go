@@ -149,8 +149,9 @@ lines:
 // request, so it sends readers to followers whenever they have the data:
 // follower reads are then visible through the protocol's own
 // suggestWhichBrokerId (and the client sends send-backs to the follower
-// that served the message, which forwards them).
-func rmqStartGroup(t *testing.T) (*procCluster, *namesrv.Server) {
+// that served the message, which forwards them). serverArgs are added to
+// every node's flags.
+func rmqStartGroup(t *testing.T, serverArgs ...string) (*procCluster, *namesrv.Server) {
 	t.Helper()
 	procRequire(t)
 	rlog.SetLogLevel("error")
@@ -159,7 +160,7 @@ func rmqStartGroup(t *testing.T) (*procCluster, *namesrv.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	c := procStartGroup(t, localgroup.Config{Nodes: 3, Remoting: true, ServerArgs: []string{"--namesrv", ns.Addr(), "--register-period", "2s", "--load-threshold", "0.000001"}})
+	c := procStartGroup(t, localgroup.Config{Nodes: 3, Remoting: true, ServerArgs: append([]string{"--namesrv", ns.Addr(), "--register-period", "2s", "--load-threshold", "0.000001"}, serverArgs...)})
 	return c, ns
 }
 

@@ -9,8 +9,25 @@ import (
 // RocketMQ's names for its message semantics, shared by the broker, the SDK
 // and the remoting adapter (docs/semantics.md).
 
-// TransactionsNotSupported is the answer to a transactional half message.
-const TransactionsNotSupported = "transactional messages are not supported by this broker yet; nothing was stored"
+// Transactions (docs/semantics.md, "Transactions"): RocketMQ's system
+// topics and the properties a half message carries.
+const (
+	// TxnHalfTopic holds half messages until their producer decides them.
+	TxnHalfTopic = "RMQ_SYS_TRANS_HALF_TOPIC"
+	// TxnDiscardTopic receives half messages the check-back gave up on.
+	TxnDiscardTopic = "TRANS_CHECK_MAX_TIME_TOPIC"
+	// PropProducerGroup is the sending producer's group (PGROUP).
+	PropProducerGroup = "PGROUP"
+	// PropTxnCheckImmunity: seconds before the first check-back of a half
+	// message (CHECK_IMMUNITY_TIME_IN_SECONDS).
+	PropTxnCheckImmunity = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+	// PropTxnCheckTimes is the number of check-backs a discarded half
+	// message had (TRANSACTION_CHECK_TIMES).
+	PropTxnCheckTimes = "TRANSACTION_CHECK_TIMES"
+	// PropTransactionID is the transaction id RocketMQ sets on a half
+	// message: its UNIQ_KEY.
+	PropTransactionID = "__transactionId__"
+)
 
 // IsTransactionPrepared reports whether properties mark a transactional half
 // message (RocketMQ reads the property with Boolean.parseBoolean).
@@ -35,9 +52,7 @@ const (
 	PropOriginQueue  = "ORIGIN_QUEUE_ID"
 	PropOriginOffset = "ORIGIN_QUEUE_OFFSET"
 	// PropTransactionPrepared ("true") marks a transactional half message,
-	// to be held until its producer commits it. raftmq does not hold
-	// messages for a transaction yet, so it refuses them
-	// (TransactionsNotSupported) rather than deliver one at once.
+	// held in TxnHalfTopic until its producer commits it.
 	PropTransactionPrepared = "TRAN_MSG"
 	retryPrefix             = "%RETRY%"
 	deadLetterPrefix        = "%DLQ%"
@@ -76,9 +91,9 @@ func IsRetryTopic(topic string) bool { return strings.HasPrefix(topic, retryPref
 func IsDeadLetterTopic(topic string) bool { return strings.HasPrefix(topic, deadLetterPrefix) }
 
 // IsSystemTopic reports whether the broker owns topic (retry, dead-letter,
-// schedule): users do not create, delete or produce to it directly.
+// schedule, transaction half and discard): users do not create, delete or produce to it directly.
 func IsSystemTopic(topic string) bool {
-	return IsRetryTopic(topic) || IsDeadLetterTopic(topic) || topic == ScheduleTopic
+	return IsRetryTopic(topic) || IsDeadLetterTopic(topic) || topic == ScheduleTopic || topic == TxnHalfTopic || topic == TxnDiscardTopic
 }
 
 // Properties of delayed and timed messages beyond RocketMQ's

@@ -22,6 +22,7 @@ const (
 	ConsumerSendMsgBack      int32 = 36
 	EndTransaction           int32 = 37
 	GetConsumerListByGroup   int32 = 38
+	CheckTransactionState    int32 = 39
 	NotifyConsumerIdsChanged int32 = 40
 	LockBatchMQ              int32 = 41
 	UnlockBatchMQ            int32 = 42

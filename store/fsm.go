@@ -34,6 +34,7 @@ type FSM struct {
 	nodes     map[string]NodeInfo
 	logFloor  uint64 // no message is stored below this log index (Retain)
 	sched     schedule
+	txn       txnState // decisions of the half queue (txn.go)
 	// maxReconsume: group -> max reconsume times, where set (groupsettings.go).
 	maxReconsume map[string]int32
 	lockTerm     uint64 // last term whose leader granted orderly locks (locks.go)
@@ -73,6 +74,7 @@ func (f *FSM) reset() {
 	f.nodes = map[string]NodeInfo{}
 	f.logFloor = 0
 	f.sched = schedule{}
+	f.txn = txnState{}
 	f.maxReconsume = map[string]int32{}
 	f.lockTerm = 0
 }
@@ -249,6 +251,8 @@ func (f *FSM) applyMetaLocked(index uint64, c *metaCmd) interface{} {
 		return f.applySetMaxReconsumeLocked(c)
 	case opLockTerm:
 		return f.applyLockTermLocked(c)
+	case opTxnRollback:
+		return f.applyTxnRollbackLocked(c)
 	default:
 		if res, ok := f.applyLifecycleLocked(c); ok {
 			return res

@@ -58,6 +58,20 @@ func (f *FSM) applyBatchLocked(index uint64, data []byte) interface{} {
 				return true
 			}
 			f.scheduleAdvanceLocked(sq, rv.Seq, rv.Count)
+		} else if hq, isCommit := parseTxnProducer(rv.ProducerID); isCommit {
+			// The commit of one half message (txn.go): its decision, not
+			// the dedupe table, makes it happen once.
+			isDelivery = true
+			err := f.txnCheckLocked(hq, rv.Seq)
+			if err == nil && rv.Count != 1 {
+				err = fmt.Errorf("%w: a commit holds %d messages, want 1", ErrInvalidQueue, rv.Count)
+			}
+			if err != nil {
+				res.Err = err
+				skipped = append(skipped, uint32(i))
+				return true
+			}
+			f.txnDecideLocked(hq, rv.Seq)
 		}
 		if t == nil {
 			res.Err = fmt.Errorf("%w: %q", ErrUnknownTopic, rv.Topic)
@@ -81,8 +95,9 @@ func (f *FSM) applyBatchLocked(index uint64, data []byte) interface{} {
 		if res.Err != nil || res.Duplicate {
 			if isDelivery {
 				// Its topic is gone (or lost queues) since the messages
-				// were staged: they left their schedule queue, stored nowhere.
-				f.log.Warn("delayed messages dropped at delivery", "index", index, "topic", rv.Topic, "messages", rv.Count, "error", res.Err)
+				// were staged: they left their schedule (or half) queue,
+				// stored nowhere.
+				f.log.Warn("delayed or committed messages dropped at delivery", "index", index, "topic", rv.Topic, "messages", rv.Count, "error", res.Err)
 			}
 			skipped = append(skipped, uint32(i))
 			return true

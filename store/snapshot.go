@@ -75,6 +75,9 @@ type snapState struct {
 	// Schedule: the delivered cursors of the schedule queues (absent in
 	// older snapshots and while no delayed message was delivered).
 	Schedule *snapSchedule
+	// Txn: the decisions of the half queue (format 4; absent in older
+	// snapshots and while no half message was decided).
+	Txn *snapTxn
 	// MaxReconsume: group -> max reconsume times (absent in older snapshots).
 	MaxReconsume map[string]int32
 	LockTerm     uint64 // absent (0) in older snapshots
@@ -90,6 +93,7 @@ type captured struct {
 	logFloor  uint64
 	applied   uint64
 	sched     schedule
+	txn       txnState
 
 	maxReconsume map[string]int32
 	lockTerm     uint64
@@ -103,6 +107,7 @@ func (f *FSM) captureLocked() *captured {
 	c := &captured{offsets: map[string]map[string]map[int32]uint64{}, nodes: map[string]NodeInfo{}, logFloor: f.logFloor,
 		applied: f.applied.Load()}
 	c.sched = f.sched
+	c.txn = f.txn.clone()
 	for _, t := range f.topics {
 		ct := capturedTopic{snapTopic{Name: t.name, Queues: make([]snapQueue, len(t.queues)), Perm: t.perm, Created: t.created}}
 		for i, q := range t.queues {
@@ -192,6 +197,9 @@ func (f *FSM) loadLocked(st *snapState) error {
 	}
 	f.logFloor = st.LogFloor
 	f.sched.load(st.Schedule)
+	if err := f.txn.load(st.Txn); err != nil { // checked by readSnapshot
+		return err
+	}
 	if st.MaxReconsume != nil {
 		f.maxReconsume = st.MaxReconsume
 	}
@@ -261,6 +269,7 @@ func (s *fsmSnapshot) Release() {}
 func writeSnapshot(w io.Writer, c *captured) error {
 	st := snapState{Format: snapshotFormat, Offsets: c.offsets, Producers: c.producers, Nodes: c.nodes, LogFloor: c.logFloor, Applied: c.applied}
 	st.Schedule = c.sched.snap()
+	st.Txn = c.txn.snap()
 	st.MaxReconsume, st.LockTerm = c.maxReconsume, c.lockTerm
 	for _, ct := range c.topics {
 		st.Topics = append(st.Topics, ct.snapTopic)
@@ -312,6 +321,9 @@ func readSnapshot(r io.Reader) (*snapState, error) {
 		return nil, fmt.Errorf("%w: snapshot format %d, want 1..%d", ErrCorruptCommand, st.Format, snapshotFormat)
 	}
 	if err := (&schedule{}).load(st.Schedule); err != nil {
+		return nil, err
+	}
+	if err := (&txnState{}).load(st.Txn); err != nil {
 		return nil, err
 	}
 	for _, p := range st.Producers {

@@ -52,11 +52,12 @@ type Server struct {
 // NewServer returns the client face of b; peers is used to forward.
 func NewServer(b *broker.Broker, peers *Peers) *Server { return &Server{b: b, peers: peers} }
 
-// RegisterServices registers both services of b on gs: Broker for clients
-// and Peer for the other nodes.
+// RegisterServices registers the services of b on gs: Broker for clients,
+// Peer and Txn (txn.go) for the other nodes.
 func RegisterServices(gs *grpc.Server, b *broker.Broker, peers *Peers) {
 	api.RegisterBrokerServer(gs, NewServer(b, peers))
 	api.RegisterPeerServer(gs, NewPeerServer(b, peers))
+	gs.RegisterService(&txnServiceDesc, &txnService{b: b, peers: peers})
 }
 
 // ServerOptions are the options every raftmq gRPC server of b uses. A
@@ -101,7 +102,7 @@ func PeerCertRequired() []grpc.ServerOption {
 }
 
 func isPeerMethod(m string) bool {
-	return strings.HasPrefix(m, "/"+api.Peer_ServiceDesc.ServiceName+"/") || m == legacyNodeState || m == legacyRegister
+	return strings.HasPrefix(m, "/"+api.Peer_ServiceDesc.ServiceName+"/") || m == legacyNodeState || m == legacyRegister || m == TxnEndMethod
 }
 
 // admitProduce refuses produce calls, before their request is read, while

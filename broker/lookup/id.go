@@ -39,6 +39,11 @@ type Log interface {
 // holds it; the leader may.
 var ErrNotHere = errors.New("not held by this node")
 
+// ErrDecided: the id names a transactional half message whose queue record
+// is gone: the half queue drops the records of decided half messages, so
+// it (and every half message of its entry) is decided.
+var ErrDecided = errors.New("half message already decided")
+
 // Reader reads messages by id out of one node's log.
 type Reader struct {
 	node string // this node's id, for errors
@@ -104,6 +109,9 @@ func (r *Reader) Message(id string, index uint64, ordinal uint32) (entry.Message
 		// staged message is then answered by its id alone (its offset
 		// there means nothing to a user).
 		return out, nil
+	}
+	if !ok && out.Topic == mq.TxnHalfTopic {
+		return out, fmt.Errorf("%w: message %s: %w", brokererr.ErrNotFound, id, ErrDecided)
 	}
 	if !ok {
 		return entry.Message{}, noSuch

@@ -44,13 +44,20 @@ type Config struct {
 	// poll (up to 30 s). The cost is the forwarding hop on the sends that
 	// go through a follower.
 	WriteViaFollowers bool
-	Logger            hclog.Logger
+	// TxnTimeout: a half message undecided this long (or its
+	// CHECK_IMMUNITY_TIME_IN_SECONDS) is checked back with its producer
+	// group; TxnCheckInterval spaces the checks of one half message;
+	// after TxnCheckMax checks it is discarded (txncheck.go).
+	TxnTimeout       time.Duration
+	TxnCheckInterval time.Duration
+	TxnCheckMax      int
+	Logger           hclog.Logger
 }
 
 // DefaultConfig returns RocketMQ's periods.
 func DefaultConfig() Config {
 	return Config{Cluster: "DefaultCluster", RegisterPeriod: 30 * time.Second, ConsumerExpiry: 120 * time.Second, MaxPullWait: 15 * time.Second,
-		WriteViaFollowers: true}
+		WriteViaFollowers: true, TxnTimeout: DefaultTxnTimeout, TxnCheckInterval: DefaultTxnCheckInterval, TxnCheckMax: DefaultTxnCheckMax}
 }
 
 // Adapter is the remoting face of one broker node.
@@ -62,6 +69,7 @@ type Adapter struct {
 	srv       *rmq.Server
 	store     netip.AddrPort
 	consumers *consumers
+	producers *producers // for the check-back (txncheck.go)
 	reg       *registrar
 	commits   *committer
 	retryMu   sync.Mutex
@@ -97,12 +105,22 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	if cfg.MaxPullWait <= 0 {
 		cfg.MaxPullWait = d.MaxPullWait
 	}
+	if cfg.TxnTimeout <= 0 {
+		cfg.TxnTimeout = d.TxnTimeout
+	}
+	if cfg.TxnCheckInterval <= 0 {
+		cfg.TxnCheckInterval = d.TxnCheckInterval
+	}
+	if cfg.TxnCheckMax <= 0 {
+		cfg.TxnCheckMax = d.TxnCheckMax
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	a := &Adapter{cfg: cfg, log: cfg.Logger, b: b, peers: peers, stop: make(chan struct{}), retryMade: map[string]bool{}}
 	a.store = storeHost(cfg.Addr)
 	a.consumers = newConsumers(cfg.ConsumerExpiry)
+	a.producers = newProducers(cfg.ConsumerExpiry)
 	a.commits = newCommitter(a)
 	a.reg = newRegistrar(a)
 	a.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_remoting_requests_total",
@@ -128,6 +146,7 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	}
 	a.goFunc(a.commits.loop)
 	a.goFunc(a.reg.loop)
+	a.goFunc(a.txnCheckLoop)
 	return a, nil
 }
 
@@ -190,12 +209,7 @@ func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command
 		// header and answer; RocketMQ serves both with PullMessageProcessor.
 		return a.pull(ctx, req)
 	case rmq.EndTransaction:
-		// No half message is ever stored (send refuses them), so there is
-		// nothing to commit or roll back. The Go client sends this oneway
-		// without the oneway flag; the answer is harmless.
-		a.log.Debug("END_TRANSACTION refused", "producerGroup", req.Ext["producerGroup"], "msgId", req.Ext["msgId"])
-		return rmq.Response(req, rmq.RequestCodeNotSupported, "request code 37 (END_TRANSACTION): transactional messages are not supported by this broker yet: "+
-			"the half message was refused when it was sent, so there is nothing to commit or roll back")
+		return a.endTransaction(ctx, req)
 	case rmq.CheckClientConfig:
 		return a.checkClientConfig(req)
 	case rmq.GetEarliestMsgStoreTime:

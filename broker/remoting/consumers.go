@@ -99,6 +99,9 @@ type heartbeatData struct {
 		GroupName    string `json:"groupName"`
 		MessageModel string `json:"messageModel"`
 	} `json:"consumerDataSet"`
+	ProducerData []struct {
+		GroupName string `json:"groupName"`
+	} `json:"producerDataSet"`
 }
 
 func (a *Adapter) heartbeat(ctx context.Context, conn *rmq.Conn, req *rmq.Command) *rmq.Command {
@@ -119,6 +122,12 @@ func (a *Adapter) heartbeat(ctx context.Context, conn *rmq.Conn, req *rmq.Comman
 		}
 		if !strings.EqualFold(cd.MessageModel, "BROADCASTING") {
 			a.ensureRetryTopic(ctx, cd.GroupName)
+		}
+	}
+	for _, pd := range hb.ProducerData {
+		if pd.GroupName != "" && a.producers.heard(pd.GroupName, hb.ClientID, conn) {
+			id := conn.ID
+			conn.OnClose(func() { a.producers.closed(id) })
 		}
 	}
 	return rmq.Response(req, rmq.Success, "")

@@ -2,7 +2,6 @@ package remoting
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -29,12 +28,6 @@ const (
 // and TIMER_DELIVER_MS, which the broker's delayed produce takes as they
 // are (package broker/delay).
 var relativeTimers = []string{"TIMER_DELAY_SEC", "TIMER_DELAY_MS"}
-
-// errTransactional refuses a transactional half message (property TRAN_MSG
-// or the prepared transaction type in sysFlag). raftmq does not hold a
-// message until its producer commits it yet: stored as an ordinary message
-// it would be delivered at once, and a rollback would not take it back.
-var errTransactional = errors.New(mq.TransactionsNotSupported)
 
 // v2Names maps SendMessageRequestHeaderV2's one-letter fields to the V1
 // names.
@@ -87,9 +80,22 @@ func parseSendHeader(req *rmq.Command) (sendHeader, error) {
 		return h, fmt.Errorf("%w: queueId %d", broker.ErrInvalidArgument, h.queue)
 	}
 	h.props = rmq.DecodeProperties(ext["properties"])
+	if h.props == nil {
+		h.props = map[string]string{}
+	}
 	h.batch = req.Code == rmq.SendBatchMessage || ext["batch"] == "true"
-	if mq.IsTransactionPrepared(h.props) || int32(h.sysFlag)&rmq.SysTransactionMask == rmq.SysTransactionPrepared {
-		return h, errTransactional
+	if int32(h.sysFlag)&rmq.SysTransactionMask == rmq.SysTransactionPrepared && !h.batch {
+		// The prepared type in sysFlag marks a half message as TRAN_MSG
+		// does; the broker reads the property.
+		h.props[mq.PropTransactionPrepared] = "true"
+	}
+	if mq.IsTransactionPrepared(h.props) {
+		h.props[mq.PropTransactionPrepared] = "true"
+		// RocketMQ's transaction id is the message's UNIQ_KEY
+		// (TransactionalMessageBridge): the check-back hands it back.
+		if u := h.props[propUniqKey]; u != "" {
+			h.props[mq.PropTransactionID] = u
+		}
 	}
 	for _, k := range relativeTimers {
 		if _, ok := h.props[k]; ok {
@@ -187,9 +193,6 @@ func (a *Adapter) produceRequest(req *rmq.Command) (broker.ProduceRequest, error
 		if body == nil {
 			body = []byte{}
 		}
-		if mq.IsTransactionPrepared(m.Properties) {
-			return preq, errTransactional
-		}
 		preq.Messages = append(preq.Messages, produceMessage(m.Properties, body, int64(m.Flag), &h))
 		keyed = keyed && m.Properties[propUniqKey] != ""
 	}
@@ -201,12 +204,6 @@ func (a *Adapter) produceRequest(req *rmq.Command) (broker.ProduceRequest, error
 
 func (a *Adapter) send(ctx context.Context, req *rmq.Command) *rmq.Command {
 	preq, err := a.produceRequest(req)
-	if errors.Is(err, errTransactional) {
-		// NO_PERMISSION, what RocketMQ's broker answers a half message when
-		// it rejects transactions (rejectTransactionMessage); clients fail
-		// the send with the remark.
-		return rmq.Response(req, rmq.NoPermission, err.Error())
-	}
 	if err != nil {
 		return errResponse(req, err)
 	}
@@ -227,6 +224,9 @@ func (a *Adapter) send(ctx context.Context, req *rmq.Command) *rmq.Command {
 	resp.Ext["queueOffset"] = strconv.FormatUint(acks[0].offset, 10)
 	resp.Ext["MSG_REGION"] = "DefaultRegion"
 	resp.Ext["TRACE_ON"] = "false"
+	if len(preq.Messages) == 1 && mq.IsTransactionPrepared(preq.Messages[0].Properties) {
+		resp.Ext["transactionId"] = preq.Messages[0].Properties[mq.PropTransactionID]
+	}
 	return resp
 }
 

@@ -1,65 +1,94 @@
 package remoting_test
 
 import (
-	"context"
-	"errors"
-	"strings"
+	"strconv"
 	"testing"
 	"time"
 
-	"github.com/raftmq/raftmq/broker"
 	rmq "github.com/raftmq/raftmq/remoting"
 )
 
-// A transactional half message is refused whichever way it is marked
-// (TRAN_MSG, the prepared type in sysFlag, one message of a batch) and by
-// the gRPC produce path too; nothing is stored. END_TRANSACTION is refused
-// with the reason.
-func TestTransactionalSendsRefused(t *testing.T) {
+// commitLogOffset decodes the commit log offset of an offsetMsgId (its last
+// 16 hex digits), as the Go client does before END_TRANSACTION.
+func commitLogOffset(t *testing.T, offsetMsgID string) string {
+	t.Helper()
+	if len(offsetMsgID) < 16 {
+		t.Fatalf("offsetMsgId %q", offsetMsgID)
+	}
+	v, err := strconv.ParseUint(offsetMsgID[len(offsetMsgID)-16:], 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strconv.FormatUint(v, 10)
+}
+
+// A half message (TRAN_MSG, or the prepared type in sysFlag) is stored and
+// acknowledged but invisible until END_TRANSACTION commits it; then it is
+// in its real topic and queue once, however often the commit is repeated
+// and whichever node it reaches. A rollback, or an unknown decision, never
+// makes it visible, and a commit after a rollback changes nothing.
+func TestTransactionsThroughTheProtocol(t *testing.T) {
 	f := newFixture(t)
-	l := f.c.Leader()
-	f.createTopic("tx", 1)
-	const remark = "transactional messages are not supported by this broker yet; nothing was stored"
-	tran := sendExt("tx", 0, map[string]string{"TRAN_MSG": "true", "PGROUP": "pg", "UNIQ_KEY": "T1"})
-	prepared := sendExt("tx", 0, map[string]string{"UNIQ_KEY": "T2"})
+	l, fo := f.c.Leader(), f.follower()
+	f.createTopic("tx", 2)
+	end := func(addr, offsetMsgID string, decision int) *rmq.Command {
+		return f.invoke(addr, rmq.EndTransaction, map[string]string{"producerGroup": "pg", "tranStateTableOffset": "0",
+			"commitLogOffset": commitLogOffset(t, offsetMsgID), "commitOrRollback": strconv.Itoa(decision), "fromTransactionCheck": "false",
+			"msgId": "x", "transactionId": "x"}, nil)
+	}
+	maxOffset := func(q int) string {
+		return f.invoke(f.addr(l), rmq.GetMaxOffset, map[string]string{"topic": "tx", "queueId": strconv.Itoa(q)}, nil).Ext["offset"]
+	}
+	send := func(addr string, ext map[string]string, body string) *rmq.Command {
+		r := f.invoke(addr, rmq.SendMessage, ext, []byte(body))
+		if r.Code != rmq.Success || r.Ext["msgId"] == "" {
+			t.Fatalf("half send %s: %d %q", body, r.Code, r.Remark)
+		}
+		return r
+	}
+	committed := send(f.addr(fo), sendExt("tx", 1, map[string]string{"TRAN_MSG": "true", "PGROUP": "pg", "UNIQ_KEY": "T1"}), "commit-me")
+	if committed.Ext["queueId"] != "1" || committed.Ext["transactionId"] != "T1" {
+		t.Fatalf("half send answer %v", committed.Ext)
+	}
+	prepared := sendExt("tx", 0, map[string]string{"PGROUP": "pg", "UNIQ_KEY": "T2"})
 	prepared["sysFlag"] = "4"
-	lower := sendExt("tx", 0, map[string]string{"TRAN_MSG": "True"})
-	batch := rmq.EncodeBatch([]rmq.BatchMessage{{Body: []byte("b0")}, {Body: []byte("b1"), Properties: map[string]string{"TRAN_MSG": "true"}}})
-	for name, c := range map[string]struct {
-		addr string
-		code int32
-		ext  map[string]string
-		body []byte
-	}{
-		"TRAN_MSG":                    {f.addr(l), rmq.SendMessage, tran, []byte("half")},
-		"TRAN_MSG through a follower": {f.addr(f.follower()), rmq.SendMessage, tran, []byte("half")},
-		"prepared sysFlag":            {f.addr(l), rmq.SendMessage, prepared, []byte("half")},
-		"TRAN_MSG=True":               {f.addr(l), rmq.SendMessage, lower, []byte("half")},
-		"V2 header":                   {f.addr(l), rmq.SendMessageV2, map[string]string{"a": "pg", "b": "tx", "e": "0", "f": "4", "i": ""}, []byte("half")},
-		"batch member":                {f.addr(l), rmq.SendBatchMessage, map[string]string{"a": "pg", "b": "tx", "e": "0", "f": "0", "i": "", "m": "true"}, batch},
-	} {
-		r := f.invoke(c.addr, c.code, c.ext, c.body)
-		if r.Code != rmq.NoPermission || r.Remark != remark {
-			t.Errorf("%s: %d %q, want %d %q", name, r.Code, r.Remark, rmq.NoPermission, remark)
+	rolled := send(f.addr(l), prepared, "roll-me-back")
+	unknown := send(f.addr(l), sendExt("tx", 0, map[string]string{"TRAN_MSG": "true", "PGROUP": "pg", "UNIQ_KEY": "T3"}), "unknown")
+	if maxOffset(0) != "0" || maxOffset(1) != "0" {
+		t.Fatalf("half messages visible before a decision: ends %s %s", maxOffset(0), maxOffset(1))
+	}
+	// Commit through a follower (forwarded), then again on the leader.
+	for _, addr := range []string{f.addr(fo), f.addr(l), f.addr(fo)} {
+		if r := end(addr, committed.Ext["msgId"], 8); r.Code != rmq.Success {
+			t.Fatalf("commit via %s: %d %q", addr, r.Code, r.Remark)
 		}
 	}
-	// The gRPC produce path refuses the property as well.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := f.c.Node(l).Broker().ClientProduce(ctx, broker.ProduceRequest{Topic: "tx", Messages: []broker.ProduceMessage{
-		{Body: []byte("ok")}, {Body: []byte("half"), Properties: map[string]string{"TRAN_MSG": "true"}}}})
-	if !errors.Is(err, broker.ErrFailedPrecondition) || !strings.Contains(err.Error(), remark) {
-		t.Errorf("gRPC produce of a half message: %v", err)
+	m := f.waitMessage("tx", 1, 0, 10*time.Second)
+	if string(m.Body) != "commit-me" || m.Properties["TRAN_MSG"] != "" || m.Properties["REAL_TOPIC"] != "" || m.Properties["UNIQ_KEY"] != "T1" {
+		t.Fatalf("committed message %q %v", m.Body, m.Properties)
 	}
-	// TRAN_MSG=false is an ordinary message.
-	if r := f.invoke(f.addr(l), rmq.SendMessage, sendExt("tx", 0, map[string]string{"TRAN_MSG": "false"}), []byte("plain")); r.Code != rmq.Success {
-		t.Fatalf("TRAN_MSG=false: %d %q", r.Code, r.Remark)
+	for _, r := range []*rmq.Command{end(f.addr(fo), rolled.Ext["msgId"], 12), end(f.addr(l), rolled.Ext["msgId"], 8), end(f.addr(l), unknown.Ext["msgId"], 0)} {
+		if r.Code != rmq.Success {
+			t.Fatalf("decision: %d %q", r.Code, r.Remark)
+		}
 	}
-	if r := f.invoke(f.addr(l), rmq.GetMaxOffset, map[string]string{"topic": "tx", "queueId": "0"}, nil); r.Ext["offset"] != "1" {
-		t.Fatalf("queue end %s, want 1: only the ordinary message stored", r.Ext["offset"])
+	// A wrong producer group is refused.
+	if r := f.invoke(f.addr(l), rmq.EndTransaction, map[string]string{"producerGroup": "other", "commitLogOffset": commitLogOffset(t, unknown.Ext["msgId"]),
+		"commitOrRollback": "8"}, nil); r.Code == rmq.Success {
+		t.Fatal("a commit from another producer group was taken")
 	}
-	end := f.invoke(f.addr(l), rmq.EndTransaction, map[string]string{"producerGroup": "pg", "commitLogOffset": "0", "commitOrRollback": "8", "msgId": "x"}, nil)
-	if end.Code != rmq.RequestCodeNotSupported || !strings.Contains(end.Remark, "request code 37 (END_TRANSACTION): transactional messages are not supported") {
-		t.Fatalf("END_TRANSACTION: %d %q", end.Code, end.Remark)
+	time.Sleep(500 * time.Millisecond)
+	if maxOffset(0) != "0" || maxOffset(1) != "1" {
+		t.Fatalf("queue ends %s %s, want 0 and 1: only the committed message, once", maxOffset(0), maxOffset(1))
+	}
+	if n := f.c.Node(l).Broker().TxnPending(); n != 1 {
+		t.Fatalf("%d half messages pending, want 1 (the unknown one)", n)
+	}
+	// Users may not read or write the half topic.
+	if r := f.invoke(f.addr(l), rmq.SendMessage, sendExt("RMQ_SYS_TRANS_HALF_TOPIC", 0, nil), []byte("x")); r.Code == rmq.Success {
+		t.Fatal("a send to the half topic was taken")
+	}
+	if ms := f.pullAt(f.addr(l), "RMQ_SYS_TRANS_HALF_TOPIC", 0, 0); len(ms) != 0 {
+		t.Fatalf("a pull of the half topic served %d messages", len(ms))
 	}
 }

@@ -81,6 +81,9 @@ func serverCommand() *cli.Command {
 			&cli.DurationFlag{Name: "register-period", Value: brokerremoting.DefaultConfig().RegisterPeriod, Usage: "renew the registration with the name servers this often (a role change registers at once); keep it well below the name servers' --expiry"},
 			&cli.StringFlag{Name: "cluster", EnvVars: []string{"RAFTMQ_CLUSTER"}, Value: brokerremoting.DefaultConfig().Cluster, Usage: "the cluster this group belongs to: RocketMQ's brokerClusterName, registered with the name servers"},
 			&cli.BoolFlag{Name: "remoting-write-via-followers", Value: brokerremoting.DefaultConfig().WriteViaFollowers, Usage: "while a follower, register as a write-only broker <group>~<id> of the group's topics too: RocketMQ producers spread sends over the leader and the followers, which forward them (one more hop for those sends: about +0.6 ms median and a quarter less throughput with many in flight, measured on one 2-core machine, docs/BENCHMARKS.md), and when the leader dies they keep sending through the followers as soon as a new leader is elected instead of after their next route poll (up to 30 s); false: producers send to the leader only"},
+			&cli.DurationFlag{Name: "txn-timeout", Value: brokerremoting.DefaultTxnTimeout, Usage: "a transactional half message undecided this long (or its CHECK_IMMUNITY_TIME_IN_SECONDS) is checked back with its RocketMQ producer group (CHECK_TRANSACTION_STATE)"},
+			&cli.DurationFlag{Name: "txn-check-interval", Value: brokerremoting.DefaultTxnCheckInterval, Usage: "check an undecided half message back again this often"},
+			&cli.IntFlag{Name: "txn-check-max", Value: brokerremoting.DefaultTxnCheckMax, Usage: "after this many check-backs an undecided half message is discarded into TRANS_CHECK_MAX_TIME_TOPIC"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
 			&cli.StringFlag{Name: "tls-mode", Value: string(tlsconf.Disabled), EnvVars: []string{"RAFTMQ_SERVER_TLS_MODE"}, Usage: "TLS on every port (client API, raft, node-to-node, HTTP, remoting): disabled; permissive (each port takes TLS and plaintext, peers are dialed with TLS and plaintext only if they do not speak it: the step of a node-by-node move); enforcing (plaintext refused; nodes need a certificate the --tls-ca signed). docs/security.md"},
 			&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"RAFTMQ_SERVER_TLS_CERT"}, Usage: "PEM certificate of this node, for serving and for dialing the other nodes; reloaded on SIGHUP and when the file changes"},
@@ -195,6 +198,12 @@ func runServer(c *cli.Context) error {
 		return fmt.Errorf("--register-period %s: want > 0", cfg.RemotingConfig.RegisterPeriod)
 	}
 	cfg.RemotingConfig.NameServers = namesrv.SplitAddrs(c.String("namesrv"))
+	cfg.RemotingConfig.TxnTimeout, cfg.RemotingConfig.TxnCheckInterval = c.Duration("txn-timeout"), c.Duration("txn-check-interval")
+	cfg.RemotingConfig.TxnCheckMax = c.Int("txn-check-max")
+	if cfg.RemotingConfig.TxnTimeout <= 0 || cfg.RemotingConfig.TxnCheckInterval <= 0 || cfg.RemotingConfig.TxnCheckMax <= 0 {
+		return fmt.Errorf("--txn-timeout %s, --txn-check-interval %s, --txn-check-max %d: want each > 0",
+			cfg.RemotingConfig.TxnTimeout, cfg.RemotingConfig.TxnCheckInterval, cfg.RemotingConfig.TxnCheckMax)
+	}
 	if host, _, err := net.SplitHostPort(cfg.Remoting); cfg.Remoting != "" && err != nil {
 		return fmt.Errorf("--remoting %q: %w", cfg.Remoting, err)
 	} else if ip := net.ParseIP(host); cfg.Remoting != "" && (host == "" || (ip != nil && ip.IsUnspecified())) && cfg.RemotingConfig.Addr == "" {
