@@ -68,6 +68,14 @@ func (a *Adapter) pull(ctx context.Context, req *rmq.Command) *rmq.Command {
 	resp.Ext["suggestWhichBrokerId"] = strconv.FormatInt(v.brokerID(res.Suggestion.NodeID), 10)
 	switch res.Status {
 	case broker.PullFound:
+		if len(res.Messages) == 0 {
+			// Every message in the window failed the subscription's
+			// filter: RocketMQ's NO_MATCHED_MESSAGE, answered at once with
+			// the next offset past them (the client pulls again from
+			// there without a pause).
+			resp.Code = rmq.PullRetryImmediately
+			break
+		}
 		body, err := a.encodeMessages(res.Messages)
 		if err != nil {
 			return rmq.Response(req, rmq.SystemError, "pull: "+err.Error())
@@ -135,14 +143,19 @@ func (a *Adapter) pullError(ctx context.Context, req *rmq.Command, err error, to
 	return retry()
 }
 
+// propCluster is the property RocketMQ's broker sets on every message it
+// stores: the name of its cluster.
+const propCluster = "CLUSTER"
+
 // encodeMessages is the pull body: the v1 layout of each message. Its
 // physical offset is the raft index and ordinal (physicalOffset); the
-// store host this node.
+// store host this node; a message without a CLUSTER property gets this
+// node's cluster.
 func (a *Adapter) encodeMessages(msgs []broker.Message) ([]byte, error) {
 	var body []byte
 	for i := range msgs {
 		m := &msgs[i]
-		props := make(map[string]string, len(m.Properties)+2)
+		props := make(map[string]string, len(m.Properties)+3)
 		var flag, reconsume int64
 		for k, v := range m.Properties {
 			switch k {
@@ -157,6 +170,11 @@ func (a *Adapter) encodeMessages(msgs []broker.Message) ([]byte, error) {
 		}
 		if m.Tag != "" {
 			props[propTags] = m.Tag
+		}
+		if _, ok := props[propCluster]; !ok {
+			// RocketMQ's broker stores its cluster's name in every
+			// message; the Go client's request-reply path reads it.
+			props[propCluster] = a.cfg.Cluster
 		}
 		if v, ok := props[propReconsume]; ok {
 			reconsume, _ = strconv.ParseInt(v, 10, 32)
