@@ -46,13 +46,20 @@ type Config struct {
 	// poll (up to 30 s). The cost is the forwarding hop on the sends that
 	// go through a follower.
 	WriteViaFollowers bool
-	Logger            hclog.Logger
+	// TailOnFollowers: a consumer that has read everything is held
+	// (long-polled) by a follower, not by the leader. RocketMQ's clients
+	// do not fail a request whose connection closed, so a pull held on a
+	// leader that is killed stalls its queue for the client's 30 s pull
+	// timeout; held on a follower, the queue goes on as soon as a new
+	// leader commits.
+	TailOnFollowers bool
+	Logger          hclog.Logger
 }
 
 // DefaultConfig returns RocketMQ's periods.
 func DefaultConfig() Config {
 	return Config{Cluster: "DefaultCluster", RegisterPeriod: 30 * time.Second, ConsumerExpiry: 120 * time.Second, MaxPullWait: 15 * time.Second,
-		WriteViaFollowers: true}
+		WriteViaFollowers: true, TailOnFollowers: true}
 }
 
 // Adapter is the remoting face of one broker node.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/route"
 	rmq "github.com/raftmq/raftmq/remoting"
 )
 
@@ -15,6 +16,14 @@ import (
 const (
 	pullCommitOffset = 1 << 0
 	pullSuspend      = 1 << 1
+)
+
+// A follower a consumer at the tail was sent to waits up to
+// notAppliedTries × notAppliedPause for the consumer's offset to be
+// applied here before it sends the consumer back (TailOnFollowers).
+const (
+	notAppliedTries = 10
+	notAppliedPause = 10 * time.Millisecond
 )
 
 // retryPause spaces a PULL_RETRY_IMMEDIATELY answer for a node that cannot
@@ -55,8 +64,21 @@ func (a *Adapter) pull(ctx context.Context, req *rmq.Command) *rmq.Command {
 	if fexpr == "" {
 		fexpr = "*"
 	}
-	res, err := a.b.Pull(ctx, broker.PullRequest{Topic: topic, Queue: int32(queue), Offset: uint64(offset),
-		MaxMessages: int(min(max(maxMsgs, 1), 1024)), Wait: wait, FilterType: ftype, Filter: fexpr})
+	preq := broker.PullRequest{Topic: topic, Queue: int32(queue), Offset: uint64(offset),
+		MaxMessages: int(min(max(maxMsgs, 1), 1024)), Wait: wait, FilterType: ftype, Filter: fexpr, TailOnFollowers: a.cfg.TailOnFollowers}
+	res, err := a.b.Pull(ctx, preq)
+	if a.cfg.TailOnFollowers && wait > 0 {
+		// The leader sends a consumer at the tail to a follower, which may
+		// not have applied the consumer's offset yet: rather than send it
+		// straight back, wait moments for it here.
+		for i := 0; i < notAppliedTries && err == nil && res.Status == broker.PullRetryElsewhere && res.Suggestion.Reason == route.ReasonNotApplied; i++ {
+			select {
+			case <-time.After(notAppliedPause):
+			case <-ctx.Done():
+			}
+			res, err = a.b.Pull(ctx, preq)
+		}
+	}
 	v := a.reg.current()
 	if err != nil {
 		return a.pullError(ctx, req, err, topic, int32(queue), uint64(offset), v)
@@ -65,7 +87,18 @@ func (a *Adapter) pull(ctx context.Context, req *rmq.Command) *rmq.Command {
 	resp.Ext["nextBeginOffset"] = strconv.FormatUint(res.NextOffset, 10)
 	resp.Ext["minOffset"] = strconv.FormatUint(res.MinOffset, 10)
 	resp.Ext["maxOffset"] = strconv.FormatUint(res.MaxOffset, 10)
-	resp.Ext["suggestWhichBrokerId"] = strconv.FormatInt(v.brokerID(res.Suggestion.NodeID), 10)
+	if node := res.Suggestion.NodeID; node != "" {
+		if v.oldLeader(node) {
+			// The previous leader, which a new leader's view may still
+			// count as healthy for a while after it died: a client whose
+			// pulls fail on it keeps trying it until its route poll. This
+			// node serves instead.
+			node = v.self
+		}
+		resp.Ext["suggestWhichBrokerId"] = strconv.FormatInt(v.suggestID(node), 10)
+	} else {
+		resp.Ext["suggestWhichBrokerId"] = strconv.FormatInt(v.retryID(), 10)
+	}
 	switch res.Status {
 	case broker.PullFound:
 		if len(res.Messages) == 0 {
@@ -93,7 +126,7 @@ func (a *Adapter) pull(ctx context.Context, req *rmq.Command) *rmq.Command {
 		if !res.ServedByLeader {
 			resp.Code = rmq.PullRetryImmediately
 			resp.Ext["nextBeginOffset"] = strconv.FormatInt(offset, 10)
-			resp.Ext["suggestWhichBrokerId"] = "0"
+			resp.Ext["suggestWhichBrokerId"] = strconv.FormatInt(v.retryID(), 10)
 		} else {
 			resp.Code = rmq.PullOffsetMoved
 		}
@@ -112,7 +145,7 @@ func (a *Adapter) pullError(ctx context.Context, req *rmq.Command, err error, to
 		}
 		resp := rmq.Response(req, rmq.PullRetryImmediately, err.Error())
 		resp.Ext["nextBeginOffset"] = strconv.FormatUint(offset, 10)
-		resp.Ext["suggestWhichBrokerId"] = "0"
+		resp.Ext["suggestWhichBrokerId"] = strconv.FormatInt(v.retryID(), 10)
 		resp.Ext["minOffset"], resp.Ext["maxOffset"] = "0", "0"
 		return resp
 	}

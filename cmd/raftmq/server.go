@@ -80,6 +80,7 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "namesrv", Usage: "name servers to register with, ADDR[;ADDR...] (needs --remoting)"},
 			&cli.DurationFlag{Name: "register-period", Value: brokerremoting.DefaultConfig().RegisterPeriod, Usage: "renew the registration with the name servers this often (a role change registers at once); keep it well below the name servers' --expiry"},
 			&cli.StringFlag{Name: "cluster", EnvVars: []string{"RAFTMQ_CLUSTER"}, Value: brokerremoting.DefaultConfig().Cluster, Usage: "the cluster this group belongs to: RocketMQ's brokerClusterName, registered with the name servers"},
+			&cli.BoolFlag{Name: "remoting-tail-on-followers", Value: brokerremoting.DefaultConfig().TailOnFollowers, Usage: "RocketMQ consumers that have read everything long-poll a follower, not the leader: a pull held on a killed leader stalls its queue for the client's 30 s pull timeout (the client does not fail requests of a closed connection), one held on a follower goes on once a new leader commits; false: the leader holds them (the read routing of the gRPC API)"},
 			&cli.BoolFlag{Name: "remoting-write-via-followers", Value: brokerremoting.DefaultConfig().WriteViaFollowers, Usage: "while a follower, register as a write-only broker <group>~<id> of the group's topics too: RocketMQ producers spread sends over the leader and the followers, which forward them (one more hop for those sends: about +0.6 ms median and a quarter less throughput with many in flight, measured on one 2-core machine, docs/BENCHMARKS.md), and when the leader dies they keep sending through the followers as soon as a new leader is elected instead of after their next route poll (up to 30 s); false: producers send to the leader only"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
 			&cli.StringFlag{Name: "tls-mode", Value: string(tlsconf.Disabled), EnvVars: []string{"RAFTMQ_SERVER_TLS_MODE"}, Usage: "TLS on every port (client API, raft, node-to-node, HTTP, remoting): disabled; permissive (each port takes TLS and plaintext, peers are dialed with TLS and plaintext only if they do not speak it: the step of a node-by-node move); enforcing (plaintext refused; nodes need a certificate the --tls-ca signed). docs/security.md"},
@@ -191,6 +192,7 @@ func runServer(c *cli.Context) error {
 	cfg.RemotingConfig.Addr = c.String("remoting-advertise")
 	cfg.RemotingConfig.Cluster = c.String("cluster")
 	cfg.RemotingConfig.WriteViaFollowers = c.Bool("remoting-write-via-followers")
+	cfg.RemotingConfig.TailOnFollowers = c.Bool("remoting-tail-on-followers")
 	if cfg.RemotingConfig.RegisterPeriod = c.Duration("register-period"); cfg.RemotingConfig.RegisterPeriod <= 0 {
 		return fmt.Errorf("--register-period %s: want > 0", cfg.RemotingConfig.RegisterPeriod)
 	}
