@@ -31,7 +31,9 @@ import (
 // under 10 s (the goal is the election's time). Every acknowledged message
 // is delivered. RAFTMQ_RMQ_CFO_RUNS=N repeats it; RAFTMQ_RMQ_CFO_LEADER=1
 // also runs the group with the leader holding tail pulls, for comparison
-// (its pause is the client's 30 s pull timeout; reported only).
+// (its pause is the client's 30 s pull timeout; reported only), and
+// RAFTMQ_RMQ_CFO_FOLLOWER=1 a SIGKILL of a follower instead (the queues it
+// held wait out that timeout; reported only).
 func TestRocketMQConsumerFailover(t *testing.T) {
 	procRequire(t)
 	rlog.SetLogLevel("error")
@@ -39,20 +41,24 @@ func TestRocketMQConsumerFailover(t *testing.T) {
 	if v := os.Getenv("RAFTMQ_RMQ_CFO_RUNS"); v != "" {
 		fmt.Sscan(v, &runs)
 	}
-	modes := []bool{true}
-	if os.Getenv("RAFTMQ_RMQ_CFO_LEADER") != "" {
-		modes = append(modes, false)
+	type mode struct {
+		name           string
+		tail, follower bool
 	}
-	for _, tail := range modes {
-		name := "tail-on-followers"
-		if !tail {
-			name = "tail-on-leader"
-		}
+	modes := []mode{{"tail-on-followers", true, false}}
+	if os.Getenv("RAFTMQ_RMQ_CFO_LEADER") != "" {
+		modes = append(modes, mode{"tail-on-leader", false, false})
+	}
+	if os.Getenv("RAFTMQ_RMQ_CFO_FOLLOWER") != "" {
+		modes = append(modes, mode{"follower-kill", true, true})
+	}
+	for _, m := range modes {
+		name, tail := m.name, m.tail
 		t.Run(name, func(t *testing.T) {
 			var figures []string
 			for i := 0; i < runs; i++ {
 				t.Run(fmt.Sprint(i), func(t *testing.T) {
-					figures = append(figures, rmqConsumerFailoverRun(t, tail, i))
+					figures = append(figures, rmqConsumerFailoverRun(t, tail, m.follower, i))
 				})
 			}
 			t.Logf("%s over %d runs:\n%s", name, runs, strings.Join(figures, "\n"))
@@ -60,7 +66,10 @@ func TestRocketMQConsumerFailover(t *testing.T) {
 	}
 }
 
-func rmqConsumerFailoverRun(t *testing.T, tail bool, run int) string {
+// rmqConsumerFailoverRun runs one case; killFollower kills a follower
+// instead of the leader (reported only: the queues it held stall for the
+// client's 30 s pull timeout).
+func rmqConsumerFailoverRun(t *testing.T, tail, killFollower bool, run int) string {
 	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -144,9 +153,21 @@ func rmqConsumerFailoverRun(t *testing.T, tail bool, run int) string {
 	time.Sleep(time.Second)
 	kept := rmqMetric(t, leader.HTTP, "raftmq_pull_suggestions_total", `target="self"`) - kept0
 	sentAway := rmqMetric(t, leader.HTTP, "raftmq_pull_suggestions_total", `target="follower"`) - sent0
+	victim := leader
+	if killFollower {
+		for _, nd := range c.all() {
+			if nd.ID != leader.ID {
+				victim = nd
+				break
+			}
+		}
+	}
 	kill := time.Now()
-	c.kill(leader.ID)
-	newLeader := c.waitLeader(leader.ID)
+	c.kill(victim.ID)
+	newLeader := leader
+	if !killFollower {
+		newLeader = c.waitLeader(leader.ID)
+	}
 	elected := time.Since(kill)
 	time.Sleep(12 * time.Second)
 	close(stop)
@@ -212,16 +233,16 @@ func rmqConsumerFailoverRun(t *testing.T, tail bool, run int) string {
 	}
 	got.mu.Unlock()
 	t.Logf("leader's pull suggestions in the second before the kill: %v kept, %v sent to a follower; per queue, the longest wait from acknowledgement to delivery: %v", kept, sentAway, late)
-	fig := fmt.Sprintf("run %d (tail on followers %v): leader %s killed, %s elected after %v; consumer: first message acknowledged after the kill delivered %v after it, longest gap between deliveries %v; producer: %d sends, %d failed around the kill, longest gap between acknowledgements %v",
-		run, tail, leader.ID, newLeader.ID, elected.Round(time.Millisecond), resume.Round(time.Millisecond), gap(deliveries).Round(time.Millisecond),
+	fig := fmt.Sprintf("run %d (tail on followers %v): %s killed (leader %s), leader %s after %v; consumer: first message acknowledged after the kill delivered %v after it, longest gap between deliveries %v; producer: %d sends, %d failed around the kill, longest gap between acknowledgements %v",
+		run, tail, victim.ID, leader.ID, newLeader.ID, elected.Round(time.Millisecond), resume.Round(time.Millisecond), gap(deliveries).Round(time.Millisecond),
 		len(all), failed, gap(acks).Round(time.Millisecond))
 	t.Log(fig)
 	for q, d := range late {
-		if tail && d > 10*time.Second {
+		if tail && !killFollower && d > 10*time.Second {
 			t.Errorf("queue %d: a message acknowledged around the kill was delivered %v later; want well under 10 s", q, d)
 		}
 	}
-	if tail && (firstAfter.IsZero() || resume > 10*time.Second) {
+	if tail && !killFollower && (firstAfter.IsZero() || resume > 10*time.Second) {
 		t.Errorf("the consumer received nothing sent after the kill for %v; want well under 10 s", resume)
 	}
 	return fig
