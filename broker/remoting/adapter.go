@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
@@ -51,13 +53,20 @@ type Config struct {
 	TxnTimeout       time.Duration
 	TxnCheckInterval time.Duration
 	TxnCheckMax      int
-	Logger           hclog.Logger
+	// TailOnFollowers: a consumer that has read everything is held
+	// (long-polled) by a follower, not by the leader. RocketMQ's clients
+	// do not fail a request whose connection closed, so a pull held on a
+	// leader that is killed stalls its queue for the client's 30 s pull
+	// timeout; held on a follower, the queue goes on as soon as a new
+	// leader commits.
+	TailOnFollowers bool
+	Logger          hclog.Logger
 }
 
 // DefaultConfig returns RocketMQ's periods.
 func DefaultConfig() Config {
 	return Config{Cluster: "DefaultCluster", RegisterPeriod: 30 * time.Second, ConsumerExpiry: 120 * time.Second, MaxPullWait: 15 * time.Second,
-		WriteViaFollowers: true, TxnTimeout: DefaultTxnTimeout, TxnCheckInterval: DefaultTxnCheckInterval, TxnCheckMax: DefaultTxnCheckMax}
+		WriteViaFollowers: true, TailOnFollowers: true, TxnTimeout: DefaultTxnTimeout, TxnCheckInterval: DefaultTxnCheckInterval, TxnCheckMax: DefaultTxnCheckMax}
 }
 
 // Adapter is the remoting face of one broker node.
@@ -248,13 +257,81 @@ func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command
 }
 
 // forward runs call on the leader named by err when err is a NotLeader
-// error naming one; otherwise it returns err.
+// error naming one; otherwise it returns err. When that leader cannot be
+// reached (it died and this node has not noticed yet, or it is not ready),
+// forward waits within ctx for the group to have a leader again
+// (awaitOtherLeader) and runs call there; when this node leads by then it
+// returns errLeadsNow, on which onLeader runs the call here.
 func (a *Adapter) forward(ctx context.Context, err error, call func(ctx context.Context, addr string) error) error {
-	var nl *broker.NotLeaderError
-	if !errors.As(err, &nl) || nl.PeerAddr == "" || nl.LeaderID == a.b.ID() {
-		return err
+	for {
+		var nl *broker.NotLeaderError
+		if !errors.As(err, &nl) || nl.PeerAddr == "" || nl.LeaderID == a.b.ID() {
+			return err
+		}
+		ferr := call(grpcapi.ForwardedContext(ctx, a.b.ID()), nl.PeerAddr)
+		if ferr == nil || !leaderUnreachable(ferr) {
+			return ferr
+		}
+		a.log.Debug("leader unreachable; waiting for a leader", "leader", nl.LeaderID, "error", ferr)
+		next := a.awaitOtherLeader(ctx, nl.LeaderID)
+		if next == nil {
+			return ferr
+		}
+		err = next
 	}
-	return call(grpcapi.ForwardedContext(ctx, a.b.ID()), nl.PeerAddr)
+}
+
+// errLeadsNow: while a call waited for a new leader, this node became it.
+// It is ErrUnavailable (SERVICE_NOT_AVAILABLE, retried by clients) for a
+// caller that does not run the call again here (onLeader does).
+var errLeadsNow = fmt.Errorf("%w: this node became the leader while the call waited for one", broker.ErrUnavailable)
+
+// leaderUnreachable reports whether a forwarded call failed without
+// reaching a ready leader: the connection refused or lost, or the leader
+// not ready (gRPC Unavailable), or no connection to it.
+func leaderUnreachable(err error) bool {
+	return status.Code(err) == codes.Unavailable || errors.Is(err, broker.ErrUnavailable)
+}
+
+// retryForwardEvery spaces the forwards to a leader that was unreachable
+// while this node still names it (a blip, or a leader that is not ready).
+const retryForwardEvery = 200 * time.Millisecond
+
+// awaitOtherLeader waits until this node knows a leader other than dead, or
+// dead again after retryForwardEvery (it may have been a blip), and
+// returns the error naming it (errLeadsNow when this node leads and is
+// ready); nil when ctx ends first. The broker's leader-only calls wait for
+// an election themselves (up to 3 s each); ListTopics is the cheapest.
+func (a *Adapter) awaitOtherLeader(ctx context.Context, dead string) error {
+	since := time.Now()
+	for {
+		_, err := a.b.ListTopics(ctx)
+		var nl *broker.NotLeaderError
+		switch {
+		case err == nil:
+			return errLeadsNow
+		case errors.As(err, &nl) && nl.LeaderID != "" && nl.PeerAddr != "" && (nl.LeaderID != dead || time.Since(since) >= retryForwardEvery):
+			return nl
+		case errors.Is(err, broker.ErrShutdown):
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// onLeader runs local here and, when another node leads, call on it
+// (forward); when this node became the leader while forward waited for
+// one, it runs local again.
+func (a *Adapter) onLeader(ctx context.Context, local func(ctx context.Context) error, call func(ctx context.Context, addr string) error) error {
+	err := a.forward(ctx, local(ctx), call)
+	for i := 0; i < 3 && errors.Is(err, errLeadsNow) && ctx.Err() == nil; i++ {
+		err = a.forward(ctx, local(ctx), call)
+	}
+	return err
 }
 
 // forwardAPI is forward with the leader's client API: call gets a client of

@@ -34,7 +34,39 @@ func (a *Adapter) createTopic(ctx context.Context, req *rmq.Command) *rmq.Comman
 		return rmq.Response(req, code, fmt.Sprintf("create topic %s: %v", topic, err))
 	}
 	a.reg.kickNow()
+	a.awaitRouted(ctx, topic)
 	return rmq.Response(req, rmq.Success, "")
+}
+
+// routedWait bounds how long a topic creation waits for the name servers to
+// route the new topic before it is answered.
+const routedWait = 3 * time.Second
+
+// awaitRouted waits until every name server this node registers with
+// routes topic (the leader registers a new topic at once), so that a
+// client's route lookup right after the create finds it, as with
+// RocketMQ's broker, which registers within the create request. A name
+// server that does not answer within routedWait is not waited for longer:
+// the topic exists, and the registrar keeps trying.
+func (a *Adapter) awaitRouted(ctx context.Context, topic string) {
+	ctx, cancel := context.WithTimeout(ctx, routedWait)
+	defer cancel()
+	for _, ns := range a.cfg.NameServers {
+		for {
+			rctx, rcancel := context.WithTimeout(ctx, time.Second)
+			resp, err := a.reg.cl.Invoke(rctx, ns, rmq.NewRequest(rmq.GetRouteInfoByTopic, map[string]string{"topic": topic}, nil))
+			rcancel()
+			if err == nil && resp.Code == rmq.Success {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				a.log.Warn("created topic not routed by a name server yet", "topic", topic, "namesrv", ns)
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 }
 
 // route answers GET_ROUTEINFO_BY_TOPIC sent to a broker by asking the name

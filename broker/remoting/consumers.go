@@ -164,8 +164,10 @@ func (a *Adapter) ensureRetryTopic(ctx context.Context, group string) {
 // createTopicOnLeader creates a client's topic (never a system topic) here
 // or on the leader.
 func (a *Adapter) createTopicOnLeader(ctx context.Context, topic string, queues int32) error {
-	_, err := a.b.ClientCreateTopic(ctx, topic, queues, true)
-	return a.forward(ctx, err, func(ctx context.Context, addr string) error {
+	return a.onLeader(ctx, func(ctx context.Context) error {
+		_, err := a.b.ClientCreateTopic(ctx, topic, queues, true)
+		return err
+	}, func(ctx context.Context, addr string) error {
 		cc, err := a.peers.Conn(addr)
 		if err != nil {
 			return err

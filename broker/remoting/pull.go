@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/route"
 	rmq "github.com/raftmq/raftmq/remoting"
 )
 
@@ -15,6 +16,14 @@ import (
 const (
 	pullCommitOffset = 1 << 0
 	pullSuspend      = 1 << 1
+)
+
+// A follower a consumer at the tail was sent to waits up to
+// notAppliedTries × notAppliedPause for the consumer's offset to be
+// applied here before it sends the consumer back (TailOnFollowers).
+const (
+	notAppliedTries = 10
+	notAppliedPause = 10 * time.Millisecond
 )
 
 // retryPause spaces a PULL_RETRY_IMMEDIATELY answer for a node that cannot
@@ -55,8 +64,21 @@ func (a *Adapter) pull(ctx context.Context, req *rmq.Command) *rmq.Command {
 	if fexpr == "" {
 		fexpr = "*"
 	}
-	res, err := a.b.Pull(ctx, broker.PullRequest{Topic: topic, Queue: int32(queue), Offset: uint64(offset),
-		MaxMessages: int(min(max(maxMsgs, 1), 1024)), Wait: wait, FilterType: ftype, Filter: fexpr})
+	preq := broker.PullRequest{Topic: topic, Queue: int32(queue), Offset: uint64(offset),
+		MaxMessages: int(min(max(maxMsgs, 1), 1024)), Wait: wait, FilterType: ftype, Filter: fexpr, TailOnFollowers: a.cfg.TailOnFollowers}
+	res, err := a.b.Pull(ctx, preq)
+	if a.cfg.TailOnFollowers && wait > 0 {
+		// The leader sends a consumer at the tail to a follower, which may
+		// not have applied the consumer's offset yet: rather than send it
+		// straight back, wait moments for it here.
+		for i := 0; i < notAppliedTries && err == nil && res.Status == broker.PullRetryElsewhere && res.Suggestion.Reason == route.ReasonNotApplied; i++ {
+			select {
+			case <-time.After(notAppliedPause):
+			case <-ctx.Done():
+			}
+			res, err = a.b.Pull(ctx, preq)
+		}
+	}
 	v := a.reg.current()
 	if err != nil {
 		return a.pullError(ctx, req, err, topic, int32(queue), uint64(offset), v)
@@ -65,9 +87,28 @@ func (a *Adapter) pull(ctx context.Context, req *rmq.Command) *rmq.Command {
 	resp.Ext["nextBeginOffset"] = strconv.FormatUint(res.NextOffset, 10)
 	resp.Ext["minOffset"] = strconv.FormatUint(res.MinOffset, 10)
 	resp.Ext["maxOffset"] = strconv.FormatUint(res.MaxOffset, 10)
-	resp.Ext["suggestWhichBrokerId"] = strconv.FormatInt(v.brokerID(res.Suggestion.NodeID), 10)
+	if node := res.Suggestion.NodeID; node != "" {
+		if v.oldLeader(node) {
+			// The previous leader, which a new leader's view may still
+			// count as healthy for a while after it died: a client whose
+			// pulls fail on it keeps trying it until its route poll. This
+			// node serves instead.
+			node = v.self
+		}
+		resp.Ext["suggestWhichBrokerId"] = strconv.FormatInt(v.suggestID(node), 10)
+	} else {
+		resp.Ext["suggestWhichBrokerId"] = strconv.FormatInt(v.retryID(), 10)
+	}
 	switch res.Status {
 	case broker.PullFound:
+		if len(res.Messages) == 0 {
+			// Every message in the window failed the subscription's
+			// filter: RocketMQ's NO_MATCHED_MESSAGE, answered at once with
+			// the next offset past them (the client pulls again from
+			// there without a pause).
+			resp.Code = rmq.PullRetryImmediately
+			break
+		}
 		body, err := a.encodeMessages(res.Messages)
 		if err != nil {
 			return rmq.Response(req, rmq.SystemError, "pull: "+err.Error())
@@ -85,7 +126,7 @@ func (a *Adapter) pull(ctx context.Context, req *rmq.Command) *rmq.Command {
 		if !res.ServedByLeader {
 			resp.Code = rmq.PullRetryImmediately
 			resp.Ext["nextBeginOffset"] = strconv.FormatInt(offset, 10)
-			resp.Ext["suggestWhichBrokerId"] = "0"
+			resp.Ext["suggestWhichBrokerId"] = strconv.FormatInt(v.retryID(), 10)
 		} else {
 			resp.Code = rmq.PullOffsetMoved
 		}
@@ -104,7 +145,7 @@ func (a *Adapter) pullError(ctx context.Context, req *rmq.Command, err error, to
 		}
 		resp := rmq.Response(req, rmq.PullRetryImmediately, err.Error())
 		resp.Ext["nextBeginOffset"] = strconv.FormatUint(offset, 10)
-		resp.Ext["suggestWhichBrokerId"] = "0"
+		resp.Ext["suggestWhichBrokerId"] = strconv.FormatInt(v.retryID(), 10)
 		resp.Ext["minOffset"], resp.Ext["maxOffset"] = "0", "0"
 		return resp
 	}
@@ -135,14 +176,19 @@ func (a *Adapter) pullError(ctx context.Context, req *rmq.Command, err error, to
 	return retry()
 }
 
+// propCluster is the property RocketMQ's broker sets on every message it
+// stores: the name of its cluster.
+const propCluster = "CLUSTER"
+
 // encodeMessages is the pull body: the v1 layout of each message. Its
 // physical offset is the raft index and ordinal (physicalOffset); the
-// store host this node.
+// store host this node; a message without a CLUSTER property gets this
+// node's cluster.
 func (a *Adapter) encodeMessages(msgs []broker.Message) ([]byte, error) {
 	var body []byte
 	for i := range msgs {
 		m := &msgs[i]
-		props := make(map[string]string, len(m.Properties)+2)
+		props := make(map[string]string, len(m.Properties)+3)
 		var flag, reconsume int64
 		for k, v := range m.Properties {
 			switch k {
@@ -157,6 +203,11 @@ func (a *Adapter) encodeMessages(msgs []broker.Message) ([]byte, error) {
 		}
 		if m.Tag != "" {
 			props[propTags] = m.Tag
+		}
+		if _, ok := props[propCluster]; !ok {
+			// RocketMQ's broker stores its cluster's name in every
+			// message; the Go client's request-reply path reads it.
+			props[propCluster] = a.cfg.Cluster
 		}
 		if v, ok := props[propReconsume]; ok {
 			reconsume, _ = strconv.ParseInt(v, 10, 32)

@@ -36,6 +36,55 @@ type view struct {
 	// members is the group's identity for the name servers: its Raft
 	// membership as sorted "id@raftaddr" (namesrv.ExtMembers).
 	members []string
+	// prevIDs is the numbering under the previous leader, which clients
+	// keep until their next route poll (every 30 s): until graceUntil
+	// pull responses suggest nodes by it (suggestID).
+	prevIDs    map[string]int64
+	graceUntil time.Time
+}
+
+// numberingGrace is how long after a leader change pull responses keep
+// suggesting nodes by the previous leader's numbering: the clients' route
+// poll (30 s) plus a margin.
+const numberingGrace = 40 * time.Second
+
+// suggestID is the brokerId a pull response suggests for node. Clients
+// read it against the route they last polled, which for up to 30 s after
+// a leader change numbers the group by the previous leader (its id 0 the
+// old leader, dead when it was killed). Until graceUntil it is node's id
+// in that numbering: a client with the old route finds node under it, and
+// a client with the new route finds a live node (the old leader is no
+// longer routed; a missing id falls back to id+1, then to any address),
+// which serves or sends it on. Afterwards it is node's id now.
+func (v *view) suggestID(node string) int64 {
+	if v != nil && v.prevIDs != nil && time.Now().Before(v.graceUntil) {
+		if id, ok := v.prevIDs[node]; ok {
+			return id
+		}
+	}
+	return v.brokerID(node)
+}
+
+// oldLeader reports whether node led before the last leader change and
+// that change is within its grace: it may be dead.
+func (v *view) oldLeader(node string) bool {
+	if v == nil || v.prevIDs == nil || node == v.leader || !time.Now().Before(v.graceUntil) {
+		return false
+	}
+	id, ok := v.prevIDs[node]
+	return ok && id == 0
+}
+
+// retryID is the brokerId a "pull again" answer that names no node
+// suggests: the leader's, or, with none known, this node's.
+func (v *view) retryID() int64 {
+	if v == nil {
+		return 0
+	}
+	if v.leader != "" {
+		return v.suggestID(v.leader)
+	}
+	return v.suggestID(v.self)
 }
 
 // liveGrace is how long the leader keeps counting a silent follower as a
@@ -98,6 +147,12 @@ type registrar struct {
 	// mu)
 	leadTerm  uint64
 	leadSince time.Time
+	// the last leader known, its numbering, and the numbering before it
+	// with the end of its grace (under mu)
+	lastLeader string
+	lastIDs    map[string]int64
+	prevIDs    map[string]int64
+	graceUntil time.Time
 }
 
 // viewPoll is how often the registrar compares the view (role changes also
@@ -152,6 +207,18 @@ func (r *registrar) refresh() *view {
 		// leader, so suggestions keep doing so until a new one is known.
 		v.ids = prev.ids
 	}
+	r.mu.Lock()
+	if st.LeaderID != "" && st.LeaderID != r.lastLeader {
+		if r.lastLeader != "" {
+			r.prevIDs, r.graceUntil = r.lastIDs, time.Now().Add(numberingGrace)
+		}
+		r.lastLeader = st.LeaderID
+	}
+	if st.LeaderID != "" {
+		r.lastIDs = v.ids
+	}
+	v.prevIDs, v.graceUntil = r.prevIDs, r.graceUntil
+	r.mu.Unlock()
 	r.v.Store(v)
 	return v
 }

@@ -250,19 +250,23 @@ func (a *Adapter) produce(ctx context.Context, preq broker.ProduceRequest) ([]ac
 	if retry {
 		produce = a.b.Produce
 	}
-	res, err := produce(ctx, preq)
-	if err == nil {
-		out := make([]ack, len(res.Acks))
-		for i, x := range res.Acks {
-			out[i] = ack{int32(x.Queue), x.Offset, x.ID}
+	var out []ack
+	local := func(ctx context.Context) error {
+		res, err := produce(ctx, preq)
+		if err == nil {
+			out = make([]ack, len(res.Acks))
+			for i, x := range res.Acks {
+				out[i] = ack{int32(x.Queue), x.Offset, x.ID}
+			}
 		}
-		return out, nil
+		return err
 	}
 	if retry {
-		return nil, err
+		return out, local(ctx)
 	}
-	var out []ack
-	err = a.forward(ctx, err, func(ctx context.Context, addr string) error {
+	// A send that finds the leader gone waits for the next one within ctx
+	// (onLeader): stored once, as the UNIQ_KEY is its producer id.
+	err := a.onLeader(ctx, local, func(ctx context.Context, addr string) error {
 		cc, err := a.peers.Conn(addr)
 		if err != nil {
 			return fmt.Errorf("%w: %w", broker.ErrUnavailable, err)
@@ -271,6 +275,7 @@ func (a *Adapter) produce(ctx context.Context, preq broker.ProduceRequest) ([]ac
 		if err != nil {
 			return err
 		}
+		out = out[:0]
 		for _, x := range r.Acks {
 			out = append(out, ack{x.Queue, x.Offset, x.Id})
 		}

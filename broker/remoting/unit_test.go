@@ -92,3 +92,35 @@ func TestLiveFollowers(t *testing.T) {
 		t.Fatal("a change of the live followers is a change of the view (the leader registers again at once)")
 	}
 }
+
+// After a leader change pull responses suggest nodes by the previous
+// leader's numbering, which clients keep until their route poll: never the
+// old leader's 0 for another node.
+func TestSuggestionsKeepThePreviousNumbering(t *testing.T) {
+	old := numbering("n1", []string{"n1", "n2", "n3"})
+	now := numbering("n2", []string{"n1", "n2", "n3"})
+	v := &view{self: "n3", leader: "n2", ids: now, prevIDs: old, graceUntil: time.Now().Add(time.Minute)}
+	if got := v.suggestID("n2"); got != 1 {
+		t.Fatalf("new leader n2 suggested as %d during the grace; want 1 (its id under n1)", got)
+	}
+	if got := v.suggestID("n3"); got != 2 {
+		t.Fatalf("n3 suggested as %d; want 2", got)
+	}
+	if got := v.retryID(); got != 1 {
+		t.Fatalf("retry suggests %d; want the leader's old id 1", got)
+	}
+	if !v.oldLeader("n1") || v.oldLeader("n2") || v.oldLeader("n3") {
+		t.Fatal("oldLeader: want n1 only")
+	}
+	v.graceUntil = time.Now().Add(-time.Second)
+	if v.oldLeader("n1") {
+		t.Fatal("n1 still the old leader after the grace")
+	}
+	if got := v.suggestID("n2"); got != 0 {
+		t.Fatalf("new leader suggested as %d after the grace; want 0", got)
+	}
+	v.leader = ""
+	if got := v.retryID(); got != 2 {
+		t.Fatalf("retry without a leader suggests %d; want this node (2)", got)
+	}
+}

@@ -36,7 +36,7 @@ const (
 	ReasonFollowerLagging // this follower lags the leader by more than MaxLag entries
 	ReasonNotApplied      // this follower has not applied the data the consumer needs yet
 	ReasonNotHeld         // this node no longer holds the message bodies
-	ReasonCaughtUp        // the consumer reached the tail and the leader is not loaded
+	ReasonCaughtUp        // the consumer reached the tail and the leader is not loaded (TailOnFollowers: the leader sends it to a follower)
 	ReasonDamaged         // this node is damaged and serves nothing
 
 	numReasons
@@ -164,6 +164,12 @@ type Input struct {
 	// (whose read cache then holds that queue's entries).
 	Topic string
 	Queue int32
+	// TailOnFollowers: a consumer at the tail is held by a follower, not
+	// by the leader (RocketMQ's clients: a pull held on a leader that is
+	// killed fails only at the client's 30 s timeout, so its queue stalls
+	// that long). The leader sends such a consumer to a healthy follower
+	// at most MaxLag behind it (ReasonCaughtUp), and a follower keeps it.
+	TailOnFollowers bool
 }
 
 // Suggest applies raftmq's read routing: what a pull answers and where the
@@ -189,7 +195,9 @@ type Input struct {
 // damaged, lacks the topic, the offset or its body (ReasonNotApplied,
 // ReasonNotHeld), lags more than MaxLag (ReasonFollowerLagging), or the
 // consumer reached the tail while the leader is not loaded
-// (ReasonCaughtUp). Otherwise keep serving (ReasonFollowerServes); with no
+// (ReasonCaughtUp), except with TailOnFollowers, where it keeps a consumer
+// at the tail (ReasonFollowerServes) and the leader sends one to a
+// follower (tailFollower, ReasonCaughtUp). Otherwise keep serving (ReasonFollowerServes); with no
 // leader known, serve what it has (ReasonNoLeader), or name no node when it
 // has nothing to serve. A follower answers AnswerServe when it served, and
 // AnswerRetryElsewhere when it did not: never a definite "no such topic" or
@@ -228,6 +236,11 @@ func suggestOnFollower(in Input) Suggestion {
 		leader.Reason = ReasonNotHeld
 	case in.SelfLag > in.MaxLag:
 		leader.Reason = ReasonFollowerLagging
+	case in.TailOnFollowers && in.AtTail:
+		// Held here until new entries are applied, whatever the leader's
+		// load: the leader keeps no consumer at the tail.
+		self.Reason = ReasonFollowerServes
+		return self
 	case in.Self.Applied < in.NeedIndex:
 		leader.Reason = ReasonNotApplied
 	case in.Self.First > in.NeedIndex:
@@ -239,6 +252,27 @@ func suggestOnFollower(in Input) Suggestion {
 		return self
 	}
 	return leader
+}
+
+// tailFollower is the follower a consumer at the tail is held by
+// (TailOnFollowers): a healthy one at most MaxLag behind the leader,
+// spread by topic and queue. Until it has applied the consumer's offset it
+// sends the consumer back (ReasonNotApplied), which lasts moments.
+func tailFollower(in Input) (Suggestion, bool) {
+	var ok []NodeView
+	for _, f := range in.Followers {
+		if f.Healthy && f.Addr != "" && f.Applied+in.MaxLag >= in.Self.Applied {
+			ok = append(ok, f)
+		}
+	}
+	if len(ok) == 0 {
+		return Suggestion{}, false
+	}
+	sort.Slice(ok, func(i, j int) bool { return ok[i].ID < ok[j].ID })
+	h := fnv.New32a()
+	h.Write([]byte(in.Topic))
+	f := ok[(h.Sum32()+uint32(in.Queue))%uint32(len(ok))]
+	return Suggestion{NodeID: f.ID, Addr: f.Addr, Reason: ReasonCaughtUp}, true
 }
 
 // busierBy: a loaded follower whose load exceeds the leader's by this factor
@@ -274,6 +308,11 @@ func suggestOnLeader(in Input, self Suggestion) Suggestion {
 	cold := in.BehindBytes > in.ColdBytes
 	missing := in.Local == LocalNotHeld || in.Self.First > in.NeedIndex
 	loaded := in.Self.Loaded
+	if in.TailOnFollowers && in.AtTail && !missing {
+		if f, ok := tailFollower(in); ok {
+			return f
+		}
+	}
 	if !cold && !loaded && !missing {
 		self.Reason = ReasonLeaderNotLoaded
 		return self

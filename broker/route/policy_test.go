@@ -169,3 +169,38 @@ func TestSuggestSpreadsConsumers(t *testing.T) {
 		t.Fatalf("unbalanced: %v", seen)
 	}
 }
+
+// TestTailOnFollowers: with TailOnFollowers (RocketMQ's pulls) the leader
+// sends a consumer at the tail to a healthy follower at most MaxLag behind,
+// whatever its load, and a follower keeps a consumer at the tail, so no
+// long poll is held by the leader; readers that are behind are routed as
+// without it.
+func TestTailOnFollowers(t *testing.T) {
+	leader := NodeView{ID: "n1", Addr: "a1", Healthy: true, Applied: 100, Load: 0.2}
+	f2 := NodeView{ID: "n2", Addr: "a2", Healthy: true, Applied: 95, Load: 0.3}
+	f3 := NodeView{ID: "n3", Addr: "a3", Healthy: true, Applied: 70, Load: 0.3}
+	in := Input{SelfIsLeader: true, Self: leader, Followers: []NodeView{f2, f3}, NeedIndex: 100, AtTail: true, ColdBytes: 1000, MaxLag: 20, Topic: "t", TailOnFollowers: true}
+	if d := Suggest(in); d.Answer != AnswerServe || d.Suggestion.NodeID != "n2" || d.Suggestion.Reason != ReasonCaughtUp {
+		t.Fatalf("leader, consumer at the tail: %+v; want served, sent to n2 (n3 lags more than MaxLag)", d)
+	}
+	in.Followers = []NodeView{f3}
+	if d := Suggest(in); d.Suggestion.NodeID != "n1" {
+		t.Fatalf("leader whose only follower lags: %+v; want it keeps the consumer", d)
+	}
+	in.Followers, in.AtTail = []NodeView{f2, f3}, false
+	if d := Suggest(in); d.Suggestion.NodeID != "n1" || d.Suggestion.Reason != ReasonLeaderNotLoaded {
+		t.Fatalf("leader, consumer behind: %+v; want it stays (hot data, leader not loaded)", d)
+	}
+	fin := Input{Self: f2, Leader: leader, NeedIndex: 100, AtTail: true, SelfLag: 5, ColdBytes: 1000, MaxLag: 20, TailOnFollowers: true}
+	if d := Suggest(fin); d.Answer != AnswerServe || d.Suggestion.NodeID != "n2" || d.Suggestion.Reason != ReasonFollowerServes {
+		t.Fatalf("follower, consumer at the tail: %+v; want kept here", d)
+	}
+	fin.TailOnFollowers = false
+	if d := Suggest(fin); d.Suggestion.NodeID != "n1" {
+		t.Fatalf("follower without TailOnFollowers, consumer at the tail: %+v; want sent to the leader", d)
+	}
+	fin.TailOnFollowers, fin.SelfLag = true, 50
+	if d := Suggest(fin); d.Suggestion.NodeID != "n1" || d.Suggestion.Reason != ReasonFollowerLagging {
+		t.Fatalf("lagging follower, consumer at the tail: %+v; want sent to the leader", d)
+	}
+}

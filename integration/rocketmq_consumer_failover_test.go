@@ -1,0 +1,249 @@
+package integration
+
+// A push consumer and a one-at-a-time producer of the unmodified RocketMQ
+// Go client across a SIGKILL of the group's leader: how long the consumer
+// receives nothing, how many sends fail and the longest wait between two
+// acknowledgements.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+
+	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/namesrv"
+)
+
+// TestRocketMQConsumerFailover: a synchronous producer (one send at a
+// time, about 200 a second) and a push consumer; the leader is SIGKILLed.
+// With consumers at the tail held by followers (--remoting-tail-on-followers,
+// the default) the consumer goes on once a new leader commits: asserted
+// under 10 s (the goal is the election's time). Every acknowledged message
+// is delivered. RAFTMQ_RMQ_CFO_RUNS=N repeats it; RAFTMQ_RMQ_CFO_LEADER=1
+// also runs the group with the leader holding tail pulls, for comparison
+// (its pause is the client's 30 s pull timeout; reported only), and
+// RAFTMQ_RMQ_CFO_FOLLOWER=1 a SIGKILL of a follower instead (the queues it
+// held wait out that timeout; reported only).
+func TestRocketMQConsumerFailover(t *testing.T) {
+	procRequire(t)
+	rlog.SetLogLevel("error")
+	runs := 1
+	if v := os.Getenv("RAFTMQ_RMQ_CFO_RUNS"); v != "" {
+		fmt.Sscan(v, &runs)
+	}
+	type mode struct {
+		name           string
+		tail, follower bool
+	}
+	modes := []mode{{"tail-on-followers", true, false}}
+	if os.Getenv("RAFTMQ_RMQ_CFO_LEADER") != "" {
+		modes = append(modes, mode{"tail-on-leader", false, false})
+	}
+	if os.Getenv("RAFTMQ_RMQ_CFO_FOLLOWER") != "" {
+		modes = append(modes, mode{"follower-kill", true, true})
+	}
+	for _, m := range modes {
+		name, tail := m.name, m.tail
+		t.Run(name, func(t *testing.T) {
+			var figures []string
+			for i := 0; i < runs; i++ {
+				t.Run(fmt.Sprint(i), func(t *testing.T) {
+					figures = append(figures, rmqConsumerFailoverRun(t, tail, m.follower, i))
+				})
+			}
+			t.Logf("%s over %d runs:\n%s", name, runs, strings.Join(figures, "\n"))
+		})
+	}
+}
+
+// rmqConsumerFailoverRun runs one case; killFollower kills a follower
+// instead of the leader (reported only: the queues it held stall for the
+// client's 30 s pull timeout).
+func rmqConsumerFailoverRun(t *testing.T, tail, killFollower bool, run int) string {
+	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	c := procStartGroup(t, localgroup.Config{Nodes: 3, Remoting: true, ServerArgs: []string{"--namesrv", ns.Addr(), "--register-period", "2s",
+		fmt.Sprintf("--remoting-tail-on-followers=%v", tail)}})
+	leader := c.waitLeader("")
+	topic := "rmq-cfo"
+	c.mustCLI("", "topic", "create", topic, "--queues", "4", "-s", c.addrs())
+	deadline := time.Now().Add(30 * time.Second)
+	for g := ns.Groups()["raftmq"]; g == nil || g.Topics[topic] != 4 || g.Addrs[0] != leader.Remoting || len(g.Addrs) != 3; g = ns.Groups()["raftmq"] {
+		if time.Now().After(deadline) {
+			t.Fatalf("route never had the topic and the leader: %+v", g)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	p, err := producer.NewDefaultProducer(producer.WithNameServer([]string{ns.Addr()}), producer.WithGroupName(fmt.Sprintf("cfo-p-%d", run)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown()
+	got := newRMQReceived()
+	cons := rmqPushConsumer(t, ns.Addr(), fmt.Sprintf("cfo-c-%d", run), fmt.Sprintf("cfo-%d", run), consumer.MessageSelector{}, topic, got)
+	defer cons.Shutdown()
+
+	type send struct {
+		body       string
+		start, end time.Time
+		err        error
+	}
+	var (
+		mu    sync.Mutex
+		sends []send
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s := send{body: fmt.Sprintf("cfo-%d-%d", run, i), start: time.Now()}
+			_, s.err = p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(s.body)))
+			s.end = time.Now()
+			mu.Lock()
+			sends = append(sends, s)
+			mu.Unlock()
+			if s.err != nil {
+				time.Sleep(20 * time.Millisecond)
+			} else {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
+	// Steady state: the consumer has the messages of the last second.
+	procWaitFor(t, 60*time.Second, "the consumer to keep up", func() (bool, string) {
+		mu.Lock()
+		var recent []string
+		for _, s := range sends {
+			if s.err == nil && time.Since(s.end) > time.Second && time.Since(s.end) < 2*time.Second {
+				recent = append(recent, s.body)
+			}
+		}
+		mu.Unlock()
+		miss := got.missing(recent)
+		return len(recent) > 50 && len(miss) == 0, fmt.Sprintf("%d recent, %d missing", len(recent), len(miss))
+	})
+	time.Sleep(2 * time.Second)
+	// The pulls the leader keeps (suggests itself for) in the last second
+	// before the kill: with tail on followers, about none.
+	kept0 := rmqMetric(t, leader.HTTP, "raftmq_pull_suggestions_total", `target="self"`)
+	sent0 := rmqMetric(t, leader.HTTP, "raftmq_pull_suggestions_total", `target="follower"`)
+	time.Sleep(time.Second)
+	kept := rmqMetric(t, leader.HTTP, "raftmq_pull_suggestions_total", `target="self"`) - kept0
+	sentAway := rmqMetric(t, leader.HTTP, "raftmq_pull_suggestions_total", `target="follower"`) - sent0
+	victim := leader
+	if killFollower {
+		for _, nd := range c.all() {
+			if nd.ID != leader.ID {
+				victim = nd
+				break
+			}
+		}
+	}
+	kill := time.Now()
+	c.kill(victim.ID)
+	newLeader := leader
+	if !killFollower {
+		newLeader = c.waitLeader(leader.ID)
+	}
+	elected := time.Since(kill)
+	time.Sleep(12 * time.Second)
+	close(stop)
+	<-done
+
+	mu.Lock()
+	all := append([]send(nil), sends...)
+	mu.Unlock()
+	var acked []string
+	failed := 0
+	var acks []time.Time
+	for _, s := range all {
+		if s.err != nil {
+			if s.start.After(kill) || s.end.After(kill) {
+				failed++
+			}
+			continue
+		}
+		acked = append(acked, s.body)
+		acks = append(acks, s.end)
+	}
+	rmqWaitAll(t, got, acked, 60*time.Second)
+
+	// The consumer's pause: from the kill to the first delivery of a
+	// message acknowledged after it, and the longest time without a
+	// delivery from 1 s before the kill on.
+	got.mu.Lock()
+	var deliveries []time.Time
+	var firstAfter time.Time
+	for _, s := range all {
+		at, ok := got.at[s.body]
+		if !ok || s.err != nil {
+			continue
+		}
+		deliveries = append(deliveries, at)
+		if s.end.After(kill) && (firstAfter.IsZero() || at.Before(firstAfter)) {
+			firstAfter = at
+		}
+	}
+	got.mu.Unlock()
+	gap := func(ts []time.Time) time.Duration {
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+		var g time.Duration
+		for i := 1; i < len(ts); i++ {
+			if ts[i].After(kill.Add(-time.Second)) && ts[i].Sub(ts[i-1]) > g {
+				g = ts[i].Sub(ts[i-1])
+			}
+		}
+		return g
+	}
+	resume := firstAfter.Sub(kill)
+	// Per queue: the longest wait from an acknowledgement (after the kill
+	// less 1 s) to the delivery.
+	got.mu.Lock()
+	late := map[int]time.Duration{}
+	for _, s := range all {
+		at, ok := got.at[s.body]
+		if !ok || s.err != nil || s.end.Before(kill.Add(-time.Second)) {
+			continue
+		}
+		q := got.queue[s.body]
+		late[q] = max(late[q], at.Sub(s.end))
+	}
+	got.mu.Unlock()
+	t.Logf("leader's pull suggestions in the second before the kill: %v kept, %v sent to a follower; per queue, the longest wait from acknowledgement to delivery: %v", kept, sentAway, late)
+	fig := fmt.Sprintf("run %d (tail on followers %v): %s killed (leader %s), leader %s after %v; consumer: first message acknowledged after the kill delivered %v after it, longest gap between deliveries %v; producer: %d sends, %d failed around the kill, longest gap between acknowledgements %v",
+		run, tail, victim.ID, leader.ID, newLeader.ID, elected.Round(time.Millisecond), resume.Round(time.Millisecond), gap(deliveries).Round(time.Millisecond),
+		len(all), failed, gap(acks).Round(time.Millisecond))
+	t.Log(fig)
+	for q, d := range late {
+		if tail && !killFollower && d > 10*time.Second {
+			t.Errorf("queue %d: a message acknowledged around the kill was delivered %v later; want well under 10 s", q, d)
+		}
+	}
+	if tail && !killFollower && (firstAfter.IsZero() || resume > 10*time.Second) {
+		t.Errorf("the consumer received nothing sent after the kill for %v; want well under 10 s", resume)
+	}
+	return fig
+}
