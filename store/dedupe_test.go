@@ -219,14 +219,7 @@ func TestRestoreFormat1Snapshot(t *testing.T) {
 			t.Fatalf("reused new sequence: %+v", res)
 		}
 	}
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
+	sink := persistSnapshot(t, f)
 	check(f, 3)
 	// A restart: the same index, which the restore cuts back to the snapshot.
 	f2 := newFSM(nil, f.idx)

@@ -90,15 +90,7 @@ func TestCostAgainstRetainedEntries(t *testing.T) {
 		pt := growthPoint{entries: applied, heap: liveHeap()}
 
 		t0 := time.Now()
-		snap, err := f.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sink := &memSink{}
-		if err := snap.Persist(sink); err != nil {
-			t.Fatal(err)
-		}
-		snap.Release()
+		sink := persistSnapshot(t, f)
 		pt.snapTook, pt.snapBytes = time.Since(t0), sink.Len()
 
 		// A restart: close the index, open it again, restore the snapshot.

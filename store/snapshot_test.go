@@ -26,8 +26,8 @@ func (m *memSink) Cancel() error { m.cancelled = true; return nil }
 
 func (m *memSink) Close() error { return nil }
 
-// snapshotRoundTrip persists a snapshot of f and restores it into a new FSM.
-func snapshotRoundTrip(t *testing.T, f *FSM) (*FSM, *memSink) {
+// persistSnapshot takes a snapshot of f and persists it into memory.
+func persistSnapshot(t testing.TB, f *FSM) *memSink {
 	t.Helper()
 	snap, err := f.Snapshot()
 	if err != nil {
@@ -37,6 +37,14 @@ func snapshotRoundTrip(t *testing.T, f *FSM) (*FSM, *memSink) {
 	if err := snap.Persist(sink); err != nil {
 		t.Fatal(err)
 	}
+	snap.Release()
+	return sink
+}
+
+// snapshotRoundTrip persists a snapshot of f and restores it into a new FSM.
+func snapshotRoundTrip(t *testing.T, f *FSM) (*FSM, *memSink) {
+	t.Helper()
+	sink := persistSnapshot(t, f)
 	// A restart: the same index, which the restore cuts back to the snapshot.
 	f2 := newFSM(nil, f.idx)
 	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
@@ -139,14 +147,7 @@ func TestRestoreOverDamagedQueueIndex(t *testing.T) {
 			t.Fatalf("entry %d not applied", i)
 		}
 	}
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
+	sink := persistSnapshot(t, f)
 	if err := idx.Close(); err != nil {
 		t.Fatal(err)
 	}
