@@ -20,11 +20,13 @@ import (
 // registry. Message bodies stay in the log; the FSM only points at them.
 //
 // Apply runs on raft's FSM goroutine; readers take the read lock. Snapshots
-// copy the state under the read lock (index slices are append-only, so their
-// headers are enough).
+// copy the metadata under the lock; the index records stay on disk.
 type FSM struct {
 	log hclog.Logger
 	idx *queueindex.Store // the queues' index records, on this node's disk
+	// onFatal is told when this node's disk fails an index write (nil:
+	// nobody is): only a restart, which indexes the log again, recovers.
+	onFatal func(error)
 
 	mu        sync.RWMutex
 	topics    map[string]*topic
@@ -162,6 +164,19 @@ func (f *FSM) applyLocked(index uint64, data []byte) interface{} {
 	}
 }
 
+// indexFailedLocked stops applying at entry index after this node's disk
+// failed its index write (a full disk, an I/O error): the entry itself is
+// sound, but going on would serve offsets the index does not hold. The
+// node is told to restart (onFatal: the server exits so that its
+// supervisor starts it again, and the restart indexes the log anew once
+// the disk takes writes); until then it stops as at a damaged entry.
+func (f *FSM) indexFailedLocked(index uint64, err error) interface{} {
+	if f.onFatal != nil {
+		f.onFatal(fmt.Errorf("entry %d: %w", index, err))
+	}
+	return f.markDamagedLocked(index, err)
+}
+
 // CheckCommand validates the encoding of any raftmq command without applying
 // it (used to verify a log at start).
 func CheckCommand(data []byte) error {
@@ -200,8 +215,7 @@ func (f *FSM) applyMetaLocked(index uint64, c *metaCmd) interface{} {
 		t := &topic{name: c.Topic, created: index, queues: make([]*queue, c.Queues), perm: PermReadWrite}
 		ixs, err := f.idx.CreateTopic(t.key(), len(t.queues))
 		if err != nil {
-			// Local (this node's disk): the other nodes create the topic.
-			return f.markDamagedLocked(index, err)
+			return f.indexFailedLocked(index, err)
 		}
 		for i := range t.queues {
 			t.queues[i] = &queue{ix: ixs[i]}

@@ -146,10 +146,7 @@ func (f *FSM) applyBatchLocked(index uint64, data []byte) interface{} {
 		}
 		q := k.t.queues[k.q]
 		if err := q.ix.Append(*r); err != nil {
-			// This node's disk failed it; the entry itself is sound. It
-			// stops here as for a damaged entry: going on would serve
-			// offsets its index does not hold.
-			return f.markDamagedLocked(index, fmt.Errorf("queue index of %s/%d: %w", k.t.name, k.q, err))
+			return f.indexFailedLocked(index, fmt.Errorf("queue index of %s/%d: %w", k.t.name, k.q, err))
 		}
 		q.next = r.End()
 	}

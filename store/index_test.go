@@ -3,9 +3,13 @@ package store
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"testing"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/store/queueindex"
 )
 
 func TestApplyAssignsDenseOffsetsPerQueue(t *testing.T) {
@@ -97,5 +101,35 @@ func TestRetainMovesQueueMinimums(t *testing.T) {
 	}
 	if f2.Applied() != h.idx {
 		t.Fatalf("applied after restore %d, want %d", f2.Applied(), h.idx)
+	}
+}
+
+// A disk that fails an index write stops applying at that entry and tells
+// onFatal (the server exits to be restarted), instead of serving offsets
+// the index does not hold.
+func TestIndexWriteFailureIsFatal(t *testing.T) {
+	dir := t.TempDir()
+	idx, err := queueindex.Open(dir, queueindex.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.Close()
+	f := newFSM(nil, idx)
+	var fatal []error
+	f.onFatal = func(err error) { fatal = append(fatal, err) }
+	if res := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: EncodeCreateTopic("t", 1, false)}); res != nil {
+		t.Fatal(res)
+	}
+	// The topic's directory is gone: its first index file cannot be made.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	req := &raftlog.Request{Topic: "t", Messages: msgs(0, "m")}
+	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: raftlog.EncodeBatch(req)})
+	if len(fatal) != 1 {
+		t.Fatalf("onFatal called %d times, want once", len(fatal))
+	}
+	if at, _ := f.Damaged(); at != 2 {
+		t.Fatalf("damaged at %d, want the entry the index could not take (2)", at)
 	}
 }

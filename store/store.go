@@ -28,8 +28,9 @@ func New(fsm *FSM, node *election.Node) *Store {
 // when dir is empty, for a log in memory). snaps is the snapshot store raft
 // will start from: without a snapshot raft applies the log from its start
 // and every topic's index is written anew, so whatever an earlier run left
-// in dir is removed; with one, restoring it cuts each queue back.
-func OpenFSM(logger hclog.Logger, dir string, snaps raft.SnapshotStore) (*FSM, error) {
+// in dir is removed; with one, restoring it cuts each queue back. onFatal
+// (may be nil) is told when the disk fails an index write.
+func OpenFSM(logger hclog.Logger, dir string, snaps raft.SnapshotStore, onFatal func(error)) (*FSM, error) {
 	idx, err := queueindex.Open(dir, queueindex.DefaultOptions())
 	if err != nil {
 		return nil, err
@@ -42,7 +43,9 @@ func OpenFSM(logger hclog.Logger, dir string, snaps raft.SnapshotStore) (*FSM, e
 		idx.Close()
 		return nil, fmt.Errorf("queue index: %w", err)
 	}
-	return newFSM(logger, idx), nil
+	f := newFSM(logger, idx)
+	f.onFatal = onFatal
+	return f, nil
 }
 
 // Close closes the queue index. The election node calls it once raft has

@@ -246,7 +246,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	fsm, err := store.OpenFSM(log.Named("store"), filepath.Join(cfg.DataDir, "queueindex"), s.stores.Snapshots)
+	fsm, err := store.OpenFSM(log.Named("store"), filepath.Join(cfg.DataDir, "queueindex"), s.stores.Snapshots, onFatal)
 	if err != nil {
 		return nil, err
 	}

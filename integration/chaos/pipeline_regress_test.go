@@ -72,7 +72,7 @@ func TestRegressionPipelineStallsAfterFailedAppend(t *testing.T) {
 		cfg.ID, cfg.BindAddr, cfg.Peers = peers[i].ID, addrs[i], peers
 		logs[i] = &flakyLog{LogStore: raft.NewInmemStore()}
 		snaps := raft.NewInmemSnapshotStore()
-		fsm, err := store.OpenFSM(nil, "", snaps)
+		fsm, err := store.OpenFSM(nil, "", snaps, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
