@@ -129,12 +129,12 @@ func DefaultConfig() Config {
 		// (docs/BENCHMARKS.md). A dead leader is replaced just as fast.
 		LeaderLeaseTimeout: 250 * time.Millisecond,
 		// How long the leader waits, when nothing new is to be sent, before
-		// it tells the followers the commit index anyway. Under load every
-		// append carries it; at rest an idle group at 5 ms spent a quarter
-		// of a core on empty AppendEntries, at 50 ms 0.1 (docs/BENCHMARKS.md).
-		// A follower applies the last entry of a burst up to this late;
-		// the leader serves readers at the tail, so nobody waits on it.
-		CommitTimeout:     50 * time.Millisecond,
+		// it tells the followers the commit index anyway: a follower
+		// applies the last entry of a burst up to this late. 50 ms halves
+		// an idle group's CPU (docs/BENCHMARKS.md) but left followers
+		// behind long enough that a group under steady small writes was
+		// rarely seen with every node at the same index; kept at 5 ms.
+		CommitTimeout:     5 * time.Millisecond,
 		MaxAppendEntries:  128,
 		SnapshotThreshold: 32768,
 		SnapshotInterval:  30 * time.Second,
