@@ -20,7 +20,8 @@ import (
 //
 // Format 3 leaves the index records out: each node keeps them on its disk
 // (queueindex), synced before the snapshot is written, and restore cuts
-// them back to the snapshot. Formats 1 and 2 carry them; a node restoring
+// them back to the snapshot. Only the records of what still waits in the
+// schedule and half queues stay in it (pendingRecordsLocked). Formats 1 and 2 carry them; a node restoring
 // one writes them to its disk index when that does not already match.
 //
 // Format 2 adds to every remembered result the request's digest and message
@@ -37,7 +38,7 @@ type snapRecord struct {
 
 type snapQueue struct {
 	Next, Min uint64
-	Records   []snapRecord // formats 1 and 2 only
+	Records   []snapRecord // formats 1 and 2: every record; later: what waits in a schedule or half queue
 }
 
 type snapTopic struct {
@@ -103,6 +104,39 @@ type capturedTopic struct {
 	snapTopic
 }
 
+// pendingRecordsLocked returns the index records of what still waits in
+// queue i of the schedule topic (from its delivered cursor) or of the half
+// topic (from its decided cursor); none for other queues. A snapshot
+// carries them because the leader's scheduler and transaction checker read
+// those queues on the node itself: a node that installs the snapshot
+// indexes only from its end on, and as leader would otherwise not see what
+// waits below. Their number is the pending backlog, not what is retained.
+func (f *FSM) pendingRecordsLocked(t *topic, i int) []snapRecord {
+	var from uint64
+	switch t.name {
+	case ScheduleTopic:
+		from = f.sched.cursor[i]
+	case TxnHalfTopic:
+		from = f.txn.below
+	default:
+		return nil
+	}
+	q := t.queues[i]
+	var out []snapRecord
+	for off := max(from, q.min, q.ix.Floor()); off < q.next; {
+		recs, err := q.ix.Find(off, 4096)
+		if err != nil || len(recs) == 0 {
+			// A damaged index: the restoring node indexes from the end.
+			return nil
+		}
+		for _, r := range recs {
+			out = append(out, snapRecord{Base: r.Base, Index: r.Index, Count: r.Count, Skip: r.Skip})
+		}
+		off = recs[len(recs)-1].End()
+	}
+	return out
+}
+
 func (f *FSM) captureLocked() *captured {
 	c := &captured{offsets: map[string]map[string]map[int32]uint64{}, nodes: map[string]NodeInfo{}, logFloor: f.logFloor,
 		applied: f.applied.Load()}
@@ -111,7 +145,7 @@ func (f *FSM) captureLocked() *captured {
 	for _, t := range f.topics {
 		ct := capturedTopic{snapTopic{Name: t.name, Queues: make([]snapQueue, len(t.queues)), Perm: t.perm, Created: t.created}}
 		for i, q := range t.queues {
-			ct.Queues[i] = snapQueue{Next: q.next, Min: q.min}
+			ct.Queues[i] = snapQueue{Next: q.next, Min: q.min, Records: f.pendingRecordsLocked(t, i)}
 		}
 		c.topics = append(c.topics, ct)
 	}

@@ -188,3 +188,29 @@ func TestRestoreOverDamagedQueueIndex(t *testing.T) {
 		t.Fatalf("offset 100 after the restore: %v %v", locs, err)
 	}
 }
+
+// A node that installs a snapshot indexes only from its end on, except the
+// schedule queues: their waiting messages come with the snapshot, so that
+// as leader it still delivers them.
+func TestSnapshotCarriesWaitingScheduleRecords(t *testing.T) {
+	h := newHarness(t)
+	h.mustMeta(EncodeCreateTopic(ScheduleTopic, ScheduleQueues, true))
+	h.mustMeta(EncodeCreateTopic("t", 1, false))
+	for range 3 {
+		h.produce(&raftlog.Request{Topic: ScheduleTopic, Messages: msgs(3, "d")})
+		h.produce(&raftlog.Request{Topic: "t", Messages: msgs(0, "m")})
+	}
+	sink := persistSnapshot(t, h.f)
+	// A new node: an empty index of its own.
+	f2 := newFSM(nil, nil)
+	if err := f2.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	locs, rng, err := f2.Locate(ScheduleTopic, 3, 0, 10)
+	if err != nil || len(locs) != 3 || rng.Held != 0 {
+		t.Fatalf("schedule queue 3 after the install: %v %+v %v, want its 3 waiting records", locs, rng, err)
+	}
+	if _, rng, _ := f2.Locate("t", 0, 0, 10); rng.Held != 3 {
+		t.Fatalf("topic t after the install: %+v, want it indexed from its end (3)", rng)
+	}
+}
