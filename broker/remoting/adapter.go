@@ -77,8 +77,8 @@ type Adapter struct {
 	peers     *grpcapi.Peers
 	srv       *rmq.Server
 	store     netip.AddrPort
-	consumers *consumers
-	producers *producers // for the check-back (txncheck.go)
+	consumers *clients
+	producers *clients // for the check-back (txncheck.go)
 	reg       *registrar
 	commits   *committer
 	retryMu   sync.Mutex
@@ -128,8 +128,8 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	}
 	a := &Adapter{cfg: cfg, log: cfg.Logger, b: b, peers: peers, stop: make(chan struct{}), retryMade: map[string]bool{}}
 	a.store = storeHost(cfg.Addr)
-	a.consumers = newConsumers(cfg.ConsumerExpiry)
-	a.producers = newProducers(cfg.ConsumerExpiry)
+	a.consumers = newClients(cfg.ConsumerExpiry)
+	a.producers = newClients(cfg.ConsumerExpiry)
 	a.commits = newCommitter(a)
 	a.reg = newRegistrar(a)
 	a.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_remoting_requests_total",

@@ -13,28 +13,33 @@ import (
 	rmq "github.com/raftmq/raftmq/remoting"
 )
 
-// consumers is the consumer groups as this node's heartbeats show them.
+// clients is the clients of each group as this node's heartbeats show
+// them: consumer groups (consumerDataSet) and producer groups
+// (producerDataSet, the connections a transaction check-back can use).
 // RocketMQ clients heartbeat every node of a group every 30 s and never
-// unregister (the Go client), so a member leaves when its connection
+// unregister (the Go client), so a client leaves when its connection
 // closes or its heartbeats stop.
-type consumers struct {
+type clients struct {
 	mu     sync.Mutex
 	expiry time.Duration
 	groups map[string]map[string]*member // group -> client id -> member
+	next   int                           // rotates pick over a group's clients
 }
 
 type member struct {
-	conn uint64
+	id   uint64    // connection id
+	conn *rmq.Conn // nil in unit tests
 	seen time.Time
 }
 
-func newConsumers(expiry time.Duration) *consumers {
-	return &consumers{expiry: expiry, groups: map[string]map[string]*member{}}
+func newClients(expiry time.Duration) *clients {
+	return &clients{expiry: expiry, groups: map[string]map[string]*member{}}
 }
 
-// heard records a heartbeat; it reports whether the member is new or came
-// on another connection, whose close must then drop it.
-func (c *consumers) heard(group, client string, conn uint64) (moved bool) {
+// heard records a heartbeat on connection id; it reports whether the
+// client is new or came on another connection, whose close must then drop
+// it.
+func (c *clients) heard(group, client string, id uint64, conn *rmq.Conn) (moved bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.groups[group]
@@ -47,19 +52,19 @@ func (c *consumers) heard(group, client string, conn uint64) (moved bool) {
 		m = &member{}
 		g[client] = m
 	}
-	moved = m.conn != conn
-	m.conn, m.seen = conn, time.Now()
+	moved = m.id != id
+	m.id, m.conn, m.seen = id, conn, time.Now()
 	return moved
 }
 
-// closed drops the members last heard on conn.
-func (c *consumers) closed(conn uint64) {
+// closed drops the clients last heard on connection id.
+func (c *clients) closed(id uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for gname, g := range c.groups {
-		for id, m := range g {
-			if m.conn == conn {
-				delete(g, id)
+		for client, m := range g {
+			if m.id == id {
+				delete(g, client)
 			}
 		}
 		if len(g) == 0 {
@@ -68,7 +73,7 @@ func (c *consumers) closed(conn uint64) {
 	}
 }
 
-func (c *consumers) unregister(client string) {
+func (c *clients) unregister(client string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, g := range c.groups {
@@ -76,9 +81,15 @@ func (c *consumers) unregister(client string) {
 	}
 }
 
-func (c *consumers) list(group string) []string {
+// list returns the ids of group's clients heard within the expiry, sorted,
+// and forgets the others.
+func (c *clients) list(group string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.listLocked(group)
+}
+
+func (c *clients) listLocked(group string) []string {
 	cut := time.Now().Add(-c.expiry)
 	var ids []string
 	for id, m := range c.groups[group] {
@@ -90,6 +101,19 @@ func (c *consumers) list(group string) []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// pick returns the connection of a live client of group (nil: none), a
+// different client each call when there are several.
+func (c *clients) pick(group string) *rmq.Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := c.listLocked(group)
+	if len(ids) == 0 {
+		return nil
+	}
+	c.next++
+	return c.groups[group][ids[c.next%len(ids)]].conn
 }
 
 // heartbeatData is HEART_BEAT's body, the parts the broker uses.
@@ -116,7 +140,7 @@ func (a *Adapter) heartbeat(ctx context.Context, conn *rmq.Conn, req *rmq.Comman
 		if cd.GroupName == "" {
 			continue
 		}
-		if a.consumers.heard(cd.GroupName, hb.ClientID, conn.ID) {
+		if a.consumers.heard(cd.GroupName, hb.ClientID, conn.ID, conn) {
 			id := conn.ID
 			conn.OnClose(func() { a.consumers.closed(id) })
 		}
@@ -125,7 +149,7 @@ func (a *Adapter) heartbeat(ctx context.Context, conn *rmq.Conn, req *rmq.Comman
 		}
 	}
 	for _, pd := range hb.ProducerData {
-		if pd.GroupName != "" && a.producers.heard(pd.GroupName, hb.ClientID, conn) {
+		if pd.GroupName != "" && a.producers.heard(pd.GroupName, hb.ClientID, conn.ID, conn) {
 			id := conn.ID
 			conn.OnClose(func() { a.producers.closed(id) })
 		}

@@ -2,9 +2,7 @@ package remoting
 
 import (
 	"context"
-	"sort"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,80 +20,6 @@ const (
 	// txnCheckBatch bounds the half messages one round reads.
 	txnCheckBatch = 1000
 )
-
-// producers is the producer groups as this node's heartbeats show them
-// (HEART_BEAT's producerDataSet): the connections a check-back can use.
-type producers struct {
-	mu     sync.Mutex
-	expiry time.Duration
-	groups map[string]map[string]*producerConn // group -> client id -> connection
-	next   int                                 // rotates the pick over a group's clients
-}
-
-type producerConn struct {
-	conn *rmq.Conn
-	seen time.Time
-}
-
-func newProducers(expiry time.Duration) *producers {
-	return &producers{expiry: expiry, groups: map[string]map[string]*producerConn{}}
-}
-
-// heard records a producer's heartbeat; it reports whether the client is
-// new or came on another connection, whose close must then drop it.
-func (p *producers) heard(group, client string, conn *rmq.Conn) (moved bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	g := p.groups[group]
-	if g == nil {
-		g = map[string]*producerConn{}
-		p.groups[group] = g
-	}
-	pc := g[client]
-	if pc == nil {
-		pc = &producerConn{}
-		g[client] = pc
-	}
-	moved = pc.conn != conn
-	pc.conn, pc.seen = conn, time.Now()
-	return moved
-}
-
-// closed drops the producers last heard on connection id.
-func (p *producers) closed(id uint64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for gname, g := range p.groups {
-		for client, pc := range g {
-			if pc.conn.ID == id {
-				delete(g, client)
-			}
-		}
-		if len(g) == 0 {
-			delete(p.groups, gname)
-		}
-	}
-}
-
-// pick returns a live connection of group (nil: none), a different client
-// each call when there are several.
-func (p *producers) pick(group string) *rmq.Conn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	cut := time.Now().Add(-p.expiry)
-	var ids []string
-	for id, pc := range p.groups[group] {
-		if pc.seen.After(cut) {
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	sort.Strings(ids)
-	p.next++
-	return p.groups[group][ids[p.next%len(ids)]].conn
-}
 
 // txnCheck is the check-back's soft state of one half message, kept by the
 // leader that checks it (a new leader starts again from none).

@@ -41,16 +41,16 @@ func TestNumbering(t *testing.T) {
 }
 
 func TestConsumersFollowTheirConnection(t *testing.T) {
-	c := newConsumers(time.Minute)
-	if !c.heard("g", "client-1", 1) {
+	c := newClients(time.Minute)
+	if !c.heard("g", "client-1", 1, nil) {
 		t.Fatal("a new member must be bound to its connection")
 	}
-	if c.heard("g", "client-1", 1) {
+	if c.heard("g", "client-1", 1, nil) {
 		t.Fatal("the same connection again is not a move")
 	}
 	// It reconnects: bound to the new connection, so the old one's close
 	// leaves it and the new one's drops it.
-	if !c.heard("g", "client-1", 2) {
+	if !c.heard("g", "client-1", 2, nil) {
 		t.Fatal("a heartbeat on another connection must rebind the member")
 	}
 	c.closed(1)
@@ -61,8 +61,8 @@ func TestConsumersFollowTheirConnection(t *testing.T) {
 	if got := c.list("g"); len(got) != 0 {
 		t.Fatalf("after its connection closed: %v", got)
 	}
-	short := newConsumers(time.Millisecond)
-	short.heard("g", "c", 1)
+	short := newClients(time.Millisecond)
+	short.heard("g", "c", 1, nil)
 	time.Sleep(5 * time.Millisecond)
 	if got := short.list("g"); len(got) != 0 {
 		t.Fatalf("silent member kept: %v", got)
