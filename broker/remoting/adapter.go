@@ -78,7 +78,8 @@ type Adapter struct {
 	srv       *rmq.Server
 	store     netip.AddrPort
 	consumers *clients
-	producers *clients // for the check-back (txncheck.go)
+	producers *clients // for the check-back (txncheck.go) and replies (reply.go)
+	notify    *notifier
 	reg       *registrar
 	commits   *committer
 	retryMu   sync.Mutex
@@ -130,6 +131,8 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	a.store = storeHost(cfg.Addr)
 	a.consumers = newClients(cfg.ConsumerExpiry)
 	a.producers = newClients(cfg.ConsumerExpiry)
+	a.notify = newNotifier()
+	a.consumers.changed = a.notify.changed
 	a.commits = newCommitter(a)
 	a.reg = newRegistrar(a)
 	a.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_remoting_requests_total",
@@ -156,6 +159,7 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	a.goFunc(a.commits.loop)
 	a.goFunc(a.reg.loop)
 	a.goFunc(a.txnCheckLoop)
+	a.goFunc(a.notifyLoop)
 	return a, nil
 }
 
@@ -217,6 +221,8 @@ func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command
 		// LITE_PULL_MESSAGE (the Java 5.x lite pull consumer) has PULL's
 		// header and answer; RocketMQ serves both with PullMessageProcessor.
 		return a.pull(ctx, req)
+	case rmq.SendReplyMessage, rmq.SendReplyMessageV2:
+		return a.sendReply(ctx, conn, req)
 	case rmq.EndTransaction:
 		return a.endTransaction(ctx, req)
 	case rmq.CheckClientConfig:

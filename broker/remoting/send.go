@@ -209,6 +209,9 @@ func (a *Adapter) send(ctx context.Context, req *rmq.Command) *rmq.Command {
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.b.Config().WriteTimeout)
 	defer cancel()
+	if len(preq.Messages) == 1 && preq.Messages[0].Properties[propReplyToClient] != "" {
+		a.ensureReplyTopic(ctx) // a request of request-reply: its reply needs a route
+	}
 	acks, err := a.produce(ctx, preq)
 	if err != nil {
 		a.log.Debug("send refused", "topic", preq.Topic, "error", err)
