@@ -85,6 +85,10 @@ type Adapter struct {
 	retryMu   sync.Mutex
 	retryMade map[string]bool // retry topics this node has seen created
 
+	// requesters binds the client id of a request (REPLY_TO_CLIENT) to
+	// the connection that sent it, for its reply (reply.go).
+	requesters *clients
+
 	requests    *prometheus.CounterVec
 	connsClosed *prometheus.CounterVec
 	undecodable prometheus.Counter
@@ -132,6 +136,7 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	a.consumers = newClients(cfg.ConsumerExpiry)
 	a.producers = newClients(cfg.ConsumerExpiry)
 	a.notify = newNotifier()
+	a.requesters = newClients(cfg.ConsumerExpiry)
 	a.consumers.changed = a.notify.changed
 	a.commits = newCommitter(a)
 	a.reg = newRegistrar(a)
@@ -216,7 +221,7 @@ func (a *Adapter) handle(ctx context.Context, conn *rmq.Conn, req *rmq.Command) 
 func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command) *rmq.Command {
 	switch req.Code {
 	case rmq.SendMessage, rmq.SendMessageV2, rmq.SendBatchMessage:
-		return a.send(ctx, req)
+		return a.send(ctx, conn, req)
 	case rmq.PullMessage, rmq.LitePullMessage:
 		// LITE_PULL_MESSAGE (the Java 5.x lite pull consumer) has PULL's
 		// header and answer; RocketMQ serves both with PullMessageProcessor.

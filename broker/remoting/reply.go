@@ -34,6 +34,19 @@ const (
 // replyTopic is the topic RocketMQ clients send replies to.
 func (a *Adapter) replyTopic() string { return a.cfg.Cluster + replyTopicSuffix }
 
+// requestSent notes a request of request-reply (a send carrying
+// REPLY_TO_CLIENT) received on conn: the connection is the requester's
+// (until it closes), so its reply can be pushed on it even before the
+// requester's first heartbeat reaches this node, and the reply topic is
+// made to exist.
+func (a *Adapter) requestSent(ctx context.Context, conn *rmq.Conn, client string) {
+	if conn != nil && a.requesters.heard("", client, conn.ID, conn) {
+		id := conn.ID
+		conn.OnClose(func() { a.requesters.closed(id) })
+	}
+	a.ensureReplyTopic(ctx)
+}
+
 // ensureReplyTopic creates the reply topic (one queue, on the leader) unless
 // it exists, so that the replier's producer finds it routed. RocketMQ's
 // brokers create it at start; raftmq creates it at the first request (a
@@ -144,6 +157,9 @@ func (a *Adapter) PushReplyHere(ctx context.Context, c grpcapi.ReplyPushCall) (b
 	conn := a.producers.connOf(c.Client)
 	if conn == nil {
 		conn = a.consumers.connOf(c.Client)
+	}
+	if conn == nil {
+		conn = a.requesters.connOf(c.Client)
 	}
 	if conn == nil {
 		return false, nil

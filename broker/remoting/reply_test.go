@@ -285,3 +285,26 @@ func TestConsumerIdsChangedIsNotified(t *testing.T) {
 		}
 	}
 }
+
+// A requester whose heartbeat no node has heard yet (the Go client's first
+// heartbeat may reach no broker) is found by the connection its request
+// came on: the reply, sent to another node, is pushed there.
+func TestReplyFindsTheRequestsConnection(t *testing.T) {
+	f := newFixture(t)
+	l, fo := f.c.Leader(), f.follower()
+	f.awaitRegistered(l)
+	f.createTopic("rpc", 2)
+	req := dialRaw(t, f.addr(fo))
+	if r := req.invoke(rmq.SendMessage, sendExt("rpc", 0, map[string]string{"REPLY_TO_CLIENT": "unheard@1", "CORRELATION_ID": "c9",
+		"MESSAGE_TTL": "3", "UNIQ_KEY": "R9"}), []byte("ping")); r.Code != rmq.Success {
+		t.Fatalf("request: %d %q", r.Code, r.Remark)
+	}
+	r := f.invoke(f.addr(l), rmq.SendReplyMessage, sendExt("DefaultCluster_REPLY_TOPIC", 0, map[string]string{"REPLY_TO_CLIENT": "unheard@1",
+		"CORRELATION_ID": "c9"}), []byte("pong"))
+	if r.Code != rmq.Success {
+		t.Fatalf("reply: %d %q", r.Code, r.Remark)
+	}
+	if push := req.await(rmq.PushReplyMessageToClient, 1, 5*time.Second)[0]; string(push.Body) != "pong" {
+		t.Fatalf("pushed %q", push.Body)
+	}
+}

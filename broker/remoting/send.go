@@ -202,7 +202,7 @@ func (a *Adapter) produceRequest(req *rmq.Command) (broker.ProduceRequest, error
 	return preq, nil
 }
 
-func (a *Adapter) send(ctx context.Context, req *rmq.Command) *rmq.Command {
+func (a *Adapter) send(ctx context.Context, conn *rmq.Conn, req *rmq.Command) *rmq.Command {
 	preq, err := a.produceRequest(req)
 	if err != nil {
 		return errResponse(req, err)
@@ -210,7 +210,7 @@ func (a *Adapter) send(ctx context.Context, req *rmq.Command) *rmq.Command {
 	ctx, cancel := context.WithTimeout(ctx, a.b.Config().WriteTimeout)
 	defer cancel()
 	if len(preq.Messages) == 1 && preq.Messages[0].Properties[propReplyToClient] != "" {
-		a.ensureReplyTopic(ctx) // a request of request-reply: its reply needs a route
+		a.requestSent(ctx, conn, preq.Messages[0].Properties[propReplyToClient])
 	}
 	acks, err := a.produce(ctx, preq)
 	if err != nil {
