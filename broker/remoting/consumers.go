@@ -24,9 +24,10 @@ type clients struct {
 	expiry time.Duration
 	groups map[string]map[string]*member // group -> client id -> member
 	next   int                           // rotates pick over a group's clients
-	// changed, when set, is called (without the lock) with a group whose
-	// members changed: a client id joined, or left by its connection's
-	// close or by unregistering (notify.go).
+	// changed, when set, is called with a group whose members changed: a
+	// client id joined, or left by its connection's close, by
+	// unregistering or by its heartbeats' expiry (notify.go). It may be
+	// called with mu held, so it must not take mu.
 	changed func(group string)
 }
 
@@ -123,12 +124,26 @@ func (c *clients) listLocked(group string) []string {
 	for id, m := range c.groups[group] {
 		if m.seen.Before(cut) {
 			delete(c.groups[group], id)
+			if c.changed != nil {
+				c.changed(group) // takes only the notifier's lock
+			}
 			continue
 		}
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// expire forgets the clients not heard within the expiry, in every group.
+func (c *clients) expire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for g := range c.groups {
+		if len(c.listLocked(g)) == 0 {
+			delete(c.groups, g)
+		}
+	}
 }
 
 // pick returns the connection of a live client of group (nil: none), a

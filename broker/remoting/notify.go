@@ -18,8 +18,13 @@ import (
 // members connected to it; a member hears it from each node (a rebalance
 // each, which changes nothing after the first).
 //
-// One goroutine (loop) sends; changes that come while it sends are
-// gathered, so a burst of joins costs one notification per group.
+// One goroutine (notifyLoop) sends; changes that come while it sends are
+// gathered, so a burst of joins costs one notification per group. It also
+// drops the members whose heartbeats stopped, every expiryScan, as
+// RocketMQ's broker scans its channels, so that their group hears of it.
+// Lock order: clients.mu, then notifier.mu (changed is called with the
+// clients' lock held; notifyLoop never holds its own lock while it takes
+// theirs).
 type notifier struct {
 	mu      sync.Mutex
 	pending map[string]bool
@@ -43,13 +48,22 @@ func (n *notifier) changed(group string) {
 
 var notifyOpaque atomic.Int32
 
+// expiryScan spaces the scans for members whose heartbeats stopped
+// (RocketMQ's ClientHousekeepingService: 10 s).
+const expiryScan = 10 * time.Second
+
 // notifyLoop sends the pending notifications until the adapter stops.
 func (a *Adapter) notifyLoop() {
 	n := a.notify
+	scan := time.NewTicker(expiryScan)
+	defer scan.Stop()
 	for {
 		select {
 		case <-a.stop:
 			return
+		case <-scan.C:
+			a.consumers.expire()
+			continue
 		case <-n.wake:
 		}
 		n.mu.Lock()
