@@ -250,6 +250,9 @@ func TestRocketMQRequestReplyAcrossNodes(t *testing.T) {
 	if got := rmqRepliesPushed(t, leader); got != 0 {
 		t.Fatalf("the leader received %v replies itself; want them all through the follower", got)
 	}
+	if got := rmqMetric(t, follower.HTTP, "raftmq_remoting_replies_total", `result="via_peer"`); got < 12 {
+		t.Fatalf("the follower had %v replies pushed by another node, want the 12 requests' at least", got)
+	}
 }
 
 // rbDeliveries records each delivery: consumer, queue, time.

@@ -92,6 +92,8 @@ type Adapter struct {
 	requests    *prometheus.CounterVec
 	connsClosed *prometheus.CounterVec
 	undecodable prometheus.Counter
+	replies     *prometheus.CounterVec // by how they went (reply.go)
+	notified    prometheus.Counter     // NOTIFY_CONSUMER_IDS_CHANGED sent (notify.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -147,7 +149,12 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 		[]string{"reason"})
 	a.undecodable = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_remoting_undecodable_frames_total",
 		Help: "RocketMQ remoting frames whose header did not decode; answered SYSTEM_ERROR when their opaque could be read, the connection kept."})
-	for _, c := range []prometheus.Collector{a.requests, a.connsClosed, a.undecodable} {
+	a.replies = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_remoting_replies_total",
+		Help: "Request-reply replies (SEND_REPLY_MESSAGE), by result: pushed (on this node's connection to the requester), via_peer (another node of the group pushed it), not_found (no node holds the requester's connection), failed (the push failed)."},
+		[]string{"result"})
+	a.notified = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_remoting_consumer_ids_changed_sent_total",
+		Help: "NOTIFY_CONSUMER_IDS_CHANGED requests sent to consumer connections on this node."})
+	for _, c := range []prometheus.Collector{a.requests, a.connsClosed, a.undecodable, a.replies, a.notified} {
 		if err := b.Registry().Register(c); err != nil {
 			return nil, fmt.Errorf("remoting metrics: %w", err)
 		}

@@ -79,6 +79,7 @@ func (a *Adapter) notifyLoop() {
 					a.log.Debug("notify consumer ids changed: send failed", "group", g, "remote", conn.Remote, "error", err)
 					continue
 				}
+				a.notified.Inc()
 			}
 			a.log.Debug("consumer group members changed; notified its connections", "group", g)
 		}

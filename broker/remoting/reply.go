@@ -137,13 +137,21 @@ func (a *Adapter) sendReply(ctx context.Context, conn *rmq.Conn, req *rmq.Comman
 	}
 	if !pushed {
 		remark := "push reply message fail, channel of <" + client + "> not found."
+		result := "not_found"
 		if err != nil {
 			remark = fmt.Sprintf("push reply message to %s fail: %v", client, err)
+			result = "failed"
 		}
+		a.replies.WithLabelValues(result).Inc()
 		a.log.Debug("reply not pushed", "client", client, "remark", remark)
 		return rmq.Response(req, rmq.SystemError, remark)
 	}
 	a.log.Debug("reply pushed", "client", client, "via", via)
+	if via == a.b.ID() {
+		a.replies.WithLabelValues("pushed").Inc()
+	} else {
+		a.replies.WithLabelValues("via_peer").Inc()
+	}
 	resp := rmq.Response(req, rmq.Success, "")
 	q := max(h.queue, 0)
 	resp.Ext = map[string]string{"msgId": "0", "queueId": strconv.FormatInt(q, 10), "queueOffset": "0"}
