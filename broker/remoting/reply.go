@@ -132,8 +132,14 @@ func (a *Adapter) sendReply(ctx context.Context, conn *rmq.Conn, req *rmq.Comman
 	defer cancel()
 	pushed, err := a.PushReplyHere(ctx, call)
 	via := a.b.ID()
-	if !pushed && err == nil {
-		via, pushed, err = a.pushReplyViaPeers(ctx, call)
+	if !pushed {
+		// Not here, or this connection failed (the requester may be
+		// connected to another node too): the other nodes.
+		var perr error
+		via, pushed, perr = a.pushReplyViaPeers(ctx, call)
+		if err == nil || perr != nil {
+			err = errors.Join(err, perr)
+		}
 	}
 	if !pushed {
 		remark := "push reply message fail, channel of <" + client + "> not found."
