@@ -34,6 +34,9 @@ const (
 	GetAllTopicListFromNS    int32 = 206
 	SendMessageV2            int32 = 310
 	SendBatchMessage         int32 = 320
+	SendReplyMessage         int32 = 324
+	SendReplyMessageV2       int32 = 325
+	PushReplyMessageToClient int32 = 326
 	LitePullMessage          int32 = 361
 	PopMessage               int32 = 200050
 )

@@ -76,6 +76,9 @@ type Conn struct {
 	closed bool
 	reason string // the first reason set; why the connection closed
 	onEnd  []func()
+	// waiting holds the requests this server sent on the connection
+	// (Invoke) by opaque, until the client answers.
+	waiting map[int32]chan *Command
 }
 
 // setReason records why the connection is closing, unless a reason is
@@ -117,6 +120,10 @@ func (c *Conn) close() {
 	c.closed = true
 	fns := c.onEnd
 	c.onEnd = nil
+	for op, ch := range c.waiting {
+		close(ch)
+		delete(c.waiting, op)
+	}
 	c.mu.Unlock()
 	for _, fn := range fns {
 		fn()
@@ -134,6 +141,59 @@ func (c *Conn) Send(cmd *Command) error {
 	c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 	_, err = c.nc.Write(b)
 	return err
+}
+
+// ErrConnClosed: the connection closed before the client answered.
+var ErrConnClosed = errors.New("remoting connection closed")
+
+// Invoke sends a request to the client on this connection and waits for
+// its answer until ctx ends (RocketMQ's broker-to-client calls, such as
+// PUSH_REPLY_MESSAGE_TO_CLIENT). req.Opaque must be unique among the
+// requests in flight on the connection.
+func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
+	req.Flag &^= FlagResponse | FlagOneway
+	ch := make(chan *Command, 1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrConnClosed
+	}
+	if c.waiting == nil {
+		c.waiting = map[int32]chan *Command{}
+	}
+	c.waiting[req.Opaque] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.waiting, req.Opaque)
+		c.mu.Unlock()
+	}()
+	if err := c.Send(req); err != nil {
+		return nil, err
+	}
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			return nil, ErrConnClosed
+		}
+		return resp, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// answered hands a client's response to the Invoke waiting for it; it
+// reports whether one was.
+func (c *Conn) answered(resp *Command) bool {
+	c.mu.Lock()
+	ch := c.waiting[resp.Opaque]
+	delete(c.waiting, resp.Opaque)
+	c.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	ch <- resp
+	return true
 }
 
 // NewServer returns a server that runs cfg.Handler for every request.
@@ -239,6 +299,9 @@ func (s *Server) serveConn(c *Conn) {
 			continue
 		}
 		if req.IsResponse() {
+			if c.answered(req) {
+				continue
+			}
 			s.log.Debug("ignoring a response sent to the server", "remote", c.Remote, "opaque", req.Opaque)
 			continue
 		}

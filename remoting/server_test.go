@@ -258,3 +258,58 @@ func TestBinaryHeaderRefusesWideCodes(t *testing.T) {
 		t.Fatalf("binary -2: %+v, %v", got, err)
 	}
 }
+
+// A handler's Invoke on its connection (a broker-to-client call) gets the
+// client's answer by its opaque; a call whose connection closes before the
+// answer fails at once (ErrConnClosed, or the handler's context, which
+// ends with the connection).
+func TestConnInvokeReachesTheClient(t *testing.T) {
+	results := make(chan string, 2)
+	_, addr := startServer(t, func(ctx context.Context, c *Conn, req *Command) *Command {
+		call := NewRequest(326, map[string]string{"n": req.Ext["n"]}, nil)
+		call.Opaque = 1000 + req.Opaque
+		resp, err := c.Invoke(ctx, call)
+		if err != nil {
+			results <- "error: " + err.Error()
+		} else {
+			results <- resp.Remark
+		}
+		return nil
+	})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	write := func(c *Command) {
+		b, err := c.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Write(b)
+	}
+	req := NewRequest(34, map[string]string{"n": "1"}, nil)
+	req.Opaque = 7
+	write(req)
+	call := readAnswer(t, nc)
+	if call.IsResponse() || call.Code != 326 || call.Ext["n"] != "1" || call.IsOneway() {
+		t.Fatalf("call %+v", call)
+	}
+	write(Response(call, Success, "took it"))
+	if got := <-results; got != "took it" {
+		t.Fatalf("invoke got %q", got)
+	}
+	// Unanswered, then the connection closes.
+	req.Opaque = 8
+	write(req)
+	readAnswer(t, nc)
+	nc.Close()
+	select {
+	case got := <-results:
+		if !strings.Contains(got, ErrConnClosed.Error()) && !strings.Contains(got, context.Canceled.Error()) {
+			t.Fatalf("invoke on a closed connection: %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("invoke still waits after its connection closed")
+	}
+}

@@ -104,7 +104,7 @@ func PeerCertRequired() []grpc.ServerOption {
 }
 
 func isPeerMethod(m string) bool {
-	return strings.HasPrefix(m, "/"+api.Peer_ServiceDesc.ServiceName+"/") || m == legacyNodeState || m == legacyRegister || m == TxnEndMethod
+	return strings.HasPrefix(m, "/"+api.Peer_ServiceDesc.ServiceName+"/") || m == legacyNodeState || m == legacyRegister || m == TxnEndMethod || m == ReplyPushMethod
 }
 
 // admitProduce refuses produce calls, before their request is read, while

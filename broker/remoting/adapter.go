@@ -78,15 +78,22 @@ type Adapter struct {
 	srv       *rmq.Server
 	store     netip.AddrPort
 	consumers *clients
-	producers *clients // for the check-back (txncheck.go)
+	producers *clients // for the check-back (txncheck.go) and replies (reply.go)
+	notify    *notifier
 	reg       *registrar
 	commits   *committer
 	retryMu   sync.Mutex
 	retryMade map[string]bool // retry topics this node has seen created
 
+	// requesters binds the client id of a request (REPLY_TO_CLIENT) to
+	// the connection that sent it, for its reply (reply.go).
+	requesters *clients
+
 	requests    *prometheus.CounterVec
 	connsClosed *prometheus.CounterVec
 	undecodable prometheus.Counter
+	replies     *prometheus.CounterVec // by how they went (reply.go)
+	notified    prometheus.Counter     // NOTIFY_CONSUMER_IDS_CHANGED sent (notify.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -130,6 +137,9 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	a.store = storeHost(cfg.Addr)
 	a.consumers = newClients(cfg.ConsumerExpiry)
 	a.producers = newClients(cfg.ConsumerExpiry)
+	a.notify = newNotifier()
+	a.requesters = newClients(cfg.ConsumerExpiry)
+	a.consumers.changed = a.notify.changed
 	a.commits = newCommitter(a)
 	a.reg = newRegistrar(a)
 	a.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_remoting_requests_total",
@@ -139,7 +149,12 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 		[]string{"reason"})
 	a.undecodable = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_remoting_undecodable_frames_total",
 		Help: "RocketMQ remoting frames whose header did not decode; answered SYSTEM_ERROR when their opaque could be read, the connection kept."})
-	for _, c := range []prometheus.Collector{a.requests, a.connsClosed, a.undecodable} {
+	a.replies = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_remoting_replies_total",
+		Help: "Request-reply replies (SEND_REPLY_MESSAGE), by result: pushed (on this node's connection to the requester), via_peer (another node of the group pushed it), not_found (no node holds the requester's connection), failed (the push failed)."},
+		[]string{"result"})
+	a.notified = prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_remoting_consumer_ids_changed_sent_total",
+		Help: "NOTIFY_CONSUMER_IDS_CHANGED requests sent to consumer connections on this node."})
+	for _, c := range []prometheus.Collector{a.requests, a.connsClosed, a.undecodable, a.replies, a.notified} {
 		if err := b.Registry().Register(c); err != nil {
 			return nil, fmt.Errorf("remoting metrics: %w", err)
 		}
@@ -156,6 +171,7 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	a.goFunc(a.commits.loop)
 	a.goFunc(a.reg.loop)
 	a.goFunc(a.txnCheckLoop)
+	a.goFunc(a.notifyLoop)
 	return a, nil
 }
 
@@ -212,11 +228,13 @@ func (a *Adapter) handle(ctx context.Context, conn *rmq.Conn, req *rmq.Command) 
 func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command) *rmq.Command {
 	switch req.Code {
 	case rmq.SendMessage, rmq.SendMessageV2, rmq.SendBatchMessage:
-		return a.send(ctx, req)
+		return a.send(ctx, conn, req)
 	case rmq.PullMessage, rmq.LitePullMessage:
 		// LITE_PULL_MESSAGE (the Java 5.x lite pull consumer) has PULL's
 		// header and answer; RocketMQ serves both with PullMessageProcessor.
 		return a.pull(ctx, req)
+	case rmq.SendReplyMessage, rmq.SendReplyMessageV2:
+		return a.sendReply(ctx, conn, req)
 	case rmq.EndTransaction:
 		return a.endTransaction(ctx, req)
 	case rmq.CheckClientConfig:

@@ -24,6 +24,11 @@ type clients struct {
 	expiry time.Duration
 	groups map[string]map[string]*member // group -> client id -> member
 	next   int                           // rotates pick over a group's clients
+	// changed, when set, is called with a group whose members changed: a
+	// client id joined, or left by its connection's close, by
+	// unregistering or by its heartbeats' expiry (notify.go). It may be
+	// called with mu held, so it must not take mu.
+	changed func(group string)
 }
 
 type member struct {
@@ -41,43 +46,67 @@ func newClients(expiry time.Duration) *clients {
 // it.
 func (c *clients) heard(group, client string, id uint64, conn *rmq.Conn) (moved bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	g := c.groups[group]
 	if g == nil {
 		g = map[string]*member{}
 		c.groups[group] = g
 	}
 	m := g[client]
+	joined := m == nil || time.Since(m.seen) > c.expiry
 	if m == nil {
 		m = &member{}
 		g[client] = m
 	}
 	moved = m.id != id
 	m.id, m.conn, m.seen = id, conn, time.Now()
+	c.mu.Unlock()
+	if joined {
+		c.notify([]string{group})
+	}
 	return moved
 }
 
 // closed drops the clients last heard on connection id.
 func (c *clients) closed(id uint64) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	var left []string
 	for gname, g := range c.groups {
+		n := len(g)
 		for client, m := range g {
 			if m.id == id {
 				delete(g, client)
 			}
 		}
+		if len(g) < n {
+			left = append(left, gname)
+		}
 		if len(g) == 0 {
 			delete(c.groups, gname)
 		}
 	}
+	c.mu.Unlock()
+	c.notify(left)
 }
 
 func (c *clients) unregister(client string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, g := range c.groups {
-		delete(g, client)
+	var left []string
+	for gname, g := range c.groups {
+		if _, ok := g[client]; ok {
+			delete(g, client)
+			left = append(left, gname)
+		}
+	}
+	c.mu.Unlock()
+	c.notify(left)
+}
+
+func (c *clients) notify(groups []string) {
+	if c.changed == nil {
+		return
+	}
+	for _, g := range groups {
+		c.changed(g)
 	}
 }
 
@@ -95,12 +124,26 @@ func (c *clients) listLocked(group string) []string {
 	for id, m := range c.groups[group] {
 		if m.seen.Before(cut) {
 			delete(c.groups[group], id)
+			if c.changed != nil {
+				c.changed(group) // takes only the notifier's lock
+			}
 			continue
 		}
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// expire forgets the clients not heard within the expiry, in every group.
+func (c *clients) expire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for g := range c.groups {
+		if len(c.listLocked(g)) == 0 {
+			delete(c.groups, g)
+		}
+	}
 }
 
 // pick returns the connection of a live client of group (nil: none), a

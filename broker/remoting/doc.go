@@ -10,9 +10,16 @@
 // is not the leader is forwarded to the leader over the node-to-node gRPC
 // API, so a client that used a stale route never sees an error for it.
 //
+// It also speaks to clients: a request-reply reply is pushed to its
+// requester's connection here, or through the node that holds it (the
+// node-to-node Reply service, reply.go); a consumer group's connections are
+// told when its members change (notify.go); the leader checks transactions
+// back with their producer groups (txncheck.go).
+//
 // Goroutines: the remoting server's (one reader per connection, one per
 // request in flight), the registrar (registers with every name server
-// periodically and at once when this node's brokerId changes), and the
-// offset committer (batches consumer offset commits into Raft). Close stops
-// all of them.
+// periodically and at once when this node's brokerId changes), the offset
+// committer (batches consumer offset commits into Raft), the transaction
+// check-back loop, and the notifier (sends NOTIFY_CONSUMER_IDS_CHANGED).
+// Close stops all of them.
 package remoting

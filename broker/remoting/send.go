@@ -202,13 +202,16 @@ func (a *Adapter) produceRequest(req *rmq.Command) (broker.ProduceRequest, error
 	return preq, nil
 }
 
-func (a *Adapter) send(ctx context.Context, req *rmq.Command) *rmq.Command {
+func (a *Adapter) send(ctx context.Context, conn *rmq.Conn, req *rmq.Command) *rmq.Command {
 	preq, err := a.produceRequest(req)
 	if err != nil {
 		return errResponse(req, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.b.Config().WriteTimeout)
 	defer cancel()
+	if len(preq.Messages) == 1 && preq.Messages[0].Properties[propReplyToClient] != "" {
+		a.requestSent(ctx, conn, preq.Messages[0].Properties[propReplyToClient])
+	}
 	acks, err := a.produce(ctx, preq)
 	if err != nil {
 		a.log.Debug("send refused", "topic", preq.Topic, "error", err)

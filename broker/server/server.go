@@ -144,6 +144,10 @@ type Server struct {
 	tls    *tlsconf.Node
 	wg     sync.WaitGroup
 	once   sync.Once
+
+	// replies hands the Reply service (replies another node could not
+	// push) to the remoting adapter once it starts.
+	replies grpcapi.ReplyRelay
 }
 
 // Start opens the data directory and starts the node. On error nothing is
@@ -293,6 +297,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	}
 	s.grpc = grpc.NewServer(gopts...)
 	grpcapi.RegisterServices(s.grpc, s.broker, s.peers)
+	grpcapi.RegisterReplyService(s.grpc, &s.replies)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -339,6 +344,7 @@ func (s *Server) startRemoting() error {
 		return err
 	}
 	s.rmq, s.rmqLis = a, l
+	s.replies.Set(a)
 	s.rmqOff = s.node.OnChange(func(election.Event) { a.RoleChanged() })
 	s.wg.Add(1)
 	go func() {
