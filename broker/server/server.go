@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/broker/grpcapi"
 	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
 	"github.com/raftmq/raftmq/election"
@@ -76,6 +77,9 @@ type Config struct {
 	// node-to-node API, raft, HTTP, remoting): docs/security.md. Its zero
 	// value is disabled: plaintext everywhere.
 	TLS tlsconf.Config
+	// Auth authenticates RocketMQ remoting requests and checks their
+	// permissions (auth.go); its zero value is disabled.
+	Auth AuthConfig
 }
 
 // DefaultConfig returns a config with every default set; callers fill in
@@ -142,8 +146,17 @@ type Server struct {
 	rmqLis net.Listener
 	rmqOff func() // removes the adapter's role-change listener
 	tls    *tlsconf.Node
-	wg     sync.WaitGroup
-	once   sync.Once
+	// auth.go: the Authorizer, the sealer of user secrets, and the first
+	// admin's bootstrap (authMu guards authStopped and the wg.Add of its
+	// goroutines against stop).
+	auth        *auth.Authorizer
+	sealer      *auth.Sealer
+	authOff     func()
+	authMu      sync.Mutex
+	authStopped bool
+	authStop    chan struct{}
+	wg          sync.WaitGroup
+	once        sync.Once
 }
 
 // Start opens the data directory and starts the node. On error nothing is
@@ -214,6 +227,9 @@ func Start(cfg Config) (_ *Server, err error) {
 		bc.PeerAddr = bc.ClientAddr
 	}
 	if err := bc.Validate(); err != nil { // before any data is opened
+		return nil, err
+	}
+	if err := cfg.Auth.Validate(); err != nil {
 		return nil, err
 	}
 
@@ -300,6 +316,10 @@ func Start(cfg Config) (_ *Server, err error) {
 			log.Error("grpc server", "error", err)
 		}
 	}()
+	if err := s.startAuth(); err != nil {
+		s.grpc.Stop()
+		return nil, err
+	}
 	if cfg.Remoting != "" {
 		if err := s.startRemoting(); err != nil {
 			s.grpc.Stop()
@@ -333,6 +353,7 @@ func (s *Server) startRemoting() error {
 		rc.Addr = l.Addr().String()
 	}
 	rc.Logger = s.log.Named("remoting")
+	rc.Auth = s.auth
 	a, err := brokerremoting.New(rc, s.broker, s.peers)
 	if err != nil {
 		l.Close()
@@ -558,6 +579,13 @@ func (s *Server) stop(graceful bool) error {
 		case <-time.After(2 * time.Second):
 			s.grpc.Stop()
 			<-done
+		}
+		if s.authOff != nil {
+			s.authOff()
+			s.authMu.Lock()
+			s.authStopped = true
+			close(s.authStop)
+			s.authMu.Unlock()
 		}
 		if s.rmq != nil {
 			s.rmqOff()
