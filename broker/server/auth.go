@@ -71,6 +71,7 @@ func (s *Server) startAuth() error {
 	if err != nil {
 		return err
 	}
+	s.broker.SetUsers(s.store, s.sealer)
 	if c.AdminUser == "" {
 		return nil
 	}
@@ -130,6 +131,20 @@ func (s *Server) bootstrapAdmin(user string, secret []byte) {
 		return
 	}
 	s.log.Info("auth: first admin written", "user", user)
+}
+
+// stopAuth stops the first admin's bootstrap; it is idempotent.
+func (s *Server) stopAuth() {
+	if s.authOff == nil {
+		return
+	}
+	s.authOff()
+	s.authMu.Lock()
+	defer s.authMu.Unlock()
+	if !s.authStopped {
+		s.authStopped = true
+		close(s.authStop)
+	}
 }
 
 // Authorizer returns the node's Authorizer (mode disabled unless

@@ -284,6 +284,10 @@ func Start(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { s.broker.Close() })
+	if err := s.startAuth(); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, s.stopAuth)
 
 	if cfg.HTTP != "" {
 		hl, err := net.Listen("tcp", cfg.HTTP)
@@ -316,10 +320,6 @@ func Start(cfg Config) (_ *Server, err error) {
 			log.Error("grpc server", "error", err)
 		}
 	}()
-	if err := s.startAuth(); err != nil {
-		s.grpc.Stop()
-		return nil, err
-	}
 	if cfg.Remoting != "" {
 		if err := s.startRemoting(); err != nil {
 			s.grpc.Stop()
@@ -580,13 +580,7 @@ func (s *Server) stop(graceful bool) error {
 			s.grpc.Stop()
 			<-done
 		}
-		if s.authOff != nil {
-			s.authOff()
-			s.authMu.Lock()
-			s.authStopped = true
-			close(s.authStop)
-			s.authMu.Unlock()
-		}
+		s.stopAuth()
 		if s.rmq != nil {
 			s.rmqOff()
 			s.rmq.Close()
