@@ -4,7 +4,8 @@ package integration
 // unmodified RocketMQ Go client with primitive.Credentials of a granted
 // user produces and consumes; without credentials, with a wrong secret and
 // as a user without the grant it is refused; users and grants made with
-// the raftmq CLI apply on every node without a restart.
+// the raftmq CLI apply on every node without a restart and survive a
+// leader kill.
 
 import (
 	"context"
@@ -165,16 +166,32 @@ func TestRocketMQAuthEnforcing(t *testing.T) {
 	}
 	rmqWaitAll(t, got, sent, 90*time.Second)
 
-	// A revoke applies on every node too.
-	c.mustCLI("", "acl", "revoke", "u1", "topic:"+topic, "subscribe", "-s", s)
-	for _, nd := range c.all() {
+	// The grants survive a leader kill; a revoke made through the new
+	// leader applies on every running node.
+	old, _ := c.leaderNow()
+	if old == nil {
+		t.Fatal("no leader")
+	}
+	c.kill(old.ID)
+	c.waitLeader(old.ID)
+	for _, nd := range c.runningNodes() {
+		if r := rmqAuthProbe(t, rc, nd.Remoting, topic, "u1", "u1-secret"); r.Code != remoting.Success {
+			t.Fatalf("%s after the leader kill: %d %s", nd.ID, r.Code, r.Remark)
+		}
+	}
+	var running []string
+	for _, nd := range c.runningNodes() {
+		running = append(running, nd.ID)
+	}
+	c.mustCLI("", "acl", "revoke", "u1", "topic:"+topic, "subscribe", "-s", c.addrs(running...))
+	for _, nd := range c.runningNodes() {
 		procWaitFor(t, 20*time.Second, nd.ID+" applies the revoke", func() (bool, string) {
 			r := rmqAuthProbe(t, rc, nd.Remoting, topic, "u1", "u1-secret")
 			return r.Code == remoting.NoPermission, fmt.Sprintf("%d %s", r.Code, r.Remark)
 		})
 	}
 	var refused float64
-	for _, nd := range c.all() {
+	for _, nd := range c.runningNodes() {
 		refused += rmqMetric(t, nd.HTTP, "raftmq_auth_refusals_total", `reason="bad_signature"`, `mode="enforcing"`)
 	}
 	if refused < 1 {
