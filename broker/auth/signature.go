@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"crypto/subtle"
 	"encoding/base64"
+	"slices"
 	"sort"
 )
 
@@ -57,10 +58,16 @@ func SignRequest(ext map[string]string, body []byte, accessKey string, secret []
 	ext[FieldSignature] = Sign(secret, SignedContent(ext, body))
 }
 
+// FieldUniqueKeyQuery is the flag the Java client adds to a query by
+// unique key after signing it; RocketMQ's broker (up to 4.9.3 clients)
+// leaves it out of the signed content.
+const FieldUniqueKeyQuery = "_UNIQUE_KEY_QUERY"
+
 // VerifySignature reports whether ext's Signature is the one secret makes
 // of the request. The Java client signs SecurityToken when it sends one;
-// rocketmq-client-go sends it without signing it; both are accepted. The
-// comparison takes the same time wherever the signatures differ.
+// rocketmq-client-go sends it without signing it; both are accepted, as is
+// a signature without FieldUniqueKeyQuery. The comparison takes the same
+// time wherever the signatures differ.
 func VerifySignature(ext map[string]string, body []byte, secret []byte) bool {
 	got := []byte(ext[FieldSignature])
 	if len(got) == 0 {
@@ -69,8 +76,15 @@ func VerifySignature(ext map[string]string, body []byte, secret []byte) bool {
 	if subtle.ConstantTimeCompare(got, []byte(Sign(secret, SignedContent(ext, body)))) == 1 {
 		return true
 	}
-	if _, ok := ext[FieldSecurityToken]; ok {
-		return subtle.ConstantTimeCompare(got, []byte(Sign(secret, SignedContent(ext, body, FieldSecurityToken)))) == 1
+	_, token := ext[FieldSecurityToken]
+	_, uniq := ext[FieldUniqueKeyQuery]
+	for _, skip := range [][]string{{FieldSecurityToken}, {FieldUniqueKeyQuery}, {FieldSecurityToken, FieldUniqueKeyQuery}} {
+		if (!token && slices.Contains(skip, FieldSecurityToken)) || (!uniq && slices.Contains(skip, FieldUniqueKeyQuery)) {
+			continue
+		}
+		if subtle.ConstantTimeCompare(got, []byte(Sign(secret, SignedContent(ext, body, skip...)))) == 1 {
+			return true
+		}
 	}
 	return false
 }

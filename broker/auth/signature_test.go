@@ -68,6 +68,17 @@ func TestSignatureSecurityToken(t *testing.T) {
 	if VerifySignature(javaExt, []byte("b"), secret) {
 		t.Fatal("changed request verified")
 	}
+	// The Java client's query by unique key: the flag added after signing.
+	q := map[string]string{"topic": "t", "key": "K"}
+	SignRequest(q, nil, "ak", secret)
+	q[FieldUniqueKeyQuery] = "true"
+	if !VerifySignature(q, nil, secret) {
+		t.Fatal("query by unique key (flag unsigned) refused")
+	}
+	q["key"] = "L"
+	if VerifySignature(q, nil, secret) {
+		t.Fatal("changed query verified")
+	}
 }
 
 // FuzzVerifySignature: any request signed by SignRequest verifies with its
