@@ -62,7 +62,7 @@ func authNeeds(req *rmq.Command) []auth.Need {
 	case rmq.PullMessage, rmq.LitePullMessage, rmq.QueryConsumerOffset, rmq.UpdateConsumerOffset:
 		group(ext["consumerGroup"])
 		topic(auth.Subscribe, ext["topic"])
-	case rmq.GetConsumerListByGroup, rmq.CheckClientConfig:
+	case rmq.GetConsumerListByGroup, rmq.CheckClientConfig, rmq.UnregisterClient:
 		group(ext["consumerGroup"])
 	case rmq.ConsumerSendMsgBack:
 		group(ext["group"])

@@ -156,6 +156,8 @@ func TestAuthNeedsByRequestCode(t *testing.T) {
 		{rmq.PullMessage, map[string]string{"consumerGroup": "cg", "topic": "orders"}, nil, "subscribe group:cg;subscribe topic:orders"},
 		{rmq.UpdateConsumerOffset, map[string]string{"consumerGroup": "cg", "topic": "orders"}, nil, "subscribe group:cg;subscribe topic:orders"},
 		{rmq.ConsumerSendMsgBack, map[string]string{"group": "cg"}, nil, "subscribe group:cg"},
+		{rmq.UnregisterClient, map[string]string{"clientID": "c", "consumerGroup": "cg"}, nil, "subscribe group:cg"},
+		{rmq.UnregisterClient, map[string]string{"clientID": "c", "producerGroup": "pg"}, nil, ""},
 		{rmq.GetMaxOffset, map[string]string{"topic": "orders"}, nil, "subscribe topic:orders"},
 		{rmq.HeartBeat, nil, hb, "subscribe group:cg;subscribe topic:orders"},
 		{rmq.HeartBeat, nil, []byte("{"), ""},
