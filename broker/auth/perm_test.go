@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -136,13 +137,25 @@ func TestAuthorizer(t *testing.T) {
 	if got := counterValue(a.Refusals(Enforcing, ReasonBadSignature)); got != 2 {
 		t.Errorf("bad signature refusals %v, want 2", got)
 	}
-	// Permissive serves everything and counts what it would refuse.
-	p, _ := New(Config{Mode: Permissive, Users: dir, Sealer: s})
+	// Permissive serves everything, counts and logs what it would refuse,
+	// and the log names the user and the refusal, never the secret.
+	var logBuf bytes.Buffer
+	p, _ := New(Config{Mode: Permissive, Users: dir, Sealer: s, Logger: hclog.New(&hclog.LoggerOptions{Output: &logBuf, Level: hclog.Trace})})
 	if err := p.Check(map[string]string{}, nil, pub("x"), "send", "test"); err != nil {
+		t.Fatalf("permissive refused: %v", err)
+	}
+	if err := p.Check(signed("u1", "secret-1", "payments"), []byte("body"), pub("payments"), "send", "10.0.0.1:5"); err != nil {
 		t.Fatalf("permissive refused: %v", err)
 	}
 	if got := counterValue(p.Refusals(Permissive, ReasonNoCredentials)); got != 1 {
 		t.Errorf("permissive count %v, want 1", got)
+	}
+	if got := counterValue(p.Refusals(Permissive, ReasonNoPermission)); got != 1 {
+		t.Errorf("permissive no-permission count %v, want 1", got)
+	}
+	logged := logBuf.String()
+	if !strings.Contains(logged, "user u1 may not publish to topic payments") || !strings.Contains(logged, "10.0.0.1:5") || strings.Contains(logged, "secret-1") {
+		t.Errorf("permissive log %q: want the refusal and the address, never the secret", logged)
 	}
 	// Another node's key: the secret does not open.
 	other, _ := NewSealer(bytes.Repeat([]byte("o"), 32))
