@@ -136,6 +136,14 @@ func TestRocketMQAuthEnforcing(t *testing.T) {
 			t.Fatalf("%s: read before the grant: %d %s", nd.ID, r.Code, r.Remark)
 		}
 	}
+	noPermission := func() float64 {
+		var n float64
+		for _, nd := range c.all() {
+			n += rmqMetric(t, nd.HTTP, "raftmq_auth_refusals_total", `reason="no_permission"`)
+		}
+		return n
+	}
+	before := noPermission()
 	// A push consumer of u1 starts before the grant and gets everything
 	// once the CLI grants it subscribe on its group and the topic.
 	got := newRMQReceived()
@@ -156,6 +164,14 @@ func TestRocketMQAuthEnforcing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Shutdown()
+	// Its heartbeats and pulls are refused until then.
+	procWaitFor(t, 30*time.Second, "the consumer's requests refused", func() (bool, string) {
+		n := noPermission()
+		return n > before, fmt.Sprintf("%v no_permission refusals, %v before the consumer started", n, before)
+	})
+	if n := len(got.missing(sent)); n != len(sent) {
+		t.Fatalf("%d messages delivered before the grant", len(sent)-n)
+	}
 	c.mustCLI("", "acl", "grant", "u1", "group:auth-cg", "subscribe", "-s", s)
 	c.mustCLI("", "acl", "grant", "u1", "topic:"+topic, "sub", "-s", s)
 	for _, nd := range c.all() {
