@@ -87,10 +87,7 @@ func (s *Server) startAuth() error {
 		return errors.New("--auth-admin-secret-file: empty")
 	}
 	s.authStop = make(chan struct{})
-	s.authOff = s.node.OnChange(func(ev election.Event) {
-		if ev.Role != election.Leader || !ev.Ready {
-			return
-		}
+	run := func() {
 		s.authMu.Lock()
 		defer s.authMu.Unlock()
 		if s.authStopped {
@@ -101,7 +98,17 @@ func (s *Server) startAuth() error {
 			defer s.wg.Done()
 			s.bootstrapAdmin(c.AdminUser, secret)
 		}()
+	}
+	s.authOff = s.node.OnChange(func(ev election.Event) {
+		if ev.Role == election.Leader && ev.Ready {
+			run()
+		}
 	})
+	// A node that is a ready leader already had its ready event (the
+	// bootstrap command is idempotent, so running it twice is harmless).
+	if s.node.Ready() {
+		run()
+	}
 	return nil
 }
 

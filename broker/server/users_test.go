@@ -126,3 +126,34 @@ func TestAuthConfigValidate(t *testing.T) {
 		t.Errorf("disabled: %v", err)
 	}
 }
+
+// TestFirstAdminFromConfiguration: a group of one writes the configured
+// first admin, sealed,
+// with admin on the cluster; after a restart with another admin configured
+// the table, which has a user, is left as it is.
+func TestFirstAdminFromConfiguration(t *testing.T) {
+	key := bytes.Repeat([]byte("k"), 32)
+	c := newCluster(t, 1, func(i int, cfg *server.Config) {
+		cfg.Auth = server.AuthConfig{Mode: auth.Enforcing, Key: key, AdminUser: "root", AdminSecret: []byte("root-secret")}
+	})
+	c.leader()
+	sealer, _ := auth.NewSealer(key)
+	waitFor(t, 10*time.Second, "the first admin", func() bool {
+		u, ok := c.nodes[0].Store().User("root")
+		if !ok {
+			return false
+		}
+		got, err := sealer.Open("root", u.Secret)
+		return err == nil && string(got) == "root-secret" && len(u.Grants) == 1 &&
+			u.Grants[0].Resource == auth.ClusterResource && u.Grants[0].Actions == uint32(auth.Admin)
+	})
+	c.stop(0, true)
+	c.cfgs[0].Auth.AdminUser, c.cfgs[0].Auth.AdminSecret = "other", []byte("other-secret")
+	c.start(0)
+	c.leader()
+	waitFor(t, 10*time.Second, "root after the restart", func() bool { _, ok := c.nodes[0].Store().User("root"); return ok })
+	time.Sleep(300 * time.Millisecond) // a bootstrap, were there one, is one local commit
+	if us := c.nodes[0].Store().Users(); len(us) != 1 || us[0].Name != "root" {
+		t.Fatalf("users after a restart with another admin configured: %+v", us)
+	}
+}
