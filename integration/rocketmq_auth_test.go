@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
@@ -126,6 +127,24 @@ func TestRocketMQAuthEnforcing(t *testing.T) {
 			t.Errorf("%s: send %v, want NO_PERMISSION (16) saying %q", name, err, tc.want)
 		}
 		p.Shutdown()
+	}
+
+	// RocketMQ's Go admin API does not sign CreateTopic (it never calls
+	// RegisterACL there) and ignores the response code: against an
+	// enforcing node the topic is refused as unsigned.
+	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{ns.Addr()})),
+		admin.WithCredentials(primitive.Credentials{AccessKey: "root", SecretKey: "root-secret"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsignedBefore := rmqMetric(t, c.all()[0].HTTP, "raftmq_auth_refusals_total", `reason="no_credentials"`)
+	_ = adm.CreateTopic(ctx, admin.WithTopicCreate("auth-by-admin"), admin.WithBrokerAddrCreate(c.all()[0].Remoting), admin.WithWriteQueueNums(2), admin.WithReadQueueNums(2))
+	adm.Close()
+	if after := rmqMetric(t, c.all()[0].HTTP, "raftmq_auth_refusals_total", `reason="no_credentials"`); after != unsignedBefore+1 {
+		t.Errorf("the Go admin's unsigned CreateTopic: no_credentials %v -> %v, want one more", unsignedBefore, after)
+	}
+	if out := c.mustCLI("", "topic", "list", "-s", s); strings.Contains(out, "auth-by-admin") {
+		t.Errorf("an unsigned CreateTopic created the topic:\n%s", out)
 	}
 
 	// u1 may not read yet, on any node.
