@@ -83,6 +83,10 @@ func TestAuthEnforcingRemoting(t *testing.T) {
 	}
 	f.waitUsers(func(i int) bool { u, _ := f.c.Node(i).Store().User("u1"); return len(u.Grants) == 1 })
 
+	create2 := map[string]string{"topic": "orders2", "writeQueueNums": "2", "readQueueNums": "2"}
+	if r := f.invoke(f.addr(l), rmq.UpdateAndCreateTopic, signed(create2, nil, "u1", "u1-secret"), nil); r.Code != rmq.NoPermission || r.Remark != "user u1 may not administer the cluster" {
+		t.Fatalf("create by a user without admin: %d %q", r.Code, r.Remark)
+	}
 	send := sendExt("orders", 1, map[string]string{"UNIQ_KEY": "A1"})
 	body := []byte("hello")
 	if r := f.invoke(f.addr(fo), rmq.SendMessage, signed(send, body, "u1", "u1-secret"), body); r.Code != rmq.Success {
