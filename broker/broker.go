@@ -225,7 +225,8 @@ type Broker struct {
 	mu       sync.Mutex
 	wg       sync.WaitGroup
 	closed   atomic.Bool
-	unlisten func() // removes onRoleChange from the replica's listeners
+	unlisten func()  // removes onRoleChange from the replica's listeners
+	users    usersOf // the user table it manages (users.go)
 }
 
 // New starts a broker over a running replica and its log.

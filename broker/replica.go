@@ -157,11 +157,11 @@ func storeErr(err error) error {
 		to = ErrUnavailable
 	case errors.Is(err, store.ErrTooLarge):
 		to = ErrTooLarge
-	case errors.Is(err, election.ErrNoSuchServer), errors.Is(err, store.ErrUnknownTopic):
+	case errors.Is(err, election.ErrNoSuchServer), errors.Is(err, store.ErrUnknownTopic), errors.Is(err, store.ErrUnknownUser):
 		to = ErrNotFound
 	case errors.Is(err, election.ErrRefused):
 		to = ErrFailedPrecondition
-	case errors.Is(err, store.ErrTopicExists):
+	case errors.Is(err, store.ErrTopicExists), errors.Is(err, store.ErrUserExists):
 		to = ErrAlreadyExists
 	case errors.Is(err, store.ErrStaleSequence):
 		// This request was not appended. An earlier request with the same

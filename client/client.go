@@ -173,13 +173,22 @@ func (c *Client) Close() error {
 }
 
 func (c *Client) conn(addr string) (api.BrokerClient, error) {
+	cc, err := c.clientConn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return api.NewBrokerClient(cc), nil
+}
+
+// clientConn is conn for any service of the node at addr.
+func (c *Client) clientConn(addr string) (grpc.ClientConnInterface, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, errors.New("client is closed")
 	}
 	if cc, ok := c.conns[addr]; ok {
-		return api.NewBrokerClient(cc), nil
+		return cc, nil
 	}
 	var opts []grpc.DialOption
 	if c.cfg.TLS != nil {
@@ -190,7 +199,7 @@ func (c *Client) conn(addr string) (api.BrokerClient, error) {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	c.conns[addr] = cc
-	return api.NewBrokerClient(cc), nil
+	return cc, nil
 }
 
 // Retryable reports whether an error may go away by itself: no leader, a
@@ -321,6 +330,13 @@ func (c *Client) do(ctx context.Context, call func(context.Context, api.BrokerCl
 // for wait: its attempts get attemptTimeout(size, wait), and the stall check
 // starts wait + StallTimeout after an attempt was sent.
 func (c *Client) doSized(ctx context.Context, size int, wait time.Duration, call func(context.Context, api.BrokerClient) error) error {
+	return c.doConn(ctx, size, wait, func(ctx context.Context, cc grpc.ClientConnInterface) error {
+		return call(ctx, api.NewBrokerClient(cc))
+	})
+}
+
+// doConn is doSized for any service of the nodes.
+func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call func(context.Context, grpc.ClientConnInterface) error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.RetryTimeout)
@@ -338,12 +354,12 @@ func (c *Client) doSized(ctx context.Context, size int, wait time.Duration, call
 		if attempt > 0 && c.leaderAddr() != "" {
 			addr = c.leaderAddr()
 		}
-		cl, err := c.conn(addr)
+		cc, err := c.clientConn(addr)
 		if err != nil {
 			return err
 		}
 		err = c.attempt(ctx, addr, c.attemptTimeout(size, wait), wait+c.cfg.StallTimeout,
-			func(actx context.Context) error { return call(actx, cl) })
+			func(actx context.Context) error { return call(actx, cc) })
 		if err == nil {
 			return nil
 		}

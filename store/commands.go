@@ -41,6 +41,11 @@ type metaCmd struct {
 	MaxReconsume *int32 `json:"max_reconsume,omitempty"`
 	// Term: opLockTerm (locks.go).
 	Term uint64 `json:"term,omitempty"`
+	// User, Secret (sealed), Resource, Actions: the user table (users.go).
+	User     string `json:"user,omitempty"`
+	Secret   []byte `json:"secret,omitempty"`
+	Resource string `json:"resource,omitempty"`
+	Actions  uint32 `json:"actions,omitempty"`
 }
 
 func encodeMeta(c *metaCmd) []byte {

@@ -27,6 +27,10 @@ var (
 	// written.
 	ErrTooLarge = errors.New("entry too large")
 
+	// ErrUnknownUser: no user of that name has been applied here.
+	ErrUnknownUser = errors.New("unknown user")
+	// ErrUserExists: a user of that name exists.
+	ErrUserExists = errors.New("user exists")
 	// ErrUnknownTopic: no topic of that name has been applied here.
 	ErrUnknownTopic = errors.New("unknown topic")
 	// ErrTopicExists: the topic exists with another queue count (or the

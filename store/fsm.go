@@ -39,7 +39,8 @@ type FSM struct {
 	txn       txnState // decisions of the half queue (txn.go)
 	// maxReconsume: group -> max reconsume times, where set (groupsettings.go).
 	maxReconsume map[string]int32
-	lockTerm     uint64 // last term whose leader granted orderly locks (locks.go)
+	lockTerm     uint64           // last term whose leader granted orderly locks (locks.go)
+	users        map[string]*User // the user table (users.go)
 
 	applied  atomic.Uint64
 	damage   fsmDamage
@@ -79,6 +80,7 @@ func (f *FSM) reset() {
 	f.txn = txnState{}
 	f.maxReconsume = map[string]int32{}
 	f.lockTerm = 0
+	f.users = map[string]*User{}
 }
 
 // Applied is the index of the last entry applied to the FSM.
@@ -268,6 +270,9 @@ func (f *FSM) applyMetaLocked(index uint64, c *metaCmd) interface{} {
 	case opTxnRollback:
 		return f.applyTxnRollbackLocked(c)
 	default:
+		if res, ok := f.applyUserLocked(c); ok {
+			return res
+		}
 		if res, ok := f.applyLifecycleLocked(c); ok {
 			return res
 		}

@@ -13,7 +13,7 @@ const (
 	MaxProducers   = 65536 // producers remembered, least recently used evicted
 	DefaultQueues  = 4
 	maxSkipPerRec  = 1 << 16
-	snapshotFormat = 4 // 2: remembered results carry the request's digest and message counts; 3: no index records; 4: transaction decisions
+	snapshotFormat = 5 // 2: remembered results carry the request's digest and message counts; 3: no index records; 4: transaction decisions; 5: users
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9._%-]+$`)

@@ -18,6 +18,9 @@ import (
 // stream followed by a CRC32C of the stream. Its size depends on topics,
 // queues, groups and producers, not on how many messages are kept.
 //
+// Format 5 adds the user table (users.go) with its sealed secrets; older
+// formats restore an empty table.
+//
 // Format 3 leaves the index records out: each node keeps them on its disk
 // (queueindex), synced before the snapshot is written, and restore cuts
 // them back to the snapshot. Only the records of what still waits in the
@@ -82,6 +85,9 @@ type snapState struct {
 	// MaxReconsume: group -> max reconsume times (absent in older snapshots).
 	MaxReconsume map[string]int32
 	LockTerm     uint64 // absent (0) in older snapshots
+	// Users: the user table with sealed secrets (format 5; absent in
+	// older snapshots, which restore an empty table).
+	Users []User
 }
 
 // captured is a cheap copy made under the read lock; the encoding happens in
@@ -98,6 +104,7 @@ type captured struct {
 
 	maxReconsume map[string]int32
 	lockTerm     uint64
+	users        []User
 }
 
 type capturedTopic struct {
@@ -175,6 +182,7 @@ func (f *FSM) captureLocked() *captured {
 		c.nodes[k] = v
 	}
 	c.lockTerm = f.lockTerm
+	c.users = f.captureUsersLocked()
 	c.maxReconsume = make(map[string]int32, len(f.maxReconsume))
 	for g, n := range f.maxReconsume {
 		c.maxReconsume[g] = n
@@ -238,6 +246,7 @@ func (f *FSM) loadLocked(st *snapState) error {
 		f.maxReconsume = st.MaxReconsume
 	}
 	f.lockTerm = st.LockTerm
+	f.loadUsersLocked(st.Users)
 	return nil
 }
 
@@ -305,6 +314,7 @@ func writeSnapshot(w io.Writer, c *captured) error {
 	st.Schedule = c.sched.snap()
 	st.Txn = c.txn.snap()
 	st.MaxReconsume, st.LockTerm = c.maxReconsume, c.lockTerm
+	st.Users = c.users
 	for _, ct := range c.topics {
 		st.Topics = append(st.Topics, ct.snapTopic)
 	}

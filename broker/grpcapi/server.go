@@ -55,11 +55,13 @@ type Server struct {
 func NewServer(b *broker.Broker, peers *Peers) *Server { return &Server{b: b, peers: peers} }
 
 // RegisterServices registers the services of b on gs: Broker for clients,
-// Peer and Txn (txn.go) for the other nodes.
+// Peer and Txn (txn.go) for the other nodes, Users (users.go) for user
+// management.
 func RegisterServices(gs *grpc.Server, b *broker.Broker, peers *Peers) {
 	api.RegisterBrokerServer(gs, NewServer(b, peers))
 	api.RegisterPeerServer(gs, NewPeerServer(b, peers))
 	gs.RegisterService(&txnServiceDesc, &txnService{b: b, peers: peers})
+	gs.RegisterService(&usersServiceDesc, &usersService{b: b, peers: peers})
 }
 
 // ServerOptions are the options every raftmq gRPC server of b uses. A
@@ -85,6 +87,9 @@ func PeerCertRequired() []grpc.ServerOption {
 		if !isPeerMethod(method) || tlsconf.VerifiedPeer(ctx) {
 			return nil
 		}
+		if method == api.UsersCallMethod {
+			return status.Errorf(codes.PermissionDenied, "%s manages users: with --tls-mode enforcing it needs a client certificate signed by the cluster CA (--tls-cert)", method)
+		}
 		return status.Errorf(codes.PermissionDenied, "%s is a node-to-node call: it needs a client certificate signed by the cluster CA (--tls-cert)", method)
 	}
 	return []grpc.ServerOption{
@@ -104,7 +109,8 @@ func PeerCertRequired() []grpc.ServerOption {
 }
 
 func isPeerMethod(m string) bool {
-	return strings.HasPrefix(m, "/"+api.Peer_ServiceDesc.ServiceName+"/") || m == legacyNodeState || m == legacyRegister || m == TxnEndMethod || m == ReplyPushMethod
+	return strings.HasPrefix(m, "/"+api.Peer_ServiceDesc.ServiceName+"/") || m == legacyNodeState || m == legacyRegister || m == TxnEndMethod || m == ReplyPushMethod ||
+		m == api.UsersCallMethod // until the API authenticates its callers, user management is for holders of a cluster certificate
 }
 
 // admitProduce refuses produce calls, before their request is read, while

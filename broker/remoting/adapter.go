@@ -17,6 +17,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/broker/grpcapi"
 	rmq "github.com/raftmq/raftmq/remoting"
 )
@@ -60,7 +61,10 @@ type Config struct {
 	// timeout; held on a follower, the queue goes on as soon as a new
 	// leader commits.
 	TailOnFollowers bool
-	Logger          hclog.Logger
+	// Auth authenticates and authorizes every request before it is served
+	// (authz.go); nil: nothing is checked.
+	Auth   *auth.Authorizer
+	Logger hclog.Logger
 }
 
 // DefaultConfig returns RocketMQ's periods.
@@ -216,7 +220,10 @@ func (a *Adapter) Close() error {
 }
 
 func (a *Adapter) handle(ctx context.Context, conn *rmq.Conn, req *rmq.Command) *rmq.Command {
-	resp := a.dispatch(ctx, conn, req)
+	resp := a.authorize(conn, req)
+	if resp == nil {
+		resp = a.dispatch(ctx, conn, req)
+	}
 	code := "none"
 	if resp != nil {
 		code = strconv.Itoa(int(resp.Code))

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/broker/grpcapi"
 	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
 	"github.com/raftmq/raftmq/election"
@@ -76,6 +77,9 @@ type Config struct {
 	// node-to-node API, raft, HTTP, remoting): docs/security.md. Its zero
 	// value is disabled: plaintext everywhere.
 	TLS tlsconf.Config
+	// Auth authenticates RocketMQ remoting requests and checks their
+	// permissions (auth.go); its zero value is disabled.
+	Auth AuthConfig
 }
 
 // DefaultConfig returns a config with every default set; callers fill in
@@ -142,12 +146,20 @@ type Server struct {
 	rmqLis net.Listener
 	rmqOff func() // removes the adapter's role-change listener
 	tls    *tlsconf.Node
-	wg     sync.WaitGroup
-	once   sync.Once
-
 	// replies hands the Reply service (replies another node could not
 	// push) to the remoting adapter once it starts.
 	replies grpcapi.ReplyRelay
+	// auth.go: the Authorizer, the sealer of user secrets, and the first
+	// admin's bootstrap (authMu guards authStopped and the wg.Add of its
+	// goroutines against stop).
+	auth        *auth.Authorizer
+	sealer      *auth.Sealer
+	authOff     func()
+	authMu      sync.Mutex
+	authStopped bool
+	authStop    chan struct{}
+	wg          sync.WaitGroup
+	once        sync.Once
 }
 
 // Start opens the data directory and starts the node. On error nothing is
@@ -220,6 +232,9 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err := bc.Validate(); err != nil { // before any data is opened
 		return nil, err
 	}
+	if err := cfg.Auth.Validate(); err != nil {
+		return nil, err
+	}
 
 	onFatal := cfg.OnFatal
 	if onFatal == nil {
@@ -272,6 +287,10 @@ func Start(cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { s.broker.Close() })
+	if err := s.startAuth(); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, s.stopAuth)
 
 	if cfg.HTTP != "" {
 		hl, err := net.Listen("tcp", cfg.HTTP)
@@ -338,6 +357,7 @@ func (s *Server) startRemoting() error {
 		rc.Addr = l.Addr().String()
 	}
 	rc.Logger = s.log.Named("remoting")
+	rc.Auth = s.auth
 	a, err := brokerremoting.New(rc, s.broker, s.peers)
 	if err != nil {
 		l.Close()
@@ -565,6 +585,7 @@ func (s *Server) stop(graceful bool) error {
 			s.grpc.Stop()
 			<-done
 		}
+		s.stopAuth()
 		if s.rmq != nil {
 			s.rmqOff()
 			s.rmq.Close()

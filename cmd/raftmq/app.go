@@ -80,6 +80,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			leaderCommand(),
 			memberCommand(),
 			groupCommand(),
+			userCommand(),
+			aclCommand(),
 			messageCommand(),
 			dlqCommand(),
 			demoCommand(),

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/auth"
 	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/election"
@@ -87,6 +88,10 @@ func serverCommand() *cli.Command {
 			&cli.IntFlag{Name: "txn-check-max", Value: brokerremoting.DefaultTxnCheckMax, Usage: "after this many check-backs an undecided half message is discarded into TRANS_CHECK_MAX_TIME_TOPIC"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
 			&cli.StringFlag{Name: "tls-mode", Value: string(tlsconf.Disabled), EnvVars: []string{"RAFTMQ_SERVER_TLS_MODE"}, Usage: "TLS on every port (client API, raft, node-to-node, HTTP, remoting): disabled; permissive (each port takes TLS and plaintext, peers are dialed with TLS and plaintext only if they do not speak it: the step of a node-by-node move); enforcing (plaintext refused; nodes need a certificate the --tls-ca signed). docs/security.md"},
+			&cli.StringFlag{Name: "auth", Value: "disabled", EnvVars: []string{"RAFTMQ_SERVER_AUTH"}, Usage: "authentication and permissions of RocketMQ remoting requests: disabled; permissive (serve everything, log and count in /metrics what enforcing would refuse: the step of a node-by-node move); enforcing (refuse NO_PERMISSION without a valid signature of a user holding the grant). docs/security.md"},
+			&cli.StringFlag{Name: "auth-key-file", EnvVars: []string{"RAFTMQ_SERVER_AUTH_KEY_FILE"}, Usage: "file of at least 32 random bytes that seals user secrets in the log and snapshots; the same on every node of the group (needed unless --auth disabled)"},
+			&cli.StringFlag{Name: "auth-admin-user", EnvVars: []string{"RAFTMQ_SERVER_AUTH_ADMIN_USER"}, Usage: "the first admin (an access key), written by the leader while the group has no user; there is no built-in one"},
+			&cli.StringFlag{Name: "auth-admin-secret-file", EnvVars: []string{"RAFTMQ_SERVER_AUTH_ADMIN_SECRET_FILE"}, Usage: "file holding the first admin's secret key (a trailing newline is dropped)"},
 			&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"RAFTMQ_SERVER_TLS_CERT"}, Usage: "PEM certificate of this node, for serving and for dialing the other nodes; reloaded on SIGHUP and when the file changes"},
 			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"RAFTMQ_SERVER_TLS_KEY"}, Usage: "PEM private key of --tls-cert"},
 			&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"RAFTMQ_SERVER_TLS_CA"}, Usage: "PEM CA that signs the nodes' certificates (and clients' optional ones)"},
@@ -224,6 +229,15 @@ func runServer(c *cli.Context) error {
 		cfg.TLS.ReloadEvery = -1 // SIGHUP only
 	}
 	if err := cfg.TLS.Validate(); err != nil {
+		return err
+	}
+	authMode, err := auth.ParseMode(c.String("auth"))
+	if err != nil {
+		return fmt.Errorf("--auth: %w", err)
+	}
+	cfg.Auth = server.AuthConfig{Mode: authMode, KeyFile: c.String("auth-key-file"), AdminUser: c.String("auth-admin-user"),
+		AdminSecretFile: c.String("auth-admin-secret-file")}
+	if err := cfg.Auth.Validate(); err != nil {
 		return err
 	}
 	level := hclog.LevelFromString(c.String("log-level"))
