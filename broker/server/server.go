@@ -365,7 +365,8 @@ func (s *Server) startRemoting() error {
 	}
 	s.rmq, s.rmqLis = a, l
 	s.replies.Set(a)
-	s.rmqOff = s.node.OnChange(func(election.Event) { a.RoleChanged() })
+	a.RoleChanged(s.node.LeaderID()) // before the events, which then win
+	s.rmqOff = s.node.OnChange(func(e election.Event) { a.RoleChanged(e.LeaderID) })
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
