@@ -63,6 +63,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		ErrWriter:              stderr,
 		HideHelpCommand:        true,
 		Suggest:                true,
+		EnableBashCompletion:   true,
 		UseShortOptionHandling: true,
 		ExitErrHandler:         func(*cli.Context, error) {}, // Run returns errors; main prints them
 		Version:                versionLine(),
@@ -89,6 +90,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			contextCommand(),
 			benchCommand(),
 			versionCommand(),
+			completionCommand(),
 		},
 	}
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionLine()) }
@@ -97,7 +99,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		addEnv(c, envPrefix[c.Name])
 		withUsage(c)
 	}
-	return app.RunContext(ctx, interspersed(app.Commands, args))
+	return app.RunContext(ctx, interspersed(app.Commands, helpArgs(app.Commands, args)))
 }
 
 // interspersed moves flags that follow positional arguments in front of

@@ -30,7 +30,7 @@ func healthCommand() *cli.Command {
 			&cli.DurationFlag{Name: "wait", Usage: "check again every half second until healthy or this long has passed (0: check once)"}},
 			clientTLSFlags()...),
 		Description: "Without --all only the first address of -s is checked; one check takes at most 2 seconds.\n" +
-			"Exit status 2: no answer; 3: no leader known; 4: not ready, with the reason (as /readyz: a leader\n" +
+			"Exit status 1: no answer; 3: no leader known; 4: not ready, with the reason (as /readyz: a leader\n" +
 			"that cannot commit, a node whose applying is stuck, a follower that receives no entries; with\n" +
 			"--all: any member down or not ready).",
 		Action: func(c *cli.Context) error {
@@ -79,7 +79,7 @@ func checkHealth(ctx context.Context, cl *client.Client, addr string, all bool) 
 		st, err = cl.StatusOf(cctx, addr)
 	}
 	if err != nil {
-		return "", &exitError{2, fmt.Errorf("%s does not answer: %w", addr, clean(err))}
+		return "", &exitError{1, fmt.Errorf("%s does not answer: %w", addr, clean(err))}
 	}
 	if st.LeaderId == "" {
 		return "", &exitError{3, fmt.Errorf("%s answers but knows no leader", st.AnsweredBy)}
@@ -447,7 +447,7 @@ type ackJSON struct {
 func runProduce(c *cli.Context) error {
 	topic := c.String("topic")
 	if topic == "" {
-		return errors.New("produce: --topic is required")
+		return usageError(c, "produce: --topic is required")
 	}
 	format := c.String("format")
 	if format != "text" && format != "json" {
@@ -690,7 +690,7 @@ type msgJSON struct {
 func runConsume(c *cli.Context) error {
 	topic := c.String("topic")
 	if topic == "" {
-		return errors.New("consume: --topic is required")
+		return usageError(c, "consume: --topic is required")
 	}
 	format := c.String("format")
 	if format != "text" && format != "json" {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 )
@@ -56,5 +57,70 @@ func TestGroupingCommandWithoutArgumentsShowsHelp(t *testing.T) {
 	out, _, code := runCLI("topic")
 	if code != 0 || !strings.Contains(out, "create") {
 		t.Errorf("raftmq topic: exit %d, stdout %q; want its help with exit 0", code, out)
+	}
+}
+
+func TestHelpAnywhereOnTheLine(t *testing.T) {
+	for _, args := range [][]string{
+		{"help", "topic", "create"},
+		{"topic", "create", "--help"},
+		{"topic", "create", "foo", "--help"},
+		{"topic", "create", "foo", "-h", "--queues", "4"},
+	} {
+		out, errOut, code := runCLI(args...)
+		if code != 0 || !strings.Contains(out, "raftmq topic create - ") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want topic create's help", args, code, out, errOut)
+		}
+	}
+	if out, _, code := runCLI("help"); code != 0 || !strings.Contains(out, "COMMANDS:") {
+		t.Errorf("raftmq help: exit %d, stdout %q; want the command list", code, out)
+	}
+}
+
+func TestMisspeltCommandsAndFlagsGetASuggestion(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"statsu"}, `did you mean "status"?`},
+		{[]string{"topic", "creat"}, `did you mean "create"?`},
+		{[]string{"status", "--servrs", "x"}, "did you mean --servers?"},
+	} {
+		_, errOut, code := runCLI(tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	if _, errOut, _ := runCLI("zzzzzz"); strings.Contains(errOut, "did you mean") {
+		t.Errorf("a word like no command got a suggestion: %q", errOut)
+	}
+}
+
+func TestCompletionScripts(t *testing.T) {
+	for sh, want := range map[string]string{"bash": "complete -o bashdefault", "zsh": "compdef _raftmq raftmq", "fish": "complete -c raftmq"} {
+		out, errOut, code := runCLI("completion", sh)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("completion %s: exit %d, stderr %q; want a script with %q", sh, code, errOut, want)
+		}
+	}
+	if _, _, code := runCLI("completion", "tcsh"); code != 2 {
+		t.Errorf("completion tcsh: exit %d, want 2", code)
+	}
+	// What the scripts ask the binary for (urfave/cli reads the word
+	// before the last from os.Args).
+	defer func(a []string) { os.Args = a }(os.Args)
+	os.Args = []string{"raftmq", "topic", "--generate-bash-completion"}
+	out, _, code := runCLI("topic", "--generate-bash-completion")
+	if code != 0 || !strings.Contains(out, "create") || !strings.Contains(out, "delete") {
+		t.Errorf("topic --generate-bash-completion: exit %d, stdout %q; want its subcommands", code, out)
+	}
+}
+
+func TestMissingRequiredFlagIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{{"produce", "x"}, {"consume"}} {
+		_, errOut, code := runCLI(args...)
+		if code != 2 || !strings.Contains(errOut, "--topic is required") || !strings.Contains(errOut, "--help") {
+			t.Errorf("%v: exit %d, stderr %q; want 2, the missing flag and the hint", args, code, errOut)
+		}
 	}
 }
