@@ -46,6 +46,15 @@ func TestNamesrvRoutes(t *testing.T) {
 		groups[0].WritePaths["g1~n2"] != "127.0.0.1:10921" {
 		t.Fatalf("routes --json: exit %d %q", code, out)
 	}
+	// Several name servers, as the other commands take them: the first
+	// that answers (here the second; nothing listens on the first).
+	out, _, code = runCLI("namesrv", "routes", "--namesrv", "127.0.0.1:1;"+ns.Addr(), "--topic", "orders")
+	if code != 0 || !strings.Contains(out, "leader    0: 127.0.0.1:10911 (n1)") {
+		t.Fatalf("routes --namesrv \"A;B\": exit %d\n%s", code, out)
+	}
+	if err := runErr("namesrv", "routes", "--namesrv", "127.0.0.1:1;127.0.0.1:2"); err == nil || !strings.Contains(err.Error(), "127.0.0.1:2") {
+		t.Fatalf("routes with no name server answering: %v", err)
+	}
 	if err := runErr("namesrv", "routes", "--namesrv", ns.Addr(), "--topic", "nope"); exitCode(err) != 3 || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("missing topic: %v", err)
 	}
