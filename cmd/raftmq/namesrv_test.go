@@ -76,3 +76,21 @@ func runErr(args ...string) error {
 	var out, errb strings.Builder
 	return Run(context.Background(), append([]string{"raftmq"}, args...), strings.NewReader(""), &out, &errb)
 }
+
+// TestServerListenerFlags: an external address needs its listener, and a
+// listener on every address needs the address clients are told.
+func TestServerListenerFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--advertise-external", "127.0.0.1:9101"}, "--listen-external"},
+		{[]string{"--listen-external", "0.0.0.0:9100"}, "--advertise-external"},
+		{[]string{"--listen-external", "nocolon"}, "--listen-external"},
+	} {
+		args := append([]string{"server", "--id", "n1", "--data", t.TempDir()}, tc.args...)
+		if err := runErr(args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.want)
+		}
+	}
+}
