@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -33,7 +34,7 @@ func namesrvCommand() *cli.Command {
 			Name:  "routes",
 			Usage: "show the groups, leaders, followers and topics a name server knows",
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "namesrv", Value: "127.0.0.1:9876", Usage: "name server address"},
+				&cli.StringFlag{Name: "namesrv", Value: "127.0.0.1:9876", Usage: "name servers, ADDR[;ADDR...]: the first that answers is shown"},
 				&cli.StringFlag{Name: "topic", Usage: "show this topic's route only"},
 				&cli.DurationFlag{Name: "timeout", Value: 5 * time.Second, Usage: "give up after this long"},
 				jsonFlag(),
@@ -78,9 +79,21 @@ func runRoutes(c *cli.Context) error {
 	defer cl.Close()
 	ctx, cancel := opCtx(c)
 	defer cancel()
-	ci, err := namesrv.FetchClusterInfo(ctx, cl, c.String("namesrv"))
-	if err != nil {
-		return err
+	addrs := namesrv.SplitAddrs(c.String("namesrv"))
+	if len(addrs) == 0 {
+		return fmt.Errorf("--namesrv %q: want ADDR[;ADDR...]", c.String("namesrv"))
+	}
+	var ci *namesrv.ClusterInfo
+	var errs []error
+	for _, a := range addrs {
+		var err error
+		if ci, err = namesrv.FetchClusterInfo(ctx, cl, a); err == nil {
+			break
+		}
+		errs = append(errs, fmt.Errorf("name server %s: %w", a, err))
+	}
+	if ci == nil {
+		return errors.Join(errs...)
 	}
 	topic := c.String("topic")
 	var out []routeGroup

@@ -40,9 +40,11 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "broker-name", Aliases: []string{"group"}, EnvVars: []string{"RAFTMQ_BROKER_NAME"}, Value: d.Broker.Group, Usage: "the group's name: RocketMQ's brokerName, registered with the name servers and shown by status; every node of a group gives the same one, and no two groups of a cluster share one (--group is an alias; RAFTMQ_GROUP is not read, it is the consumer group of other commands)"},
 			&cli.StringFlag{Name: "raft", Value: "127.0.0.1:7001", Usage: "Raft listen address"},
 			&cli.StringFlag{Name: "raft-advertise", Usage: "Raft address other nodes dial (default: --raft)"},
-			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9001", Usage: "client API (gRPC) listen address"},
-			&cli.StringFlag{Name: "advertise", Usage: "client API address told to clients (default: --listen)"},
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9001", Usage: "client API (gRPC) listen address: the internal listener, for the other nodes and the clients on their network"},
+			&cli.StringFlag{Name: "advertise", Usage: "client API address told to clients connected through --listen (default: --listen)"},
 			&cli.StringFlag{Name: "peer-advertise", Usage: "client API address other nodes use (default: --advertise)"},
+			&cli.StringFlag{Name: "listen-external", Usage: "a second client API listen address, the external listener (a port published outside the nodes' network, e.g. on a Docker host); its clients are told every node's --advertise-external (empty: none)"},
+			&cli.StringFlag{Name: "advertise-external", Usage: "client API address told to clients connected through --listen-external (default: --listen-external)"},
 			&cli.StringFlag{Name: "http", Value: "127.0.0.1:8001", Usage: "HTTP address for /metrics, /healthz, /readyz and /debug/pprof (empty: off)"},
 			&cli.StringFlag{Name: "http-advertise", Usage: "HTTP address shown by status (default: --http)"},
 			&cli.StringFlag{Name: "peers", Usage: "initial voters as ID@RAFTADDR,... (must include this node)"},
@@ -161,6 +163,16 @@ func runServer(c *cli.Context) error {
 		cfg.Broker.ClientAddr = cfg.Listen
 	}
 	cfg.Broker.PeerAddr = c.String("peer-advertise")
+	cfg.ListenExternal = c.String("listen-external")
+	cfg.Broker.ExternalAddr = c.String("advertise-external")
+	if cfg.Broker.ExternalAddr != "" && cfg.ListenExternal == "" {
+		return fmt.Errorf("--advertise-external %s: set --listen-external too, the address that listener binds", cfg.Broker.ExternalAddr)
+	}
+	if host, _, err := net.SplitHostPort(cfg.ListenExternal); cfg.ListenExternal != "" && err != nil {
+		return fmt.Errorf("--listen-external %q: %w", cfg.ListenExternal, err)
+	} else if ip := net.ParseIP(host); cfg.ListenExternal != "" && (host == "" || (ip != nil && ip.IsUnspecified())) && cfg.Broker.ExternalAddr == "" {
+		return fmt.Errorf("--listen-external %s listens on every address, and clients would be told that: set --advertise-external HOST:PORT, the address they reach", cfg.ListenExternal)
+	}
 	cfg.Broker.HTTPAddr = c.String("http-advertise")
 	if cfg.Broker.HTTPAddr == "" {
 		cfg.Broker.HTTPAddr = cfg.HTTP
