@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,7 +28,7 @@ func healthCommand() *cli.Command {
 		Usage: "exit 0 when the node at -s answers, knows a leader and is ready (--all: every node of the group)",
 		Flags: append([]cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: defaultServers, Usage: "the node to check (with --all: any nodes of the group)"},
 			&cli.BoolFlag{Name: "all", Usage: "check the whole group: a leader, and every member up and ready"},
-			&cli.DurationFlag{Name: "wait", Usage: "check again every half second until healthy or this long has passed (0: check once)"}},
+			&cli.DurationFlag{Name: "wait", Usage: "check again every half second until healthy or this long has passed (0: check once)"}, jsonFlag()},
 			clientTLSFlags()...),
 		Description: "Without --all only the first address of -s is checked; one check takes at most 2 seconds.\n" +
 			"Exit status 1: no answer; 3: no leader known; 4: not ready, with the reason (as /readyz: a leader\n" +
@@ -51,10 +52,16 @@ func healthCommand() *cli.Command {
 			for {
 				msg, err := checkHealth(c.Context, cl, servers[0], c.Bool("all"))
 				if err == nil {
+					if c.Bool("json") {
+						return printJSON(c.App.Writer, healthJSON{Healthy: true, Message: msg})
+					}
 					fmt.Fprintln(c.App.Writer, msg)
 					return nil
 				}
 				if !time.Now().Before(deadline) || c.Context.Err() != nil {
+					if c.Bool("json") {
+						printJSON(c.App.Writer, healthJSON{ExitCode: exitCode(err), Message: err.Error()})
+					}
 					return err
 				}
 				select {
@@ -64,6 +71,14 @@ func healthCommand() *cli.Command {
 			}
 		},
 	}
+}
+
+// healthJSON is health's answer with --format json; ExitCode is the
+// command's exit status (docs/cli.md).
+type healthJSON struct {
+	Healthy  bool   `json:"healthy"`
+	ExitCode int    `json:"exit_code"`
+	Message  string `json:"message"`
 }
 
 // checkHealth is one health check: of the node at addr, or of the whole
@@ -252,6 +267,9 @@ func statusJSON(st *api.StatusResponse) statusOut {
 }
 
 func printJSON(w io.Writer, v any) error {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.IsNil() {
+		v = []any{} // an empty list is [], never null
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -302,6 +320,9 @@ func topicCommand() *cli.Command {
 						ti, err := cl.CreateTopic(ctx, name, queues, c.Bool("if-not-exists"))
 						if err != nil {
 							return clean(err)
+						}
+						if c.Bool("json") {
+							return printJSON(c.App.Writer, topicsJSON([]*api.TopicInfo{ti})[0])
 						}
 						fmt.Fprintf(c.App.Writer, "created topic %s with %s\n", ti.Name, plural(int(ti.Queues), "queue"))
 						return nil
@@ -841,12 +862,18 @@ func leaderCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "transfer",
 			Usage: "move leadership to another node (default: the most caught-up follower)",
-			Flags: clientFlags(&cli.StringFlag{Name: "to", Usage: "node id of the new leader"}),
+			Flags: clientFlags(&cli.StringFlag{Name: "to", Usage: "node id of the new leader"}, jsonFlag()),
 			Action: func(c *cli.Context) error {
 				return withClient(c, func(ctx context.Context, cl *client.Client) error {
 					r, err := cl.TransferLeader(ctx, c.String("to"))
 					if err != nil {
 						return clean(err)
+					}
+					if c.Bool("json") {
+						return printJSON(c.App.Writer, struct {
+							Leader string  `json:"leader"`
+							TookMs float64 `json:"took_ms"`
+						}{r.LeaderId, float64(r.TookUs) / 1000})
 					}
 					fmt.Fprintf(c.App.Writer, "leader is now %s (transfer took %.1f ms)\n", r.LeaderId, float64(r.TookUs)/1000)
 					return nil

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 func runCLI(args ...string) (stdout, stderr string, code int) {
@@ -122,5 +124,47 @@ func TestMissingRequiredFlagIsAUsageError(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, "--topic is required") || !strings.Contains(errOut, "--help") {
 			t.Errorf("%v: exit %d, stderr %q; want 2, the missing flag and the hint", args, code, errOut)
 		}
+	}
+}
+
+func TestFormatAndJSONAreOneChoice(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	for _, args := range [][]string{{"context", "list", "--json"}, {"context", "list", "--format", "json"}, {"context", "list", "--format=json"}} {
+		out, errOut, code := runCLI(args...)
+		if code != 0 || !strings.HasPrefix(out, "{") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want JSON", args, code, out, errOut)
+		}
+	}
+	if out, _, code := runCLI("context", "list", "--format", "text"); code != 0 || strings.HasPrefix(out, "{") {
+		t.Errorf("context list --format text: exit %d, stdout %q; want the table", code, out)
+	}
+	if _, errOut, code := runCLI("topic", "list", "--format", "yaml"); code != 2 || !strings.Contains(errOut, "want text or json") {
+		t.Errorf("--format yaml: exit %d, stderr %q; want a usage error", code, errOut)
+	}
+	// Every command that prints JSON takes both spellings.
+	var walk func(path string, cmds []*cli.Command)
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			p := strings.TrimSpace(path + " " + c.Name)
+			names := map[string]bool{}
+			for _, f := range c.Flags {
+				for _, n := range f.Names() {
+					names[n] = true
+				}
+			}
+			if names["json"] != names["format"] {
+				t.Errorf("raftmq %s has --json %v but --format %v; want both or neither", p, names["json"], names["format"])
+			}
+			walk(p, c.Subcommands)
+		}
+	}
+	walk("", commands())
+}
+
+func TestEmptyJSONListIsBrackets(t *testing.T) {
+	var out bytes.Buffer
+	var none []string
+	if err := printJSON(&out, none); err != nil || strings.TrimSpace(out.String()) != "[]" {
+		t.Errorf("printJSON(nil slice) = %q, %v; want []", out.String(), err)
 	}
 }
