@@ -458,6 +458,9 @@ func produceCommand() *cli.Command {
 }
 
 type ackJSON struct {
+	Topic     string `json:"topic"`
+	Key       string `json:"key,omitempty"`
+	Tag       string `json:"tag,omitempty"`
 	Queue     int32  `json:"queue"`
 	Offset    uint64 `json:"offset"`
 	ID        string `json:"id"`
@@ -602,7 +605,11 @@ func runProduce(c *cli.Context) error {
 			msgs[i] = client.Message{Key: key, Tag: c.String("tag"), Properties: props, Body: body, Queue: queue}
 			delay.apply(&msgs[i])
 		}
-		ctx, cancel := opCtx(c)
+		// The request itself gives up after --timeout (the client's
+		// RetryTimeout) and then knows whether it ever reached a node;
+		// waiting a moment longer for it turns "outcome unknown" into
+		// "failed, not stored" when no node could be reached.
+		ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout")+time.Second)
 		acks, err := p.Send(ctx, topic, msgs...)
 		cancel()
 		mu.Lock()
@@ -610,7 +617,7 @@ func runProduce(c *cli.Context) error {
 		tally.add(b.first, len(b.lines), err)
 		for i, a := range acks {
 			if format == "json" {
-				j, _ := json.Marshal(ackJSON{Queue: a.Queue, Offset: a.Offset, ID: a.Id, Body: b.lines[i], DeliverAt: ackDeliverAt(a)})
+				j, _ := json.Marshal(ackJSON{Topic: topic, Key: msgs[i].Key, Tag: msgs[i].Tag, Queue: a.Queue, Offset: a.Offset, ID: a.Id, Body: b.lines[i], DeliverAt: ackDeliverAt(a)})
 				out.Write(append(j, '\n'))
 			} else if at := ackDeliverAt(a); at != "" {
 				fmt.Fprintf(out, "queue %d id %s deliver-at %s (offset assigned at delivery)\n", a.Queue, a.Id, at)

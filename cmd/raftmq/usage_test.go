@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -166,5 +167,19 @@ func TestEmptyJSONListIsBrackets(t *testing.T) {
 	var none []string
 	if err := printJSON(&out, none); err != nil || strings.TrimSpace(out.String()) != "[]" {
 		t.Errorf("printJSON(nil slice) = %q, %v; want []", out.String(), err)
+	}
+}
+
+func TestProduceToNoNodeIsFailedNotUnknown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, errOut, code := runCLI("produce", "-t", "x", "-s", addr, "--timeout", "1s", "m1", "m2")
+	if code != 1 || !strings.Contains(errOut, "failed, not stored (safe to send again)") || !strings.Contains(errOut, "failed 2, outcome unknown 0") ||
+		!strings.Contains(errOut, addr) {
+		t.Errorf("produce to a closed port: exit %d, stderr %q; want both failed, not stored, naming %s", code, errOut, addr)
 	}
 }
