@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -181,5 +183,32 @@ func TestProduceToNoNodeIsFailedNotUnknown(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "failed, not stored (safe to send again)") || !strings.Contains(errOut, "failed 2, outcome unknown 0") ||
 		!strings.Contains(errOut, addr) {
 		t.Errorf("produce to a closed port: exit %d, stderr %q; want both failed, not stored, naming %s", code, errOut, addr)
+	}
+}
+
+func TestLogFormats(t *testing.T) {
+	var sink bytes.Buffer
+	if err := Run(context.Background(), []string{"raftmq", "namesrv", "--listen", "127.0.0.1:0", "--log-format", "xml"}, strings.NewReader(""), &sink, &sink); err == nil || !strings.Contains(err.Error(), "want text or json") {
+		t.Errorf("--log-format xml: %v", err)
+	}
+	for _, f := range []string{"text", "json"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		var out, errb bytes.Buffer
+		Run(ctx, []string{"raftmq", "namesrv", "--listen", "127.0.0.1:0", "--log-format", f}, strings.NewReader(""), &out, &errb)
+		cancel()
+		line, _, _ := strings.Cut(errb.String(), "\n")
+		var ts string
+		if f == "json" {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("json log line %q: %v", line, err)
+			}
+			ts, _ = m["@timestamp"].(string)
+		} else {
+			ts, _, _ = strings.Cut(line, " ")
+		}
+		if _, err := time.Parse(time.RFC3339, ts); err != nil || !strings.Contains(ts, "T") {
+			t.Errorf("%s log: time %q of %q is not RFC 3339 with a zone: %v", f, ts, line, err)
+		}
 	}
 }
