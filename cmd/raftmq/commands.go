@@ -144,7 +144,9 @@ func statusCommand() *cli.Command {
 			"FIRST is the lowest log index whose messages a node holds (retention deletes below it; a node\n" +
 			"that rejoined from the leader's snapshot starts after it). APPLIED, COMMIT and LAST are its raft\n" +
 			"indexes, LAG how far its applied index is behind the leader's, LOAD the leader-load signal of\n" +
-			"read routing. --json prints every field.",
+			"read routing. A node still in an older term than the group's is marked stale (a deposed leader\n" +
+			"says leader until it hears of its successor); the header names the leader of the highest term.\n" +
+			"--json prints every field.",
 		Flags: clientFlags(jsonFlag()),
 		Action: func(c *cli.Context) error {
 			cl, err := newClient(c)
@@ -164,19 +166,24 @@ func statusCommand() *cli.Command {
 				}
 				return statusExit(st)
 			}
+			stale := settleLeader(st)
 			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 			leader := st.LeaderId
 			if leader == "" {
 				leader = "(none)"
 			}
 			fmt.Fprintf(w, "group %s   term %d   leader %s %s   (answered by %s)\n\n", st.Group, st.Term, leader, st.LeaderAddress, st.AnsweredBy)
-			fmt.Fprintln(w, "ID\tROLE\tHEALTHY\tCLIENT\tRAFT\tFIRST\tAPPLIED\tCOMMIT\tLAST\tLAG\tLOAD\tVOTER")
+			fmt.Fprintln(w, "ID\tROLE\tTERM\tHEALTHY\tCLIENT\tRAFT\tFIRST\tAPPLIED\tCOMMIT\tLAST\tLAG\tLOAD\tVOTER")
 			for _, n := range st.Nodes {
 				if n.Role == mq.RoleDown || n.Role == mq.RoleUnknown {
-					fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t-\t-\t-\t-\t-\t-\t%v\n", n.Id, strings.ToUpper(n.Role), n.Healthy, n.ClientAddress, n.RaftAddress, n.Voter)
+					fmt.Fprintf(w, "%s\t%s\t-\t%v\t%s\t%s\t-\t-\t-\t-\t-\t-\t%v\n", n.Id, strings.ToUpper(n.Role), n.Healthy, n.ClientAddress, n.RaftAddress, n.Voter)
 					continue
 				}
-				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t%v\n", n.Id, n.Role, n.Healthy, n.ClientAddress, n.RaftAddress,
+				role := n.Role
+				if stale[n.Id] {
+					role += " (stale)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t%v\n", n.Id, role, n.Term, n.Healthy, n.ClientAddress, n.RaftAddress,
 					n.FirstIndex, n.AppliedIndex, n.CommitIndex, n.LastIndex, n.Lag, n.Load, n.Voter)
 			}
 			if err := w.Flush(); err != nil {
@@ -242,6 +249,39 @@ type nodeJSON struct {
 	Damaged       bool    `json:"damaged,omitempty"`
 	DamagedIndex  uint64  `json:"damaged_index,omitempty"`
 	DamagedReason string  `json:"damaged_reason,omitempty"`
+	// Stale: the node still believes a term older than the group's (a
+	// leader that has not yet heard of its successor says leader).
+	Stale bool `json:"stale,omitempty"`
+}
+
+// settleLeader makes st name one leader: of the nodes that say they lead,
+// the one of the highest term; the others, and every node of an older term
+// than the group's, are marked stale (after a transfer or an election a
+// deposed leader reports leader until it hears of the new term).
+func settleLeader(st *api.StatusResponse) (stale map[string]bool) {
+	stale = map[string]bool{}
+	var top uint64
+	for _, n := range st.Nodes {
+		if n.Role != mq.RoleDown && n.Role != mq.RoleUnknown {
+			top = max(top, n.Term)
+		}
+	}
+	top = max(top, st.Term)
+	for _, n := range st.Nodes {
+		if n.Role == mq.RoleDown || n.Role == mq.RoleUnknown || n.Term == 0 {
+			continue
+		}
+		if n.Term < top {
+			stale[n.Id] = true
+		}
+	}
+	for _, n := range st.Nodes {
+		if n.Role == "leader" && !stale[n.Id] && n.Id != st.LeaderId && n.Term == top {
+			// The answering node has not heard of this leader yet.
+			st.LeaderId, st.LeaderAddress, st.Term = n.Id, n.ClientAddress, top
+		}
+	}
+	return stale
 }
 
 type statusOut struct {
@@ -255,13 +295,14 @@ type statusOut struct {
 }
 
 func statusJSON(st *api.StatusResponse) statusOut {
+	stale := settleLeader(st)
 	out := statusOut{Group: st.Group, Term: st.Term, LeaderID: st.LeaderId, LeaderAddress: st.LeaderAddress,
 		AnsweredBy: st.AnsweredBy, LeaderChanges: st.LeaderChanges, Nodes: []nodeJSON{}}
 	for _, n := range st.Nodes {
 		out.Nodes = append(out.Nodes, nodeJSON{ID: n.Id, Role: n.Role, RaftAddress: n.RaftAddress, ClientAddress: n.ClientAddress,
 			HTTPAddress: n.HttpAddress, AppliedIndex: n.AppliedIndex, CommitIndex: n.CommitIndex, LastIndex: n.LastIndex,
 			FirstIndex: n.FirstIndex, Healthy: n.Healthy, Voter: n.Voter, Term: n.Term, Load: n.Load, Lag: n.Lag, Error: n.Error,
-			Damaged: n.Damaged, DamagedIndex: n.DamagedIndex, DamagedReason: n.DamagedReason})
+			Damaged: n.Damaged, DamagedIndex: n.DamagedIndex, DamagedReason: n.DamagedReason, Stale: stale[n.Id]})
 	}
 	return out
 }

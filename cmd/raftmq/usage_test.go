@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/raftmq/raftmq/api"
 )
 
 func runCLI(args ...string) (stdout, stderr string, code int) {
@@ -210,5 +212,14 @@ func TestLogFormats(t *testing.T) {
 		if _, err := time.Parse(time.RFC3339, ts); err != nil || !strings.Contains(ts, "T") {
 			t.Errorf("%s log: time %q of %q is not RFC 3339 with a zone: %v", f, ts, line, err)
 		}
+	}
+}
+
+func TestStatusNamesOneLeader(t *testing.T) {
+	st := &api.StatusResponse{Group: "g", Term: 7, LeaderId: "n1", AnsweredBy: "n1", Nodes: []*api.NodeStatus{
+		{Id: "n1", Role: "leader", Term: 7}, {Id: "n2", Role: "leader", Term: 8}, {Id: "n3", Role: "follower", Term: 8}}}
+	stale := settleLeader(st)
+	if st.LeaderId != "n2" || st.Term != 8 || !stale["n1"] || stale["n2"] || stale["n3"] {
+		t.Errorf("leader %s term %d, stale %v; want n2 of term 8, n1 stale", st.LeaderId, st.Term, stale)
 	}
 }
