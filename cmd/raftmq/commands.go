@@ -718,7 +718,9 @@ func consumeCommand() *cli.Command {
 			"nothing, so running it twice shows the same messages twice. With --group it reads the queues\n" +
 			"the group assigns it from the group's committed offsets and commits as it goes and on exit.\n" +
 			"Without --follow it exits once it has read up to the end every queue had when it started\n" +
-			"(or after --max messages); with --follow it keeps reading until interrupted.",
+			"(or after --max messages); with --follow it keeps reading until interrupted. A reader started\n" +
+			"with --offset end waits for new messages: it exits after --max of them, or once none has come\n" +
+			"for --timeout.",
 		Flags: append(clientFlags(
 			&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (required)"},
 			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "consumer group (default: none, read without committing)"},
@@ -831,7 +833,11 @@ func runConsume(c *cli.Context) error {
 		return err
 	}
 	var end map[int32]uint64
-	if !c.Bool("follow") {
+	// A reader that starts at the end is there for what comes next (as
+	// `kcat -o end`): it waits for new messages until --max, or until none
+	// came for --timeout, instead of stopping at the end it started from.
+	atEnd := c.String("group") == "" && (c.String("offset") == "end" || c.String("offset") == "latest")
+	if !c.Bool("follow") && !atEnd {
 		ctx, cancel := opCtx(c)
 		ti, err := cl.DescribeTopic(ctx, topic)
 		cancel()
@@ -888,6 +894,9 @@ func runConsume(c *cli.Context) error {
 		}
 		out.Flush()
 		if end != nil && cons.CaughtUp(end) {
+			break
+		}
+		if atEnd && !c.Bool("follow") && time.Since(idle) > c.Duration("timeout") {
 			break
 		}
 		if end != nil && len(cons.Assigned()) == 0 && time.Since(idle) > 5*time.Second {
