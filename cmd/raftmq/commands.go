@@ -1037,7 +1037,7 @@ func groupCommand() *cli.Command {
 			groupDeleteCommand(),
 			{
 				Name:  "list",
-				Usage: "list consumer groups",
+				Usage: "list consumer groups with their members and total lag",
 				Flags: clientFlags(jsonFlag()),
 				Action: func(c *cli.Context) error {
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
@@ -1045,13 +1045,39 @@ func groupCommand() *cli.Command {
 						if err != nil {
 							return clean(err)
 						}
+						type row struct {
+							Group   string   `json:"group"`
+							Members int      `json:"members"`
+							Topics  []string `json:"topics"`
+							Lag     int64    `json:"lag"`
+						}
+						rows := []row{}
+						for _, name := range gs {
+							r := row{Group: name, Topics: []string{}}
+							if g, err := cl.DescribeGroup(ctx, name); err == nil {
+								r.Members = len(g.Members)
+								seen := map[string]bool{}
+								for _, q := range g.Queues {
+									r.Lag += int64(q.Lag)
+									if !seen[q.Topic] {
+										seen[q.Topic] = true
+										r.Topics = append(r.Topics, q.Topic)
+									}
+								}
+							} else {
+								r.Lag = -1 // not known: the group vanished meanwhile
+							}
+							rows = append(rows, r)
+						}
 						if c.Bool("json") {
-							return printJSON(c.App.Writer, append([]string{}, gs...))
+							return printJSON(c.App.Writer, rows)
 						}
-						for _, g := range gs {
-							fmt.Fprintln(c.App.Writer, g)
+						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+						fmt.Fprintln(w, "GROUP\tMEMBERS\tLAG\tTOPICS")
+						for _, r := range rows {
+							fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", r.Group, r.Members, r.Lag, strings.Join(r.Topics, ","))
 						}
-						return nil
+						return w.Flush()
 					})
 				},
 			},
@@ -1073,7 +1099,7 @@ func groupCommand() *cli.Command {
 							return printJSON(c.App.Writer, groupJSON(g))
 						}
 						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-						fmt.Fprintf(w, "group %s, generation %d, %d member(s)%s\n", g.Group, g.Generation, len(g.Members), broadcastNote(g.GetSettings().GetBroadcast()))
+						fmt.Fprintf(w, "group %s, generation %d (term %d), %d member(s)%s\n", g.Group, g.Generation&0xffffffff, g.Generation>>32, len(g.Members), broadcastNote(g.GetSettings().GetBroadcast()))
 						fmt.Fprintf(w, "max reconsume times %d\n", g.GetSettings().GetMaxReconsumeTimes())
 						fmt.Fprintln(w, "TOPIC\tQUEUE\tCOMMITTED\tMAX\tLAG\tMEMBER")
 						for _, q := range g.Queues {
@@ -1091,13 +1117,21 @@ func groupCommand() *cli.Command {
 				Name:      "reset",
 				Usage:     "move a group's offsets (only while it has no members)",
 				ArgsUsage: "GROUP",
-				Flags: clientFlags(&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (required)"},
+				Flags: clientFlags(&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (default: the one topic the group has offsets of)"},
 					&cli.StringFlag{Name: "to", Value: "earliest", Usage: "earliest, latest, an offset, or @TIME: the first message stored at or after it (@2026-12-04T10:00:00Z, @-1h for an hour ago, @<unix ms>)"},
 					&cli.IntSliceFlag{Name: "queue", Aliases: []string{"q"}, Usage: "reset only this queue (repeatable; default: every queue)"},
 					&cli.BoolFlag{Name: "dry-run", Usage: "show the offsets the reset would set and change nothing"}),
 				Action: func(c *cli.Context) error {
-					if c.NArg() != 1 || c.String("topic") == "" {
-						return usageError(c, "want GROUP and --topic")
+					if c.NArg() != 1 {
+						return usageError(c, "want exactly one GROUP")
+					}
+					topic := c.String("topic")
+					if topic == "" {
+						// A group that reads one topic needs no --topic.
+						var err error
+						if topic, err = groupsOnlyTopic(c, c.Args().First()); err != nil {
+							return err
+						}
 					}
 					to := c.String("to")
 					if spec, ok := strings.CutPrefix(to, "@"); ok {
@@ -1107,7 +1141,7 @@ func groupCommand() *cli.Command {
 						}
 						to = "@" + strconv.FormatInt(t.UnixMilli(), 10)
 					}
-					req := &api.ResetGroupRequest{Group: c.Args().First(), Topic: c.String("topic"), To: to, DryRun: c.Bool("dry-run")}
+					req := &api.ResetGroupRequest{Group: c.Args().First(), Topic: topic, To: to, DryRun: c.Bool("dry-run")}
 					for _, q := range c.IntSlice("queue") {
 						req.Queues = append(req.Queues, int32(q))
 					}
@@ -1144,4 +1178,34 @@ func groupCommand() *cli.Command {
 			},
 		},
 	}
+}
+
+// groupsOnlyTopic is the topic of a group that has offsets of exactly one;
+// otherwise a usage error naming them.
+func groupsOnlyTopic(c *cli.Context, group string) (string, error) {
+	var topics []string
+	err := withClient(c, func(ctx context.Context, cl *client.Client) error {
+		g, err := cl.DescribeGroup(ctx, group)
+		if err != nil {
+			return clean(err)
+		}
+		seen := map[string]bool{}
+		for _, q := range g.Queues {
+			if !seen[q.Topic] {
+				seen[q.Topic] = true
+				topics = append(topics, q.Topic)
+			}
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return "", err
+	case len(topics) == 1:
+		return topics[0], nil
+	case len(topics) == 0:
+		return "", usageError(c, "group %s has no offsets of any topic: give --topic", group)
+	}
+	sort.Strings(topics)
+	return "", usageError(c, "group %s reads %s: give --topic", group, strings.Join(topics, ", "))
 }
