@@ -33,7 +33,7 @@ func serverCommand() *cli.Command {
 			"   raftmq server --id n1 --data /tmp/g/n1 --raft 127.0.0.1:7001 --listen 127.0.0.1:9001 \\\n" +
 			"       --http 127.0.0.1:8001 --peers n1@127.0.0.1:7001,n2@127.0.0.1:7002,n3@127.0.0.1:7003\n\n" +
 			"A node added later with `raftmq member add` is started without --peers.",
-		Flags: []cli.Flag{
+		Flags: append(configFileFlags(),
 			&cli.StringFlag{Name: "id", Usage: "unique node id (required)"},
 			&cli.StringFlag{Name: "data", Usage: "data directory (required)"},
 			&cli.StringFlag{Name: "broker-name", Aliases: []string{"group"}, EnvVars: []string{"RAFTMQ_BROKER_NAME"}, Value: d.Broker.Group, Usage: "the group's name: RocketMQ's brokerName, registered with the name servers and shown by status; every node of a group gives the same one, and no two groups of a cluster share one (--group is an alias; RAFTMQ_GROUP is not read, it is the consumer group of other commands)"},
@@ -97,8 +97,14 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"RAFTMQ_SERVER_TLS_KEY"}, Usage: "PEM private key of --tls-cert"},
 			&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"RAFTMQ_SERVER_TLS_CA"}, Usage: "PEM CA that signs the nodes' certificates (and clients' optional ones)"},
 			&cli.DurationFlag{Name: "tls-reload", Value: tlsconf.DefaultReloadEvery, EnvVars: []string{"RAFTMQ_SERVER_TLS_RELOAD"}, Usage: "check the TLS files for changes this often (0: only on SIGHUP)"},
+		),
+		Before: applyConfigFile,
+		Action: func(c *cli.Context) error {
+			if c.Bool("print-config") {
+				return printConfig(c)
+			}
+			return runServer(c)
 		},
-		Action: runServer,
 	}
 }
 
