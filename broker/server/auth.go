@@ -72,6 +72,10 @@ func (s *Server) startAuth() error {
 		return err
 	}
 	s.broker.SetUsers(s.store, s.sealer)
+	// With the group's key file a node signs its calls to the other nodes
+	// in every mode, so that they pass a node with auth on while a group
+	// moves node by node.
+	s.peers.SetNodeSecret(s.sealer.NodeSecret())
 	if c.AdminUser == "" {
 		return nil
 	}

@@ -312,8 +312,9 @@ func Start(cfg Config) (_ *Server, err error) {
 		gopts = append(gopts, grpc.Creds(s.tls.GRPCCredentials()))
 	}
 	if s.tls.Mode() == tlsconf.Enforcing {
-		gopts = append(gopts, grpcapi.PeerCertRequired()...)
+		gopts = append(gopts, grpcapi.PeerCertRequired(s.auth.Mode() == auth.Enforcing)...)
 	}
+	gopts = append(gopts, grpcapi.AuthOptions(s.auth)...)
 	s.grpc = grpc.NewServer(gopts...)
 	grpcapi.RegisterServices(s.grpc, s.broker, s.peers)
 	grpcapi.RegisterReplyService(s.grpc, &s.replies)
