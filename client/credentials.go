@@ -55,6 +55,11 @@ func (c *Credentials) validate() error {
 	return nil
 }
 
+// PerRPCCredentials signs every call of a gRPC connection with c
+// (grpc.WithPerRPCCredentials), for callers of the api package without a
+// Client.
+func (c Credentials) PerRPCCredentials() credentials.PerRPCCredentials { return callCredentials{c} }
+
 // callCredentials signs each call (grpc.PerRPCCredentials).
 type callCredentials struct{ c Credentials }
 

@@ -39,7 +39,7 @@ func (a *Authorizer) CheckCall(cred, method string, needs []Need, nodeOnly bool,
 		return nil
 	}
 	if c.AccessKey == mq.NodeAccessKey {
-		return a.report(a.checkNode(from, verify), method, from, c.AccessKey)
+		return a.report(a.checkNode(verify), method, from, c.AccessKey)
 	}
 	if nodeOnly {
 		return a.report(&Denied{ReasonNotNode, fmt.Sprintf("%s is a node-to-node call: it needs this group's node credential (the nodes sign with their --auth-key-file) or a client certificate signed by the cluster CA", method)},
@@ -48,12 +48,11 @@ func (a *Authorizer) CheckCall(cred, method string, needs []Need, nodeOnly bool,
 	return a.report(a.check(c.AccessKey, true, needs, from, verify), method, from, c.AccessKey)
 }
 
-// checkNode verifies a call signed with the node credential.
-func (a *Authorizer) checkNode(from string, verify func([]byte) *Denied) *Denied {
-	host, now := addrHost(from), a.now()
-	if wait, slowed := a.throttle.slowed(host, now); slowed {
-		return throttled(host, wait)
-	}
+// checkNode verifies a call signed with the node credential. The throttle
+// does not apply: the node secret is 256 bits from the key file, which no
+// guessing finds, and a client that guesses user secrets from a node's
+// host must not slow the node's own calls.
+func (a *Authorizer) checkNode(verify func([]byte) *Denied) *Denied {
 	secret := a.sealer.NodeSecret()
 	if len(secret) == 0 {
 		return &Denied{ReasonSecretUnreadable, "node credential: this node has no --auth-key-file"}
@@ -62,7 +61,6 @@ func (a *Authorizer) checkNode(from string, verify func([]byte) *Denied) *Denied
 		if d.Reason == ReasonBadSignature {
 			d.Message = "node credential does not verify: the calling node's --auth-key-file differs from this node's"
 		}
-		a.throttle.take(host, now)
 		return d
 	}
 	return nil

@@ -18,6 +18,8 @@ import (
 
 // methodAuth is what a gRPC method needs of its caller.
 type methodAuth struct {
+	// open: served without a credential, as /readyz is (nothing checked).
+	open bool
 	// node: a node-to-node call; it takes the group's node credential or
 	// (over TLS) a client certificate the cluster CA signed, never a user.
 	node bool
@@ -41,6 +43,7 @@ var clusterAdmin = auth.Need{Action: auth.Admin, Resource: auth.ClusterResource}
 
 // Entries of methodTable.
 var (
+	openCall    = methodAuth{open: true}
 	nodeCall    = methodAuth{node: true}
 	anyUser     = methodAuth{}
 	adminOfAll  = methodAuth{needs: func(any) []auth.Need { return []auth.Need{clusterAdmin} }}
@@ -98,12 +101,14 @@ var methodTable = map[string]methodAuth{
 		req := as[api.JoinGroupRequest](r)
 		return queueNeeds(req.GetGroup(), req.GetTopics()...)
 	}},
-	api.Broker_LeaveGroup_FullMethodName:     groupAction(auth.Subscribe, func(r any) string { return as[api.LeaveGroupRequest](r).GetGroup() }),
-	api.Broker_ListGroups_FullMethodName:     anyUser,
-	api.Broker_DescribeGroup_FullMethodName:  groupAction(auth.Subscribe, func(r any) string { return as[api.DescribeGroupRequest](r).GetGroup() }),
-	api.Broker_ResetGroup_FullMethodName:     groupAction(auth.Admin, func(r any) string { return as[api.ResetGroupRequest](r).GetGroup() }),
-	api.Broker_SearchOffsets_FullMethodName:  topicAction(auth.Subscribe, func(r any) string { return as[api.SearchOffsetsRequest](r).GetTopic() }),
-	api.Broker_Status_FullMethodName:         anyUser, // how clients find the leader
+	api.Broker_LeaveGroup_FullMethodName:    groupAction(auth.Subscribe, func(r any) string { return as[api.LeaveGroupRequest](r).GetGroup() }),
+	api.Broker_ListGroups_FullMethodName:    anyUser,
+	api.Broker_DescribeGroup_FullMethodName: groupAction(auth.Subscribe, func(r any) string { return as[api.DescribeGroupRequest](r).GetGroup() }),
+	api.Broker_ResetGroup_FullMethodName:    groupAction(auth.Admin, func(r any) string { return as[api.ResetGroupRequest](r).GetGroup() }),
+	api.Broker_SearchOffsets_FullMethodName: topicAction(auth.Subscribe, func(r any) string { return as[api.SearchOffsetsRequest](r).GetTopic() }),
+	// How clients find the leader and health checks see a node (the
+	// counterpart of /readyz): roles, addresses and indexes, no data.
+	api.Broker_Status_FullMethodName:         openCall,
 	api.Broker_TransferLeader_FullMethodName: adminOfAll,
 	api.Broker_AddMember_FullMethodName:      adminOfAll,
 	api.Broker_RemoveMember_FullMethodName:   adminOfAll,
@@ -169,7 +174,7 @@ func authorizeCall(ctx context.Context, a *auth.Authorizer, method string, req a
 	if !ok {
 		m = adminOfAll
 	}
-	if m.node && tlsconf.VerifiedPeer(ctx) {
+	if m.open || (m.node && tlsconf.VerifiedPeer(ctx)) {
 		return nil
 	}
 	var needs []auth.Need
