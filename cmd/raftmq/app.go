@@ -58,7 +58,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Description: "Environment: RAFTMQ_SERVERS, RAFTMQ_TIMEOUT, RAFTMQ_NAMESRV and RAFTMQ_TLS_CA (_CERT, _KEY,\n" +
 			"_SERVER_NAME) set -s, --timeout, --namesrv and --tls-* of every command; the server's flags read\n" +
 			"RAFTMQ_SERVER_<FLAG> (RAFTMQ_SERVER_DATA for --data, RAFTMQ_SERVER_TLS_CA for its --tls-ca), the name\n" +
-			"server's RAFTMQ_NAMESRV_<FLAG>. Other flags have no variable.\n" +
+			"server's RAFTMQ_NAMESRV_<FLAG>. RAFTMQ_ACCESS_KEY with RAFTMQ_SECRET_KEY_FILE (or the secret in\n" +
+			"RAFTMQ_SECRET_KEY) sign every command's calls. Other flags have no variable.\n" +
 			"Start with `raftmq demo` to watch a three-node group survive the loss of its leader.",
 		Reader:                 stdin,
 		Writer:                 stdout,
