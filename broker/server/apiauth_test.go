@@ -15,6 +15,8 @@ import (
 	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/internal/tlsconf"
+	"github.com/raftmq/raftmq/internal/tlsconf/tlstest"
 )
 
 // TestAPIAuthEnforcing: a group with --auth enforcing serves SDK calls
@@ -109,4 +111,92 @@ func testutilCount(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestAPIAuthWithTLS: with --tls-mode enforcing and --auth enforcing, an
+// admin manages users with its credential and no client certificate, a
+// user without admin is refused, and calls through a follower (forwarded
+// over node-to-node TLS, signed with the node credential) work.
+func TestAPIAuthWithTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, "cluster")
+	key := bytes.Repeat([]byte("k"), 32)
+	c := newCluster(t, 3, func(i int, cfg *server.Config) {
+		p := ca.Issue(t, cfg.Raft.ID)
+		cfg.TLS = tlsconf.Config{Mode: tlsconf.Enforcing, CertFile: p.CertFile, KeyFile: p.KeyFile, CAFile: ca.CAFile}
+		cfg.Auth = server.AuthConfig{Mode: auth.Enforcing, Key: key, AdminUser: "root", AdminSecret: []byte("root-secret")}
+	})
+	l := c.leader()
+	fo := (l + 1) % 3
+	trust, err := tlsconf.ClientFiles(ca.CAFile, "", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 60*time.Second)
+	as := func(ak, secret string) *client.Client {
+		cl, err := client.New(client.Config{Servers: []string{c.cfgs[fo].Listen}, TLS: trust, RetryTimeout: 10 * time.Second,
+			Credentials: &client.Credentials{AccessKey: ak, SecretKey: []byte(secret)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close() })
+		return cl
+	}
+	root := as("root", "root-secret")
+	waitFor(t, 10*time.Second, "the first admin", func() bool { _, ok := c.nodes[fo].Store().User("root"); return ok })
+	if _, err := root.Users(ctx, api.UsersCall{Op: api.UsersAdd, User: "u1", Secret: "u1-secret"}); err != nil {
+		t.Fatalf("admin without a client certificate adds a user: %v", err)
+	}
+	if _, err := root.Users(ctx, api.UsersCall{Op: api.UsersGrant, User: "u1", Resource: "topic:*", Actions: "publish"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.CreateTopic(ctx, "secure", 2, false); err != nil {
+		t.Fatal(err)
+	}
+	u1 := as("u1", "u1-secret")
+	waitFor(t, 10*time.Second, "u1 on the follower", func() bool { _, ok := c.nodes[fo].Store().User("u1"); return ok })
+	if _, err := u1.NewProducer().Send(ctx, "secure", client.Message{Body: []byte("x")}); err != nil {
+		t.Fatalf("u1 produces through a follower over TLS: %v", err)
+	}
+	if _, err := u1.Users(ctx, api.UsersCall{Op: api.UsersList}); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "user u1 may not administer the cluster") {
+		t.Fatalf("u1 lists users: %v", err)
+	}
+}
+
+// TestAPIAuthPermissive: permissive serves calls without credentials and
+// counts what enforcing would refuse; a node's forwarded calls are not
+// among them.
+func TestAPIAuthPermissive(t *testing.T) {
+	key := bytes.Repeat([]byte("k"), 32)
+	c := newCluster(t, 3, func(i int, cfg *server.Config) {
+		cfg.Auth = server.AuthConfig{Mode: auth.Permissive, Key: key}
+	})
+	l := c.leader()
+	fo := (l + 1) % 3
+	cl, err := client.New(client.Config{Servers: []string{c.cfgs[fo].Listen}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := cl.CreateTopic(ctx, "open", 2, false); err != nil {
+		t.Fatalf("permissive refused: %v", err)
+	}
+	if _, err := cl.NewProducer().Send(ctx, "open", client.Message{Body: []byte("x")}); err != nil {
+		t.Fatalf("permissive refused: %v", err)
+	}
+	// The client calls the leader directly once it knows it, or the
+	// follower forwards: either way only the node the client reached
+	// counts, and the leader never counts a forwarded call.
+	var counted float64
+	for _, n := range c.nodes {
+		counted += testutilCount(n.Authorizer().Refusals(auth.Permissive, auth.ReasonNoCredentials))
+	}
+	if counted < 2 {
+		t.Errorf("permissive counted %v calls without credentials, want at least 2", counted)
+	}
+	for _, n := range c.nodes {
+		if got := testutilCount(n.Authorizer().Refusals(auth.Permissive, auth.ReasonNotNode)) + testutilCount(n.Authorizer().Refusals(auth.Permissive, auth.ReasonBadSignature)); got != 0 {
+			t.Errorf("node-to-node calls counted as refusals: %v", got)
+		}
+	}
 }
