@@ -54,16 +54,19 @@ func SignCall(accessKey string, secret []byte, method string, now time.Time) str
 }
 
 func (c CallCredential) sign(secret []byte, method string) string {
+	var buf [256]byte
+	msg := append(buf[:0], callLabel...)
+	msg = append(msg, method...)
+	msg = append(msg, '\n')
+	msg = append(msg, c.AccessKey...)
+	msg = append(msg, '\n')
+	msg = strconv.AppendInt(msg, c.UnixMilli, 10)
+	msg = append(msg, '\n')
+	msg = append(msg, c.Nonce...)
 	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(callLabel))
-	m.Write([]byte(method))
-	m.Write([]byte{'\n'})
-	m.Write([]byte(c.AccessKey))
-	m.Write([]byte{'\n'})
-	m.Write([]byte(strconv.FormatInt(c.UnixMilli, 10)))
-	m.Write([]byte{'\n'})
-	m.Write([]byte(c.Nonce))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	m.Write(msg)
+	var sum [sha256.Size]byte
+	return base64.RawURLEncoding.EncodeToString(m.Sum(sum[:0]))
 }
 
 // ErrCallCredential: a call credential that is not of the form SignCall
