@@ -353,22 +353,25 @@ type benchCase struct {
 // one run.
 func BenchmarkProduceGRPCAuth(b *testing.B) {
 	cases := []benchCase{{"4x256-1KiB", 4, 256, 1024}, {"sync-1KiB", 1, 1, 1024}}
-	b.Run("auth=disabled", func(b *testing.B) { benchProduceGRPC(b, benchCluster(b, 3), nil, cases) })
-	b.Run("auth=enforcing", func(b *testing.B) {
-		nodes := benchCluster(b, 3, func(cfg *server.Config) {
-			cfg.Auth = server.AuthConfig{Mode: auth.Enforcing, Key: bytes.Repeat([]byte("k"), 32), AdminUser: "bench", AdminSecret: []byte("bench-secret")}
-		})
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			if _, ok := benchLeader(b, nodes).Store().User("bench"); ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatal("no user bench after 20s")
-			}
-			time.Sleep(10 * time.Millisecond)
+	// Both groups live until the benchmark ends: a group stopped in the
+	// middle of the process would have its directories removed under it.
+	off := benchCluster(b, 3)
+	on := benchCluster(b, 3, func(cfg *server.Config) {
+		cfg.Auth = server.AuthConfig{Mode: auth.Enforcing, Key: bytes.Repeat([]byte("k"), 32), AdminUser: "bench", AdminSecret: []byte("bench-secret")}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, ok := benchLeader(b, on).Store().User("bench"); ok {
+			break
 		}
-		benchProduceGRPC(b, nodes, &client.Credentials{AccessKey: "bench", SecretKey: []byte("bench-secret")}, cases)
+		if time.Now().After(deadline) {
+			b.Fatal("no user bench after 20s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.Run("auth=disabled", func(b *testing.B) { benchProduceGRPC(b, off, nil, cases) })
+	b.Run("auth=enforcing", func(b *testing.B) {
+		benchProduceGRPC(b, on, &client.Credentials{AccessKey: "bench", SecretKey: []byte("bench-secret")}, cases)
 	})
 }
 
