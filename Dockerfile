@@ -45,8 +45,8 @@ WORKDIR /data
 VOLUME ["/data"]
 
 # 7000 raft transport (node to node only), 8000 HTTP (metrics, health),
-# 9000 client gRPC API.
-EXPOSE 7000 8000 9000
+# 9000 client gRPC API (the internal listener; compose adds an external one on 9100).
+EXPOSE 7000 8000 9000 9100
 
 # Healthy = the node answers on its client port and knows a leader. Exec form:
 # scratch has no shell.

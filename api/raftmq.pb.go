@@ -3255,9 +3255,12 @@ type RegisterRequest struct {
 	ClientAddress string                 `protobuf:"bytes,2,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
 	HttpAddress   string                 `protobuf:"bytes,3,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
 	// peer_address is how other nodes reach this node's API.
-	PeerAddress   string `protobuf:"bytes,4,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PeerAddress string `protobuf:"bytes,4,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
+	// external_address is this node's API address as clients outside its
+	// network reach it (its external listener); empty when it has none.
+	ExternalAddress string `protobuf:"bytes,5,opt,name=external_address,json=externalAddress,proto3" json:"external_address,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RegisterRequest) Reset() {
@@ -3314,6 +3317,13 @@ func (x *RegisterRequest) GetHttpAddress() string {
 func (x *RegisterRequest) GetPeerAddress() string {
 	if x != nil {
 		return x.PeerAddress
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetExternalAddress() string {
+	if x != nil {
+		return x.ExternalAddress
 	}
 	return ""
 }
@@ -4736,12 +4746,13 @@ const file_api_raftmq_proto_rawDesc = "" +
 	" \x01(\tR\bleaderId\x12\x18\n" +
 	"\adamaged\x18\v \x01(\bR\adamaged\x12#\n" +
 	"\rdamaged_index\x18\f \x01(\x04R\fdamagedIndex\x12%\n" +
-	"\x0edamaged_reason\x18\r \x01(\tR\rdamagedReason\"\x8e\x01\n" +
+	"\x0edamaged_reason\x18\r \x01(\tR\rdamagedReason\"\xb9\x01\n" +
 	"\x0fRegisterRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12%\n" +
 	"\x0eclient_address\x18\x02 \x01(\tR\rclientAddress\x12!\n" +
 	"\fhttp_address\x18\x03 \x01(\tR\vhttpAddress\x12!\n" +
-	"\fpeer_address\x18\x04 \x01(\tR\vpeerAddress\"\x12\n" +
+	"\fpeer_address\x18\x04 \x01(\tR\vpeerAddress\x12)\n" +
+	"\x10external_address\x18\x05 \x01(\tR\x0fexternalAddress\"\x12\n" +
 	"\x10RegisterResponse\"\x88\x01\n" +
 	"\x0fSendBackRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x0e\n" +

@@ -28,9 +28,13 @@ import (
 type Config struct {
 	NodeID     string
 	Group      string // name of the broker group, shown in status
-	ClientAddr string // API address told to clients
+	ClientAddr string // API address told to clients of the (internal) listener
 	PeerAddr   string // API address other nodes use; defaults to ClientAddr
 	HTTPAddr   string
+	// ExternalAddr is the API address told to clients that connected
+	// through the external listener (a port published outside the nodes'
+	// network); empty: the node has no external listener.
+	ExternalAddr string
 
 	AutoCreateTopics bool
 	DefaultQueues    int
@@ -355,7 +359,8 @@ func (b *Broker) onRoleChange(ev election.Event) {
 
 // info is this node's registry entry.
 func (b *Broker) info() store.NodeInfo {
-	return store.NodeInfo{ID: b.cfg.NodeID, ClientAddr: b.cfg.ClientAddr, PeerAddr: b.cfg.PeerAddr, HTTPAddr: b.cfg.HTTPAddr}
+	return store.NodeInfo{ID: b.cfg.NodeID, ClientAddr: b.cfg.ClientAddr, PeerAddr: b.cfg.PeerAddr, HTTPAddr: b.cfg.HTTPAddr,
+		ExternalAddr: b.cfg.ExternalAddr}
 }
 
 // registerSelf records this (leader) node's addresses in the replicated
@@ -389,7 +394,7 @@ func (b *Broker) register(ctx context.Context, n store.NodeInfo) error {
 	if err := b.w.RegisterNode(ctx, n); err != nil {
 		return b.replicaErr(err)
 	}
-	b.log.Info("registered node", "id", n.ID, "client", n.ClientAddr, "peer", n.PeerAddr)
+	b.log.Info("registered node", "id", n.ID, "client", n.ClientAddr, "peer", n.PeerAddr, "external", n.ExternalAddr)
 	return nil
 }
 

@@ -34,3 +34,25 @@ func (b *Broker) registerWithLeader() {
 		b.log.Debug("register with leader", "leader", id, "error", err)
 	}
 }
+
+// ExternalAddr returns the API address of node id that clients connected
+// through an external listener are told: its registered external address,
+// else its client address (a node with one listener), else "".
+func (b *Broker) ExternalAddr(id string) string {
+	if id == "" {
+		return ""
+	}
+	if id == b.cfg.NodeID && b.cfg.ExternalAddr != "" {
+		return b.cfg.ExternalAddr
+	}
+	n, ok := b.fsm.Node(id)
+	switch {
+	case ok && n.ExternalAddr != "":
+		return n.ExternalAddr
+	case ok:
+		return n.ClientAddr
+	case id == b.cfg.NodeID:
+		return b.cfg.ClientAddr
+	}
+	return ""
+}

@@ -24,7 +24,9 @@ type ApplyFuture interface {
 // the wait for raft to accept it. raft keeps the order of entries, so
 // futures complete in the order they were handed over.
 func (n *Node) Apply(cmd []byte, timeout time.Duration) ApplyFuture {
-	return applyFuture{n.raft.Apply(cmd, timeout)}
+	f := n.raft.Apply(cmd, timeout)
+	n.trans.quiet.applied()
+	return applyFuture{f}
 }
 
 // applyFuture is raft's future with raft's errors translated.

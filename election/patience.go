@@ -83,9 +83,13 @@ func (p *patience) awaitReachable(addr string) {
 }
 
 // AppendEntries sends an append; one that could not connect waits until
-// the node is reachable again before it fails (see patience above).
+// the node is reachable again before it fails (see patience above), and
+// one that repeats what the follower has waits while the leader is quiet
+// (quiet.go).
 func (t *gatedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	t.quiet.before(id, args)
 	err := t.Transport.AppendEntries(id, target, args, resp)
+	t.quiet.after(id, args, resp, err)
 	if addr, ok := dialFailed(err); ok && t.patience != nil {
 		t.patience.awaitReachable(addr)
 	}

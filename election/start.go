@@ -132,6 +132,7 @@ func Start(cfg Config, fsm StateMachine, st RaftStores) (_ *Node, err error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	gt.quiet.raft.Store(r)
 	closeFSM = false
 	n.obs = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
@@ -288,6 +289,7 @@ type gatedTransport struct {
 	recovering *atomic.Bool
 	rpcs       chan raft.RPC // after an unclean start: fed by recoveringVotes; else nil
 	patience   *patience     // appends to a node that is down wait for it (patience.go)
+	quiet      *quiet        // appends that repeat what a follower has wait while idle (quiet.go)
 }
 
 // gatedPreVote is a gatedTransport over a transport that pre-votes.
@@ -302,7 +304,8 @@ var (
 )
 
 func newGatedTransport(t raft.Transport, noCampaign, recovering *atomic.Bool) *gatedTransport {
-	return &gatedTransport{Transport: t, noCampaign: noCampaign, recovering: recovering, patience: newPatience()}
+	p := newPatience()
+	return &gatedTransport{Transport: t, noCampaign: noCampaign, recovering: recovering, patience: p, quiet: newQuiet(p.stop)}
 }
 
 // raftTransport is what raft is given: t, with RequestPreVote when the

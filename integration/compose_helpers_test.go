@@ -707,6 +707,7 @@ func (c *composeCluster) composeConsume(addrs, topic string, max int, timeout, i
 	}()
 	var msgs []composeMessage
 	var bad []string
+	var maxTimer *time.Timer
 	idleTimer := time.NewTimer(idle)
 	defer idleTimer.Stop()
 	stop := func() {
@@ -737,12 +738,11 @@ func (c *composeCluster) composeConsume(addrs, topic string, max int, timeout, i
 				continue
 			}
 			msgs = append(msgs, m)
-			if len(msgs) >= max {
-				// --max reached: give the CLI a moment to exit by itself.
-				go func() {
-					time.Sleep(5 * time.Second)
-					cancel()
-				}()
+			if len(msgs) >= max && maxTimer == nil {
+				// --max reached: give the CLI a moment to exit by itself
+				// (a timer, not a sleeping goroutine that outlives the test).
+				maxTimer = time.AfterFunc(5*time.Second, cancel)
+				defer maxTimer.Stop()
 			}
 			if !idleTimer.Stop() {
 				select {

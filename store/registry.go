@@ -6,6 +6,10 @@ type NodeInfo struct {
 	ClientAddr string `json:"client_addr"`
 	PeerAddr   string `json:"peer_addr"`
 	HTTPAddr   string `json:"http_addr"`
+	// ExternalAddr is the API address told to clients that connected
+	// through the node's external listener; empty: it has none, and
+	// ClientAddr serves everyone.
+	ExternalAddr string `json:"external_addr,omitempty"`
 }
 
 // Node returns a registered node.

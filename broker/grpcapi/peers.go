@@ -123,7 +123,8 @@ func (p *Peers) Register(ctx context.Context, addr string, n store.NodeInfo) err
 	if err != nil {
 		return err
 	}
-	_, err = peerCall(ctx, cc, &api.RegisterRequest{Id: n.ID, ClientAddress: n.ClientAddr, HttpAddress: n.HTTPAddr, PeerAddress: n.PeerAddr},
+	_, err = peerCall(ctx, cc, &api.RegisterRequest{Id: n.ID, ClientAddress: n.ClientAddr, HttpAddress: n.HTTPAddr, PeerAddress: n.PeerAddr,
+		ExternalAddress: n.ExternalAddr},
 		api.PeerClient.Register, legacyRegister)
 	return err
 }

@@ -36,7 +36,8 @@ func (s *PeerServer) NodeState(ctx context.Context, req *api.NodeStateRequest) (
 
 // Register records a node's addresses.
 func (s *PeerServer) Register(ctx context.Context, req *api.RegisterRequest) (*api.RegisterResponse, error) {
-	n := store.NodeInfo{ID: req.Id, ClientAddr: req.ClientAddress, HTTPAddr: req.HttpAddress, PeerAddr: req.PeerAddress}
+	n := store.NodeInfo{ID: req.Id, ClientAddr: req.ClientAddress, HTTPAddr: req.HttpAddress, PeerAddr: req.PeerAddress,
+		ExternalAddr: req.ExternalAddress}
 	if n.PeerAddr == "" {
 		n.PeerAddr = n.ClientAddr
 	}

@@ -166,7 +166,11 @@ func forwarded(ctx context.Context) bool {
 // through remote, once: a forwarded call carries forwardedKey and is never
 // forwarded again. Every broker error leaves through toStatus.
 func call[R any](ctx context.Context, s *Server, local func() (R, error), remote func(context.Context, api.BrokerClient) (R, error)) (R, error) {
-	return forward(ctx, s.b.ID(), s.peers, local, func(ctx context.Context, cc grpc.ClientConnInterface) (R, error) {
+	edge := func() (R, error) {
+		r, err := local()
+		return r, s.externalErr(ctx, err)
+	}
+	return forward(ctx, s.b.ID(), s.peers, edge, func(ctx context.Context, cc grpc.ClientConnInterface) (R, error) {
 		return remote(ctx, api.NewBrokerClient(cc))
 	})
 }
@@ -239,7 +243,7 @@ func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.Pro
 
 // Pull reads one queue.
 func (s *Server) Pull(ctx context.Context, req *api.PullRequest) (*api.PullResponse, error) {
-	return call(ctx, s, func() (*api.PullResponse, error) {
+	r, err := call(ctx, s, func() (*api.PullResponse, error) {
 		res, err := s.b.Pull(ctx, broker.PullRequest{
 			Topic: req.Topic, Queue: req.Queue, Offset: req.Offset, MaxMessages: int(req.MaxMessages),
 			MaxBytes: int(req.MaxBytes), Wait: time.Duration(req.WaitMs) * time.Millisecond, ConsumerID: req.ConsumerId,
@@ -252,6 +256,8 @@ func (s *Server) Pull(ctx context.Context, req *api.PullRequest) (*api.PullRespo
 	}, func(ctx context.Context, c api.BrokerClient) (*api.PullResponse, error) {
 		return c.Pull(ctx, req)
 	})
+	s.externalPull(ctx, r)
+	return r, err
 }
 
 func pullResponse(res *broker.PullResult) *api.PullResponse {
@@ -471,7 +477,7 @@ func (s *Server) SearchOffsets(ctx context.Context, req *api.SearchOffsetsReques
 
 // Status reports the group as this node sees it.
 func (s *Server) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
-	return call(ctx, s, func() (*api.StatusResponse, error) {
+	r, err := call(ctx, s, func() (*api.StatusResponse, error) {
 		st, err := s.b.Status()
 		if err != nil {
 			return nil, err
@@ -480,6 +486,8 @@ func (s *Server) Status(ctx context.Context, req *api.StatusRequest) (*api.Statu
 	}, func(ctx context.Context, c api.BrokerClient) (*api.StatusResponse, error) {
 		return c.Status(ctx, req)
 	})
+	s.externalStatus(ctx, r)
+	return r, err
 }
 
 func statusResponse(st *broker.Status) *api.StatusResponse {

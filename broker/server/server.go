@@ -38,14 +38,19 @@ import (
 
 // Config is everything a node needs.
 type Config struct {
-	DataDir   string
-	LogStore  string // raftlog.KindWAL or raftlog.KindBolt
-	Listen    string // client API bind address
-	HTTP      string // "" disables
-	Raft      election.Config
-	Broker    broker.Config
-	Logger    hclog.Logger
-	SegmentMB int
+	DataDir  string
+	LogStore string // raftlog.KindWAL or raftlog.KindBolt
+	Listen   string // client API bind address (the internal listener)
+	// ListenExternal, when set, is the bind address of a second client API
+	// listener, the external one: clients connected through it are told
+	// Broker.ExternalAddr (default: this address) for every node, those
+	// of Listen Broker.ClientAddr.
+	ListenExternal string
+	HTTP           string // "" disables
+	Raft           election.Config
+	Broker         broker.Config
+	Logger         hclog.Logger
+	SegmentMB      int
 	// VerifyLog is how the node checks its log's checksums (docs/logstore.md
 	// "Checking the log at start"): VerifyBackground (the default) checks
 	// before start only what start-up replays or what could be torn, and
@@ -140,6 +145,7 @@ type Server struct {
 	peers  *grpcapi.Peers
 	grpc   *grpc.Server
 	lis    net.Listener
+	extLis net.Listener // the external client API listener, or nil
 	http   *http.Server
 	lock   *dirLock
 	rmq    *brokerremoting.Adapter
@@ -217,6 +223,12 @@ func Start(cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("client API listen on %s: %w", cfg.Listen, err)
 	}
 	cleanup = append(cleanup, func() { s.lis.Close() })
+	if cfg.ListenExternal != "" {
+		if s.extLis, err = net.Listen("tcp", cfg.ListenExternal); err != nil {
+			return nil, fmt.Errorf("external client API listen on %s: %w", cfg.ListenExternal, err)
+		}
+		cleanup = append(cleanup, func() { s.extLis.Close() })
+	}
 	bc := cfg.Broker
 	bc.NodeID = cfg.Raft.ID
 	if bc.ClientAddr == "" {
@@ -228,6 +240,12 @@ func Start(cfg Config) (_ *Server, err error) {
 	}
 	if bc.PeerAddr == "" {
 		bc.PeerAddr = bc.ClientAddr
+	}
+	if bc.ExternalAddr == "" && s.extLis != nil {
+		bc.ExternalAddr = s.extLis.Addr().String()
+	}
+	if bc.ExternalAddr != "" && s.extLis == nil {
+		return nil, fmt.Errorf("external client address %s: it needs an external listener (--listen-external)", bc.ExternalAddr)
 	}
 	if err := bc.Validate(); err != nil { // before any data is opened
 		return nil, err
@@ -325,6 +343,15 @@ func Start(cfg Config) (_ *Server, err error) {
 			log.Error("grpc server", "error", err)
 		}
 	}()
+	if s.extLis != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.grpc.Serve(grpcapi.ExternalListener(s.extLis)); err != nil {
+				log.Error("grpc server (external listener)", "error", err)
+			}
+		}()
+	}
 	if cfg.Remoting != "" {
 		if err := s.startRemoting(); err != nil {
 			s.grpc.Stop()
@@ -340,7 +367,7 @@ func Start(cfg Config) (_ *Server, err error) {
 			return nil, err
 		}
 	}
-	log.Info("node started", "id", cfg.Raft.ID, "raft", cfg.Raft.BindAddr, "client", bc.ClientAddr, "http", cfg.HTTP,
+	log.Info("node started", "id", cfg.Raft.ID, "raft", cfg.Raft.BindAddr, "client", bc.ClientAddr, "external", bc.ExternalAddr, "http", cfg.HTTP,
 		"remoting", cfg.Remoting, "data", cfg.DataDir, "log_store", cfg.LogStore, "tls", s.tls.Mode())
 	return s, nil
 }
@@ -366,7 +393,8 @@ func (s *Server) startRemoting() error {
 	}
 	s.rmq, s.rmqLis = a, l
 	s.replies.Set(a)
-	s.rmqOff = s.node.OnChange(func(election.Event) { a.RoleChanged() })
+	a.RoleChanged(s.node.LeaderID()) // before the events, which then win
+	s.rmqOff = s.node.OnChange(func(e election.Event) { a.RoleChanged(e.LeaderID) })
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -545,6 +573,15 @@ func (s *Server) TLSCertificate() *tls.Certificate { return s.tls.Certificate() 
 
 // Addr is the client API address this node listens on.
 func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// ExternalAddr is the external client API listener's address, or "" when
+// the node has none.
+func (s *Server) ExternalAddr() string {
+	if s.extLis == nil {
+		return ""
+	}
+	return s.extLis.Addr().String()
+}
 
 // Broker is the node's broker service.
 func (s *Server) Broker() *broker.Broker { return s.broker }

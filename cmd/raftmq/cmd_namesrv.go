@@ -2,12 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/raftmq/raftmq/namesrv"
@@ -26,14 +26,14 @@ func namesrvCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Value: d.Listen, Usage: "remoting listen address (RocketMQ's name server port is 9876)"},
 			&cli.StringFlag{Name: "http", Usage: "HTTP address for /metrics and /healthz (empty: off)"},
 			&cli.DurationFlag{Name: "expiry", Value: d.Expiry, Usage: "drop a broker node that has not registered for this long"},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
+			logLevelFlag(), logFormatFlag(),
 		},
 		Action: runNamesrv,
 		Subcommands: []*cli.Command{{
 			Name:  "routes",
 			Usage: "show the groups, leaders, followers and topics a name server knows",
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "namesrv", Value: "127.0.0.1:9876", Usage: "name server address"},
+				&cli.StringFlag{Name: "namesrv", Value: "127.0.0.1:9876", Usage: "name servers, ADDR[;ADDR...]: the first that answers is shown"},
 				&cli.StringFlag{Name: "topic", Usage: "show this topic's route only"},
 				&cli.DurationFlag{Name: "timeout", Value: 5 * time.Second, Usage: "give up after this long"},
 				jsonFlag(),
@@ -44,12 +44,11 @@ func namesrvCommand() *cli.Command {
 }
 
 func runNamesrv(c *cli.Context) error {
-	level := hclog.LevelFromString(c.String("log-level"))
-	if level == hclog.NoLevel {
-		return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
+	logger, err := newLogger(c, "namesrv")
+	if err != nil {
+		return err
 	}
-	cfg := namesrv.Config{Listen: c.String("listen"), HTTP: c.String("http"), Expiry: c.Duration("expiry"),
-		Logger: hclog.New(&hclog.LoggerOptions{Name: "namesrv", Level: level, Output: c.App.ErrWriter, TimeFormat: "15:04:05.000"})}
+	cfg := namesrv.Config{Listen: c.String("listen"), HTTP: c.String("http"), Expiry: c.Duration("expiry"), Logger: logger}
 	s, err := namesrv.Start(cfg)
 	if err != nil {
 		return err
@@ -78,9 +77,21 @@ func runRoutes(c *cli.Context) error {
 	defer cl.Close()
 	ctx, cancel := opCtx(c)
 	defer cancel()
-	ci, err := namesrv.FetchClusterInfo(ctx, cl, c.String("namesrv"))
-	if err != nil {
-		return err
+	addrs := namesrv.SplitAddrs(c.String("namesrv"))
+	if len(addrs) == 0 {
+		return fmt.Errorf("--namesrv %q: want ADDR[;ADDR...]", c.String("namesrv"))
+	}
+	var ci *namesrv.ClusterInfo
+	var errs []error
+	for _, a := range addrs {
+		var err error
+		if ci, err = namesrv.FetchClusterInfo(ctx, cl, a); err == nil {
+			break
+		}
+		errs = append(errs, fmt.Errorf("name server %s: %w", a, err))
+	}
+	if ci == nil {
+		return errors.Join(errs...)
 	}
 	topic := c.String("topic")
 	var out []routeGroup

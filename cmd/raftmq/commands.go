@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,10 +28,10 @@ func healthCommand() *cli.Command {
 		Usage: "exit 0 when the node at -s answers, knows a leader and is ready (--all: every node of the group)",
 		Flags: append([]cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: defaultServers, Usage: "the node to check (with --all: any nodes of the group)"},
 			&cli.BoolFlag{Name: "all", Usage: "check the whole group: a leader, and every member up and ready"},
-			&cli.DurationFlag{Name: "wait", Usage: "check again every half second until healthy or this long has passed (0: check once)"}},
+			&cli.DurationFlag{Name: "wait", Usage: "check again every half second until healthy or this long has passed (0: check once)"}, jsonFlag()},
 			clientTLSFlags()...),
 		Description: "Without --all only the first address of -s is checked; one check takes at most 2 seconds.\n" +
-			"Exit status 2: no answer; 3: no leader known; 4: not ready, with the reason (as /readyz: a leader\n" +
+			"Exit status 1: no answer; 3: no leader known; 4: not ready, with the reason (as /readyz: a leader\n" +
 			"that cannot commit, a node whose applying is stuck, a follower that receives no entries; with\n" +
 			"--all: any member down or not ready).",
 		Action: func(c *cli.Context) error {
@@ -55,10 +56,16 @@ func healthCommand() *cli.Command {
 			for {
 				msg, err := checkHealth(c.Context, cl, servers[0], c.Bool("all"))
 				if err == nil {
+					if c.Bool("json") {
+						return printJSON(c.App.Writer, healthJSON{Healthy: true, Message: msg})
+					}
 					fmt.Fprintln(c.App.Writer, msg)
 					return nil
 				}
 				if !time.Now().Before(deadline) || c.Context.Err() != nil {
+					if c.Bool("json") {
+						printJSON(c.App.Writer, healthJSON{ExitCode: exitCode(err), Message: err.Error()})
+					}
 					return err
 				}
 				select {
@@ -68,6 +75,14 @@ func healthCommand() *cli.Command {
 			}
 		},
 	}
+}
+
+// healthJSON is health's answer with --format json; ExitCode is the
+// command's exit status (docs/cli.md).
+type healthJSON struct {
+	Healthy  bool   `json:"healthy"`
+	ExitCode int    `json:"exit_code"`
+	Message  string `json:"message"`
 }
 
 // checkHealth is one health check: of the node at addr, or of the whole
@@ -83,7 +98,7 @@ func checkHealth(ctx context.Context, cl *client.Client, addr string, all bool) 
 		st, err = cl.StatusOf(cctx, addr)
 	}
 	if err != nil {
-		return "", &exitError{2, fmt.Errorf("%s does not answer: %w", addr, clean(err))}
+		return "", &exitError{1, fmt.Errorf("%s does not answer: %w", addr, clean(err))}
 	}
 	if st.LeaderId == "" {
 		return "", &exitError{3, fmt.Errorf("%s answers but knows no leader", st.AnsweredBy)}
@@ -256,6 +271,9 @@ func statusJSON(st *api.StatusResponse) statusOut {
 }
 
 func printJSON(w io.Writer, v any) error {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.IsNil() {
+		v = []any{} // an empty list is [], never null
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -306,6 +324,9 @@ func topicCommand() *cli.Command {
 						ti, err := cl.CreateTopic(ctx, name, queues, c.Bool("if-not-exists"))
 						if err != nil {
 							return clean(err)
+						}
+						if c.Bool("json") {
+							return printJSON(c.App.Writer, topicsJSON([]*api.TopicInfo{ti})[0])
 						}
 						fmt.Fprintf(c.App.Writer, "created topic %s with %s\n", ti.Name, plural(int(ti.Queues), "queue"))
 						return nil
@@ -441,6 +462,9 @@ func produceCommand() *cli.Command {
 }
 
 type ackJSON struct {
+	Topic     string `json:"topic"`
+	Key       string `json:"key,omitempty"`
+	Tag       string `json:"tag,omitempty"`
 	Queue     int32  `json:"queue"`
 	Offset    uint64 `json:"offset"`
 	ID        string `json:"id"`
@@ -451,7 +475,7 @@ type ackJSON struct {
 func runProduce(c *cli.Context) error {
 	topic := c.String("topic")
 	if topic == "" {
-		return errors.New("produce: --topic is required")
+		return usageError(c, "produce: --topic is required")
 	}
 	format := c.String("format")
 	if format != "text" && format != "json" {
@@ -585,7 +609,11 @@ func runProduce(c *cli.Context) error {
 			msgs[i] = client.Message{Key: key, Tag: c.String("tag"), Properties: props, Body: body, Queue: queue}
 			delay.apply(&msgs[i])
 		}
-		ctx, cancel := opCtx(c)
+		// The request itself gives up after --timeout (the client's
+		// RetryTimeout) and then knows whether it ever reached a node;
+		// waiting a moment longer for it turns "outcome unknown" into
+		// "failed, not stored" when no node could be reached.
+		ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout")+time.Second)
 		acks, err := p.Send(ctx, topic, msgs...)
 		cancel()
 		mu.Lock()
@@ -593,7 +621,7 @@ func runProduce(c *cli.Context) error {
 		tally.add(b.first, len(b.lines), err)
 		for i, a := range acks {
 			if format == "json" {
-				j, _ := json.Marshal(ackJSON{Queue: a.Queue, Offset: a.Offset, ID: a.Id, Body: b.lines[i], DeliverAt: ackDeliverAt(a)})
+				j, _ := json.Marshal(ackJSON{Topic: topic, Key: msgs[i].Key, Tag: msgs[i].Tag, Queue: a.Queue, Offset: a.Offset, ID: a.Id, Body: b.lines[i], DeliverAt: ackDeliverAt(a)})
 				out.Write(append(j, '\n'))
 			} else if at := ackDeliverAt(a); at != "" {
 				fmt.Fprintf(out, "queue %d id %s deliver-at %s (offset assigned at delivery)\n", a.Queue, a.Id, at)
@@ -694,7 +722,7 @@ type msgJSON struct {
 func runConsume(c *cli.Context) error {
 	topic := c.String("topic")
 	if topic == "" {
-		return errors.New("consume: --topic is required")
+		return usageError(c, "consume: --topic is required")
 	}
 	format := c.String("format")
 	if format != "text" && format != "json" {
@@ -845,12 +873,18 @@ func leaderCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "transfer",
 			Usage: "move leadership to another node (default: the most caught-up follower)",
-			Flags: clientFlags(&cli.StringFlag{Name: "to", Usage: "node id of the new leader"}),
+			Flags: clientFlags(&cli.StringFlag{Name: "to", Usage: "node id of the new leader"}, jsonFlag()),
 			Action: func(c *cli.Context) error {
 				return withClient(c, func(ctx context.Context, cl *client.Client) error {
 					r, err := cl.TransferLeader(ctx, c.String("to"))
 					if err != nil {
 						return clean(err)
+					}
+					if c.Bool("json") {
+						return printJSON(c.App.Writer, struct {
+							Leader string  `json:"leader"`
+							TookMs float64 `json:"took_ms"`
+						}{r.LeaderId, float64(r.TookUs) / 1000})
 					}
 					fmt.Fprintf(c.App.Writer, "leader is now %s (transfer took %.1f ms)\n", r.LeaderId, float64(r.TookUs)/1000)
 					return nil

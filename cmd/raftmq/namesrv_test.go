@@ -46,6 +46,15 @@ func TestNamesrvRoutes(t *testing.T) {
 		groups[0].WritePaths["g1~n2"] != "127.0.0.1:10921" {
 		t.Fatalf("routes --json: exit %d %q", code, out)
 	}
+	// Several name servers, as the other commands take them: the first
+	// that answers (here the second; nothing listens on the first).
+	out, _, code = runCLI("namesrv", "routes", "--namesrv", "127.0.0.1:1;"+ns.Addr(), "--topic", "orders")
+	if code != 0 || !strings.Contains(out, "leader    0: 127.0.0.1:10911 (n1)") {
+		t.Fatalf("routes --namesrv \"A;B\": exit %d\n%s", code, out)
+	}
+	if err := runErr("namesrv", "routes", "--namesrv", "127.0.0.1:1;127.0.0.1:2"); err == nil || !strings.Contains(err.Error(), "127.0.0.1:2") {
+		t.Fatalf("routes with no name server answering: %v", err)
+	}
 	if err := runErr("namesrv", "routes", "--namesrv", ns.Addr(), "--topic", "nope"); exitCode(err) != 3 || !strings.Contains(err.Error(), "nope") {
 		t.Fatalf("missing topic: %v", err)
 	}
@@ -66,4 +75,22 @@ func TestServerRemotingFlags(t *testing.T) {
 func runErr(args ...string) error {
 	var out, errb strings.Builder
 	return Run(context.Background(), append([]string{"raftmq"}, args...), strings.NewReader(""), &out, &errb)
+}
+
+// TestServerListenerFlags: an external address needs its listener, and a
+// listener on every address needs the address clients are told.
+func TestServerListenerFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--advertise-external", "127.0.0.1:9101"}, "--listen-external"},
+		{[]string{"--listen-external", "0.0.0.0:9100"}, "--advertise-external"},
+		{[]string{"--listen-external", "nocolon"}, "--listen-external"},
+	} {
+		args := append([]string{"server", "--id", "n1", "--data", t.TempDir()}, tc.args...)
+		if err := runErr(args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.want)
+		}
+	}
 }

@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/raftmq/raftmq/broker"
@@ -40,9 +39,11 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "broker-name", Aliases: []string{"group"}, EnvVars: []string{"RAFTMQ_BROKER_NAME"}, Value: d.Broker.Group, Usage: "the group's name: RocketMQ's brokerName, registered with the name servers and shown by status; every node of a group gives the same one, and no two groups of a cluster share one (--group is an alias; RAFTMQ_GROUP is not read, it is the consumer group of other commands)"},
 			&cli.StringFlag{Name: "raft", Value: "127.0.0.1:7001", Usage: "Raft listen address"},
 			&cli.StringFlag{Name: "raft-advertise", Usage: "Raft address other nodes dial (default: --raft)"},
-			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9001", Usage: "client API (gRPC) listen address"},
-			&cli.StringFlag{Name: "advertise", Usage: "client API address told to clients (default: --listen)"},
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9001", Usage: "client API (gRPC) listen address: the internal listener, for the other nodes and the clients on their network"},
+			&cli.StringFlag{Name: "advertise", Usage: "client API address told to clients connected through --listen (default: --listen)"},
 			&cli.StringFlag{Name: "peer-advertise", Usage: "client API address other nodes use (default: --advertise)"},
+			&cli.StringFlag{Name: "listen-external", Usage: "a second client API listen address, the external listener (a port published outside the nodes' network, e.g. on a Docker host); its clients are told every node's --advertise-external (empty: none)"},
+			&cli.StringFlag{Name: "advertise-external", Usage: "client API address told to clients connected through --listen-external (default: --listen-external)"},
 			&cli.StringFlag{Name: "http", Value: "127.0.0.1:8001", Usage: "HTTP address for /metrics, /healthz, /readyz and /debug/pprof (empty: off)"},
 			&cli.StringFlag{Name: "http-advertise", Usage: "HTTP address shown by status (default: --http)"},
 			&cli.StringFlag{Name: "peers", Usage: "initial voters as ID@RAFTADDR,... (must include this node)"},
@@ -86,7 +87,7 @@ func serverCommand() *cli.Command {
 			&cli.DurationFlag{Name: "txn-timeout", Value: brokerremoting.DefaultTxnTimeout, Usage: "a transactional half message undecided this long (or its CHECK_IMMUNITY_TIME_IN_SECONDS) is checked back with its RocketMQ producer group (CHECK_TRANSACTION_STATE)"},
 			&cli.DurationFlag{Name: "txn-check-interval", Value: brokerremoting.DefaultTxnCheckInterval, Usage: "check an undecided half message back again this often"},
 			&cli.IntFlag{Name: "txn-check-max", Value: brokerremoting.DefaultTxnCheckMax, Usage: "after this many check-backs an undecided half message is discarded into TRANS_CHECK_MAX_TIME_TOPIC"},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
+			logLevelFlag(), logFormatFlag(),
 			&cli.StringFlag{Name: "tls-mode", Value: string(tlsconf.Disabled), EnvVars: []string{"RAFTMQ_SERVER_TLS_MODE"}, Usage: "TLS on every port (client API, raft, node-to-node, HTTP, remoting): disabled; permissive (each port takes TLS and plaintext, peers are dialed with TLS and plaintext only if they do not speak it: the step of a node-by-node move); enforcing (plaintext refused; nodes need a certificate the --tls-ca signed). docs/security.md"},
 			&cli.StringFlag{Name: "auth", Value: "disabled", EnvVars: []string{"RAFTMQ_SERVER_AUTH"}, Usage: "authentication and permissions of RocketMQ remoting requests: disabled; permissive (serve everything, log and count in /metrics what enforcing would refuse: the step of a node-by-node move); enforcing (refuse NO_PERMISSION without a valid signature of a user holding the grant). docs/security.md"},
 			&cli.StringFlag{Name: "auth-key-file", EnvVars: []string{"RAFTMQ_SERVER_AUTH_KEY_FILE"}, Usage: "file of at least 32 random bytes that seals user secrets in the log and snapshots; the same on every node of the group (needed unless --auth disabled)"},
@@ -161,6 +162,16 @@ func runServer(c *cli.Context) error {
 		cfg.Broker.ClientAddr = cfg.Listen
 	}
 	cfg.Broker.PeerAddr = c.String("peer-advertise")
+	cfg.ListenExternal = c.String("listen-external")
+	cfg.Broker.ExternalAddr = c.String("advertise-external")
+	if cfg.Broker.ExternalAddr != "" && cfg.ListenExternal == "" {
+		return fmt.Errorf("--advertise-external %s: set --listen-external too, the address that listener binds", cfg.Broker.ExternalAddr)
+	}
+	if host, _, err := net.SplitHostPort(cfg.ListenExternal); cfg.ListenExternal != "" && err != nil {
+		return fmt.Errorf("--listen-external %q: %w", cfg.ListenExternal, err)
+	} else if ip := net.ParseIP(host); cfg.ListenExternal != "" && (host == "" || (ip != nil && ip.IsUnspecified())) && cfg.Broker.ExternalAddr == "" {
+		return fmt.Errorf("--listen-external %s listens on every address, and clients would be told that: set --advertise-external HOST:PORT, the address they reach", cfg.ListenExternal)
+	}
 	cfg.Broker.HTTPAddr = c.String("http-advertise")
 	if cfg.Broker.HTTPAddr == "" {
 		cfg.Broker.HTTPAddr = cfg.HTTP
@@ -240,11 +251,9 @@ func runServer(c *cli.Context) error {
 	if err := cfg.Auth.Validate(); err != nil {
 		return err
 	}
-	level := hclog.LevelFromString(c.String("log-level"))
-	if level == hclog.NoLevel {
-		return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
+	if cfg.Logger, err = newLogger(c, cfg.Raft.ID); err != nil {
+		return err
 	}
-	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: cfg.Raft.ID, Level: level, Output: c.App.ErrWriter, TimeFormat: "15:04:05.000"})
 	if boltNoRetention {
 		cfg.Logger.Warn("retention is off: it deletes whole raft-wal segments, and --log-store bolt has none; messages are kept until the disk is full")
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"github.com/xrash/smetrics"
 )
 
 // version and commit are set at link time (make build: -ldflags "-X
@@ -91,6 +92,11 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 		}
 		msg = "unknown flag -" + name
 	}
+	if name, ok := strings.CutPrefix(msg, "unknown flag "); ok && c.Command != nil {
+		if s := cli.SuggestFlag(c.Command.Flags, strings.TrimLeft(name, "-"), true); s != "" && s != name {
+			msg += fmt.Sprintf(" (did you mean %s?)", s)
+		}
+	}
 	return usageError(c, "%s", msg)
 }
 
@@ -100,7 +106,117 @@ func unknownCommand(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return cli.ShowSubcommandHelp(c)
 	}
-	return usageError(c, "unknown command %q", c.Args().First())
+	name := c.Args().First()
+	cmds := c.App.Commands
+	if c.Command != nil && c.Command.Name != "" {
+		cmds = c.Command.Subcommands
+	}
+	var names []string
+	for _, sc := range cmds {
+		if !sc.Hidden {
+			names = append(names, sc.Name)
+		}
+	}
+	if s := closest(names, name); s != "" {
+		return usageError(c, "unknown command %q (did you mean %q?)", name, s)
+	}
+	return usageError(c, "unknown command %q", name)
+}
+
+// closest is the name nearest to typed, when one is near enough to be
+// what was meant.
+func closest(names []string, typed string) string {
+	best, score := "", 0.0
+	for _, n := range names {
+		if d := smetrics.JaroWinkler(n, typed, 0.7, 4); d > score {
+			best, score = n, d
+		}
+	}
+	if score < 0.75 {
+		return ""
+	}
+	return best
+}
+
+// helpArgs turns `raftmq help [command...]` into `raftmq [command...]
+// --help`, and a line that asks for help anywhere (`raftmq topic create
+// foo --help`) into the help of its command, whatever arguments it has.
+func helpArgs(cmds []*cli.Command, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	if args[1] == "help" {
+		return append(append([]string{args[0]}, args[2:]...), "--help")
+	}
+	asks := false
+	for _, a := range args[1:] {
+		if a == "--" {
+			break
+		}
+		if a == "--help" || a == "-h" {
+			asks = true
+		}
+	}
+	if !asks {
+		return args
+	}
+	out := []string{args[0]}
+	for _, a := range args[1:] {
+		var next *cli.Command
+		for _, c := range cmds {
+			if c.HasName(a) {
+				next = c
+			}
+		}
+		if next == nil {
+			break
+		}
+		out = append(out, a)
+		cmds = next.Subcommands
+	}
+	return append(out, "--help")
+}
+
+// withFormat gives every command that prints JSON both spellings of the
+// choice: `--format text|json` and `--json`, the same as `--format json`.
+func withFormat(c *cli.Command) {
+	has := func(name string) bool {
+		for _, f := range c.Flags {
+			for _, n := range f.Names() {
+				if n == name {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	hasJSON, hasFormat := has("json"), has("format")
+	if hasJSON && !hasFormat {
+		c.Flags = append(c.Flags, &cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (json: the same as --json)"})
+	}
+	if hasFormat && !hasJSON {
+		c.Flags = append(c.Flags, &cli.BoolFlag{Name: "json", Usage: "the same as --format json"})
+	}
+	if hasJSON || hasFormat {
+		before := c.Before
+		c.Before = func(ctx *cli.Context) error {
+			switch f := ctx.String("format"); {
+			case f != "text" && f != "json":
+				return usageError(ctx, "--format %q: want text or json", f)
+			case f == "json":
+				ctx.Set("json", "true")
+			case ctx.Bool("json"):
+				ctx.Set("format", "json")
+			}
+			if before != nil {
+				return before(ctx)
+			}
+			return nil
+		}
+	}
+	for _, sc := range c.Subcommands {
+		withFormat(sc)
+	}
 }
 
 // withUsage gives c and its subcommands the usage-error handling above.

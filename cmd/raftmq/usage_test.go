@@ -3,8 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
 )
 
 func runCLI(args ...string) (stdout, stderr string, code int) {
@@ -56,5 +62,153 @@ func TestGroupingCommandWithoutArgumentsShowsHelp(t *testing.T) {
 	out, _, code := runCLI("topic")
 	if code != 0 || !strings.Contains(out, "create") {
 		t.Errorf("raftmq topic: exit %d, stdout %q; want its help with exit 0", code, out)
+	}
+}
+
+func TestHelpAnywhereOnTheLine(t *testing.T) {
+	for _, args := range [][]string{
+		{"help", "topic", "create"},
+		{"topic", "create", "--help"},
+		{"topic", "create", "foo", "--help"},
+		{"topic", "create", "foo", "-h", "--queues", "4"},
+	} {
+		out, errOut, code := runCLI(args...)
+		if code != 0 || !strings.Contains(out, "raftmq topic create - ") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want topic create's help", args, code, out, errOut)
+		}
+	}
+	if out, _, code := runCLI("help"); code != 0 || !strings.Contains(out, "COMMANDS:") {
+		t.Errorf("raftmq help: exit %d, stdout %q; want the command list", code, out)
+	}
+}
+
+func TestMisspeltCommandsAndFlagsGetASuggestion(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"statsu"}, `did you mean "status"?`},
+		{[]string{"topic", "creat"}, `did you mean "create"?`},
+		{[]string{"status", "--servrs", "x"}, "did you mean --servers?"},
+	} {
+		_, errOut, code := runCLI(tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	if _, errOut, _ := runCLI("zzzzzz"); strings.Contains(errOut, "did you mean") {
+		t.Errorf("a word like no command got a suggestion: %q", errOut)
+	}
+}
+
+func TestCompletionScripts(t *testing.T) {
+	for sh, want := range map[string]string{"bash": "complete -o bashdefault", "zsh": "compdef _raftmq raftmq", "fish": "complete -c raftmq"} {
+		out, errOut, code := runCLI("completion", sh)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("completion %s: exit %d, stderr %q; want a script with %q", sh, code, errOut, want)
+		}
+	}
+	if _, _, code := runCLI("completion", "tcsh"); code != 2 {
+		t.Errorf("completion tcsh: exit %d, want 2", code)
+	}
+	// What the scripts ask the binary for (urfave/cli reads the word
+	// before the last from os.Args).
+	defer func(a []string) { os.Args = a }(os.Args)
+	os.Args = []string{"raftmq", "topic", "--generate-bash-completion"}
+	out, _, code := runCLI("topic", "--generate-bash-completion")
+	if code != 0 || !strings.Contains(out, "create") || !strings.Contains(out, "delete") {
+		t.Errorf("topic --generate-bash-completion: exit %d, stdout %q; want its subcommands", code, out)
+	}
+}
+
+func TestMissingRequiredFlagIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{{"produce", "x"}, {"consume"}} {
+		_, errOut, code := runCLI(args...)
+		if code != 2 || !strings.Contains(errOut, "--topic is required") || !strings.Contains(errOut, "--help") {
+			t.Errorf("%v: exit %d, stderr %q; want 2, the missing flag and the hint", args, code, errOut)
+		}
+	}
+}
+
+func TestFormatAndJSONAreOneChoice(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	for _, args := range [][]string{{"context", "list", "--json"}, {"context", "list", "--format", "json"}, {"context", "list", "--format=json"}} {
+		out, errOut, code := runCLI(args...)
+		if code != 0 || !strings.HasPrefix(out, "{") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want JSON", args, code, out, errOut)
+		}
+	}
+	if out, _, code := runCLI("context", "list", "--format", "text"); code != 0 || strings.HasPrefix(out, "{") {
+		t.Errorf("context list --format text: exit %d, stdout %q; want the table", code, out)
+	}
+	if _, errOut, code := runCLI("topic", "list", "--format", "yaml"); code != 2 || !strings.Contains(errOut, "want text or json") {
+		t.Errorf("--format yaml: exit %d, stderr %q; want a usage error", code, errOut)
+	}
+	// Every command that prints JSON takes both spellings.
+	var walk func(path string, cmds []*cli.Command)
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			p := strings.TrimSpace(path + " " + c.Name)
+			names := map[string]bool{}
+			for _, f := range c.Flags {
+				for _, n := range f.Names() {
+					names[n] = true
+				}
+			}
+			if names["json"] != names["format"] {
+				t.Errorf("raftmq %s has --json %v but --format %v; want both or neither", p, names["json"], names["format"])
+			}
+			walk(p, c.Subcommands)
+		}
+	}
+	walk("", commands())
+}
+
+func TestEmptyJSONListIsBrackets(t *testing.T) {
+	var out bytes.Buffer
+	var none []string
+	if err := printJSON(&out, none); err != nil || strings.TrimSpace(out.String()) != "[]" {
+		t.Errorf("printJSON(nil slice) = %q, %v; want []", out.String(), err)
+	}
+}
+
+func TestProduceToNoNodeIsFailedNotUnknown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, errOut, code := runCLI("produce", "-t", "x", "-s", addr, "--timeout", "1s", "m1", "m2")
+	if code != 1 || !strings.Contains(errOut, "failed, not stored (safe to send again)") || !strings.Contains(errOut, "failed 2, outcome unknown 0") ||
+		!strings.Contains(errOut, addr) {
+		t.Errorf("produce to a closed port: exit %d, stderr %q; want both failed, not stored, naming %s", code, errOut, addr)
+	}
+}
+
+func TestLogFormats(t *testing.T) {
+	var sink bytes.Buffer
+	if err := Run(context.Background(), []string{"raftmq", "namesrv", "--listen", "127.0.0.1:0", "--log-format", "xml"}, strings.NewReader(""), &sink, &sink); err == nil || !strings.Contains(err.Error(), "want text or json") {
+		t.Errorf("--log-format xml: %v", err)
+	}
+	for _, f := range []string{"text", "json"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		var out, errb bytes.Buffer
+		Run(ctx, []string{"raftmq", "namesrv", "--listen", "127.0.0.1:0", "--log-format", f}, strings.NewReader(""), &out, &errb)
+		cancel()
+		line, _, _ := strings.Cut(errb.String(), "\n")
+		var ts string
+		if f == "json" {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("json log line %q: %v", line, err)
+			}
+			ts, _ = m["@timestamp"].(string)
+		} else {
+			ts, _, _ = strings.Cut(line, " ")
+		}
+		if _, err := time.Parse(time.RFC3339, ts); err != nil || !strings.Contains(ts, "T") {
+			t.Errorf("%s log: time %q of %q is not RFC 3339 with a zone: %v", f, ts, line, err)
+		}
 	}
 }

@@ -23,8 +23,9 @@ import (
 	"github.com/raftmq/raftmq/internal/localgroup"
 )
 
-// ClientPort is the client API port of a node inside its container.
-const ClientPort = "9000"
+// ClientPort is the port of a node's external client listener inside its
+// container, the one the compose files publish on the host.
+const ClientPort = "9100"
 
 // Config says which compose project to drive.
 type Config struct {

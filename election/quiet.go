@@ -1,0 +1,140 @@
+package election
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Appends that carry nothing new, and why an idle leader holds them.
+//
+// raft v1.7.2 sends every follower an append at each commit timeout (5 ms
+// by default, so that a follower learns the commit index of a burst's last
+// entries at once: followers serve reads at the tail) whether or not
+// anything changed. On an idle group that is about 130 round trips a
+// second per follower, most of an idle node's CPU; the separate heartbeats
+// (every heartbeat timeout / 10) are what keep followers from electing.
+//
+// So an append with no entries that repeats what the follower already
+// acknowledged (same term, same previous entry, a commit index it already
+// has) is held instead of sent while the leader is quiet (no Apply for
+// quietAfter). The hold looks at raft every quietPoll, the commit timeout's
+// own pace, and ends as soon as there is news: the log grew (raft's loop
+// then sends the new entries next) or the commit index moved past what the
+// request says, in which case the request is raised to it, never beyond its
+// previous entry (the follower's log matches the leader's up to there, so
+// it may commit up to there). An Apply ends every hold at once. After
+// quietHold the request is sent as it is. Nothing is answered that a
+// follower did not answer: the held request is sent, only later.
+//
+// Only raft's replication goroutine of one follower waits: its heartbeats,
+// votes and the other followers do not. A leader that steps down or
+// removes the follower stops that goroutine at most quietHold later, and
+// shutdown ends the hold at once.
+const (
+	quietAfter = 50 * time.Millisecond
+	quietPoll  = 5 * time.Millisecond
+)
+
+// quietHold is the longest an append is held (a variable: tests lengthen
+// it, so that a hold that missed its news shows).
+var quietHold = 500 * time.Millisecond
+
+// quiet holds the appends that repeat what a follower already has.
+type quiet struct {
+	raft     atomic.Pointer[raft.Raft] // set once raft runs; nil: hold nothing
+	lastPut  atomic.Int64              // unix nanos of the last Apply
+	stop     <-chan struct{}           // shutdown
+	holding  atomic.Int32              // appends held right now
+	mu       sync.Mutex
+	wake     chan struct{}                // closed by an Apply while appends are held
+	acked    map[raft.ServerID]ackedState // what each follower last acknowledged
+	hold     time.Duration
+	poll     time.Duration
+	idleTime time.Duration
+}
+
+// ackedState is the part of an acknowledged append that a repeat would carry.
+type ackedState struct{ term, prev, commit uint64 }
+
+func newQuiet(stop <-chan struct{}) *quiet {
+	return &quiet{stop: stop, wake: make(chan struct{}), acked: map[raft.ServerID]ackedState{},
+		hold: quietHold, poll: quietPoll, idleTime: quietAfter}
+}
+
+// applied records an Apply: appends stop being held for quietAfter, and
+// those held now are sent.
+func (q *quiet) applied() {
+	q.lastPut.Store(time.Now().UnixNano())
+	if q.holding.Load() == 0 {
+		return
+	}
+	q.mu.Lock()
+	close(q.wake)
+	q.wake = make(chan struct{})
+	q.mu.Unlock()
+}
+
+// before waits while req repeats what follower id already has and the
+// leader is quiet; it may raise req's commit index (see above).
+func (q *quiet) before(id raft.ServerID, req *raft.AppendEntriesRequest) {
+	r := q.raft.Load()
+	if r == nil || len(req.Entries) > 0 || req.PrevLogEntry == 0 { // heartbeats have no previous entry
+		return
+	}
+	q.holding.Add(1) // before reading lastPut: an Apply sees the hold or the hold sees the Apply
+	defer q.holding.Add(-1)
+	q.mu.Lock()
+	a, ok := q.acked[id]
+	wake := q.wake
+	q.mu.Unlock()
+	if !ok || a.term != req.Term || a.prev != req.PrevLogEntry || req.LeaderCommitIndex > a.commit {
+		return
+	}
+	if time.Since(time.Unix(0, q.lastPut.Load())) < q.idleTime {
+		return
+	}
+	deadline := time.NewTimer(q.hold)
+	defer deadline.Stop()
+	tick := time.NewTicker(q.poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-q.stop:
+			return
+		case <-deadline.C:
+			return
+		case <-wake:
+			return
+		case <-tick.C:
+		}
+		if r.LastIndex() > req.PrevLogEntry {
+			return
+		}
+		if c := min(r.CommitIndex(), req.PrevLogEntry); c > req.LeaderCommitIndex {
+			req.LeaderCommitIndex = c
+			return
+		}
+	}
+}
+
+// after records what follower id acknowledged; a failed append forgets
+// it, so the next one is sent at once.
+func (q *quiet) after(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err != nil || !resp.Success {
+		delete(q.acked, id)
+		return
+	}
+	if req.PrevLogEntry == 0 && len(req.Entries) == 0 { // a heartbeat
+		return
+	}
+	prev := req.PrevLogEntry
+	if n := len(req.Entries); n > 0 {
+		prev = req.Entries[n-1].Index
+	}
+	q.acked[id] = ackedState{term: req.Term, prev: prev, commit: req.LeaderCommitIndex}
+}
