@@ -90,7 +90,7 @@ func PeerCertRequired(authEnforcing bool) []grpc.ServerOption {
 			return nil
 		}
 		if method == api.UsersCallMethod {
-			return status.Errorf(codes.PermissionDenied, "%s manages users: with --tls-mode enforcing it needs a client certificate signed by the cluster CA (--tls-cert)", method)
+			return status.Errorf(codes.PermissionDenied, "%s manages users: with --tls-mode enforcing it needs a client certificate signed by the cluster CA (--tls-cert), or nodes with --auth enforcing and an admin's credential", method)
 		}
 		return status.Errorf(codes.PermissionDenied, "%s is a node-to-node call: it needs a client certificate signed by the cluster CA (--tls-cert)", method)
 	}

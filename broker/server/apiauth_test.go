@@ -200,3 +200,31 @@ func TestAPIAuthPermissive(t *testing.T) {
 		}
 	}
 }
+
+// TestUsersNeedACertificateUnlessAuthEnforcing: with --tls-mode enforcing
+// and authentication not enforced, user management still needs a client
+// certificate of the cluster CA, even with an admin's credential (a
+// permissive node serves every call, so the credential decides nothing).
+func TestUsersNeedACertificateUnlessAuthEnforcing(t *testing.T) {
+	ca := tlstest.NewCA(t, "cluster")
+	c := newCluster(t, 1, func(i int, cfg *server.Config) {
+		p := ca.Issue(t, cfg.Raft.ID)
+		cfg.TLS = tlsconf.Config{Mode: tlsconf.Enforcing, CertFile: p.CertFile, KeyFile: p.KeyFile, CAFile: ca.CAFile}
+		cfg.Auth = server.AuthConfig{Mode: auth.Permissive, Key: bytes.Repeat([]byte("k"), 32), AdminUser: "root", AdminSecret: []byte("root-secret")}
+	})
+	c.leader()
+	trust, err := tlsconf.ClientFiles(ca.CAFile, "", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(client.Config{Servers: c.addrs(), TLS: trust, RetryTimeout: 10 * time.Second,
+		Credentials: &client.Credentials{AccessKey: "root", SecretKey: []byte("root-secret")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	_, err = cl.Users(ctxT(t, 20*time.Second), api.UsersCall{Op: api.UsersList})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "needs a client certificate signed by the cluster CA") {
+		t.Fatalf("users without a certificate, auth permissive: %v", err)
+	}
+}
