@@ -148,3 +148,23 @@ func BenchmarkCheckCall(b *testing.B) {
 		}
 	}
 }
+
+// FuzzCheckCall: whatever a caller puts in the credential, the node never
+// panics and never lets a call through that the secret did not sign for
+// that method and time; a real credential of another method is refused.
+func FuzzCheckCall(f *testing.F) {
+	s, _ := NewSealer(bytes.Repeat([]byte("k"), 32))
+	sealed, _ := s.Seal("u1", []byte("secret-1"))
+	a, _ := New(Config{Mode: Enforcing, Sealer: s, Throttle: ThrottleConfig{Burst: 1 << 30, Every: time.Nanosecond},
+		Users: users{"u1": {Name: "u1", Secret: sealed, Grants: []store.Grant{{Resource: ClusterResource, Actions: uint32(Admin)}}}}})
+	now := time.Now()
+	f.Add(mq.SignCall("u1", []byte("secret-1"), "/raftmq.v1.Broker/Pull", now), false)
+	f.Add(mq.SignCall(mq.NodeAccessKey, s.NodeSecret(), "/raftmq.v1.Broker/Pull", now), true)
+	f.Add("v1 u1 0 00 AAAA", false)
+	f.Add("", true)
+	f.Fuzz(func(t *testing.T, cred string, node bool) {
+		if err := a.CheckCall(cred, produceMethod, nil, node, "10.0.0.1:1"); err == nil {
+			t.Fatalf("%q (node-only %v) accepted for %s", cred, node, produceMethod)
+		}
+	})
+}
