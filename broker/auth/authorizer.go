@@ -188,9 +188,9 @@ func badSignature(ak string) *Denied {
 
 // check authenticates access key ak (signed: the request carries a
 // signature) with verify, which answers nil when the signature is the
-// secret's and a refusal otherwise, and then checks the user's grants. A bad signature or an
-// unknown user takes from the address's allowance; an address without
-// allowance left is refused before anything is verified.
+// secret's and a refusal otherwise, and then checks the user's grants. A
+// bad signature or an unknown user takes from the address's allowance; an
+// address without allowance left is refused before anything is verified.
 func (a *Authorizer) check(ak string, signed bool, needs []Need, from string, verify func(secret []byte) *Denied) *Denied {
 	if ak == "" || !signed {
 		return &Denied{ReasonNoCredentials, "request without credentials (AccessKey and Signature): this broker requires authentication"}
