@@ -43,7 +43,11 @@ func healthCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := client.New(client.Config{Servers: servers, RequestTimeout: 2 * time.Second, TLS: tc})
+			creds, err := clientCredentials(c)
+			if err != nil {
+				return err
+			}
+			cl, err := client.New(client.Config{Servers: servers, RequestTimeout: 2 * time.Second, TLS: tc, Credentials: creds})
 			if err != nil {
 				return err
 			}
