@@ -1,0 +1,156 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/internal/headless"
+)
+
+// consoleView is what the console page shows, read from its DOM.
+type consoleView struct {
+	Leader      string            `json:"leader"`
+	Group       string            `json:"group"`
+	Rows        map[string]string `json:"rows"` // node id -> the role it is shown with
+	LeaderRow   string            `json:"leaderRow"`
+	Timeline    []string          `json:"timeline"` // the leaders of the timeline, newest first ("" no leader)
+	Source      string            `json:"source"`
+	SourceClass string            `json:"sourceClass"`
+}
+
+const readConsole = `(() => {
+  const rows = {};
+  document.querySelectorAll("#nodes tbody tr").forEach(tr => { rows[tr.id.replace(/^node-/, "")] = tr.dataset.role; });
+  const lr = document.querySelector("#nodes tbody tr.leader");
+  return {
+    leader: document.getElementById("leader").textContent,
+    group: document.getElementById("group").textContent,
+    rows: rows,
+    leaderRow: lr ? lr.id.replace(/^node-/, "") : "",
+    timeline: Array.from(document.querySelectorAll("#timeline li")).map(li => li.dataset.leader),
+    source: document.getElementById("source").textContent,
+    sourceClass: document.getElementById("source").className,
+  };
+})()`
+
+// TestConsoleInBrowser loads the console of a 3-node group in headless
+// Chromium and checks what it shows through the DOM; then it stops the
+// leader while the page is open and checks that the page moved to another
+// node, says so, and shows the new leader and the change on its timeline.
+// Without chromium it fails: the console is tested in a real browser or
+// not at all (.ci/run installs Debian's chromium).
+func TestConsoleInBrowser(t *testing.T) {
+	bin, err := headless.Find()
+	if err != nil {
+		t.Fatalf("the console's browser test needs Chromium: %v", err)
+	}
+	c := newCluster(t, 3, func(i int, cfg *server.Config) {
+		cfg.HTTP = freeAddr(t)
+		cfg.Broker.HTTPAddr = cfg.HTTP
+	})
+	l := c.leader()
+	leaderID := c.cfgs[l].Raft.ID
+	// The page switches to the HTTP addresses it learns from Status.
+	waitFor(t, 10*time.Second, "every node's HTTP address in status", func() bool {
+		st, err := c.nodes[l].Broker().Status()
+		if err != nil || len(st.Nodes) != 3 {
+			return false
+		}
+		for _, n := range st.Nodes {
+			if n.HTTPAddr == "" || !n.Healthy {
+				return false
+			}
+		}
+		return true
+	})
+
+	var blog bytes.Buffer
+	br, err := headless.Start(bin, t.TempDir(), &blog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer br.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	opened := time.Now()
+	page, err := br.Open(ctx, "http://"+c.cfgs[l].HTTP+"/", 1280, 800)
+	if err != nil {
+		t.Fatalf("open the console: %v\n%s", err, blog.String())
+	}
+	view := func() consoleView {
+		t.Helper()
+		var v consoleView
+		if err := page.Eval(ctx, readConsole, &v); err != nil {
+			return consoleView{}
+		}
+		return v
+	}
+	var v consoleView
+	waitFor(t, 20*time.Second, "the console to show the group", func() bool { v = view(); return len(v.Rows) == 3 })
+	t.Logf("first render %s after opening the page (browser start-up included)", time.Since(opened).Round(time.Millisecond))
+	if v.Leader != leaderID || v.LeaderRow != leaderID || v.Rows[leaderID] != "leader" {
+		t.Fatalf("page from the leader shows leader %q (row %q), want %s: %+v", v.Leader, v.LeaderRow, leaderID, v)
+	}
+	for id, role := range v.Rows {
+		if id != leaderID && role != "follower" {
+			t.Fatalf("node %s shown as %q, want follower: %+v", id, role, v)
+		}
+	}
+	if len(v.Timeline) == 0 || v.Timeline[0] != leaderID {
+		t.Fatalf("the timeline does not start with %s's election: %+v", leaderID, v)
+	}
+	if !strings.Contains(v.Source, c.cfgs[l].HTTP) || strings.Contains(v.SourceClass, "switched") {
+		t.Fatalf("the page does not say it is live from the node it was loaded from: %+v", v)
+	}
+	if shot := os.Getenv("RAFTMQ_CONSOLE_SCREENSHOT"); shot != "" {
+		png, err := page.Screenshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(shot), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(shot, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot %s: %d bytes", shot, len(png))
+	}
+
+	// Stop the leader under the open page.
+	c.stop(l, false)
+	stopped := time.Now()
+	nl := c.leaderExcept(l)
+	newID := c.cfgs[nl].Raft.ID
+	elected := time.Since(stopped)
+	waitFor(t, 20*time.Second, "the page to show the new leader "+newID, func() bool { v = view(); return v.Leader == newID })
+	t.Logf("stopped %s: %s led after %s; the page showed it after %s", leaderID, newID,
+		elected.Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond))
+	if v.Rows[leaderID] != "down" && v.Rows[leaderID] != "unknown" {
+		waitFor(t, 10*time.Second, "the page to show "+leaderID+" down", func() bool {
+			v = view()
+			return v.Rows[leaderID] == "down" || v.Rows[leaderID] == "unknown"
+		})
+	}
+	if len(v.Timeline) < 2 || v.Timeline[0] != newID || !contains(v.Timeline[1:], leaderID) {
+		t.Fatalf("the timeline does not show the change from %s to %s: %+v", leaderID, newID, v)
+	}
+	if !strings.Contains(v.SourceClass, "switched") || !strings.Contains(v.Source, c.cfgs[l].HTTP) {
+		t.Fatalf("the page does not say it switched away from %s (%s): %+v", leaderID, c.cfgs[l].HTTP, v)
+	}
+	t.Logf("page says: %s", v.Source)
+}
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
