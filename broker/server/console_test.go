@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/internal/headless"
 )
@@ -22,6 +23,7 @@ type consoleView struct {
 	Timeline    []string          `json:"timeline"` // the leaders of the timeline, newest first ("" no leader)
 	Source      string            `json:"source"`
 	SourceClass string            `json:"sourceClass"`
+	ProduceRate float64           `json:"produceRate"`
 }
 
 const readConsole = `(() => {
@@ -36,6 +38,7 @@ const readConsole = `(() => {
     timeline: Array.from(document.querySelectorAll("#timeline li")).map(li => li.dataset.leader),
     source: document.getElementById("source").textContent,
     sourceClass: document.getElementById("source").className,
+    produceRate: parseFloat(document.getElementById("produce-rate").textContent.replace(/,/g, "")) || 0,
   };
 })()`
 
@@ -93,7 +96,23 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	var v consoleView
 	waitFor(t, 20*time.Second, "the console to show the group", func() bool { v = view(); return len(v.Rows) == 3 })
-	t.Logf("first render %s after opening the page (browser start-up included)", time.Since(opened).Round(time.Millisecond))
+	t.Logf("the group shown %s after opening the page (browser start-up included)", time.Since(opened).Round(time.Millisecond))
+	// What the page itself took: from navigation to the first snapshot on
+	// screen, and the bytes it transferred (the stream's excluded: it
+	// never ends).
+	var perf struct {
+		FirstRender float64 `json:"firstRender"`
+		Bytes       float64 `json:"bytes"`
+	}
+	if err := page.Eval(ctx, `({firstRender: performance.getEntriesByName("console-first-render")[0].startTime,
+		bytes: performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource"))
+			.filter(e => !e.name.endsWith("/console/events")).reduce((n, e) => n + e.transferSize, 0)})`, &perf); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first render %.0f ms after navigation; %.0f bytes transferred", perf.FirstRender, perf.Bytes)
+	if perf.Bytes <= 0 || perf.Bytes >= 200<<10 {
+		t.Fatalf("the page transferred %.0f bytes; want some, under 200 KB", perf.Bytes)
+	}
 	if v.Leader != leaderID || v.LeaderRow != leaderID || v.Rows[leaderID] != "leader" {
 		t.Fatalf("page from the leader shows leader %q (row %q), want %s: %+v", v.Leader, v.LeaderRow, leaderID, v)
 	}
@@ -108,19 +127,38 @@ func TestConsoleInBrowser(t *testing.T) {
 	if !strings.Contains(v.Source, c.cfgs[l].HTTP) || strings.Contains(v.SourceClass, "switched") {
 		t.Fatalf("the page does not say it is live from the node it was loaded from: %+v", v)
 	}
-	if shot := os.Getenv("RAFTMQ_CONSOLE_SCREENSHOT"); shot != "" {
-		png, err := page.Screenshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(shot), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(shot, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot %s: %d bytes", shot, len(png))
+
+	// Messages produced on the leader show as its produce rate.
+	b := c.nodes[l].Broker()
+	if _, err := b.CreateTopic(ctx, "orders", 2, false); err != nil {
+		t.Fatal(err)
 	}
+	stopProducing, produced := make(chan struct{}), make(chan int)
+	go func() {
+		n := 0
+		defer func() { produced <- n }()
+		for {
+			select {
+			case <-stopProducing:
+				return
+			default:
+			}
+			msgs := make([]broker.ProduceMessage, 20)
+			for i := range msgs {
+				msgs[i] = broker.ProduceMessage{Body: []byte("console")}
+			}
+			if _, err := b.Produce(ctx, broker.ProduceRequest{Topic: "orders", ProducerID: "console", Seq: uint64(n), Messages: msgs}); err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+			n++
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	waitFor(t, 10*time.Second, "the page to show a produce rate", func() bool { v = view(); return v.ProduceRate > 0 })
+	screenshot(ctx, t, page, "overview.png")
+	close(stopProducing)
+	t.Logf("page showed %.1f msg/s produced (%d requests of 20 sent)", v.ProduceRate, <-produced)
 
 	// Stop the leader under the open page.
 	c.stop(l, false)
@@ -129,8 +167,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	newID := c.cfgs[nl].Raft.ID
 	elected := time.Since(stopped)
 	waitFor(t, 20*time.Second, "the page to show the new leader "+newID, func() bool { v = view(); return v.Leader == newID })
+	shown := time.Since(stopped)
 	t.Logf("stopped %s: %s led after %s; the page showed it after %s", leaderID, newID,
-		elected.Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond))
+		elected.Round(time.Millisecond), shown.Round(time.Millisecond))
+	if shown > elected+2*time.Second {
+		t.Fatalf("the page showed the new leader %s after the election, want within 2 s", (shown - elected).Round(time.Millisecond))
+	}
 	if v.Rows[leaderID] != "down" && v.Rows[leaderID] != "unknown" {
 		waitFor(t, 10*time.Second, "the page to show "+leaderID+" down", func() bool {
 			v = view()
@@ -144,6 +186,29 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the page does not say it switched away from %s (%s): %+v", leaderID, c.cfgs[l].HTTP, v)
 	}
 	t.Logf("page says: %s", v.Source)
+	screenshot(ctx, t, page, "failover.png")
+}
+
+// screenshot writes the page's viewport to name in the directory
+// $RAFTMQ_CONSOLE_SCREENSHOTS (make console-screenshot), when set.
+func screenshot(ctx context.Context, t *testing.T, page *headless.Page, name string) {
+	t.Helper()
+	dir := os.Getenv("RAFTMQ_CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	time.Sleep(1500 * time.Millisecond) // a tick of the stream more: the rates and lag settle
+	png, err := page.Screenshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s: %d bytes", filepath.Join(dir, name), len(png))
 }
 
 func contains(s []string, x string) bool {

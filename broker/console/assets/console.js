@@ -21,6 +21,7 @@
     text("produce-rate", rate(s.produceRate));
     text("consume-rate", rate(s.consumeRate));
     text("seen-by", s.answeredBy);
+    document.querySelectorAll(".node-id").forEach(function (e) { e.textContent = s.answeredBy; });
     text("updated", clock(s.time));
     var tb = $("nodes").tBodies[0], rows = document.createDocumentFragment();
     s.nodes.forEach(function (n) {
@@ -32,8 +33,9 @@
       cell(tr, n.role, "role-" + n.role);
       var h = cell(tr, n.damaged ? "damaged" : n.healthy ? "healthy" : "unhealthy", n.healthy ? "ok" : "bad");
       if (n.error) h.title = n.error;
-      cell(tr, n.term, "num"); cell(tr, n.applied, "num"); cell(tr, n.commit, "num"); cell(tr, n.last, "num");
-      cell(tr, n.lag, "num"); cell(tr, n.load.toFixed(2), "num"); cell(tr, n.http || "");
+      var gone = n.role === "down" || n.role === "unknown"; // its figures are stale or unknown
+      [n.term, n.applied, n.commit, n.last, n.lag].forEach(function (x) { cell(tr, gone ? "–" : x, "num"); });
+      cell(tr, gone ? "–" : n.load.toFixed(2), "num"); cell(tr, n.http || "");
       rows.appendChild(tr);
     });
     tb.replaceChildren(rows);
@@ -46,7 +48,7 @@
         what.textContent = "leader " + c.leader + " (term " + c.term + ")";
       } else {
         what.className = "none";
-        what.textContent = "no leader" + (i + 1 < tl.length ? ": writes unavailable for " + (Date.parse(tl[i + 1].time) - Date.parse(c.time)) + " ms" : "");
+        what.textContent = "no leader" + (i + 1 < tl.length ? " for " + (Date.parse(tl[i + 1].time) - Date.parse(c.time)) + " ms (from when this node saw the leader gone)" : "");
       }
       li.appendChild(tm); li.appendChild(what); items.appendChild(li);
     }
@@ -72,6 +74,7 @@
       if (addr === state.origin) say("Live from " + s.answeredBy + " (" + addr + "), the node this page was loaded from.");
       else say("Live from " + s.answeredBy + " (" + addr + "): " + (state.lostFrom || state.origin) + ", the node this page was loaded from, stopped answering.", "switched");
       render(s);
+      if (!state.rendered) { state.rendered = true; performance.mark("console-first-render"); }
     };
     es.onerror = function () { if (es === state.es && es.readyState !== EventSource.OPEN) failover(); };
   }
