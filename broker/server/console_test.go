@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,16 +114,39 @@ func TestConsoleInBrowser(t *testing.T) {
 	if perf.Bytes <= 0 || perf.Bytes >= 200<<10 {
 		t.Fatalf("the page transferred %.0f bytes; want some, under 200 KB", perf.Bytes)
 	}
-	if v.Leader != leaderID || v.LeaderRow != leaderID || v.Rows[leaderID] != "leader" {
-		t.Fatalf("page from the leader shows leader %q (row %q), want %s: %+v", v.Leader, v.LeaderRow, leaderID, v)
-	}
-	for id, role := range v.Rows {
-		if id != leaderID && role != "follower" {
-			t.Fatalf("node %s shown as %q, want follower: %+v", id, role, v)
+	// The page shows the group as it is: the leader marked, the others
+	// followers, the leader's election on the timeline. On a loaded
+	// machine a node may miss a beat or lose an election before the page
+	// catches up, so this waits for the page to agree with the nodes.
+	shows := func() bool {
+		v = view()
+		ready := ""
+		for i, s := range c.nodes {
+			if s != nil && s.Node().Ready() {
+				ready = c.cfgs[i].Raft.ID
+			}
 		}
+		if ready == "" || v.Leader != ready || v.LeaderRow != ready || v.Rows[ready] != "leader" ||
+			len(v.Timeline) == 0 || v.Timeline[0] != ready {
+			return false
+		}
+		for id, role := range v.Rows {
+			if id != ready && role != "follower" {
+				return false
+			}
+		}
+		leaderID = ready
+		return true
 	}
-	if len(v.Timeline) == 0 || v.Timeline[0] != leaderID {
-		t.Fatalf("the timeline does not start with %s's election: %+v", leaderID, v)
+	deadline := time.Now().Add(10 * time.Second)
+	for !shows() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the page does not show the group's leader, its followers and the election within 10 s: %+v", v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if leaderID != c.cfgs[l].Raft.ID {
+		t.Logf("leadership moved to %s before the page showed it (a loaded machine)", leaderID)
 	}
 	if !strings.Contains(v.Source, c.cfgs[l].HTTP) || strings.Contains(v.SourceClass, "switched") {
 		t.Fatalf("the page does not say it is live from the node it was loaded from: %+v", v)
@@ -148,7 +172,10 @@ func TestConsoleInBrowser(t *testing.T) {
 				msgs[i] = broker.ProduceMessage{Body: []byte("console")}
 			}
 			if _, err := b.Produce(ctx, broker.ProduceRequest{Topic: "orders", ProducerID: "console", Seq: uint64(n), Messages: msgs}); err != nil {
-				t.Errorf("produce: %v", err)
+				if !errors.Is(err, broker.ErrNotLeader) && !errors.Is(err, broker.ErrUnavailable) {
+					t.Errorf("produce: %v", err)
+				}
+				t.Logf("producing stopped: %v", err) // an election on a loaded machine: the rate was seen or the wait below fails
 				return
 			}
 			n++
@@ -160,7 +187,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	close(stopProducing)
 	t.Logf("page showed %.1f msg/s produced (%d requests of 20 sent)", v.ProduceRate, <-produced)
 
-	// Stop the leader under the open page.
+	// Stop the page's node, the leader, under the open page.
+	if !c.nodes[l].Node().Ready() {
+		t.Logf("%s no longer leads (an election on a loaded machine); stopping it all the same", leaderID)
+	}
 	c.stop(l, false)
 	stopped := time.Now()
 	nl := c.leaderExcept(l)

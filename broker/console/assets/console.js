@@ -5,7 +5,7 @@
 "use strict";
 (function () {
   var STALE_MS = 3500; // no snapshot for this long: the node is taken as gone
-  var state = { es: null, addr: location.host, origin: location.host, nodes: [], lastAt: 0, servedBy: "", lostFrom: "" };
+  var state = { es: null, timer: 0, switchedAt: 0, originName: "", addr: location.host, origin: location.host, nodes: [], lastAt: 0, servedBy: "" };
   var $ = function (id) { return document.getElementById(id); };
 
   function text(id, v) { var e = $(id); if (e.textContent !== String(v)) e.textContent = v; }
@@ -62,6 +62,7 @@
   function connect(addr) {
     if (state.es) state.es.close();
     state.addr = addr;
+    state.servedBy = "";
     state.lastAt = Date.now();
     var es = new EventSource(urlOf(addr) + "/console/events");
     state.es = es;
@@ -71,8 +72,8 @@
       state.lastAt = Date.now();
       state.nodes = s.nodes;
       state.servedBy = s.answeredBy;
-      if (addr === state.origin) say("Live from " + s.answeredBy + " (" + addr + "), the node this page was loaded from.");
-      else say("Live from " + s.answeredBy + " (" + addr + "): " + (state.lostFrom || state.origin) + ", the node this page was loaded from, stopped answering.", "switched");
+      if (addr === state.origin) { state.originName = s.answeredBy + " (" + addr + ")"; say("Live from " + state.originName + ", the node this page was loaded from."); }
+      else say("Live from " + s.answeredBy + " (" + addr + "): " + (state.originName || state.origin) + ", the node this page was loaded from, stopped answering.", "switched");
       render(s);
       if (!state.rendered) { state.rendered = true; performance.mark("console-first-render"); }
     };
@@ -80,18 +81,21 @@
   }
 
   // failover moves the stream to the next node of the group, healthy ones
-  // first, in the order of the last snapshot.
+  // first, in the order of the last snapshot; when every node fails in
+  // turn it tries again once a second, not in a tight loop.
   function failover() {
-    var from = state.addr;
-    state.lostFrom = (state.servedBy || from) + " (" + from + ")";
-    var others = state.nodes.filter(function (n) { return n.http && n.http !== from; });
+    if (state.timer) return;
+    var from = state.addr, lost = (state.servedBy ? state.servedBy + " " : "") + "(" + from + ")";
+    var gone = function (n) { return n.http === from || (state.servedBy && n.id === state.servedBy); };
+    if (state.es) { state.es.close(); state.es = null; }
+    var others = state.nodes.filter(function (n) { return n.http && !gone(n); });
     others.sort(function (a, b) { return (b.healthy ? 1 : 0) - (a.healthy ? 1 : 0); });
-    if (others.length === 0) { say("Lost the connection to " + state.lostFrom + "; retrying it.", "lost"); connect(from); return; }
-    var next = others[0].http;
-    say("Lost the connection to " + state.lostFrom + "; switching to " + others[0].id + " (" + next + ")…", "lost");
+    var next = others.length ? others[0].http : from;
+    say("Lost the connection to " + lost + (others.length ? "; switching to " + others[0].id + " (" + next + ")…" : "; retrying it…"), "lost");
     // Rotate, so that a next node that is down too leads to the one after it.
-    state.nodes = state.nodes.filter(function (n) { return n.http !== from; }).concat(state.nodes.filter(function (n) { return n.http === from; }));
-    connect(next);
+    state.nodes = state.nodes.filter(function (n) { return !gone(n); }).concat(state.nodes.filter(gone));
+    var wait = Date.now() - state.switchedAt < 1000 ? 1000 : 0;
+    state.timer = setTimeout(function () { state.timer = 0; state.switchedAt = Date.now(); connect(next); }, wait);
   }
 
   setInterval(function () { if (Date.now() - state.lastAt > STALE_MS) failover(); }, 1000);
