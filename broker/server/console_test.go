@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/internal/headless"
+	"github.com/raftmq/raftmq/internal/servertest"
 )
 
 // consoleView is what the console page shows, read from its DOM.
@@ -253,4 +256,28 @@ func contains(s []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// BenchmarkConsoleSnapshot is what an open console costs its node each
+// second: one snapshot (the broker's Status and a gather of its metrics),
+// here fetched over HTTP from a node of a 3-node group, so an upper bound.
+func BenchmarkConsoleSnapshot(b *testing.B) {
+	c := servertest.New(b, 3, servertest.InMemory(), servertest.Configure(func(i int, cfg *server.Config) {
+		cfg.HTTP = freeAddr(b)
+		cfg.Broker.HTTPAddr = cfg.HTTP
+	}))
+	l := c.Leader()
+	url := "http://" + c.Config(l).HTTP + "/console/snapshot"
+	b.ResetTimer()
+	for b.Loop() {
+		resp, err := http.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatal(resp.Status)
+		}
+	}
 }
