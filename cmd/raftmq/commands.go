@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
@@ -571,6 +573,13 @@ func runProduce(c *cli.Context) error {
 	}
 	defer cl.Close()
 	p := cl.NewProducer()
+	// A topic that does not exist is created by the first send when the
+	// servers auto-create topics (their default, as RocketMQ's brokers'):
+	// say so, or a misspelt name goes unnoticed.
+	dctx, dcancel := opCtx(c)
+	_, derr := cl.DescribeTopic(dctx, topic)
+	dcancel()
+	missing := status.Code(derr) == codes.NotFound
 
 	// The input is read in batches numbered by their first line (or
 	// argument); reading stops at the interrupt, and no batch is sent
@@ -710,6 +719,9 @@ loop:
 	}
 	if c.Context.Err() != nil {
 		notes = append(notes, fmt.Sprintf("interrupted: read %s up to %d; the input after it was not sent", noun, read))
+	}
+	if missing && tally.acked > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "raftmq: produce: topic %s did not exist; the servers created it (they auto-create topics: server --auto-create-topics=false refuses such sends)\n", topic)
 	}
 	return tally.report(c.App.ErrWriter, "produce", noun, notes)
 }
