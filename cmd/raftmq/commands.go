@@ -338,7 +338,7 @@ func topicCommand() *cli.Command {
 				ArgsUsage: "NAME",
 				Flags: clientFlags(&cli.IntFlag{Name: "queues", Value: 4, Usage: "number of queues (1..1024; with --namesrv: in all, spread over the groups)"},
 					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed when the topic exists with the same queue count"},
-					namesrvFlag(),
+					namesrvFlag(), jsonFlag(),
 					&cli.StringFlag{Name: "groups", Usage: "with --namesrv: create on these groups, G1,G2 (default: every group with a leader)"}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
