@@ -96,6 +96,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionLine()) }
 	cli.FlagStringer = flagString
 	for _, c := range app.Commands {
+		addGroupFlags(c)
 		addEnv(c, envPrefix[c.Name])
 		withUsage(c)
 	}
@@ -268,7 +269,10 @@ const unreachableGiveUp = 3 * time.Second
 
 func newClient(c *cli.Context) (*client.Client, error) {
 	cfg := client.DefaultConfig()
-	cfg.Servers = []string{c.String("servers")}
+	var err error
+	if cfg.Servers, err = groupServers(c); err != nil {
+		return nil, err
+	}
 	cfg.RetryTimeout = c.Duration("timeout")
 	// A command pointed at a wrong or dead address says so after a moment
 	// and stops once every address has refused for a while; a consumer that
@@ -278,7 +282,6 @@ func newClient(c *cli.Context) (*client.Client, error) {
 	}
 	errw := c.App.ErrWriter
 	cfg.OnWaiting = func(msg string) { fmt.Fprintln(errw, "raftmq:", msg) }
-	var err error
 	if cfg.TLS, err = clientTLS(c); err != nil {
 		return nil, err
 	}

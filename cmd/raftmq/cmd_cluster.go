@@ -28,11 +28,19 @@ func namesrvFlag() cli.Flag {
 	return &cli.StringFlag{Name: "namesrv", Usage: "name servers ADDR[;ADDR...]: reach every group of the cluster through them instead of one group's nodes (-s)"}
 }
 
-// viaNamesrv reports whether c runs against the cluster of --namesrv. -s
+// viaNamesrv reports whether c runs against the whole cluster of
+// --namesrv: --namesrv without --broker-name (with it, the command talks
+// to that one group, as with -s: groupServers).
+func viaNamesrv(c *cli.Context) (bool, error) {
+	ok, err := namesrvGiven(c)
+	return ok && c.String("broker-name") == "", err
+}
+
+// namesrvGiven reports whether c finds its nodes through --namesrv. -s
 // and --namesrv both on the command line (or both only from the
 // environment) are a usage error; a flag given beats the other's variable
 // (the image sets RAFTMQ_SERVERS to its own node).
-func viaNamesrv(c *cli.Context) (bool, error) {
+func namesrvGiven(c *cli.Context) (bool, error) {
 	if c.String("namesrv") == "" {
 		return false, nil
 	}
