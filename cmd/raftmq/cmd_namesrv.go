@@ -21,10 +21,14 @@ func namesrvCommand() *cli.Command {
 		Name:  "namesrv",
 		Usage: "run a RocketMQ-style name server (routes for RocketMQ clients)",
 		Description: "Nodes started with --remoting and --namesrv register with every name server they are given;\n" +
-			"RocketMQ clients ask it for routes. Several name servers are independent.\n\n" +
+			"RocketMQ clients and raftmq's --namesrv ask it for routes. Several name servers are independent.\n" +
+			"With --listen-external, clients that connect there (outside the nodes' network: published ports)\n" +
+			"are told the nodes' external addresses (server --advertise-external, --remoting-advertise-external),\n" +
+			"clients of --listen the addresses the nodes advertise in their network.\n\n" +
 			"   raftmq namesrv --listen 127.0.0.1:9876 --http 127.0.0.1:9877",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: d.Listen, Usage: "remoting listen address (RocketMQ's name server port is 9876)"},
+			&cli.StringFlag{Name: "listen-external", Usage: "a second remoting listener, for clients outside the nodes' network: its routes name the nodes' external addresses (empty: off)"},
 			&cli.StringFlag{Name: "http", Usage: "HTTP address for /metrics and /healthz (empty: off)"},
 			&cli.DurationFlag{Name: "expiry", Value: d.Expiry, Usage: "drop a broker node that has not registered for this long"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
@@ -49,7 +53,7 @@ func runNamesrv(c *cli.Context) error {
 	if level == hclog.NoLevel {
 		return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
 	}
-	cfg := namesrv.Config{Listen: c.String("listen"), HTTP: c.String("http"), Expiry: c.Duration("expiry"),
+	cfg := namesrv.Config{Listen: c.String("listen"), ListenExternal: c.String("listen-external"), HTTP: c.String("http"), Expiry: c.Duration("expiry"),
 		Logger: hclog.New(&hclog.LoggerOptions{Name: "namesrv", Level: level, Output: c.App.ErrWriter, TimeFormat: "15:04:05.000"})}
 	s, err := namesrv.Start(cfg)
 	if err != nil {
