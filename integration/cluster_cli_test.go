@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,9 +10,12 @@ import (
 
 	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/namesrv"
+	"github.com/raftmq/raftmq/remoting"
 )
 
-// Two one-node groups behind a name server, driven by the CLI only: one
+// Two one-node groups behind a name server, ga with a RocketMQ remoting
+// port and gb without (it registers its client API address only), driven
+// by the CLI only: one
 // produce through the name server spreads its messages over every queue
 // of both groups, and the one-group commands (status, health, message,
 // group, topic describe, produce, consume, bench) reach the group named by
@@ -23,9 +27,11 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
+	// ga serves RocketMQ's remoting port; gb has none: its nodes register
+	// their client API addresses only.
 	groups := map[string]*procCluster{}
 	for _, name := range []string{"ga", "gb"} {
-		groups[name] = procStartGroup(t, localgroup.Config{Nodes: 1, Remoting: true, ServerArgs: []string{
+		groups[name] = procStartGroup(t, localgroup.Config{Nodes: 1, Remoting: name == "ga", ServerArgs: []string{
 			"--broker-name", name, "--cluster", "c1", "--namesrv", ns.Addr(), "--register-period", "1s"}})
 	}
 	ga, nsa := groups["ga"], ns.Addr()
@@ -33,6 +39,31 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 	out := ga.mustCLI("", "topic", "create", "spread", "--queues", "4", "--namesrv", nsa)
 	if !strings.Contains(out, "topic spread: 4 queues, 2 on ga, 2 on gb") {
 		t.Fatalf("topic create over the cluster:\n%s", out)
+	}
+
+	// namesrv routes lists gb by its client API address; RocketMQ's
+	// route of the topic has ga only.
+	var routes []struct {
+		Group      string `json:"group"`
+		Cluster    string `json:"cluster"`
+		Leader     string `json:"leader"`
+		NoRemoting bool   `json:"no_remoting"`
+	}
+	if err := json.Unmarshal([]byte(ga.mustCLI("", "namesrv", "routes", "--namesrv", nsa, "--json")), &routes); err != nil {
+		t.Fatal(err)
+	}
+	gbNode := groups["gb"].all()[0]
+	if len(routes) != 2 || routes[0].NoRemoting || routes[0].Leader != ga.all()[0].Remoting ||
+		!routes[1].NoRemoting || routes[1].Leader != gbNode.Client || routes[1].Cluster != "c1" {
+		t.Fatalf("namesrv routes: %+v; want ga at its remoting address %s, gb (no remoting) at its client address %s", routes, ga.all()[0].Remoting, gbNode.Client)
+	}
+	rcl := remoting.NewClient()
+	defer rcl.Close()
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	rd, err := namesrv.FetchRoute(rctx, rcl, nsa, "spread")
+	rcancel()
+	if err != nil || len(rd.BrokerDatas) != 1 || rd.BrokerDatas[0].BrokerName != "ga" {
+		t.Fatalf("RocketMQ route of spread: %+v %v; want ga only (gb serves no remoting)", rd, err)
 	}
 
 	// One produce of four arguments: one message on each queue of both groups.

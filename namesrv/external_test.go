@@ -97,3 +97,40 @@ func sameMap[K comparable](a, b map[K]string) bool {
 	}
 	return true
 }
+
+// A group whose nodes serve no remoting port is in raftmq's cluster info
+// (its client addresses, its cluster) and in no RocketMQ table or route.
+func TestGroupWithoutRemotingIsOnlyInRaftmqRoutes(t *testing.T) {
+	s, cl := start(t, time.Minute)
+	topics := map[string]int{"orders": 2}
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "ga", Addr: "127.0.0.1:10911", ClientAddr: "127.0.0.1:9001",
+		BrokerID: 0, NodeID: "a1", Term: 1, Topics: topics})
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "gb", Addr: "127.0.0.1:9101", ClientAddr: "127.0.0.1:9101", NoRemoting: true,
+		BrokerID: 0, NodeID: "b1", Term: 1, Topics: topics})
+	register(t, cl, s.Addr(), Registration{Cluster: "c", Group: "gb", Addr: "127.0.0.1:9102", ClientAddr: "127.0.0.1:9102", NoRemoting: true,
+		WriteVia: true, BrokerID: 1, NodeID: "b2", Term: 1, Topics: topics})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ci, err := FetchClusterInfo(ctx, cl, s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ci.BrokerAddrTable["gb"]; ok || len(ci.ClusterAddrTable["c"]) != 1 {
+		t.Errorf("RocketMQ tables name gb: %+v %+v", ci.BrokerAddrTable, ci.ClusterAddrTable)
+	}
+	gb := ci.RaftmqGroups["gb"]
+	if gb.Cluster != "c" || !sameMap(gb.ClientAddrs, map[int64]string{0: "127.0.0.1:9101", 1: "127.0.0.1:9102"}) || gb.WritePaths != nil {
+		t.Errorf("raftmq's view of gb: %+v", gb)
+	}
+	rd, err := FetchRoute(ctx, cl, s.Addr(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rd.BrokerDatas) != 1 || rd.BrokerDatas[0].BrokerName != "ga" || len(rd.QueueDatas) != 1 {
+		t.Errorf("RocketMQ route of orders: %+v, want ga only", rd)
+	}
+	req, _ := RegisterRequest(Registration{Cluster: "c", Group: "gc", Addr: "127.0.0.1:9201", NoRemoting: true, NodeID: "c1"})
+	if resp := invoke(t, cl, s.Addr(), req); resp.Code == remoting.Success {
+		t.Error("a registration without remoting and without a client address was taken")
+	}
+}

@@ -26,6 +26,9 @@ type Registration struct {
 	// Addr and ClientAddr.
 	ExternalAddr       string
 	ExternalClientAddr string
+	// NoRemoting: the node serves no remoting port (Addr is its client
+	// API address, only a key); it is in raftmq's routes, not RocketMQ's.
+	NoRemoting bool
 	// Members is the group's Raft membership as sorted "id@raftaddr"
 	// entries: the group's identity. Two registrations of one brokerName
 	// whose member sets share no entry come from two different groups.
@@ -127,7 +130,7 @@ func (r *registry) expireLocked() {
 type GroupRoute struct {
 	Cluster string
 	Group   string
-	Addrs   map[int64]string // brokerId -> address; 0 is the leader
+	Addrs   map[int64]string // brokerId -> remoting address; 0 is the leader (nodes without remoting are left out)
 	Nodes   map[int64]string // brokerId -> node id
 	// ClientAddrs: brokerId -> the node's client API (gRPC) address, for
 	// the members that registered one.
@@ -182,7 +185,7 @@ func (r *registry) groups(external bool) map[string]*GroupRoute {
 		gr := &GroupRoute{Cluster: regs[0].Cluster, Group: g, Addrs: map[int64]string{}, Nodes: map[int64]string{},
 			ClientAddrs: map[int64]string{}, Term: regs[0].Term}
 		for _, reg := range regs {
-			if _, taken := gr.Addrs[reg.BrokerID]; taken {
+			if _, taken := gr.Nodes[reg.BrokerID]; taken {
 				continue
 			}
 			addr, client := reg.Addr, reg.ClientAddr
@@ -192,7 +195,9 @@ func (r *registry) groups(external bool) map[string]*GroupRoute {
 			if external && reg.ExternalClientAddr != "" {
 				client = reg.ExternalClientAddr
 			}
-			gr.Addrs[reg.BrokerID] = addr
+			if !reg.NoRemoting {
+				gr.Addrs[reg.BrokerID] = addr
+			}
 			gr.Nodes[reg.BrokerID] = reg.NodeID
 			if client != "" {
 				gr.ClientAddrs[reg.BrokerID] = client
@@ -203,7 +208,7 @@ func (r *registry) groups(external bool) map[string]*GroupRoute {
 			// Only a registration that holds its id is a write path: a
 			// shadowed one (a dead leader's, the old id of a node that
 			// registered again) is not offered.
-			if reg.BrokerID != 0 && reg.WriteVia && reg.NodeID != "" && !hasPath(gr.WritePaths, reg.NodeID) {
+			if reg.BrokerID != 0 && reg.WriteVia && !reg.NoRemoting && reg.NodeID != "" && !hasPath(gr.WritePaths, reg.NodeID) {
 				gr.WritePaths = append(gr.WritePaths, WritePath{Name: PseudoBrokerName(g, reg.NodeID), NodeID: reg.NodeID, Addr: addr})
 			}
 		}

@@ -42,6 +42,11 @@ const (
 	// ports): what the name server's external listener hands out.
 	ExtExternalAddr       = "raftmqExternalAddr"
 	ExtExternalClientAddr = "raftmqExternalClientAddr"
+	// ExtNoRemoting "true": the node serves no remoting port; its
+	// brokerAddr is only its registration's key (its client API address),
+	// and RocketMQ routes leave it out. raftmq's SDK and CLI reach it
+	// through raftmqClientAddr.
+	ExtNoRemoting = "raftmqNoRemoting"
 )
 
 // ErrNameTaken: a registration claims a brokerName that another live
@@ -249,12 +254,16 @@ func (s *Server) register(req *remoting.Command) *remoting.Command {
 	reg := Registration{Cluster: req.Ext["clusterName"], Group: req.Ext["brokerName"], Addr: req.Ext["brokerAddr"], NodeID: req.Ext[ExtNodeID],
 		ClientAddr: req.Ext[ExtClientAddr], Members: SplitMembers(req.Ext[ExtMembers]),
 		ExternalAddr: req.Ext[ExtExternalAddr], ExternalClientAddr: req.Ext[ExtExternalClientAddr],
-		WriteVia: req.Ext[ExtWriteVia] == "true"}
+		NoRemoting: req.Ext[ExtNoRemoting] == "true",
+		WriteVia:   req.Ext[ExtWriteVia] == "true"}
 	if live, ok := req.Ext[ExtLive]; ok {
 		reg.LiveKnown, reg.Live = true, SplitList(live)
 	}
 	if reg.Group == "" || reg.Addr == "" {
 		return remoting.Response(req, remoting.SystemError, "register broker: brokerName and brokerAddr are required")
+	}
+	if reg.NoRemoting && reg.ClientAddr == "" {
+		return remoting.Response(req, remoting.SystemError, fmt.Sprintf("register broker: %s without %s: nothing to route clients to", ExtNoRemoting, ExtClientAddr))
 	}
 	if strings.Contains(reg.Group, pseudoSep) {
 		// The write paths' brokerNames are <group>~<node>: a group named
@@ -385,8 +394,8 @@ func (s *Server) route(req *remoting.Command, external bool) *remoting.Command {
 	for _, n := range names {
 		gr := groups[n]
 		q, ok := gr.Topics[topic]
-		if !ok {
-			continue
+		if !ok || len(gr.Addrs) == 0 {
+			continue // no node of the group serves remoting
 		}
 		perm := PermReadWrite
 		if p, ok := gr.Perms[topic]; ok {
@@ -431,9 +440,12 @@ type ClusterInfo struct {
 
 // GroupInfo is raftmq's own view of a group in ClusterInfo.
 type GroupInfo struct {
-	Term   uint64           `json:"term"`
-	Nodes  map[int64]string `json:"nodes"`
-	Topics map[string]int   `json:"topics"`
+	// Cluster is the group's cluster name (a group whose nodes serve no
+	// remoting port is not in brokerAddrTable).
+	Cluster string           `json:"cluster"`
+	Term    uint64           `json:"term"`
+	Nodes   map[int64]string `json:"nodes"`
+	Topics  map[string]int   `json:"topics"`
 	// WritePaths: pseudo-broker name -> follower address, the followers
 	// routed as write-only brokers of the group's topics. They are not in
 	// brokerAddrTable: admin tools that send to every broker of a cluster
@@ -449,9 +461,11 @@ type GroupInfo struct {
 func (s *Server) clusterInfo(req *remoting.Command, external bool) *remoting.Command {
 	ci := ClusterInfo{BrokerAddrTable: map[string]BrokerData{}, ClusterAddrTable: map[string][]string{}, RaftmqGroups: map[string]GroupInfo{}}
 	for n, gr := range s.reg.groups(external) {
-		ci.BrokerAddrTable[n] = BrokerData{Cluster: gr.Cluster, BrokerName: n, BrokerAddrs: gr.Addrs}
-		ci.ClusterAddrTable[gr.Cluster] = append(ci.ClusterAddrTable[gr.Cluster], n)
-		gi := GroupInfo{Term: gr.Term, Nodes: gr.Nodes, Topics: gr.Topics, Perms: gr.Perms, ClientAddrs: gr.ClientAddrs}
+		if len(gr.Addrs) > 0 { // RocketMQ's tables: the groups that serve remoting
+			ci.BrokerAddrTable[n] = BrokerData{Cluster: gr.Cluster, BrokerName: n, BrokerAddrs: gr.Addrs}
+			ci.ClusterAddrTable[gr.Cluster] = append(ci.ClusterAddrTable[gr.Cluster], n)
+		}
+		gi := GroupInfo{Cluster: gr.Cluster, Term: gr.Term, Nodes: gr.Nodes, Topics: gr.Topics, Perms: gr.Perms, ClientAddrs: gr.ClientAddrs}
 		for _, wp := range gr.WritePaths {
 			if gi.WritePaths == nil {
 				gi.WritePaths = map[string]string{}
@@ -581,6 +595,9 @@ func RegisterRequest(reg Registration) (*remoting.Command, error) {
 	}
 	if reg.ExternalClientAddr != "" {
 		ext[ExtExternalClientAddr] = reg.ExternalClientAddr
+	}
+	if reg.NoRemoting {
+		ext[ExtNoRemoting] = "true"
 	}
 	if len(reg.Members) > 0 {
 		ext[ExtMembers] = strings.Join(reg.Members, ",")

@@ -32,6 +32,11 @@ type Config struct {
 	// external listener hands it out instead of Addr.
 	Addr         string
 	ExternalAddr string
+	// RegisterOnly: the adapter is not served (no remoting port); it only
+	// registers the node with the name servers, for raftmq's SDK and CLI.
+	// Addr is then the node's client API address (the registration's key)
+	// and RocketMQ routes leave the node out.
+	RegisterOnly bool
 	Cluster      string   // RocketMQ clusterName
 	NameServers  []string // registered with, each independently
 	// RegisterPeriod: registrations are renewed this often (RocketMQ: 30 s)

@@ -300,8 +300,8 @@ func (r *registrar) registration(v *view) namesrv.Registration {
 	return namesrv.Registration{Cluster: r.a.cfg.Cluster, Group: r.a.b.Config().Group, Addr: r.a.cfg.Addr,
 		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms,
 		ClientAddr: r.a.b.Config().ClientAddr, ExternalClientAddr: r.a.b.Config().ExternalAddr,
-		ExternalAddr: r.a.cfg.ExternalAddr, Members: v.members,
-		WriteVia: r.a.cfg.WriteViaFollowers, Live: v.live, LiveKnown: v.liveSeen}
+		ExternalAddr: r.a.cfg.ExternalAddr, Members: v.members, NoRemoting: r.a.cfg.RegisterOnly,
+		WriteVia: r.a.cfg.WriteViaFollowers && !r.a.cfg.RegisterOnly, Live: v.live, LiveKnown: v.liveSeen}
 }
 
 // registerAll registers with every name server at once; it reports

@@ -76,6 +76,9 @@ type routeGroup struct {
 	// WritePaths: the followers routed as write-only pseudo-brokers
 	// (name -> address), --remoting-write-via-followers.
 	WritePaths map[string]string `json:"write_paths,omitempty"`
+	// NoRemoting: the group's nodes serve no RocketMQ port; leader and
+	// followers are their client API addresses.
+	NoRemoting bool `json:"no_remoting,omitempty"`
 }
 
 func runRoutes(c *cli.Context) error {
@@ -101,8 +104,18 @@ func runRoutes(c *cli.Context) error {
 	}
 	topic := c.String("topic")
 	var out []routeGroup
-	for name, bd := range ci.BrokerAddrTable {
-		gi := ci.RaftmqGroups[name]
+	names := map[string]bool{}
+	for name := range ci.BrokerAddrTable {
+		names[name] = true
+	}
+	for name := range ci.RaftmqGroups {
+		names[name] = true // a group without remoting is only here
+	}
+	for name := range names {
+		bd, gi := ci.BrokerAddrTable[name], ci.RaftmqGroups[name]
+		if bd.Cluster == "" {
+			bd.Cluster = gi.Cluster
+		}
 		if topic != "" {
 			if _, ok := gi.Topics[topic]; !ok {
 				continue
@@ -114,6 +127,17 @@ func runRoutes(c *cli.Context) error {
 			rg.Nodes[fmt.Sprint(id)] = gi.Nodes[id]
 			if id != 0 {
 				rg.Followers[fmt.Sprint(id)] = addr
+			}
+		}
+		if len(bd.BrokerAddrs) == 0 {
+			// No remoting port: the client API addresses raftmq's CLI and
+			// SDK use.
+			rg.Leader, rg.NoRemoting = gi.ClientAddrs[0], true
+			for id, addr := range gi.ClientAddrs {
+				rg.Nodes[fmt.Sprint(id)] = gi.Nodes[id]
+				if id != 0 {
+					rg.Followers[fmt.Sprint(id)] = addr
+				}
 			}
 		}
 		out = append(out, rg)
@@ -142,7 +166,11 @@ func runRoutes(c *cli.Context) error {
 		} else {
 			leader += " (" + g.LeaderID + ")"
 		}
-		fmt.Fprintf(w, "group %s  cluster %s  term %d\n  leader    0: %s\n", g.Group, g.Cluster, g.Term, leader)
+		note := ""
+		if g.NoRemoting {
+			note = "  (no RocketMQ port: client API addresses)"
+		}
+		fmt.Fprintf(w, "group %s  cluster %s  term %d%s\n  leader    0: %s\n", g.Group, g.Cluster, g.Term, note, leader)
 		ids := make([]string, 0, len(g.Followers))
 		for id := range g.Followers {
 			ids = append(ids, id)
