@@ -19,6 +19,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require github.com/BurntSushi/toml v1.5.0
+
 require (
 	github.com/armon/go-metrics v0.4.1 // indirect
 	github.com/benbjohnson/immutable v0.4.0 // indirect

@@ -51,6 +51,7 @@ type NodeStatus struct {
 	Role       string // raft's role (leader, follower, candidate), RoleDown or RoleUnknown
 	RaftAddr   string
 	ClientAddr string
+	PeerAddr   string // where the other nodes call it; ClientAddr when it registered none
 	HTTPAddr   string
 	Voter      bool
 	Healthy    bool
@@ -103,7 +104,10 @@ func (b *Broker) Status() (Status, error) {
 	for _, srv := range servers {
 		ns := NodeStatus{ID: srv.ID, RaftAddr: srv.Addr, Voter: srv.Voter}
 		if n, ok := b.fsm.Node(srv.ID); ok {
-			ns.ClientAddr, ns.HTTPAddr = n.ClientAddr, n.HTTPAddr
+			ns.ClientAddr, ns.PeerAddr, ns.HTTPAddr = n.ClientAddr, n.PeerAddr, n.HTTPAddr
+		}
+		if ns.PeerAddr == "" {
+			ns.PeerAddr = ns.ClientAddr
 		}
 		var ps NodeState
 		if srv.ID == b.cfg.NodeID {

@@ -22,6 +22,7 @@ type metrics struct {
 	roleChanges     *prometheus.CounterVec
 	retentionCuts   *prometheus.CounterVec
 	txnDecisions    *prometheus.CounterVec
+	ops             *opsMetrics
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -54,6 +55,7 @@ func newMetrics(b *Broker) *metrics {
 			Name: "raftmq_txn_decisions_total", Help: "Transactional half messages this node decided as leader, by decision (commit, rollback, discard)."}, []string{"decision"}),
 	}
 	m.produceLatency = latencyTap{m.produceLatency, b.load}
+	m.ops = newOpsMetrics(b, m.reg)
 	m.reg.MustRegister(m.produceMessages, m.produceBytes, m.produceErrors, m.produceLatency, m.batchRequests,
 		m.batchBytes, m.pullMessages, m.suggestions, m.roleChanges, m.retentionCuts, m.txnDecisions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -155,6 +155,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		return ProduceResult{}, b.replicaErr(out.Res.Err)
 	}
 	b.m.produceMessages.Add(float64(len(req.Messages)))
+	b.m.ops.produced(req.Topic, len(req.Messages))
 	b.m.produceBytes.Add(float64(p.Size))
 	b.m.produceLatency.Observe(time.Since(start).Seconds())
 	res := ProduceResult{Acks: out.Res.Acks, Duplicate: out.Res.Duplicate}

@@ -159,6 +159,7 @@ func (b *Broker) account(res *PullResult) {
 	}
 	if n := len(res.Messages); n > 0 {
 		b.m.pullMessages.WithLabelValues(role).Add(float64(n))
+		b.m.ops.served(res.Messages)
 		total := 0
 		for i := range res.Messages {
 			total += len(res.Messages[i].Body)

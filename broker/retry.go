@@ -92,6 +92,7 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 		return SendBackResult{}, err
 	}
 	out := SendBackResult{ID: ack.ID, Topic: c.Topic, DeadLettered: c.DeadLettered, ReconsumeTimes: c.ReconsumeTimes, DeliverAt: deliverAt}
+	b.m.ops.sentBack(c.DeadLettered)
 	if !c.DeadLettered && out.DeliverAt == 0 {
 		d, _ := mq.LevelDelay(c.DelayLevel)
 		out.DeliverAt = now.Add(d).UnixMilli()

@@ -348,6 +348,13 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 	backoff := 10 * time.Millisecond
 	var last error
 	start, told := time.Now(), false
+	sent := false // some attempt may have reached a node
+	gaveUp := func() error {
+		if !sent {
+			return fmt.Errorf("%w: %w: %w (last error: %v)", ErrNotSent, ErrNoConnection, ctx.Err(), last)
+		}
+		return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+	}
 	for attempt := 0; ; attempt++ {
 		addrs := c.candidates()
 		addr := addrs[attempt%len(addrs)]
@@ -364,6 +371,9 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 			return nil
 		}
 		last = err
+		if !neverSent(err) {
+			sent = true
+		}
 		c.lastFail.Store(&failure{err: err, addr: addr, at: time.Now()})
 		c.reach.note(addr, err)
 		if !Retryable(err) {
@@ -371,6 +381,9 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 		}
 		if g := c.cfg.GiveUpUnreachable; g > 0 {
 			if down, why := c.reach.allDown(c.cfg.Servers, g); down {
+				if !sent {
+					return fmt.Errorf("%w: %w: %w: %s", ErrNotSent, ErrNoConnection, ErrNoNode, why)
+				}
 				return fmt.Errorf("%w: %s", ErrNoNode, why)
 			}
 		}
@@ -379,7 +392,7 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 			c.cfg.OnWaiting(c.reach.waiting(addr, err))
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+			return gaveUp()
 		}
 		if errors.Is(err, errLeaderMoved) {
 			continue // the leader is known and was set: go there at once
@@ -391,7 +404,7 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+			return gaveUp()
 		}
 		backoff = min(backoff*2, 50*time.Millisecond)
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -12,6 +13,10 @@ import (
 // SendAsyncContext whose context has ended before its request was started
 // fails with it.
 var ErrNotSent = errors.New("not sent")
+
+// ErrNoConnection (with ErrNotSent) ends a call none of whose attempts could
+// connect to a node: nothing was sent.
+var ErrNoConnection = errors.New("no node could be reached")
 
 // Outcome is what a failed or successful send means for its messages.
 type Outcome int
@@ -55,4 +60,12 @@ func Classify(err error) Outcome {
 		return Failed
 	}
 	return Unknown
+}
+
+// neverSent reports whether err says the request never left this process:
+// the connection to the node could not be made (refused, no route, a name
+// that does not resolve), so the node cannot have stored anything of it.
+func neverSent(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unavailable && strings.Contains(st.Message(), "Error while dialing")
 }

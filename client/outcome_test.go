@@ -125,3 +125,31 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// TestSendToNoNodeFailsNotUnknown: a send to an address that refuses every
+// connection never left the process, so it fails (safe to send again),
+// whether the call ends at its deadline or gives up on the unreachable
+// address first; one whose request reached a node that then vanished
+// stays unknown.
+func TestSendToNoNodeFailsNotUnknown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // refused from now on
+	for _, giveUp := range []time.Duration{0, 300 * time.Millisecond} {
+		c, err := New(Config{Servers: []string{addr}, RetryTimeout: time.Second, GiveUpUnreachable: giveUp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.NewProducer().Send(context.Background(), "t", Message{Body: []byte("x")})
+		c.Close()
+		if !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrNoConnection) || Classify(err) != Failed {
+			t.Errorf("give up after %v: %v (%v); want a failed send that was never sent", giveUp, err, Classify(err))
+		}
+	}
+	if neverSent(status.Error(codes.Unavailable, "error reading from server: EOF")) {
+		t.Error("a connection lost after the request was written counts as never sent")
+	}
+}

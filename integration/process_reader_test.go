@@ -134,9 +134,18 @@ func TestProcessConsumeAsReader(t *testing.T) {
 	if q, ok := gd.Queues[0]["queue"]; !ok || q != float64(0) {
 		t.Errorf("group describe --json: first queue %v, want \"queue\": 0 present", gd.Queues[0])
 	}
-	var groups []string
-	if err := json.Unmarshal([]byte(c.mustCLI("", "group", "list", "--json", "-s", s)), &groups); err != nil || !slices.Contains(groups, "g1") {
-		t.Errorf("group list --json: %v %v, want g1 in it", err, groups)
+	type groupRow struct {
+		Group string `json:"group"`
+		Lag   int64  `json:"lag"`
+	}
+	var groups []groupRow
+	if err := json.Unmarshal([]byte(c.mustCLI("", "group", "list", "--json", "-s", s)), &groups); err != nil ||
+		!slices.ContainsFunc(groups, func(g groupRow) bool { return g.Group == "g1" && g.Lag >= 0 }) {
+		t.Errorf("group list --json: %v %+v, want g1 with its lag in it", err, groups)
+	}
+	// g1 reads one topic: reset needs no --topic.
+	if out, errOut, err := c.cli("", "group", "reset", "g1", "--dry-run", "-s", s); err != nil {
+		t.Errorf("group reset g1 --dry-run without --topic: %v\n%s%s", err, out, errOut)
 	}
 	for _, args := range [][]string{{"-g", "g1", "--offset", "start"}, {"--offset", "soon"}, {"--body-format", "rot13"}, {"--broadcast"}} {
 		_, errOut, err := c.cli("", append([]string{"consume", "-t", "rd", "-s", s}, args...)...)

@@ -210,13 +210,13 @@ func (a *Adapter) pushReplyViaPeers(ctx context.Context, c grpcapi.ReplyPushCall
 	results := make(chan result, len(st.Nodes))
 	var wg sync.WaitGroup
 	for _, n := range st.Nodes {
-		if n.ID == a.b.ID() || n.ClientAddr == "" {
+		if n.ID == a.b.ID() || n.PeerAddr == "" {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cc, err := a.peers.Conn(n.ClientAddr)
+			cc, err := a.peers.Conn(n.PeerAddr)
 			if err != nil {
 				results <- result{n.ID, false, err}
 				return

@@ -358,6 +358,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		}
 	}
 	s.registerLogCheckMetrics()
+	s.registerDiskMetrics()
 	if bgTo > 0 {
 		if err := s.stores.VerifyInBackground(raftlog.BackgroundCheck{From: s.stores.FirstIndex(), To: bgTo,
 			BytesPerSecond: int64(cfg.VerifyLogMBps) * 1e6, CheckMeta: store.CheckCommand, Resume: true,

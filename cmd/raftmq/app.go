@@ -69,38 +69,47 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Version:                versionLine(),
 		OnUsageError:           onUsageError,
 		Action:                 unknownCommand,
-		Commands: []*cli.Command{
-			serverCommand(),
-			namesrvCommand(),
-			clusterCommand(),
-			healthCommand(),
-			statusCommand(),
-			topicCommand(),
-			produceCommand(),
-			consumeCommand(),
-			leaderCommand(),
-			memberCommand(),
-			groupCommand(),
-			userCommand(),
-			aclCommand(),
-			messageCommand(),
-			dlqCommand(),
-			demoCommand(),
-			devCommand(),
-			contextCommand(),
-			benchCommand(),
-			versionCommand(),
-			completionCommand(),
-		},
+		Commands:               commands(),
 	}
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionLine()) }
 	cli.FlagStringer = flagString
-	for _, c := range app.Commands {
+	return app.RunContext(ctx, interspersed(app.Commands, helpArgs(app.Commands, args)))
+}
+
+// commands are raftmq's commands, each with its variables (addEnv), its
+// usage errors (withUsage) and both spellings of its output choice
+// (withFormat).
+func commands() []*cli.Command {
+	cmds := []*cli.Command{
+		serverCommand(),
+		namesrvCommand(),
+		clusterCommand(),
+		healthCommand(),
+		statusCommand(),
+		topicCommand(),
+		produceCommand(),
+		consumeCommand(),
+		leaderCommand(),
+		memberCommand(),
+		groupCommand(),
+		userCommand(),
+		aclCommand(),
+		messageCommand(),
+		dlqCommand(),
+		demoCommand(),
+		devCommand(),
+		contextCommand(),
+		benchCommand(),
+		versionCommand(),
+		completionCommand(),
+	}
+	for _, c := range cmds {
 		addGroupFlags(c)
 		addEnv(c, envPrefix[c.Name])
 		withUsage(c)
+		withFormat(c)
 	}
-	return app.RunContext(ctx, interspersed(app.Commands, helpArgs(app.Commands, args)))
+	return cmds
 }
 
 // interspersed moves flags that follow positional arguments in front of

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/raftmq/raftmq/namesrv"
@@ -31,7 +30,7 @@ func namesrvCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen-external", Usage: "a second remoting listener, for clients outside the nodes' network: its routes name the nodes' external addresses (empty: off)"},
 			&cli.StringFlag{Name: "http", Usage: "HTTP address for /metrics and /healthz (empty: off)"},
 			&cli.DurationFlag{Name: "expiry", Value: d.Expiry, Usage: "drop a broker node that has not registered for this long"},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
+			logLevelFlag(), logFormatFlag(),
 		},
 		Action: runNamesrv,
 		Subcommands: []*cli.Command{{
@@ -49,12 +48,11 @@ func namesrvCommand() *cli.Command {
 }
 
 func runNamesrv(c *cli.Context) error {
-	level := hclog.LevelFromString(c.String("log-level"))
-	if level == hclog.NoLevel {
-		return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
+	logger, err := newLogger(c, "namesrv")
+	if err != nil {
+		return err
 	}
-	cfg := namesrv.Config{Listen: c.String("listen"), ListenExternal: c.String("listen-external"), HTTP: c.String("http"), Expiry: c.Duration("expiry"),
-		Logger: hclog.New(&hclog.LoggerOptions{Name: "namesrv", Level: level, Output: c.App.ErrWriter, TimeFormat: "15:04:05.000"})}
+	cfg := namesrv.Config{Listen: c.String("listen"), ListenExternal: c.String("listen-external"), HTTP: c.String("http"), Expiry: c.Duration("expiry"), Logger: logger}
 	s, err := namesrv.Start(cfg)
 	if err != nil {
 		return err

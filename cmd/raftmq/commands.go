@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,7 +28,7 @@ func healthCommand() *cli.Command {
 		Usage: "exit 0 when the node at -s answers, knows a leader and is ready (--all: every node of the group)",
 		Flags: append([]cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Value: defaultServers, Usage: "the node to check (with --all: any nodes of the group)"},
 			&cli.BoolFlag{Name: "all", Usage: "check the whole group: a leader, and every member up and ready"},
-			&cli.DurationFlag{Name: "wait", Usage: "check again every half second until healthy or this long has passed (0: check once)"}},
+			&cli.DurationFlag{Name: "wait", Usage: "check again every half second until healthy or this long has passed (0: check once)"}, jsonFlag()},
 			clientTLSFlags()...),
 		Description: "Without --all only the first address of -s is checked; one check takes at most 2 seconds.\n" +
 			"Exit status 1: no answer; 3: no leader known; 4: not ready, with the reason (as /readyz: a leader\n" +
@@ -57,10 +58,16 @@ func healthCommand() *cli.Command {
 			for {
 				msg, err := checkHealth(c.Context, cl, servers[0], c.Bool("all"))
 				if err == nil {
+					if c.Bool("json") {
+						return printJSON(c.App.Writer, healthJSON{Healthy: true, Message: msg})
+					}
 					fmt.Fprintln(c.App.Writer, msg)
 					return nil
 				}
 				if !time.Now().Before(deadline) || c.Context.Err() != nil {
+					if c.Bool("json") {
+						printJSON(c.App.Writer, healthJSON{ExitCode: exitCode(err), Message: err.Error()})
+					}
 					return err
 				}
 				select {
@@ -70,6 +77,14 @@ func healthCommand() *cli.Command {
 			}
 		},
 	}
+}
+
+// healthJSON is health's answer with --format json; ExitCode is the
+// command's exit status (docs/cli.md).
+type healthJSON struct {
+	Healthy  bool   `json:"healthy"`
+	ExitCode int    `json:"exit_code"`
+	Message  string `json:"message"`
 }
 
 // checkHealth is one health check: of the node at addr, or of the whole
@@ -135,7 +150,9 @@ func statusCommand() *cli.Command {
 			"FIRST is the lowest log index whose messages a node holds (retention deletes below it; a node\n" +
 			"that rejoined from the leader's snapshot starts after it). APPLIED, COMMIT and LAST are its raft\n" +
 			"indexes, LAG how far its applied index is behind the leader's, LOAD the leader-load signal of\n" +
-			"read routing. --json prints every field.",
+			"read routing. A node still in an older term than the group's is marked stale (a deposed leader\n" +
+			"says leader until it hears of its successor); the header names the leader of the highest term.\n" +
+			"--json prints every field.",
 		Flags: clientFlags(jsonFlag()),
 		Action: func(c *cli.Context) error {
 			cl, err := newClient(c)
@@ -155,19 +172,24 @@ func statusCommand() *cli.Command {
 				}
 				return statusExit(st)
 			}
+			stale := settleLeader(st)
 			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 			leader := st.LeaderId
 			if leader == "" {
 				leader = "(none)"
 			}
 			fmt.Fprintf(w, "group %s   term %d   leader %s %s   (answered by %s)\n\n", st.Group, st.Term, leader, st.LeaderAddress, st.AnsweredBy)
-			fmt.Fprintln(w, "ID\tROLE\tHEALTHY\tCLIENT\tRAFT\tFIRST\tAPPLIED\tCOMMIT\tLAST\tLAG\tLOAD\tVOTER")
+			fmt.Fprintln(w, "ID\tROLE\tTERM\tHEALTHY\tCLIENT\tRAFT\tFIRST\tAPPLIED\tCOMMIT\tLAST\tLAG\tLOAD\tVOTER")
 			for _, n := range st.Nodes {
 				if n.Role == mq.RoleDown || n.Role == mq.RoleUnknown {
-					fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t-\t-\t-\t-\t-\t-\t%v\n", n.Id, strings.ToUpper(n.Role), n.Healthy, n.ClientAddress, n.RaftAddress, n.Voter)
+					fmt.Fprintf(w, "%s\t%s\t-\t%v\t%s\t%s\t-\t-\t-\t-\t-\t-\t%v\n", n.Id, strings.ToUpper(n.Role), n.Healthy, n.ClientAddress, n.RaftAddress, n.Voter)
 					continue
 				}
-				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t%v\n", n.Id, n.Role, n.Healthy, n.ClientAddress, n.RaftAddress,
+				role := n.Role
+				if stale[n.Id] {
+					role += " (stale)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t%v\n", n.Id, role, n.Term, n.Healthy, n.ClientAddress, n.RaftAddress,
 					n.FirstIndex, n.AppliedIndex, n.CommitIndex, n.LastIndex, n.Lag, n.Load, n.Voter)
 			}
 			if err := w.Flush(); err != nil {
@@ -233,6 +255,39 @@ type nodeJSON struct {
 	Damaged       bool    `json:"damaged,omitempty"`
 	DamagedIndex  uint64  `json:"damaged_index,omitempty"`
 	DamagedReason string  `json:"damaged_reason,omitempty"`
+	// Stale: the node still believes a term older than the group's (a
+	// leader that has not yet heard of its successor says leader).
+	Stale bool `json:"stale,omitempty"`
+}
+
+// settleLeader makes st name one leader: of the nodes that say they lead,
+// the one of the highest term; the others, and every node of an older term
+// than the group's, are marked stale (after a transfer or an election a
+// deposed leader reports leader until it hears of the new term).
+func settleLeader(st *api.StatusResponse) (stale map[string]bool) {
+	stale = map[string]bool{}
+	var top uint64
+	for _, n := range st.Nodes {
+		if n.Role != mq.RoleDown && n.Role != mq.RoleUnknown {
+			top = max(top, n.Term)
+		}
+	}
+	top = max(top, st.Term)
+	for _, n := range st.Nodes {
+		if n.Role == mq.RoleDown || n.Role == mq.RoleUnknown || n.Term == 0 {
+			continue
+		}
+		if n.Term < top {
+			stale[n.Id] = true
+		}
+	}
+	for _, n := range st.Nodes {
+		if n.Role == "leader" && !stale[n.Id] && n.Id != st.LeaderId && n.Term == top {
+			// The answering node has not heard of this leader yet.
+			st.LeaderId, st.LeaderAddress, st.Term = n.Id, n.ClientAddress, top
+		}
+	}
+	return stale
 }
 
 type statusOut struct {
@@ -246,18 +301,22 @@ type statusOut struct {
 }
 
 func statusJSON(st *api.StatusResponse) statusOut {
+	stale := settleLeader(st)
 	out := statusOut{Group: st.Group, Term: st.Term, LeaderID: st.LeaderId, LeaderAddress: st.LeaderAddress,
 		AnsweredBy: st.AnsweredBy, LeaderChanges: st.LeaderChanges, Nodes: []nodeJSON{}}
 	for _, n := range st.Nodes {
 		out.Nodes = append(out.Nodes, nodeJSON{ID: n.Id, Role: n.Role, RaftAddress: n.RaftAddress, ClientAddress: n.ClientAddress,
 			HTTPAddress: n.HttpAddress, AppliedIndex: n.AppliedIndex, CommitIndex: n.CommitIndex, LastIndex: n.LastIndex,
 			FirstIndex: n.FirstIndex, Healthy: n.Healthy, Voter: n.Voter, Term: n.Term, Load: n.Load, Lag: n.Lag, Error: n.Error,
-			Damaged: n.Damaged, DamagedIndex: n.DamagedIndex, DamagedReason: n.DamagedReason})
+			Damaged: n.Damaged, DamagedIndex: n.DamagedIndex, DamagedReason: n.DamagedReason, Stale: stale[n.Id]})
 	}
 	return out
 }
 
 func printJSON(w io.Writer, v any) error {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.IsNil() {
+		v = []any{} // an empty list is [], never null
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -308,6 +367,9 @@ func topicCommand() *cli.Command {
 						ti, err := cl.CreateTopic(ctx, name, queues, c.Bool("if-not-exists"))
 						if err != nil {
 							return clean(err)
+						}
+						if c.Bool("json") {
+							return printJSON(c.App.Writer, topicsJSON([]*api.TopicInfo{ti})[0])
 						}
 						fmt.Fprintf(c.App.Writer, "created topic %s with %s\n", ti.Name, plural(int(ti.Queues), "queue"))
 						return nil
@@ -443,6 +505,9 @@ func produceCommand() *cli.Command {
 }
 
 type ackJSON struct {
+	Topic     string `json:"topic"`
+	Key       string `json:"key,omitempty"`
+	Tag       string `json:"tag,omitempty"`
 	Queue     int32  `json:"queue"`
 	Offset    uint64 `json:"offset"`
 	ID        string `json:"id"`
@@ -587,7 +652,11 @@ func runProduce(c *cli.Context) error {
 			msgs[i] = client.Message{Key: key, Tag: c.String("tag"), Properties: props, Body: body, Queue: queue}
 			delay.apply(&msgs[i])
 		}
-		ctx, cancel := opCtx(c)
+		// The request itself gives up after --timeout (the client's
+		// RetryTimeout) and then knows whether it ever reached a node;
+		// waiting a moment longer for it turns "outcome unknown" into
+		// "failed, not stored" when no node could be reached.
+		ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout")+time.Second)
 		acks, err := p.Send(ctx, topic, msgs...)
 		cancel()
 		mu.Lock()
@@ -595,7 +664,7 @@ func runProduce(c *cli.Context) error {
 		tally.add(b.first, len(b.lines), err)
 		for i, a := range acks {
 			if format == "json" {
-				j, _ := json.Marshal(ackJSON{Queue: a.Queue, Offset: a.Offset, ID: a.Id, Body: b.lines[i], DeliverAt: ackDeliverAt(a)})
+				j, _ := json.Marshal(ackJSON{Topic: topic, Key: msgs[i].Key, Tag: msgs[i].Tag, Queue: a.Queue, Offset: a.Offset, ID: a.Id, Body: b.lines[i], DeliverAt: ackDeliverAt(a)})
 				out.Write(append(j, '\n'))
 			} else if at := ackDeliverAt(a); at != "" {
 				fmt.Fprintf(out, "queue %d id %s deliver-at %s (offset assigned at delivery)\n", a.Queue, a.Id, at)
@@ -655,7 +724,9 @@ func consumeCommand() *cli.Command {
 			"nothing, so running it twice shows the same messages twice. With --group it reads the queues\n" +
 			"the group assigns it from the group's committed offsets and commits as it goes and on exit.\n" +
 			"Without --follow it exits once it has read up to the end every queue had when it started\n" +
-			"(or after --max messages); with --follow it keeps reading until interrupted.",
+			"(or after --max messages); with --follow it keeps reading until interrupted. A reader started\n" +
+			"with --offset end waits for new messages: it exits after --max of them, or once none has come\n" +
+			"for --timeout.",
 		Flags: append(clientFlags(
 			&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (required)"},
 			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "consumer group (default: none, read without committing)"},
@@ -768,7 +839,11 @@ func runConsume(c *cli.Context) error {
 		return err
 	}
 	var end map[int32]uint64
-	if !c.Bool("follow") {
+	// A reader that starts at the end is there for what comes next (as
+	// `kcat -o end`): it waits for new messages until --max, or until none
+	// came for --timeout, instead of stopping at the end it started from.
+	atEnd := c.String("group") == "" && (c.String("offset") == "end" || c.String("offset") == "latest")
+	if !c.Bool("follow") && !atEnd {
 		ctx, cancel := opCtx(c)
 		ti, err := cl.DescribeTopic(ctx, topic)
 		cancel()
@@ -827,6 +902,9 @@ func runConsume(c *cli.Context) error {
 		if end != nil && cons.CaughtUp(end) {
 			break
 		}
+		if atEnd && !c.Bool("follow") && time.Since(idle) > c.Duration("timeout") {
+			break
+		}
 		if end != nil && len(cons.Assigned()) == 0 && time.Since(idle) > 5*time.Second {
 			runErr = errors.New("no queues assigned to this consumer: the group's other members hold them all")
 			break
@@ -847,12 +925,18 @@ func leaderCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "transfer",
 			Usage: "move leadership to another node (default: the most caught-up follower)",
-			Flags: clientFlags(&cli.StringFlag{Name: "to", Usage: "node id of the new leader"}),
+			Flags: clientFlags(&cli.StringFlag{Name: "to", Usage: "node id of the new leader"}, jsonFlag()),
 			Action: func(c *cli.Context) error {
 				return withClient(c, func(ctx context.Context, cl *client.Client) error {
 					r, err := cl.TransferLeader(ctx, c.String("to"))
 					if err != nil {
 						return clean(err)
+					}
+					if c.Bool("json") {
+						return printJSON(c.App.Writer, struct {
+							Leader string  `json:"leader"`
+							TookMs float64 `json:"took_ms"`
+						}{r.LeaderId, float64(r.TookUs) / 1000})
 					}
 					fmt.Fprintf(c.App.Writer, "leader is now %s (transfer took %.1f ms)\n", r.LeaderId, float64(r.TookUs)/1000)
 					return nil
@@ -959,7 +1043,7 @@ func groupCommand() *cli.Command {
 			groupDeleteCommand(),
 			{
 				Name:  "list",
-				Usage: "list consumer groups",
+				Usage: "list consumer groups with their members and total lag",
 				Flags: clientFlags(jsonFlag()),
 				Action: func(c *cli.Context) error {
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
@@ -967,13 +1051,39 @@ func groupCommand() *cli.Command {
 						if err != nil {
 							return clean(err)
 						}
+						type row struct {
+							Group   string   `json:"group"`
+							Members int      `json:"members"`
+							Topics  []string `json:"topics"`
+							Lag     int64    `json:"lag"`
+						}
+						rows := []row{}
+						for _, name := range gs {
+							r := row{Group: name, Topics: []string{}}
+							if g, err := cl.DescribeGroup(ctx, name); err == nil {
+								r.Members = len(g.Members)
+								seen := map[string]bool{}
+								for _, q := range g.Queues {
+									r.Lag += int64(q.Lag)
+									if !seen[q.Topic] {
+										seen[q.Topic] = true
+										r.Topics = append(r.Topics, q.Topic)
+									}
+								}
+							} else {
+								r.Lag = -1 // not known: the group vanished meanwhile
+							}
+							rows = append(rows, r)
+						}
 						if c.Bool("json") {
-							return printJSON(c.App.Writer, append([]string{}, gs...))
+							return printJSON(c.App.Writer, rows)
 						}
-						for _, g := range gs {
-							fmt.Fprintln(c.App.Writer, g)
+						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+						fmt.Fprintln(w, "GROUP\tMEMBERS\tLAG\tTOPICS")
+						for _, r := range rows {
+							fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", r.Group, r.Members, r.Lag, strings.Join(r.Topics, ","))
 						}
-						return nil
+						return w.Flush()
 					})
 				},
 			},
@@ -995,7 +1105,7 @@ func groupCommand() *cli.Command {
 							return printJSON(c.App.Writer, groupJSON(g))
 						}
 						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-						fmt.Fprintf(w, "group %s, generation %d, %d member(s)%s\n", g.Group, g.Generation, len(g.Members), broadcastNote(g.GetSettings().GetBroadcast()))
+						fmt.Fprintf(w, "group %s, generation %d (term %d), %d member(s)%s\n", g.Group, g.Generation&0xffffffff, g.Generation>>32, len(g.Members), broadcastNote(g.GetSettings().GetBroadcast()))
 						fmt.Fprintf(w, "max reconsume times %d\n", g.GetSettings().GetMaxReconsumeTimes())
 						fmt.Fprintln(w, "TOPIC\tQUEUE\tCOMMITTED\tMAX\tLAG\tMEMBER")
 						for _, q := range g.Queues {
@@ -1013,13 +1123,21 @@ func groupCommand() *cli.Command {
 				Name:      "reset",
 				Usage:     "move a group's offsets (only while it has no members)",
 				ArgsUsage: "GROUP",
-				Flags: clientFlags(&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (required)"},
+				Flags: clientFlags(&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (default: the one topic the group has offsets of)"},
 					&cli.StringFlag{Name: "to", Value: "earliest", Usage: "earliest, latest, an offset, or @TIME: the first message stored at or after it (@2026-12-04T10:00:00Z, @-1h for an hour ago, @<unix ms>)"},
 					&cli.IntSliceFlag{Name: "queue", Aliases: []string{"q"}, Usage: "reset only this queue (repeatable; default: every queue)"},
 					&cli.BoolFlag{Name: "dry-run", Usage: "show the offsets the reset would set and change nothing"}),
 				Action: func(c *cli.Context) error {
-					if c.NArg() != 1 || c.String("topic") == "" {
-						return usageError(c, "want GROUP and --topic")
+					if c.NArg() != 1 {
+						return usageError(c, "want exactly one GROUP")
+					}
+					topic := c.String("topic")
+					if topic == "" {
+						// A group that reads one topic needs no --topic.
+						var err error
+						if topic, err = groupsOnlyTopic(c, c.Args().First()); err != nil {
+							return err
+						}
 					}
 					to := c.String("to")
 					if spec, ok := strings.CutPrefix(to, "@"); ok {
@@ -1029,7 +1147,7 @@ func groupCommand() *cli.Command {
 						}
 						to = "@" + strconv.FormatInt(t.UnixMilli(), 10)
 					}
-					req := &api.ResetGroupRequest{Group: c.Args().First(), Topic: c.String("topic"), To: to, DryRun: c.Bool("dry-run")}
+					req := &api.ResetGroupRequest{Group: c.Args().First(), Topic: topic, To: to, DryRun: c.Bool("dry-run")}
 					for _, q := range c.IntSlice("queue") {
 						req.Queues = append(req.Queues, int32(q))
 					}
@@ -1066,4 +1184,34 @@ func groupCommand() *cli.Command {
 			},
 		},
 	}
+}
+
+// groupsOnlyTopic is the topic of a group that has offsets of exactly one;
+// otherwise a usage error naming them.
+func groupsOnlyTopic(c *cli.Context, group string) (string, error) {
+	var topics []string
+	err := withClient(c, func(ctx context.Context, cl *client.Client) error {
+		g, err := cl.DescribeGroup(ctx, group)
+		if err != nil {
+			return clean(err)
+		}
+		seen := map[string]bool{}
+		for _, q := range g.Queues {
+			if !seen[q.Topic] {
+				seen[q.Topic] = true
+				topics = append(topics, q.Topic)
+			}
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return "", err
+	case len(topics) == 1:
+		return topics[0], nil
+	case len(topics) == 0:
+		return "", usageError(c, "group %s has no offsets of any topic: give --topic", group)
+	}
+	sort.Strings(topics)
+	return "", usageError(c, "group %s reads %s: give --topic", group, strings.Join(topics, ", "))
 }

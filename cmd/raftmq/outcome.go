@@ -38,7 +38,7 @@ func (t *sendTally) add(first, n int, err error) {
 	case client.Failed:
 		t.failed += n
 		t.failedAt = append(t.failedAt, r)
-		if t.firstFail == nil && !errors.Is(err, client.ErrNotSent) {
+		if t.firstFail == nil && (!errors.Is(err, client.ErrNotSent) || errors.Is(err, client.ErrNoConnection)) {
 			t.firstFail = clean(err)
 		}
 	default:

@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/raftmq/raftmq/broker"
@@ -34,7 +33,7 @@ func serverCommand() *cli.Command {
 			"   raftmq server --id n1 --data /tmp/g/n1 --raft 127.0.0.1:7001 --listen 127.0.0.1:9001 \\\n" +
 			"       --http 127.0.0.1:8001 --peers n1@127.0.0.1:7001,n2@127.0.0.1:7002,n3@127.0.0.1:7003\n\n" +
 			"A node added later with `raftmq member add` is started without --peers.",
-		Flags: []cli.Flag{
+		Flags: append(configFileFlags(),
 			&cli.StringFlag{Name: "id", Usage: "unique node id (required)"},
 			&cli.StringFlag{Name: "data", Usage: "data directory (required)"},
 			&cli.StringFlag{Name: "broker-name", Aliases: []string{"group"}, EnvVars: []string{"RAFTMQ_BROKER_NAME"}, Value: d.Broker.Group, Usage: "the group's name: RocketMQ's brokerName, registered with the name servers and shown by status; every node of a group gives the same one, and no two groups of a cluster share one (--group is an alias; RAFTMQ_GROUP is not read, it is the consumer group of other commands)"},
@@ -89,7 +88,7 @@ func serverCommand() *cli.Command {
 			&cli.DurationFlag{Name: "txn-timeout", Value: brokerremoting.DefaultTxnTimeout, Usage: "a transactional half message undecided this long (or its CHECK_IMMUNITY_TIME_IN_SECONDS) is checked back with its RocketMQ producer group (CHECK_TRANSACTION_STATE)"},
 			&cli.DurationFlag{Name: "txn-check-interval", Value: brokerremoting.DefaultTxnCheckInterval, Usage: "check an undecided half message back again this often"},
 			&cli.IntFlag{Name: "txn-check-max", Value: brokerremoting.DefaultTxnCheckMax, Usage: "after this many check-backs an undecided half message is discarded into TRANS_CHECK_MAX_TIME_TOPIC"},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
+			logLevelFlag(), logFormatFlag(),
 			&cli.StringFlag{Name: "tls-mode", Value: string(tlsconf.Disabled), EnvVars: []string{"RAFTMQ_SERVER_TLS_MODE"}, Usage: "TLS on every port (client API, raft, node-to-node, HTTP, remoting): disabled; permissive (each port takes TLS and plaintext, peers are dialed with TLS and plaintext only if they do not speak it: the step of a node-by-node move); enforcing (plaintext refused; nodes need a certificate the --tls-ca signed). docs/security.md"},
 			&cli.StringFlag{Name: "auth", Value: "disabled", EnvVars: []string{"RAFTMQ_SERVER_AUTH"}, Usage: "authentication and permissions of RocketMQ remoting requests: disabled; permissive (serve everything, log and count in /metrics what enforcing would refuse: the step of a node-by-node move); enforcing (refuse NO_PERMISSION without a valid signature of a user holding the grant). docs/security.md"},
 			&cli.StringFlag{Name: "auth-key-file", EnvVars: []string{"RAFTMQ_SERVER_AUTH_KEY_FILE"}, Usage: "file of at least 32 random bytes that seals user secrets in the log and snapshots; the same on every node of the group (needed unless --auth disabled)"},
@@ -99,8 +98,14 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"RAFTMQ_SERVER_TLS_KEY"}, Usage: "PEM private key of --tls-cert"},
 			&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"RAFTMQ_SERVER_TLS_CA"}, Usage: "PEM CA that signs the nodes' certificates (and clients' optional ones)"},
 			&cli.DurationFlag{Name: "tls-reload", Value: tlsconf.DefaultReloadEvery, EnvVars: []string{"RAFTMQ_SERVER_TLS_RELOAD"}, Usage: "check the TLS files for changes this often (0: only on SIGHUP)"},
+		),
+		Before: applyConfigFile,
+		Action: func(c *cli.Context) error {
+			if c.Bool("print-config") {
+				return printConfig(c)
+			}
+			return runServer(c)
 		},
-		Action: runServer,
 	}
 }
 
@@ -257,11 +262,9 @@ func runServer(c *cli.Context) error {
 	if err := cfg.Auth.Validate(); err != nil {
 		return err
 	}
-	level := hclog.LevelFromString(c.String("log-level"))
-	if level == hclog.NoLevel {
-		return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
+	if cfg.Logger, err = newLogger(c, cfg.Raft.ID); err != nil {
+		return err
 	}
-	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: cfg.Raft.ID, Level: level, Output: c.App.ErrWriter, TimeFormat: "15:04:05.000"})
 	if boltNoRetention {
 		cfg.Logger.Warn("retention is off: it deletes whole raft-wal segments, and --log-store bolt has none; messages are kept until the disk is full")
 	}

@@ -177,6 +177,48 @@ func helpArgs(cmds []*cli.Command, args []string) []string {
 	return append(out, "--help")
 }
 
+// withFormat gives every command that prints JSON both spellings of the
+// choice: `--format text|json` and `--json`, the same as `--format json`.
+func withFormat(c *cli.Command) {
+	has := func(name string) bool {
+		for _, f := range c.Flags {
+			for _, n := range f.Names() {
+				if n == name {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	hasJSON, hasFormat := has("json"), has("format")
+	if hasJSON && !hasFormat {
+		c.Flags = append(c.Flags, &cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (json: the same as --json)"})
+	}
+	if hasFormat && !hasJSON {
+		c.Flags = append(c.Flags, &cli.BoolFlag{Name: "json", Usage: "the same as --format json"})
+	}
+	if hasJSON || hasFormat {
+		before := c.Before
+		c.Before = func(ctx *cli.Context) error {
+			switch f := ctx.String("format"); {
+			case f != "text" && f != "json":
+				return usageError(ctx, "--format %q: want text or json", f)
+			case f == "json":
+				ctx.Set("json", "true")
+			case ctx.Bool("json"):
+				ctx.Set("format", "json")
+			}
+			if before != nil {
+				return before(ctx)
+			}
+			return nil
+		}
+	}
+	for _, sc := range c.Subcommands {
+		withFormat(sc)
+	}
+}
+
 // withUsage gives c and its subcommands the usage-error handling above.
 func withUsage(c *cli.Command) {
 	c.OnUsageError = onUsageError

@@ -3,9 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/raftmq/raftmq/api"
 )
 
 func runCLI(args ...string) (stdout, stderr string, code int) {
@@ -122,5 +129,97 @@ func TestMissingRequiredFlagIsAUsageError(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, "--topic is required") || !strings.Contains(errOut, "--help") {
 			t.Errorf("%v: exit %d, stderr %q; want 2, the missing flag and the hint", args, code, errOut)
 		}
+	}
+}
+
+func TestFormatAndJSONAreOneChoice(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	for _, args := range [][]string{{"context", "list", "--json"}, {"context", "list", "--format", "json"}, {"context", "list", "--format=json"}} {
+		out, errOut, code := runCLI(args...)
+		if code != 0 || !strings.HasPrefix(out, "{") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want JSON", args, code, out, errOut)
+		}
+	}
+	if out, _, code := runCLI("context", "list", "--format", "text"); code != 0 || strings.HasPrefix(out, "{") {
+		t.Errorf("context list --format text: exit %d, stdout %q; want the table", code, out)
+	}
+	if _, errOut, code := runCLI("topic", "list", "--format", "yaml"); code != 2 || !strings.Contains(errOut, "want text or json") {
+		t.Errorf("--format yaml: exit %d, stderr %q; want a usage error", code, errOut)
+	}
+	// Every command that prints JSON takes both spellings.
+	var walk func(path string, cmds []*cli.Command)
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			p := strings.TrimSpace(path + " " + c.Name)
+			names := map[string]bool{}
+			for _, f := range c.Flags {
+				for _, n := range f.Names() {
+					names[n] = true
+				}
+			}
+			if names["json"] != names["format"] {
+				t.Errorf("raftmq %s has --json %v but --format %v; want both or neither", p, names["json"], names["format"])
+			}
+			walk(p, c.Subcommands)
+		}
+	}
+	walk("", commands())
+}
+
+func TestEmptyJSONListIsBrackets(t *testing.T) {
+	var out bytes.Buffer
+	var none []string
+	if err := printJSON(&out, none); err != nil || strings.TrimSpace(out.String()) != "[]" {
+		t.Errorf("printJSON(nil slice) = %q, %v; want []", out.String(), err)
+	}
+}
+
+func TestProduceToNoNodeIsFailedNotUnknown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, errOut, code := runCLI("produce", "-t", "x", "-s", addr, "--timeout", "1s", "m1", "m2")
+	if code != 1 || !strings.Contains(errOut, "failed, not stored (safe to send again)") || !strings.Contains(errOut, "failed 2, outcome unknown 0") ||
+		!strings.Contains(errOut, addr) {
+		t.Errorf("produce to a closed port: exit %d, stderr %q; want both failed, not stored, naming %s", code, errOut, addr)
+	}
+}
+
+func TestLogFormats(t *testing.T) {
+	var sink bytes.Buffer
+	if err := Run(context.Background(), []string{"raftmq", "namesrv", "--listen", "127.0.0.1:0", "--log-format", "xml"}, strings.NewReader(""), &sink, &sink); err == nil || !strings.Contains(err.Error(), "want text or json") {
+		t.Errorf("--log-format xml: %v", err)
+	}
+	for _, f := range []string{"text", "json"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		var out, errb bytes.Buffer
+		Run(ctx, []string{"raftmq", "namesrv", "--listen", "127.0.0.1:0", "--log-format", f}, strings.NewReader(""), &out, &errb)
+		cancel()
+		line, _, _ := strings.Cut(errb.String(), "\n")
+		var ts string
+		if f == "json" {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("json log line %q: %v", line, err)
+			}
+			ts, _ = m["@timestamp"].(string)
+		} else {
+			ts, _, _ = strings.Cut(line, " ")
+		}
+		if _, err := time.Parse(time.RFC3339, ts); err != nil || !strings.Contains(ts, "T") {
+			t.Errorf("%s log: time %q of %q is not RFC 3339 with a zone: %v", f, ts, line, err)
+		}
+	}
+}
+
+func TestStatusNamesOneLeader(t *testing.T) {
+	st := &api.StatusResponse{Group: "g", Term: 7, LeaderId: "n1", AnsweredBy: "n1", Nodes: []*api.NodeStatus{
+		{Id: "n1", Role: "leader", Term: 7}, {Id: "n2", Role: "leader", Term: 8}, {Id: "n3", Role: "follower", Term: 8}}}
+	stale := settleLeader(st)
+	if st.LeaderId != "n2" || st.Term != 8 || !stale["n1"] || stale["n2"] || stale["n3"] {
+		t.Errorf("leader %s term %d, stale %v; want n2 of term 8, n1 stale", st.LeaderId, st.Term, stale)
 	}
 }
