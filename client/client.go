@@ -66,6 +66,9 @@ type Config struct {
 	// (default: the host of each server address). Nil: plaintext, which a
 	// node with --tls-mode enforcing refuses.
 	TLS *tls.Config
+	// Credentials, when set, sign every call (a node with --auth
+	// enforcing refuses calls without them).
+	Credentials *Credentials
 }
 
 // DefaultConfig returns defaults for everything but Servers.
@@ -144,6 +147,11 @@ func New(cfg Config) (*Client, error) {
 		return nil, errors.New("no servers given (-s/--servers or RAFTMQ_SERVERS)")
 	}
 	cfg.Servers = servers
+	if cfg.Credentials != nil {
+		if err := cfg.Credentials.validate(); err != nil {
+			return nil, err
+		}
+	}
 	d := DefaultConfig()
 	if cfg.WaitingAfter <= 0 {
 		cfg.WaitingAfter = 2 * time.Second
@@ -193,6 +201,9 @@ func (c *Client) clientConn(addr string) (grpc.ClientConnInterface, error) {
 	var opts []grpc.DialOption
 	if c.cfg.TLS != nil {
 		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(c.cfg.TLS)))
+	}
+	if cr := c.cfg.Credentials; cr != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(callCredentials{*cr}))
 	}
 	cc, err := api.Dial(addr, opts...)
 	if err != nil {

@@ -56,7 +56,7 @@ func Classify(err error) Outcome {
 	}
 	switch status.Code(err) {
 	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.OutOfRange,
-		codes.FailedPrecondition, codes.PermissionDenied, codes.Unimplemented:
+		codes.FailedPrecondition, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
 		return Failed
 	}
 	return Unknown

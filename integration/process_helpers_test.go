@@ -71,6 +71,9 @@ func procBinary(t *testing.T) string {
 type procCluster struct {
 	t *testing.T
 	g *localgroup.Group
+	// dial are extra options of the raw gRPC reads of procVerify
+	// (credentials, for a group with --auth enforcing).
+	dial []grpc.DialOption
 }
 
 // procNode is one server: its addresses and its current process.
@@ -578,10 +581,10 @@ type procLoc struct {
 
 // procReadNode reads every queue of topic from offset 0 to end straight from
 // the node (raw Pull, no redirection) and returns its log.
-func procReadNode(t *testing.T, nd *procNode, topic string, end map[int32]uint64) history.QueueLog {
+func procReadNode(t *testing.T, nd *procNode, topic string, end map[int32]uint64, opts ...grpc.DialOption) history.QueueLog {
 	t.Helper()
-	conn, err := grpc.NewClient(nd.Client, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	conn, err := grpc.NewClient(nd.Client, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -669,7 +672,7 @@ func procVerify(t *testing.T, c *procCluster, cl *client.Client, topic string, o
 		if nd.Paused() {
 			continue
 		}
-		h.Nodes[nd.ID] = procReadNode(t, nd, topic, end)
+		h.Nodes[nd.ID] = procReadNode(t, nd, topic, end, c.dial...)
 		nodes++
 	}
 	r := history.Check(h)

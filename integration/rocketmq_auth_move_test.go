@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"google.golang.org/grpc"
 
+	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/remoting"
 )
 
@@ -32,9 +34,10 @@ func TestRocketMQAuthRollingMove(t *testing.T) {
 	c, ns := rmqStartGroup(t, "--auth", "disabled", "--auth-key-file", keyFile, "--auth-admin-user", "root", "--auth-admin-secret-file", adminFile)
 	const topic = "roll"
 	s := c.addrs()
-	c.mustCLI("", "topic", "create", topic, "--queues", "4", "-s", s)
-	c.mustCLI("", "user", "add", "u1", "--secret-file", u1File, "-s", s)
-	c.mustCLI("", "acl", "grant", "u1", "topic:"+topic, "publish,subscribe", "-s", s)
+	root := []string{"--access-key", "root", "--secret-key-file", adminFile}
+	c.mustCLI("", append([]string{"topic", "create", topic, "--queues", "4", "-s", s}, root...)...)
+	c.mustCLI("", append([]string{"user", "add", "u1", "--secret-file", u1File, "-s", s}, root...)...)
+	c.mustCLI("", append([]string{"acl", "grant", "u1", "topic:" + topic, "publish,subscribe", "-s", s}, root...)...)
 
 	p := rmqAuthProducer(t, ns.Addr(), "roll-pg", &primitive.Credentials{AccessKey: "u1", SecretKey: "u1-secret"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -131,7 +134,7 @@ func TestRocketMQAuthRollingMove(t *testing.T) {
 		t.Fatalf("the producer with credentials was refused %d times during the move, e.g. %s", len(refused), refused[0])
 	}
 	leader := c.waitLeader("")
-	stored := rmqStored(t, leader, topic)
+	stored := rmqStored(t, leader, topic, grpc.WithPerRPCCredentials(client.Credentials{AccessKey: "u1", SecretKey: []byte("u1-secret")}.PerRPCCredentials()))
 	var lost []string
 	for _, b := range acked {
 		if stored[b] == 0 {

@@ -74,19 +74,22 @@ func TestRocketMQAuthEnforcing(t *testing.T) {
 	}
 	c, ns := rmqStartGroup(t, "--auth", "enforcing", "--auth-key-file", keyFile, "--auth-admin-user", "root", "--auth-admin-secret-file", adminFile)
 	s := c.addrs()
+	// The CLI signs as the first admin.
+	root := []string{"--access-key", "root", "--secret-key-file", adminFile}
+	cli := func(stdin string, args ...string) string { return c.mustCLI(stdin, append(args, root...)...) }
 	const topic = "auth-orders"
-	c.mustCLI("", "topic", "create", topic, "--queues", "4", "-s", s)
-	c.mustCLI("", "user", "add", "u1", "--secret-file", u1File, "-s", s)
-	c.mustCLI("u2-secret\n", "user", "add", "u2", "--secret-file", "-", "-s", s)
-	c.mustCLI("", "acl", "grant", "u1", "topic:auth-*", "publish", "-s", s)
-	if out := c.mustCLI("", "acl", "list", "u1", "-s", s); !strings.Contains(out, "u1\ttopic:auth-*\tpublish") {
+	cli("", "topic", "create", topic, "--queues", "4", "-s", s)
+	cli("", "user", "add", "u1", "--secret-file", u1File, "-s", s)
+	cli("u2-secret\n", "user", "add", "u2", "--secret-file", "-", "-s", s)
+	cli("", "acl", "grant", "u1", "topic:auth-*", "publish", "-s", s)
+	if out := cli("", "acl", "list", "u1", "-s", s); !strings.Contains(out, "u1\ttopic:auth-*\tpublish") {
 		t.Fatalf("acl list u1:\n%s", out)
 	}
-	out := c.mustCLI("", "user", "list", "-s", s)
+	out := cli("", "user", "list", "-s", s)
 	if !strings.Contains(out, "root\tcluster\tadmin") || !strings.Contains(out, "u2\t(no grants)") || strings.Contains(out, "secret") {
 		t.Fatalf("user list:\n%s", out)
 	}
-	if _, errOut, err := c.cli("", "user", "add", "u1", "--secret-file", u1File, "-s", s); err == nil || !strings.Contains(errOut, "user exists") {
+	if _, errOut, err := c.cli("", append([]string{"user", "add", "u1", "--secret-file", u1File, "-s", s}, root...)...); err == nil || !strings.Contains(errOut, "user exists") {
 		t.Fatalf("second add of u1: %v %s", err, errOut)
 	}
 
@@ -143,7 +146,7 @@ func TestRocketMQAuthEnforcing(t *testing.T) {
 	if after := rmqMetric(t, c.all()[0].HTTP, "raftmq_auth_refusals_total", `reason="no_credentials"`); after != unsignedBefore+1 {
 		t.Errorf("the Go admin's unsigned CreateTopic: no_credentials %v -> %v, want one more", unsignedBefore, after)
 	}
-	if out := c.mustCLI("", "topic", "list", "-s", s); strings.Contains(out, "auth-by-admin") {
+	if out := cli("", "topic", "list", "-s", s); strings.Contains(out, "auth-by-admin") {
 		t.Errorf("an unsigned CreateTopic created the topic:\n%s", out)
 	}
 
@@ -191,8 +194,8 @@ func TestRocketMQAuthEnforcing(t *testing.T) {
 	if n := len(got.missing(sent)); n != len(sent) {
 		t.Fatalf("%d messages delivered before the grant", len(sent)-n)
 	}
-	c.mustCLI("", "acl", "grant", "u1", "group:auth-cg", "subscribe", "-s", s)
-	c.mustCLI("", "acl", "grant", "u1", "topic:"+topic, "sub", "-s", s)
+	cli("", "acl", "grant", "u1", "group:auth-cg", "subscribe", "-s", s)
+	cli("", "acl", "grant", "u1", "topic:"+topic, "sub", "-s", s)
 	for _, nd := range c.all() {
 		procWaitFor(t, 20*time.Second, nd.ID+" applies the grant", func() (bool, string) {
 			r := rmqAuthProbe(t, rc, nd.Remoting, topic, "u1", "u1-secret")
@@ -218,7 +221,7 @@ func TestRocketMQAuthEnforcing(t *testing.T) {
 	for _, nd := range c.runningNodes() {
 		running = append(running, nd.ID)
 	}
-	c.mustCLI("", "acl", "revoke", "u1", "topic:"+topic, "subscribe", "-s", c.addrs(running...))
+	cli("", "acl", "revoke", "u1", "topic:"+topic, "subscribe", "-s", c.addrs(running...))
 	for _, nd := range c.runningNodes() {
 		procWaitFor(t, 20*time.Second, nd.ID+" applies the revoke", func() (bool, string) {
 			r := rmqAuthProbe(t, rc, nd.Remoting, topic, "u1", "u1-secret")

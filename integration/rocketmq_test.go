@@ -25,6 +25,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+	"google.golang.org/grpc"
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/internal/localgroup"
@@ -166,9 +167,9 @@ func rmqStartGroup(t *testing.T, serverArgs ...string) (*procCluster, *namesrv.S
 
 // rmqStored reads topic's 4 queues from nd's log with raftmq's API and
 // counts each body found.
-func rmqStored(t *testing.T, nd *procNode, topic string) map[string]int {
+func rmqStored(t *testing.T, nd *procNode, topic string, opts ...grpc.DialOption) map[string]int {
 	t.Helper()
-	cc, err := api.Dial(nd.Client)
+	cc, err := api.Dial(nd.Client, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

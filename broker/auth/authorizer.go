@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +58,9 @@ const (
 	ReasonBadSignature     = "bad_signature"     // the signature is not the user's secret's
 	ReasonSecretUnreadable = "secret_unreadable" // the user's sealed secret does not open with this node's key
 	ReasonNoPermission     = "no_permission"     // a verified user without a grant the request needs
+	ReasonStale            = "stale"             // a gRPC call credential made outside the replay window
+	ReasonNotNode          = "not_node"          // a node-to-node call without the group's node credential
+	ReasonThrottled        = "throttled"         // refused unchecked: too many bad signatures from the address
 )
 
 // Denied is a refusal: Reason for metrics and logs, Message for the client.
@@ -81,8 +85,12 @@ type Config struct {
 	Users  Directory
 	Sealer *Sealer // required unless Mode is Disabled
 	Logger hclog.Logger
-	// Registerer takes raftmq_auth_refusals_total (nil: not registered).
+	// Registerer takes raftmq_auth_refusals_total and
+	// raftmq_auth_throttled_addresses (nil: not registered).
 	Registerer prometheus.Registerer
+	// Throttle bounds bad signatures per client address; its zero value
+	// is DefaultThrottle.
+	Throttle ThrottleConfig
 }
 
 // Authorizer verifies requests' signatures against the user table and
@@ -96,6 +104,9 @@ type Authorizer struct {
 
 	mu      sync.Mutex
 	secrets map[string][]byte // user NUL sealed -> secret, so a request opens no AEAD
+
+	throttle *throttle // bad signatures per address
+	now      func() time.Time
 }
 
 const maxCachedSecrets = 4096
@@ -108,13 +119,19 @@ func New(cfg Config) (*Authorizer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	a := &Authorizer{mode: cfg.Mode, users: cfg.Users, sealer: cfg.Sealer, log: cfg.Logger, secrets: map[string][]byte{}}
+	a := &Authorizer{mode: cfg.Mode, users: cfg.Users, sealer: cfg.Sealer, log: cfg.Logger, secrets: map[string][]byte{},
+		throttle: newThrottle(cfg.Throttle), now: time.Now}
 	a.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_auth_refusals_total",
-		Help: "Requests refused (mode enforcing) or that enforcing would refuse (mode permissive), by reason: no_credentials, unknown_user, bad_signature, secret_unreadable, no_permission."},
+		Help: "Requests refused (mode enforcing) or that enforcing would refuse (mode permissive), by reason: no_credentials, unknown_user, bad_signature, secret_unreadable, no_permission, stale, not_node, throttled."},
 		[]string{"mode", "reason"})
+	slowed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_auth_throttled_addresses",
+		Help: "Client addresses whose bad signatures have used up their allowance: their requests are refused unchecked until it refills."},
+		func() float64 { return float64(a.throttle.emptyCount(a.now())) })
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(a.refusals); err != nil {
-			return nil, fmt.Errorf("auth metrics: %w", err)
+		for _, c := range []prometheus.Collector{a.refusals, slowed} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("auth metrics: %w", err)
+			}
 		}
 	}
 	return a, nil
@@ -133,43 +150,68 @@ func (a *Authorizer) Refusals(mode Mode, reason string) prometheus.Counter {
 	return a.refusals.WithLabelValues(mode.String(), reason)
 }
 
-// Check authenticates a request from its ext fields and body and checks
-// that its user holds every need. It returns nil when the request may be
-// served (always, unless the mode is Enforcing) and a *Denied otherwise.
-// what names the request in logs; from is the client's address.
+// Check authenticates a RocketMQ remoting request from its ext fields and
+// body and checks that its user holds every need. It returns nil when the
+// request may be served (always, unless the mode is Enforcing) and a
+// *Denied otherwise. what names the request in logs; from is the client's
+// address.
 func (a *Authorizer) Check(ext map[string]string, body []byte, needs []Need, what, from string) error {
 	if a == nil || a.mode == Disabled {
 		return nil
 	}
-	d := a.check(ext, body, needs)
+	ak := ext[FieldAccessKey]
+	return a.report(a.check(ak, ext[FieldSignature] != "", needs, from, func(secret []byte) *Denied {
+		if !VerifySignature(ext, body, secret) {
+			return badSignature(ak)
+		}
+		return nil
+	}), what, from, ak)
+}
+
+// report counts and logs a refusal and says whether the mode refuses it.
+func (a *Authorizer) report(d *Denied, what, from, ak string) error {
 	if d == nil {
 		return nil
 	}
 	a.refusals.WithLabelValues(a.mode.String(), d.Reason).Inc()
 	if a.mode == Permissive {
-		a.log.Info("auth would refuse (permissive)", "request", what, "from", from, "access_key", ext[FieldAccessKey], "reason", d.Reason, "refusal", d.Message)
+		a.log.Info("auth would refuse (permissive)", "request", what, "from", from, "access_key", ak, "reason", d.Reason, "refusal", d.Message)
 		return nil
 	}
-	a.log.Debug("auth refused", "request", what, "from", from, "access_key", ext[FieldAccessKey], "reason", d.Reason, "refusal", d.Message)
+	a.log.Debug("auth refused", "request", what, "from", from, "access_key", ak, "reason", d.Reason, "refusal", d.Message)
 	return d
 }
 
-func (a *Authorizer) check(ext map[string]string, body []byte, needs []Need) *Denied {
-	ak, sig := ext[FieldAccessKey], ext[FieldSignature]
-	if ak == "" || sig == "" {
+func badSignature(ak string) *Denied {
+	return &Denied{ReasonBadSignature, fmt.Sprintf("access key %s: unknown, or the signature does not verify", ak)}
+}
+
+// check authenticates access key ak (signed: the request carries a
+// signature) with verify, which answers nil when the signature is the
+// secret's and a refusal otherwise, and then checks the user's grants. A
+// bad signature or an unknown user takes from the address's allowance; an
+// address without allowance left is refused before anything is verified.
+func (a *Authorizer) check(ak string, signed bool, needs []Need, from string, verify func(secret []byte) *Denied) *Denied {
+	if ak == "" || !signed {
 		return &Denied{ReasonNoCredentials, "request without credentials (AccessKey and Signature): this broker requires authentication"}
 	}
-	bad := fmt.Sprintf("access key %s: unknown, or the signature does not verify", ak)
+	host := addrHost(from)
+	now := a.now()
+	if wait, slowed := a.throttle.slowed(host, now); slowed {
+		return throttled(host, wait)
+	}
 	u, ok := a.users.User(ak)
 	if !ok {
-		return &Denied{ReasonUnknownUser, bad}
+		a.throttle.take(host, now)
+		return &Denied{ReasonUnknownUser, badSignature(ak).Message}
 	}
 	secret, err := a.secret(u)
 	if err != nil {
 		return &Denied{ReasonSecretUnreadable, fmt.Sprintf("access key %s: this node cannot read its secret (auth key files differ between nodes?)", ak)}
 	}
-	if !VerifySignature(ext, body, secret) {
-		return &Denied{ReasonBadSignature, bad}
+	if d := verify(secret); d != nil {
+		a.throttle.take(host, now)
+		return d
 	}
 	var missing []string
 	for _, n := range needs {

@@ -14,7 +14,10 @@ import (
 // fresh nonce each time, the user's name as additional data so a sealed
 // secret cannot be moved to another user). Every node of a group needs the
 // same key: a sealed secret is replicated as it is.
-type Sealer struct{ aead cipher.AEAD }
+type Sealer struct {
+	aead cipher.AEAD
+	node []byte // the group's node secret (NodeSecret)
+}
 
 // MinKeyFileBytes is the least a key file holds (it is hashed into the key).
 const MinKeyFileBytes = 32
@@ -38,7 +41,22 @@ func NewSealer(material []byte) (*Sealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auth key: %w", err)
 	}
-	return &Sealer{aead: aead}, nil
+	n := sha256.New()
+	n.Write([]byte("raftmq node credential v1\x00"))
+	n.Write(material)
+	return &Sealer{aead: aead, node: n.Sum(nil)}, nil
+}
+
+// NodeSecret is the secret the nodes of a group sign their calls to each
+// other with (access key mq.NodeAccessKey): derived from the same key
+// material as the sealing key, under another label, so every node with the
+// group's key file holds it and nothing in the log or on the wire reveals
+// it.
+func (s *Sealer) NodeSecret() []byte {
+	if s == nil {
+		return nil
+	}
+	return s.node
 }
 
 // LoadSealer reads a key file.

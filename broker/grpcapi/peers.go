@@ -5,14 +5,18 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/internal/tlsconf"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/store"
 )
 
@@ -25,7 +29,35 @@ type Peers struct {
 	dial   map[string]string // peer API address -> address to dial instead
 	tls    *tlsconf.Node     // nil or disabled: plaintext
 	closed bool
+	node   atomic.Pointer[[]byte] // the node secret every call is signed with (nil: unsigned)
 }
+
+// SetNodeSecret makes every call to the other nodes carry the group's node
+// credential (mq.NodeAccessKey signed with secret), which a node with
+// --auth permissive or enforcing asks of node-to-node calls and of the
+// client calls a node forwards to the leader. Calls already dialed sign
+// from their next call on.
+func (p *Peers) SetNodeSecret(secret []byte) {
+	if len(secret) == 0 {
+		p.node.Store(nil)
+		return
+	}
+	p.node.Store(&secret)
+}
+
+// nodeCredentials signs each call with the node secret, when there is one.
+type nodeCredentials struct{ p *Peers }
+
+func (c nodeCredentials) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
+	secret := c.p.node.Load()
+	if secret == nil {
+		return nil, nil
+	}
+	ri, _ := credentials.RequestInfoFromContext(ctx)
+	return map[string]string{mq.CallCredentialKey: mq.SignCall(mq.NodeAccessKey, *secret, ri.Method, time.Now())}, nil
+}
+
+func (nodeCredentials) RequireTransportSecurity() bool { return false }
 
 var _ broker.PeerClient = (*Peers)(nil)
 
@@ -52,7 +84,7 @@ func (p *Peers) Conn(addr string) (grpc.ClientConnInterface, error) {
 	if d, ok := p.dial[addr]; ok {
 		target = d
 	}
-	var opts []grpc.DialOption
+	opts := []grpc.DialOption{grpc.WithPerRPCCredentials(nodeCredentials{p})}
 	if p.tls.On() {
 		// The dialer does TLS itself (its permissive fallback needs a
 		// fresh connection, which credentials cannot make), so gRPC

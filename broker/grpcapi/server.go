@@ -81,14 +81,16 @@ func ServerOptions(b *broker.Broker) []grpc.ServerOption {
 // service (and its legacy names) answers only calls made over TLS with a
 // certificate the cluster CA signed, so a host without one can neither
 // register addresses with the leader nor poll the nodes' state. The Broker
-// service stays open to clients without certificates.
-func PeerCertRequired() []grpc.ServerOption {
+// service stays open to clients without certificates. User management
+// needs such a certificate too unless authEnforcing: then the call's
+// credential decides (admin on the cluster, AuthOptions).
+func PeerCertRequired(authEnforcing bool) []grpc.ServerOption {
 	check := func(ctx context.Context, method string) error {
-		if !isPeerMethod(method) || tlsconf.VerifiedPeer(ctx) {
+		if !isPeerMethod(method) || tlsconf.VerifiedPeer(ctx) || (authEnforcing && method == api.UsersCallMethod) {
 			return nil
 		}
 		if method == api.UsersCallMethod {
-			return status.Errorf(codes.PermissionDenied, "%s manages users: with --tls-mode enforcing it needs a client certificate signed by the cluster CA (--tls-cert)", method)
+			return status.Errorf(codes.PermissionDenied, "%s manages users: with --tls-mode enforcing it needs a client certificate signed by the cluster CA (--tls-cert), or nodes with --auth enforcing and an admin's credential", method)
 		}
 		return status.Errorf(codes.PermissionDenied, "%s is a node-to-node call: it needs a client certificate signed by the cluster CA (--tls-cert)", method)
 	}
@@ -110,7 +112,7 @@ func PeerCertRequired() []grpc.ServerOption {
 
 func isPeerMethod(m string) bool {
 	return strings.HasPrefix(m, "/"+api.Peer_ServiceDesc.ServiceName+"/") || m == legacyNodeState || m == legacyRegister || m == TxnEndMethod || m == ReplyPushMethod ||
-		m == api.UsersCallMethod // until the API authenticates its callers, user management is for holders of a cluster certificate
+		m == api.UsersCallMethod // without enforced authentication, user management is for holders of a cluster certificate
 }
 
 // admitProduce refuses produce calls, before their request is read, while

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -72,6 +74,10 @@ func (s *Server) startAuth() error {
 		return err
 	}
 	s.broker.SetUsers(s.store, s.sealer)
+	// With the group's key file a node signs its calls to the other nodes
+	// in every mode, so that they pass a node with auth on while a group
+	// moves node by node.
+	s.peers.SetNodeSecret(s.sealer.NodeSecret())
 	if c.AdminUser == "" {
 		return nil
 	}
@@ -160,3 +166,20 @@ func (s *Server) Authorizer() *auth.Authorizer { return s.auth }
 
 // Sealer returns the node's secret sealer (nil without an auth key).
 func (s *Server) Sealer() *auth.Sealer { return s.sealer }
+
+// pprofGuard serves h only to loopback clients when authentication is on
+// (permissive or enforcing): profiles show memory, command lines and
+// timings, and the HTTP port has no credentials, so they are for an
+// operator on the node's own host (ssh -L for a remote one).
+func (s *Server) pprofGuard(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.auth.Mode() != auth.Disabled {
+			host, _, err := net.SplitHostPort(r.RemoteAddr)
+			if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+				http.Error(w, "/debug/pprof answers only on the node's own host (loopback) while --auth is on", http.StatusForbidden)
+				return
+			}
+		}
+		h(w, r)
+	}
+}

@@ -12,6 +12,7 @@ package server_test
 // Reported: msgs/s, MB/s of bodies, and per-request latency p50/p99 in ms.
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/election"
@@ -46,7 +48,7 @@ var benchMaxInflight = flag.Int("bench.max-inflight", 0, "broker MaxInflight of 
 // benchCluster starts n nodes like newCluster in harness_test.go, which
 // takes a *testing.T and so cannot serve a benchmark; it keeps the
 // production timeouts and discards logs.
-func benchCluster(b *testing.B, n int) []*server.Server {
+func benchCluster(b *testing.B, n int, mods ...func(*server.Config)) []*server.Server {
 	b.Helper()
 	var peers []election.Peer
 	for i := 0; i < n; i++ {
@@ -73,6 +75,9 @@ func benchCluster(b *testing.B, n int) []*server.Server {
 		}
 		if hb := *benchHeartbeat; hb > 0 {
 			cfg.Raft.HeartbeatTimeout, cfg.Raft.ElectionTimeout, cfg.Raft.LeaderLeaseTimeout = hb, hb, hb/2
+		}
+		for _, m := range mods {
+			m(&cfg)
 		}
 		s, err := server.Start(cfg)
 		if err != nil {
@@ -334,7 +339,43 @@ func benchPull(b *testing.B, br *broker.Broker, max int) {
 // process with the three nodes, so a CPU profile covers client and servers.
 // One op is one message (one request). 4 producers × 256 in flight.
 func BenchmarkProduceGRPC(b *testing.B) {
-	nodes := benchCluster(b, 3)
+	benchProduceGRPC(b, benchCluster(b, 3), nil, []benchCase{{"4x256-1KiB", 4, 256, 1024}, {"4x256-100B", 4, 256, 100}, {"sync-1KiB", 1, 1, 1024}})
+}
+
+type benchCase struct {
+	name                    string
+	producers, window, size int
+}
+
+// BenchmarkProduceGRPCAuth is BenchmarkProduceGRPC's 1 KiB cases against a
+// group with --auth disabled and then one with --auth enforcing whose
+// producers sign every call: the cost of the per-call credential, A/B in
+// one run.
+func BenchmarkProduceGRPCAuth(b *testing.B) {
+	cases := []benchCase{{"4x256-1KiB", 4, 256, 1024}, {"sync-1KiB", 1, 1, 1024}}
+	// Both groups live until the benchmark ends: a group stopped in the
+	// middle of the process would have its directories removed under it.
+	off := benchCluster(b, 3)
+	on := benchCluster(b, 3, func(cfg *server.Config) {
+		cfg.Auth = server.AuthConfig{Mode: auth.Enforcing, Key: bytes.Repeat([]byte("k"), 32), AdminUser: "bench", AdminSecret: []byte("bench-secret")}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, ok := benchLeader(b, on).Store().User("bench"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("no user bench after 20s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.Run("auth=disabled", func(b *testing.B) { benchProduceGRPC(b, off, nil, cases) })
+	b.Run("auth=enforcing", func(b *testing.B) {
+		benchProduceGRPC(b, on, &client.Credentials{AccessKey: "bench", SecretKey: []byte("bench-secret")}, cases)
+	})
+}
+
+func benchProduceGRPC(b *testing.B, nodes []*server.Server, creds *client.Credentials, cases []benchCase) {
 	leader := benchLeader(b, nodes)
 	var addrs []string
 	for _, s := range nodes {
@@ -343,15 +384,12 @@ func BenchmarkProduceGRPC(b *testing.B) {
 		}
 		addrs = append(addrs, s.Addr())
 	}
-	for _, tc := range []struct {
-		name                    string
-		producers, window, size int
-	}{{"4x256-1KiB", 4, 256, 1024}, {"4x256-100B", 4, 256, 100}, {"sync-1KiB", 1, 1, 1024}} {
+	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
 			var producers []*client.Producer
 			for i := 0; i < tc.producers; i++ {
-				cl, err := client.New(client.Config{Servers: addrs})
+				cl, err := client.New(client.Config{Servers: addrs, Credentials: creds})
 				if err != nil {
 					b.Fatal(err)
 				}

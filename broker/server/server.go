@@ -330,8 +330,9 @@ func Start(cfg Config) (_ *Server, err error) {
 		gopts = append(gopts, grpc.Creds(s.tls.GRPCCredentials()))
 	}
 	if s.tls.Mode() == tlsconf.Enforcing {
-		gopts = append(gopts, grpcapi.PeerCertRequired()...)
+		gopts = append(gopts, grpcapi.PeerCertRequired(s.auth.Mode() == auth.Enforcing)...)
 	}
+	gopts = append(gopts, grpcapi.AuthOptions(s.auth)...)
 	s.grpc = grpc.NewServer(gopts...)
 	grpcapi.RegisterServices(s.grpc, s.broker, s.peers)
 	grpcapi.RegisterReplyService(s.grpc, &s.replies)
@@ -567,12 +568,13 @@ func (s *Server) httpHandler() http.Handler {
 		fmt.Fprintf(w, "ok: %s, leader %s, term %d\n", st.Role, st.LeaderID, st.Term)
 	})
 	// Profiles of a running node (go tool pprof http://HTTP/debug/pprof/profile):
-	// the http address is an operator's port, like /metrics.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	// the http address is an operator's port, like /metrics; with --auth on
+	// they answer only from the node's own host (pprofGuard).
+	mux.HandleFunc("/debug/pprof/", s.pprofGuard(pprof.Index))
+	mux.HandleFunc("/debug/pprof/cmdline", s.pprofGuard(pprof.Cmdline))
+	mux.HandleFunc("/debug/pprof/profile", s.pprofGuard(pprof.Profile))
+	mux.HandleFunc("/debug/pprof/symbol", s.pprofGuard(pprof.Symbol))
+	mux.HandleFunc("/debug/pprof/trace", s.pprofGuard(pprof.Trace))
 	return mux
 }
 

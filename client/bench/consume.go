@@ -20,7 +20,9 @@ import (
 type ConsumeConfig struct {
 	Servers []string
 	TLS     *tls.Config // every client's client.Config.TLS; nil: plaintext
-	Topic   string
+	// Credentials, when set, are every client's client.Config.Credentials.
+	Credentials *client.Credentials
+	Topic       string
 	// Consumers split the queues between them (consumer i reads queues
 	// i, i+n, ...); each has its own client (connection). More consumers
 	// than queues are not started.
@@ -107,7 +109,7 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 		cfg.Group = "bench-" + hex.EncodeToString(b[:])
 	}
 
-	admin, err := newClient(cfg.Servers, cfg.Timeout, cfg.TLS)
+	admin, err := newClient(cfg.Servers, cfg.Timeout, cfg.TLS, cfg.Credentials)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +143,7 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 		}
 	}()
 	for i := range members {
-		cl, err := newClient(cfg.Servers, cfg.Timeout, cfg.TLS)
+		cl, err := newClient(cfg.Servers, cfg.Timeout, cfg.TLS, cfg.Credentials)
 		if err != nil {
 			return nil, err
 		}

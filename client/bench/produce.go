@@ -28,8 +28,10 @@ type ProduceConfig struct {
 	// Servers are client API addresses of any nodes of the group.
 	Servers []string
 	// TLS, when set, is every client's client.Config.TLS.
-	TLS   *tls.Config
-	Topic string
+	TLS *tls.Config
+	// Credentials, when set, are every client's client.Config.Credentials.
+	Credentials *client.Credentials
+	Topic       string
 	// Queues is the queue count used when the run creates the topic; an
 	// existing topic is used as it is.
 	Queues int32
@@ -169,10 +171,11 @@ func ensureTopic(ctx context.Context, cl *client.Client, name string, queues int
 }
 
 // newClient returns an SDK client whose overall retry bound is timeout.
-func newClient(servers []string, timeout time.Duration, tc *tls.Config) (*client.Client, error) {
+func newClient(servers []string, timeout time.Duration, tc *tls.Config, creds *client.Credentials) (*client.Client, error) {
 	cfg := client.DefaultConfig()
 	cfg.Servers = servers
 	cfg.TLS = tc
+	cfg.Credentials = creds
 	cfg.RetryTimeout = timeout
 	return client.New(cfg)
 }
@@ -198,7 +201,7 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 		}
 	}()
 	for i := range clients {
-		c, err := newClient(cfg.Servers, cfg.Timeout, cfg.TLS)
+		c, err := newClient(cfg.Servers, cfg.Timeout, cfg.TLS, cfg.Credentials)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -47,8 +48,9 @@ func exitCode(err error) int {
 // Run runs the CLI with args (args[0] is the program name).
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	defaultServers = builtinServers
-	if s := currentServers(func(msg string) { fmt.Fprintln(stderr, "raftmq: contexts:", msg) }); s != "" {
-		defaultServers = s
+	currentContext = loadCurrent(func(msg string) { fmt.Fprintln(stderr, "raftmq: contexts:", msg) })
+	if currentContext.Servers != "" {
+		defaultServers = currentContext.Servers
 	}
 	app := &cli.App{
 		Name:  "raftmq",
@@ -56,7 +58,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Description: "Environment: RAFTMQ_SERVERS, RAFTMQ_TIMEOUT, RAFTMQ_NAMESRV and RAFTMQ_TLS_CA (_CERT, _KEY,\n" +
 			"_SERVER_NAME) set -s, --timeout, --namesrv and --tls-* of every command; the server's flags read\n" +
 			"RAFTMQ_SERVER_<FLAG> (RAFTMQ_SERVER_DATA for --data, RAFTMQ_SERVER_TLS_CA for its --tls-ca), the name\n" +
-			"server's RAFTMQ_NAMESRV_<FLAG>. Other flags have no variable.\n" +
+			"server's RAFTMQ_NAMESRV_<FLAG>. RAFTMQ_ACCESS_KEY with RAFTMQ_SECRET_KEY_FILE (or the secret in\n" +
+			"RAFTMQ_SECRET_KEY) sign every command's calls. Other flags have no variable.\n" +
 			"Start with `raftmq demo` to watch a three-node group survive the loss of its leader.",
 		Reader:                 stdin,
 		Writer:                 stdout,
@@ -187,7 +190,8 @@ func flagString(f cli.Flag) string {
 // them (where the group or its name servers are, how long to try): they
 // read RAFTMQ_<FLAG> everywhere.
 var sharedEnv = map[string]bool{"servers": true, "timeout": true, "namesrv": true,
-	"tls-ca": true, "tls-cert": true, "tls-key": true, "tls-server-name": true}
+	"tls-ca": true, "tls-cert": true, "tls-key": true, "tls-server-name": true,
+	"access-key": true, "secret-key-file": true}
 
 // envPrefix scopes the variables of the long-running commands' flags, so
 // that one meant for another command (RAFTMQ_GROUP for consume) never
@@ -262,7 +266,36 @@ func clientTLSFlags() []cli.Flag {
 		&cli.StringFlag{Name: "tls-cert", Usage: "PEM client certificate, presented when a node asks (optional; with --tls-key)"},
 		&cli.StringFlag{Name: "tls-key", Usage: "PEM key of --tls-cert"},
 		&cli.StringFlag{Name: "tls-server-name", Usage: "host name the nodes' certificates must name (default: the host of each -s address)"},
+		&cli.StringFlag{Name: "access-key", Usage: "user to sign calls as, for a group with --auth (default: the current context's)"},
+		&cli.StringFlag{Name: "secret-key-file", Usage: "file holding --access-key's secret key (- : standard input; or the secret itself in RAFTMQ_SECRET_KEY)"},
 	}
+}
+
+// clientCredentials are the credentials of a client command: --access-key
+// (RAFTMQ_ACCESS_KEY) with --secret-key-file (RAFTMQ_SECRET_KEY_FILE) or
+// the secret in RAFTMQ_SECRET_KEY, else the current context's; nil: none.
+func clientCredentials(c *cli.Context) (*client.Credentials, error) {
+	ak, file := c.String("access-key"), c.String("secret-key-file")
+	if ak == "" {
+		if file != "" {
+			return nil, usageError(c, "--secret-key-file needs --access-key (or RAFTMQ_ACCESS_KEY)")
+		}
+		if currentContext.AccessKey == "" {
+			return nil, nil
+		}
+		ak, file = currentContext.AccessKey, currentContext.SecretKeyFile
+	}
+	if file == "" {
+		if s := os.Getenv("RAFTMQ_SECRET_KEY"); s != "" {
+			return &client.Credentials{AccessKey: ak, SecretKey: []byte(s)}, nil
+		}
+		return nil, usageError(c, "--access-key %s needs --secret-key-file FILE (or RAFTMQ_SECRET_KEY)", ak)
+	}
+	secret, err := client.ReadSecretFile(file)
+	if err != nil {
+		return nil, err
+	}
+	return &client.Credentials{AccessKey: ak, SecretKey: secret}, nil
 }
 
 // clientTLS is the TLS of a client command's flags; nil: plaintext.
@@ -292,6 +325,9 @@ func newClient(c *cli.Context) (*client.Client, error) {
 	errw := c.App.ErrWriter
 	cfg.OnWaiting = func(msg string) { fmt.Fprintln(errw, "raftmq:", msg) }
 	if cfg.TLS, err = clientTLS(c); err != nil {
+		return nil, err
+	}
+	if cfg.Credentials, err = clientCredentials(c); err != nil {
 		return nil, err
 	}
 	return client.New(cfg)

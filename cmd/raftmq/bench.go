@@ -111,7 +111,8 @@ func benchCommand() *cli.Command {
 // benchTarget is where a bench runs: the -s servers, or a local group.
 type benchTarget struct {
 	servers []string
-	tls     *tls.Config // -s with --tls-ca: TLS; nil: plaintext
+	tls     *tls.Config         // -s with --tls-ca: TLS; nil: plaintext
+	creds   *client.Credentials // -s with --access-key (or the context's): signed calls
 	group   *localgroup.Group
 }
 
@@ -124,11 +125,15 @@ func startBenchTarget(c *cli.Context) (*benchTarget, error) {
 		if err != nil {
 			return nil, err
 		}
+		creds, err := clientCredentials(c)
+		if err != nil {
+			return nil, err
+		}
 		servers, err := groupServers(c)
 		if err != nil {
 			return nil, err
 		}
-		return &benchTarget{servers: servers, tls: tc}, nil
+		return &benchTarget{servers: servers, tls: tc, creds: creds}, nil
 	}
 	if c.IsSet("tls-ca") {
 		return nil, errors.New("--local starts a plaintext group: for TLS start the group yourself and give -s with --tls-ca")
@@ -260,7 +265,7 @@ func runBenchProduce(c *cli.Context) error {
 		return err
 	}
 	cfg := bench.ProduceConfig{
-		Servers: t.servers, TLS: t.tls, Topic: c.String("topic"), Queues: int32(c.Int("queues")), Size: c.Int("size"),
+		Servers: t.servers, TLS: t.tls, Credentials: t.creds, Topic: c.String("topic"), Queues: int32(c.Int("queues")), Size: c.Int("size"),
 		Producers: c.Int("producers"), Window: c.Int("window"), Batch: c.Int("batch"),
 		Count: count, Duration: c.Duration("duration"), Timeout: c.Duration("timeout"),
 		Progress: benchProgress(c.App.ErrWriter, "acked"),
@@ -334,7 +339,7 @@ func runBenchConsume(c *cli.Context) error {
 	}
 	if t.group != nil && c.Int64("fill") > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "filling topic %s with %d messages of %d B (not timed)\n", c.String("topic"), c.Int64("fill"), c.Int("size"))
-		_, err := bench.RunProduce(c.Context, bench.ProduceConfig{Servers: t.servers, TLS: t.tls, Topic: c.String("topic"),
+		_, err := bench.RunProduce(c.Context, bench.ProduceConfig{Servers: t.servers, TLS: t.tls, Credentials: t.creds, Topic: c.String("topic"),
 			Queues: int32(c.Int("queues")), Size: c.Int("size"), Producers: 4, Window: 256, Batch: 1,
 			Count: c.Int64("fill"), Timeout: c.Duration("timeout")})
 		if err != nil {
@@ -343,7 +348,7 @@ func runBenchConsume(c *cli.Context) error {
 		}
 	}
 	cfg := bench.ConsumeConfig{
-		Servers: t.servers, TLS: t.tls, Topic: c.String("topic"), Consumers: c.Int("consumers"), FollowerReads: c.Bool("follower-reads"),
+		Servers: t.servers, TLS: t.tls, Credentials: t.creds, Topic: c.String("topic"), Consumers: c.Int("consumers"), FollowerReads: c.Bool("follower-reads"),
 		MaxMessages: uint32(max(c.Int("max-messages"), 0)), Count: c.Int64("count"), Duration: c.Duration("duration"),
 		Timeout: c.Duration("timeout"), Progress: benchProgress(c.App.ErrWriter, "read"),
 	}
@@ -372,12 +377,12 @@ func runBenchE2E(c *cli.Context) error {
 		return err
 	}
 	pcfg := bench.ProduceConfig{
-		Servers: t.servers, Topic: c.String("topic"), Queues: int32(c.Int("queues")), Size: c.Int("size"),
+		Servers: t.servers, TLS: t.tls, Credentials: t.creds, Topic: c.String("topic"), Queues: int32(c.Int("queues")), Size: c.Int("size"),
 		Producers: c.Int("producers"), Window: c.Int("window"), Batch: c.Int("batch"),
 		Count: c.Int64("count"), Duration: c.Duration("duration"), Timeout: c.Duration("timeout"),
 	}
 	ccfg := bench.ConsumeConfig{
-		Servers: t.servers, Topic: pcfg.Topic, Consumers: c.Int("consumers"), FollowerReads: c.Bool("follower-reads"),
+		Servers: t.servers, TLS: t.tls, Credentials: t.creds, Topic: pcfg.Topic, Consumers: c.Int("consumers"), FollowerReads: c.Bool("follower-reads"),
 		Duration: pcfg.Duration + 2*time.Second, Timeout: pcfg.Timeout, Live: true,
 		Progress: benchProgress(c.App.ErrWriter, "read"),
 	}
@@ -389,7 +394,7 @@ func runBenchE2E(c *cli.Context) error {
 	}
 	res, nodes, runErr := profiled(c, t, func() (*both, error) {
 		// The topic must exist before the consumers describe it.
-		if _, err := bench.RunProduce(c.Context, bench.ProduceConfig{Servers: pcfg.Servers, Topic: pcfg.Topic, Queues: pcfg.Queues,
+		if _, err := bench.RunProduce(c.Context, bench.ProduceConfig{Servers: pcfg.Servers, TLS: pcfg.TLS, Credentials: pcfg.Credentials, Topic: pcfg.Topic, Queues: pcfg.Queues,
 			Size: 1, Producers: 1, Window: 1, Count: 1, Timeout: pcfg.Timeout}); err != nil {
 			return nil, err
 		}

@@ -586,11 +586,12 @@ func runConsumeCluster(c *cli.Context, topic, format string) error {
 			}
 			n++
 			if format == "json" {
+				body, enc := jsonBody(c, r.Body)
 				b, _ := json.Marshal(struct {
 					Group string `json:"group"`
 					msgJSON
 				}{r.Group, msgJSON{Topic: r.Topic, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Key: r.Key, Tag: r.Tag,
-					Properties: r.Properties, Body: encode(r.Body), Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason}})
+					Properties: r.Properties, Body: body, BodyEncoding: enc, Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason}})
 				out.Write(append(b, '\n'))
 			} else {
 				fmt.Fprintf(out, "%s/%d:%d\t%s\n", r.Group, r.Queue, r.Offset, encode(r.Body))

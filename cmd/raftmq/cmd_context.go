@@ -29,7 +29,15 @@ type contexts struct {
 
 type savedContext struct {
 	Servers string `json:"servers"`
+	// AccessKey and SecretKeyFile are the credentials commands use against
+	// this group (the secret stays in its file; the file is read on use).
+	AccessKey     string `json:"access_key,omitempty"`
+	SecretKeyFile string `json:"secret_key_file,omitempty"`
 }
+
+// currentContext is the current context of this run (set by Run; zero
+// without one).
+var currentContext savedContext
 
 // contextsPath is $RAFTMQ_CONFIG, else raftmq/contexts.json in the user's
 // configuration directory.
@@ -78,18 +86,18 @@ func (cs contexts) save(path string) error {
 	return os.Rename(tmp, path)
 }
 
-// currentServers is the current context's servers ("" without one); a
-// damaged file is reported once and ignored.
-func currentServers(errw func(string)) string {
+// loadCurrent is the current context (zero without one); a damaged file
+// is reported once and ignored.
+func loadCurrent(errw func(string)) savedContext {
 	if _, err := contextsPath(); err != nil {
-		return "" // no configuration directory (no HOME): no contexts
+		return savedContext{} // no configuration directory (no HOME): no contexts
 	}
 	cs, _, err := loadContexts()
 	if err != nil {
 		errw(err.Error())
-		return ""
+		return savedContext{}
 	}
-	return cs.Contexts[cs.Current].Servers
+	return cs.Contexts[cs.Current]
 }
 
 func contextCommand() *cli.Command {
@@ -128,13 +136,26 @@ func contextCommand() *cli.Command {
 			{
 				Name: "add", Usage: "save a context (and make it current with --use)", ArgsUsage: "NAME",
 				Flags: []cli.Flag{&cli.StringFlag{Name: "servers", Aliases: []string{"s"}, Usage: "client API addresses of the group's nodes (required)"},
-					&cli.BoolFlag{Name: "use", Usage: "make it the current context"}},
+					&cli.BoolFlag{Name: "use", Usage: "make it the current context"},
+					&cli.StringFlag{Name: "access-key", Usage: "user whose credentials commands use against this group"},
+					&cli.StringFlag{Name: "secret-key-file", Usage: "file holding --access-key's secret key (its path is saved, not the secret)"}},
 				Action: func(c *cli.Context) error {
 					if c.String("servers") == "" {
 						return usageError(c, "-s/--servers is required")
 					}
+					if (c.String("access-key") == "") != (c.String("secret-key-file") == "") {
+						return usageError(c, "--access-key and --secret-key-file go together")
+					}
+					keyFile := c.String("secret-key-file")
+					if keyFile != "" {
+						abs, err := filepath.Abs(keyFile)
+						if err != nil {
+							return err
+						}
+						keyFile = abs
+					}
 					return edit(c, func(cs *contexts, n string) (string, error) {
-						cs.Contexts[n] = savedContext{Servers: c.String("servers")}
+						cs.Contexts[n] = savedContext{Servers: c.String("servers"), AccessKey: c.String("access-key"), SecretKeyFile: keyFile}
 						if c.Bool("use") || cs.Current == "" {
 							cs.Current = n
 							return fmt.Sprintf("saved context %s (%s); it is current", n, c.String("servers")), nil

@@ -49,7 +49,11 @@ func healthCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := client.New(client.Config{Servers: servers, RequestTimeout: 2 * time.Second, TLS: tc})
+			creds, err := clientCredentials(c)
+			if err != nil {
+				return err
+			}
+			cl, err := client.New(client.Config{Servers: servers, RequestTimeout: 2 * time.Second, TLS: tc, Credentials: creds})
 			if err != nil {
 				return err
 			}
@@ -756,12 +760,15 @@ type msgJSON struct {
 	Tag        string            `json:"tag,omitempty"`
 	Properties map[string]string `json:"properties,omitempty"`
 	Body       string            `json:"body"`
-	Timestamp  int64             `json:"timestamp_ms"`
-	Node       string            `json:"node"` // the node that served it
+	// BodyEncoding is base64 or hex when Body is encoded (--body-format,
+	// or a body that is not valid UTF-8); empty: Body is the text.
+	BodyEncoding string `json:"body_encoding,omitempty"`
+	Timestamp    int64  `json:"timestamp_ms"`
+	Node         string `json:"node"` // the node that served it
 	// Next and Reason: where the broker sent the next pull of this queue,
 	// and why (the enum of /metrics raftmq_pull_suggestions_total{reason}).
 	Next   string `json:"next_node,omitempty"`
-	Reason string `json:"reason"`
+	Reason string `json:"reason,omitempty"`
 }
 
 func runConsume(c *cli.Context) error {
@@ -891,8 +898,9 @@ func runConsume(c *cli.Context) error {
 			}
 			n++
 			if format == "json" {
+				body, enc := jsonBody(c, r.Body)
 				b, _ := json.Marshal(msgJSON{Topic: r.Topic, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Key: r.Key, Tag: r.Tag,
-					Properties: r.Properties, Body: encode(r.Body), Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason})
+					Properties: r.Properties, Body: body, BodyEncoding: enc, Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason})
 				out.Write(append(b, '\n'))
 			} else {
 				fmt.Fprintf(out, "%d:%d\t%s\n", r.Queue, r.Offset, encode(r.Body))

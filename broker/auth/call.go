@@ -1,0 +1,71 @@
+package auth
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/raftmq/raftmq/mq"
+)
+
+// CheckCall authenticates a call to raftmq's gRPC API by its credential
+// (the value of mq.CallCredentialKey, "" when the call has none) and checks
+// that its user holds every need. A call signed with the group's node
+// credential (mq.NodeAccessKey, Sealer.NodeSecret) may do anything: it
+// comes from a node of this group, which checked its own caller. nodeOnly
+// calls (node-to-node methods) take only the node credential. The mode
+// applies as in Check; from is the caller's address.
+func (a *Authorizer) CheckCall(cred, method string, needs []Need, nodeOnly bool, from string) error {
+	if a == nil || a.mode == Disabled {
+		return nil
+	}
+	if cred == "" {
+		return a.report(&Denied{ReasonNoCredentials, fmt.Sprintf("%s without credentials (--access-key and --secret-key-file, or RAFTMQ_ACCESS_KEY and RAFTMQ_SECRET_KEY): this node requires authentication", method)},
+			method, from, "")
+	}
+	c, err := mq.ParseCallCredential(cred)
+	if err != nil {
+		host := addrHost(from)
+		a.throttle.take(host, a.now())
+		return a.report(&Denied{ReasonBadSignature, fmt.Sprintf("%s: %v", method, err)}, method, from, "")
+	}
+	verify := func(secret []byte) *Denied {
+		if !c.Verify(secret, method) {
+			return badSignature(c.AccessKey)
+		}
+		if now := a.now(); !c.Fresh(now) {
+			return &Denied{ReasonStale, fmt.Sprintf("access key %s: credential made at %s, more than %s from this node's clock (%s): check the caller's clock",
+				c.AccessKey, time.UnixMilli(c.UnixMilli).UTC().Format(time.RFC3339), mq.CallWindow, now.UTC().Format(time.RFC3339))}
+		}
+		return nil
+	}
+	if c.AccessKey == mq.NodeAccessKey {
+		return a.report(a.checkNode(verify), method, from, c.AccessKey)
+	}
+	if nodeOnly {
+		return a.report(&Denied{ReasonNotNode, fmt.Sprintf("%s is a node-to-node call: it needs this group's node credential (the nodes sign with their --auth-key-file) or a client certificate signed by the cluster CA", method)},
+			method, from, c.AccessKey)
+	}
+	return a.report(a.check(c.AccessKey, true, needs, from, verify), method, from, c.AccessKey)
+}
+
+// checkNode verifies a call signed with the node credential. The throttle
+// does not apply: the node secret is 256 bits from the key file, which no
+// guessing finds, and a client that guesses user secrets from a node's
+// host must not slow the node's own calls.
+func (a *Authorizer) checkNode(verify func([]byte) *Denied) *Denied {
+	secret := a.sealer.NodeSecret()
+	if len(secret) == 0 {
+		return &Denied{ReasonSecretUnreadable, "node credential: this node has no --auth-key-file"}
+	}
+	if d := verify(secret); d != nil {
+		if d.Reason == ReasonBadSignature {
+			d.Message = "node credential does not verify: the calling node's --auth-key-file differs from this node's"
+		}
+		return d
+	}
+	return nil
+}
+
+func throttled(host string, wait time.Duration) *Denied {
+	return &Denied{ReasonThrottled, fmt.Sprintf("too many bad signatures from %s: its requests are refused unchecked for %s", host, wait.Round(time.Millisecond))}
+}
