@@ -83,6 +83,14 @@ func newCluster(c *cli.Context) (*cluster.Cluster, error) {
 	}
 	errw := c.App.ErrWriter
 	cfg.Client.OnWaiting = func(msg string) { fmt.Fprintln(errw, "raftmq:", msg) }
+	// Every group's client speaks TLS and signs its calls as -s's does.
+	var err error
+	if cfg.Client.TLS, err = clientTLS(c); err != nil {
+		return nil, err
+	}
+	if cfg.Client.Credentials, err = clientCredentials(c); err != nil {
+		return nil, err
+	}
 	return cluster.New(cfg)
 }
 
