@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -61,10 +62,12 @@ func runDev(c *cli.Context) error {
 		fmt.Fprintln(out, strings.TrimRight(line, " "))
 	}
 	fmt.Fprintf(out, "\nlogs and data in %s\n\nexport RAFTMQ_SERVERS=%s\n\nrunning; Ctrl-C stops the group\n", g.Dir(), g.ClientAddrs())
-	<-c.Context.Done()
+	watchMembers(c.Context, g, c.App.ErrWriter)
 	fmt.Fprintln(out, "stopping ...")
 	if err := g.StopAll(10 * time.Second); err != nil {
-		return err
+		// A node that would not stop may still write there: keep it.
+		g.SetKeep(true)
+		return fmt.Errorf("%w; data kept in %s", err, g.Dir())
 	}
 	if c.Bool("keep") {
 		fmt.Fprintf(out, "stopped; data kept in %s\n", g.Dir())
@@ -72,4 +75,28 @@ func runDev(c *cli.Context) error {
 		fmt.Fprintln(out, "stopped")
 	}
 	return nil
+}
+
+// watchMembers waits for ctx to end and says, meanwhile, when a node exits
+// by itself (a crash, a failed disk write: status 70), with the end of its
+// log; the others go on as a group that lost a member.
+func watchMembers(ctx context.Context, g *localgroup.Group, w io.Writer) {
+	told := map[string]bool{}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, nd := range g.Nodes() {
+			if told[nd.ID] || nd.Running() {
+				continue
+			}
+			told[nd.ID] = true
+			fmt.Fprintf(w, "raftmq: dev: node %s exited (%v); the others go on without it. The end of its log (%s):\n%s\n",
+				nd.ID, nd.WaitErr(), nd.Log, nd.LogTail(5))
+		}
+	}
 }

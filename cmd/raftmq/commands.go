@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
@@ -342,7 +344,7 @@ func topicCommand() *cli.Command {
 				ArgsUsage: "NAME",
 				Flags: clientFlags(&cli.IntFlag{Name: "queues", Value: 4, Usage: "number of queues (1..1024; with --namesrv: in all, spread over the groups)"},
 					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed when the topic exists with the same queue count"},
-					namesrvFlag(),
+					namesrvFlag(), jsonFlag(),
 					&cli.StringFlag{Name: "groups", Usage: "with --namesrv: create on these groups, G1,G2 (default: every group with a leader)"}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
@@ -577,6 +579,13 @@ func runProduce(c *cli.Context) error {
 	}
 	defer cl.Close()
 	p := cl.NewProducer()
+	// A topic that does not exist is created by the first send when the
+	// servers auto-create topics (their default, as RocketMQ's brokers'):
+	// say so, or a misspelt name goes unnoticed.
+	dctx, dcancel := opCtx(c)
+	_, derr := cl.DescribeTopic(dctx, topic)
+	dcancel()
+	missing := status.Code(derr) == codes.NotFound
 
 	// The input is read in batches numbered by their first line (or
 	// argument); reading stops at the interrupt, and no batch is sent
@@ -716,6 +725,9 @@ loop:
 	}
 	if c.Context.Err() != nil {
 		notes = append(notes, fmt.Sprintf("interrupted: read %s up to %d; the input after it was not sent", noun, read))
+	}
+	if missing && tally.acked > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "raftmq: produce: topic %s did not exist; the servers created it (they auto-create topics: server --auto-create-topics=false refuses such sends)\n", topic)
 	}
 	return tally.report(c.App.ErrWriter, "produce", noun, notes)
 }

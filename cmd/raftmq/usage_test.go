@@ -147,6 +147,16 @@ func TestFormatAndJSONAreOneChoice(t *testing.T) {
 	if _, errOut, code := runCLI("topic", "list", "--format", "yaml"); code != 2 || !strings.Contains(errOut, "want text or json") {
 		t.Errorf("--format yaml: exit %d, stderr %q; want a usage error", code, errOut)
 	}
+	// The commands that gained JSON take it (the request then fails: no node).
+	for _, args := range [][]string{{"topic", "create", "x"}, {"leader", "transfer"}, {"health"}} {
+		args = append(args, "--json", "-s", "127.0.0.1:1")
+		if args[0] != "health" {
+			args = append(args, "--timeout", "1s")
+		}
+		if _, errOut, code := runCLI(args...); code == 2 {
+			t.Errorf("%v: a usage error (%q); want --json accepted", args, errOut)
+		}
+	}
 	// Every command that prints JSON takes both spellings.
 	var walk func(path string, cmds []*cli.Command)
 	walk = func(path string, cmds []*cli.Command) {
