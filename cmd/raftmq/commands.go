@@ -37,7 +37,13 @@ func healthCommand() *cli.Command {
 			"that cannot commit, a node whose applying is stuck, a follower that receives no entries; with\n" +
 			"--all: any member down or not ready).",
 		Action: func(c *cli.Context) error {
-			servers := strings.Split(c.String("servers"), ",")
+			servers, err := groupServers(c)
+			if err != nil {
+				return err
+			}
+			if len(servers) == 1 {
+				servers = strings.Split(servers[0], ",")
+			}
 			if !c.Bool("all") {
 				servers = servers[:1]
 			}
