@@ -26,7 +26,8 @@ func TestProcessDev(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, procBinary(t), "dev")
-	cmd.Env = localgroup.Env()
+	contexts := filepath.Join(t.TempDir(), "contexts.json")
+	cmd.Env = append(localgroup.Env(), "RAFTMQ_CONFIG="+contexts)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +57,10 @@ func TestProcessDev(t *testing.T) {
 		t.Fatalf("no export line or directory before 'running': stderr %s", errb.String())
 	}
 	go func() { rest.ReadFrom(stdout) }()
+	// dev saved its group as the context dev.
+	if b, err := os.ReadFile(contexts); err != nil || !strings.Contains(string(b), `"dev"`) || !strings.Contains(string(b), servers) {
+		t.Errorf("contexts after dev: %q, %v; want a context dev with %s", b, err, servers)
+	}
 	c := &procCluster{t: t}
 	c.mustCLI("", "produce", "-t", "dev", "-s", servers, "hello")
 	if out := c.mustCLI("", "consume", "-t", "dev", "-s", servers); !strings.Contains(out, "hello") {

@@ -24,6 +24,8 @@ func devCommand() *cli.Command {
 			&cli.IntFlag{Name: "nodes", Value: 3, Usage: "how many nodes (1, 3 or 5)"},
 			&cli.BoolFlag{Name: "keep", Usage: "leave the data directory behind on exit"},
 			&cli.BoolFlag{Name: "remoting", Usage: "also serve the RocketMQ remoting protocol on a port per node"},
+			&cli.IntFlag{Name: "port-base", Usage: "fixed ports instead of free ones: node k (from 0) takes N+10k (raft), +1 (client API), +2 (HTTP), +3 (remoting)"},
+			&cli.BoolFlag{Name: "no-context", Usage: "do not save the group's addresses as the context named dev"},
 		},
 		Action: runDev,
 	}
@@ -34,7 +36,10 @@ func runDev(c *cli.Context) error {
 	if n != 1 && n != 3 && n != 5 {
 		return usageError(c, "--nodes %d: want 1, 3 or 5", n)
 	}
-	g, err := localgroup.New(localgroup.Config{Nodes: n, Keep: c.Bool("keep"), Remoting: c.Bool("remoting")})
+	if b := c.Int("port-base"); b < 0 || b > 65535-10*n {
+		return usageError(c, "--port-base %d: want 1..%d", b, 65535-10*n)
+	}
+	g, err := localgroup.New(localgroup.Config{Nodes: n, Keep: c.Bool("keep"), Remoting: c.Bool("remoting"), PortBase: c.Int("port-base")})
 	if err != nil {
 		return err
 	}
@@ -61,7 +66,15 @@ func runDev(c *cli.Context) error {
 		}
 		fmt.Fprintln(out, strings.TrimRight(line, " "))
 	}
-	fmt.Fprintf(out, "\nlogs and data in %s\n\nexport RAFTMQ_SERVERS=%s\n\nrunning; Ctrl-C stops the group\n", g.Dir(), g.ClientAddrs())
+	fmt.Fprintf(out, "\nlogs and data in %s\n\nexport RAFTMQ_SERVERS=%s\n", g.Dir(), g.ClientAddrs())
+	if !c.Bool("no-context") {
+		if err := saveDevContext(g.ClientAddrs()); err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "raftmq: dev: could not save the context dev: %v\n", err)
+		} else {
+			fmt.Fprintln(out, "saved as the context dev: `raftmq context use dev` points every command at it")
+		}
+	}
+	fmt.Fprintln(out, "\nrunning; Ctrl-C stops the group")
 	watchMembers(c.Context, g, c.App.ErrWriter)
 	fmt.Fprintln(out, "stopping ...")
 	if err := g.StopAll(10 * time.Second); err != nil {
@@ -99,4 +112,15 @@ func watchMembers(ctx context.Context, g *localgroup.Group, w io.Writer) {
 				nd.ID, nd.WaitErr(), nd.Log, nd.LogTail(5))
 		}
 	}
+}
+
+// saveDevContext saves servers as the context named dev (replacing an
+// earlier dev group's), without making it current.
+func saveDevContext(servers string) error {
+	cs, path, err := loadContexts()
+	if err != nil {
+		return err
+	}
+	cs.Contexts["dev"] = savedContext{Servers: servers}
+	return cs.save(path)
 }
