@@ -63,9 +63,10 @@ func Classify(err error) Outcome {
 }
 
 // neverSent reports whether err says the request never left this process:
-// the connection to the node could not be made (refused, no route, a name
-// that does not resolve), so the node cannot have stored anything of it.
+// no connection to a raftmq node could be made (refused, a name that does
+// not resolve, a server that does not speak its API, a failed TLS
+// handshake), so no node can have stored anything of it.
 func neverSent(err error) bool {
 	st, ok := status.FromError(err)
-	return ok && st.Code() == codes.Unavailable && strings.Contains(st.Message(), "Error while dialing")
+	return ok && st.Code() == codes.Unavailable && (strings.Contains(st.Message(), "Error while dialing") || unreachable(err) != "")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -148,6 +149,32 @@ func TestSendToNoNodeFailsNotUnknown(t *testing.T) {
 		if !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrNoConnection) || Classify(err) != Failed {
 			t.Errorf("give up after %v: %v (%v); want a failed send that was never sent", giveUp, err, Classify(err))
 		}
+	}
+	// A server that is not raftmq's API (an HTTP port): nothing sent either.
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hl.Close()
+	go func() {
+		for {
+			conn, err := hl.Accept()
+			if err != nil {
+				return
+			}
+			// As an HTTP server does: answer, and keep the connection.
+			conn.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+			go func() { io.Copy(io.Discard, conn); conn.Close() }()
+		}
+	}()
+	c, err := New(Config{Servers: []string{hl.Addr().String()}, RetryTimeout: time.Second, GiveUpUnreachable: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.NewProducer().Send(context.Background(), "t", Message{Body: []byte("x")})
+	c.Close()
+	if !errors.Is(err, ErrNotSent) || Classify(err) != Failed {
+		t.Errorf("send to an HTTP port: %v (%v); want a failed send that was never sent", err, Classify(err))
 	}
 	if neverSent(status.Error(codes.Unavailable, "error reading from server: EOF")) {
 		t.Error("a connection lost after the request was written counts as never sent")

@@ -157,6 +157,8 @@ func Start(cfg Config, fsm StateMachine, st RaftStores) (_ *Node, err error) {
 		logger.Info("bootstrapped new group", "peers", len(servers))
 	} else if hasState {
 		logger.Info("rejoining with existing state", "last_index", r.LastIndex())
+	} else {
+		n.goFunc(func() { n.awaitAdded(cfg) })
 	}
 	if n.recovering.Load() {
 		if voters(r) <= 1 { // nobody else could hold what it lost
@@ -374,4 +376,27 @@ func (n *Node) goFunc(f func()) {
 		defer n.wg.Done()
 		f()
 	}()
+}
+
+// awaitAddedEvery is how often a node that waits to be added says so.
+const awaitAddedEvery = 30 * time.Second
+
+// awaitAdded says, at start and then every awaitAddedEvery until a leader
+// has added it, why a node without --peers and without data does nothing
+// yet, and the two ways on.
+func (n *Node) awaitAdded(cfg Config) {
+	tick := time.NewTicker(awaitAddedEvery)
+	defer tick.Stop()
+	for {
+		if n.LeaderID() != "" {
+			return
+		}
+		n.log.Warn("no --peers and no data: waiting to be added to a group; run `raftmq member add " + cfg.ID + "@" + cfg.AdvertiseAddr +
+			"` against the group, or start this node with --peers " + cfg.ID + "@" + cfg.AdvertiseAddr + " to begin a new group of its own")
+		select {
+		case <-n.stop:
+			return
+		case <-tick.C:
+		}
+	}
 }

@@ -2,6 +2,8 @@ package election
 
 import (
 	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,4 +119,40 @@ func TestGatedTransportPassesOptionalInterfaces(t *testing.T) {
 	if err := plain.RequestVote("x", "x", &raft.RequestVoteRequest{}, &resp); err != errNoCampaign {
 		t.Errorf("RequestVote after NeverCampaign: %v, want errNoCampaign", err)
 	}
+}
+
+// TestNodeWithoutPeersSaysHowToGoOn: a node started without peers and
+// without data waits to be added, and says so with the two ways on.
+func TestNodeWithoutPeersSaysHowToGoOn(t *testing.T) {
+	addr, tr := raft.NewInmemTransport("inmem-alone")
+	var out lockedWriter
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Transport, cfg.AdvertiseAddr = "n4", tr, string(addr)
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: &out})
+	nd, err := Start(cfg, newTestFSM(), RaftStores{Log: raft.NewInmemStore(), Stable: raft.NewInmemStore(), Snapshots: raft.NewInmemSnapshotStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nd.Kill()
+	waitUntil(t, 10*time.Second, "the waiting node's advice", func() bool {
+		s := out.String()
+		return strings.Contains(s, "waiting to be added") && strings.Contains(s, "raftmq member add n4@inmem-alone") && strings.Contains(s, "--peers n4@inmem-alone")
+	})
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

@@ -22,7 +22,11 @@ var composeClusterNodes = []string{"a1", "a2", "a3", "b1", "b2", "b3"}
 // servers sees both healthy; a topic made through one name server spreads
 // over both groups; the host CLI produces and consumes through the name
 // servers, also after one group's leader container is killed and one name
-// server is stopped, and every acknowledged message is read back.
+// server is stopped, and every acknowledged message is read back. Inside
+// a node's container the CLI reaches both groups through the name servers'
+// in-network listeners (namesrv1:9876;namesrv2:9876): cluster status names
+// the in-network client addresses, and one produce spreads over both
+// groups.
 func TestComposeCluster(t *testing.T) {
 	composeRequire(t)
 	root := composeRepoRoot(t)
@@ -127,6 +131,60 @@ func TestComposeCluster(t *testing.T) {
 	}
 	if pg := produce("first", fmt.Sprintf("127.0.0.1:%d", ns1)); pg["ga"] == 0 || pg["gb"] == 0 || pg["ga"]+pg["gb"] != 20 {
 		t.Fatalf("produce through the first name server: %v, want 20 over ga and gb", pg)
+	}
+
+	// Inside the network: a node's container reaches both groups through
+	// the name servers' internal listeners, which name the in-network
+	// addresses; one produce of 20 arguments spreads over both groups.
+	cidOut, err := run(time.Minute, "ps", "-q", "b1")
+	cid := strings.TrimSpace(cidOut)
+	if err != nil || cid == "" {
+		t.Fatalf("container of b1: %v %q", err, cidOut)
+	}
+	nsInside := "namesrv1:9876;namesrv2:9876"
+	inside := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		out, errOut, err := composeExec(ctx, nil, "", nil, "docker", append([]string{"exec", cid, "/raftmq"}, args...)...)
+		if err != nil {
+			t.Fatalf("inside b1: raftmq %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, composeTail(out, 2000), composeTail(errOut, 2000))
+		}
+		return string(out)
+	}
+	var inSt []struct {
+		Group string `json:"group"`
+		Nodes []struct {
+			ID     string `json:"id"`
+			Client string `json:"client"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(inside("cluster", "status", "--namesrv", nsInside, "--json")), &inSt); err != nil || len(inSt) != 2 {
+		t.Fatalf("cluster status inside b1: %v %+v", err, inSt)
+	}
+	for _, g := range inSt {
+		for _, n := range g.Nodes {
+			if n.Client != n.ID+":9000" {
+				t.Errorf("cluster status inside b1: node %s of %s at %s, want %s:9000", n.ID, g.Group, n.Client, n.ID)
+			}
+		}
+	}
+	var args []string
+	for i := 0; i < 20; i++ {
+		args = append(args, fmt.Sprintf("inside-%d", i))
+	}
+	perGroup := map[string]int{}
+	for _, a := range procJSONLines[struct {
+		Group  string `json:"group"`
+		Queue  int32  `json:"queue"`
+		Offset uint64 `json:"offset"`
+		Body   string `json:"body"`
+	}](t, inside(append([]string{"produce", "-t", "orders", "--namesrv", nsInside, "--format", "json"}, args...)...)) {
+		perGroup[a.Group]++
+		acked[fmt.Sprintf("%s/%d/%d", a.Group, a.Queue, a.Offset)] = a.Body
+	}
+	if perGroup["ga"] != 10 || perGroup["gb"] != 10 {
+		t.Fatalf("one produce of 20 inside b1 through %s: %v, want 10 on each group", nsInside, perGroup)
 	}
 
 	// Kill ga's leader container; stop the first name server.

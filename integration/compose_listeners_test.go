@@ -17,7 +17,10 @@ import (
 // another container on the network and the CLI on the host all produce, and
 // consume inside the container and on the host read everything back: each
 // is told the addresses of the listener it connected through, so none
-// waits on an address it cannot reach.
+// waits on an address it cannot reach. The name server has both listeners
+// too: `namesrv routes` in the network names nX:10911, on the host the
+// published ports, and produce and status with --namesrv work from
+// another container, inside a node's container and on the host.
 func TestComposeListenersInsideAndOutside(t *testing.T) {
 	c := composeUp(t)
 	st := c.waitHealthy()
@@ -103,7 +106,72 @@ func TestComposeListenersInsideAndOutside(t *testing.T) {
 	if !r.ok() {
 		t.Fatalf("produce from another container on %s: %d of %d acknowledged, err %v\n%s", network, len(r.Acks), len(beside), err, r.Stderr)
 	}
-	const total = 100
+
+	// The name server has an internal and an external listener too: in
+	// the network (namesrv:9876) its routes name the nodes' in-network
+	// remoting addresses, on the host (the published external listener)
+	// their published ones; --namesrv works on both sides.
+	routes := func(out []byte) map[string]bool {
+		var rs []struct {
+			Leader    string            `json:"leader"`
+			Followers map[string]string `json:"followers"`
+		}
+		if err := json.Unmarshal(bytes.TrimSpace(out), &rs); err != nil || len(rs) != 1 {
+			t.Fatalf("namesrv routes: %v %s", err, out)
+		}
+		addrs := map[string]bool{rs[0].Leader: true}
+		for _, a := range rs[0].Followers {
+			addrs[a] = true
+		}
+		return addrs
+	}
+	inNet := map[string]bool{"n1:10911": true, "n2:10911": true, "n3:10911": true}
+	var got map[string]bool
+	deadline = time.Now().Add(composeWaitTimeout)
+	for {
+		out, stderr, err = docker(30*time.Second, nil, "exec", cid, "/raftmq", "namesrv", "routes", "--namesrv", "namesrv:9876", "--json")
+		if err == nil {
+			if got = routes(out); fmt.Sprint(got) == fmt.Sprint(inNet) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("routes in the network: %v %v %s", got, err, composeTail(stderr, 300))
+		}
+		time.Sleep(time.Second)
+	}
+	out, stderr, err = c.cliRun(30*time.Second, nil, "namesrv", "routes", "--namesrv", fmt.Sprintf("127.0.0.1:%d", c.namesrvPort), "--json")
+	if err != nil {
+		t.Fatalf("routes on the host: %v %s", err, composeTail(stderr, 300))
+	}
+	for a := range routes(out) {
+		if !strings.HasPrefix(a, "127.0.0.1:") || inNet[a] {
+			t.Errorf("the host's name server route names %s, want published addresses only", a)
+		}
+	}
+	viaNS := composeBodies(prefix, 3000, 20)
+	out, stderr, err = docker(90*time.Second, []byte(strings.Join(viaNS, "\n")+"\n"),
+		append([]string{"run", "--rm", "-i", "--name", other, "--network", network, "--entrypoint", "/raftmq", c.image,
+			"produce", "--topic", topic, "--namesrv", "namesrv:9876", "--format", "json"}, timeoutFlag...)...)
+	r = composeProduceResult{Bodies: viaNS, Acks: composeParseAcks(out), Err: err, Stderr: composeTail(stderr, 500)}
+	ledger.record(r)
+	if !r.ok() {
+		t.Fatalf("produce --namesrv namesrv:9876 from another container: %d of %d acknowledged, err %v\n%s", len(r.Acks), len(viaNS), err, r.Stderr)
+	}
+	out, stderr, err = docker(30*time.Second, nil, "exec", cid, "/raftmq", "status", "--namesrv", "namesrv:9876", "--json")
+	var nsSt composeStatus
+	if err != nil || json.Unmarshal(bytes.TrimSpace(out), &nsSt) != nil || nsSt.LeaderAddress != nsSt.LeaderID+":9000" {
+		t.Fatalf("status --namesrv namesrv:9876 inside %s: %v %s %s", follower, err, out, composeTail(stderr, 300))
+	}
+	hostNS := composeBodies(prefix, 4000, 20)
+	out, stderr, err = c.cliRun(90*time.Second, []byte(strings.Join(hostNS, "\n")+"\n"),
+		append([]string{"produce", "--topic", topic, "--namesrv", fmt.Sprintf("127.0.0.1:%d", c.namesrvPort), "--format", "json"}, timeoutFlag...)...)
+	r = composeProduceResult{Bodies: hostNS, Acks: composeParseAcks(out), Err: err, Stderr: composeTail(stderr, 500)}
+	ledger.record(r)
+	if !r.ok() {
+		t.Fatalf("produce --namesrv on the host: %d of %d acknowledged, err %v\n%s", len(r.Acks), len(hostNS), err, r.Stderr)
+	}
+	const total = 140
 
 	// Consume inside the container, then on the host: both read all.
 	out, stderr, err = docker(2*time.Minute, nil, "exec", cid, "/raftmq", "consume", "--topic", topic, "--group", "it-in-"+composeRandomHex(3),

@@ -19,9 +19,9 @@ import (
 )
 
 // TestComposeRocketMQ: the compose group's name server hands the host's
-// RocketMQ clients routes they can use (each node registers its published
-// remoting address), and an unmodified producer and push consumer work
-// through them.
+// RocketMQ clients routes they can use (its published external listener
+// names the nodes' published remoting addresses), and an unmodified
+// producer and push consumer work through them.
 func TestComposeRocketMQ(t *testing.T) {
 	c := composeUp(t)
 	c.waitHealthy()

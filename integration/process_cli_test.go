@@ -42,4 +42,13 @@ func TestProcessConsumeFromEndWaits(t *testing.T) {
 	if took := time.Since(start); err != nil || out != "" || took < 2*time.Second {
 		t.Errorf("consume --offset end with nothing new: %v after %v, stdout %q, stderr %q; want exit 0 after --timeout with nothing", err, took, out, errOut)
 	}
+
+	// A send to a topic that does not exist creates it (the servers
+	// auto-create topics) and says so; the next send does not.
+	if _, errOut, err := c.cli("", "produce", "-t", "fresh", "-s", s, "x"); err != nil || !strings.Contains(errOut, "topic fresh did not exist") {
+		t.Errorf("produce to a new topic: %v, stderr %q; want it to say the topic was created", err, errOut)
+	}
+	if _, errOut, err := c.cli("", "produce", "-t", "fresh", "-s", s, "y"); err != nil || strings.Contains(errOut, "did not exist") {
+		t.Errorf("produce to an existing topic: %v, stderr %q", err, errOut)
+	}
 }

@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,19 +19,20 @@ import (
 )
 
 // TestProcessDev: `raftmq dev` prints an export line whose addresses serve
-// a produce and a consume, and on SIGINT stops its nodes, exits 0 and
-// removes its directory.
+// a produce and a consume, says when one of its nodes exits by itself, and
+// on SIGINT stops its nodes, exits 0 and removes its directory.
 func TestProcessDev(t *testing.T) {
 	procRequire(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, procBinary(t), "dev")
-	cmd.Env = localgroup.Env()
+	contexts := filepath.Join(t.TempDir(), "contexts.json")
+	cmd.Env = append(localgroup.Env(), "RAFTMQ_CONFIG="+contexts)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var errb bytes.Buffer
+	var errb lockedBuffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -53,11 +57,31 @@ func TestProcessDev(t *testing.T) {
 		t.Fatalf("no export line or directory before 'running': stderr %s", errb.String())
 	}
 	go func() { rest.ReadFrom(stdout) }()
+	// dev saved its group as the context dev.
+	if b, err := os.ReadFile(contexts); err != nil || !strings.Contains(string(b), `"dev"`) || !strings.Contains(string(b), servers) {
+		t.Errorf("contexts after dev: %q, %v; want a context dev with %s", b, err, servers)
+	}
 	c := &procCluster{t: t}
 	c.mustCLI("", "produce", "-t", "dev", "-s", servers, "hello")
 	if out := c.mustCLI("", "consume", "-t", "dev", "-s", servers); !strings.Contains(out, "hello") {
 		t.Errorf("consume through the dev group printed %q", out)
 	}
+	// One of dev's nodes dies: dev says so, naming it.
+	// Its children are listed under the thread that started each.
+	var kids []string
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	if len(kids) != 3 {
+		t.Fatalf("dev's node processes: %q", kids)
+	}
+	victim, _ := strconv.Atoi(kids[0])
+	syscall.Kill(victim, syscall.SIGKILL)
+	procWaitFor(t, 30*time.Second, "dev to report the node that exited", func() (bool, string) {
+		return strings.Contains(errb.String(), "exited (signal: killed)"), errb.String()
+	})
 	cmd.Process.Signal(syscall.SIGINT)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("dev after SIGINT: %v, stderr %s", err, errb.String())

@@ -40,7 +40,7 @@ func TestProcessRetryCLI(t *testing.T) {
 	}
 	type dead struct {
 		ID, Topic, Reason string
-		Reconsumed        string `json:"reconsume_times"`
+		Reconsumed        int `json:"reconsume_times"`
 	}
 	var dl []dead
 	procWaitFor(t, procCLITimeout, "three dead letters", func() (bool, string) {
@@ -49,7 +49,7 @@ func TestProcessRetryCLI(t *testing.T) {
 		return len(dl) == 3, out
 	})
 	for _, d := range dl {
-		if d.Topic != "shop" || d.Reconsumed != "2" || d.Reason == "" {
+		if d.Topic != "shop" || d.Reconsumed != 2 || d.Reason == "" {
 			t.Errorf("dead letter %+v", d)
 		}
 	}
@@ -59,7 +59,7 @@ func TestProcessRetryCLI(t *testing.T) {
 	}
 	type shown struct {
 		Topic    string
-		ServedBy string `json:"served_by"`
+		ServedBy string `json:"node"`
 	}
 	procWaitFor(t, procCLITimeout, "the follower to serve message show", func() (bool, string) {
 		out := c.mustCLI("", "message", "show", dl[0].ID, "-s", f.Client, "--format", "json")

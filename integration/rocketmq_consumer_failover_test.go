@@ -42,36 +42,42 @@ func TestRocketMQConsumerFailover(t *testing.T) {
 	if v := os.Getenv("RAFTMQ_RMQ_CFO_RUNS"); v != "" {
 		fmt.Sscan(v, &runs)
 	}
-	type mode struct {
-		name                  string
-		tail, follower, pause bool
-	}
-	modes := []mode{{"tail-on-followers", true, false, false}, {"leader-paused", true, false, true}}
+	modes := []cfoMode{{name: "tail-on-followers", tail: true}, {name: "leader-paused", tail: true, pause: true},
+		{name: "async-producer", tail: true, async: true}}
 	if os.Getenv("RAFTMQ_RMQ_CFO_LEADER") != "" {
-		modes = append(modes, mode{"tail-on-leader", false, false, false})
+		modes = append(modes, cfoMode{name: "tail-on-leader"})
 	}
 	if os.Getenv("RAFTMQ_RMQ_CFO_FOLLOWER") != "" {
-		modes = append(modes, mode{"follower-kill", true, true, false})
+		modes = append(modes, cfoMode{name: "follower-kill", tail: true, follower: true})
 	}
 	for _, m := range modes {
-		name, tail := m.name, m.tail
-		t.Run(name, func(t *testing.T) {
+		t.Run(m.name, func(t *testing.T) {
 			var figures []string
 			for i := 0; i < runs; i++ {
 				t.Run(fmt.Sprint(i), func(t *testing.T) {
-					figures = append(figures, rmqConsumerFailoverRun(t, tail, m.follower, m.pause, i))
+					figures = append(figures, rmqConsumerFailoverRun(t, m, i))
 				})
 			}
-			t.Logf("%s over %d runs:\n%s", name, runs, strings.Join(figures, "\n"))
+			t.Logf("%s over %d runs:\n%s", m.name, runs, strings.Join(figures, "\n"))
 		})
 	}
+}
+
+// cfoMode is one case of TestRocketMQConsumerFailover: tail pulls held by
+// followers (tail), a follower killed instead of the leader (follower),
+// the leader paused with SIGSTOP instead of killed (pause), the producer
+// sending with SendAsync, which the client never retries (async).
+type cfoMode struct {
+	name                         string
+	tail, follower, pause, async bool
 }
 
 // rmqConsumerFailoverRun runs one case; killFollower kills a follower
 // instead of the leader (reported only: the queues it held stall for the
 // client's 30 s pull timeout); pause stops the leader with SIGSTOP instead
 // of killing it, and lets it go on (SIGCONT) once the figures are taken.
-func rmqConsumerFailoverRun(t *testing.T, tail, killFollower, pause bool, run int) string {
+func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
+	tail, killFollower, pause := m.tail, m.follower, m.pause
 	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +128,25 @@ func rmqConsumerFailoverRun(t *testing.T, tail, killFollower, pause bool, run in
 			default:
 			}
 			s := send{body: fmt.Sprintf("cfo-%d-%d", run, i), start: time.Now()}
+			if m.async {
+				// The callback records it; a send refused at once does not
+				// call back.
+				err := p.SendAsync(context.Background(), func(_ context.Context, _ *primitive.SendResult, err error) {
+					s := s
+					s.err, s.end = err, time.Now()
+					mu.Lock()
+					sends = append(sends, s)
+					mu.Unlock()
+				}, primitive.NewMessage(topic, []byte(s.body)))
+				if err != nil {
+					s.err, s.end = err, time.Now()
+					mu.Lock()
+					sends = append(sends, s)
+					mu.Unlock()
+				}
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
 			_, s.err = p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(s.body)))
 			s.end = time.Now()
 			mu.Lock()
@@ -180,6 +205,9 @@ func rmqConsumerFailoverRun(t *testing.T, tail, killFollower, pause bool, run in
 	time.Sleep(12 * time.Second)
 	close(stop)
 	<-done
+	if m.async {
+		time.Sleep(4 * time.Second) // the last callbacks: the client's send timeout is 3 s
+	}
 	if pause {
 		c.resume(victim.ID)
 	}
@@ -248,8 +276,13 @@ func rmqConsumerFailoverRun(t *testing.T, tail, killFollower, pause bool, run in
 		run, tail, victim.ID, how, leader.ID, newLeader.ID, elected.Round(time.Millisecond), resume.Round(time.Millisecond), gap(deliveries).Round(time.Millisecond),
 		len(all), failed, gap(acks).Round(time.Millisecond))
 	t.Log(fig)
+	// With the asynchronous producer the consumer runs behind the tail, so
+	// its pulls go to the leader (hot data, leader not loaded), and one in
+	// flight when the leader dies waits out the client's pull timeout
+	// (measured: 24 s on every queue): reported, not asserted. Sync runs
+	// keep up, pull at the tail from followers, and are asserted.
 	for q, d := range late {
-		if tail && !killFollower && d > 10*time.Second {
+		if tail && !killFollower && !m.async && d > 10*time.Second {
 			t.Errorf("queue %d: a message acknowledged around the kill was delivered %v later; want well under 10 s", q, d)
 		}
 	}

@@ -20,6 +20,15 @@ type Registration struct {
 	// ClientAddr is the node's raftmq client API (gRPC) address, what the
 	// raftmq SDK dials; "" for RocketMQ's own brokers.
 	ClientAddr string
+	// ExternalAddr and ExternalClientAddr are the remoting and client API
+	// addresses for clients outside the node's network (published ports);
+	// "" when the node has none: the external listener then hands out
+	// Addr and ClientAddr.
+	ExternalAddr       string
+	ExternalClientAddr string
+	// NoRemoting: the node serves no remoting port (Addr is its client
+	// API address, only a key); it is in raftmq's routes, not RocketMQ's.
+	NoRemoting bool
 	// Members is the group's Raft membership as sorted "id@raftaddr"
 	// entries: the group's identity. Two registrations of one brokerName
 	// whose member sets share no entry come from two different groups.
@@ -121,7 +130,7 @@ func (r *registry) expireLocked() {
 type GroupRoute struct {
 	Cluster string
 	Group   string
-	Addrs   map[int64]string // brokerId -> address; 0 is the leader
+	Addrs   map[int64]string // brokerId -> remoting address; 0 is the leader (nodes without remoting are left out)
 	Nodes   map[int64]string // brokerId -> node id
 	// ClientAddrs: brokerId -> the node's client API (gRPC) address, for
 	// the members that registered one.
@@ -153,8 +162,9 @@ func PseudoBrokerName(group, node string) string { return group + pseudoSep + no
 // refuses a brokerName that contains it.
 const pseudoSep = "~"
 
-// groups builds every group's route from the live registrations.
-func (r *registry) groups() map[string]*GroupRoute {
+// groups builds every group's route from the live registrations, with
+// the nodes' external addresses where they have them when external.
+func (r *registry) groups(external bool) map[string]*GroupRoute {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.expireLocked()
@@ -175,13 +185,22 @@ func (r *registry) groups() map[string]*GroupRoute {
 		gr := &GroupRoute{Cluster: regs[0].Cluster, Group: g, Addrs: map[int64]string{}, Nodes: map[int64]string{},
 			ClientAddrs: map[int64]string{}, Term: regs[0].Term}
 		for _, reg := range regs {
-			if _, taken := gr.Addrs[reg.BrokerID]; taken {
+			if _, taken := gr.Nodes[reg.BrokerID]; taken {
 				continue
 			}
-			gr.Addrs[reg.BrokerID] = reg.Addr
+			addr, client := reg.Addr, reg.ClientAddr
+			if external && reg.ExternalAddr != "" {
+				addr = reg.ExternalAddr
+			}
+			if external && reg.ExternalClientAddr != "" {
+				client = reg.ExternalClientAddr
+			}
+			if !reg.NoRemoting {
+				gr.Addrs[reg.BrokerID] = addr
+			}
 			gr.Nodes[reg.BrokerID] = reg.NodeID
-			if reg.ClientAddr != "" {
-				gr.ClientAddrs[reg.BrokerID] = reg.ClientAddr
+			if client != "" {
+				gr.ClientAddrs[reg.BrokerID] = client
 			}
 			if reg.BrokerID == 0 && gr.Topics == nil {
 				gr.Topics, gr.Perms, gr.Term = reg.Topics, reg.Perms, reg.Term
@@ -189,8 +208,8 @@ func (r *registry) groups() map[string]*GroupRoute {
 			// Only a registration that holds its id is a write path: a
 			// shadowed one (a dead leader's, the old id of a node that
 			// registered again) is not offered.
-			if reg.BrokerID != 0 && reg.WriteVia && reg.NodeID != "" && !hasPath(gr.WritePaths, reg.NodeID) {
-				gr.WritePaths = append(gr.WritePaths, WritePath{Name: PseudoBrokerName(g, reg.NodeID), NodeID: reg.NodeID, Addr: reg.Addr})
+			if reg.BrokerID != 0 && reg.WriteVia && !reg.NoRemoting && reg.NodeID != "" && !hasPath(gr.WritePaths, reg.NodeID) {
+				gr.WritePaths = append(gr.WritePaths, WritePath{Name: PseudoBrokerName(g, reg.NodeID), NodeID: reg.NodeID, Addr: addr})
 			}
 		}
 		if lead := leading(regs); lead != nil && lead.LiveKnown {

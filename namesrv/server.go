@@ -37,6 +37,16 @@ const (
 	// ExtMembers is the group's membership, "id@raftaddr,..." sorted: the
 	// identity that tells two groups of one brokerName apart.
 	ExtMembers = "raftmqMembers"
+	// ExtExternalAddr and ExtExternalClientAddr are the node's remoting
+	// and client API addresses for clients outside its network (published
+	// ports): what the name server's external listener hands out.
+	ExtExternalAddr       = "raftmqExternalAddr"
+	ExtExternalClientAddr = "raftmqExternalClientAddr"
+	// ExtNoRemoting "true": the node serves no remoting port; its
+	// brokerAddr is only its registration's key (its client API address),
+	// and RocketMQ routes leave it out. raftmq's SDK and CLI reach it
+	// through raftmqClientAddr.
+	ExtNoRemoting = "raftmqNoRemoting"
 )
 
 // ErrNameTaken: a registration claims a brokerName that another live
@@ -50,9 +60,15 @@ const DefaultExpiry = 120 * time.Second
 // Config of a name server.
 type Config struct {
 	Listen string // remoting address, RocketMQ's 9876
-	HTTP   string // /metrics and /healthz; "" disables
-	Expiry time.Duration
-	Logger hclog.Logger
+	// ListenExternal, when set, is a second remoting listener for clients
+	// outside the nodes' network: its routes name the nodes' external
+	// addresses (a node that registered none: its address). The routes of
+	// Listen name the addresses nodes registered as brokerAddr and
+	// raftmqClientAddr.
+	ListenExternal string
+	HTTP           string // /metrics and /healthz; "" disables
+	Expiry         time.Duration
+	Logger         hclog.Logger
 }
 
 // DefaultConfig listens on :9876 with RocketMQ's expiry.
@@ -71,14 +87,17 @@ func (c *Config) Validate() error {
 
 // Server is a running name server.
 type Server struct {
-	cfg  Config
-	log  hclog.Logger
-	reg  *registry
-	srv  *remoting.Server
-	lis  net.Listener
-	http *http.Server
-	wg   sync.WaitGroup
-	once sync.Once
+	cfg Config
+	log hclog.Logger
+	reg *registry
+	srv *remoting.Server
+	lis net.Listener
+	// srvExt and lisExt: the external listener (nil without one).
+	srvExt *remoting.Server
+	lisExt net.Listener
+	http   *http.Server
+	wg     sync.WaitGroup
+	once   sync.Once
 
 	refusedMu sync.Mutex
 	refused   map[string]string // broker address -> the reason it was last refused, to log changes only
@@ -100,7 +119,7 @@ func Start(cfg Config) (*Server, error) {
 	s.promReg.MustRegister(s.requests, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_namesrv_registrations", Help: "Live broker registrations."},
 		func() float64 { return float64(s.reg.count()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_namesrv_groups", Help: "Groups with a live registration."},
-			func() float64 { return float64(len(s.reg.groups())) }))
+			func() float64 { return float64(len(s.reg.groups(false))) }))
 	var err error
 	if s.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("name server listen on %s: %w", cfg.Listen, err)
@@ -110,15 +129,30 @@ func Start(cfg Config) (*Server, error) {
 	undecodable := prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_namesrv_undecodable_frames_total",
 		Help: "Frames whose header did not decode; the connection is kept."})
 	s.promReg.MustRegister(closed, undecodable)
-	s.srv = remoting.NewServer(remoting.ServerConfig{Handler: s.handle, Logger: s.log.Named("remoting"), MaxFrame: remoting.MaxFrame,
-		OnClose: func(reason string) { closed.WithLabelValues(reason).Inc() }, OnUndecodable: undecodable.Inc})
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := s.srv.Serve(s.lis); err != nil {
-			s.log.Error("name server", "error", err)
+	serve := func(external bool, lis net.Listener) *remoting.Server {
+		srv := remoting.NewServer(remoting.ServerConfig{
+			Handler: func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+				return s.handle(ctx, external, req)
+			},
+			Logger: s.log.Named("remoting"), MaxFrame: remoting.MaxFrame,
+			OnClose: func(reason string) { closed.WithLabelValues(reason).Inc() }, OnUndecodable: undecodable.Inc})
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := srv.Serve(lis); err != nil {
+				s.log.Error("name server", "external", external, "error", err)
+			}
+		}()
+		return srv
+	}
+	s.srv = serve(false, s.lis)
+	if cfg.ListenExternal != "" {
+		if s.lisExt, err = net.Listen("tcp", cfg.ListenExternal); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("name server external listen on %s: %w", cfg.ListenExternal, err)
 		}
-	}()
+		s.srvExt = serve(true, s.lisExt)
+	}
 	if cfg.HTTP != "" {
 		hl, err := net.Listen("tcp", cfg.HTTP)
 		if err != nil {
@@ -137,21 +171,37 @@ func Start(cfg Config) (*Server, error) {
 			}
 		}()
 	}
-	s.log.Info("name server started", "listen", s.lis.Addr().String(), "http", cfg.HTTP, "expiry", cfg.Expiry)
+	ext := ""
+	if s.lisExt != nil {
+		ext = s.lisExt.Addr().String()
+	}
+	s.log.Info("name server started", "listen", s.lis.Addr().String(), "listen_external", ext, "http", cfg.HTTP, "expiry", cfg.Expiry)
 	return s, nil
 }
 
 // Addr is the remoting address the server listens on.
 func (s *Server) Addr() string { return s.lis.Addr().String() }
 
-// Groups is every group's route now.
-func (s *Server) Groups() map[string]*GroupRoute { return s.reg.groups() }
+// ExternalAddr is the external listener's address ("" without one).
+func (s *Server) ExternalAddr() string {
+	if s.lisExt == nil {
+		return ""
+	}
+	return s.lisExt.Addr().String()
+}
+
+// Groups is every group's route now, with the addresses the internal
+// listener hands out.
+func (s *Server) Groups() map[string]*GroupRoute { return s.reg.groups(false) }
 
 // Close stops the server; it is idempotent.
 func (s *Server) Close() error {
 	s.once.Do(func() {
 		if s.srv != nil {
 			s.srv.Close()
+		}
+		if s.srvExt != nil {
+			s.srvExt.Close()
 		}
 		if s.http != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -163,7 +213,9 @@ func (s *Server) Close() error {
 	return nil
 }
 
-func (s *Server) handle(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+// handle answers one request; external: it came through the external
+// listener, and routes name the nodes' external addresses.
+func (s *Server) handle(ctx context.Context, external bool, req *remoting.Command) *remoting.Command {
 	s.requests.WithLabelValues(strconv.Itoa(int(req.Code))).Inc()
 	switch req.Code {
 	case remoting.RegisterBroker:
@@ -172,9 +224,9 @@ func (s *Server) handle(ctx context.Context, c *remoting.Conn, req *remoting.Com
 		s.reg.remove(req.Ext["brokerAddr"])
 		return remoting.Response(req, remoting.Success, "")
 	case remoting.GetRouteInfoByTopic:
-		return s.route(req)
+		return s.route(req, external)
 	case remoting.GetBrokerClusterInfo:
-		return s.clusterInfo(req)
+		return s.clusterInfo(req, external)
 	case remoting.GetAllTopicListFromNS:
 		return s.topicList(req)
 	}
@@ -201,12 +253,17 @@ type TopicConfig struct {
 func (s *Server) register(req *remoting.Command) *remoting.Command {
 	reg := Registration{Cluster: req.Ext["clusterName"], Group: req.Ext["brokerName"], Addr: req.Ext["brokerAddr"], NodeID: req.Ext[ExtNodeID],
 		ClientAddr: req.Ext[ExtClientAddr], Members: SplitMembers(req.Ext[ExtMembers]),
-		WriteVia: req.Ext[ExtWriteVia] == "true"}
+		ExternalAddr: req.Ext[ExtExternalAddr], ExternalClientAddr: req.Ext[ExtExternalClientAddr],
+		NoRemoting: req.Ext[ExtNoRemoting] == "true",
+		WriteVia:   req.Ext[ExtWriteVia] == "true"}
 	if live, ok := req.Ext[ExtLive]; ok {
 		reg.LiveKnown, reg.Live = true, SplitList(live)
 	}
 	if reg.Group == "" || reg.Addr == "" {
 		return remoting.Response(req, remoting.SystemError, "register broker: brokerName and brokerAddr are required")
+	}
+	if reg.NoRemoting && reg.ClientAddr == "" {
+		return remoting.Response(req, remoting.SystemError, fmt.Sprintf("register broker: %s without %s: nothing to route clients to", ExtNoRemoting, ExtClientAddr))
 	}
 	if strings.Contains(reg.Group, pseudoSep) {
 		// The write paths' brokerNames are <group>~<node>: a group named
@@ -215,6 +272,11 @@ func (s *Server) register(req *remoting.Command) *remoting.Command {
 	}
 	if _, _, err := net.SplitHostPort(reg.Addr); err != nil {
 		return remoting.Response(req, remoting.SystemError, fmt.Sprintf("register broker: brokerAddr %q: %v", reg.Addr, err))
+	}
+	if reg.ExternalAddr != "" {
+		if _, _, err := net.SplitHostPort(reg.ExternalAddr); err != nil {
+			return remoting.Response(req, remoting.SystemError, fmt.Sprintf("register broker: %s %q: %v", ExtExternalAddr, reg.ExternalAddr, err))
+		}
 	}
 	id, err := req.ExtInt("brokerId", 0)
 	if err != nil || id < 0 {
@@ -250,7 +312,7 @@ func (s *Server) register(req *remoting.Command) *remoting.Command {
 	s.noteRefusal(reg.Addr, "")
 	s.log.Debug("broker registered", "group", reg.Group, "addr", reg.Addr, "broker_id", reg.BrokerID, "node", reg.NodeID, "term", reg.Term, "topics", len(reg.Topics))
 	resp := remoting.Response(req, remoting.Success, "")
-	if gr := s.reg.groups()[reg.Group]; gr != nil {
+	if gr := s.reg.groups(false)[reg.Group]; gr != nil {
 		resp.Ext["masterAddr"] = gr.Addrs[0]
 	}
 	resp.Ext["haServerAddr"] = ""
@@ -320,10 +382,10 @@ const (
 	PermWrite     = 2
 )
 
-func (s *Server) route(req *remoting.Command) *remoting.Command {
+func (s *Server) route(req *remoting.Command, external bool) *remoting.Command {
 	topic := req.Ext["topic"]
 	rd := RouteData{FilterServerTable: map[string][]string{}, QueueDatas: []QueueData{}, BrokerDatas: []BrokerData{}}
-	groups := s.reg.groups()
+	groups := s.reg.groups(external)
 	names := make([]string, 0, len(groups))
 	for n := range groups {
 		names = append(names, n)
@@ -332,8 +394,8 @@ func (s *Server) route(req *remoting.Command) *remoting.Command {
 	for _, n := range names {
 		gr := groups[n]
 		q, ok := gr.Topics[topic]
-		if !ok {
-			continue
+		if !ok || len(gr.Addrs) == 0 {
+			continue // no node of the group serves remoting
 		}
 		perm := PermReadWrite
 		if p, ok := gr.Perms[topic]; ok {
@@ -378,9 +440,12 @@ type ClusterInfo struct {
 
 // GroupInfo is raftmq's own view of a group in ClusterInfo.
 type GroupInfo struct {
-	Term   uint64           `json:"term"`
-	Nodes  map[int64]string `json:"nodes"`
-	Topics map[string]int   `json:"topics"`
+	// Cluster is the group's cluster name (a group whose nodes serve no
+	// remoting port is not in brokerAddrTable).
+	Cluster string           `json:"cluster"`
+	Term    uint64           `json:"term"`
+	Nodes   map[int64]string `json:"nodes"`
+	Topics  map[string]int   `json:"topics"`
 	// WritePaths: pseudo-broker name -> follower address, the followers
 	// routed as write-only brokers of the group's topics. They are not in
 	// brokerAddrTable: admin tools that send to every broker of a cluster
@@ -393,12 +458,14 @@ type GroupInfo struct {
 	ClientAddrs map[int64]string `json:"clientAddrs,omitempty"`
 }
 
-func (s *Server) clusterInfo(req *remoting.Command) *remoting.Command {
+func (s *Server) clusterInfo(req *remoting.Command, external bool) *remoting.Command {
 	ci := ClusterInfo{BrokerAddrTable: map[string]BrokerData{}, ClusterAddrTable: map[string][]string{}, RaftmqGroups: map[string]GroupInfo{}}
-	for n, gr := range s.reg.groups() {
-		ci.BrokerAddrTable[n] = BrokerData{Cluster: gr.Cluster, BrokerName: n, BrokerAddrs: gr.Addrs}
-		ci.ClusterAddrTable[gr.Cluster] = append(ci.ClusterAddrTable[gr.Cluster], n)
-		gi := GroupInfo{Term: gr.Term, Nodes: gr.Nodes, Topics: gr.Topics, Perms: gr.Perms, ClientAddrs: gr.ClientAddrs}
+	for n, gr := range s.reg.groups(external) {
+		if len(gr.Addrs) > 0 { // RocketMQ's tables: the groups that serve remoting
+			ci.BrokerAddrTable[n] = BrokerData{Cluster: gr.Cluster, BrokerName: n, BrokerAddrs: gr.Addrs}
+			ci.ClusterAddrTable[gr.Cluster] = append(ci.ClusterAddrTable[gr.Cluster], n)
+		}
+		gi := GroupInfo{Cluster: gr.Cluster, Term: gr.Term, Nodes: gr.Nodes, Topics: gr.Topics, Perms: gr.Perms, ClientAddrs: gr.ClientAddrs}
 		for _, wp := range gr.WritePaths {
 			if gi.WritePaths == nil {
 				gi.WritePaths = map[string]string{}
@@ -421,7 +488,7 @@ func (s *Server) clusterInfo(req *remoting.Command) *remoting.Command {
 
 func (s *Server) topicList(req *remoting.Command) *remoting.Command {
 	set := map[string]bool{}
-	for _, gr := range s.reg.groups() {
+	for _, gr := range s.reg.groups(false) {
 		for t := range gr.Topics {
 			set[t] = true
 		}
@@ -522,6 +589,15 @@ func RegisterRequest(reg Registration) (*remoting.Command, error) {
 	}
 	if reg.ClientAddr != "" {
 		ext[ExtClientAddr] = reg.ClientAddr
+	}
+	if reg.ExternalAddr != "" {
+		ext[ExtExternalAddr] = reg.ExternalAddr
+	}
+	if reg.ExternalClientAddr != "" {
+		ext[ExtExternalClientAddr] = reg.ExternalClientAddr
+	}
+	if reg.NoRemoting {
+		ext[ExtNoRemoting] = "true"
 	}
 	if len(reg.Members) > 0 {
 		ext[ExtMembers] = strings.Join(reg.Members, ",")

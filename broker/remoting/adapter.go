@@ -26,10 +26,19 @@ import (
 // Config of the remoting face of a node.
 type Config struct {
 	// Addr is this node's remoting address as clients reach it; it is what
-	// the node registers with the name servers.
-	Addr        string
-	Cluster     string   // RocketMQ clusterName
-	NameServers []string // registered with, each independently
+	// the node registers with the name servers (brokerAddr). ExternalAddr,
+	// when set, is the address clients outside the nodes' network reach
+	// (a published port); it is registered too, and a name server's
+	// external listener hands it out instead of Addr.
+	Addr         string
+	ExternalAddr string
+	// RegisterOnly: the adapter is not served (no remoting port); it only
+	// registers the node with the name servers, for raftmq's SDK and CLI.
+	// Addr is then the node's client API address (the registration's key)
+	// and RocketMQ routes leave the node out.
+	RegisterOnly bool
+	Cluster      string   // RocketMQ clusterName
+	NameServers  []string // registered with, each independently
 	// RegisterPeriod: registrations are renewed this often (RocketMQ: 30 s)
 	// and sent at once when this node's brokerId changes.
 	RegisterPeriod time.Duration
@@ -121,6 +130,9 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("remoting address %q: %w", cfg.Addr, err)
 	}
+	if _, _, err := net.SplitHostPort(cfg.ExternalAddr); cfg.ExternalAddr != "" && err != nil {
+		return nil, fmt.Errorf("external remoting address %q: %w", cfg.ExternalAddr, err)
+	}
 	if cfg.Cluster == "" {
 		cfg.Cluster = d.Cluster
 	}
@@ -146,7 +158,7 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	a := &Adapter{cfg: cfg, log: cfg.Logger, b: b, peers: peers, stop: make(chan struct{}), retryMade: map[string]bool{}}
-	a.store = storeHost(cfg.Addr)
+	a.store = storeHost(a.storeAddr())
 	a.consumers = newClients(cfg.ConsumerExpiry)
 	a.producers = newClients(cfg.ConsumerExpiry)
 	a.notify = newNotifier()
@@ -190,6 +202,17 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 // storeHost is the address written into pulled messages (and so into their
 // offsetMsgId): this node's remoting address, or loopback with its port
 // when the address is a name.
+// storeAddr is the remoting address message ids and replies name as their
+// store host: the external one when there is one (RocketMQ's admin tools
+// that decode a message id run where its clients do, as the published
+// address was all a node had before), else Addr.
+func (a *Adapter) storeAddr() string {
+	if a.cfg.ExternalAddr != "" {
+		return a.cfg.ExternalAddr
+	}
+	return a.cfg.Addr
+}
+
 func storeHost(addr string) netip.AddrPort {
 	if ap, err := netip.ParseAddrPort(addr); err == nil {
 		return ap

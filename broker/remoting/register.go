@@ -289,18 +289,6 @@ func (r *registrar) topicsKey() string {
 	return b.String()
 }
 
-// clientAddr is the client API address registered with the name servers:
-// the external one when the node has an external listener (the name
-// servers' clients are taken to be where RocketMQ's are, outside the
-// nodes' network, as the advertised remoting address is), else the
-// client address.
-func (r *registrar) clientAddr() string {
-	if a := r.a.b.Config().ExternalAddr; a != "" {
-		return a
-	}
-	return r.a.b.Config().ClientAddr
-}
-
 func (r *registrar) registration(v *view) namesrv.Registration {
 	topics, perms := map[string]int{}, map[string]int{}
 	for _, t := range r.a.b.Topics() {
@@ -311,8 +299,9 @@ func (r *registrar) registration(v *view) namesrv.Registration {
 	}
 	return namesrv.Registration{Cluster: r.a.cfg.Cluster, Group: r.a.b.Config().Group, Addr: r.a.cfg.Addr,
 		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms,
-		ClientAddr: r.clientAddr(), Members: v.members,
-		WriteVia: r.a.cfg.WriteViaFollowers, Live: v.live, LiveKnown: v.liveSeen}
+		ClientAddr: r.a.b.Config().ClientAddr, ExternalClientAddr: r.a.b.Config().ExternalAddr,
+		ExternalAddr: r.a.cfg.ExternalAddr, Members: v.members, NoRemoting: r.a.cfg.RegisterOnly,
+		WriteVia: r.a.cfg.WriteViaFollowers && !r.a.cfg.RegisterOnly, Live: v.live, LiveKnown: v.liveSeen}
 }
 
 // registerAll registers with every name server at once; it reports

@@ -119,7 +119,7 @@ func (a *Adapter) sendReply(ctx context.Context, conn *rmq.Conn, req *rmq.Comman
 		"reconsumeTimes":        strconv.FormatInt(h.reconsume, 10),
 		"unitMode":              ext["unitMode"],
 		"bornHost":              conn.Remote,
-		"storeHost":             a.cfg.Addr,
+		"storeHost":             a.storeAddr(),
 		"storeTimestamp":        strconv.FormatInt(time.Now().UnixMilli(), 10),
 	}
 	for k, v := range header {

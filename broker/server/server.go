@@ -363,7 +363,7 @@ func Start(cfg Config) (_ *Server, err error) {
 			}
 		}()
 	}
-	if cfg.Remoting != "" {
+	if cfg.Remoting != "" || len(cfg.RemotingConfig.NameServers) > 0 {
 		if err := s.startRemoting(); err != nil {
 			s.grpc.Stop()
 			return nil, err
@@ -386,27 +386,42 @@ func Start(cfg Config) (_ *Server, err error) {
 
 // startRemoting serves RocketMQ's remoting protocol beside the gRPC API and
 // registers with the name servers; a role change is passed on at once.
+// Without Remoting it only registers (the client API addresses, for
+// raftmq's SDK and CLI).
 func (s *Server) startRemoting() error {
-	l, err := net.Listen("tcp", s.cfg.Remoting)
-	if err != nil {
-		return fmt.Errorf("remoting listen on %s: %w", s.cfg.Remoting, err)
-	}
-	l = s.tls.Listen(l, false) // RocketMQ clients with tls.enable speak TLS on the same port
 	rc := s.cfg.RemotingConfig
-	if rc.Addr == "" {
-		rc.Addr = l.Addr().String()
+	var l net.Listener
+	if s.cfg.Remoting == "" {
+		if rc.ExternalAddr != "" {
+			return fmt.Errorf("external remoting address %s: it needs a remoting listener (--remoting)", rc.ExternalAddr)
+		}
+		rc.Addr, rc.RegisterOnly = s.broker.Config().ClientAddr, true
+	} else {
+		var err error
+		if l, err = net.Listen("tcp", s.cfg.Remoting); err != nil {
+			return fmt.Errorf("remoting listen on %s: %w", s.cfg.Remoting, err)
+		}
+		l = s.tls.Listen(l, false) // RocketMQ clients with tls.enable speak TLS on the same port
+		if rc.Addr == "" {
+			rc.Addr = l.Addr().String()
+		}
 	}
 	rc.Logger = s.log.Named("remoting")
 	rc.Auth = s.auth
 	a, err := brokerremoting.New(rc, s.broker, s.peers)
 	if err != nil {
-		l.Close()
+		if l != nil {
+			l.Close()
+		}
 		return err
 	}
 	s.rmq, s.rmqLis = a, l
-	s.replies.Set(a)
 	a.RoleChanged(s.node.LeaderID()) // before the events, which then win
 	s.rmqOff = s.node.OnChange(func(e election.Event) { a.RoleChanged(e.LeaderID) })
+	if l == nil {
+		return nil
+	}
+	s.replies.Set(a)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

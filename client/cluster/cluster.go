@@ -339,6 +339,7 @@ type clusterInfo struct {
 		Cluster string `json:"cluster"`
 	} `json:"brokerAddrTable"`
 	RaftmqGroups map[string]struct {
+		Cluster     string           `json:"cluster"`
 		Term        uint64           `json:"term"`
 		Nodes       map[int64]string `json:"nodes"`
 		Topics      map[string]int   `json:"topics"`
@@ -380,7 +381,11 @@ func parseClusterInfo(body []byte) (map[string]*Group, error) {
 	}
 	out := map[string]*Group{}
 	for name, gi := range ci.RaftmqGroups {
-		g := &Group{Name: name, Cluster: ci.BrokerAddrTable[name].Cluster, Term: gi.Term, Nodes: gi.Nodes, Topics: gi.Topics, Perms: gi.Perms}
+		cl := gi.Cluster
+		if cl == "" {
+			cl = ci.BrokerAddrTable[name].Cluster // a name server from before raftmqGroups had it
+		}
+		g := &Group{Name: name, Cluster: cl, Term: gi.Term, Nodes: gi.Nodes, Topics: gi.Topics, Perms: gi.Perms}
 		if g.Topics == nil {
 			g.Topics = map[string]int{}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -220,8 +221,9 @@ func pinned(r *Route, m *Message) (Queue, bool, error) {
 }
 
 // Send stores msgs and returns one ack per message, in order. Unpinned
-// messages of one Send go to one group together; pinned ones to their
-// groups. When sends to several groups are needed and some fail, the acks
+// messages are spread one by one over the queues of every group that
+// takes writes (round robin, as one group's producer spreads them over its
+// queues); pinned ones go to their groups. When sends to several groups are needed and some fail, the acks
 // of the others are returned with an error joining a *SendError per failed
 // group.
 func (p *Producer) Send(ctx context.Context, topic string, msgs ...Message) ([]Ack, error) {
@@ -289,8 +291,15 @@ func (p *Producer) Send(ctx context.Context, topic string, msgs ...Message) ([]A
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g, as, err := p.sendFree(ctx, r, free.msgs)
-			put(free.idx, g, as, err)
+			as, err := p.sendFree(ctx, r, free.msgs)
+			mu.Lock()
+			defer mu.Unlock()
+			for k, i := range free.idx {
+				acks[i] = as[k]
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
 		}()
 	}
 	wg.Wait()
@@ -303,44 +312,99 @@ func (p *Producer) Send(ctx context.Context, topic string, msgs ...Message) ([]A
 	return acks, nil
 }
 
-// sendFree sends unpinned messages to one group, moving them to another
-// while they are provably not stored.
-func (p *Producer) sendFree(ctx context.Context, r *Route, msgs []client.Message) (string, []*api.Ack, error) {
+// sendFree spreads unpinned messages over the writable queues of the
+// groups not avoided, one queue after the other (the same round robin over
+// all queues of all groups that one group's producer does over its
+// queues), and sends each group its part at once. A group's part that is
+// provably not stored there moves to the groups not tried yet; when every
+// group has been tried, the rest waits in one of them.
+func (p *Producer) sendFree(ctx context.Context, r *Route, msgs []client.Message) ([]Ack, error) {
+	acks := make([]Ack, len(msgs))
+	pending := make([]int, len(msgs))
+	for i := range pending {
+		pending[i] = i
+	}
 	skip := map[string]bool{}
-	for {
-		q, ok := p.pick(r, skip)
-		if !ok {
-			if len(skip) > 0 {
-				// Every group has been tried once: wait in the last one.
-				q, ok = p.pick(r, nil)
+	var errs []error
+	for len(pending) > 0 {
+		type part struct {
+			idx  []int
+			msgs []client.Message
+		}
+		parts := map[string]*part{}
+		final := false
+		for _, i := range pending {
+			q, ok := p.pick(r, skip)
+			if !ok && len(skip) > 0 {
+				q, ok = p.pick(r, nil) // every group tried once: wait in one
+				final = true
 			}
 			if !ok {
-				return "", nil, fmt.Errorf("%w: topic %s: %w", client.ErrNotSent, r.Topic, ErrNoWritableGroup)
+				return acks, joinErrs(append(errs, fmt.Errorf("%w: topic %s: %w", client.ErrNotSent, r.Topic, ErrNoWritableGroup)))
 			}
-			acks, err := p.sendTo(ctx, r.Topic, q.Group, withQueue(msgs, q.Queue), false)
-			return q.Group, acks, err
+			pt := parts[q.Group]
+			if pt == nil {
+				pt = &part{}
+				parts[q.Group] = pt
+			}
+			m := msgs[i]
+			qq := q.Queue
+			m.Queue = &qq
+			pt.idx, pt.msgs = append(pt.idx, i), append(pt.msgs, m)
 		}
-		movable := len(skip)+1 < len(r.Groups)-len(r.ReadOnly)
-		acks, err := p.sendTo(ctx, r.Topic, q.Group, withQueue(msgs, q.Queue), movable)
-		var se *SendError
-		if err != nil && movable && errors.As(err, &se) && se.Outcome == client.Failed && ctx.Err() == nil {
-			skip[q.Group] = true // not stored there: try another group
-			continue
+		movable := !final && p.untried(r, skip) > 1
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			retry []int
+		)
+		for g, pt := range parts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				as, err := p.sendTo(ctx, r.Topic, g, pt.msgs, movable)
+				mu.Lock()
+				defer mu.Unlock()
+				var se *SendError
+				switch {
+				case err == nil:
+					for k, i := range pt.idx {
+						acks[i] = Ack{Group: g, Ack: as[k]}
+					}
+				case movable && errors.As(err, &se) && se.Outcome == client.Failed && ctx.Err() == nil:
+					skip[g] = true // not stored there: try another group
+					retry = append(retry, pt.idx...)
+				default:
+					errs = append(errs, err)
+				}
+			}()
 		}
-		return q.Group, acks, err
+		wg.Wait()
+		sort.Ints(retry)
+		pending = retry
 	}
+	return acks, joinErrs(errs)
 }
 
-// withQueue pins the messages to queue q of their group (the cluster's
-// round robin decides the spread, not each group's).
-func withQueue(msgs []client.Message, q int32) []client.Message {
-	out := make([]client.Message, len(msgs))
-	for i, m := range msgs {
-		qq := q
-		m.Queue = &qq
-		out[i] = m
+// untried counts the groups of r that take writes and are not in skip.
+func (p *Producer) untried(r *Route, skip map[string]bool) int {
+	n := 0
+	for g := range r.Groups {
+		if !r.ReadOnly[g] && !skip[g] {
+			n++
+		}
 	}
-	return out
+	return n
+}
+
+func joinErrs(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return errors.Join(errs...)
 }
 
 // sendTo sends msgs to group. A send unanswered for SlowSend marks the

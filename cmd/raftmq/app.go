@@ -107,6 +107,7 @@ func commands() []*cli.Command {
 		completionCommand(),
 	}
 	for _, c := range cmds {
+		addGroupFlags(c)
 		addEnv(c, envPrefix[c.Name])
 		withUsage(c)
 		withFormat(c)
@@ -310,7 +311,10 @@ const unreachableGiveUp = 3 * time.Second
 
 func newClient(c *cli.Context) (*client.Client, error) {
 	cfg := client.DefaultConfig()
-	cfg.Servers = []string{c.String("servers")}
+	var err error
+	if cfg.Servers, err = groupServers(c); err != nil {
+		return nil, err
+	}
 	cfg.RetryTimeout = c.Duration("timeout")
 	// A command pointed at a wrong or dead address says so after a moment
 	// and stops once every address has refused for a while; a consumer that
@@ -320,7 +324,6 @@ func newClient(c *cli.Context) (*client.Client, error) {
 	}
 	errw := c.App.ErrWriter
 	cfg.OnWaiting = func(msg string) { fmt.Fprintln(errw, "raftmq:", msg) }
-	var err error
 	if cfg.TLS, err = clientTLS(c); err != nil {
 		return nil, err
 	}

@@ -129,7 +129,11 @@ func startBenchTarget(c *cli.Context) (*benchTarget, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &benchTarget{servers: []string{c.String("servers")}, tls: tc, creds: creds}, nil
+		servers, err := groupServers(c)
+		if err != nil {
+			return nil, err
+		}
+		return &benchTarget{servers: servers, tls: tc, creds: creds}, nil
 	}
 	if c.IsSet("tls-ca") {
 		return nil, errors.New("--local starts a plaintext group: for TLS start the group yourself and give -s with --tls-ca")

@@ -101,3 +101,29 @@ func TestConsumeThroughNamesrvNeedsAGroup(t *testing.T) {
 		}
 	}
 }
+
+// Every command that talks to one group can find it through the name
+// servers: --namesrv and --broker-name beside -s.
+func TestOneGroupCommandsTakeNamesrvAndBrokerName(t *testing.T) {
+	for _, cmd := range [][]string{{"status"}, {"health"}, {"group", "list"}, {"group", "describe"}, {"group", "reset"},
+		{"message", "show"}, {"dlq", "list"}, {"dlq", "resend"}, {"bench", "produce"}, {"bench", "consume"}, {"bench", "e2e"},
+		{"leader", "transfer"}, {"member", "add"}, {"topic", "delete"}, {"produce"}, {"consume"}, {"topic", "describe"}} {
+		out, errOut, code := runCLI(append(cmd, "--help")...)
+		if code != 0 || !strings.Contains(out, "--namesrv") || !strings.Contains(out, "--broker-name") {
+			t.Errorf("raftmq %s --help: exit %d, want --namesrv and --broker-name in it:\n%s%s", strings.Join(cmd, " "), code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{
+		{"status", "--broker-name", "ga"},
+		{"group", "list", "-s", "127.0.0.1:1", "--broker-name", "ga"},
+		{"status", "-s", "127.0.0.1:1", "--namesrv", "127.0.0.1:2", "--broker-name", "ga"},
+	} {
+		_, errOut, code := runCLI(args...)
+		if code != 2 || !strings.Contains(errOut, "--namesrv") {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error naming --namesrv", args, code, errOut)
+		}
+	}
+	if _, errOut, code := runCLI("status", "--namesrv", "127.0.0.1:1", "--broker-name", "ga"); code != 3 {
+		t.Errorf("status through a name server that does not answer: exit %d (%q), want 3", code, errOut)
+	}
+}

@@ -28,11 +28,19 @@ func namesrvFlag() cli.Flag {
 	return &cli.StringFlag{Name: "namesrv", Usage: "name servers ADDR[;ADDR...]: reach every group of the cluster through them instead of one group's nodes (-s)"}
 }
 
-// viaNamesrv reports whether c runs against the cluster of --namesrv. -s
+// viaNamesrv reports whether c runs against the whole cluster of
+// --namesrv: --namesrv without --broker-name (with it, the command talks
+// to that one group, as with -s: groupServers).
+func viaNamesrv(c *cli.Context) (bool, error) {
+	ok, err := namesrvGiven(c)
+	return ok && c.String("broker-name") == "", err
+}
+
+// namesrvGiven reports whether c finds its nodes through --namesrv. -s
 // and --namesrv both on the command line (or both only from the
 // environment) are a usage error; a flag given beats the other's variable
 // (the image sets RAFTMQ_SERVERS to its own node).
-func viaNamesrv(c *cli.Context) (bool, error) {
+func namesrvGiven(c *cli.Context) (bool, error) {
 	if c.String("namesrv") == "" {
 		return false, nil
 	}
@@ -75,6 +83,14 @@ func newCluster(c *cli.Context) (*cluster.Cluster, error) {
 	}
 	errw := c.App.ErrWriter
 	cfg.Client.OnWaiting = func(msg string) { fmt.Fprintln(errw, "raftmq:", msg) }
+	// Every group's client speaks TLS and signs its calls as -s's does.
+	var err error
+	if cfg.Client.TLS, err = clientTLS(c); err != nil {
+		return nil, err
+	}
+	if cfg.Client.Credentials, err = clientCredentials(c); err != nil {
+		return nil, err
+	}
 	return cluster.New(cfg)
 }
 
@@ -578,11 +594,12 @@ func runConsumeCluster(c *cli.Context, topic, format string) error {
 			}
 			n++
 			if format == "json" {
+				body, enc := jsonBody(c, r.Body)
 				b, _ := json.Marshal(struct {
 					Group string `json:"group"`
 					msgJSON
 				}{r.Group, msgJSON{Topic: r.Topic, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Key: r.Key, Tag: r.Tag,
-					Properties: r.Properties, Body: encode(r.Body), Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason}})
+					Properties: r.Properties, Body: body, BodyEncoding: enc, Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason}})
 				out.Write(append(b, '\n'))
 			} else {
 				fmt.Fprintf(out, "%s/%d:%d\t%s\n", r.Group, r.Queue, r.Offset, encode(r.Body))

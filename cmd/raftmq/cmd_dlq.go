@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -38,7 +39,7 @@ func dlqCommand() *cli.Command {
 						}
 						if format == "json" {
 							for _, m := range msgs {
-								if err := printJSON(c.App.Writer, deadLetterJSON(m)); err != nil {
+								if err := printJSON(c.App.Writer, deadLetterJSON(c, m)); err != nil {
 									return err
 								}
 							}
@@ -47,8 +48,8 @@ func dlqCommand() *cli.Command {
 						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
 						fmt.Fprintln(w, "ID\tTOPIC\tRECONSUMED\tBORN\tREASON")
 						for _, m := range msgs {
-							d := deadLetterJSON(m)
-							fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", d.ID, d.Topic, d.Reconsumed, time.UnixMilli(d.Timestamp).UTC().Format(time.RFC3339), d.Reason)
+							d := deadLetterJSON(c, m)
+							fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", d.ID, d.Topic, d.Reconsumed, time.UnixMilli(d.Timestamp).UTC().Format(time.RFC3339), d.Reason)
 						}
 						if err := w.Flush(); err != nil {
 							return err
@@ -83,7 +84,7 @@ func dlqCommand() *cli.Command {
 							return fmt.Errorf("message %s is in topic %s, not a dead letter of group %s", id, r.Message.Topic, group)
 						}
 						if format == "json" {
-							return printJSON(c.App.Writer, shownJSON(r.Message, r.ServedBy))
+							return printJSON(c.App.Writer, shownJSON(c, r.Message, r.ServedBy))
 						}
 						printMessage(c.App.Writer, r.Message)
 						fmt.Fprintf(c.App.Writer, "served by   %s\n", r.ServedBy)
@@ -132,18 +133,21 @@ func dlqCommand() *cli.Command {
 }
 
 type deadLetter struct {
-	ID         string `json:"id"`
-	Topic      string `json:"topic"`
-	OriginID   string `json:"origin_id"`
-	Reconsumed string `json:"reconsume_times"`
-	Reason     string `json:"reason"`
-	Timestamp  int64  `json:"timestamp_ms"`
-	Key        string `json:"key,omitempty"`
-	Body       string `json:"body"`
+	ID           string `json:"id"`
+	Topic        string `json:"topic"`
+	OriginID     string `json:"origin_id"`
+	Reconsumed   int    `json:"reconsume_times"`
+	Reason       string `json:"reason"`
+	Timestamp    int64  `json:"timestamp_ms"`
+	Key          string `json:"key,omitempty"`
+	Body         string `json:"body"`
+	BodyEncoding string `json:"body_encoding,omitempty"` // base64 for a body that is not valid UTF-8
 }
 
-func deadLetterJSON(m *api.Message) deadLetter {
+func deadLetterJSON(c *cli.Context, m *api.Message) deadLetter {
+	body, enc := jsonBody(c, m.Body)
+	n, _ := strconv.Atoi(m.Properties[mq.PropReconsumeTime])
 	return deadLetter{ID: m.Id, Topic: m.Properties[mq.PropRetryTopic], OriginID: m.Properties[mq.PropOriginMessageID],
-		Reconsumed: m.Properties[mq.PropReconsumeTime], Reason: m.Properties[mq.PropDeadLetterReason],
-		Timestamp: m.TimestampMs, Key: m.Key, Body: string(m.Body)}
+		Reconsumed: n, Reason: m.Properties[mq.PropDeadLetterReason],
+		Timestamp: m.TimestampMs, Key: m.Key, Body: body, BodyEncoding: enc}
 }

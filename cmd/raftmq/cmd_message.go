@@ -52,7 +52,7 @@ func messageCommand() *cli.Command {
 						return clean(err)
 					}
 					if format == "json" {
-						return printJSON(c.App.Writer, shownJSON(r.Message, r.ServedBy))
+						return printJSON(c.App.Writer, shownJSON(c, r.Message, r.ServedBy))
 					}
 					printMessage(c.App.Writer, r.Message)
 					fmt.Fprintf(c.App.Writer, "served by   %s\n", r.ServedBy)
@@ -72,13 +72,16 @@ type shownMessage struct {
 	Tag        string            `json:"tag,omitempty"`
 	Properties map[string]string `json:"properties,omitempty"`
 	Body       string            `json:"body"`
-	Timestamp  int64             `json:"timestamp_ms"`
-	ServedBy   string            `json:"served_by,omitempty"`
+	// BodyEncoding: base64 for a body that is not valid UTF-8.
+	BodyEncoding string `json:"body_encoding,omitempty"`
+	Timestamp    int64  `json:"timestamp_ms"`
+	Node         string `json:"node,omitempty"` // the node that served it
 }
 
-func shownJSON(m *api.Message, servedBy string) shownMessage {
+func shownJSON(c *cli.Context, m *api.Message, servedBy string) shownMessage {
+	body, enc := jsonBody(c, m.Body)
 	return shownMessage{ID: m.Id, Topic: m.Topic, Queue: m.Queue, Offset: m.Offset, Key: m.Key, Tag: m.Tag,
-		Properties: m.Properties, Body: string(m.Body), Timestamp: m.TimestampMs, ServedBy: servedBy}
+		Properties: m.Properties, Body: body, BodyEncoding: enc, Timestamp: m.TimestampMs, Node: servedBy}
 }
 
 func printMessage(w io.Writer, m *api.Message) {

@@ -49,8 +49,9 @@ func messageFindCommand() *cli.Command {
 				}
 				for _, m := range r.Messages {
 					if c.String("format") == "json" {
+						body, enc := jsonBody(c, m.Body)
 						b, _ := json.Marshal(msgJSON{Topic: m.Topic, Queue: m.Queue, Offset: m.Offset, ID: m.Id, Key: m.Key, Tag: m.Tag,
-							Properties: m.Properties, Body: string(m.Body), Timestamp: m.TimestampMs, Node: r.ServedBy})
+							Properties: m.Properties, Body: body, BodyEncoding: enc, Timestamp: m.TimestampMs, Node: r.ServedBy})
 						fmt.Fprintln(c.App.Writer, string(b))
 						continue
 					}

@@ -20,10 +20,14 @@ func namesrvCommand() *cli.Command {
 		Name:  "namesrv",
 		Usage: "run a RocketMQ-style name server (routes for RocketMQ clients)",
 		Description: "Nodes started with --remoting and --namesrv register with every name server they are given;\n" +
-			"RocketMQ clients ask it for routes. Several name servers are independent.\n\n" +
+			"RocketMQ clients and raftmq's --namesrv ask it for routes. Several name servers are independent.\n" +
+			"With --listen-external, clients that connect there (outside the nodes' network: published ports)\n" +
+			"are told the nodes' external addresses (server --advertise-external, --remoting-advertise-external),\n" +
+			"clients of --listen the addresses the nodes advertise in their network.\n\n" +
 			"   raftmq namesrv --listen 127.0.0.1:9876 --http 127.0.0.1:9877",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: d.Listen, Usage: "remoting listen address (RocketMQ's name server port is 9876)"},
+			&cli.StringFlag{Name: "listen-external", Usage: "a second remoting listener, for clients outside the nodes' network: its routes name the nodes' external addresses (empty: off)"},
 			&cli.StringFlag{Name: "http", Usage: "HTTP address for /metrics and /healthz (empty: off)"},
 			&cli.DurationFlag{Name: "expiry", Value: d.Expiry, Usage: "drop a broker node that has not registered for this long"},
 			logLevelFlag(), logFormatFlag(),
@@ -48,7 +52,7 @@ func runNamesrv(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := namesrv.Config{Listen: c.String("listen"), HTTP: c.String("http"), Expiry: c.Duration("expiry"), Logger: logger}
+	cfg := namesrv.Config{Listen: c.String("listen"), ListenExternal: c.String("listen-external"), HTTP: c.String("http"), Expiry: c.Duration("expiry"), Logger: logger}
 	s, err := namesrv.Start(cfg)
 	if err != nil {
 		return err
@@ -70,6 +74,9 @@ type routeGroup struct {
 	// WritePaths: the followers routed as write-only pseudo-brokers
 	// (name -> address), --remoting-write-via-followers.
 	WritePaths map[string]string `json:"write_paths,omitempty"`
+	// NoRemoting: the group's nodes serve no RocketMQ port; leader and
+	// followers are their client API addresses.
+	NoRemoting bool `json:"no_remoting,omitempty"`
 }
 
 func runRoutes(c *cli.Context) error {
@@ -95,8 +102,18 @@ func runRoutes(c *cli.Context) error {
 	}
 	topic := c.String("topic")
 	var out []routeGroup
-	for name, bd := range ci.BrokerAddrTable {
-		gi := ci.RaftmqGroups[name]
+	names := map[string]bool{}
+	for name := range ci.BrokerAddrTable {
+		names[name] = true
+	}
+	for name := range ci.RaftmqGroups {
+		names[name] = true // a group without remoting is only here
+	}
+	for name := range names {
+		bd, gi := ci.BrokerAddrTable[name], ci.RaftmqGroups[name]
+		if bd.Cluster == "" {
+			bd.Cluster = gi.Cluster
+		}
 		if topic != "" {
 			if _, ok := gi.Topics[topic]; !ok {
 				continue
@@ -108,6 +125,17 @@ func runRoutes(c *cli.Context) error {
 			rg.Nodes[fmt.Sprint(id)] = gi.Nodes[id]
 			if id != 0 {
 				rg.Followers[fmt.Sprint(id)] = addr
+			}
+		}
+		if len(bd.BrokerAddrs) == 0 {
+			// No remoting port: the client API addresses raftmq's CLI and
+			// SDK use.
+			rg.Leader, rg.NoRemoting = gi.ClientAddrs[0], true
+			for id, addr := range gi.ClientAddrs {
+				rg.Nodes[fmt.Sprint(id)] = gi.Nodes[id]
+				if id != 0 {
+					rg.Followers[fmt.Sprint(id)] = addr
+				}
 			}
 		}
 		out = append(out, rg)
@@ -136,7 +164,11 @@ func runRoutes(c *cli.Context) error {
 		} else {
 			leader += " (" + g.LeaderID + ")"
 		}
-		fmt.Fprintf(w, "group %s  cluster %s  term %d\n  leader    0: %s\n", g.Group, g.Cluster, g.Term, leader)
+		note := ""
+		if g.NoRemoting {
+			note = "  (no RocketMQ port: client API addresses)"
+		}
+		fmt.Fprintf(w, "group %s  cluster %s  term %d%s\n  leader    0: %s\n", g.Group, g.Cluster, g.Term, note, leader)
 		ids := make([]string, 0, len(g.Followers))
 		for id := range g.Followers {
 			ids = append(ids, id)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
@@ -35,7 +37,13 @@ func healthCommand() *cli.Command {
 			"that cannot commit, a node whose applying is stuck, a follower that receives no entries; with\n" +
 			"--all: any member down or not ready).",
 		Action: func(c *cli.Context) error {
-			servers := strings.Split(c.String("servers"), ",")
+			servers, err := groupServers(c)
+			if err != nil {
+				return err
+			}
+			if len(servers) == 1 {
+				servers = strings.Split(servers[0], ",")
+			}
 			if !c.Bool("all") {
 				servers = servers[:1]
 			}
@@ -336,7 +344,7 @@ func topicCommand() *cli.Command {
 				ArgsUsage: "NAME",
 				Flags: clientFlags(&cli.IntFlag{Name: "queues", Value: 4, Usage: "number of queues (1..1024; with --namesrv: in all, spread over the groups)"},
 					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed when the topic exists with the same queue count"},
-					namesrvFlag(),
+					namesrvFlag(), jsonFlag(),
 					&cli.StringFlag{Name: "groups", Usage: "with --namesrv: create on these groups, G1,G2 (default: every group with a leader)"}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
@@ -571,6 +579,13 @@ func runProduce(c *cli.Context) error {
 	}
 	defer cl.Close()
 	p := cl.NewProducer()
+	// A topic that does not exist is created by the first send when the
+	// servers auto-create topics (their default, as RocketMQ's brokers'):
+	// say so, or a misspelt name goes unnoticed.
+	dctx, dcancel := opCtx(c)
+	_, derr := cl.DescribeTopic(dctx, topic)
+	dcancel()
+	missing := status.Code(derr) == codes.NotFound
 
 	// The input is read in batches numbered by their first line (or
 	// argument); reading stops at the interrupt, and no batch is sent
@@ -711,6 +726,9 @@ loop:
 	if c.Context.Err() != nil {
 		notes = append(notes, fmt.Sprintf("interrupted: read %s up to %d; the input after it was not sent", noun, read))
 	}
+	if missing && tally.acked > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "raftmq: produce: topic %s did not exist; the servers created it (they auto-create topics: server --auto-create-topics=false refuses such sends)\n", topic)
+	}
 	return tally.report(c.App.ErrWriter, "produce", noun, notes)
 }
 
@@ -754,12 +772,15 @@ type msgJSON struct {
 	Tag        string            `json:"tag,omitempty"`
 	Properties map[string]string `json:"properties,omitempty"`
 	Body       string            `json:"body"`
-	Timestamp  int64             `json:"timestamp_ms"`
-	Node       string            `json:"node"` // the node that served it
+	// BodyEncoding is base64 or hex when Body is encoded (--body-format,
+	// or a body that is not valid UTF-8); empty: Body is the text.
+	BodyEncoding string `json:"body_encoding,omitempty"`
+	Timestamp    int64  `json:"timestamp_ms"`
+	Node         string `json:"node"` // the node that served it
 	// Next and Reason: where the broker sent the next pull of this queue,
 	// and why (the enum of /metrics raftmq_pull_suggestions_total{reason}).
 	Next   string `json:"next_node,omitempty"`
-	Reason string `json:"reason"`
+	Reason string `json:"reason,omitempty"`
 }
 
 func runConsume(c *cli.Context) error {
@@ -889,8 +910,9 @@ func runConsume(c *cli.Context) error {
 			}
 			n++
 			if format == "json" {
+				body, enc := jsonBody(c, r.Body)
 				b, _ := json.Marshal(msgJSON{Topic: r.Topic, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Key: r.Key, Tag: r.Tag,
-					Properties: r.Properties, Body: encode(r.Body), Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason})
+					Properties: r.Properties, Body: body, BodyEncoding: enc, Timestamp: r.TimestampMs, Node: r.ServedBy, Next: r.Next, Reason: r.Reason})
 				out.Write(append(b, '\n'))
 			} else {
 				fmt.Fprintf(out, "%d:%d\t%s\n", r.Queue, r.Offset, encode(r.Body))

@@ -18,8 +18,8 @@ func TestServerConfigFile(t *testing.T) {
 	}
 	for _, want := range []string{
 		`id = "n9"`, `data = "/var/lib/raftmq"`, `heartbeat-timeout = "400ms"`, `auto-create-topics = false`,
-		`default-queues = 6`, // the flag wins over the file
-		`max-delay = "2h0m0s"`, // the variable wins over the file
+		`default-queues = 6`,         // the flag wins over the file
+		`max-delay = "2h0m0s"`,       // the variable wins over the file
 		`election-timeout = "250ms"`, // the default where nothing says otherwise
 	} {
 		if !strings.Contains(out, want+"\n") {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -99,6 +100,22 @@ func bodyEncoder(c *cli.Context) (func([]byte) string, error) {
 	default:
 		return nil, usageError(c, "--body-format %q: want text, base64 or hex", f)
 	}
+}
+
+// jsonBody is a body as a JSON string and its encoding: as --body-format
+// says, and base64 when it is text that is not valid UTF-8, which JSON
+// cannot carry unmangled (body_encoding then says so).
+func jsonBody(c *cli.Context, b []byte) (body, encoding string) {
+	switch c.String("body-format") {
+	case "base64":
+		return base64.StdEncoding.EncodeToString(b), "base64"
+	case "hex":
+		return hex.EncodeToString(b), "hex"
+	}
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
 }
 
 // bodyDecoder is produce --body-format's decoding of a given body.

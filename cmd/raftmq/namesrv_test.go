@@ -62,7 +62,8 @@ func TestNamesrvRoutes(t *testing.T) {
 
 func TestServerRemotingFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"server", "--id", "n1", "--data", t.TempDir(), "--namesrv", "127.0.0.1:9876"},
+		{"server", "--id", "n1", "--data", t.TempDir(), "--remoting-advertise", "127.0.0.1:10911"},
+		{"server", "--id", "n1", "--data", t.TempDir(), "--remoting-advertise-external", "127.0.0.1:10911"},
 		{"server", "--id", "n1", "--data", t.TempDir(), "--remoting", "0.0.0.0:10911"},
 		{"server", "--id", "n1", "--data", t.TempDir(), "--remoting", "nocolon"},
 	} {

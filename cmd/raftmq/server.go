@@ -78,8 +78,9 @@ func serverCommand() *cli.Command {
 			&cli.IntFlag{Name: "segment-mb", Value: d.SegmentMB, Usage: "size of one raft-wal log segment file in MiB"},
 			&cli.IntFlag{Name: "memory-limit-mb", Value: defaultMemoryLimitMB, Usage: "soft memory limit of the Go heap in MiB: the garbage collector works harder near it (0: none; the GOMEMLIMIT environment variable overrides it)"},
 			&cli.StringFlag{Name: "remoting", Usage: "serve RocketMQ's remoting protocol on this address (RocketMQ's broker port is 10911; empty: off)"},
-			&cli.StringFlag{Name: "remoting-advertise", Usage: "remoting address registered with the name servers (default: --remoting)"},
-			&cli.StringFlag{Name: "namesrv", Usage: "name servers to register with, ADDR[;ADDR...] (needs --remoting)"},
+			&cli.StringFlag{Name: "remoting-advertise", Usage: "remoting address registered with the name servers, handed out by their internal listener (default: --remoting)"},
+			&cli.StringFlag{Name: "remoting-advertise-external", Usage: "remoting address for clients outside the nodes' network (a published port), handed out by the name servers' external listener"},
+			&cli.StringFlag{Name: "namesrv", Usage: "name servers to register with, ADDR[;ADDR...] (without --remoting: the client API addresses only, for raftmq's CLI and SDK)"},
 			&cli.DurationFlag{Name: "register-period", Value: brokerremoting.DefaultConfig().RegisterPeriod, Usage: "renew the registration with the name servers this often (a role change registers at once); keep it well below the name servers' --expiry"},
 			&cli.StringFlag{Name: "cluster", EnvVars: []string{"RAFTMQ_CLUSTER"}, Value: brokerremoting.DefaultConfig().Cluster, Usage: "the cluster this group belongs to: RocketMQ's brokerClusterName, registered with the name servers"},
 			&cli.BoolFlag{Name: "remoting-tail-on-followers", Value: brokerremoting.DefaultConfig().TailOnFollowers, Usage: "RocketMQ consumers that have read everything long-poll a follower, not the leader: a pull held on a killed leader stalls its queue for the client's 30 s pull timeout (the client does not fail requests of a closed connection), one held on a follower goes on once a new leader commits; false: the leader holds them (the read routing of the gRPC API)"},
@@ -215,6 +216,10 @@ func runServer(c *cli.Context) error {
 	cfg.Remoting = c.String("remoting")
 	cfg.RemotingConfig = brokerremoting.DefaultConfig()
 	cfg.RemotingConfig.Addr = c.String("remoting-advertise")
+	cfg.RemotingConfig.ExternalAddr = c.String("remoting-advertise-external")
+	if cfg.RemotingConfig.ExternalAddr != "" && c.String("remoting") == "" {
+		return fmt.Errorf("--remoting-advertise-external %s: set --remoting too", cfg.RemotingConfig.ExternalAddr)
+	}
 	cfg.RemotingConfig.Cluster = c.String("cluster")
 	cfg.RemotingConfig.WriteViaFollowers = c.Bool("remoting-write-via-followers")
 	cfg.RemotingConfig.TailOnFollowers = c.Bool("remoting-tail-on-followers")
@@ -233,8 +238,8 @@ func runServer(c *cli.Context) error {
 	} else if ip := net.ParseIP(host); cfg.Remoting != "" && (host == "" || (ip != nil && ip.IsUnspecified())) && cfg.RemotingConfig.Addr == "" {
 		return fmt.Errorf("--remoting %s listens on every address, and the name servers would hand that to clients: set --remoting-advertise HOST:PORT, the address RocketMQ clients reach", cfg.Remoting)
 	}
-	if cfg.Remoting == "" && len(cfg.RemotingConfig.NameServers) > 0 {
-		return fmt.Errorf("--namesrv %s: name servers route RocketMQ clients to the remoting port; set --remoting too", c.String("namesrv"))
+	if cfg.Remoting == "" && c.IsSet("remoting-advertise") {
+		return fmt.Errorf("--remoting-advertise %s: set --remoting too", c.String("remoting-advertise"))
 	}
 	mode, err := tlsconf.ParseMode(c.String("tls-mode"))
 	if err != nil {

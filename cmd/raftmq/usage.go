@@ -93,8 +93,16 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 		msg = "unknown flag -" + name
 	}
 	if name, ok := strings.CutPrefix(msg, "unknown flag "); ok && c.Command != nil {
-		if s := cli.SuggestFlag(c.Command.Flags, strings.TrimLeft(name, "-"), true); s != "" && s != name {
-			msg += fmt.Sprintf(" (did you mean %s?)", s)
+		var names []string
+		for _, f := range c.Command.Flags {
+			for _, n := range f.Names() {
+				if len(n) > 1 {
+					names = append(names, n)
+				}
+			}
+		}
+		if s := closest(names, strings.TrimLeft(name, "-")); s != "" {
+			msg += fmt.Sprintf(" (did you mean --%s?)", s)
 		}
 	}
 	return usageError(c, "%s", msg)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"net"
 	"os"
 	"strings"
@@ -146,6 +147,16 @@ func TestFormatAndJSONAreOneChoice(t *testing.T) {
 	if _, errOut, code := runCLI("topic", "list", "--format", "yaml"); code != 2 || !strings.Contains(errOut, "want text or json") {
 		t.Errorf("--format yaml: exit %d, stderr %q; want a usage error", code, errOut)
 	}
+	// The commands that gained JSON take it (the request then fails: no node).
+	for _, args := range [][]string{{"topic", "create", "x"}, {"leader", "transfer"}, {"health"}} {
+		args = append(args, "--json", "-s", "127.0.0.1:1")
+		if args[0] != "health" {
+			args = append(args, "--timeout", "1s")
+		}
+		if _, errOut, code := runCLI(args...); code == 2 {
+			t.Errorf("%v: a usage error (%q); want --json accepted", args, errOut)
+		}
+	}
 	// Every command that prints JSON takes both spellings.
 	var walk func(path string, cmds []*cli.Command)
 	walk = func(path string, cmds []*cli.Command) {
@@ -221,5 +232,23 @@ func TestStatusNamesOneLeader(t *testing.T) {
 	stale := settleLeader(st)
 	if st.LeaderId != "n2" || st.Term != 8 || !stale["n1"] || stale["n2"] || stale["n3"] {
 		t.Errorf("leader %s term %d, stale %v; want n2 of term 8, n1 stale", st.LeaderId, st.Term, stale)
+	}
+}
+
+func TestJSONBodyKeepsBinary(t *testing.T) {
+	for _, tc := range []struct {
+		format, body, want, enc string
+	}{
+		{"text", "héllo", "héllo", ""},
+		{"text", "\xff\x00\xfe", "/wD+", "base64"},
+		{"base64", "hi", "aGk=", "base64"},
+		{"hex", "hi", "6869", "hex"},
+	} {
+		set := flag.NewFlagSet("t", flag.ContinueOnError)
+		set.String("body-format", tc.format, "")
+		body, enc := jsonBody(cli.NewContext(cli.NewApp(), set, nil), []byte(tc.body))
+		if body != tc.want || enc != tc.enc {
+			t.Errorf("%s %q: %q %q, want %q %q", tc.format, tc.body, body, enc, tc.want, tc.enc)
+		}
 	}
 }

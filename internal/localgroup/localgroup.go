@@ -82,6 +82,10 @@ type Config struct {
 	// leader waits), for a group started with --tls-mode in ServerArgs;
 	// nil: plaintext.
 	ClientTLS *tls.Config
+	// PortBase, when above 0, gives the nodes fixed ports instead of free
+	// ones: the k-th node created (from 0) takes PortBase+10k (raft), +1
+	// (client API), +2 (HTTP) and +3 (remoting).
+	PortBase int
 }
 
 // Node is one server process (and its identity across restarts).
@@ -159,9 +163,17 @@ func (n *Node) Peers() string {
 }
 
 func (g *Group) newNode(id string) (*Node, error) {
-	ports, err := FreePorts(3)
-	if err != nil {
-		return nil, err
+	var ports []int
+	if b := g.cfg.PortBase; b > 0 {
+		g.mu.Lock()
+		k := len(g.nodes)
+		g.mu.Unlock()
+		ports = []int{b + 10*k, b + 10*k + 1, b + 10*k + 2, b + 10*k + 3}
+	} else {
+		var err error
+		if ports, err = FreePorts(3); err != nil {
+			return nil, err
+		}
 	}
 	n := &Node{ID: id,
 		Raft: "127.0.0.1:" + strconv.Itoa(ports[0]), Client: "127.0.0.1:" + strconv.Itoa(ports[1]),
@@ -171,11 +183,14 @@ func (g *Group) newNode(id string) (*Node, error) {
 		n.HTTP = ""
 	}
 	if g.cfg.Remoting {
-		p, err := FreePorts(1)
-		if err != nil {
-			return nil, err
+		if len(ports) < 4 {
+			p, err := FreePorts(1)
+			if err != nil {
+				return nil, err
+			}
+			ports = append(ports, p[0])
 		}
-		n.Remoting = "127.0.0.1:" + strconv.Itoa(p[0])
+		n.Remoting = "127.0.0.1:" + strconv.Itoa(ports[3])
 	}
 	if g.cfg.NodeDirs {
 		n.Dir = filepath.Join(g.dir, id)

@@ -1,0 +1,166 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftmq/raftmq/internal/localgroup"
+	"github.com/raftmq/raftmq/namesrv"
+	"github.com/raftmq/raftmq/remoting"
+)
+
+// Two one-node groups behind a name server, ga with a RocketMQ remoting
+// port and gb without (it registers its client API address only), driven
+// by the CLI only: one
+// produce through the name server spreads its messages over every queue
+// of both groups, and the one-group commands (status, health, message,
+// group, topic describe, produce, consume, bench) reach the group named by
+// --broker-name through the name server.
+func TestClusterCLIThroughTheNameServer(t *testing.T) {
+	procRequire(t)
+	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	// ga serves RocketMQ's remoting port; gb has none: its nodes register
+	// their client API addresses only.
+	groups := map[string]*procCluster{}
+	for _, name := range []string{"ga", "gb"} {
+		groups[name] = procStartGroup(t, localgroup.Config{Nodes: 1, Remoting: name == "ga", ServerArgs: []string{
+			"--broker-name", name, "--cluster", "c1", "--namesrv", ns.Addr(), "--register-period", "1s"}})
+	}
+	ga, nsa := groups["ga"], ns.Addr()
+	ga.mustCLI("", "cluster", "health", "--namesrv", nsa, "--wait", "60s", "--groups", "2")
+	out := ga.mustCLI("", "topic", "create", "spread", "--queues", "4", "--namesrv", nsa)
+	if !strings.Contains(out, "topic spread: 4 queues, 2 on ga, 2 on gb") {
+		t.Fatalf("topic create over the cluster:\n%s", out)
+	}
+
+	// namesrv routes lists gb by its client API address; RocketMQ's
+	// route of the topic has ga only.
+	var routes []struct {
+		Group      string `json:"group"`
+		Cluster    string `json:"cluster"`
+		Leader     string `json:"leader"`
+		NoRemoting bool   `json:"no_remoting"`
+	}
+	if err := json.Unmarshal([]byte(ga.mustCLI("", "namesrv", "routes", "--namesrv", nsa, "--json")), &routes); err != nil {
+		t.Fatal(err)
+	}
+	gbNode := groups["gb"].all()[0]
+	if len(routes) != 2 || routes[0].NoRemoting || routes[0].Leader != ga.all()[0].Remoting ||
+		!routes[1].NoRemoting || routes[1].Leader != gbNode.Client || routes[1].Cluster != "c1" {
+		t.Fatalf("namesrv routes: %+v; want ga at its remoting address %s, gb (no remoting) at its client address %s", routes, ga.all()[0].Remoting, gbNode.Client)
+	}
+	rcl := remoting.NewClient()
+	defer rcl.Close()
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	rd, err := namesrv.FetchRoute(rctx, rcl, nsa, "spread")
+	rcancel()
+	if err != nil || len(rd.BrokerDatas) != 1 || rd.BrokerDatas[0].BrokerName != "ga" {
+		t.Fatalf("RocketMQ route of spread: %+v %v; want ga only (gb serves no remoting)", rd, err)
+	}
+
+	// One produce of four arguments: one message on each queue of both groups.
+	type ack struct {
+		Group  string `json:"group"`
+		Queue  int32  `json:"queue"`
+		Offset uint64 `json:"offset"`
+		ID     string `json:"id"`
+		Body   string `json:"body"`
+	}
+	acks := procJSONLines[ack](t, ga.mustCLI("", "produce", "-t", "spread", "--namesrv", nsa, "--format", "json", "m1", "m2", "m3", "m4"))
+	seen := map[string]ack{}
+	for _, a := range acks {
+		seen[fmt.Sprintf("%s/%d", a.Group, a.Queue)] = a
+	}
+	for _, q := range []string{"ga/0", "ga/1", "gb/0", "gb/1"} {
+		if _, ok := seen[q]; !ok {
+			t.Fatalf("produce --namesrv m1..m4 left queue %s empty: %+v", q, acks)
+		}
+	}
+
+	// status and health of one group; without --broker-name the command
+	// names the groups to choose from.
+	var st struct {
+		Group string `json:"group"`
+		Nodes []any  `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(ga.mustCLI("", "status", "--namesrv", nsa, "--broker-name", "gb", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Group != "gb" || len(st.Nodes) != 1 {
+		t.Fatalf("status --broker-name gb: %+v", st)
+	}
+	_, errOut, err := ga.cli("", "status", "--namesrv", nsa)
+	if err == nil || !strings.Contains(errOut, "ga, gb") || !strings.Contains(errOut, "--broker-name") {
+		t.Fatalf("status --namesrv of two groups without --broker-name: %v, %q; want a usage error naming ga, gb", err, errOut)
+	}
+	_, errOut, err = ga.cli("", "status", "--namesrv", nsa, "--broker-name", "gz")
+	if err == nil || !strings.Contains(errOut, "gz") {
+		t.Fatalf("status of an unregistered group: %v, %q", err, errOut)
+	}
+	if out := ga.mustCLI("", "health", "--namesrv", nsa, "--broker-name", "gb", "--all"); !strings.HasPrefix(out, "ok: group gb") {
+		t.Fatalf("health --all of gb: %q", out)
+	}
+
+	// A message by id, in its group.
+	gbAck := seen["gb/1"]
+	out = ga.mustCLI("", "message", "show", "--namesrv", nsa, "--broker-name", "gb", gbAck.ID)
+	if !strings.Contains(out, gbAck.Body) {
+		t.Fatalf("message show %s in gb: %s", gbAck.ID, out)
+	}
+
+	// produce and consume of one group: --queue pins a queue of gb.
+	pinned := procJSONLines[ack](t, ga.mustCLI("", "produce", "-t", "spread", "--namesrv", nsa, "--broker-name", "gb", "-q", "1", "--format", "json", "pinned"))
+	if len(pinned) != 1 || pinned[0].Queue != 1 || pinned[0].Offset != gbAck.Offset+1 {
+		t.Fatalf("produce --broker-name gb -q 1: %+v, want queue 1 offset %d", pinned, gbAck.Offset+1)
+	}
+	type msg struct {
+		Queue int32  `json:"queue"`
+		Body  string `json:"body"`
+	}
+	got := procJSONLines[msg](t, ga.mustCLI("", "consume", "-t", "spread", "--namesrv", nsa, "--broker-name", "gb", "--queue", "1", "--group", "cg1", "--from", "earliest", "--format", "json"))
+	if len(got) != 2 || got[1].Body != "pinned" {
+		t.Fatalf("consume gb queue 1: %+v, want its two messages ending with pinned", got)
+	}
+	if out := ga.mustCLI("", "group", "list", "--namesrv", nsa, "--broker-name", "gb"); !strings.Contains(out, "cg1") {
+		t.Fatalf("group list of gb: %q, want cg1", out)
+	}
+	if out := ga.mustCLI("", "group", "list", "--namesrv", nsa, "--broker-name", "ga"); strings.Contains(out, "cg1") {
+		t.Fatalf("group list of ga: %q, cg1 consumed from gb only", out)
+	}
+
+	// bench of one group.
+	var b struct {
+		Messages int64 `json:"messages"`
+	}
+	out = ga.mustCLI("", "bench", "produce", "--namesrv", nsa, "--broker-name", "ga", "-t", "spread", "-n", "200", "--size", "16", "-P", "1", "--json")
+	if err := json.Unmarshal([]byte(out), &b); err != nil || b.Messages != 200 {
+		t.Fatalf("bench produce through the name server: %v %s", err, procCut(out, 500))
+	}
+	var desc []struct {
+		Group     string `json:"group"`
+		QueueInfo []struct {
+			MaxOffset uint64 `json:"max_offset"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(ga.mustCLI("", "topic", "describe", "spread", "--namesrv", nsa, "--json")), &desc); err != nil {
+		t.Fatal(err)
+	}
+	total := map[string]uint64{}
+	for _, d := range desc {
+		for _, q := range d.QueueInfo {
+			total[d.Group] += q.MaxOffset
+		}
+	}
+	// The bench's 200 (and its warm-up) went to ga; gb kept its 3.
+	if total["ga"] < 2+200 || total["gb"] != 3 {
+		t.Fatalf("messages per group after the run: %v, want ga at least 202, gb 3", total)
+	}
+}
