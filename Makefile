@@ -7,7 +7,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.buildCommit=$(COMMIT)
 PKGS    := ./...
 export PATH := $(shell $(GO) env GOPATH)/bin:$(PATH)
 
-.PHONY: all build test test-short lint proto demo clean fuzz
+.PHONY: all build test test-short lint proto demo clean fuzz console-screenshot
 
 all: build
 
@@ -50,6 +50,11 @@ lint:
 
 demo: build
 	$(BIN) demo
+
+# Screenshots of the web console (docs/console.md), taken by its browser test
+# against an in-process group in headless Chromium (apt-get install -y chromium).
+console-screenshot:
+	RAFTMQ_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test ./broker/server/ -run '^TestConsoleInBrowser$$' -count=1 -v
 
 # Short runs of every fuzz target (longer: FUZZTIME=5m make fuzz).
 FUZZTIME ?= 20s

@@ -1,6 +1,7 @@
 // Package server assembles one raftmq node from its parts: the raftlog
 // stores, the state machine (store) and the raft node applying it
-// (election), the broker service, its gRPC API and the HTTP endpoints (/metrics, /healthz, /readyz). The CLI's
+// (election), the broker service, its gRPC API and the HTTP endpoints (/metrics, /healthz, /readyz, and the
+// web console at /: broker/console). The CLI's
 // `raftmq server` and the in-process test clusters both start nodes here.
 //
 // It owns start-up order and shutdown order and nothing else.
@@ -28,6 +29,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/auth"
+	"github.com/raftmq/raftmq/broker/console"
 	"github.com/raftmq/raftmq/broker/grpcapi"
 	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
 	"github.com/raftmq/raftmq/election"
@@ -151,7 +153,11 @@ type Server struct {
 	rmq    *brokerremoting.Adapter
 	rmqLis net.Listener
 	rmqOff func() // removes the adapter's role-change listener
-	tls    *tlsconf.Node
+	// console serves the web console at / on the HTTP port (nil without
+	// HTTP); consoleOff removes its role-change listener.
+	console    *console.Console
+	consoleOff func()
+	tls        *tlsconf.Node
 	// replies hands the Reply service (replies another node could not
 	// push) to the remoting adapter once it starts.
 	replies grpcapi.ReplyRelay
@@ -316,6 +322,11 @@ func Start(cfg Config) (_ *Server, err error) {
 			return nil, fmt.Errorf("http listen on %s: %w", cfg.HTTP, err)
 		}
 		hl = s.tls.Listen(hl, false)
+		s.console = console.New(console.Config{Status: s.broker.Status, Metrics: s.broker.Registry()})
+		s.consoleOff = s.node.OnChange(func(e election.Event) { s.console.LeaderChanged(e.LeaderID, e.Term) })
+		if id := s.node.LeaderID(); id != "" { // an election before the listener: the events then win
+			s.console.LeaderChanged(id, s.node.Stats().Term)
+		}
 		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
 		s.wg.Add(1)
 		go func() {
@@ -551,6 +562,7 @@ func claimDataDir(dir, id string) error {
 
 func (s *Server) httpHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/", s.console.Handler()) // the web console: the page, its assets, /console/events
 	mux.Handle("/metrics", promhttp.HandlerFor(s.broker.Registry(), promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
@@ -646,6 +658,8 @@ func (s *Server) stop(graceful bool) error {
 			s.rmq.Close()
 		}
 		if s.http != nil {
+			s.consoleOff()
+			s.console.Close() // ends the open event streams, which Shutdown would wait for
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			s.http.Shutdown(ctx)
 			cancel()

@@ -1,0 +1,287 @@
+package console
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/raftmq/raftmq/broker"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Config is what a console reads.
+type Config struct {
+	// Status is the group as this node sees it (broker.Broker.Status).
+	Status func() (broker.Status, error)
+	// Metrics, when set, is the broker's registry: the produce and consume
+	// rates are derived from its counters, and the console registers
+	// raftmq_console_streams (the open event streams) in it.
+	Metrics *prometheus.Registry
+	// Every is how often a snapshot is pushed; default 1 s.
+	Every time.Duration
+	// Keep is how many leader changes the timeline holds; default 50.
+	Keep int
+}
+
+// Change is one leader change this node observed: Leader is the new
+// leader's id, "" while the group has none.
+type Change struct {
+	Time   time.Time `json:"time"`
+	Leader string    `json:"leader"`
+	Term   uint64    `json:"term"`
+}
+
+// Node is one node of the snapshot.
+type Node struct {
+	ID       string  `json:"id"`
+	Role     string  `json:"role"`
+	Voter    bool    `json:"voter"`
+	Healthy  bool    `json:"healthy"`
+	Term     uint64  `json:"term"`
+	Applied  uint64  `json:"applied"`
+	Commit   uint64  `json:"commit"`
+	Last     uint64  `json:"last"`
+	Lag      uint64  `json:"lag"`
+	Load     float64 `json:"load"`
+	HTTPAddr string  `json:"http"`
+	Client   string  `json:"client"`
+	Error    string  `json:"error,omitempty"`
+	Damaged  bool    `json:"damaged,omitempty"`
+}
+
+// Snapshot is what the page shows, as one event.
+type Snapshot struct {
+	Time          time.Time `json:"time"`
+	AnsweredBy    string    `json:"answeredBy"`
+	Group         string    `json:"group"`
+	Term          uint64    `json:"term"`
+	Leader        string    `json:"leader"`
+	LeaderChanges uint64    `json:"leaderChanges"`
+	Nodes         []Node    `json:"nodes"`
+	Timeline      []Change  `json:"timeline"`
+	// ProduceRate and ConsumeRate are this node's messages a second:
+	// acknowledged as leader, and served to consumers.
+	ProduceRate float64 `json:"produceRate"`
+	ConsumeRate float64 `json:"consumeRate"`
+	Error       string  `json:"error,omitempty"`
+}
+
+// Console is one node's console. Its methods may be called from any
+// goroutine.
+type Console struct {
+	cfg    Config
+	static http.Handler
+	done   chan struct{}
+	once   sync.Once
+
+	mu       sync.Mutex
+	timeline []Change // oldest first, at most cfg.Keep
+	subs     map[chan struct{}]struct{}
+	rate     rateMeter
+}
+
+// New returns a console; Close ends its open event streams.
+func New(cfg Config) *Console {
+	if cfg.Every <= 0 {
+		cfg.Every = time.Second
+	}
+	if cfg.Keep <= 0 {
+		cfg.Keep = 50
+	}
+	sub, err := fs.Sub(assets, "assets")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	c := &Console{cfg: cfg, static: http.FileServerFS(sub), done: make(chan struct{}), subs: map[chan struct{}]struct{}{}}
+	if cfg.Metrics != nil {
+		cfg.Metrics.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_console_streams",
+			Help: "Console pages open on this node: its open event streams (/console/events)."},
+			func() float64 { return float64(c.Streams()) }))
+	}
+	return c
+}
+
+// Streams is the number of open event streams.
+func (c *Console) Streams() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.subs)
+}
+
+// Close ends every open event stream (before the HTTP server's shutdown,
+// which would otherwise wait for them). It is idempotent.
+func (c *Console) Close() { c.once.Do(func() { close(c.done) }) }
+
+// LeaderChanged records a change of leader (leader "" when the group has
+// lost its leader) and pushes a snapshot to every open stream at once. A
+// repeat of the last recorded leader is ignored. It does not block.
+func (c *Console) LeaderChanged(leader string, term uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.timeline); n > 0 && c.timeline[n-1].Leader == leader {
+		if term > c.timeline[n-1].Term {
+			c.timeline[n-1].Term = term
+		}
+		return
+	}
+	if len(c.timeline) == 0 && leader == "" {
+		return
+	}
+	c.timeline = append(c.timeline, Change{Time: time.Now(), Leader: leader, Term: term})
+	if len(c.timeline) > c.cfg.Keep {
+		c.timeline = append(c.timeline[:0], c.timeline[len(c.timeline)-c.cfg.Keep:]...)
+	}
+	for ch := range c.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Timeline is the leader changes recorded, oldest first.
+func (c *Console) Timeline() []Change {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Change(nil), c.timeline...)
+}
+
+// Handler serves the page at /, its assets, /console/events (the stream)
+// and /console/snapshot (one snapshot as JSON).
+func (c *Console) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", c.static)
+	mux.HandleFunc("/console/events", c.events)
+	mux.HandleFunc("/console/snapshot", func(w http.ResponseWriter, r *http.Request) {
+		allowOrigin(w)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		json.NewEncoder(w).Encode(c.Snapshot())
+	})
+	return mux
+}
+
+// allowOrigin lets a console page loaded from another node of the group
+// read this node's snapshots: the page switches nodes when its own stops
+// answering. The snapshots are what /metrics and `raftmq status` already
+// show to anyone who reaches the port.
+func allowOrigin(w http.ResponseWriter) {
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+}
+
+func (c *Console) events(w http.ResponseWriter, r *http.Request) {
+	allowOrigin(w)
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	kick := make(chan struct{}, 1)
+	c.mu.Lock()
+	c.subs[kick] = struct{}{}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.subs, kick)
+		c.mu.Unlock()
+	}()
+	t := time.NewTicker(c.cfg.Every)
+	defer t.Stop()
+	fmt.Fprintf(w, "retry: 1000\n\n")
+	for {
+		b, err := json.Marshal(c.Snapshot())
+		if err != nil {
+			return
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return
+		}
+		fl.Flush()
+		select {
+		case <-t.C:
+		case <-kick:
+		case <-r.Context().Done():
+			return
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// Snapshot is the group now, as the page shows it.
+func (c *Console) Snapshot() Snapshot {
+	snap := Snapshot{Time: time.Now(), Timeline: c.Timeline(), Nodes: []Node{}}
+	st, err := c.cfg.Status()
+	if err != nil {
+		snap.Error = err.Error()
+	}
+	snap.AnsweredBy, snap.Group, snap.Term, snap.Leader, snap.LeaderChanges = st.AnsweredBy, st.Group, st.Term, st.LeaderID, st.LeaderChanges
+	for _, n := range st.Nodes {
+		snap.Nodes = append(snap.Nodes, Node{ID: n.ID, Role: n.Role, Voter: n.Voter, Healthy: n.Healthy, Term: n.Term,
+			Applied: n.Applied, Commit: n.Commit, Last: n.Last, Lag: n.Lag, Load: n.Load, HTTPAddr: n.HTTPAddr,
+			Client: n.ClientAddr, Error: n.Error, Damaged: n.Damaged})
+	}
+	if c.cfg.Metrics != nil {
+		produced, consumed := counters(c.cfg.Metrics)
+		c.mu.Lock()
+		snap.ProduceRate, snap.ConsumeRate = c.rate.add(snap.Time, produced, consumed)
+		c.mu.Unlock()
+	}
+	return snap
+}
+
+// counters sums the broker's produce and consume counters.
+func counters(g prometheus.Gatherer) (produced, consumed float64) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0, 0
+	}
+	for _, mf := range mfs {
+		var dst *float64
+		switch mf.GetName() {
+		case "raftmq_produce_messages_total":
+			dst = &produced
+		case "raftmq_pull_messages_total":
+			dst = &consumed
+		default:
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			*dst += m.GetCounter().GetValue()
+		}
+	}
+	return produced, consumed
+}
+
+// rateMeter turns counter samples into rates over at least minSpan, so
+// that several open pages sampling at once do not make the rate jitter.
+type rateMeter struct {
+	at                 time.Time
+	produced, consumed float64
+	pRate, cRate       float64
+}
+
+const minSpan = 900 * time.Millisecond
+
+func (m *rateMeter) add(now time.Time, produced, consumed float64) (float64, float64) {
+	if m.at.IsZero() {
+		m.at, m.produced, m.consumed = now, produced, consumed
+		return 0, 0
+	}
+	if d := now.Sub(m.at); d >= minSpan {
+		s := d.Seconds()
+		m.pRate, m.cRate = max(0, (produced-m.produced)/s), max(0, (consumed-m.consumed)/s)
+		m.at, m.produced, m.consumed = now, produced, consumed
+	}
+	return m.pRate, m.cRate
+}
