@@ -45,6 +45,7 @@ func (t *topicLabels) of(topic string) string {
 }
 
 type opsMetrics struct {
+	applied       appliedHistory
 	topics        topicLabels
 	topicProduced *prometheus.CounterVec
 	topicConsumed *prometheus.CounterVec
@@ -102,12 +103,52 @@ func (m *opsMetrics) sentBack(deadLettered bool) {
 	m.sendBacks.WithLabelValues(to).Inc()
 }
 
+// appliedHistory is when this leader applied what: a sample per state
+// period over the last minute, to tell how long ago a follower's applied
+// index was the leader's.
+type appliedHistory struct {
+	mu      sync.Mutex
+	samples [300]appliedSample // a ring
+	next, n int
+}
+
+type appliedSample struct {
+	at      time.Time
+	applied uint64
+}
+
+// record adds this leader's applied index at now.
+func (h *appliedHistory) record(now time.Time, applied uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.samples[h.next] = appliedSample{now, applied}
+	h.next = (h.next + 1) % len(h.samples)
+	h.n = min(h.n+1, len(h.samples))
+}
+
+// behind is how long ago this leader first had applied past a follower's
+// applied index: 0 when the follower has all of it, the whole history when
+// it lacked even the oldest sample's.
+func (h *appliedHistory) behind(now time.Time, follower uint64) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := 0; i < h.n; i++ { // oldest first
+		s := h.samples[(h.next-h.n+i+len(h.samples))%len(h.samples)]
+		if s.applied > follower {
+			return now.Sub(s.at)
+		}
+	}
+	return 0
+}
+
 var (
 	lagDesc = prometheus.NewDesc("raftmq_consumer_lag_messages",
 		"Messages of a queue after a consumer group's committed offset (every node reports the replicated offsets; at most 5000 series).",
 		[]string{"group", "topic", "queue"}, nil)
 	followerLagDesc = prometheus.NewDesc("raftmq_follower_lag_entries",
 		"Log entries a follower had applied fewer than this leader, as last heard (leader only).", []string{"node"}, nil)
+	followerLagSecondsDesc = prometheus.NewDesc("raftmq_follower_lag_seconds",
+		"How long ago this leader had applied what a follower has applied, as last heard (0: caught up; at most a minute is told; leader only).", []string{"node"}, nil)
 	followerSeenDesc = prometheus.NewDesc("raftmq_follower_last_heard_seconds",
 		"Seconds since this leader last heard a follower's state (every 200 ms when well; leader only).", []string{"node"}, nil)
 )
@@ -119,6 +160,7 @@ type lagCollector struct{ b *Broker }
 func (c lagCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lagDesc
 	ch <- followerLagDesc
+	ch <- followerLagSecondsDesc
 	ch <- followerSeenDesc
 }
 
@@ -177,6 +219,7 @@ groups:
 			lag = applied - p.State.Applied
 		}
 		ch <- prometheus.MustNewConstMetric(followerLagDesc, prometheus.GaugeValue, float64(lag), s.ID)
+		ch <- prometheus.MustNewConstMetric(followerLagSecondsDesc, prometheus.GaugeValue, b.m.ops.applied.behind(time.Now(), p.State.Applied).Seconds(), s.ID)
 		ch <- prometheus.MustNewConstMetric(followerSeenDesc, prometheus.GaugeValue, time.Since(p.LastOK).Seconds(), s.ID)
 	}
 }

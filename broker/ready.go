@@ -54,6 +54,7 @@ func (b *Broker) sampleProgress() {
 	b.progress.mu.Lock()
 	defer b.progress.mu.Unlock()
 	if st.Role == election.Leader {
+		b.m.ops.applied.record(now, st.AppliedIndex)
 		b.progress.commit.observe(st.CommitIndex, st.LastIndex, now)
 	} else {
 		b.progress.commit.observe(0, 0, now)
