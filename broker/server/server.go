@@ -193,6 +193,12 @@ func Start(cfg Config) (_ *Server, err error) {
 	if cfg.VerifyLogMBps < 0 {
 		return nil, fmt.Errorf("config VerifyLogMBps %d: want 0 (unpaced) or more", cfg.VerifyLogMBps)
 	}
+	if cfg.Raft.NewGroup {
+		// Before anything creates the directory or files in it.
+		if ents, err := os.ReadDir(cfg.DataDir); err != nil || len(ents) == 0 {
+			return nil, fmt.Errorf("recover as a new group: data directory %s holds nothing to recover (%v): give it the copy of a node's data directory", cfg.DataDir, errOrEmpty(err))
+		}
+	}
 	s := &Server{cfg: cfg, log: log}
 	var cleanup []func()
 	defer func() {
@@ -527,6 +533,14 @@ func repairSteps(cfg Config) string {
 }
 
 // claimDataDir refuses a data directory that belongs to another node.
+// errOrEmpty is err, or "empty" when it is nil.
+func errOrEmpty(err error) any {
+	if err == nil {
+		return "empty"
+	}
+	return err
+}
+
 func claimDataDir(dir, id string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create data directory %s: %w", dir, err)
