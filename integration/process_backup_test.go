@@ -24,7 +24,7 @@ import (
 // with --recover-as-new-group at new raft and client addresses: it leads a
 // group of its own, serves every message acknowledged before the backup
 // exactly once at its queue and offset and nothing sent after it, and has
-// the committed offsets. Two fresh nodes join with `member add` and hold
+// the committed offsets; the old members are not members. Two fresh nodes join with `member add` and hold
 // the same log.
 func TestProcessBackupRestore(t *testing.T) {
 	procRequire(t)
@@ -198,6 +198,17 @@ func TestProcessBackupRestore(t *testing.T) {
 	for _, o := range committed {
 		if got[o.Queue] != o.Offset {
 			t.Errorf("committed offset of %s queue %d: %d after the restore, want %d (all: %v)", cg, o.Queue, got[o.Queue], o.Offset, got)
+		}
+	}
+
+	// The old members are not members: member remove refuses them.
+	for _, nd := range c.all() {
+		if nd.ID == rn.ID {
+			continue
+		}
+		_, errOut, err := r.cli("", "member", "remove", "--force", nd.ID, "-s", rn.Client)
+		if err == nil || !strings.Contains(errOut, "no such server") {
+			t.Errorf("member remove --force %s of the old group: %v, stderr %q; want a refusal saying no such server", nd.ID, err, errOut)
 		}
 	}
 
