@@ -25,7 +25,7 @@ import (
 // group of its own, serves every message acknowledged before the backup
 // exactly once at its queue and offset and nothing sent after it, and has
 // the committed offsets; the old members are not members. Two fresh nodes join with `member add` and hold
-// the same log.
+// the same log, and the restored node, restarted without the flag, rejoins.
 func TestProcessBackupRestore(t *testing.T) {
 	procRequire(t)
 	const topic, cg = "backup", "backup-cg"
@@ -245,6 +245,15 @@ func TestProcessBackupRestore(t *testing.T) {
 	// The grown group takes writes with a quorum of the new members.
 	r.kill(rn.ID)
 	nl := r.waitLeader(rn.ID)
+	// Restarted without the flag, the restored node rejoins as a member.
+	r.start(rn.ID)
+	r.waitConverged(60 * time.Second)
+	if got := check(rn); !mapsEqual(got, want) {
+		t.Errorf("%s after its restart holds %v, before %v", rn.ID, got, want)
+	}
+	if st, err := procStatusOf(rn.Client, 5*time.Second); err != nil || len(st.Nodes) != 3 {
+		t.Errorf("status after the restart of %s: %v, %+v; want 3 members", rn.ID, err, st)
+	}
 	t.Logf("restored %d messages and %d committed offsets; grown to %v; %s leads after %s was killed", len(before), len(committed), ids, nl.ID, rn.ID)
 }
 
