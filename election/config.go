@@ -99,6 +99,10 @@ type Config struct {
 	// Start fails with ErrNothingToRecover when the stores hold no state.
 	// It excludes Peers.
 	NewGroup bool
+	// NewGroupDone, with NewGroup, says this state was recovered as a new
+	// group before: Start then refuses with ErrRecoveredBefore when the
+	// group has other members since, instead of leaving them out again.
+	NewGroupDone bool
 	// DialOverrides maps server ids to the address this node dials for them
 	// instead of the configured one. Fault-injection tests put a proxy per
 	// direction between nodes this way; production leaves it empty.

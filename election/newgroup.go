@@ -26,6 +26,10 @@ import (
 // stores hold no state.
 var ErrNothingToRecover = errors.New("no raft state to recover as a new group: the data directory holds no log (start the copy of a node's data directory)")
 
+// ErrRecoveredBefore is Start's error when Config.NewGroup and
+// Config.NewGroupDone are set and the group has other members.
+var ErrRecoveredBefore = errors.New("this node was recovered as a new group before and its group has other members since: a start with the flag again would leave them out")
+
 // Recovered describes what rewriteAsNewGroup did.
 type Recovered struct {
 	Index, Term uint64        // of the appended configuration entry; 0 when none was needed
@@ -34,7 +38,8 @@ type Recovered struct {
 
 // rewriteAsNewGroup appends a configuration entry making id at addr the
 // only voter.
-func rewriteAsNewGroup(st RaftStores, id, addr string) (Recovered, error) {
+// With done (recovered before) it refuses when others are members.
+func rewriteAsNewGroup(st RaftStores, id, addr string, done bool) (Recovered, error) {
 	var rec Recovered
 	last, err := st.Log.LastIndex()
 	if err != nil {
@@ -81,6 +86,9 @@ func rewriteAsNewGroup(st RaftStores, id, addr string) (Recovered, error) {
 	conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(addr)}}}
 	if len(prev.Servers) == 1 && prev.Servers[0] == conf.Servers[0] {
 		return rec, nil // already this node alone: a second start with the flag adds nothing
+	}
+	if done {
+		return rec, fmt.Errorf("%w (members: %v)", ErrRecoveredBefore, describeServers(prev.Servers))
 	}
 	term, err := st.Stable.GetUint64([]byte("CurrentTerm")) // raft's key
 	if err != nil && err.Error() != "not found" {           // raft's own test

@@ -142,3 +142,46 @@ func TestNewGroupRefusesEmptyStores(t *testing.T) {
 		t.Fatal("NewGroup with peers validated")
 	}
 }
+
+// TestNewGroupFromBareConfiguration: stores holding only a 3-voter
+// configuration (no current term recorded) are refused with NewGroupDone,
+// unchanged, and without it start as this node alone, at the
+// configuration's term or later.
+func TestNewGroupFromBareConfiguration(t *testing.T) {
+	cfg := groupConfigs(t, 1, 0)(0)
+	cfg.Peers = nil
+	cfg.NewGroup = true
+	old := raft.Configuration{Servers: []raft.Server{
+		{Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: "127.0.0.1:1"},
+		{Suffrage: raft.Voter, ID: "o2", Address: "127.0.0.1:2"},
+		{Suffrage: raft.Voter, ID: "o3", Address: "127.0.0.1:3"},
+	}}
+	logs, stable := raft.NewInmemStore(), raft.NewInmemStore()
+	if err := logs.StoreLog(&raft.Log{Index: 1, Term: 4, Type: raft.LogConfiguration, Data: raft.EncodeConfiguration(old)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stable.SetUint64([]byte("LastVoteTerm"), 4); err != nil { // state, though no current term
+		t.Fatal(err)
+	}
+	done := cfg
+	done.NewGroupDone = true
+	if _, err := Start(done, newTestFSM(), RaftStores{Log: logs, Stable: stable, Snapshots: raft.NewInmemSnapshotStore()}); !errors.Is(err, ErrRecoveredBefore) {
+		t.Fatalf("start with NewGroupDone and other members: %v, want ErrRecoveredBefore", err)
+	}
+	if last, _ := logs.LastIndex(); last != 1 {
+		t.Fatalf("the refused start appended: last index %d", last)
+	}
+	n, err := Start(cfg, newTestFSM(), RaftStores{Log: logs, Stable: stable, Snapshots: raft.NewInmemSnapshotStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Kill() })
+	waitUntil(t, 5*time.Second, "the node to lead", n.Ready)
+	if term := n.raft.CurrentTerm(); term <= 4 {
+		t.Errorf("term %d, want beyond the log's 4", term)
+	}
+	servers, err := n.Servers()
+	if err != nil || len(servers) != 1 || servers[0].ID != cfg.ID {
+		t.Errorf("servers %+v (%v), want %s alone", servers, err, cfg.ID)
+	}
+}

@@ -120,7 +120,7 @@ func Start(cfg Config, fsm StateMachine, st RaftStores) (_ *Node, err error) {
 			closeTransport(trans)
 			return nil, ErrNothingToRecover
 		}
-		rec, err := rewriteAsNewGroup(st, cfg.ID, cfg.AdvertiseAddr)
+		rec, err := rewriteAsNewGroup(st, cfg.ID, cfg.AdvertiseAddr, cfg.NewGroupDone)
 		if err != nil {
 			closeTransport(trans)
 			return nil, fmt.Errorf("recover as a new group: %w", err)

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -25,7 +26,8 @@ import (
 // group of its own, serves every message acknowledged before the backup
 // exactly once at its queue and offset and nothing sent after it, and has
 // the committed offsets; the old members are not members. Two fresh nodes join with `member add` and hold
-// the same log, and the restored node, restarted without the flag, rejoins.
+// the same log; the restored node refuses the flag once they are members,
+// and restarted without it rejoins.
 func TestProcessBackupRestore(t *testing.T) {
 	procRequire(t)
 	const topic, cg = "backup", "backup-cg"
@@ -245,6 +247,19 @@ func TestProcessBackupRestore(t *testing.T) {
 	// The grown group takes writes with a quorum of the new members.
 	r.kill(rn.ID)
 	nl := r.waitLeader(rn.ID)
+	// Started with the flag again, now that the group has other members,
+	// it refuses instead of leaving them out.
+	if _, err := os.Stat(filepath.Join(rn.Data, "RECOVERED_AS_NEW_GROUP")); err != nil {
+		t.Errorf("the recovery is not recorded in the data directory: %v", err)
+	}
+	g.SetServerArgs([]string{"--recover-as-new-group"})
+	if err := g.Start(ctx, rn.ID); err == nil {
+		t.Fatalf("%s started with --recover-as-new-group again after members were added", rn.ID)
+	}
+	g.SetServerArgs(nil)
+	if log := rn.LogSinceStart(); !strings.Contains(log, "recovered as a new group before") {
+		t.Errorf("the refused start does not say why:\n%s", procCut(log, 3000))
+	}
 	// Restarted without the flag, the restored node rejoins as a member.
 	r.start(rn.ID)
 	r.waitConverged(60 * time.Second)
