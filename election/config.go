@@ -93,6 +93,16 @@ type Config struct {
 	// Peers is the initial voter set. It is used only to bootstrap a node
 	// with no state; it must contain this node.
 	Peers []Peer
+	// NewGroup starts the node's existing state (a copy of a node's data
+	// directory) as a new group whose only voter is this node, at ID and
+	// AdvertiseAddr: its log, every message in it, is kept (newgroup.go).
+	// Start fails with ErrNothingToRecover when the stores hold no state.
+	// It excludes Peers.
+	NewGroup bool
+	// NewGroupDone, with NewGroup, says this state was recovered as a new
+	// group before: Start then refuses with ErrRecoveredBefore when the
+	// group has other members since, instead of leaving them out again.
+	NewGroupDone bool
 	// DialOverrides maps server ids to the address this node dials for them
 	// instead of the configured one. Fault-injection tests put a proxy per
 	// direction between nodes this way; production leaves it empty.
@@ -145,6 +155,9 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	if c.ID == "" {
 		return errors.New("id: empty; every node needs a unique id")
+	}
+	if c.NewGroup && len(c.Peers) > 0 {
+		return errors.New("peers: a node recovered as a new group is its only voter; add the others with member add")
 	}
 	if c.Transport == nil {
 		if _, _, err := net.SplitHostPort(c.BindAddr); err != nil {

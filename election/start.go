@@ -115,6 +115,24 @@ func Start(cfg Config, fsm StateMachine, st RaftStores) (_ *Node, err error) {
 		closeTransport(trans)
 		return nil, fmt.Errorf("check existing raft state: %w", err)
 	}
+	if cfg.NewGroup {
+		if !hasState {
+			closeTransport(trans)
+			return nil, ErrNothingToRecover
+		}
+		rec, err := rewriteAsNewGroup(st, cfg.ID, cfg.AdvertiseAddr, cfg.NewGroupDone)
+		if err != nil {
+			closeTransport(trans)
+			return nil, fmt.Errorf("recover as a new group: %w", err)
+		}
+		if rec.Index == 0 {
+			logger.Warn("recover as a new group: this node already is the only voter; nothing changed", "id", cfg.ID, "raft_address", cfg.AdvertiseAddr)
+		} else {
+			logger.Warn("RECOVERED AS A NEW GROUP: this node is now the only voter of its group; the old members no longer count for elections or commits",
+				"id", cfg.ID, "raft_address", cfg.AdvertiseAddr, "config_index", rec.Index, "config_term", rec.Term,
+				"previous_members", describeServers(rec.Previous))
+		}
+	}
 	n := &Node{cfg: cfg, log: logger, stop: make(chan struct{}),
 		obsCh: make(chan raft.Observation, 64), fsm: fsm}
 	gt := newGatedTransport(trans, &n.noCampaign, &n.recovering)

@@ -199,6 +199,12 @@ func Start(cfg Config) (_ *Server, err error) {
 	if cfg.VerifyLogMBps < 0 {
 		return nil, fmt.Errorf("config VerifyLogMBps %d: want 0 (unpaced) or more", cfg.VerifyLogMBps)
 	}
+	if cfg.Raft.NewGroup {
+		// Before anything creates the directory or files in it.
+		if ents, err := os.ReadDir(cfg.DataDir); err != nil || len(ents) == 0 {
+			return nil, fmt.Errorf("recover as a new group: data directory %s holds nothing to recover (%v): give it the copy of a node's data directory", cfg.DataDir, errOrEmpty(err))
+		}
+	}
 	s := &Server{cfg: cfg, log: log}
 	var cleanup []func()
 	defer func() {
@@ -297,10 +303,23 @@ func Start(cfg Config) (_ *Server, err error) {
 	rc.Logger = log.Named("election")
 	rc.TLS = s.tls
 	// The node closes fsm from here on, also when it fails to start.
+	marker := filepath.Join(cfg.DataDir, newGroupMarker)
+	if rc.NewGroup {
+		_, err := os.Stat(marker)
+		rc.NewGroupDone = err == nil
+	}
 	s.node, err = election.Start(rc, fsm, election.RaftStores{Log: s.stores.Log, Stable: s.stores.Stable, Snapshots: s.stores.Snapshots,
 		Unclean: s.stores.Unclean(), Recovered: s.stores.Recovered})
+	if errors.Is(err, election.ErrRecoveredBefore) {
+		return nil, fmt.Errorf("%w\nStart it without --recover-as-new-group. To recover this data as a new group once more (a copy of it, its group gone), delete %s first", err, marker)
+	}
 	if err != nil {
 		return nil, err
+	}
+	if rc.NewGroup && !rc.NewGroupDone {
+		if err := os.WriteFile(marker, []byte(newGroupMarkerText), 0o644); err != nil {
+			log.Warn("could not record the recovery as a new group; a later start with the flag would leave added members out", "file", marker, "error", err)
+		}
 	}
 	cleanup = append(cleanup, func() { s.node.Kill() })
 	s.store = store.New(fsm, s.node)
@@ -538,6 +557,22 @@ func repairSteps(cfg Config) string {
 }
 
 // claimDataDir refuses a data directory that belongs to another node.
+// newGroupMarker, in the data directory, records that the node was
+// recovered as a new group (--recover-as-new-group): a later start with the
+// flag is refused once the group has other members.
+const newGroupMarker = "RECOVERED_AS_NEW_GROUP"
+
+const newGroupMarkerText = "This data was started with --recover-as-new-group. Starting it with the flag again is refused\n" +
+	"once the group has other members; delete this file to recover a copy of it as a new group again.\n"
+
+// errOrEmpty is err, or "empty" when it is nil.
+func errOrEmpty(err error) any {
+	if err == nil {
+		return "empty"
+	}
+	return err
+}
+
 func claimDataDir(dir, id string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create data directory %s: %w", dir, err)

@@ -95,3 +95,20 @@ func TestServerListenerFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestServerRecoverAsNewGroupFlag: the flag is in server --help, and it is
+// refused with --peers and on an empty data directory before any port opens.
+func TestServerRecoverAsNewGroupFlag(t *testing.T) {
+	out, _, code := runCLI("server", "--help")
+	if code != 0 || !strings.Contains(out, "--recover-as-new-group") || !strings.Contains(out, "member add") {
+		t.Errorf("server --help (exit %d) does not describe --recover-as-new-group:\n%s", code, out)
+	}
+	err := runErr("server", "--id", "n1", "--data", t.TempDir(), "--recover-as-new-group", "--peers", "n1@127.0.0.1:7001")
+	if err == nil || !strings.Contains(err.Error(), "--recover-as-new-group") || !strings.Contains(err.Error(), "--peers") {
+		t.Errorf("with --peers: %v, want a refusal naming both flags", err)
+	}
+	err = runErr("server", "--id", "n1", "--data", t.TempDir(), "--recover-as-new-group", "--raft", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--http", "")
+	if err == nil || !strings.Contains(err.Error(), "nothing to recover") {
+		t.Errorf("on an empty data directory: %v, want a refusal saying there is nothing to recover", err)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -32,7 +33,11 @@ func serverCommand() *cli.Command {
 			"only when its data directory is empty, and rejoins with its data otherwise.\n\n" +
 			"   raftmq server --id n1 --data /tmp/g/n1 --raft 127.0.0.1:7001 --listen 127.0.0.1:9001 \\\n" +
 			"       --http 127.0.0.1:8001 --peers n1@127.0.0.1:7001,n2@127.0.0.1:7002,n3@127.0.0.1:7003\n\n" +
-			"A node added later with `raftmq member add` is started without --peers.",
+			"A node added later with `raftmq member add` is started without --peers.\n\n" +
+			"To restore a group from a copy of one node's data directory, start that copy once with\n" +
+			"--recover-as-new-group (the node's own --id, any --raft and --listen): it becomes the only\n" +
+			"voter of its group, keeping every message of its log. Then add nodes with `raftmq member add`\n" +
+			"and restart it without the flag (docs/operations.md, \"Backup and restore\").",
 		Flags: append(configFileFlags(),
 			&cli.StringFlag{Name: "id", Usage: "unique node id (required)"},
 			&cli.StringFlag{Name: "data", Usage: "data directory (required)"},
@@ -47,6 +52,7 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "http", Value: "127.0.0.1:8001", Usage: "HTTP address for /metrics, /healthz, /readyz and /debug/pprof (empty: off)"},
 			&cli.StringFlag{Name: "http-advertise", Usage: "HTTP address shown by status (default: --http)"},
 			&cli.StringFlag{Name: "peers", Usage: "initial voters as ID@RAFTADDR,... (must include this node)"},
+			&cli.BoolFlag{Name: "recover-as-new-group", Usage: "start the existing data of --data (a copy of a node's data directory) as a new group whose only voter is this node at --id and its raft address (--raft-advertise, default --raft); every message of the log is kept, the old members no longer count. Refused with an empty --data or with --peers. Give it for one start, then grow the group with raftmq member add and restart this node without it"},
 			&cli.StringFlag{Name: "log-store", Value: d.LogStore, Usage: "Raft log store: wal (raft-wal) or bolt (raft-boltdb)"},
 			&cli.DurationFlag{Name: "heartbeat-timeout", Value: d.Raft.HeartbeatTimeout, Usage: "Raft heartbeat timeout"},
 			&cli.DurationFlag{Name: "election-timeout", Value: d.Raft.ElectionTimeout, Usage: "Raft election timeout"},
@@ -128,6 +134,9 @@ func runServer(c *cli.Context) error {
 		if cfg.Raft.Peers, err = election.ParsePeers(c.String("peers")); err != nil {
 			return fmt.Errorf("--peers: %w", err)
 		}
+	}
+	if cfg.Raft.NewGroup = c.Bool("recover-as-new-group"); cfg.Raft.NewGroup && len(cfg.Raft.Peers) > 0 {
+		return errors.New("--recover-as-new-group: the recovered node is the only voter of its group; drop --peers and add the other nodes with `raftmq member add`")
 	}
 	if cfg.Raft.DialOverrides, err = election.ParseDialOverrides(c.String("raft-dial")); err != nil {
 		return fmt.Errorf("--raft-dial: %w", err)
