@@ -17,9 +17,11 @@ const (
 	wirePkg = module + "/api"
 )
 
-// adapters are the directories under broker/ that may speak a wire
-// protocol; everything else under broker/ is the core.
-var adapters = map[string]bool{"grpcapi": true, "remoting": true, "server": true}
+// adapters are the directories under broker/ that present the broker to
+// the outside (gRPC, RocketMQ remoting, the web console's HTTP) and the
+// node assembly: they may speak a wire protocol and import the facade;
+// everything else under broker/ is the core.
+var adapters = map[string]bool{"grpcapi": true, "remoting": true, "server": true, "console": true}
 
 // The broker core reaches no generated wire code, directly or through the
 // raftmq packages it imports (shared names come from package mq).
