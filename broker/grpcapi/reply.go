@@ -2,8 +2,6 @@ package grpcapi
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -65,27 +63,13 @@ type replyServer interface {
 var replyServiceDesc = grpc.ServiceDesc{
 	ServiceName: replyServiceName,
 	HandlerType: (*replyServer)(nil),
-	Methods: []grpc.MethodDesc{{MethodName: "Push", Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-		in := new(wrapperspb.BytesValue)
-		if err := dec(in); err != nil {
-			return nil, err
+	Methods: []grpc.MethodDesc{jsonMethod("Push", ReplyPushMethod, "push reply", func(srv any, ctx context.Context, c ReplyPushCall) (any, error) {
+		ok, err := srv.(replyServer).push(ctx, c)
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "push reply to %s: %v", c.Client, err)
 		}
-		h := func(ctx context.Context, req any) (any, error) {
-			var c ReplyPushCall
-			if err := json.Unmarshal(req.(*wrapperspb.BytesValue).Value, &c); err != nil {
-				return nil, status.Errorf(codes.InvalidArgument, "push reply: %v", err)
-			}
-			ok, err := srv.(replyServer).push(ctx, c)
-			if err != nil {
-				return nil, status.Errorf(codes.Unavailable, "push reply to %s: %v", c.Client, err)
-			}
-			return wrapperspb.Bool(ok), nil
-		}
-		if icpt == nil {
-			return h(ctx, in)
-		}
-		return icpt(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: ReplyPushMethod}, h)
-	}}},
+		return wrapperspb.Bool(ok), nil
+	})},
 	Metadata: "broker/grpcapi/reply.go",
 }
 
@@ -97,12 +81,8 @@ func RegisterReplyService(gs *grpc.Server, relay *ReplyRelay) {
 // PushReply asks the node at cc to push a reply to its client; it reports
 // whether that node held the client's connection and the client took it.
 func PushReply(ctx context.Context, cc grpc.ClientConnInterface, c ReplyPushCall) (bool, error) {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return false, fmt.Errorf("push reply: %w", err)
-	}
 	out := new(wrapperspb.BoolValue)
-	if err := cc.Invoke(ctx, ReplyPushMethod, wrapperspb.Bytes(b), out); err != nil {
+	if err := invokeJSON(ctx, cc, ReplyPushMethod, "push reply", c, out); err != nil {
 		return false, err
 	}
 	return out.Value, nil

@@ -2,14 +2,9 @@ package grpcapi
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/raftmq/raftmq/broker"
 )
@@ -53,32 +48,14 @@ func (s *txnService) endTransaction(ctx context.Context, c EndTransactionCall) e
 var txnServiceDesc = grpc.ServiceDesc{
 	ServiceName: txnServiceName,
 	HandlerType: (*txnServer)(nil),
-	Methods: []grpc.MethodDesc{{MethodName: "EndTransaction", Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-		in := new(wrapperspb.BytesValue)
-		if err := dec(in); err != nil {
-			return nil, err
-		}
-		h := func(ctx context.Context, req any) (any, error) {
-			var c EndTransactionCall
-			if err := json.Unmarshal(req.(*wrapperspb.BytesValue).Value, &c); err != nil {
-				return nil, status.Errorf(codes.InvalidArgument, "end transaction: %v", err)
-			}
-			return &emptypb.Empty{}, srv.(txnServer).endTransaction(ctx, c)
-		}
-		if icpt == nil {
-			return h(ctx, in)
-		}
-		return icpt(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: TxnEndMethod}, h)
-	}}},
+	Methods: []grpc.MethodDesc{jsonMethod("EndTransaction", TxnEndMethod, "end transaction", func(srv any, ctx context.Context, c EndTransactionCall) (any, error) {
+		return &emptypb.Empty{}, srv.(txnServer).endTransaction(ctx, c)
+	})},
 	Metadata: "broker/grpcapi/txn.go",
 }
 
 // EndTransaction asks the node at cc to decide a half message (forwarding
 // it to its leader when it is not).
 func EndTransaction(ctx context.Context, cc grpc.ClientConnInterface, c EndTransactionCall) error {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("end transaction: %w", err)
-	}
-	return cc.Invoke(ctx, TxnEndMethod, wrapperspb.Bytes(b), new(emptypb.Empty))
+	return invokeJSON(ctx, cc, TxnEndMethod, "end transaction", c, new(emptypb.Empty))
 }

@@ -64,30 +64,16 @@ func (s *usersService) local(ctx context.Context, c api.UsersCall) (api.UsersRep
 var usersServiceDesc = grpc.ServiceDesc{
 	ServiceName: api.UsersServiceName,
 	HandlerType: (*usersServer)(nil),
-	Methods: []grpc.MethodDesc{{MethodName: "Call", Handler: func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-		in := new(wrapperspb.BytesValue)
-		if err := dec(in); err != nil {
+	Methods: []grpc.MethodDesc{jsonMethod("Call", api.UsersCallMethod, "users", func(srv any, ctx context.Context, c api.UsersCall) (any, error) {
+		r, err := srv.(usersServer).call(ctx, c)
+		if err != nil {
 			return nil, err
 		}
-		h := func(ctx context.Context, req any) (any, error) {
-			var c api.UsersCall
-			if err := json.Unmarshal(req.(*wrapperspb.BytesValue).Value, &c); err != nil {
-				return nil, status.Errorf(codes.InvalidArgument, "users: %v", err)
-			}
-			r, err := srv.(usersServer).call(ctx, c)
-			if err != nil {
-				return nil, err
-			}
-			b, err := json.Marshal(r)
-			if err != nil {
-				return nil, status.Errorf(codes.Internal, "users: %v", err)
-			}
-			return wrapperspb.Bytes(b), nil
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "users: %v", err)
 		}
-		if icpt == nil {
-			return h(ctx, in)
-		}
-		return icpt(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: api.UsersCallMethod}, h)
-	}}},
+		return wrapperspb.Bytes(b), nil
+	})},
 	Metadata: "broker/grpcapi/users.go",
 }
