@@ -56,44 +56,31 @@ func userCommand() *cli.Command {
 		}
 		return c.Args().First(), nil
 	}
+	// withSecret is a subcommand that sends op for USER with the secret
+	// read from --secret-file, and prints done about the user.
+	withSecret := func(name, usage, op, done string) *cli.Command {
+		return &cli.Command{Name: name, Usage: usage, ArgsUsage: "USER", Flags: clientFlags(secretFlag),
+			Action: func(c *cli.Context) error {
+				u, err := oneUser(c)
+				if err != nil {
+					return err
+				}
+				secret, err := readSecret(c)
+				if err != nil {
+					return err
+				}
+				return usersCall(c, api.UsersCall{Op: op, User: u, Secret: secret}, func(api.UsersReply) error {
+					fmt.Fprintf(c.App.Writer, done, u)
+					return nil
+				})
+			}}
+	}
 	return &cli.Command{
 		Name:  "user",
 		Usage: "add, remove, list users (access keys of RocketMQ clients) and change their secrets (replicated; docs/security.md)",
 		Subcommands: []*cli.Command{
-			{
-				Name: "add", Usage: "add a user with a secret key", ArgsUsage: "USER", Flags: clientFlags(secretFlag),
-				Action: func(c *cli.Context) error {
-					u, err := oneUser(c)
-					if err != nil {
-						return err
-					}
-					secret, err := readSecret(c)
-					if err != nil {
-						return err
-					}
-					return usersCall(c, api.UsersCall{Op: api.UsersAdd, User: u, Secret: secret}, func(api.UsersReply) error {
-						fmt.Fprintf(c.App.Writer, "user %s added (no grants yet: raftmq acl grant)\n", u)
-						return nil
-					})
-				},
-			},
-			{
-				Name: "passwd", Usage: "replace a user's secret key", ArgsUsage: "USER", Flags: clientFlags(secretFlag),
-				Action: func(c *cli.Context) error {
-					u, err := oneUser(c)
-					if err != nil {
-						return err
-					}
-					secret, err := readSecret(c)
-					if err != nil {
-						return err
-					}
-					return usersCall(c, api.UsersCall{Op: api.UsersPasswd, User: u, Secret: secret}, func(api.UsersReply) error {
-						fmt.Fprintf(c.App.Writer, "user %s: secret changed\n", u)
-						return nil
-					})
-				},
-			},
+			withSecret("add", "add a user with a secret key", api.UsersAdd, "user %s added (no grants yet: raftmq acl grant)\n"),
+			withSecret("passwd", "replace a user's secret key", api.UsersPasswd, "user %s: secret changed\n"),
 			{
 				Name: "remove", Usage: "remove a user and its grants", ArgsUsage: "USER", Flags: clientFlags(),
 				Action: func(c *cli.Context) error {
