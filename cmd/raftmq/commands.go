@@ -1082,13 +1082,9 @@ func groupCommand() *cli.Command {
 							r := row{Group: name, Topics: []string{}}
 							if g, err := cl.DescribeGroup(ctx, name); err == nil {
 								r.Members = len(g.Members)
-								seen := map[string]bool{}
+								r.Topics = append(r.Topics, groupTopics(g)...)
 								for _, q := range g.Queues {
 									r.Lag += int64(q.Lag)
-									if !seen[q.Topic] {
-										seen[q.Topic] = true
-										r.Topics = append(r.Topics, q.Topic)
-									}
 								}
 							} else {
 								r.Lag = -1 // not known: the group vanished meanwhile
@@ -1215,13 +1211,7 @@ func groupsOnlyTopic(c *cli.Context, group string) (string, error) {
 		if err != nil {
 			return clean(err)
 		}
-		seen := map[string]bool{}
-		for _, q := range g.Queues {
-			if !seen[q.Topic] {
-				seen[q.Topic] = true
-				topics = append(topics, q.Topic)
-			}
-		}
+		topics = groupTopics(g)
 		return nil
 	})
 	switch {
@@ -1234,4 +1224,17 @@ func groupsOnlyTopic(c *cli.Context, group string) (string, error) {
 	}
 	sort.Strings(topics)
 	return "", usageError(c, "group %s reads %s: give --topic", group, strings.Join(topics, ", "))
+}
+
+// groupTopics are the topics of a group's queues, in the order they come.
+func groupTopics(g *api.DescribeGroupResponse) []string {
+	var topics []string
+	seen := map[string]bool{}
+	for _, q := range g.Queues {
+		if !seen[q.Topic] {
+			seen[q.Topic] = true
+			topics = append(topics, q.Topic)
+		}
+	}
+	return topics
 }
