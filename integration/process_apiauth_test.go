@@ -248,21 +248,7 @@ func TestAPIAuthProcessRollingMove(t *testing.T) {
 		return nil
 	}
 	for _, mode := range []string{"permissive", "enforcing"} {
-		args := c.g.ServerArgs()
-		for i, a := range args {
-			if a == "--auth" {
-				args[i+1] = mode
-			}
-		}
-		c.g.SetServerArgs(args)
-		for _, nd := range c.all() {
-			if err := c.g.Stop(nd.ID, 10*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			c.start(nd.ID)
-			c.waitLeader("")
-			load.waitAcks(10, 30*time.Second)
-		}
+		c.restartEachWith("--auth", mode, func(*procNode) { load.waitAcks(10, 30*time.Second) })
 		for _, nd := range c.all() {
 			err := unsigned(nd)
 			switch mode {

@@ -350,6 +350,29 @@ func (c *procCluster) cli(stdin string, args ...string) (string, string, error) 
 	return out.String(), errb.String(), err
 }
 
+// restartEachWith sets the value of every node's flag to value and
+// restarts the nodes one at a time (a graceful stop, a start, a leader),
+// running after on each once it is back: a node-by-node move of a running
+// group.
+func (c *procCluster) restartEachWith(flag, value string, after func(*procNode)) {
+	c.t.Helper()
+	args := c.g.ServerArgs()
+	for i, a := range args {
+		if a == flag && i+1 < len(args) {
+			args[i+1] = value
+		}
+	}
+	c.g.SetServerArgs(args)
+	for _, nd := range c.all() {
+		if err := c.g.Stop(nd.ID, 10*time.Second); err != nil {
+			c.t.Fatal(err)
+		}
+		c.start(nd.ID)
+		c.waitLeader("")
+		after(nd)
+	}
+}
+
 // mustCLI is cli that fails the test on a non-zero exit.
 func (c *procCluster) mustCLI(stdin string, args ...string) string {
 	c.t.Helper()

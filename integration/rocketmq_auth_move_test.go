@@ -87,19 +87,7 @@ func TestRocketMQAuthRollingMove(t *testing.T) {
 		return r
 	}
 	for _, mode := range []string{"permissive", "enforcing"} {
-		args := c.g.ServerArgs()
-		for i, a := range args {
-			if a == "--auth" {
-				args[i+1] = mode
-			}
-		}
-		c.g.SetServerArgs(args)
-		for _, nd := range c.all() {
-			if err := c.g.Stop(nd.ID, 10*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			c.start(nd.ID)
-			c.waitLeader("")
+		c.restartEachWith("--auth", mode, func(nd *procNode) {
 			procWaitFor(t, 30*time.Second, nd.ID+" serving u1", func() (bool, string) {
 				r := rmqAuthProbe(t, rc, nd.Remoting, topic, "u1", "u1-secret")
 				return r.Code == remoting.Success, fmt.Sprintf("%d %s", r.Code, r.Remark)
@@ -108,7 +96,7 @@ func TestRocketMQAuthRollingMove(t *testing.T) {
 			procWaitFor(t, 30*time.Second, "acknowledgements after restarting "+nd.ID, func() (bool, string) {
 				return ackedNow() >= before+5, fmt.Sprint(ackedNow() - before)
 			})
-		}
+		})
 		for _, nd := range c.all() {
 			r := unsigned(nd.Remoting)
 			switch mode {
