@@ -44,24 +44,21 @@ var quietHold = 500 * time.Millisecond
 
 // quiet holds the appends that repeat what a follower already has.
 type quiet struct {
-	raft     atomic.Pointer[raft.Raft] // set once raft runs; nil: hold nothing
-	lastPut  atomic.Int64              // unix nanos of the last Apply
-	stop     <-chan struct{}           // shutdown
-	holding  atomic.Int32              // appends held right now
-	mu       sync.Mutex
-	wake     chan struct{}                // closed by an Apply while appends are held
-	acked    map[raft.ServerID]ackedState // what each follower last acknowledged
-	hold     time.Duration
-	poll     time.Duration
-	idleTime time.Duration
+	raft    atomic.Pointer[raft.Raft] // set once raft runs; nil: hold nothing
+	lastPut atomic.Int64              // unix nanos of the last Apply
+	stop    <-chan struct{}           // shutdown
+	holding atomic.Int32              // appends held right now
+	mu      sync.Mutex
+	wake    chan struct{}                // closed by an Apply while appends are held
+	acked   map[raft.ServerID]ackedState // what each follower last acknowledged
+	hold    time.Duration                // quietHold when the node started
 }
 
 // ackedState is the part of an acknowledged append that a repeat would carry.
 type ackedState struct{ term, prev, commit uint64 }
 
 func newQuiet(stop <-chan struct{}) *quiet {
-	return &quiet{stop: stop, wake: make(chan struct{}), acked: map[raft.ServerID]ackedState{},
-		hold: quietHold, poll: quietPoll, idleTime: quietAfter}
+	return &quiet{stop: stop, wake: make(chan struct{}), acked: map[raft.ServerID]ackedState{}, hold: quietHold}
 }
 
 // applied records an Apply: appends stop being held for quietAfter, and
@@ -93,12 +90,12 @@ func (q *quiet) before(id raft.ServerID, req *raft.AppendEntriesRequest) {
 	if !ok || a.term != req.Term || a.prev != req.PrevLogEntry || req.LeaderCommitIndex > a.commit {
 		return
 	}
-	if time.Since(time.Unix(0, q.lastPut.Load())) < q.idleTime {
+	if time.Since(time.Unix(0, q.lastPut.Load())) < quietAfter {
 		return
 	}
 	deadline := time.NewTimer(q.hold)
 	defer deadline.Stop()
-	tick := time.NewTicker(q.poll)
+	tick := time.NewTicker(quietPoll)
 	defer tick.Stop()
 	for {
 		select {
