@@ -157,7 +157,8 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	a := &Adapter{cfg: cfg, log: cfg.Logger, b: b, peers: peers, stop: make(chan struct{}), retryMade: map[string]bool{}}
+	a := &Adapter{cfg: cfg, log: cfg.Logger, b: b, peers: peers, stop: make(chan struct{}), retryMade: map[string]bool{},
+		moved: make(chan struct{})}
 	a.store = storeHost(a.storeAddr())
 	a.consumers = newClients(cfg.ConsumerExpiry)
 	a.producers = newClients(cfg.ConsumerExpiry)
@@ -241,9 +242,7 @@ func (a *Adapter) RoleChanged(leaderID string) {
 	a.leaderMu.Lock()
 	if leaderID != a.leader {
 		a.leader = leaderID
-		if a.moved != nil {
-			close(a.moved)
-		}
+		close(a.moved)
 		a.moved = make(chan struct{})
 	}
 	a.leaderMu.Unlock()
@@ -255,10 +254,6 @@ func (a *Adapter) awaitLeaderOtherThan(id string, done <-chan struct{}) bool {
 	for {
 		a.leaderMu.Lock()
 		l, ch := a.leader, a.moved
-		if ch == nil {
-			ch = make(chan struct{})
-			a.moved = ch
-		}
 		a.leaderMu.Unlock()
 		if l != "" && l != id {
 			return true
