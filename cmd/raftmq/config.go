@@ -132,8 +132,6 @@ func printConfig(c *cli.Context) error {
 			line = strconv.FormatFloat(v, 'g', -1, 64)
 		case time.Duration:
 			line = strconv.Quote(v.String())
-		case cli.IntSlice:
-			line = fmt.Sprint(v.Value())
 		default:
 			line = strconv.Quote(fmt.Sprint(v))
 		}
