@@ -358,15 +358,23 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 	}
 	backoff := 10 * time.Millisecond
 	var last error
+	lastAddr := ""
 	start, told := time.Now(), false
 	sent := false // some attempt may have reached a node
 	gaveUp := func() error {
-		if !sent {
-			return fmt.Errorf("%w: %w: %w (last error: %v)", ErrNotSent, ErrNoConnection, ctx.Err(), last)
+		why := "none of " + strings.Join(c.candidates(), ", ") + " answered in time"
+		if last != nil {
+			why = "last error, from " + lastAddr + ": " + explain(last)
 		}
-		return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+		if !sent {
+			return fmt.Errorf("%w: %w: %w (%s)", ErrNotSent, ErrNoConnection, ctx.Err(), why)
+		}
+		return fmt.Errorf("%w (%s)", ctx.Err(), why)
 	}
 	for attempt := 0; ; attempt++ {
+		if ctx.Err() != nil { // spent asking who leads: nothing was sent
+			return gaveUp()
+		}
 		addrs := c.candidates()
 		addr := addrs[attempt%len(addrs)]
 		if attempt > 0 && c.leaderAddr() != "" {
@@ -381,7 +389,7 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 		if err == nil {
 			return nil
 		}
-		last = err
+		last, lastAddr = err, addr
 		if !neverSent(err) {
 			sent = true
 		}
@@ -529,8 +537,9 @@ func (c *Client) leaderElsewhere(ctx context.Context, addr string) string {
 func (c *Client) Status(ctx context.Context) (*api.StatusResponse, error) {
 	addrs := c.candidates()
 	type answer struct {
-		st  *api.StatusResponse
-		err error
+		addr string
+		st   *api.StatusResponse
+		err  error
 	}
 	ch := make(chan answer, len(addrs))
 	sctx, cancel := context.WithCancel(ctx)
@@ -538,10 +547,11 @@ func (c *Client) Status(ctx context.Context) (*api.StatusResponse, error) {
 	for _, a := range addrs {
 		go func() {
 			st, err := c.statusAt(sctx, a)
-			ch <- answer{st, err}
+			ch <- answer{a, st, err}
 		}()
 	}
 	var best, first *api.StatusResponse
+	var whys []string
 	var last error
 	var graceC <-chan time.Time
 collect:
@@ -554,6 +564,7 @@ collect:
 		}
 		if a.err != nil {
 			last = a.err
+			whys = append(whys, a.addr+": "+explain(a.err))
 			continue
 		}
 		if first == nil {
@@ -578,7 +589,7 @@ collect:
 	if first != nil {
 		return first, nil
 	}
-	return nil, fmt.Errorf("no server answered: %w", last)
+	return nil, &explained{msg: "no server answered: " + strings.Join(whys, "; "), err: last}
 }
 
 // StatusOf asks one node for its own view.

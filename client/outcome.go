@@ -68,5 +68,20 @@ func Classify(err error) Outcome {
 // handshake), so no node can have stored anything of it.
 func neverSent(err error) bool {
 	st, ok := status.FromError(err)
-	return ok && st.Code() == codes.Unavailable && (strings.Contains(st.Message(), "Error while dialing") || unreachable(err) != "")
+	if !ok {
+		return false
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		return strings.Contains(st.Message(), "Error while dialing") || unreachable(err) != ""
+	case codes.DeadlineExceeded, codes.Canceled:
+		return notReady(st.Message())
+	}
+	return false
+}
+
+// notReady reports whether a gRPC error message says the call ended while
+// it waited for a connection to become ready, before anything was sent.
+func notReady(msg string) bool {
+	return strings.Contains(msg, "while waiting for connections to become ready") || strings.HasPrefix(msg, "latest balancer error:")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,5 +179,34 @@ func TestSendToNoNodeFailsNotUnknown(t *testing.T) {
 	}
 	if neverSent(status.Error(codes.Unavailable, "error reading from server: EOF")) {
 		t.Error("a connection lost after the request was written counts as never sent")
+	}
+}
+
+// A listener that never accepts (a paused process, a blackhole behind a
+// proxy): the kernel completes the connection, nothing answers. A send
+// there is failed and never sent, and the error names the address and why.
+func TestSendToSilentAddressIsNotSent(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := l.Addr().String()
+	c, err := New(Config{Servers: []string{addr}, RetryTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.NewProducer().Send(context.Background(), "t", Message{Body: []byte("x")})
+	if !errors.Is(err, ErrNotSent) || Classify(err) != Failed || !strings.Contains(err.Error(), addr) {
+		t.Errorf("send to a silent address: %v (%v); want a failed send, never sent, naming %s", err, Classify(err), addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := c.Status(ctx); err == nil || !strings.Contains(err.Error(), addr+": ") {
+		t.Errorf("status of a silent address: %v; want an error naming %s and why", err, addr)
+	}
+	if !neverSent(status.Error(codes.DeadlineExceeded, "context deadline exceeded while waiting for connections to become ready")) {
+		t.Error("a call that timed out waiting for a connection counts as sent")
 	}
 }

@@ -89,6 +89,10 @@ func unreachable(err error) string {
 	case strings.Contains(msg, "no such host"), strings.Contains(msg, "produced zero addresses"),
 		strings.Contains(msg, "missing port in address"), strings.Contains(msg, "too many colons"):
 		return "the address does not resolve"
+	case strings.Contains(msg, "server preface") && strings.Contains(msg, "use of closed network connection"):
+		// The connection opened and the wait for the server's HTTP/2
+		// preface ran out: a raftmq node sends it at once.
+		return "accepts connections but answers nothing (a paused process or a blackholed address)"
 	case strings.Contains(msg, "frame too large"), strings.Contains(msg, "server preface"),
 		strings.Contains(msg, "http2: failed reading the frame"), strings.Contains(msg, "malformed HTTP"):
 		return "not raftmq's client API (perhaps its HTTP port), or a node that requires TLS (--tls-ca)"
@@ -102,3 +106,32 @@ func unreachable(err error) string {
 	}
 	return ""
 }
+
+// explain says in a few words what err means for the call that got it:
+// why nothing answers (unreachable), that no connection became ready in
+// time, or else the error's own message.
+func explain(err error) string {
+	if err == nil {
+		return "no attempt finished"
+	}
+	if why := unreachable(err); why != "" {
+		return why
+	}
+	if st, ok := status.FromError(err); ok {
+		if notReady(st.Message()) {
+			return "no connection became ready in time (a paused process or a blackholed address)"
+		}
+		return st.Message()
+	}
+	return err.Error()
+}
+
+// explained is an error whose message says what its cause means; errors.Is
+// and status.Code still see the cause.
+type explained struct {
+	msg string
+	err error
+}
+
+func (e *explained) Error() string { return e.msg }
+func (e *explained) Unwrap() error { return e.err }

@@ -46,7 +46,7 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 	var routes []struct {
 		Group      string `json:"group"`
 		Cluster    string `json:"cluster"`
-		Leader     string `json:"leader"`
+		Leader     string `json:"leader_address"`
 		NoRemoting bool   `json:"no_remoting"`
 	}
 	if err := json.Unmarshal([]byte(ga.mustCLI("", "namesrv", "routes", "--namesrv", nsa, "--json")), &routes); err != nil {

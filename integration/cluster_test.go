@@ -52,7 +52,7 @@ func TestClusterTwoGroupsThroughTheNameServer(t *testing.T) {
 	}
 	var st []struct {
 		Group   string `json:"group"`
-		Leader  string `json:"leader"`
+		Leader  string `json:"leader_id"`
 		Healthy bool   `json:"healthy"`
 		Nodes   []any  `json:"nodes"`
 	}

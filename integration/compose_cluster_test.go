@@ -156,7 +156,7 @@ func TestComposeCluster(t *testing.T) {
 		Group string `json:"group"`
 		Nodes []struct {
 			ID     string `json:"id"`
-			Client string `json:"client"`
+			Client string `json:"client_address"`
 		} `json:"nodes"`
 	}
 	if err := json.Unmarshal([]byte(inside("cluster", "status", "--namesrv", nsInside, "--json")), &inSt); err != nil || len(inSt) != 2 {
@@ -190,7 +190,7 @@ func TestComposeCluster(t *testing.T) {
 	// Kill ga's leader container; stop the first name server.
 	var st []struct {
 		Group  string `json:"group"`
-		Leader string `json:"leader"`
+		Leader string `json:"leader_id"`
 	}
 	if err := json.Unmarshal([]byte(cliRun("", "cluster", "status", "--namesrv", nsBoth, "--json")), &st); err != nil {
 		t.Fatal(err)

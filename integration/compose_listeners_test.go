@@ -113,7 +113,7 @@ func TestComposeListenersInsideAndOutside(t *testing.T) {
 	// their published ones; --namesrv works on both sides.
 	routes := func(out []byte) map[string]bool {
 		var rs []struct {
-			Leader    string            `json:"leader"`
+			Leader    string            `json:"leader_address"`
 			Followers map[string]string `json:"followers"`
 		}
 		if err := json.Unmarshal(bytes.TrimSpace(out), &rs); err != nil || len(rs) != 1 {

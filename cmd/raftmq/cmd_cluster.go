@@ -124,7 +124,7 @@ func clusterCommand() *cli.Command {
 type clusterNodeJSON struct {
 	ID      string  `json:"id"`
 	Role    string  `json:"role"`
-	Client  string  `json:"client"`
+	Client  string  `json:"client_address"`
 	Healthy bool    `json:"healthy"`
 	Lag     uint64  `json:"lag"`
 	Load    float64 `json:"load"`
@@ -135,7 +135,7 @@ type clusterGroupJSON struct {
 	Group   string            `json:"group"`
 	Cluster string            `json:"cluster"`
 	Term    uint64            `json:"term"`
-	Leader  string            `json:"leader"`
+	Leader  string            `json:"leader_id"`
 	Healthy bool              `json:"healthy"`
 	Error   string            `json:"error,omitempty"`
 	Nodes   []clusterNodeJSON `json:"nodes"`

@@ -66,8 +66,8 @@ type routeGroup struct {
 	Group     string            `json:"group"`
 	Cluster   string            `json:"cluster"`
 	Term      uint64            `json:"term"`
-	Leader    string            `json:"leader"`
-	LeaderID  string            `json:"leader_node"`
+	Leader    string            `json:"leader_address"`
+	LeaderID  string            `json:"leader_id"`
 	Followers map[string]string `json:"followers"` // brokerId -> address
 	Nodes     map[string]string `json:"nodes"`     // brokerId -> node id
 	Topics    map[string]int    `json:"topics"`

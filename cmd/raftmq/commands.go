@@ -586,6 +586,12 @@ func runProduce(c *cli.Context) error {
 	_, derr := cl.DescribeTopic(dctx, topic)
 	dcancel()
 	missing := status.Code(derr) == codes.NotFound
+	// No node answered within --timeout: sending would only wait as long
+	// again for the same answer, so every message fails with it unsent.
+	var noNode error
+	if errors.Is(derr, client.ErrNoConnection) {
+		noNode = derr
+	}
 
 	// The input is read in batches numbered by their first line (or
 	// argument); reading stops at the interrupt, and no batch is sent
@@ -646,6 +652,12 @@ func runProduce(c *cli.Context) error {
 	out := bufio.NewWriter(c.App.Writer)
 	send := func(b batch) {
 		defer func() { <-sem; wg.Done() }()
+		if noNode != nil {
+			mu.Lock()
+			tally.add(b.first, len(b.lines), noNode)
+			mu.Unlock()
+			return
+		}
 		msgs := make([]client.Message, len(b.lines))
 		for i, l := range b.lines {
 			key := c.String("key")
@@ -954,7 +966,7 @@ func leaderCommand() *cli.Command {
 					}
 					if c.Bool("json") {
 						return printJSON(c.App.Writer, struct {
-							Leader string  `json:"leader"`
+							Leader string  `json:"leader_id"`
 							TookMs float64 `json:"took_ms"`
 						}{r.LeaderId, float64(r.TookUs) / 1000})
 					}

@@ -252,3 +252,24 @@ func TestJSONBodyKeepsBinary(t *testing.T) {
 		}
 	}
 }
+
+// An address that accepts connections and never answers (a paused process,
+// a blackhole) fails within about --timeout, naming it; before, produce
+// waited out --timeout twice.
+func TestProduceToSilentAddressFailsWithinTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0") // never accepted: the kernel completes connections
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := l.Addr().String()
+	start := time.Now()
+	_, errOut, code := runCLI("produce", "-t", "x", "-s", addr, "--timeout", "3s", "m1", "m2")
+	took := time.Since(start)
+	if code != 1 || !strings.Contains(errOut, "failed 2, outcome unknown 0") || !strings.Contains(errOut, addr+": accepts connections but answers nothing") {
+		t.Errorf("produce to a silent address: exit %d, stderr %q; want both failed, not stored, naming %s and why", code, errOut, addr)
+	}
+	if took > 6*time.Second {
+		t.Errorf("produce to a silent address took %s with --timeout 3s; want about 3s", took)
+	}
+}
