@@ -293,15 +293,15 @@ func damagedWhy(what string) string {
 // one holding next among them (pullOnce).
 func (b *Broker) routeInput(req *PullRequest, isLeader bool, local route.Local, rng store.QueueRange, next uint64, locs []store.Location) route.Input {
 	in := route.Input{
-		SelfIsLeader:    isLeader,
-		Self:            b.peerView(b.cfg.NodeID),
-		Local:           local,
-		AtTail:          local == route.LocalServed && next >= rng.Max,
-		ColdBytes:       b.cfg.ColdReadBytes,
-		MaxLag:          b.cfg.MaxFollowerLag,
+		SelfIsLeader:     isLeader,
+		Self:             b.peerView(b.cfg.NodeID),
+		Local:            local,
+		AtTail:           local == route.LocalServed && next >= rng.Max,
+		ColdBytes:        b.cfg.ColdReadBytes,
+		MaxLag:           b.cfg.MaxFollowerLag,
 		ReadsOnFollowers: req.ReadsOnFollowers,
-		Topic:           req.Topic,
-		Queue:           req.Queue,
+		Topic:            req.Topic,
+		Queue:            req.Queue,
 	}
 	if (local == route.LocalServed || local == route.LocalNotHeld) && next < rng.Max {
 		if local == route.LocalServed {
