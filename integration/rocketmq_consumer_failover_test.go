@@ -27,7 +27,10 @@ import (
 // TestRocketMQConsumerFailover: a synchronous producer (one send at a
 // time, about 200 a second) and a push consumer; the leader is SIGKILLed,
 // in a second case stopped with SIGSTOP (and let go on after), in a third
-// SIGKILLed under an asynchronous producer that the consumer runs behind.
+// cut off from its peers and its clients while it runs (every Raft,
+// client API and remoting connection blackholed, then healed), in a
+// fourth SIGKILLed under an asynchronous producer that the consumer runs
+// behind.
 // With consumers reading from followers (--remoting-reads-on-followers,
 // the default) the consumer goes on once a new leader commits: its pause
 // is asserted under 5 s (the goal is 2 s, the election's time; the
@@ -45,7 +48,7 @@ func TestRocketMQConsumerFailover(t *testing.T) {
 		fmt.Sscan(v, &runs)
 	}
 	modes := []cfoMode{{name: "reads-on-followers", reads: true}, {name: "leader-paused", reads: true, pause: true},
-		{name: "async-producer", reads: true, async: true}}
+		{name: "leader-partitioned", reads: true, cut: true}, {name: "async-producer", reads: true, async: true}}
 	if os.Getenv("RAFTMQ_RMQ_CFO_LEADER") != "" {
 		modes = append(modes, cfoMode{name: "reads-on-leader"})
 	}
@@ -67,12 +70,12 @@ func TestRocketMQConsumerFailover(t *testing.T) {
 
 // cfoMode is one case of TestRocketMQConsumerFailover: consumers read
 // from followers (reads), a follower killed instead of the leader
-// (follower), the leader paused with SIGSTOP instead of killed (pause),
-// the producer sending with SendAsync, which the client never retries
-// (async).
+// (follower), the leader paused with SIGSTOP instead of killed (pause)
+// or cut off by a partition (cut), the producer sending with SendAsync,
+// which the client never retries (async).
 type cfoMode struct {
-	name                          string
-	reads, follower, pause, async bool
+	name                               string
+	reads, follower, pause, cut, async bool
 }
 
 // rmqConsumerFailoverRun runs one case; killFollower kills a follower
@@ -86,7 +89,7 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	c := procStartGroup(t, localgroup.Config{Nodes: 3, Remoting: true, ServerArgs: []string{"--namesrv", ns.Addr(), "--register-period", "2s",
+	c := procStartGroup(t, localgroup.Config{Nodes: 3, Remoting: true, Partitionable: m.cut, ServerArgs: []string{"--namesrv", ns.Addr(), "--register-period", "2s",
 		fmt.Sprintf("--remoting-reads-on-followers=%v", reads)}})
 	leader := c.waitLeader("")
 	topic := "rmq-cfo"
@@ -240,10 +243,16 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 	}
 	kill := time.Now()
 	how := "killed"
-	if pause {
+	switch {
+	case pause:
 		how = "paused"
 		c.pause(victim.ID)
-	} else {
+	case m.cut:
+		how = "partitioned"
+		if err := c.g.Cut(victim.ID); err != nil {
+			t.Fatal(err)
+		}
+	default:
 		c.kill(victim.ID)
 	}
 	newLeader := leader
@@ -259,6 +268,11 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 	}
 	if pause {
 		c.resume(victim.ID)
+	}
+	if m.cut {
+		if err := c.g.Heal(victim.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	mu.Lock()
@@ -356,12 +370,12 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 	if firstAfter.IsZero() {
 		t.Errorf("the consumer received nothing sent after the leader was %s", how)
 	}
-	// A send that picks the paused leader's queue waits out the client's
-	// 3 s send timeout; its retry goes through a follower's write path,
-	// which must forward it to the next leader rather than to the paused
-	// one (two such waits in a row before that).
-	if g := gap(acks); pause && g > 5500*time.Millisecond {
-		t.Errorf("the producer's longest wait between acknowledgements around the pause was %v; want one send timeout (3 s) at most, plus the retry", g)
+	// A send that picks the paused or cut-off leader's queue waits out
+	// the client's 3 s send timeout; its retry goes through a follower's
+	// write path, which must forward it to the next leader rather than to
+	// the old one (two such waits in a row before that).
+	if g := gap(acks); (pause || m.cut) && g > 5500*time.Millisecond {
+		t.Errorf("the producer's longest wait between acknowledgements when the leader was %s was %v; want one send timeout (3 s) at most, plus the retry", how, g)
 	}
 	return fig
 }
