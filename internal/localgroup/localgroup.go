@@ -104,9 +104,9 @@ type Node struct {
 	// with Partitionable); RemotingListen where it listens.
 	Remoting       string
 	RemotingListen string
-	Dir      string // the node's own directory (Config.NodeDirs), else the group's
-	Data     string
-	Log      string // the server's stderr, appended across restarts
+	Dir            string // the node's own directory (Config.NodeDirs), else the group's
+	Data           string
+	Log            string // the server's stderr, appended across restarts
 
 	mu    sync.Mutex
 	peers string // --peers, "" for a node that joins with `member add`
