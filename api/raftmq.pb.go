@@ -114,6 +114,8 @@ const (
 	SuggestionReason_SUGGESTION_REASON_NOT_HELD         SuggestionReason = 12 // no longer holds the message bodies
 	SuggestionReason_SUGGESTION_REASON_CAUGHT_UP        SuggestionReason = 13 // the consumer reached the tail, the leader is not loaded
 	SuggestionReason_SUGGESTION_REASON_DAMAGED          SuggestionReason = 14 // this node is damaged
+	// The leader sends the consumer to a follower.
+	SuggestionReason_SUGGESTION_REASON_FOLLOWER_READS SuggestionReason = 15 // reads go to followers (RocketMQ consumers): this follower has the data
 )
 
 // Enum value maps for SuggestionReason.
@@ -134,6 +136,7 @@ var (
 		12: "SUGGESTION_REASON_NOT_HELD",
 		13: "SUGGESTION_REASON_CAUGHT_UP",
 		14: "SUGGESTION_REASON_DAMAGED",
+		15: "SUGGESTION_REASON_FOLLOWER_READS",
 	}
 	SuggestionReason_value = map[string]int32{
 		"SUGGESTION_REASON_UNSPECIFIED":       0,
@@ -151,6 +154,7 @@ var (
 		"SUGGESTION_REASON_NOT_HELD":          12,
 		"SUGGESTION_REASON_CAUGHT_UP":         13,
 		"SUGGESTION_REASON_DAMAGED":           14,
+		"SUGGESTION_REASON_FOLLOWER_READS":    15,
 	}
 )
 
@@ -4829,7 +4833,7 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x11PULL_STATUS_FOUND\x10\x01\x12\x16\n" +
 	"\x12PULL_STATUS_NO_NEW\x10\x02\x12\x1f\n" +
 	"\x1bPULL_STATUS_RETRY_ELSEWHERE\x10\x03\x12\x1c\n" +
-	"\x18PULL_STATUS_OFFSET_MOVED\x10\x04*\xac\x04\n" +
+	"\x18PULL_STATUS_OFFSET_MOVED\x10\x04*\xd2\x04\n" +
 	"\x10SuggestionReason\x12!\n" +
 	"\x1dSUGGESTION_REASON_UNSPECIFIED\x10\x00\x12'\n" +
 	"#SUGGESTION_REASON_LEADER_NOT_LOADED\x10\x01\x12&\n" +
@@ -4846,7 +4850,8 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x1dSUGGESTION_REASON_NOT_APPLIED\x10\v\x12\x1e\n" +
 	"\x1aSUGGESTION_REASON_NOT_HELD\x10\f\x12\x1f\n" +
 	"\x1bSUGGESTION_REASON_CAUGHT_UP\x10\r\x12\x1d\n" +
-	"\x19SUGGESTION_REASON_DAMAGED\x10\x0e2\xb0\x10\n" +
+	"\x19SUGGESTION_REASON_DAMAGED\x10\x0e\x12$\n" +
+	" SUGGESTION_REASON_FOLLOWER_READS\x10\x0f2\xb0\x10\n" +
 	"\x06Broker\x12@\n" +
 	"\aProduce\x12\x19.raftmq.v1.ProduceRequest\x1a\x1a.raftmq.v1.ProduceResponse\x127\n" +
 	"\x04Pull\x12\x16.raftmq.v1.PullRequest\x1a\x17.raftmq.v1.PullResponse\x12R\n" +

@@ -42,10 +42,10 @@ type PullRequest struct {
 	// NextOffset moves past them.
 	FilterType string
 	Filter     string
-	// TailOnFollowers: at the tail the consumer is held by a follower, not
-	// the leader (route.Input.TailOnFollowers; the RocketMQ adapter's
-	// pulls).
-	TailOnFollowers bool
+	// ReadsOnFollowers: the consumer reads from a follower whenever one
+	// has the data, at the tail and behind it (route.Input.ReadsOnFollowers;
+	// the RocketMQ adapter's pulls).
+	ReadsOnFollowers bool
 
 	flt     *filter.Filter // compiled by Pull
 	scanned int            // body bytes of the messages filtered out so far
@@ -293,15 +293,15 @@ func damagedWhy(what string) string {
 // one holding next among them (pullOnce).
 func (b *Broker) routeInput(req *PullRequest, isLeader bool, local route.Local, rng store.QueueRange, next uint64, locs []store.Location) route.Input {
 	in := route.Input{
-		SelfIsLeader:    isLeader,
-		Self:            b.peerView(b.cfg.NodeID),
-		Local:           local,
-		AtTail:          local == route.LocalServed && next >= rng.Max,
-		ColdBytes:       b.cfg.ColdReadBytes,
-		MaxLag:          b.cfg.MaxFollowerLag,
-		TailOnFollowers: req.TailOnFollowers,
-		Topic:           req.Topic,
-		Queue:           req.Queue,
+		SelfIsLeader:     isLeader,
+		Self:             b.peerView(b.cfg.NodeID),
+		Local:            local,
+		AtTail:           local == route.LocalServed && next >= rng.Max,
+		ColdBytes:        b.cfg.ColdReadBytes,
+		MaxLag:           b.cfg.MaxFollowerLag,
+		ReadsOnFollowers: req.ReadsOnFollowers,
+		Topic:            req.Topic,
+		Queue:            req.Queue,
 	}
 	if (local == route.LocalServed || local == route.LocalNotHeld) && next < rng.Max {
 		if local == route.LocalServed {

@@ -26,15 +26,20 @@ import (
 
 // TestRocketMQConsumerFailover: a synchronous producer (one send at a
 // time, about 200 a second) and a push consumer; the leader is SIGKILLed,
-// and in a second case stopped with SIGSTOP (and let go on after). With
-// consumers at the tail held by followers (--remoting-tail-on-followers,
-// the default) the consumer goes on once a new leader commits: asserted
-// under 10 s (the goal is the election's time). Every acknowledged message
-// is delivered. RAFTMQ_RMQ_CFO_RUNS=N repeats it; RAFTMQ_RMQ_CFO_LEADER=1
-// also runs the group with the leader holding tail pulls, for comparison
-// (its pause is the client's 30 s pull timeout; reported only), and
-// RAFTMQ_RMQ_CFO_FOLLOWER=1 a SIGKILL of a follower instead (the queues it
-// held wait out that timeout; reported only).
+// in a second case stopped with SIGSTOP (and let go on after), in a third
+// cut off from its peers and its clients while it runs (every Raft,
+// client API and remoting connection blackholed, then healed), in a
+// fourth SIGKILLed under an asynchronous producer that the consumer runs
+// behind.
+// With consumers reading from followers (--remoting-reads-on-followers,
+// the default) the consumer goes on once a new leader commits: its pause
+// is asserted under 5 s (the goal is 2 s, the election's time; the
+// figures are logged). Every acknowledged message is delivered; messages
+// delivered twice are counted. RAFTMQ_RMQ_CFO_RUNS=N repeats it;
+// RAFTMQ_RMQ_CFO_LEADER=1 also runs the group with the leader keeping its
+// consumers, for comparison (its pause is the client's 30 s pull timeout;
+// reported only), and RAFTMQ_RMQ_CFO_FOLLOWER=1 a SIGKILL of a follower
+// instead (the queues it held wait out that timeout; reported only).
 func TestRocketMQConsumerFailover(t *testing.T) {
 	procRequire(t)
 	rlog.SetLogLevel("error")
@@ -42,13 +47,13 @@ func TestRocketMQConsumerFailover(t *testing.T) {
 	if v := os.Getenv("RAFTMQ_RMQ_CFO_RUNS"); v != "" {
 		fmt.Sscan(v, &runs)
 	}
-	modes := []cfoMode{{name: "tail-on-followers", tail: true}, {name: "leader-paused", tail: true, pause: true},
-		{name: "async-producer", tail: true, async: true}}
+	modes := []cfoMode{{name: "reads-on-followers", reads: true}, {name: "leader-paused", reads: true, pause: true},
+		{name: "leader-partitioned", reads: true, cut: true}, {name: "async-producer", reads: true, async: true}}
 	if os.Getenv("RAFTMQ_RMQ_CFO_LEADER") != "" {
-		modes = append(modes, cfoMode{name: "tail-on-leader"})
+		modes = append(modes, cfoMode{name: "reads-on-leader"})
 	}
 	if os.Getenv("RAFTMQ_RMQ_CFO_FOLLOWER") != "" {
-		modes = append(modes, cfoMode{name: "follower-kill", tail: true, follower: true})
+		modes = append(modes, cfoMode{name: "follower-kill", reads: true, follower: true})
 	}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
@@ -63,13 +68,14 @@ func TestRocketMQConsumerFailover(t *testing.T) {
 	}
 }
 
-// cfoMode is one case of TestRocketMQConsumerFailover: tail pulls held by
-// followers (tail), a follower killed instead of the leader (follower),
-// the leader paused with SIGSTOP instead of killed (pause), the producer
-// sending with SendAsync, which the client never retries (async).
+// cfoMode is one case of TestRocketMQConsumerFailover: consumers read
+// from followers (reads), a follower killed instead of the leader
+// (follower), the leader paused with SIGSTOP instead of killed (pause)
+// or cut off by a partition (cut), the producer sending with SendAsync,
+// which the client never retries (async).
 type cfoMode struct {
-	name                         string
-	tail, follower, pause, async bool
+	name                               string
+	reads, follower, pause, cut, async bool
 }
 
 // rmqConsumerFailoverRun runs one case; killFollower kills a follower
@@ -77,14 +83,14 @@ type cfoMode struct {
 // client's 30 s pull timeout); pause stops the leader with SIGSTOP instead
 // of killing it, and lets it go on (SIGCONT) once the figures are taken.
 func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
-	tail, killFollower, pause := m.tail, m.follower, m.pause
+	reads, killFollower, pause := m.reads, m.follower, m.pause
 	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	c := procStartGroup(t, localgroup.Config{Nodes: 3, Remoting: true, ServerArgs: []string{"--namesrv", ns.Addr(), "--register-period", "2s",
-		fmt.Sprintf("--remoting-tail-on-followers=%v", tail)}})
+	c := procStartGroup(t, localgroup.Config{Nodes: 3, Remoting: true, Partitionable: m.cut, ServerArgs: []string{"--namesrv", ns.Addr(), "--register-period", "2s",
+		fmt.Sprintf("--remoting-reads-on-followers=%v", reads)}})
 	leader := c.waitLeader("")
 	topic := "rmq-cfo"
 	c.mustCLI("", "topic", "create", topic, "--queues", "4", "-s", c.addrs())
@@ -105,8 +111,18 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 	}
 	defer p.Shutdown()
 	got := newRMQReceived()
-	cons := rmqPushConsumer(t, ns.Addr(), fmt.Sprintf("cfo-c-%d", run), fmt.Sprintf("cfo-%d", run), consumer.MessageSelector{}, topic, got)
-	defer cons.Shutdown()
+	var cons rocketmqStopper
+	startConsumer := func(opts ...consumer.Option) {
+		cons = rmqPushConsumer(t, ns.Addr(), fmt.Sprintf("cfo-c-%d", run), fmt.Sprintf("cfo-%d", run), consumer.MessageSelector{}, topic, got, opts...)
+	}
+	defer func() {
+		if cons != nil {
+			cons.Shutdown()
+		}
+	}()
+	if !m.async {
+		startConsumer()
+	}
 
 	type send struct {
 		body       string
@@ -159,27 +175,63 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 			}
 		}
 	}()
-	// Steady state: the consumer has the messages of the last second.
-	procWaitFor(t, 60*time.Second, "the consumer to keep up", func() (bool, string) {
+	ackedNow := func() int {
 		mu.Lock()
-		var recent []string
+		defer mu.Unlock()
+		n := 0
 		for _, s := range sends {
-			if s.err == nil && time.Since(s.end) > time.Second && time.Since(s.end) < 2*time.Second {
-				recent = append(recent, s.body)
+			if s.err == nil {
+				n++
 			}
 		}
-		mu.Unlock()
-		miss := got.missing(recent)
-		return len(recent) > 50 && len(miss) == 0, fmt.Sprintf("%d recent, %d missing", len(recent), len(miss))
-	})
-	time.Sleep(2 * time.Second)
+		return n
+	}
+	behind := 0
+	if m.async {
+		// A consumer behind the tail: it starts after a backlog of 1,200
+		// messages and pulls each queue at most every 200 ms (32 messages
+		// a pull), so it catches up at about 440 messages a second; the
+		// leader is killed while it is still behind.
+		procWaitFor(t, 60*time.Second, "a backlog", func() (bool, string) {
+			n := ackedNow()
+			return n >= 1200, fmt.Sprintf("%d acknowledged", n)
+		})
+		startConsumer(consumer.WithPullInterval(200 * time.Millisecond))
+		procWaitFor(t, 60*time.Second, "the consumer to start", func() (bool, string) {
+			got.mu.Lock()
+			n := len(got.bodies)
+			got.mu.Unlock()
+			return n >= 100, fmt.Sprintf("%d delivered", n)
+		})
+	} else {
+		// Steady state: the consumer has the messages of the last second.
+		procWaitFor(t, 60*time.Second, "the consumer to keep up", func() (bool, string) {
+			mu.Lock()
+			var recent []string
+			for _, s := range sends {
+				if s.err == nil && time.Since(s.end) > time.Second && time.Since(s.end) < 2*time.Second {
+					recent = append(recent, s.body)
+				}
+			}
+			mu.Unlock()
+			miss := got.missing(recent)
+			return len(recent) > 50 && len(miss) == 0, fmt.Sprintf("%d recent, %d missing", len(recent), len(miss))
+		})
+		time.Sleep(2 * time.Second)
+	}
 	// The pulls the leader keeps (suggests itself for) in the last second
-	// before the kill: with tail on followers, about none.
+	// before the kill: with reads on followers, about none.
 	kept0 := rmqMetric(t, leader.HTTP, "raftmq_pull_suggestions_total", `target="self"`)
 	sent0 := rmqMetric(t, leader.HTTP, "raftmq_pull_suggestions_total", `target="follower"`)
 	time.Sleep(time.Second)
 	kept := rmqMetric(t, leader.HTTP, "raftmq_pull_suggestions_total", `target="self"`) - kept0
 	sentAway := rmqMetric(t, leader.HTTP, "raftmq_pull_suggestions_total", `target="follower"`) - sent0
+	got.mu.Lock()
+	behind = ackedNow() - len(got.bodies)
+	got.mu.Unlock()
+	if m.async && behind < 200 {
+		t.Errorf("the consumer was %d messages behind at the kill; the case wants it behind the tail", behind)
+	}
 	victim := leader
 	if killFollower {
 		for _, nd := range c.all() {
@@ -191,10 +243,16 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 	}
 	kill := time.Now()
 	how := "killed"
-	if pause {
+	switch {
+	case pause:
 		how = "paused"
 		c.pause(victim.ID)
-	} else {
+	case m.cut:
+		how = "partitioned"
+		if err := c.g.Cut(victim.ID); err != nil {
+			t.Fatal(err)
+		}
+	default:
 		c.kill(victim.ID)
 	}
 	newLeader := leader
@@ -210,6 +268,11 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 	}
 	if pause {
 		c.resume(victim.ID)
+	}
+	if m.cut {
+		if err := c.g.Heal(victim.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	mu.Lock()
@@ -270,31 +333,49 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 		q := got.queue[s.body]
 		late[q] = max(late[q], at.Sub(s.end))
 	}
-	got.mu.Unlock()
-	t.Logf("leader's pull suggestions in the second before the kill: %v kept, %v sent to a follower; per queue, the longest wait from acknowledgement to delivery: %v", kept, sentAway, late)
-	fig := fmt.Sprintf("run %d (tail on followers %v): %s %s (leader %s), leader %s after %v; consumer: first message acknowledged after the kill delivered %v after it, longest gap between deliveries %v; producer: %d sends, %d failed around the kill, longest gap between acknowledgements %v",
-		run, tail, victim.ID, how, leader.ID, newLeader.ID, elected.Round(time.Millisecond), resume.Round(time.Millisecond), gap(deliveries).Round(time.Millisecond),
-		len(all), failed, gap(acks).Round(time.Millisecond))
-	t.Log(fig)
-	// With the asynchronous producer the consumer runs behind the tail, so
-	// its pulls go to the leader (hot data, leader not loaded), and one in
-	// flight when the leader dies waits out the client's pull timeout
-	// (measured: 24 s on every queue): reported, not asserted. Sync runs
-	// keep up, pull at the tail from followers, and are asserted.
-	for q, d := range late {
-		if tail && !killFollower && !m.async && d > 10*time.Second {
-			t.Errorf("queue %d: a message acknowledged around the kill was delivered %v later; want well under 10 s", q, d)
+	twice := 0
+	for _, b := range acked {
+		if got.bodies[b] > 1 {
+			twice++
 		}
 	}
-	// A send that picks the paused leader's queue waits out the client's
-	// 3 s send timeout; its retry goes through a follower's write path,
-	// which must forward it to the next leader rather than to the paused
-	// one (two such waits in a row before that).
-	if g := gap(acks); pause && g > 5500*time.Millisecond {
-		t.Errorf("the producer's longest wait between acknowledgements around the pause was %v; want one send timeout (3 s) at most, plus the retry", g)
+	got.mu.Unlock()
+	// The consumer's pause: for a consumer at the tail, the longest wait
+	// of a message from its acknowledgement to its delivery (the time to
+	// the first delivery after the kill also holds the producer's own
+	// wait); for one behind the tail (async), whose messages wait behind
+	// its backlog anyway, the longest time without a delivery.
+	var pauseFor time.Duration
+	for _, d := range late {
+		pauseFor = max(pauseFor, d)
 	}
-	if tail && !killFollower && (firstAfter.IsZero() || resume > 10*time.Second) {
-		t.Errorf("the consumer received nothing sent after the kill for %v; want well under 10 s", resume)
+	if m.async {
+		pauseFor = gap(deliveries)
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("leader's pull suggestions in the second before the kill: %v kept, %v sent to a follower; the consumer was %d messages behind at the kill; per queue, the longest wait from acknowledgement to delivery: %v", kept, sentAway, behind, late)
+	fig := fmt.Sprintf("run %d (reads on followers %v): %s %s (leader %s), leader %s after %v; consumer: paused %v, first message acknowledged after the kill delivered %v after it, longest gap between deliveries %v, %d of %d acknowledged messages delivered twice; producer: %d sends, %d failed around the kill, longest gap between acknowledgements %v; load average %s",
+		run, reads, victim.ID, how, leader.ID, newLeader.ID, elected.Round(time.Millisecond), pauseFor.Round(time.Millisecond), resume.Round(time.Millisecond), gap(deliveries).Round(time.Millisecond),
+		twice, len(acked), len(all), failed, gap(acks).Round(time.Millisecond), strings.TrimSpace(string(load)))
+	t.Log(fig)
+	if !reads || killFollower {
+		return fig // reported only: the queues held by the killed node wait out the client's pull timeout
+	}
+	// The goal is 2 s (the election's time); asserted at 5 s so that a
+	// slow, shared machine does not fail the test, the figures are logged.
+	const limit = 5 * time.Second
+	if pauseFor > limit {
+		t.Errorf("the consumer paused %v when the leader was %s; want under %v (goal: 2 s); per queue, the longest wait from acknowledgement to delivery: %v", pauseFor, how, limit, late)
+	}
+	if firstAfter.IsZero() {
+		t.Errorf("the consumer received nothing sent after the leader was %s", how)
+	}
+	// A send that picks the paused or cut-off leader's queue waits out
+	// the client's 3 s send timeout; its retry goes through a follower's
+	// write path, which must forward it to the next leader rather than to
+	// the old one (two such waits in a row before that).
+	if g := gap(acks); (pause || m.cut) && g > 5500*time.Millisecond {
+		t.Errorf("the producer's longest wait between acknowledgements when the leader was %s was %v; want one send timeout (3 s) at most, plus the retry", how, g)
 	}
 	return fig
 }

@@ -43,6 +43,9 @@ type rmqSend struct {
 // deduplicates). With write paths the window is the election (the
 // producer's own retry moves off the dead address at once), asserted under
 // 5 s; without, it is reported only (it waits for the client's route poll).
+// The leader is also paused (SIGSTOP) and cut off by a partition (every
+// Raft, client API and remoting connection blackholed while it runs)
+// instead of killed, with write paths: the same bound holds.
 // RAFTMQ_RMQ_FAILOVER_RUNS=N repeats each case N times (figures for
 // docs/rocketmq.md).
 func TestRocketMQFailover(t *testing.T) {
@@ -56,7 +59,9 @@ func TestRocketMQFailover(t *testing.T) {
 		name     string
 		via      bool
 		follower bool
-	}{{"write-via-followers", true, false}, {"leader-only", false, false}, {"follower-kill", true, true}} {
+		fault    string
+	}{{"write-via-followers", true, false, "kill"}, {"leader-only", false, false, "kill"}, {"follower-kill", true, true, "kill"},
+		{"leader-paused", true, false, "pause"}, {"leader-partitioned", true, false, "partition"}} {
 		via, name := tc.via, tc.name
 		t.Run(name, func(t *testing.T) {
 			if !via && testing.Short() {
@@ -67,7 +72,7 @@ func TestRocketMQFailover(t *testing.T) {
 				// A subtest each, so that each run's processes are gone
 				// before the next starts.
 				t.Run(fmt.Sprint(i), func(t *testing.T) {
-					w := rmqFailoverRun(t, via, tc.follower, i)
+					w := rmqFailoverRun(t, via, tc.follower, tc.fault, i)
 					windows = append(windows, w.Round(time.Millisecond).String())
 				})
 			}
@@ -77,15 +82,17 @@ func TestRocketMQFailover(t *testing.T) {
 }
 
 // rmqFailoverRun runs one case: SIGKILL of the leader (or, with
-// killFollower, of a follower) under the send stream; it returns the
-// window (for a follower kill: the slowest send started after it).
-func rmqFailoverRun(t *testing.T, via, killFollower bool, run int) time.Duration {
+// killFollower, of a follower) under the send stream, or with fault
+// "pause" SIGSTOP of the leader, with "partition" a cut of all its links;
+// it returns the window (for a follower kill: the slowest send started
+// after it).
+func rmqFailoverRun(t *testing.T, via, killFollower bool, fault string, run int) time.Duration {
 	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	c := procStartGroup(t, localgroup.Config{Nodes: 3, Remoting: true, ServerArgs: []string{"--namesrv", ns.Addr(), "--register-period", "2s",
+	c := procStartGroup(t, localgroup.Config{Nodes: 3, Remoting: true, Partitionable: fault == "partition", ServerArgs: []string{"--namesrv", ns.Addr(), "--register-period", "2s",
 		fmt.Sprintf("--remoting-write-via-followers=%v", via)}})
 	leader := c.waitLeader("")
 	topic := "rmq-fo"
@@ -227,7 +234,18 @@ func rmqFailoverRun(t *testing.T, via, killFollower bool, run int) time.Duration
 	}
 	kill := time.Now()
 	killAt.Store(kill.UnixNano())
-	c.kill(leader.ID)
+	switch fault {
+	case "pause":
+		c.pause(leader.ID)
+		defer c.resume(leader.ID)
+	case "partition":
+		if err := c.g.Cut(leader.ID); err != nil {
+			t.Fatal(err)
+		}
+		defer c.g.Heal(leader.ID)
+	default:
+		c.kill(leader.ID)
+	}
 	newLeader := c.waitLeader(leader.ID)
 	elected := time.Since(kill)
 	deadline = time.Now().Add(30 * time.Second)
@@ -300,12 +318,14 @@ func rmqFailoverRun(t *testing.T, via, killFollower bool, run int) time.Duration
 	all := append(append([]string{}, acked...), seqAcked...)
 	mu.Unlock()
 	lost, twice := rmqReadBack(t, newLeader, topic, all)
-	t.Logf("run %d: the one-at-a-time producer: first acknowledged send started after the kill %v after it; %d failed sends; its slowest send around the kill %v",
-		run, seqWindow.Round(time.Millisecond), seqFailed.Load(), time.Duration(seqSlowest.Load()).Round(time.Millisecond))
-	t.Logf("run %d (write via followers %v): leader %s killed; new leader %s elected after %v, routed after %v; first acknowledged send started after the kill: %v after it; "+
+	how := map[string]string{"kill": "killed", "pause": "paused", "partition": "partitioned"}[fault]
+	load, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("run %d: the one-at-a-time producer: first acknowledged send started after the leader was %s %v after it; %d failed sends; its slowest send around it %v; load average %s",
+		run, how, seqWindow.Round(time.Millisecond), seqFailed.Load(), time.Duration(seqSlowest.Load()).Round(time.Millisecond), strings.TrimSpace(string(load)))
+	t.Logf("run %d (write via followers %v): leader %s %s; new leader %s elected after %v, routed after %v; first acknowledged send started after the kill: %v after it; "+
 		"%d sends, %d acknowledged, %d failed (%d of them started after the kill); of the %d acknowledged sends started after the kill %d went through a follower's write path; "+
 		"%d sends in flight at the kill took over 1 s (slowest %v: a send on the dead leader's connection waits out its timeout); slowest send started after the kill %v (error: %v); log: %d lost, %d stored twice",
-		run, via, leader.ID, newLeader.ID, elected.Round(time.Millisecond), routed.Round(time.Millisecond), window.Round(time.Millisecond),
+		run, via, leader.ID, how, newLeader.ID, elected.Round(time.Millisecond), routed.Round(time.Millisecond), window.Round(time.Millisecond),
 		total, nAcked, failed, failedAfter, after, viaPath, stuck, slowest.Round(time.Millisecond), slowestAfter.Round(time.Millisecond), slowestAfterErr, lost, twice)
 	if via && window > 5*time.Second {
 		t.Errorf("with write paths, writes resumed %v after the kill; want the election's time, well under 5 s", window)

@@ -91,10 +91,10 @@ func rmqWaitAll(t *testing.T, r *rmqReceived, want []string, timeout time.Durati
 	}
 }
 
-func rmqPushConsumer(t *testing.T, ns, group, instance string, sel consumer.MessageSelector, topic string, r *rmqReceived) rocketmqStopper {
+func rmqPushConsumer(t *testing.T, ns, group, instance string, sel consumer.MessageSelector, topic string, r *rmqReceived, opts ...consumer.Option) rocketmqStopper {
 	t.Helper()
-	c, err := consumer.NewPushConsumer(consumer.WithNameServer([]string{ns}), consumer.WithGroupName(group), consumer.WithInstance(instance),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithConsumerModel(consumer.Clustering))
+	c, err := consumer.NewPushConsumer(append([]consumer.Option{consumer.WithNameServer([]string{ns}), consumer.WithGroupName(group), consumer.WithInstance(instance),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithConsumerModel(consumer.Clustering)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

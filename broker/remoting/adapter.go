@@ -64,13 +64,16 @@ type Config struct {
 	TxnTimeout       time.Duration
 	TxnCheckInterval time.Duration
 	TxnCheckMax      int
-	// TailOnFollowers: a consumer that has read everything is held
-	// (long-polled) by a follower, not by the leader. RocketMQ's clients
-	// do not fail a request whose connection closed, so a pull held on a
-	// leader that is killed stalls its queue for the client's 30 s pull
-	// timeout; held on a follower, the queue goes on as soon as a new
-	// leader commits.
-	TailOnFollowers bool
+	// ReadsOnFollowers: consumers read from followers whenever one has
+	// the data: one that has read everything is held (long-polled) by a
+	// follower, one behind the tail is served by a follower that has
+	// applied what it reads next, and the leader keeps a consumer only
+	// when no follower qualifies (route.Input.ReadsOnFollowers).
+	// RocketMQ's clients do not fail a request whose connection closed,
+	// so a pull in flight to a leader that is killed stalls its queue for
+	// the client's 30 s pull timeout; on a follower, the queue goes on as
+	// soon as a new leader commits.
+	ReadsOnFollowers bool
 	// Auth authenticates and authorizes every request before it is served
 	// (authz.go); nil: nothing is checked.
 	Auth   *auth.Authorizer
@@ -80,7 +83,7 @@ type Config struct {
 // DefaultConfig returns RocketMQ's periods.
 func DefaultConfig() Config {
 	return Config{Cluster: "DefaultCluster", RegisterPeriod: 30 * time.Second, ConsumerExpiry: 120 * time.Second, MaxPullWait: 15 * time.Second,
-		WriteViaFollowers: true, TailOnFollowers: true, TxnTimeout: DefaultTxnTimeout, TxnCheckInterval: DefaultTxnCheckInterval, TxnCheckMax: DefaultTxnCheckMax}
+		WriteViaFollowers: true, ReadsOnFollowers: true, TxnTimeout: DefaultTxnTimeout, TxnCheckInterval: DefaultTxnCheckInterval, TxnCheckMax: DefaultTxnCheckMax}
 }
 
 // Adapter is the remoting face of one broker node.

@@ -18,9 +18,9 @@ const (
 	pullSuspend      = 1 << 1
 )
 
-// A follower a consumer at the tail was sent to waits up to
-// notAppliedTries × notAppliedPause for the consumer's offset to be
-// applied here before it sends the consumer back (TailOnFollowers).
+// A follower a consumer was sent to waits up to notAppliedTries ×
+// notAppliedPause for the consumer's offset to be applied here before it
+// sends the consumer back (ReadsOnFollowers).
 const (
 	notAppliedTries = 10
 	notAppliedPause = 10 * time.Millisecond
@@ -65,12 +65,12 @@ func (a *Adapter) pull(ctx context.Context, req *rmq.Command) *rmq.Command {
 		fexpr = "*"
 	}
 	preq := broker.PullRequest{Topic: topic, Queue: int32(queue), Offset: uint64(offset),
-		MaxMessages: int(min(max(maxMsgs, 1), 1024)), Wait: wait, FilterType: ftype, Filter: fexpr, TailOnFollowers: a.cfg.TailOnFollowers}
+		MaxMessages: int(min(max(maxMsgs, 1), 1024)), Wait: wait, FilterType: ftype, Filter: fexpr, ReadsOnFollowers: a.cfg.ReadsOnFollowers}
 	res, err := a.b.Pull(ctx, preq)
-	if a.cfg.TailOnFollowers && wait > 0 {
-		// The leader sends a consumer at the tail to a follower, which may
-		// not have applied the consumer's offset yet: rather than send it
-		// straight back, wait moments for it here.
+	if a.cfg.ReadsOnFollowers && wait > 0 {
+		// The leader sends a consumer to a follower, which may not have
+		// applied the consumer's offset yet (at the tail): rather than send
+		// it straight back, wait moments for it here.
 		for i := 0; i < notAppliedTries && err == nil && res.Status == broker.PullRetryElsewhere && res.Suggestion.Reason == route.ReasonNotApplied; i++ {
 			select {
 			case <-time.After(notAppliedPause):

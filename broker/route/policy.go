@@ -36,8 +36,10 @@ const (
 	ReasonFollowerLagging // this follower lags the leader by more than MaxLag entries
 	ReasonNotApplied      // this follower has not applied the data the consumer needs yet
 	ReasonNotHeld         // this node no longer holds the message bodies
-	ReasonCaughtUp        // the consumer reached the tail and the leader is not loaded (TailOnFollowers: the leader sends it to a follower)
+	ReasonCaughtUp        // the consumer reached the tail and the leader is not loaded (ReadsOnFollowers: the leader sends it to a follower)
 	ReasonDamaged         // this node is damaged and serves nothing
+	// The leader sends the consumer to a follower (ReadsOnFollowers).
+	ReasonFollowerReads // reads go to followers: this follower has the data
 
 	numReasons
 )
@@ -47,6 +49,7 @@ var reasonNames = [numReasons]string{
 	"leader_loaded", "cold_read", "leader_deleted",
 	"follower_serves", "no_leader",
 	"follower_lagging", "not_applied", "not_held", "caught_up", "damaged",
+	"follower_reads",
 }
 
 var reasonTexts = [numReasons]string{
@@ -65,6 +68,7 @@ var reasonTexts = [numReasons]string{
 	"message bodies not held here",
 	"caught up with the tail",
 	"this node is damaged",
+	"reads go to followers",
 }
 
 // String is the reason's stable name (metric label, JSON).
@@ -164,12 +168,16 @@ type Input struct {
 	// (whose read cache then holds that queue's entries).
 	Topic string
 	Queue int32
-	// TailOnFollowers: a consumer at the tail is held by a follower, not
-	// by the leader (RocketMQ's clients: a pull held on a leader that is
-	// killed fails only at the client's 30 s timeout, so its queue stalls
-	// that long). The leader sends such a consumer to a healthy follower
-	// at most MaxLag behind it (ReasonCaughtUp), and a follower keeps it.
-	TailOnFollowers bool
+	// ReadsOnFollowers: the leader keeps no consumer a follower can serve
+	// (RocketMQ's clients: a pull in flight to a leader that is killed
+	// fails only at the client's 30 s timeout, and the client keeps
+	// pulling from the node its last answer named until its route poll,
+	// so its queue stalls that long). The leader sends a consumer at the
+	// tail to a healthy follower at most MaxLag behind it
+	// (ReasonCaughtUp), and one behind the tail to a healthy follower that
+	// has applied NeedIndex (ReasonFollowerReads); a follower keeps
+	// either. The leader keeps a consumer only when no follower qualifies.
+	ReadsOnFollowers bool
 }
 
 // Suggest applies raftmq's read routing: what a pull answers and where the
@@ -179,7 +187,9 @@ type Input struct {
 //   - no such topic: AnswerNotFound; past the queue's end: AnswerOutOfRange;
 //     damaged: AnswerUnavailable (it is handing leadership over);
 //   - below the retained minimum: AnswerOffsetMoved, stay (ReasonOffsetMoved);
-//   - hot data, leader not loaded, bodies held: stay (ReasonLeaderNotLoaded);
+//   - hot data, leader not loaded, bodies held: stay (ReasonLeaderNotLoaded),
+//     except with ReadsOnFollowers (a consumer at the tail: tailFollower,
+//     ReasonCaughtUp; one behind it: as below, ReasonFollowerReads);
 //   - otherwise (leader loaded, cold read, or bodies no longer held) send
 //     the consumer to a healthy follower that holds NeedIndex, lags at most
 //     MaxLag and is not loaded and busier than the leader (by busierBy),
@@ -195,7 +205,7 @@ type Input struct {
 // damaged, lacks the topic, the offset or its body (ReasonNotApplied,
 // ReasonNotHeld), lags more than MaxLag (ReasonFollowerLagging), or the
 // consumer reached the tail while the leader is not loaded
-// (ReasonCaughtUp), except with TailOnFollowers, where it keeps a consumer
+// (ReasonCaughtUp), except with ReadsOnFollowers, where it keeps a consumer
 // at the tail (ReasonFollowerServes) and the leader sends one to a
 // follower (tailFollower, ReasonCaughtUp). Otherwise keep serving (ReasonFollowerServes); with no
 // leader known, serve what it has (ReasonNoLeader), or name no node when it
@@ -236,7 +246,7 @@ func suggestOnFollower(in Input) Suggestion {
 		leader.Reason = ReasonNotHeld
 	case in.SelfLag > in.MaxLag:
 		leader.Reason = ReasonFollowerLagging
-	case in.TailOnFollowers && in.AtTail:
+	case in.ReadsOnFollowers && in.AtTail:
 		// Held here until new entries are applied, whatever the leader's
 		// load: the leader keeps no consumer at the tail.
 		self.Reason = ReasonFollowerServes
@@ -255,7 +265,7 @@ func suggestOnFollower(in Input) Suggestion {
 }
 
 // tailFollower is the follower a consumer at the tail is held by
-// (TailOnFollowers): a healthy one at most MaxLag behind the leader,
+// (ReadsOnFollowers): a healthy one at most MaxLag behind the leader,
 // spread by topic and queue. Until it has applied the consumer's offset it
 // sends the consumer back (ReasonNotApplied), which lasts moments.
 func tailFollower(in Input) (Suggestion, bool) {
@@ -308,12 +318,12 @@ func suggestOnLeader(in Input, self Suggestion) Suggestion {
 	cold := in.BehindBytes > in.ColdBytes
 	missing := in.Local == LocalNotHeld || in.Self.First > in.NeedIndex
 	loaded := in.Self.Loaded
-	if in.TailOnFollowers && in.AtTail && !missing {
+	if in.ReadsOnFollowers && in.AtTail && !missing {
 		if f, ok := tailFollower(in); ok {
 			return f
 		}
 	}
-	if !cold && !loaded && !missing {
+	if !cold && !loaded && !missing && !in.ReadsOnFollowers {
 		self.Reason = ReasonLeaderNotLoaded
 		return self
 	}
@@ -345,6 +355,8 @@ func suggestOnLeader(in Input, self Suggestion) Suggestion {
 		reason = ReasonLeaderDeleted
 	case loaded:
 		reason = ReasonLeaderLoaded
+	case !cold:
+		reason = ReasonFollowerReads
 	}
 	return Suggestion{NodeID: f.ID, Addr: f.Addr, Reason: reason}
 }

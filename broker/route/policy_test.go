@@ -27,6 +27,7 @@ func TestSuggest(t *testing.T) {
 	with := func(in Input, f func(*Input)) Input { f(&in); return in }
 	local := func(in Input, l Local) Input { in.Local = l; return in }
 	atTail := func(in Input) Input { in.AtTail = true; return in }
+	readsOnFollowers := func(in *Input) { in.ReadsOnFollowers = true }
 	const (
 		serve   = AnswerServe
 		retry   = AnswerRetryElsewhere
@@ -70,6 +71,10 @@ func TestSuggest(t *testing.T) {
 		{"below the retained minimum the leader answers offset moved", local(onLeader(loaded, 90, 10, f2), LocalBelowMin), moved, "n1", ReasonOffsetMoved},
 		{"the leader without the topic: not found", local(onLeader(leader, 0, 0, f2), LocalNoTopic), AnswerNotFound, "-", ReasonUnspecified},
 		{"past the leader's end: out of range", local(onLeader(leader, 0, 0, f2), LocalPastEnd), AnswerOutOfRange, "-", ReasonUnspecified},
+		{"reads on followers: the leader sends a hot reader to a follower that has the data", with(onLeader(leader, 90, 10, behind(f2, 85), f3), readsOnFollowers), serve, "n3", ReasonFollowerReads},
+		{"reads on followers: a loaded leader says loaded", with(onLeader(loaded, 90, 10, f2), readsOnFollowers), serve, "n2", ReasonLeaderLoaded},
+		{"reads on followers: the leader keeps a reader no follower has the data of", with(onLeader(leader, 99, 10, behind(f2, 95)), readsOnFollowers), serve, "n1", ReasonFollowersBehind},
+		{"reads on followers: the leader keeps a reader when no follower is healthy", with(onLeader(leader, 90, 10, dead(f2)), readsOnFollowers), serve, "n1", ReasonNoFollower},
 		{"a damaged leader serves nothing and names no node", local(onLeader(leader, 90, 10, f2), LocalDamaged), unavail, "-", ReasonDamaged},
 
 		// A follower.
@@ -170,16 +175,17 @@ func TestSuggestSpreadsConsumers(t *testing.T) {
 	}
 }
 
-// TestTailOnFollowers: with TailOnFollowers (RocketMQ's pulls) the leader
+// TestReadsOnFollowers: with ReadsOnFollowers (RocketMQ's pulls) the leader
 // sends a consumer at the tail to a healthy follower at most MaxLag behind,
-// whatever its load, and a follower keeps a consumer at the tail, so no
-// long poll is held by the leader; readers that are behind are routed as
-// without it.
-func TestTailOnFollowers(t *testing.T) {
+// whatever its load, and a consumer behind the tail to a healthy follower
+// that has applied the entry it needs; a follower keeps either, so the
+// leader holds no reader a follower can serve. It keeps one only when no
+// follower has the data.
+func TestReadsOnFollowers(t *testing.T) {
 	leader := NodeView{ID: "n1", Addr: "a1", Healthy: true, Applied: 100, Load: 0.2}
 	f2 := NodeView{ID: "n2", Addr: "a2", Healthy: true, Applied: 95, Load: 0.3}
 	f3 := NodeView{ID: "n3", Addr: "a3", Healthy: true, Applied: 70, Load: 0.3}
-	in := Input{SelfIsLeader: true, Self: leader, Followers: []NodeView{f2, f3}, NeedIndex: 100, AtTail: true, ColdBytes: 1000, MaxLag: 20, Topic: "t", TailOnFollowers: true}
+	in := Input{SelfIsLeader: true, Self: leader, Followers: []NodeView{f2, f3}, NeedIndex: 100, AtTail: true, ColdBytes: 1000, MaxLag: 20, Topic: "t", ReadsOnFollowers: true}
 	if d := Suggest(in); d.Answer != AnswerServe || d.Suggestion.NodeID != "n2" || d.Suggestion.Reason != ReasonCaughtUp {
 		t.Fatalf("leader, consumer at the tail: %+v; want served, sent to n2 (n3 lags more than MaxLag)", d)
 	}
@@ -187,19 +193,35 @@ func TestTailOnFollowers(t *testing.T) {
 	if d := Suggest(in); d.Suggestion.NodeID != "n1" {
 		t.Fatalf("leader whose only follower lags: %+v; want it keeps the consumer", d)
 	}
-	in.Followers, in.AtTail = []NodeView{f2, f3}, false
-	if d := Suggest(in); d.Suggestion.NodeID != "n1" || d.Suggestion.Reason != ReasonLeaderNotLoaded {
-		t.Fatalf("leader, consumer behind: %+v; want it stays (hot data, leader not loaded)", d)
+	in.Followers, in.AtTail, in.NeedIndex = []NodeView{f2, f3}, false, 90
+	if d := Suggest(in); d.Answer != AnswerServe || d.Suggestion.NodeID != "n2" || d.Suggestion.Reason != ReasonFollowerReads {
+		t.Fatalf("leader, consumer behind: %+v; want served, sent to n2, the follower that has applied index 90 (n3 lags)", d)
 	}
-	fin := Input{Self: f2, Leader: leader, NeedIndex: 100, AtTail: true, SelfLag: 5, ColdBytes: 1000, MaxLag: 20, TailOnFollowers: true}
+	in.NeedIndex = 98
+	if d := Suggest(in); d.Suggestion.NodeID != "n1" || d.Suggestion.Reason != ReasonFollowersBehind {
+		t.Fatalf("leader, consumer behind what any follower applied: %+v; want it stays (followers behind)", d)
+	}
+	in.NeedIndex, in.Self.Loaded = 90, true
+	if d := Suggest(in); d.Suggestion.NodeID != "n2" || d.Suggestion.Reason != ReasonLeaderLoaded {
+		t.Fatalf("loaded leader, consumer behind: %+v; want sent to n2 (leader loaded)", d)
+	}
+	in.Self.Loaded, in.ReadsOnFollowers = false, false
+	if d := Suggest(in); d.Suggestion.NodeID != "n1" || d.Suggestion.Reason != ReasonLeaderNotLoaded {
+		t.Fatalf("leader without ReadsOnFollowers, consumer behind: %+v; want it stays (hot data, leader not loaded)", d)
+	}
+	behind := Input{Self: f2, Leader: leader, NeedIndex: 90, SelfLag: 5, ColdBytes: 1000, MaxLag: 20, ReadsOnFollowers: true}
+	if d := Suggest(behind); d.Answer != AnswerServe || d.Suggestion.NodeID != "n2" || d.Suggestion.Reason != ReasonFollowerServes {
+		t.Fatalf("follower, consumer behind the tail: %+v; want kept here", d)
+	}
+	fin := Input{Self: f2, Leader: leader, NeedIndex: 100, AtTail: true, SelfLag: 5, ColdBytes: 1000, MaxLag: 20, ReadsOnFollowers: true}
 	if d := Suggest(fin); d.Answer != AnswerServe || d.Suggestion.NodeID != "n2" || d.Suggestion.Reason != ReasonFollowerServes {
 		t.Fatalf("follower, consumer at the tail: %+v; want kept here", d)
 	}
-	fin.TailOnFollowers = false
+	fin.ReadsOnFollowers = false
 	if d := Suggest(fin); d.Suggestion.NodeID != "n1" {
-		t.Fatalf("follower without TailOnFollowers, consumer at the tail: %+v; want sent to the leader", d)
+		t.Fatalf("follower without ReadsOnFollowers, consumer at the tail: %+v; want sent to the leader", d)
 	}
-	fin.TailOnFollowers, fin.SelfLag = true, 50
+	fin.ReadsOnFollowers, fin.SelfLag = true, 50
 	if d := Suggest(fin); d.Suggestion.NodeID != "n1" || d.Suggestion.Reason != ReasonFollowerLagging {
 		t.Fatalf("lagging follower, consumer at the tail: %+v; want sent to the leader", d)
 	}

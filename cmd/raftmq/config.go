@@ -48,7 +48,9 @@ func applyConfigFile(c *cli.Context) error {
 	}
 	known := map[string]cli.Flag{}
 	for _, f := range c.Command.Flags {
-		known[f.Names()[0]] = f
+		for _, n := range f.Names() {
+			known[n] = f
+		}
 	}
 	keys := make([]string, 0, len(values))
 	for k := range values {

@@ -89,7 +89,7 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "namesrv", Usage: "name servers to register with, ADDR[;ADDR...] (without --remoting: the client API addresses only, for raftmq's CLI and SDK)"},
 			&cli.DurationFlag{Name: "register-period", Value: brokerremoting.DefaultConfig().RegisterPeriod, Usage: "renew the registration with the name servers this often (a role change registers at once); keep it well below the name servers' --expiry"},
 			&cli.StringFlag{Name: "cluster", EnvVars: []string{"RAFTMQ_CLUSTER"}, Value: brokerremoting.DefaultConfig().Cluster, Usage: "the cluster this group belongs to: RocketMQ's brokerClusterName, registered with the name servers"},
-			&cli.BoolFlag{Name: "remoting-tail-on-followers", Value: brokerremoting.DefaultConfig().TailOnFollowers, Usage: "RocketMQ consumers that have read everything long-poll a follower, not the leader: a pull held on a killed leader stalls its queue for the client's 30 s pull timeout (the client does not fail requests of a closed connection), one held on a follower goes on once a new leader commits; false: the leader holds them (the read routing of the gRPC API)"},
+			&cli.BoolFlag{Name: "remoting-reads-on-followers", Aliases: []string{"remoting-tail-on-followers"}, Value: brokerremoting.DefaultConfig().ReadsOnFollowers, Usage: "RocketMQ consumers read from followers whenever one has the data, at the tail (long polls) and behind it: a pull in flight to a killed leader stalls its queue for the client's 30 s pull timeout (the client does not fail requests of a closed connection), one on a follower goes on once a new leader commits; the leader keeps a consumer only when no follower has its data; false: consumers read from the leader unless it is loaded or they read cold data (the read routing of the gRPC API). Also --remoting-tail-on-followers"},
 			&cli.BoolFlag{Name: "remoting-write-via-followers", Value: brokerremoting.DefaultConfig().WriteViaFollowers, Usage: "while a follower, register as a write-only broker <group>~<id> of the group's topics too: RocketMQ producers spread sends over the leader and the followers, which forward them (one more hop for those sends: about +0.6 ms median and a quarter less throughput with many in flight, measured on one 2-core machine, docs/BENCHMARKS.md), and when the leader dies they keep sending through the followers as soon as a new leader is elected instead of after their next route poll (up to 30 s); false: producers send to the leader only"},
 			&cli.DurationFlag{Name: "txn-timeout", Value: brokerremoting.DefaultTxnTimeout, Usage: "a transactional half message undecided this long (or its CHECK_IMMUNITY_TIME_IN_SECONDS) is checked back with its RocketMQ producer group (CHECK_TRANSACTION_STATE)"},
 			&cli.DurationFlag{Name: "txn-check-interval", Value: brokerremoting.DefaultTxnCheckInterval, Usage: "check an undecided half message back again this often"},
@@ -231,7 +231,7 @@ func runServer(c *cli.Context) error {
 	}
 	cfg.RemotingConfig.Cluster = c.String("cluster")
 	cfg.RemotingConfig.WriteViaFollowers = c.Bool("remoting-write-via-followers")
-	cfg.RemotingConfig.TailOnFollowers = c.Bool("remoting-tail-on-followers")
+	cfg.RemotingConfig.ReadsOnFollowers = c.Bool("remoting-reads-on-followers")
 	if cfg.RemotingConfig.RegisterPeriod = c.Duration("register-period"); cfg.RemotingConfig.RegisterPeriod <= 0 {
 		return fmt.Errorf("--register-period %s: want > 0", cfg.RemotingConfig.RegisterPeriod)
 	}

@@ -12,6 +12,7 @@ func (g *Group) addProxies() error {
 	g.proxies = map[string]map[string]*faultproxy.Proxy{}
 	g.apiProxies = map[string]map[string]*faultproxy.Proxy{}
 	g.clientProxy = map[string]*faultproxy.Proxy{}
+	g.remotingProxy = map[string]*faultproxy.Proxy{}
 	for _, n := range g.nodes {
 		if g.cfg.Partitionable {
 			cp, err := faultproxy.New(n.ID+" client", n.Listen)
@@ -20,6 +21,14 @@ func (g *Group) addProxies() error {
 			}
 			g.clientProxy[n.ID] = cp
 			n.Client = cp.Addr()
+			if n.RemotingListen != "" {
+				rp, err := faultproxy.New(n.ID+" remoting", n.RemotingListen)
+				if err != nil {
+					return err
+				}
+				g.remotingProxy[n.ID] = rp
+				n.Remoting = rp.Addr()
+			}
 		}
 		g.proxies[n.ID] = map[string]*faultproxy.Proxy{}
 		g.apiProxies[n.ID] = map[string]*faultproxy.Proxy{}
@@ -82,8 +91,10 @@ func (g *Group) Links(from, to string) []*faultproxy.Proxy {
 // Proxies returns every proxy of the group.
 func (g *Group) Proxies() []*faultproxy.Proxy {
 	var out []*faultproxy.Proxy
-	for _, p := range g.clientProxy {
-		out = append(out, p)
+	for _, m := range []map[string]*faultproxy.Proxy{g.clientProxy, g.remotingProxy} {
+		for _, p := range m {
+			out = append(out, p)
+		}
 	}
 	for _, m := range []map[string]map[string]*faultproxy.Proxy{g.proxies, g.apiProxies} {
 		for _, ps := range m {
@@ -96,8 +107,10 @@ func (g *Group) Proxies() []*faultproxy.Proxy {
 }
 
 // Cut blackholes every link of node id (Config.Partitionable): Raft in both
-// directions with every other node, and every client API connection to it.
-// Connections stay open; nothing passes until Heal.
+// directions with every other node, every client API connection to it and
+// every RocketMQ connection to it (Config.Remoting). Connections stay open;
+// nothing passes until Heal. Its registrations with the name servers still
+// pass (they do not go through a proxy).
 func (g *Group) Cut(id string) error { return g.setCut(id, true) }
 
 // Heal undoes Cut.
@@ -116,6 +129,9 @@ func (g *Group) setCut(id string, on bool) error {
 		mode = faultproxy.Blackhole
 	}
 	g.clientProxy[id].Set(mode, 0)
+	if p := g.remotingProxy[id]; p != nil {
+		p.Set(mode, 0)
+	}
 	for from, ps := range g.proxies {
 		for to, p := range ps {
 			if from == id || to == id {

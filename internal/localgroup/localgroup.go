@@ -40,10 +40,12 @@ type Group struct {
 	// proxies[i][j] carries the Raft RPCs node i sends to node j (and
 	// their answers); with PeerLinks apiProxies[i][j] the node-to-node API
 	// calls i makes to j; with Partitionable clientProxy[id] every client
-	// API connection to node id, from clients and from the other nodes.
-	proxies     map[string]map[string]*faultproxy.Proxy
-	apiProxies  map[string]map[string]*faultproxy.Proxy
-	clientProxy map[string]*faultproxy.Proxy
+	// API connection to node id, from clients and from the other nodes,
+	// and remotingProxy[id] (with Remoting) every RocketMQ connection to it.
+	proxies       map[string]map[string]*faultproxy.Proxy
+	apiProxies    map[string]map[string]*faultproxy.Proxy
+	clientProxy   map[string]*faultproxy.Proxy
+	remotingProxy map[string]*faultproxy.Proxy
 }
 
 // Config configures a Group.
@@ -63,8 +65,10 @@ type Config struct {
 	// Partitionable runs every Raft link between the initial nodes (each
 	// direction its own proxy, through --raft-dial) and every client API
 	// connection to them (through --advertise, which the nodes also use to
-	// forward to each other) through in-process proxies, so that Cut can
-	// blackhole all of a node's traffic.
+	// forward to each other) and, with Remoting, every RocketMQ connection
+	// (through --remoting-advertise, the address the name servers hand
+	// out) through in-process proxies, so that Cut can blackhole all of a
+	// node's traffic but its registrations with the name servers.
 	Partitionable bool
 	// PeerLinks runs every connection a node opens to another through a
 	// proxy of its own per directed pair: Raft (--raft-dial) and the
@@ -95,12 +99,14 @@ type Node struct {
 	Client string // client API address (its proxy's with Partitionable)
 	Listen string // where the node's client API listens
 	HTTP   string // "" with Config.NoHTTP
-	// Remoting is the node's RocketMQ remoting address ("" without
-	// Config.Remoting).
-	Remoting string
-	Dir      string // the node's own directory (Config.NodeDirs), else the group's
-	Data     string
-	Log      string // the server's stderr, appended across restarts
+	// Remoting is the node's RocketMQ remoting address as clients reach
+	// it, and as it registers ("" without Config.Remoting; its proxy's
+	// with Partitionable); RemotingListen where it listens.
+	Remoting       string
+	RemotingListen string
+	Dir            string // the node's own directory (Config.NodeDirs), else the group's
+	Data           string
+	Log            string // the server's stderr, appended across restarts
 
 	mu    sync.Mutex
 	peers string // --peers, "" for a node that joins with `member add`
@@ -191,6 +197,7 @@ func (g *Group) newNode(id string) (*Node, error) {
 			ports = append(ports, p[0])
 		}
 		n.Remoting = "127.0.0.1:" + strconv.Itoa(ports[3])
+		n.RemotingListen = n.Remoting
 	}
 	if g.cfg.NodeDirs {
 		n.Dir = filepath.Join(g.dir, id)
@@ -325,7 +332,10 @@ func (g *Group) Launch(id string) error {
 		args = append(args, "--peers", p)
 	}
 	if n.Remoting != "" {
-		args = append(args, "--remoting", n.Remoting)
+		args = append(args, "--remoting", n.RemotingListen)
+		if n.Remoting != n.RemotingListen {
+			args = append(args, "--remoting-advertise", n.Remoting)
+		}
 	}
 	g.mu.Lock()
 	args = append(args, g.cfg.ServerArgs...)
