@@ -8,6 +8,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -187,4 +188,90 @@ func TestProcessSDKTransactions(t *testing.T) {
 		}
 	}
 	t.Logf("%d committed delivered once, 16 rolled back never; %d messages checked back", len(want), len(checks))
+}
+
+// The CLI: produce --transaction commit|rollback|unknown, txn list of the
+// undecided one with its age, txn commit from the shell; bad flags are
+// usage errors.
+func TestProcessCLITransactions(t *testing.T) {
+	procRequire(t)
+	c := procStartCluster(t, 3)
+	s := c.addrs()
+	c.mustCLI("", "topic", "create", "ctx", "--queues", "2", "-s", s)
+	type ack struct {
+		ID          string `json:"id"`
+		Queue       int32  `json:"queue"`
+		Transaction string `json:"transaction"`
+	}
+	sent := map[string]ack{}
+	for _, d := range []string{"commit", "rollback", "unknown"} {
+		out := c.mustCLI("", "produce", "-t", "ctx", "--transaction", d, "--producer-group", "cli-pg", "--json", "-s", s, d+"-a", d+"-b")
+		acks := procJSONLines[ack](t, out)
+		if len(acks) != 2 || acks[0].Transaction != d || acks[0].ID == "" {
+			t.Fatalf("produce --transaction %s: %q", d, out)
+		}
+		sent[d+"-a"], sent[d+"-b"] = acks[0], acks[1]
+	}
+	text := c.mustCLI("", "produce", "-t", "ctx", "--transaction", "unknown", "-s", s, "unknown-text")
+	if !strings.Contains(text, "undecided: decide with `raftmq txn commit ") {
+		t.Errorf("produce --transaction unknown says %q; want how to decide it", text)
+	}
+
+	var list struct {
+		Pending  uint64 `json:"pending"`
+		Messages []struct {
+			ID            string `json:"id"`
+			Topic         string `json:"topic"`
+			ProducerGroup string `json:"producer_group"`
+			Body          string `json:"body"`
+			AgeMs         int64  `json:"age_ms"`
+		} `json:"messages"`
+	}
+	out := c.mustCLI("", "txn", "list", "--topic", "ctx", "--format", "json", "-s", s)
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("txn list --format json: %v: %q", err, out)
+	}
+	if list.Pending != 3 || len(list.Messages) != 3 || list.Messages[0].Body != "unknown-a" || list.Messages[0].ProducerGroup != "cli-pg" ||
+		list.Messages[0].Topic != "ctx" || list.Messages[0].AgeMs <= 0 {
+		t.Fatalf("txn list: %q; want the three undecided messages, oldest first, with their age", out)
+	}
+	if out := c.mustCLI("", "txn", "list", "-s", s); !strings.Contains(out, "PRODUCER GROUP") || !strings.Contains(out, sent["unknown-b"].ID) {
+		t.Errorf("txn list: %q", out)
+	}
+	// Decide from the shell: commit unknown-a twice, roll back the rest.
+	out = c.mustCLI("", "txn", "commit", sent["unknown-a"].ID, "--topic", "ctx", "--json", "-s", s)
+	if !strings.Contains(out, `"decision":"commit"`) {
+		t.Errorf("txn commit --json: %q", out)
+	}
+	c.mustCLI("", "txn", "commit", sent["unknown-a"].ID, "-s", s)
+	rest := []string{"txn", "rollback", sent["unknown-b"].ID, list.Messages[2].ID, "-s", s}
+	if out := c.mustCLI("", rest...); !strings.Contains(out, "rolled back") {
+		t.Errorf("txn rollback: %q", out)
+	}
+	if _, errOut, err := c.cli("", "txn", "commit", sent["commit-a"].ID, "--topic", "other", "-s", s); err != nil {
+		t.Errorf("a late commit naming another topic of a decided message: %v %s; want no error (nothing to decide)", err, errOut)
+	}
+	for _, args := range [][]string{
+		{"produce", "-t", "ctx", "--transaction", "maybe", "-s", s, "x"},
+		{"produce", "-t", "ctx", "--transaction", "commit", "--delay", "10s", "-s", s, "x"},
+		{"produce", "-t", "ctx", "--producer-group", "g", "-s", s, "x"},
+		{"txn", "commit", "-s", s},
+		{"txn", "list", "--max", "0", "-s", s},
+	} {
+		if _, errOut, err := c.cli("", args...); err == nil || !strings.Contains(errOut, "--help") {
+			t.Errorf("%v: %v, %q; want a usage error", args, err, errOut)
+		}
+	}
+	if _, errOut, err := c.cli("", "txn", "commit", "zz", "-s", s); err == nil || !strings.Contains(errOut, "raftmq:") {
+		t.Errorf("txn commit of a bad id: %v, %q; want an error", err, errOut)
+	}
+
+	got := procConsumeFor(t, c.client(), "ctx", 5*time.Second)
+	want := map[string]int{"commit-a": 1, "commit-b": 1, "unknown-a": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("delivered %v, want %v", got, want)
+	}
+	if out := c.mustCLI("", "txn", "list", "--json", "-s", s); !strings.Contains(out, `"pending":0`) {
+		t.Errorf("txn list after every decision: %q", out)
+	}
 }
