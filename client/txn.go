@@ -155,6 +155,9 @@ func (c *Client) NewTransactionProducer(cfg TransactionConfig) (*TransactionProd
 	return tp, nil
 }
 
+// ID is the producer id the half messages are sent under.
+func (tp *TransactionProducer) ID() string { return tp.p.ID() }
+
 // TxnResult is what SendInTransaction did.
 type TxnResult struct {
 	// Ack names the half message (its id) and the queue it goes to.
