@@ -112,11 +112,50 @@ func TestSDKTransactions(t *testing.T) {
 	if _, err := api.NewBrokerClient(cc).EndTransaction(ctx, &api.EndTransactionRequest{Id: follower.Id}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("a decision without one: %v, want InvalidArgument", err)
 	}
+
+	// ListHalfMessages filters by topic, group and age (and the message's
+	// CHECK_IMMUNITY_TIME_IN_SECONDS).
+	p := cl.NewProducer()
+	for _, m := range []client.Message{
+		{Body: []byte("young"), Properties: map[string]string{"TRAN_MSG": "true", "PGROUP": "other"}},
+		{Body: []byte("immune"), Properties: map[string]string{"TRAN_MSG": "true", "PGROUP": "other", "CHECK_IMMUNITY_TIME_IN_SECONDS": "3600"}},
+	} {
+		if _, err := p.Send(ctx, "tx", m); err != nil {
+			t.Fatalf("raw half message %s: %v", m.Body, err)
+		}
+	}
+	count := func(topic, group string, older time.Duration) int {
+		t.Helper()
+		hs, err := cl.ListHalfMessages(ctx, topic, group, older, 100)
+		if err != nil {
+			t.Fatalf("list half messages: %v", err)
+		}
+		return len(hs)
+	}
+	if n := count("tx", "other", 0); n != 2 {
+		t.Errorf("half messages of group other: %d, want 2", n)
+	}
+	if n := count("tx", "pg", 0) + count("elsewhere", "", 0); n != 0 {
+		t.Errorf("half messages of group pg or of topic elsewhere: %d, want 0", n)
+	}
+	if n := count("tx", "", time.Hour); n != 0 {
+		t.Errorf("half messages older than an hour: %d, want 0", n)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := count("tx", "", 200*time.Millisecond); n != 1 {
+		t.Errorf("half messages older than 200ms: %d, want 1 (the immune one waits an hour)", n)
+	}
+	hs, _ := cl.ListHalfMessages(ctx, "", "other", 0, 100)
+	for _, h := range hs {
+		if err := cl.EndTransaction(ctx, "", "", h.ID, client.TxnRollback); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	_, pending, err := cl.PendingHalfMessages(ctx, "", "", 0, 10)
 	if err != nil || pending != 0 {
 		t.Fatalf("pending half messages after every decision: %d, %v", pending, err)
 	}
-
 	got := map[string]int{}
 	for _, m := range readAll(ctx, t, cl, "tx") {
 		got[string(m.Body)]++
