@@ -185,6 +185,56 @@ func (SuggestionReason) EnumDescriptor() ([]byte, []int) {
 	return file_api_raftmq_proto_rawDescGZIP(), []int{1}
 }
 
+// TransactionDecision is a producer's decision on a half message.
+type TransactionDecision int32
+
+const (
+	TransactionDecision_TRANSACTION_DECISION_UNSPECIFIED TransactionDecision = 0
+	TransactionDecision_TRANSACTION_DECISION_COMMIT      TransactionDecision = 1
+	TransactionDecision_TRANSACTION_DECISION_ROLLBACK    TransactionDecision = 2
+)
+
+// Enum value maps for TransactionDecision.
+var (
+	TransactionDecision_name = map[int32]string{
+		0: "TRANSACTION_DECISION_UNSPECIFIED",
+		1: "TRANSACTION_DECISION_COMMIT",
+		2: "TRANSACTION_DECISION_ROLLBACK",
+	}
+	TransactionDecision_value = map[string]int32{
+		"TRANSACTION_DECISION_UNSPECIFIED": 0,
+		"TRANSACTION_DECISION_COMMIT":      1,
+		"TRANSACTION_DECISION_ROLLBACK":    2,
+	}
+)
+
+func (x TransactionDecision) Enum() *TransactionDecision {
+	p := new(TransactionDecision)
+	*p = x
+	return p
+}
+
+func (x TransactionDecision) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TransactionDecision) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_raftmq_proto_enumTypes[2].Descriptor()
+}
+
+func (TransactionDecision) Type() protoreflect.EnumType {
+	return &file_api_raftmq_proto_enumTypes[2]
+}
+
+func (x TransactionDecision) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TransactionDecision.Descriptor instead.
+func (TransactionDecision) EnumDescriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{2}
+}
+
 type ProduceMessage struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Key        string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -4495,6 +4545,316 @@ func (*UnlockQueuesResponse) Descriptor() ([]byte, []int) {
 	return file_api_raftmq_proto_rawDescGZIP(), []int{70}
 }
 
+type EndTransactionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the half message's id, as its produce ack named it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// topic, when set, must be the half message's topic (publish permission
+	// on it is what the call needs); without it the call needs admin on the
+	// cluster.
+	Topic string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// producer_group, when set, must be the group the half message was sent
+	// under (its PGROUP property).
+	ProducerGroup string              `protobuf:"bytes,3,opt,name=producer_group,json=producerGroup,proto3" json:"producer_group,omitempty"`
+	Decision      TransactionDecision `protobuf:"varint,4,opt,name=decision,proto3,enum=raftmq.v1.TransactionDecision" json:"decision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTransactionRequest) Reset() {
+	*x = EndTransactionRequest{}
+	mi := &file_api_raftmq_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTransactionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTransactionRequest) ProtoMessage() {}
+
+func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTransactionRequest.ProtoReflect.Descriptor instead.
+func (*EndTransactionRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *EndTransactionRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EndTransactionRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *EndTransactionRequest) GetProducerGroup() string {
+	if x != nil {
+		return x.ProducerGroup
+	}
+	return ""
+}
+
+func (x *EndTransactionRequest) GetDecision() TransactionDecision {
+	if x != nil {
+		return x.Decision
+	}
+	return TransactionDecision_TRANSACTION_DECISION_UNSPECIFIED
+}
+
+type EndTransactionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTransactionResponse) Reset() {
+	*x = EndTransactionResponse{}
+	mi := &file_api_raftmq_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTransactionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTransactionResponse) ProtoMessage() {}
+
+func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTransactionResponse.ProtoReflect.Descriptor instead.
+func (*EndTransactionResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{72}
+}
+
+type ListHalfMessagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// topic, when set, keeps only the half messages bound for it (publish
+	// permission on it is what the call needs); without it the call needs
+	// admin on the cluster.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// producer_group, when set, keeps only the half messages sent under it.
+	ProducerGroup string `protobuf:"bytes,2,opt,name=producer_group,json=producerGroup,proto3" json:"producer_group,omitempty"`
+	// older_than_ms keeps only half messages stored at least that long ago
+	// (and past their CHECK_IMMUNITY_TIME_IN_SECONDS, when they carry one).
+	OlderThanMs int64 `protobuf:"varint,3,opt,name=older_than_ms,json=olderThanMs,proto3" json:"older_than_ms,omitempty"`
+	// max_messages bounds the answer (0: 100; at most 1000).
+	MaxMessages   uint32 `protobuf:"varint,4,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHalfMessagesRequest) Reset() {
+	*x = ListHalfMessagesRequest{}
+	mi := &file_api_raftmq_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHalfMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHalfMessagesRequest) ProtoMessage() {}
+
+func (x *ListHalfMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHalfMessagesRequest.ProtoReflect.Descriptor instead.
+func (*ListHalfMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ListHalfMessagesRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ListHalfMessagesRequest) GetProducerGroup() string {
+	if x != nil {
+		return x.ProducerGroup
+	}
+	return ""
+}
+
+func (x *ListHalfMessagesRequest) GetOlderThanMs() int64 {
+	if x != nil {
+		return x.OlderThanMs
+	}
+	return 0
+}
+
+func (x *ListHalfMessagesRequest) GetMaxMessages() uint32 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+type HalfMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// message is the half message as it will be delivered: its topic and
+	// queue; id is the half message's, for EndTransaction; offset is its
+	// position in the broker's half queue.
+	Message       *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	ProducerGroup string   `protobuf:"bytes,2,opt,name=producer_group,json=producerGroup,proto3" json:"producer_group,omitempty"`
+	StoredAtMs    int64    `protobuf:"varint,3,opt,name=stored_at_ms,json=storedAtMs,proto3" json:"stored_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HalfMessage) Reset() {
+	*x = HalfMessage{}
+	mi := &file_api_raftmq_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HalfMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HalfMessage) ProtoMessage() {}
+
+func (x *HalfMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HalfMessage.ProtoReflect.Descriptor instead.
+func (*HalfMessage) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *HalfMessage) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *HalfMessage) GetProducerGroup() string {
+	if x != nil {
+		return x.ProducerGroup
+	}
+	return ""
+}
+
+func (x *HalfMessage) GetStoredAtMs() int64 {
+	if x != nil {
+		return x.StoredAtMs
+	}
+	return 0
+}
+
+type ListHalfMessagesResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Messages []*HalfMessage         `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// pending is the number of undecided half messages of every topic and
+	// producer group.
+	Pending       uint64 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
+	ServedBy      string `protobuf:"bytes,3,opt,name=served_by,json=servedBy,proto3" json:"served_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHalfMessagesResponse) Reset() {
+	*x = ListHalfMessagesResponse{}
+	mi := &file_api_raftmq_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHalfMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHalfMessagesResponse) ProtoMessage() {}
+
+func (x *ListHalfMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHalfMessagesResponse.ProtoReflect.Descriptor instead.
+func (*ListHalfMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *ListHalfMessagesResponse) GetMessages() []*HalfMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *ListHalfMessagesResponse) GetPending() uint64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *ListHalfMessagesResponse) GetServedBy() string {
+	if x != nil {
+		return x.ServedBy
+	}
+	return ""
+}
+
 var File_api_raftmq_proto protoreflect.FileDescriptor
 
 const file_api_raftmq_proto_rawDesc = "" +
@@ -4826,7 +5186,27 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12+\n" +
 	"\x06queues\x18\x03 \x03(\v2\x13.raftmq.v1.QueueRefR\x06queues\"\x16\n" +
-	"\x14UnlockQueuesResponse*\x97\x01\n" +
+	"\x14UnlockQueuesResponse\"\xa0\x01\n" +
+	"\x15EndTransactionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12%\n" +
+	"\x0eproducer_group\x18\x03 \x01(\tR\rproducerGroup\x12:\n" +
+	"\bdecision\x18\x04 \x01(\x0e2\x1e.raftmq.v1.TransactionDecisionR\bdecision\"\x18\n" +
+	"\x16EndTransactionResponse\"\x9d\x01\n" +
+	"\x17ListHalfMessagesRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12%\n" +
+	"\x0eproducer_group\x18\x02 \x01(\tR\rproducerGroup\x12\"\n" +
+	"\rolder_than_ms\x18\x03 \x01(\x03R\volderThanMs\x12!\n" +
+	"\fmax_messages\x18\x04 \x01(\rR\vmaxMessages\"\x84\x01\n" +
+	"\vHalfMessage\x12,\n" +
+	"\amessage\x18\x01 \x01(\v2\x12.raftmq.v1.MessageR\amessage\x12%\n" +
+	"\x0eproducer_group\x18\x02 \x01(\tR\rproducerGroup\x12 \n" +
+	"\fstored_at_ms\x18\x03 \x01(\x03R\n" +
+	"storedAtMs\"\x85\x01\n" +
+	"\x18ListHalfMessagesResponse\x122\n" +
+	"\bmessages\x18\x01 \x03(\v2\x16.raftmq.v1.HalfMessageR\bmessages\x12\x18\n" +
+	"\apending\x18\x02 \x01(\x04R\apending\x12\x1b\n" +
+	"\tserved_by\x18\x03 \x01(\tR\bservedBy*\x97\x01\n" +
 	"\n" +
 	"PullStatus\x12\x1b\n" +
 	"\x17PULL_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -4851,7 +5231,11 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x1aSUGGESTION_REASON_NOT_HELD\x10\f\x12\x1f\n" +
 	"\x1bSUGGESTION_REASON_CAUGHT_UP\x10\r\x12\x1d\n" +
 	"\x19SUGGESTION_REASON_DAMAGED\x10\x0e\x12$\n" +
-	" SUGGESTION_REASON_FOLLOWER_READS\x10\x0f2\xb0\x10\n" +
+	" SUGGESTION_REASON_FOLLOWER_READS\x10\x0f*\x7f\n" +
+	"\x13TransactionDecision\x12$\n" +
+	" TRANSACTION_DECISION_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bTRANSACTION_DECISION_COMMIT\x10\x01\x12!\n" +
+	"\x1dTRANSACTION_DECISION_ROLLBACK\x10\x022\xe4\x11\n" +
 	"\x06Broker\x12@\n" +
 	"\aProduce\x12\x19.raftmq.v1.ProduceRequest\x1a\x1a.raftmq.v1.ProduceResponse\x127\n" +
 	"\x04Pull\x12\x16.raftmq.v1.PullRequest\x1a\x17.raftmq.v1.PullResponse\x12R\n" +
@@ -4884,7 +5268,9 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\vDeleteGroup\x12\x1d.raftmq.v1.DeleteGroupRequest\x1a\x1e.raftmq.v1.DeleteGroupResponse\x12I\n" +
 	"\n" +
 	"LockQueues\x12\x1c.raftmq.v1.LockQueuesRequest\x1a\x1d.raftmq.v1.LockQueuesResponse\x12O\n" +
-	"\fUnlockQueues\x12\x1e.raftmq.v1.UnlockQueuesRequest\x1a\x1f.raftmq.v1.UnlockQueuesResponse2\x93\x01\n" +
+	"\fUnlockQueues\x12\x1e.raftmq.v1.UnlockQueuesRequest\x1a\x1f.raftmq.v1.UnlockQueuesResponse\x12U\n" +
+	"\x0eEndTransaction\x12 .raftmq.v1.EndTransactionRequest\x1a!.raftmq.v1.EndTransactionResponse\x12[\n" +
+	"\x10ListHalfMessages\x12\".raftmq.v1.ListHalfMessagesRequest\x1a#.raftmq.v1.ListHalfMessagesResponse2\x93\x01\n" +
 	"\x04Peer\x12F\n" +
 	"\tNodeState\x12\x1b.raftmq.v1.NodeStateRequest\x1a\x1c.raftmq.v1.NodeStateResponse\x12C\n" +
 	"\bRegister\x12\x1a.raftmq.v1.RegisterRequest\x1a\x1b.raftmq.v1.RegisterResponseB\"Z github.com/raftmq/raftmq/api;apib\x06proto3"
@@ -4901,179 +5287,192 @@ func file_api_raftmq_proto_rawDescGZIP() []byte {
 	return file_api_raftmq_proto_rawDescData
 }
 
-var file_api_raftmq_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_api_raftmq_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_api_raftmq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_api_raftmq_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_api_raftmq_proto_goTypes = []any{
 	(PullStatus)(0),                  // 0: raftmq.v1.PullStatus
 	(SuggestionReason)(0),            // 1: raftmq.v1.SuggestionReason
-	(*ProduceMessage)(nil),           // 2: raftmq.v1.ProduceMessage
-	(*ProduceRequest)(nil),           // 3: raftmq.v1.ProduceRequest
-	(*Ack)(nil),                      // 4: raftmq.v1.Ack
-	(*ProduceResponse)(nil),          // 5: raftmq.v1.ProduceResponse
-	(*Message)(nil),                  // 6: raftmq.v1.Message
-	(*PullRequest)(nil),              // 7: raftmq.v1.PullRequest
-	(*Suggestion)(nil),               // 8: raftmq.v1.Suggestion
-	(*PullResponse)(nil),             // 9: raftmq.v1.PullResponse
-	(*QueueOffset)(nil),              // 10: raftmq.v1.QueueOffset
-	(*CommitOffsetsRequest)(nil),     // 11: raftmq.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),    // 12: raftmq.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),      // 13: raftmq.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),     // 14: raftmq.v1.FetchOffsetsResponse
-	(*CreateTopicRequest)(nil),       // 15: raftmq.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),      // 16: raftmq.v1.CreateTopicResponse
-	(*ListTopicsRequest)(nil),        // 17: raftmq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),       // 18: raftmq.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),     // 19: raftmq.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),    // 20: raftmq.v1.DescribeTopicResponse
-	(*QueueInfo)(nil),                // 21: raftmq.v1.QueueInfo
-	(*TopicInfo)(nil),                // 22: raftmq.v1.TopicInfo
-	(*JoinGroupRequest)(nil),         // 23: raftmq.v1.JoinGroupRequest
-	(*Assignment)(nil),               // 24: raftmq.v1.Assignment
-	(*JoinGroupResponse)(nil),        // 25: raftmq.v1.JoinGroupResponse
-	(*LeaveGroupRequest)(nil),        // 26: raftmq.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),       // 27: raftmq.v1.LeaveGroupResponse
-	(*ListGroupsRequest)(nil),        // 28: raftmq.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),       // 29: raftmq.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),     // 30: raftmq.v1.DescribeGroupRequest
-	(*GroupMember)(nil),              // 31: raftmq.v1.GroupMember
-	(*GroupQueue)(nil),               // 32: raftmq.v1.GroupQueue
-	(*DescribeGroupResponse)(nil),    // 33: raftmq.v1.DescribeGroupResponse
-	(*GroupSettings)(nil),            // 34: raftmq.v1.GroupSettings
-	(*ResetGroupRequest)(nil),        // 35: raftmq.v1.ResetGroupRequest
-	(*SearchOffsetsRequest)(nil),     // 36: raftmq.v1.SearchOffsetsRequest
-	(*SearchOffsetsResponse)(nil),    // 37: raftmq.v1.SearchOffsetsResponse
-	(*ResetGroupResponse)(nil),       // 38: raftmq.v1.ResetGroupResponse
-	(*StatusRequest)(nil),            // 39: raftmq.v1.StatusRequest
-	(*NodeStatus)(nil),               // 40: raftmq.v1.NodeStatus
-	(*StatusResponse)(nil),           // 41: raftmq.v1.StatusResponse
-	(*TransferLeaderRequest)(nil),    // 42: raftmq.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),   // 43: raftmq.v1.TransferLeaderResponse
-	(*AddMemberRequest)(nil),         // 44: raftmq.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),        // 45: raftmq.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),      // 46: raftmq.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),     // 47: raftmq.v1.RemoveMemberResponse
-	(*NodeStateRequest)(nil),         // 48: raftmq.v1.NodeStateRequest
-	(*NodeStateResponse)(nil),        // 49: raftmq.v1.NodeStateResponse
-	(*RegisterRequest)(nil),          // 50: raftmq.v1.RegisterRequest
-	(*RegisterResponse)(nil),         // 51: raftmq.v1.RegisterResponse
-	(*SendBackRequest)(nil),          // 52: raftmq.v1.SendBackRequest
-	(*SendBackResponse)(nil),         // 53: raftmq.v1.SendBackResponse
-	(*LookupMessageRequest)(nil),     // 54: raftmq.v1.LookupMessageRequest
-	(*LookupMessageResponse)(nil),    // 55: raftmq.v1.LookupMessageResponse
-	(*FindMessagesRequest)(nil),      // 56: raftmq.v1.FindMessagesRequest
-	(*FindMessagesResponse)(nil),     // 57: raftmq.v1.FindMessagesResponse
-	(*ResendDeadLetterRequest)(nil),  // 58: raftmq.v1.ResendDeadLetterRequest
-	(*ResendDeadLetterResponse)(nil), // 59: raftmq.v1.ResendDeadLetterResponse
-	(*UpdateTopicRequest)(nil),       // 60: raftmq.v1.UpdateTopicRequest
-	(*UpdateTopicResponse)(nil),      // 61: raftmq.v1.UpdateTopicResponse
-	(*DeleteTopicRequest)(nil),       // 62: raftmq.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),      // 63: raftmq.v1.DeleteTopicResponse
-	(*UpdateGroupRequest)(nil),       // 64: raftmq.v1.UpdateGroupRequest
-	(*UpdateGroupResponse)(nil),      // 65: raftmq.v1.UpdateGroupResponse
-	(*DeleteGroupRequest)(nil),       // 66: raftmq.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),      // 67: raftmq.v1.DeleteGroupResponse
-	(*QueueRef)(nil),                 // 68: raftmq.v1.QueueRef
-	(*LockQueuesRequest)(nil),        // 69: raftmq.v1.LockQueuesRequest
-	(*LockQueuesResponse)(nil),       // 70: raftmq.v1.LockQueuesResponse
-	(*UnlockQueuesRequest)(nil),      // 71: raftmq.v1.UnlockQueuesRequest
-	(*UnlockQueuesResponse)(nil),     // 72: raftmq.v1.UnlockQueuesResponse
-	nil,                              // 73: raftmq.v1.ProduceMessage.PropertiesEntry
-	nil,                              // 74: raftmq.v1.Message.PropertiesEntry
+	(TransactionDecision)(0),         // 2: raftmq.v1.TransactionDecision
+	(*ProduceMessage)(nil),           // 3: raftmq.v1.ProduceMessage
+	(*ProduceRequest)(nil),           // 4: raftmq.v1.ProduceRequest
+	(*Ack)(nil),                      // 5: raftmq.v1.Ack
+	(*ProduceResponse)(nil),          // 6: raftmq.v1.ProduceResponse
+	(*Message)(nil),                  // 7: raftmq.v1.Message
+	(*PullRequest)(nil),              // 8: raftmq.v1.PullRequest
+	(*Suggestion)(nil),               // 9: raftmq.v1.Suggestion
+	(*PullResponse)(nil),             // 10: raftmq.v1.PullResponse
+	(*QueueOffset)(nil),              // 11: raftmq.v1.QueueOffset
+	(*CommitOffsetsRequest)(nil),     // 12: raftmq.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),    // 13: raftmq.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),      // 14: raftmq.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),     // 15: raftmq.v1.FetchOffsetsResponse
+	(*CreateTopicRequest)(nil),       // 16: raftmq.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),      // 17: raftmq.v1.CreateTopicResponse
+	(*ListTopicsRequest)(nil),        // 18: raftmq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),       // 19: raftmq.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),     // 20: raftmq.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),    // 21: raftmq.v1.DescribeTopicResponse
+	(*QueueInfo)(nil),                // 22: raftmq.v1.QueueInfo
+	(*TopicInfo)(nil),                // 23: raftmq.v1.TopicInfo
+	(*JoinGroupRequest)(nil),         // 24: raftmq.v1.JoinGroupRequest
+	(*Assignment)(nil),               // 25: raftmq.v1.Assignment
+	(*JoinGroupResponse)(nil),        // 26: raftmq.v1.JoinGroupResponse
+	(*LeaveGroupRequest)(nil),        // 27: raftmq.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),       // 28: raftmq.v1.LeaveGroupResponse
+	(*ListGroupsRequest)(nil),        // 29: raftmq.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),       // 30: raftmq.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),     // 31: raftmq.v1.DescribeGroupRequest
+	(*GroupMember)(nil),              // 32: raftmq.v1.GroupMember
+	(*GroupQueue)(nil),               // 33: raftmq.v1.GroupQueue
+	(*DescribeGroupResponse)(nil),    // 34: raftmq.v1.DescribeGroupResponse
+	(*GroupSettings)(nil),            // 35: raftmq.v1.GroupSettings
+	(*ResetGroupRequest)(nil),        // 36: raftmq.v1.ResetGroupRequest
+	(*SearchOffsetsRequest)(nil),     // 37: raftmq.v1.SearchOffsetsRequest
+	(*SearchOffsetsResponse)(nil),    // 38: raftmq.v1.SearchOffsetsResponse
+	(*ResetGroupResponse)(nil),       // 39: raftmq.v1.ResetGroupResponse
+	(*StatusRequest)(nil),            // 40: raftmq.v1.StatusRequest
+	(*NodeStatus)(nil),               // 41: raftmq.v1.NodeStatus
+	(*StatusResponse)(nil),           // 42: raftmq.v1.StatusResponse
+	(*TransferLeaderRequest)(nil),    // 43: raftmq.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),   // 44: raftmq.v1.TransferLeaderResponse
+	(*AddMemberRequest)(nil),         // 45: raftmq.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),        // 46: raftmq.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),      // 47: raftmq.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),     // 48: raftmq.v1.RemoveMemberResponse
+	(*NodeStateRequest)(nil),         // 49: raftmq.v1.NodeStateRequest
+	(*NodeStateResponse)(nil),        // 50: raftmq.v1.NodeStateResponse
+	(*RegisterRequest)(nil),          // 51: raftmq.v1.RegisterRequest
+	(*RegisterResponse)(nil),         // 52: raftmq.v1.RegisterResponse
+	(*SendBackRequest)(nil),          // 53: raftmq.v1.SendBackRequest
+	(*SendBackResponse)(nil),         // 54: raftmq.v1.SendBackResponse
+	(*LookupMessageRequest)(nil),     // 55: raftmq.v1.LookupMessageRequest
+	(*LookupMessageResponse)(nil),    // 56: raftmq.v1.LookupMessageResponse
+	(*FindMessagesRequest)(nil),      // 57: raftmq.v1.FindMessagesRequest
+	(*FindMessagesResponse)(nil),     // 58: raftmq.v1.FindMessagesResponse
+	(*ResendDeadLetterRequest)(nil),  // 59: raftmq.v1.ResendDeadLetterRequest
+	(*ResendDeadLetterResponse)(nil), // 60: raftmq.v1.ResendDeadLetterResponse
+	(*UpdateTopicRequest)(nil),       // 61: raftmq.v1.UpdateTopicRequest
+	(*UpdateTopicResponse)(nil),      // 62: raftmq.v1.UpdateTopicResponse
+	(*DeleteTopicRequest)(nil),       // 63: raftmq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),      // 64: raftmq.v1.DeleteTopicResponse
+	(*UpdateGroupRequest)(nil),       // 65: raftmq.v1.UpdateGroupRequest
+	(*UpdateGroupResponse)(nil),      // 66: raftmq.v1.UpdateGroupResponse
+	(*DeleteGroupRequest)(nil),       // 67: raftmq.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),      // 68: raftmq.v1.DeleteGroupResponse
+	(*QueueRef)(nil),                 // 69: raftmq.v1.QueueRef
+	(*LockQueuesRequest)(nil),        // 70: raftmq.v1.LockQueuesRequest
+	(*LockQueuesResponse)(nil),       // 71: raftmq.v1.LockQueuesResponse
+	(*UnlockQueuesRequest)(nil),      // 72: raftmq.v1.UnlockQueuesRequest
+	(*UnlockQueuesResponse)(nil),     // 73: raftmq.v1.UnlockQueuesResponse
+	(*EndTransactionRequest)(nil),    // 74: raftmq.v1.EndTransactionRequest
+	(*EndTransactionResponse)(nil),   // 75: raftmq.v1.EndTransactionResponse
+	(*ListHalfMessagesRequest)(nil),  // 76: raftmq.v1.ListHalfMessagesRequest
+	(*HalfMessage)(nil),              // 77: raftmq.v1.HalfMessage
+	(*ListHalfMessagesResponse)(nil), // 78: raftmq.v1.ListHalfMessagesResponse
+	nil,                              // 79: raftmq.v1.ProduceMessage.PropertiesEntry
+	nil,                              // 80: raftmq.v1.Message.PropertiesEntry
 }
 var file_api_raftmq_proto_depIdxs = []int32{
-	73, // 0: raftmq.v1.ProduceMessage.properties:type_name -> raftmq.v1.ProduceMessage.PropertiesEntry
-	2,  // 1: raftmq.v1.ProduceRequest.messages:type_name -> raftmq.v1.ProduceMessage
-	4,  // 2: raftmq.v1.ProduceResponse.acks:type_name -> raftmq.v1.Ack
-	74, // 3: raftmq.v1.Message.properties:type_name -> raftmq.v1.Message.PropertiesEntry
+	79, // 0: raftmq.v1.ProduceMessage.properties:type_name -> raftmq.v1.ProduceMessage.PropertiesEntry
+	3,  // 1: raftmq.v1.ProduceRequest.messages:type_name -> raftmq.v1.ProduceMessage
+	5,  // 2: raftmq.v1.ProduceResponse.acks:type_name -> raftmq.v1.Ack
+	80, // 3: raftmq.v1.Message.properties:type_name -> raftmq.v1.Message.PropertiesEntry
 	1,  // 4: raftmq.v1.Suggestion.code:type_name -> raftmq.v1.SuggestionReason
 	0,  // 5: raftmq.v1.PullResponse.status:type_name -> raftmq.v1.PullStatus
-	6,  // 6: raftmq.v1.PullResponse.messages:type_name -> raftmq.v1.Message
-	8,  // 7: raftmq.v1.PullResponse.suggestion:type_name -> raftmq.v1.Suggestion
-	10, // 8: raftmq.v1.CommitOffsetsRequest.offsets:type_name -> raftmq.v1.QueueOffset
-	10, // 9: raftmq.v1.FetchOffsetsResponse.offsets:type_name -> raftmq.v1.QueueOffset
-	22, // 10: raftmq.v1.CreateTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
-	22, // 11: raftmq.v1.ListTopicsResponse.topics:type_name -> raftmq.v1.TopicInfo
-	22, // 12: raftmq.v1.DescribeTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
-	21, // 13: raftmq.v1.TopicInfo.queue_info:type_name -> raftmq.v1.QueueInfo
-	24, // 14: raftmq.v1.JoinGroupResponse.assignments:type_name -> raftmq.v1.Assignment
-	24, // 15: raftmq.v1.GroupMember.assignments:type_name -> raftmq.v1.Assignment
-	31, // 16: raftmq.v1.DescribeGroupResponse.members:type_name -> raftmq.v1.GroupMember
-	32, // 17: raftmq.v1.DescribeGroupResponse.queues:type_name -> raftmq.v1.GroupQueue
-	34, // 18: raftmq.v1.DescribeGroupResponse.settings:type_name -> raftmq.v1.GroupSettings
-	10, // 19: raftmq.v1.SearchOffsetsResponse.offsets:type_name -> raftmq.v1.QueueOffset
-	10, // 20: raftmq.v1.ResetGroupResponse.offsets:type_name -> raftmq.v1.QueueOffset
-	40, // 21: raftmq.v1.StatusResponse.nodes:type_name -> raftmq.v1.NodeStatus
-	6,  // 22: raftmq.v1.LookupMessageResponse.message:type_name -> raftmq.v1.Message
-	6,  // 23: raftmq.v1.FindMessagesResponse.messages:type_name -> raftmq.v1.Message
-	4,  // 24: raftmq.v1.ResendDeadLetterResponse.ack:type_name -> raftmq.v1.Ack
-	22, // 25: raftmq.v1.UpdateTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
-	34, // 26: raftmq.v1.UpdateGroupResponse.settings:type_name -> raftmq.v1.GroupSettings
-	68, // 27: raftmq.v1.LockQueuesRequest.queues:type_name -> raftmq.v1.QueueRef
-	68, // 28: raftmq.v1.LockQueuesResponse.locked:type_name -> raftmq.v1.QueueRef
-	68, // 29: raftmq.v1.UnlockQueuesRequest.queues:type_name -> raftmq.v1.QueueRef
-	3,  // 30: raftmq.v1.Broker.Produce:input_type -> raftmq.v1.ProduceRequest
-	7,  // 31: raftmq.v1.Broker.Pull:input_type -> raftmq.v1.PullRequest
-	11, // 32: raftmq.v1.Broker.CommitOffsets:input_type -> raftmq.v1.CommitOffsetsRequest
-	13, // 33: raftmq.v1.Broker.FetchOffsets:input_type -> raftmq.v1.FetchOffsetsRequest
-	15, // 34: raftmq.v1.Broker.CreateTopic:input_type -> raftmq.v1.CreateTopicRequest
-	17, // 35: raftmq.v1.Broker.ListTopics:input_type -> raftmq.v1.ListTopicsRequest
-	19, // 36: raftmq.v1.Broker.DescribeTopic:input_type -> raftmq.v1.DescribeTopicRequest
-	23, // 37: raftmq.v1.Broker.JoinGroup:input_type -> raftmq.v1.JoinGroupRequest
-	26, // 38: raftmq.v1.Broker.LeaveGroup:input_type -> raftmq.v1.LeaveGroupRequest
-	28, // 39: raftmq.v1.Broker.ListGroups:input_type -> raftmq.v1.ListGroupsRequest
-	30, // 40: raftmq.v1.Broker.DescribeGroup:input_type -> raftmq.v1.DescribeGroupRequest
-	35, // 41: raftmq.v1.Broker.ResetGroup:input_type -> raftmq.v1.ResetGroupRequest
-	36, // 42: raftmq.v1.Broker.SearchOffsets:input_type -> raftmq.v1.SearchOffsetsRequest
-	39, // 43: raftmq.v1.Broker.Status:input_type -> raftmq.v1.StatusRequest
-	42, // 44: raftmq.v1.Broker.TransferLeader:input_type -> raftmq.v1.TransferLeaderRequest
-	44, // 45: raftmq.v1.Broker.AddMember:input_type -> raftmq.v1.AddMemberRequest
-	46, // 46: raftmq.v1.Broker.RemoveMember:input_type -> raftmq.v1.RemoveMemberRequest
-	52, // 47: raftmq.v1.Broker.SendBack:input_type -> raftmq.v1.SendBackRequest
-	54, // 48: raftmq.v1.Broker.LookupMessage:input_type -> raftmq.v1.LookupMessageRequest
-	56, // 49: raftmq.v1.Broker.FindMessages:input_type -> raftmq.v1.FindMessagesRequest
-	58, // 50: raftmq.v1.Broker.ResendDeadLetter:input_type -> raftmq.v1.ResendDeadLetterRequest
-	60, // 51: raftmq.v1.Broker.UpdateTopic:input_type -> raftmq.v1.UpdateTopicRequest
-	62, // 52: raftmq.v1.Broker.DeleteTopic:input_type -> raftmq.v1.DeleteTopicRequest
-	64, // 53: raftmq.v1.Broker.UpdateGroup:input_type -> raftmq.v1.UpdateGroupRequest
-	66, // 54: raftmq.v1.Broker.DeleteGroup:input_type -> raftmq.v1.DeleteGroupRequest
-	69, // 55: raftmq.v1.Broker.LockQueues:input_type -> raftmq.v1.LockQueuesRequest
-	71, // 56: raftmq.v1.Broker.UnlockQueues:input_type -> raftmq.v1.UnlockQueuesRequest
-	48, // 57: raftmq.v1.Peer.NodeState:input_type -> raftmq.v1.NodeStateRequest
-	50, // 58: raftmq.v1.Peer.Register:input_type -> raftmq.v1.RegisterRequest
-	5,  // 59: raftmq.v1.Broker.Produce:output_type -> raftmq.v1.ProduceResponse
-	9,  // 60: raftmq.v1.Broker.Pull:output_type -> raftmq.v1.PullResponse
-	12, // 61: raftmq.v1.Broker.CommitOffsets:output_type -> raftmq.v1.CommitOffsetsResponse
-	14, // 62: raftmq.v1.Broker.FetchOffsets:output_type -> raftmq.v1.FetchOffsetsResponse
-	16, // 63: raftmq.v1.Broker.CreateTopic:output_type -> raftmq.v1.CreateTopicResponse
-	18, // 64: raftmq.v1.Broker.ListTopics:output_type -> raftmq.v1.ListTopicsResponse
-	20, // 65: raftmq.v1.Broker.DescribeTopic:output_type -> raftmq.v1.DescribeTopicResponse
-	25, // 66: raftmq.v1.Broker.JoinGroup:output_type -> raftmq.v1.JoinGroupResponse
-	27, // 67: raftmq.v1.Broker.LeaveGroup:output_type -> raftmq.v1.LeaveGroupResponse
-	29, // 68: raftmq.v1.Broker.ListGroups:output_type -> raftmq.v1.ListGroupsResponse
-	33, // 69: raftmq.v1.Broker.DescribeGroup:output_type -> raftmq.v1.DescribeGroupResponse
-	38, // 70: raftmq.v1.Broker.ResetGroup:output_type -> raftmq.v1.ResetGroupResponse
-	37, // 71: raftmq.v1.Broker.SearchOffsets:output_type -> raftmq.v1.SearchOffsetsResponse
-	41, // 72: raftmq.v1.Broker.Status:output_type -> raftmq.v1.StatusResponse
-	43, // 73: raftmq.v1.Broker.TransferLeader:output_type -> raftmq.v1.TransferLeaderResponse
-	45, // 74: raftmq.v1.Broker.AddMember:output_type -> raftmq.v1.AddMemberResponse
-	47, // 75: raftmq.v1.Broker.RemoveMember:output_type -> raftmq.v1.RemoveMemberResponse
-	53, // 76: raftmq.v1.Broker.SendBack:output_type -> raftmq.v1.SendBackResponse
-	55, // 77: raftmq.v1.Broker.LookupMessage:output_type -> raftmq.v1.LookupMessageResponse
-	57, // 78: raftmq.v1.Broker.FindMessages:output_type -> raftmq.v1.FindMessagesResponse
-	59, // 79: raftmq.v1.Broker.ResendDeadLetter:output_type -> raftmq.v1.ResendDeadLetterResponse
-	61, // 80: raftmq.v1.Broker.UpdateTopic:output_type -> raftmq.v1.UpdateTopicResponse
-	63, // 81: raftmq.v1.Broker.DeleteTopic:output_type -> raftmq.v1.DeleteTopicResponse
-	65, // 82: raftmq.v1.Broker.UpdateGroup:output_type -> raftmq.v1.UpdateGroupResponse
-	67, // 83: raftmq.v1.Broker.DeleteGroup:output_type -> raftmq.v1.DeleteGroupResponse
-	70, // 84: raftmq.v1.Broker.LockQueues:output_type -> raftmq.v1.LockQueuesResponse
-	72, // 85: raftmq.v1.Broker.UnlockQueues:output_type -> raftmq.v1.UnlockQueuesResponse
-	49, // 86: raftmq.v1.Peer.NodeState:output_type -> raftmq.v1.NodeStateResponse
-	51, // 87: raftmq.v1.Peer.Register:output_type -> raftmq.v1.RegisterResponse
-	59, // [59:88] is the sub-list for method output_type
-	30, // [30:59] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	7,  // 6: raftmq.v1.PullResponse.messages:type_name -> raftmq.v1.Message
+	9,  // 7: raftmq.v1.PullResponse.suggestion:type_name -> raftmq.v1.Suggestion
+	11, // 8: raftmq.v1.CommitOffsetsRequest.offsets:type_name -> raftmq.v1.QueueOffset
+	11, // 9: raftmq.v1.FetchOffsetsResponse.offsets:type_name -> raftmq.v1.QueueOffset
+	23, // 10: raftmq.v1.CreateTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
+	23, // 11: raftmq.v1.ListTopicsResponse.topics:type_name -> raftmq.v1.TopicInfo
+	23, // 12: raftmq.v1.DescribeTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
+	22, // 13: raftmq.v1.TopicInfo.queue_info:type_name -> raftmq.v1.QueueInfo
+	25, // 14: raftmq.v1.JoinGroupResponse.assignments:type_name -> raftmq.v1.Assignment
+	25, // 15: raftmq.v1.GroupMember.assignments:type_name -> raftmq.v1.Assignment
+	32, // 16: raftmq.v1.DescribeGroupResponse.members:type_name -> raftmq.v1.GroupMember
+	33, // 17: raftmq.v1.DescribeGroupResponse.queues:type_name -> raftmq.v1.GroupQueue
+	35, // 18: raftmq.v1.DescribeGroupResponse.settings:type_name -> raftmq.v1.GroupSettings
+	11, // 19: raftmq.v1.SearchOffsetsResponse.offsets:type_name -> raftmq.v1.QueueOffset
+	11, // 20: raftmq.v1.ResetGroupResponse.offsets:type_name -> raftmq.v1.QueueOffset
+	41, // 21: raftmq.v1.StatusResponse.nodes:type_name -> raftmq.v1.NodeStatus
+	7,  // 22: raftmq.v1.LookupMessageResponse.message:type_name -> raftmq.v1.Message
+	7,  // 23: raftmq.v1.FindMessagesResponse.messages:type_name -> raftmq.v1.Message
+	5,  // 24: raftmq.v1.ResendDeadLetterResponse.ack:type_name -> raftmq.v1.Ack
+	23, // 25: raftmq.v1.UpdateTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
+	35, // 26: raftmq.v1.UpdateGroupResponse.settings:type_name -> raftmq.v1.GroupSettings
+	69, // 27: raftmq.v1.LockQueuesRequest.queues:type_name -> raftmq.v1.QueueRef
+	69, // 28: raftmq.v1.LockQueuesResponse.locked:type_name -> raftmq.v1.QueueRef
+	69, // 29: raftmq.v1.UnlockQueuesRequest.queues:type_name -> raftmq.v1.QueueRef
+	2,  // 30: raftmq.v1.EndTransactionRequest.decision:type_name -> raftmq.v1.TransactionDecision
+	7,  // 31: raftmq.v1.HalfMessage.message:type_name -> raftmq.v1.Message
+	77, // 32: raftmq.v1.ListHalfMessagesResponse.messages:type_name -> raftmq.v1.HalfMessage
+	4,  // 33: raftmq.v1.Broker.Produce:input_type -> raftmq.v1.ProduceRequest
+	8,  // 34: raftmq.v1.Broker.Pull:input_type -> raftmq.v1.PullRequest
+	12, // 35: raftmq.v1.Broker.CommitOffsets:input_type -> raftmq.v1.CommitOffsetsRequest
+	14, // 36: raftmq.v1.Broker.FetchOffsets:input_type -> raftmq.v1.FetchOffsetsRequest
+	16, // 37: raftmq.v1.Broker.CreateTopic:input_type -> raftmq.v1.CreateTopicRequest
+	18, // 38: raftmq.v1.Broker.ListTopics:input_type -> raftmq.v1.ListTopicsRequest
+	20, // 39: raftmq.v1.Broker.DescribeTopic:input_type -> raftmq.v1.DescribeTopicRequest
+	24, // 40: raftmq.v1.Broker.JoinGroup:input_type -> raftmq.v1.JoinGroupRequest
+	27, // 41: raftmq.v1.Broker.LeaveGroup:input_type -> raftmq.v1.LeaveGroupRequest
+	29, // 42: raftmq.v1.Broker.ListGroups:input_type -> raftmq.v1.ListGroupsRequest
+	31, // 43: raftmq.v1.Broker.DescribeGroup:input_type -> raftmq.v1.DescribeGroupRequest
+	36, // 44: raftmq.v1.Broker.ResetGroup:input_type -> raftmq.v1.ResetGroupRequest
+	37, // 45: raftmq.v1.Broker.SearchOffsets:input_type -> raftmq.v1.SearchOffsetsRequest
+	40, // 46: raftmq.v1.Broker.Status:input_type -> raftmq.v1.StatusRequest
+	43, // 47: raftmq.v1.Broker.TransferLeader:input_type -> raftmq.v1.TransferLeaderRequest
+	45, // 48: raftmq.v1.Broker.AddMember:input_type -> raftmq.v1.AddMemberRequest
+	47, // 49: raftmq.v1.Broker.RemoveMember:input_type -> raftmq.v1.RemoveMemberRequest
+	53, // 50: raftmq.v1.Broker.SendBack:input_type -> raftmq.v1.SendBackRequest
+	55, // 51: raftmq.v1.Broker.LookupMessage:input_type -> raftmq.v1.LookupMessageRequest
+	57, // 52: raftmq.v1.Broker.FindMessages:input_type -> raftmq.v1.FindMessagesRequest
+	59, // 53: raftmq.v1.Broker.ResendDeadLetter:input_type -> raftmq.v1.ResendDeadLetterRequest
+	61, // 54: raftmq.v1.Broker.UpdateTopic:input_type -> raftmq.v1.UpdateTopicRequest
+	63, // 55: raftmq.v1.Broker.DeleteTopic:input_type -> raftmq.v1.DeleteTopicRequest
+	65, // 56: raftmq.v1.Broker.UpdateGroup:input_type -> raftmq.v1.UpdateGroupRequest
+	67, // 57: raftmq.v1.Broker.DeleteGroup:input_type -> raftmq.v1.DeleteGroupRequest
+	70, // 58: raftmq.v1.Broker.LockQueues:input_type -> raftmq.v1.LockQueuesRequest
+	72, // 59: raftmq.v1.Broker.UnlockQueues:input_type -> raftmq.v1.UnlockQueuesRequest
+	74, // 60: raftmq.v1.Broker.EndTransaction:input_type -> raftmq.v1.EndTransactionRequest
+	76, // 61: raftmq.v1.Broker.ListHalfMessages:input_type -> raftmq.v1.ListHalfMessagesRequest
+	49, // 62: raftmq.v1.Peer.NodeState:input_type -> raftmq.v1.NodeStateRequest
+	51, // 63: raftmq.v1.Peer.Register:input_type -> raftmq.v1.RegisterRequest
+	6,  // 64: raftmq.v1.Broker.Produce:output_type -> raftmq.v1.ProduceResponse
+	10, // 65: raftmq.v1.Broker.Pull:output_type -> raftmq.v1.PullResponse
+	13, // 66: raftmq.v1.Broker.CommitOffsets:output_type -> raftmq.v1.CommitOffsetsResponse
+	15, // 67: raftmq.v1.Broker.FetchOffsets:output_type -> raftmq.v1.FetchOffsetsResponse
+	17, // 68: raftmq.v1.Broker.CreateTopic:output_type -> raftmq.v1.CreateTopicResponse
+	19, // 69: raftmq.v1.Broker.ListTopics:output_type -> raftmq.v1.ListTopicsResponse
+	21, // 70: raftmq.v1.Broker.DescribeTopic:output_type -> raftmq.v1.DescribeTopicResponse
+	26, // 71: raftmq.v1.Broker.JoinGroup:output_type -> raftmq.v1.JoinGroupResponse
+	28, // 72: raftmq.v1.Broker.LeaveGroup:output_type -> raftmq.v1.LeaveGroupResponse
+	30, // 73: raftmq.v1.Broker.ListGroups:output_type -> raftmq.v1.ListGroupsResponse
+	34, // 74: raftmq.v1.Broker.DescribeGroup:output_type -> raftmq.v1.DescribeGroupResponse
+	39, // 75: raftmq.v1.Broker.ResetGroup:output_type -> raftmq.v1.ResetGroupResponse
+	38, // 76: raftmq.v1.Broker.SearchOffsets:output_type -> raftmq.v1.SearchOffsetsResponse
+	42, // 77: raftmq.v1.Broker.Status:output_type -> raftmq.v1.StatusResponse
+	44, // 78: raftmq.v1.Broker.TransferLeader:output_type -> raftmq.v1.TransferLeaderResponse
+	46, // 79: raftmq.v1.Broker.AddMember:output_type -> raftmq.v1.AddMemberResponse
+	48, // 80: raftmq.v1.Broker.RemoveMember:output_type -> raftmq.v1.RemoveMemberResponse
+	54, // 81: raftmq.v1.Broker.SendBack:output_type -> raftmq.v1.SendBackResponse
+	56, // 82: raftmq.v1.Broker.LookupMessage:output_type -> raftmq.v1.LookupMessageResponse
+	58, // 83: raftmq.v1.Broker.FindMessages:output_type -> raftmq.v1.FindMessagesResponse
+	60, // 84: raftmq.v1.Broker.ResendDeadLetter:output_type -> raftmq.v1.ResendDeadLetterResponse
+	62, // 85: raftmq.v1.Broker.UpdateTopic:output_type -> raftmq.v1.UpdateTopicResponse
+	64, // 86: raftmq.v1.Broker.DeleteTopic:output_type -> raftmq.v1.DeleteTopicResponse
+	66, // 87: raftmq.v1.Broker.UpdateGroup:output_type -> raftmq.v1.UpdateGroupResponse
+	68, // 88: raftmq.v1.Broker.DeleteGroup:output_type -> raftmq.v1.DeleteGroupResponse
+	71, // 89: raftmq.v1.Broker.LockQueues:output_type -> raftmq.v1.LockQueuesResponse
+	73, // 90: raftmq.v1.Broker.UnlockQueues:output_type -> raftmq.v1.UnlockQueuesResponse
+	75, // 91: raftmq.v1.Broker.EndTransaction:output_type -> raftmq.v1.EndTransactionResponse
+	78, // 92: raftmq.v1.Broker.ListHalfMessages:output_type -> raftmq.v1.ListHalfMessagesResponse
+	50, // 93: raftmq.v1.Peer.NodeState:output_type -> raftmq.v1.NodeStateResponse
+	52, // 94: raftmq.v1.Peer.Register:output_type -> raftmq.v1.RegisterResponse
+	64, // [64:95] is the sub-list for method output_type
+	33, // [33:64] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_api_raftmq_proto_init() }
@@ -5089,8 +5488,8 @@ func file_api_raftmq_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftmq_proto_rawDesc), len(file_api_raftmq_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   73,
+			NumEnums:      3,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

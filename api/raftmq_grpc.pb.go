@@ -55,6 +55,8 @@ const (
 	Broker_DeleteGroup_FullMethodName      = "/raftmq.v1.Broker/DeleteGroup"
 	Broker_LockQueues_FullMethodName       = "/raftmq.v1.Broker/LockQueues"
 	Broker_UnlockQueues_FullMethodName     = "/raftmq.v1.Broker/UnlockQueues"
+	Broker_EndTransaction_FullMethodName   = "/raftmq.v1.Broker/EndTransaction"
+	Broker_ListHalfMessages_FullMethodName = "/raftmq.v1.Broker/ListHalfMessages"
 )
 
 // BrokerClient is the client API for Broker service.
@@ -107,6 +109,15 @@ type BrokerClient interface {
 	// renewed within the lock lease.
 	LockQueues(ctx context.Context, in *LockQueuesRequest, opts ...grpc.CallOption) (*LockQueuesResponse, error)
 	UnlockQueues(ctx context.Context, in *UnlockQueuesRequest, opts ...grpc.CallOption) (*UnlockQueuesResponse, error)
+	// Transactions (docs/semantics.md, "Transactions"). A Produce whose
+	// messages carry the property TRAN_MSG=true stores half messages, which
+	// no consumer sees; its acks name them. EndTransaction commits a half
+	// message into its topic, or rolls it back, once: a repeated or late
+	// decision changes nothing. ListHalfMessages answers the undecided half
+	// messages, oldest first, as the leader holds them: a producer group's
+	// check-back asks it for the ones nobody decided.
+	EndTransaction(ctx context.Context, in *EndTransactionRequest, opts ...grpc.CallOption) (*EndTransactionResponse, error)
+	ListHalfMessages(ctx context.Context, in *ListHalfMessagesRequest, opts ...grpc.CallOption) (*ListHalfMessagesResponse, error)
 }
 
 type brokerClient struct {
@@ -387,6 +398,26 @@ func (c *brokerClient) UnlockQueues(ctx context.Context, in *UnlockQueuesRequest
 	return out, nil
 }
 
+func (c *brokerClient) EndTransaction(ctx context.Context, in *EndTransactionRequest, opts ...grpc.CallOption) (*EndTransactionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EndTransactionResponse)
+	err := c.cc.Invoke(ctx, Broker_EndTransaction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *brokerClient) ListHalfMessages(ctx context.Context, in *ListHalfMessagesRequest, opts ...grpc.CallOption) (*ListHalfMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListHalfMessagesResponse)
+	err := c.cc.Invoke(ctx, Broker_ListHalfMessages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BrokerServer is the server API for Broker service.
 // All implementations must embed UnimplementedBrokerServer
 // for forward compatibility.
@@ -437,6 +468,15 @@ type BrokerServer interface {
 	// renewed within the lock lease.
 	LockQueues(context.Context, *LockQueuesRequest) (*LockQueuesResponse, error)
 	UnlockQueues(context.Context, *UnlockQueuesRequest) (*UnlockQueuesResponse, error)
+	// Transactions (docs/semantics.md, "Transactions"). A Produce whose
+	// messages carry the property TRAN_MSG=true stores half messages, which
+	// no consumer sees; its acks name them. EndTransaction commits a half
+	// message into its topic, or rolls it back, once: a repeated or late
+	// decision changes nothing. ListHalfMessages answers the undecided half
+	// messages, oldest first, as the leader holds them: a producer group's
+	// check-back asks it for the ones nobody decided.
+	EndTransaction(context.Context, *EndTransactionRequest) (*EndTransactionResponse, error)
+	ListHalfMessages(context.Context, *ListHalfMessagesRequest) (*ListHalfMessagesResponse, error)
 	mustEmbedUnimplementedBrokerServer()
 }
 
@@ -527,6 +567,12 @@ func (UnimplementedBrokerServer) LockQueues(context.Context, *LockQueuesRequest)
 }
 func (UnimplementedBrokerServer) UnlockQueues(context.Context, *UnlockQueuesRequest) (*UnlockQueuesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UnlockQueues not implemented")
+}
+func (UnimplementedBrokerServer) EndTransaction(context.Context, *EndTransactionRequest) (*EndTransactionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EndTransaction not implemented")
+}
+func (UnimplementedBrokerServer) ListHalfMessages(context.Context, *ListHalfMessagesRequest) (*ListHalfMessagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListHalfMessages not implemented")
 }
 func (UnimplementedBrokerServer) mustEmbedUnimplementedBrokerServer() {}
 func (UnimplementedBrokerServer) testEmbeddedByValue()                {}
@@ -1035,6 +1081,42 @@ func _Broker_UnlockQueues_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Broker_EndTransaction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EndTransactionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).EndTransaction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_EndTransaction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).EndTransaction(ctx, req.(*EndTransactionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Broker_ListHalfMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListHalfMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BrokerServer).ListHalfMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Broker_ListHalfMessages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BrokerServer).ListHalfMessages(ctx, req.(*ListHalfMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Broker_ServiceDesc is the grpc.ServiceDesc for Broker service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1149,6 +1231,14 @@ var Broker_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UnlockQueues",
 			Handler:    _Broker_UnlockQueues_Handler,
+		},
+		{
+			MethodName: "EndTransaction",
+			Handler:    _Broker_EndTransaction_Handler,
+		},
+		{
+			MethodName: "ListHalfMessages",
+			Handler:    _Broker_ListHalfMessages_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -132,33 +132,49 @@ const (
 	txnDiscard
 )
 
-// EndTransaction decides the half message named by id (the id its send's
-// ack named). producerGroup, when given, must be the one it was sent
-// under. Deciding a half message that is already decided is no error and
-// changes nothing. Only the leader decides; others get a NotLeaderError.
-func (b *Broker) EndTransaction(ctx context.Context, id, producerGroup string, d TxnDecision) error {
+// TxnEnd is a decision on one half message.
+type TxnEnd struct {
+	// ID names the half message (the id its send's ack named).
+	ID string
+	// Topic, when set, must be the half message's topic.
+	Topic string
+	// ProducerGroup, when set, must be the group it was sent under.
+	ProducerGroup string
+	Decision      TxnDecision
+}
+
+// EndTransaction decides the half message e names. Deciding a half message
+// that is already decided is no error and changes nothing. Only the leader
+// decides; others get a NotLeaderError.
+func (b *Broker) EndTransaction(ctx context.Context, e TxnEnd) error {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
 	if b.txn == nil {
 		return fmt.Errorf("%w: this node's replica keeps no transaction state", ErrUnavailable)
 	}
-	if d != TxnCommit && d != TxnRollback {
-		return invalid("transaction decision %d", d)
+	if e.Decision != TxnCommit && e.Decision != TxnRollback {
+		return invalid("transaction decision %d: want commit or rollback", e.Decision)
+	}
+	if e.ID == "" {
+		return invalid("transaction decision: no half message id")
 	}
 	if err := b.awaitLeader(ctx); err != nil {
 		return err
 	}
-	m, err := b.halfMessage(id)
+	m, err := b.halfMessage(e.ID)
 	if errors.Is(err, lookup.ErrDecided) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if g := m.Properties[mq.PropProducerGroup]; producerGroup != "" && g != "" && g != producerGroup {
-		return invalid("half message %s was sent by producer group %q, not %q", id, g, producerGroup)
+	if g := m.Properties[mq.PropProducerGroup]; e.ProducerGroup != "" && g != "" && g != e.ProducerGroup {
+		return invalid("half message %s was sent by producer group %q, not %q", e.ID, g, e.ProducerGroup)
 	}
-	return b.decide(ctx, &m, d)
+	if t := m.Properties[mq.PropRealTopic]; e.Topic != "" && t != e.Topic {
+		return invalid("half message %s is bound for topic %q, not %q", e.ID, t, e.Topic)
+	}
+	return b.decide(ctx, &m, e.Decision)
 }
 
 // halfMessage reads the half message named by id.
@@ -294,6 +310,11 @@ type HalfMessage struct {
 // PendingHalf reads up to max undecided half messages, oldest first, from
 // this node's applied state and log. Only the leader's answer is fresh.
 func (b *Broker) PendingHalf(max int) ([]HalfMessage, error) {
+	return b.pendingHalf(max, nil)
+}
+
+// pendingHalf is PendingHalf keeping only what keep accepts (nil: all).
+func (b *Broker) pendingHalf(max int, keep func(*HalfMessage) bool) ([]HalfMessage, error) {
 	if b.txn == nil {
 		return nil, nil
 	}
@@ -322,11 +343,78 @@ func (b *Broker) PendingHalf(max int) ([]HalfMessage, error) {
 			if idx, err := raftlog.MessageIndex(m.ID); err == nil {
 				h.StoredAt, _ = b.rlog.AppendedAt(idx)
 			}
-			out = append(out, h)
+			if keep == nil || keep(&h) {
+				out = append(out, h)
+			}
 		}
 		off = next
 	}
 	return out, nil
+}
+
+// HalfFilter selects undecided half messages for ListHalf.
+type HalfFilter struct {
+	// Topic and ProducerGroup, when set, keep only the half messages bound
+	// for that topic and sent under that group.
+	Topic         string
+	ProducerGroup string
+	// OlderThan keeps only half messages stored at least that long ago and
+	// past their CHECK_IMMUNITY_TIME_IN_SECONDS.
+	OlderThan time.Duration
+	// Max bounds the answer (1 to MaxListHalf).
+	Max int
+}
+
+// MaxListHalf bounds one ListHalf answer.
+const MaxListHalf = 1000
+
+// ListHalf answers the undecided half messages f selects, oldest first,
+// each as it will be delivered (its topic and queue; its id and offset
+// stay the half message's), and the number of undecided half messages in
+// all. Only the leader answers (its state is the fresh one); others get a
+// NotLeaderError.
+func (b *Broker) ListHalf(ctx context.Context, f HalfFilter) ([]HalfMessage, uint64, error) {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
+	if f.Max <= 0 || f.Max > MaxListHalf {
+		return nil, 0, invalid("list half messages: max %d, want 1 to %d", f.Max, MaxListHalf)
+	}
+	if f.OlderThan < 0 {
+		return nil, 0, invalid("list half messages: older than %v, want 0 or more", f.OlderThan)
+	}
+	if err := b.awaitLeader(ctx); err != nil {
+		return nil, 0, err
+	}
+	if b.txn == nil {
+		return nil, 0, nil
+	}
+	now := time.Now()
+	keep := func(h *HalfMessage) bool {
+		if f.Topic != "" && h.Properties[mq.PropRealTopic] != f.Topic {
+			return false
+		}
+		if f.ProducerGroup != "" && h.Properties[mq.PropProducerGroup] != f.ProducerGroup {
+			return false
+		}
+		age := f.OlderThan
+		if v, err := strconv.Atoi(h.Properties[mq.PropTxnCheckImmunity]); err == nil && v > 0 && f.OlderThan > 0 {
+			age = max(age, time.Duration(v)*time.Second)
+		}
+		return age == 0 || (!h.StoredAt.IsZero() && now.Sub(h.StoredAt) >= age)
+	}
+	out, err := b.pendingHalf(f.Max, keep)
+	for i := range out {
+		m := &out[i].Message
+		props := make(map[string]string, len(m.Properties))
+		maps.Copy(props, m.Properties)
+		m.Topic = props[mq.PropRealTopic]
+		q, _ := strconv.Atoi(props[mq.PropRealQueue])
+		m.Queue = int32(q)
+		delete(props, mq.PropRealTopic)
+		delete(props, mq.PropRealQueue)
+		m.Properties = props
+	}
+	return out, b.txn.TxnState().Pending(), err
 }
 
 // DiscardHalf stores half message m, which its producer never decided

@@ -68,6 +68,14 @@ func queueNeeds(group string, topics ...string) []auth.Need {
 	return needs
 }
 
+// publishOrAdmin is publish on topic, or admin on the cluster without one.
+func publishOrAdmin(topic string) []auth.Need {
+	if topic == "" {
+		return []auth.Need{clusterAdmin}
+	}
+	return []auth.Need{topicNeed(auth.Publish, topic)}
+}
+
 func refTopics(qs []*api.QueueRef) []string {
 	var ts []string
 	for _, q := range qs {
@@ -129,6 +137,15 @@ var methodTable = map[string]methodAuth{
 	api.Broker_UnlockQueues_FullMethodName: {needs: func(r any) []auth.Need {
 		req := as[api.UnlockQueuesRequest](r)
 		return queueNeeds(req.GetGroup(), refTopics(req.GetQueues())...)
+	}},
+	// A decision needs publish on the half message's topic (the broker
+	// refuses one whose half message is bound elsewhere); without a topic,
+	// admin on the cluster, as listing every topic's half messages does.
+	api.Broker_EndTransaction_FullMethodName: {needs: func(r any) []auth.Need {
+		return publishOrAdmin(as[api.EndTransactionRequest](r).GetTopic())
+	}},
+	api.Broker_ListHalfMessages_FullMethodName: {needs: func(r any) []auth.Need {
+		return publishOrAdmin(as[api.ListHalfMessagesRequest](r).GetTopic())
 	}},
 	api.Peer_NodeState_FullMethodName: nodeCall,
 	api.Peer_Register_FullMethodName:  nodeCall,

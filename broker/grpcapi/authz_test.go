@@ -77,6 +77,10 @@ func TestMethodNeeds(t *testing.T) {
 		{api.Broker_RemoveMember_FullMethodName, &api.RemoveMemberRequest{}, "admin cluster"},
 		{api.Broker_TransferLeader_FullMethodName, &api.TransferLeaderRequest{}, "admin cluster"},
 		{api.UsersCallMethod, nil, "admin cluster"},
+		{api.Broker_EndTransaction_FullMethodName, &api.EndTransactionRequest{Topic: "orders"}, "publish topic:orders"},
+		{api.Broker_EndTransaction_FullMethodName, &api.EndTransactionRequest{}, "admin cluster"},
+		{api.Broker_ListHalfMessages_FullMethodName, &api.ListHalfMessagesRequest{Topic: "orders"}, "publish topic:orders"},
+		{api.Broker_ListHalfMessages_FullMethodName, &api.ListHalfMessagesRequest{}, "admin cluster"},
 	} {
 		if got := needs(tc.method, tc.req); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.method, got, tc.want)

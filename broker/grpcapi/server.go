@@ -11,7 +11,6 @@ package grpcapi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -25,7 +24,6 @@ import (
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/internal/tlsconf"
-	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/store"
 )
 
@@ -210,17 +208,6 @@ func produceRequest(req *api.ProduceRequest) broker.ProduceRequest {
 // Produce appends messages.
 func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.ProduceResponse, error) {
 	breq := produceRequest(req)
-	// A half message needs a decision, which only RocketMQ's END_TRANSACTION
-	// carries: sent through this API it would wait for check-backs no
-	// producer answers. Sends a RocketMQ write path forwards are its own.
-	if !forwarded(ctx) {
-		for i := range breq.Messages {
-			if mq.IsTransactionPrepared(breq.Messages[i].Properties) {
-				return nil, toStatus(fmt.Errorf("%w: message %d has %s=true: transactional messages are decided with RocketMQ's END_TRANSACTION, which this API does not carry; nothing was stored",
-					broker.ErrFailedPrecondition, i, mq.PropTransactionPrepared))
-			}
-		}
-	}
 	return call(ctx, s, func() (*api.ProduceResponse, error) {
 		res, err := s.b.ClientProduce(ctx, breq)
 		if err != nil {

@@ -46,7 +46,7 @@ func (a *Adapter) endTransaction(ctx context.Context, req *rmq.Command) *rmq.Com
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.b.Config().WriteTimeout)
 	defer cancel()
-	err = a.b.EndTransaction(ctx, c.ID, c.ProducerGroup, c.Decision)
+	err = a.b.EndTransaction(ctx, broker.TxnEnd{ID: c.ID, ProducerGroup: c.ProducerGroup, Decision: c.Decision})
 	err = a.forward(ctx, err, func(ctx context.Context, addr string) error {
 		cc, cerr := a.peers.Conn(addr)
 		if cerr != nil {

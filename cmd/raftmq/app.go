@@ -99,6 +99,7 @@ func commands() []*cli.Command {
 		aclCommand(),
 		messageCommand(),
 		dlqCommand(),
+		txnCommand(),
 		demoCommand(),
 		devCommand(),
 		contextCommand(),

@@ -504,6 +504,7 @@ func produceCommand() *cli.Command {
 			&cli.IntFlag{Name: "inflight", Value: 8, Usage: "requests in flight"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (one object per acknowledged message)"},
 			delayFlags[0], delayFlags[1], delayFlags[2],
+			txnFlags[0], txnFlags[1],
 			namesrvFlag(),
 		),
 		Action: runProduce,
@@ -519,6 +520,10 @@ type ackJSON struct {
 	ID        string `json:"id"`
 	Body      string `json:"body,omitempty"`
 	DeliverAt string `json:"deliver_at,omitempty"` // RFC 3339; a delayed message's offset is assigned then
+	// Transaction is produce --transaction's decision (commit, rollback,
+	// unknown); the offset is 0: a committed message's is assigned at
+	// commit.
+	Transaction string `json:"transaction,omitempty"`
 }
 
 func runProduce(c *cli.Context) error {
@@ -563,9 +568,16 @@ func runProduce(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	txn, err := parseTxnFlags(c, delay)
+	if err != nil {
+		return err
+	}
 	if ok, err := viaNamesrv(c); err != nil {
 		return err
 	} else if ok {
+		if txn != nil {
+			return usageError(c, "--transaction is not built with --namesrv yet: produce through one group's nodes (-s) for it")
+		}
 		for _, f := range []string{"delimiter", "key-separator", "body-format"} {
 			if c.IsSet(f) {
 				return usageError(c, "--%s is not built with --namesrv yet: produce through one group's nodes (-s) for it", f)
@@ -579,6 +591,13 @@ func runProduce(c *cli.Context) error {
 	}
 	defer cl.Close()
 	p := cl.NewProducer()
+	var tp *client.TransactionProducer
+	if txn != nil {
+		if tp, err = newTxnProducer(cl, txn); err != nil {
+			return err
+		}
+		defer tp.Close()
+	}
 	// A topic that does not exist is created by the first send when the
 	// servers auto-create topics (their default, as RocketMQ's brokers'):
 	// say so, or a misspelt name goes unnoticed.
@@ -682,6 +701,25 @@ func runProduce(c *cli.Context) error {
 		// waiting a moment longer for it turns "outcome unknown" into
 		// "failed, not stored" when no node could be reached.
 		ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout")+time.Second)
+		defer cancel()
+		if txn != nil {
+			for i := range msgs {
+				a, err := txn.send(ctx, tp, topic, msgs[i])
+				mu.Lock()
+				tally.add(b.first+i, 1, err)
+				if err != nil && a != nil {
+					fmt.Fprintf(c.App.ErrWriter, "raftmq: message %d: %v\n", b.first+i, clean(err))
+				}
+				if err == nil && format == "json" {
+					j, _ := json.Marshal(ackJSON{Topic: topic, Key: msgs[i].Key, Tag: msgs[i].Tag, Queue: a.Queue, ID: a.Id, Body: b.lines[i], Transaction: txn.state.String()})
+					out.Write(append(j, '\n'))
+				} else if err == nil {
+					fmt.Fprintf(out, "queue %d id %s %s\n", a.Queue, a.Id, txnDone(txn.state, a.Id))
+				}
+				mu.Unlock()
+			}
+			return
+		}
 		acks, err := p.Send(ctx, topic, msgs...)
 		cancel()
 		mu.Lock()

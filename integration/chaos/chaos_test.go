@@ -32,6 +32,7 @@ var (
 	flagRetention = flag.Int("chaos.retention-mb", 0, "run the group with 1 MiB segments and --retention-mb N (0: no retention), bodies padded to about 1 KB")
 	flagRich      = flag.Bool("chaos.rich", true, "producers send tags, properties, binary bodies, fields at their limits and requests of many messages")
 	flagOverLimit = flag.Bool("chaos.over-limit", true, "send requests just over each produce limit (each must be refused, nothing stored) and some at the 16 MiB request limit (each must be stored)")
+	flagTxn       = flag.Bool("chaos.txn", true, "a producer sends transactions: commit, rollback, and unknown with a check-back answer it decided (each committed one must be in the topic once, no rolled back one anywhere)")
 	flagReuseSeq  = flag.Bool("chaos.reuse-seq", true, "send requests that reuse a producer id and sequence with other content (each must be refused)")
 	flagShortFull = flag.Bool("chaos.short-full", false, "TestChaosShort: add a fifth schedule (seed 105, retention) with the faults only \"full\" has: corrupt-snapshot, corrupt-stable (and corrupt-running)")
 	flagReport    = flag.String("chaos.report", "", "TestChaosCampaign: write a markdown summary and per-run JSON lines to this path (and path.jsonl)")
@@ -228,12 +229,15 @@ func TestChaosShort(t *testing.T) {
 			}
 			res := runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("short-%d-%d", p.Seed, time.Now().UnixNano())),
 				Seed: p.Seed, Duration: 12 * time.Second, Faults: kinds, Plan: &p, NoTmpfs: noTmpfs, Keep: *flagKeep, Logf: t.Logf,
-				RetentionMB: retention, Rich: *flagRich, Oddities: oddities(oddStart[p.Seed])})
+				RetentionMB: retention, Rich: *flagRich, Transactions: *flagTxn, Oddities: oddities(oddStart[p.Seed])})
 			if retentionShort[p.Seed] && res.Report != nil && res.Report.Retained == 0 {
 				t.Errorf("retention dropped no acknowledged message: the run did not exercise it")
 			}
 			if res.Report != nil && res.Report.Acked == 0 {
 				t.Errorf("no operation was acknowledged: the run proves nothing")
+			}
+			if res.Report != nil && *flagTxn && res.Report.TxnChecked == 0 {
+				t.Errorf("no transaction was decided by the check-back: the run did not exercise it")
 			}
 			if res.Report != nil && *flagOverLimit && res.Report.OverLimit+res.Report.AtLimit < 3 {
 				t.Errorf("the run sent %d of the hand-made requests at and over the limits, fewer than the 3 the plans count on",
@@ -291,7 +295,7 @@ func TestChaosCampaign(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 			res = runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("run-%d", s)), Seed: s,
 				Duration: *flagDuration, Faults: faults, NoTmpfs: noTmpfs, Keep: *flagKeep, RetentionMB: *flagRetention, Logf: t.Logf,
-				Rich: *flagRich, Oddities: oddities(int(s % int64(OddityShapes())))})
+				Rich: *flagRich, Transactions: *flagTxn, Oddities: oddities(int(s % int64(OddityShapes())))})
 		})
 		agg.add(res)
 		if jsonl != nil {

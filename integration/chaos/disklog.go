@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -57,6 +58,11 @@ type DiskScan struct {
 	Found map[string]history.DiskMessage
 	// Cuts are the Below of every retain command found.
 	Cuts []uint64
+	// Watched are message names (history.BodyName) whose every
+	// occurrence in the logs is recorded in WatchFound, once per distinct
+	// topic, producer and sequence: the messages sent in transactions.
+	Watched    map[string]bool
+	WatchFound map[string][]history.DiskMessage
 	// Bad are problems found in the logs (undecodable entries, a stable
 	// store behind the log, a snapshot that does not open).
 	Bad []history.Violation
@@ -82,6 +88,35 @@ func NewDiskScan(ids []string) *DiskScan {
 		m[uint32(ord)] = id
 	}
 	return s
+}
+
+// Watch records every occurrence of the named messages (WatchFound).
+func (s *DiskScan) Watch(names []string) {
+	if s.Watched == nil {
+		s.Watched, s.WatchFound = map[string]bool{}, map[string][]history.DiskMessage{}
+	}
+	for _, n := range names {
+		s.Watched[n] = true
+	}
+}
+
+// watch records m of request rv when its name is watched.
+func (s *DiskScan) watch(rv *raftlog.RequestView, m *raftlog.MessageView) {
+	name := m.Body
+	if i := bytes.IndexByte(name, '|'); i >= 0 {
+		name = name[:i]
+	}
+	if !s.Watched[string(name)] {
+		return
+	}
+	dm := history.DiskMessage{Producer: rv.ProducerID, Seq: rv.Seq, Topic: rv.Topic, Queue: m.Queue,
+		Body: string(name), Hash: history.BodyHash(m.Body), Key: string(m.Key), Tag: string(m.Tag), Props: history.PropsHash(m.Properties()), Timestamp: m.Timestamp}
+	for _, o := range s.WatchFound[dm.Body] {
+		if o.Topic == dm.Topic && o.Producer == dm.Producer && o.Seq == dm.Seq {
+			return
+		}
+	}
+	s.WatchFound[dm.Body] = append(s.WatchFound[dm.Body], dm)
 }
 
 func (s *DiskScan) bad(kind, format string, args ...any) {
@@ -204,6 +239,12 @@ func (s *DiskScan) visit(node string, l *raft.Log) {
 		want := s.want[l.Index]
 		var ord uint32
 		err = b.Each(func(_ int, rv *raftlog.RequestView) bool {
+			if len(s.Watched) > 0 {
+				rv.Messages(func(_ int, m *raftlog.MessageView) bool {
+					s.watch(rv, m)
+					return true
+				})
+			}
 			if len(want) > 0 {
 				rv.Messages(func(j int, m *raftlog.MessageView) bool {
 					id, ok := want[ord+uint32(j)]

@@ -34,7 +34,10 @@
 //   - Workload (workload.go): producers (with -chaos.rich: tags,
 //     properties, binary bodies, fields at their limits, requests of many
 //     messages), hand-made requests at and over the limits and with reused
-//     sequences (RunOddities, on by default), consumers, and the final reads, both through
+//     sequences (RunOddities, on by default), a transactional producer
+//     whose decisions (local and check-back) are drawn before each send
+//     (RunTxnProducer, and SettleTransactions after healing), consumers,
+//     and the final reads, both through
 //     a fresh consumer group and from every node pinned to it.
 //   - disklog.go: the offline reader. After healing every node is stopped
 //     and its stores are opened with raftlog.Open: the logs are compared

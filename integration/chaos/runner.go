@@ -40,6 +40,9 @@ type RunConfig struct {
 	// Rich makes the producers send tags, properties, binary bodies, fields
 	// at their limits and requests of many messages (Workload.Rich).
 	Rich bool
+	// Transactions adds a producer that sends in transactions
+	// (Workload.RunTxnProducer).
+	Transactions bool
 	// Oddities are hand-made requests over the limits and reused producer
 	// sequences (Workload.RunOddities).
 	Oddities Oddities
@@ -221,6 +224,9 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	}
 	w.Rich = cfg.Rich
 	w.SendBackGroup = "live-0" // the group-follower-reads consumer below
+	if cfg.Transactions {
+		w.Transactions = 1
+	}
 	var diskNode *Node
 	if plan.DiskNode >= 0 {
 		diskNode = c.Nodes[plan.DiskNode]
@@ -241,6 +247,16 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			defer prodWG.Done()
 			if err := w.RunProducer(prodCtx, i, rng, rec); err != nil {
 				cfg.Logf("producer %d: %v", i, err)
+			}
+		}(i)
+	}
+	for i := 0; i < w.Transactions; i++ {
+		prodWG.Add(1)
+		rng := rand.New(rand.NewSource(cfg.Seed*1000 + 500 + int64(i)))
+		go func(i int) {
+			defer prodWG.Done()
+			if err := w.RunTxnProducer(prodCtx, i, rng, rec); err != nil {
+				cfg.Logf("transactional producer %d: %v", i, err)
 			}
 		}(i)
 	}
@@ -339,6 +355,15 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			} else {
 				nemesis.violation(history.VLiveness, "after restarting the nodes that were behind: %v", err)
 			}
+		}
+	}
+	// Transactions whose decision a fault lost are decided now, as their
+	// clients decided them: every node must hold what the final reads judge.
+	if w.Transactions > 0 {
+		n, err := w.SettleTransactions(ctx, rec, 30*time.Second)
+		rec.Event("transactions", "the check-back decided %d transactions left undecided", n)
+		if err != nil {
+			nemesis.violation(history.VLiveness, "after healing: %v", err)
 		}
 	}
 	// Delayed messages still waiting are delivered before the logs are
@@ -541,6 +566,7 @@ func finish(cfg RunConfig, res *Result, h *history.History, plan Plan) {
 // entries, and with retention a cut the size rule does not allow.
 func readDisks(c *Cluster, h *history.History, rec *history.Recorder, committed uint64, retentionMB int) []history.Violation {
 	scan := NewDiskScan(rec.AckedIDs())
+	scan.Watch(rec.TxnBodies())
 	var logs []*DiskLog
 	var out []history.Violation
 	for _, n := range c.Nodes {
@@ -558,6 +584,7 @@ func readDisks(c *Cluster, h *history.History, rec *history.Recorder, committed 
 	}
 	h.DiskRead = len(logs) > 0 // a node that could not be read is a violation already
 	h.Disk = scan.Found
+	h.TxnDisk = scan.WatchFound
 	h.Cut = scan.Cut()
 	out = append(out, scan.Bad...)
 	out = append(out, CompareDiskLogs(logs, committed)...)

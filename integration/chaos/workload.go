@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -15,6 +16,7 @@ import (
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/internal/history"
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
@@ -41,6 +43,11 @@ type Workload struct {
 	// sends one message in 25 back ("consume later" with delay level 1; one
 	// in four of those straight to the dead letters).
 	SendBackGroup string
+	// Transactions is the number of transactional producers
+	// (RunTxnProducer).
+	Transactions int
+
+	txnFinal sync.Map // message name -> its client's decision (history.TxnCommit or TxnRollback)
 }
 
 // Limits of one produce request (broker/produce.go): the workload sends
@@ -742,4 +749,151 @@ func (w *Workload) RunOddities(ctx context.Context, o Oddities, seed int64, inte
 		}
 	}
 	return nil
+}
+
+// TxnGroup is the producer group of the workload's transactions.
+const TxnGroup = "chaos-txn"
+
+// Check-back timing of the transactional producers: a half message left
+// undecided is answered for within about 1.5 s, well inside a run.
+const (
+	txnTimeout       = time.Second
+	txnCheckInterval = 500 * time.Millisecond
+)
+
+// RunTxnProducer sends one message per transaction until ctx ends. Each
+// transaction's decision is drawn before it is sent: the local transaction
+// answers commit, rollback or unknown, one in three each; for unknown the
+// check-back's answer (commit or rollback) is decided then too, so the
+// client's decision is known whichever way it reaches the group. Keys and
+// properties as the other producers send them. Every transaction is
+// recorded with its decisions; the check-back's answers are recorded as
+// they are given.
+func (w *Workload) RunTxnProducer(ctx context.Context, worker int, rng *rand.Rand, rec *history.Recorder) error {
+	cl, err := client.New(client.Config{Servers: w.Servers, RequestTimeout: 2 * time.Second, RetryTimeout: w.OpTimeout})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	tp, err := cl.NewTransactionProducer(client.TransactionConfig{Group: TxnGroup, Check: w.txnCheck(rec), Timeout: txnTimeout,
+		CheckInterval: txnCheckInterval, Topics: []string{w.Topic}})
+	if err != nil {
+		return err
+	}
+	defer tp.Close()
+	name := fmt.Sprintf("t%d", worker)
+	for seq := uint64(1); ctx.Err() == nil; seq++ {
+		bname := fmt.Sprintf("%s-%06d-0", name, seq)
+		b := body(bname, w.Pad+rng.Intn(64))
+		tx := &history.TxnOp{Local: []string{history.TxnCommit, history.TxnRollback, history.TxnUnknown}[rng.Intn(3)]}
+		tx.Final = tx.Local
+		if tx.Local == history.TxnUnknown {
+			tx.Final = []string{history.TxnCommit, history.TxnRollback}[rng.Intn(2)]
+		}
+		w.txnFinal.Store(bname, tx.Final)
+		m := client.Message{Body: b}
+		sm := history.SentMessage{Body: bname, Hash: history.BodyHash(b), Queue: -1}
+		if rng.Intn(2) == 0 {
+			m.Key = fmt.Sprintf("%s.k%d", name, rng.Intn(3))
+		}
+		props := map[string]string{mq.PropProducerGroup: TxnGroup} // what the broker stores: the SDK adds PGROUP
+		if rng.Intn(3) == 0 {
+			m.Properties = map[string]string{"trace": bname}
+			props["trace"] = bname
+		}
+		sm.Key, sm.Props = m.Key, history.PropsHash(props)
+		op := history.Op{Worker: name, Producer: tp.ID(), Seq: seq, Messages: []history.SentMessage{sm}, Txn: tx}
+		timeout := w.OpTimeout
+		if rng.Intn(5) == 0 {
+			timeout = time.Duration(300+rng.Intn(1200)) * time.Millisecond
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), timeout)
+		op.Invoke = rec.Now()
+		res, err := tp.SendInTransaction(sctx, w.Topic, m, func(context.Context, *api.Ack) client.TxnState {
+			switch tx.Local {
+			case history.TxnCommit:
+				tx.CommitAt = rec.Now()
+				return client.TxnCommit
+			case history.TxnRollback:
+				return client.TxnRollback
+			}
+			return client.TxnUnknown
+		})
+		cancel()
+		op.Complete = rec.Now()
+		if res.Ack != nil {
+			op.Outcome = history.OutcomeOK
+			op.Acks = []history.Ack{{Queue: res.Ack.Queue, Offset: res.Ack.Offset, ID: res.Ack.Id}}
+			if err != nil {
+				tx.EndError = err.Error()
+			}
+		} else {
+			op.Outcome = history.Classify(err)
+			if err != nil {
+				op.Error = err.Error()
+			}
+		}
+		rec.AddOp(op)
+		if w.Think > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(w.Think):
+			}
+		}
+	}
+	return nil
+}
+
+// txnCheck is the transactional producers' check-back: it answers the
+// decision drawn for the message, and records the answer.
+func (w *Workload) txnCheck(rec *history.Recorder) func(context.Context, client.HalfMessage) client.TxnState {
+	return func(_ context.Context, m client.HalfMessage) client.TxnState {
+		name := history.BodyName(m.Body)
+		v, ok := w.txnFinal.Load(name)
+		if !ok {
+			return client.TxnUnknown // not the workload's
+		}
+		rec.AddTxnCheck(history.TxnCheck{Body: name, Answer: v.(string), At: rec.Now()})
+		if v == history.TxnCommit {
+			return client.TxnCommit
+		}
+		return client.TxnRollback
+	}
+}
+
+// SettleTransactions answers the check-back for every half message of the
+// workload's producer group still undecided, until none is left or
+// timeout passes: once the producers stopped, a transaction whose decision
+// was lost to a fault is decided as its client decided it, as a restarted
+// producer of the group would.
+func (w *Workload) SettleTransactions(ctx context.Context, rec *history.Recorder, timeout time.Duration) (int, error) {
+	cl, err := client.New(client.Config{Servers: w.Servers, RequestTimeout: 2 * time.Second, RetryTimeout: 10 * time.Second})
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	tp, err := cl.NewTransactionProducer(client.TransactionConfig{Group: TxnGroup, Check: w.txnCheck(rec), Timeout: time.Millisecond,
+		CheckInterval: time.Hour, Topics: []string{w.Topic}})
+	if err != nil {
+		return 0, err
+	}
+	defer tp.Close()
+	deadline := time.Now().Add(timeout)
+	decided := 0
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		hs, err := cl.ListHalfMessages(lctx, w.Topic, TxnGroup, 0, 1)
+		cancel()
+		if err == nil && len(hs) == 0 {
+			return decided, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			if err == nil {
+				err = fmt.Errorf("half message %s (%q) still undecided", hs[0].ID, history.BodyName(hs[0].Body))
+			}
+			return decided, fmt.Errorf("transactions still undecided after %s: %w", timeout, err)
+		}
+		decided += tp.CheckNow()
+		time.Sleep(100 * time.Millisecond)
+	}
 }

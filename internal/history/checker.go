@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
 )
 
@@ -35,6 +36,8 @@ const (
 	VCoverage      = "not-covered"    // the run did not exercise what it claims to (no ack, no follower read, a fault not applied)
 	VRetention     = "retention"      // what retention dropped does not follow from its cuts and the size rule
 	VEarly         = "early"          // a delayed message reached a consumer before its delivery time
+	VRolledBack    = "rolled-back"    // a message its client rolled back (or never committed) is in its topic, on disk or was delivered
+	VTxnEarly      = "txn-early"      // a transactional message reached a consumer before its client sent a commit
 )
 
 // earlySlack is how much before its delivery time a delayed message may
@@ -77,8 +80,15 @@ type Report struct {
 	RefusedReuse int `json:"refused_reuse,omitempty"`
 	// Delayed counts acknowledged delayed messages found delivered;
 	// MaxDelayLateness is the longest a consumer got one after its time.
-	Delayed          int           `json:"delayed,omitempty"`
-	SentBack         int           `json:"sent_back,omitempty"` // acknowledged send-backs
+	Delayed  int `json:"delayed,omitempty"`
+	SentBack int `json:"sent_back,omitempty"` // acknowledged send-backs
+	// TxnCommitted and TxnRolledBack count transactions whose half message
+	// was acknowledged and that their client committed (found in the topic
+	// once) or rolled back (found nowhere); TxnChecked the check-back
+	// answers.
+	TxnCommitted     int           `json:"txn_committed,omitempty"`
+	TxnRolledBack    int           `json:"txn_rolled_back,omitempty"`
+	TxnChecked       int           `json:"txn_checked,omitempty"`
 	MaxDelayLateness time.Duration `json:"max_delay_lateness_ns,omitempty"`
 
 	Deliveries         int `json:"deliveries"`
@@ -142,6 +152,9 @@ func (r *Report) Summary() string {
 	}
 	if r.SentBack > 0 {
 		s += fmt.Sprintf(" sent-back=%d", r.SentBack)
+	}
+	if r.TxnCommitted+r.TxnRolledBack > 0 {
+		s += fmt.Sprintf(" txn-committed=%d txn-rolled-back=%d txn-checks=%d", r.TxnCommitted, r.TxnRolledBack, r.TxnChecked)
 	}
 	if r.OverLimit > 0 || r.AtLimit > 0 || r.RefusedReuse > 0 {
 		s += fmt.Sprintf(" over-limit=%d at-limit=%d refused-reuse=%d", r.OverLimit, r.AtLimit, r.RefusedReuse)
@@ -272,6 +285,9 @@ func Check(h *History) *Report {
 	for i, op := range h.Ops {
 		switch op.Outcome {
 		case OutcomeOK:
+			if op.Txn != nil {
+				break // checkTxn
+			}
 			if len(op.Acks) != len(op.Messages) {
 				r.Add(VAckShape, "op %d (%s seq %d): %d acks for %d messages", i, op.Worker, op.Seq, len(op.Acks), len(op.Messages))
 			}
@@ -364,6 +380,7 @@ func Check(h *History) *Report {
 	checkNodes(h, r)
 	checkDisk(h, r)
 	checkSendBacks(h, sent, r)
+	checkTxn(h, sent, present, r)
 
 	// Deliveries during the run.
 	final := map[int32]map[uint64]LogEntry{}
@@ -467,7 +484,7 @@ func checkOrder(h *History, present map[string][]place, r *Report) {
 	}
 	byKey := map[string][]keyed{}
 	for _, op := range h.Ops {
-		if op.Outcome == OutcomeFail || op.Delayed {
+		if op.Outcome == OutcomeFail || op.Delayed || op.Txn != nil {
 			continue
 		}
 		for j, m := range op.Messages {
@@ -520,7 +537,7 @@ func checkOrder(h *History, present map[string][]place, r *Report) {
 	}
 	acked := map[int32][]ackAt{}
 	for _, op := range h.Ops {
-		if op.Outcome != OutcomeOK || op.Delayed {
+		if op.Outcome != OutcomeOK || op.Delayed || op.Txn != nil {
 			continue
 		}
 		for _, m := range op.Messages {
@@ -550,7 +567,7 @@ func checkOrder(h *History, present map[string][]place, r *Report) {
 		pre[q] = ps
 	}
 	for _, op := range h.Ops {
-		if op.Outcome == OutcomeFail || op.Delayed {
+		if op.Outcome == OutcomeFail || op.Delayed || op.Txn != nil {
 			continue
 		}
 		for _, m := range op.Messages {
@@ -642,6 +659,11 @@ func checkDisk(h *History, r *Report) {
 				if !h.belowCut(a.ID) {
 					r.Add(VAckContent, "body %q of op %d (%s)%s was acked as id %s, which no node's log on disk holds", m.Body, i, op.Worker, dup, a.ID)
 				}
+				continue
+			}
+			if op.Txn != nil && dm.Topic != mq.TxnHalfTopic {
+				r.Add(VAckContent, "transactional body %q of op %d (%s) was acked as half message %s, but the log on disk holds there a message of topic %q",
+					m.Body, i, op.Worker, a.ID, dm.Topic)
 				continue
 			}
 			if (op.Producer != "" && dm.Producer != op.Producer) || dm.Body != m.Body || dm.Hash != m.Hash || dm.Key != m.Key || dm.Tag != m.Tag || dm.Props != m.Props {

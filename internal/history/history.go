@@ -102,12 +102,49 @@ type Op struct {
 	// time, at an offset assigned then, so neither key order nor real-time
 	// order applies to them.
 	Delayed bool `json:"delayed,omitempty"`
+	// Txn, for a message sent in a transaction (one per op), is what the
+	// client decided; its ack names the half message (its queue in the
+	// topic, its half queue offset and id), so its place in the topic is
+	// known only from the log, and neither key order nor real-time order
+	// applies.
+	Txn *TxnOp `json:"txn,omitempty"`
 	// Kind marks hand-made requests: KindOverLimit (must be refused with a
 	// definite error, nothing of it stored), KindAtLimit (just within the
 	// request bound: must not be refused) and KindReusedSeq (a producer
 	// sequence reused with different content).
 	Kind string `json:"kind,omitempty"`
 }
+
+// TxnOp is a transaction's decisions as its client made them.
+type TxnOp struct {
+	// Local is what the local transaction answered: commit, rollback or
+	// unknown.
+	Local string `json:"local"`
+	// Final is the client's decision, whichever way it reaches the group:
+	// commit or rollback (Local, or for unknown the check-back's answer,
+	// which the client decided before sending).
+	Final string `json:"final"`
+	// CommitAt is when the local transaction answered commit, just before
+	// the decision was sent (0: it did not).
+	CommitAt time.Duration `json:"commit_at_ns,omitempty"`
+	// EndError is the error of sending the local decision after the half
+	// message was acknowledged: the check-back then decides.
+	EndError string `json:"end_error,omitempty"`
+}
+
+// TxnCheck is one answer of a producer's check-back.
+type TxnCheck struct {
+	Body   string        `json:"body"`
+	Answer string        `json:"answer"`
+	At     time.Duration `json:"at_ns"` // when it answered, before the decision was sent
+}
+
+// Transaction decisions as TxnOp and TxnCheck name them.
+const (
+	TxnCommit   = "commit"
+	TxnRollback = "rollback"
+	TxnUnknown  = "unknown"
+)
 
 // Kinds of hand-made requests (Op.Kind).
 const (
@@ -236,9 +273,15 @@ type History struct {
 	// SendBacks are the consumers' send-backs; Retry and DeadLetters the
 	// group's %RETRY% and %DLQ% topics as read from earliest at the end
 	// (all queues together: one each).
-	SendBacks   []SendBack `json:"send_backs,omitempty"`
-	Retry       []LogEntry `json:"retry,omitempty"`
-	DeadLetters []LogEntry `json:"dead_letters,omitempty"`
+	SendBacks []SendBack `json:"send_backs,omitempty"`
+	// TxnChecks are the check-back answers of the transactional producers.
+	TxnChecks []TxnCheck `json:"txn_checks,omitempty"`
+	// TxnDisk is, for every body sent in a transaction, each distinct
+	// message holding it in the nodes' logs on disk (the half message, and
+	// the commit's copy), read offline with Disk.
+	TxnDisk     map[string][]DiskMessage `json:"txn_disk,omitempty"`
+	Retry       []LogEntry               `json:"retry,omitempty"`
+	DeadLetters []LogEntry               `json:"dead_letters,omitempty"`
 	// Nodes is the log as read from each node, pinned to it, from Min on;
 	// it starts later where the node no longer holds the bodies (it
 	// installed a snapshot).
@@ -255,9 +298,10 @@ func BodyHash(b []byte) uint64 {
 }
 
 // brokerProps are the properties the broker adds to a delayed message,
-// staged or delivered: not part of what the producer sent.
+// staged or delivered, and those that mark a half message (TRAN_MSG, which
+// its committed copy drops): not part of what the producer sent.
 var brokerProps = map[string]bool{mq.PropDelay: true, mq.PropTimerDeliverMS: true, mq.PropRealTopic: true,
-	mq.PropRealQueue: true, mq.PropStagedID: true, mq.PropSchedulePopMS: true}
+	mq.PropRealQueue: true, mq.PropStagedID: true, mq.PropSchedulePopMS: true, mq.PropTransactionPrepared: true}
 
 // PropsHash is the hash the history keeps of a message's properties: of
 // the sorted name=value pairs, leaving out those the broker adds to delayed
@@ -306,6 +350,29 @@ type Recorder struct {
 	deliveries []Delivery
 	events     []Event
 	sendBacks  []SendBack
+	txnChecks  []TxnCheck
+}
+
+// AddTxnCheck records a check-back answer.
+func (r *Recorder) AddTxnCheck(c TxnCheck) {
+	r.mu.Lock()
+	r.txnChecks = append(r.txnChecks, c)
+	r.mu.Unlock()
+}
+
+// TxnBodies returns the name of every message sent in a transaction so far.
+func (r *Recorder) TxnBodies() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, op := range r.ops {
+		if op.Txn != nil {
+			for _, m := range op.Messages {
+				out = append(out, m.Body)
+			}
+		}
+	}
+	return out
 }
 
 // NewRecorder starts the run's clock.
@@ -420,6 +487,7 @@ func (r *Recorder) Fill(h *History) {
 	h.Deliveries = append([]Delivery(nil), r.deliveries...)
 	h.Events = append([]Event(nil), r.events...)
 	h.SendBacks = append([]SendBack(nil), r.sendBacks...)
+	h.TxnChecks = append([]TxnCheck(nil), r.txnChecks...)
 	h.Start = r.start.UnixMilli()
 }
 
