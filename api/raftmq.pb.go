@@ -4667,7 +4667,11 @@ type ListHalfMessagesRequest struct {
 	// (and past their CHECK_IMMUNITY_TIME_IN_SECONDS, when they carry one).
 	OlderThanMs int64 `protobuf:"varint,3,opt,name=older_than_ms,json=olderThanMs,proto3" json:"older_than_ms,omitempty"`
 	// max_messages bounds the answer (0: 100; at most 1000).
-	MaxMessages   uint32 `protobuf:"varint,4,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	MaxMessages uint32 `protobuf:"varint,4,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	// from_offset skips the half messages below this offset of the half
+	// queue (each answer's message.offset): a caller pages through them by
+	// asking again from the last offset + 1.
+	FromOffset    uint64 `protobuf:"varint,5,opt,name=from_offset,json=fromOffset,proto3" json:"from_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4726,6 +4730,13 @@ func (x *ListHalfMessagesRequest) GetOlderThanMs() int64 {
 func (x *ListHalfMessagesRequest) GetMaxMessages() uint32 {
 	if x != nil {
 		return x.MaxMessages
+	}
+	return 0
+}
+
+func (x *ListHalfMessagesRequest) GetFromOffset() uint64 {
+	if x != nil {
+		return x.FromOffset
 	}
 	return 0
 }
@@ -5192,12 +5203,14 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12%\n" +
 	"\x0eproducer_group\x18\x03 \x01(\tR\rproducerGroup\x12:\n" +
 	"\bdecision\x18\x04 \x01(\x0e2\x1e.raftmq.v1.TransactionDecisionR\bdecision\"\x18\n" +
-	"\x16EndTransactionResponse\"\x9d\x01\n" +
+	"\x16EndTransactionResponse\"\xbe\x01\n" +
 	"\x17ListHalfMessagesRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12%\n" +
 	"\x0eproducer_group\x18\x02 \x01(\tR\rproducerGroup\x12\"\n" +
 	"\rolder_than_ms\x18\x03 \x01(\x03R\volderThanMs\x12!\n" +
-	"\fmax_messages\x18\x04 \x01(\rR\vmaxMessages\"\x84\x01\n" +
+	"\fmax_messages\x18\x04 \x01(\rR\vmaxMessages\x12\x1f\n" +
+	"\vfrom_offset\x18\x05 \x01(\x04R\n" +
+	"fromOffset\"\x84\x01\n" +
 	"\vHalfMessage\x12,\n" +
 	"\amessage\x18\x01 \x01(\v2\x12.raftmq.v1.MessageR\amessage\x12%\n" +
 	"\x0eproducer_group\x18\x02 \x01(\tR\rproducerGroup\x12 \n" +

@@ -310,17 +310,18 @@ type HalfMessage struct {
 // PendingHalf reads up to max undecided half messages, oldest first, from
 // this node's applied state and log. Only the leader's answer is fresh.
 func (b *Broker) PendingHalf(max int) ([]HalfMessage, error) {
-	return b.pendingHalf(max, nil)
+	return b.pendingHalf(max, 0, nil)
 }
 
-// pendingHalf is PendingHalf keeping only what keep accepts (nil: all).
-func (b *Broker) pendingHalf(max int, keep func(*HalfMessage) bool) ([]HalfMessage, error) {
+// pendingHalf is PendingHalf from half queue offset from on, keeping only
+// what keep accepts (nil: all).
+func (b *Broker) pendingHalf(limit int, from uint64, keep func(*HalfMessage) bool) ([]HalfMessage, error) {
 	if b.txn == nil {
 		return nil, nil
 	}
 	st := b.txn.TxnState()
 	var out []HalfMessage
-	for off := st.Below; off < st.Next && len(out) < max; {
+	for off := max(st.Below, from); off < st.Next && len(out) < limit; {
 		locs, _, err := b.fsm.Locate(mq.TxnHalfTopic, int32(store.TxnHalfQueue), off, 64)
 		if err != nil {
 			return out, b.replicaErr(err)
@@ -336,7 +337,7 @@ func (b *Broker) pendingHalf(max int, keep func(*HalfMessage) bool) ([]HalfMessa
 			break
 		}
 		for _, m := range msgs {
-			if st.IsDecided(m.Offset) || len(out) >= max {
+			if st.IsDecided(m.Offset) || len(out) >= limit {
 				continue
 			}
 			h := HalfMessage{Message: m}
@@ -363,6 +364,8 @@ type HalfFilter struct {
 	OlderThan time.Duration
 	// Max bounds the answer (1 to MaxListHalf).
 	Max int
+	// From skips the half messages below this half queue offset.
+	From uint64
 }
 
 // MaxListHalf bounds one ListHalf answer.
@@ -402,7 +405,7 @@ func (b *Broker) ListHalf(ctx context.Context, f HalfFilter) ([]HalfMessage, uin
 		}
 		return age == 0 || (!h.StoredAt.IsZero() && now.Sub(h.StoredAt) >= age)
 	}
-	out, err := b.pendingHalf(f.Max, keep)
+	out, err := b.pendingHalf(f.Max, f.From, keep)
 	for i := range out {
 		m := &out[i].Message
 		props := make(map[string]string, len(m.Properties))

@@ -63,7 +63,9 @@ func ParseTxnState(s string) (TxnState, error) {
 // where it will be delivered (Topic, Queue) and what.
 type HalfMessage struct {
 	// ID names the half message for EndTransaction (its send's ack id).
-	ID            string
+	ID string
+	// Offset is its position in the broker's half queue.
+	Offset        uint64
 	Topic         string
 	Queue         int32
 	Key           string
@@ -256,9 +258,20 @@ func (tp *TransactionProducer) CheckNow() int {
 	sort.Strings(topics)
 	decided := 0
 	for _, topic := range topics {
-		hs, err := tp.c.ListHalfMessages(ctx, topic, tp.cfg.Group, tp.cfg.Timeout, txnCheckBatch)
+		decided += tp.checkTopic(ctx, topic)
+	}
+	return decided
+}
+
+// checkTopic is one check-back round of topic: it pages through the
+// group's old half messages, so that ones Check leaves unknown never hide
+// newer ones.
+func (tp *TransactionProducer) checkTopic(ctx context.Context, topic string) int {
+	decided := 0
+	for from := uint64(0); ctx.Err() == nil; {
+		hs, _, err := tp.c.listHalf(ctx, topic, tp.cfg.Group, tp.cfg.Timeout, txnCheckBatch, from)
 		if err != nil {
-			continue // asked again next round
+			return decided // asked again next round
 		}
 		for _, h := range hs {
 			tp.mu.Lock()
@@ -275,6 +288,10 @@ func (tp *TransactionProducer) CheckNow() int {
 				decided++
 			}
 		}
+		if len(hs) < txnCheckBatch {
+			return decided
+		}
+		from = hs[len(hs)-1].Offset + 1
 	}
 	return decided
 }
@@ -308,17 +325,17 @@ func (c *Client) EndTransaction(ctx context.Context, topic, group, id string, st
 // bound for topic and sent under group (either empty: any), stored at
 // least olderThan ago, as the leader holds them.
 func (c *Client) ListHalfMessages(ctx context.Context, topic, group string, olderThan time.Duration, max int) ([]HalfMessage, error) {
-	hs, _, err := c.listHalf(ctx, topic, group, olderThan, max)
+	hs, _, err := c.listHalf(ctx, topic, group, olderThan, max, 0)
 	return hs, err
 }
 
 // PendingHalfMessages is ListHalfMessages that also answers the number of
 // undecided half messages of every topic and group.
 func (c *Client) PendingHalfMessages(ctx context.Context, topic, group string, olderThan time.Duration, max int) ([]HalfMessage, uint64, error) {
-	return c.listHalf(ctx, topic, group, olderThan, max)
+	return c.listHalf(ctx, topic, group, olderThan, max, 0)
 }
 
-func (c *Client) listHalf(ctx context.Context, topic, group string, olderThan time.Duration, max int) ([]HalfMessage, uint64, error) {
+func (c *Client) listHalf(ctx context.Context, topic, group string, olderThan time.Duration, max int, from uint64) ([]HalfMessage, uint64, error) {
 	if max <= 0 || max > 1000 {
 		return nil, 0, fmt.Errorf("list half messages: max %d, want 1 to 1000", max)
 	}
@@ -327,7 +344,7 @@ func (c *Client) listHalf(ctx context.Context, topic, group string, olderThan ti
 	}
 	r, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.ListHalfMessagesResponse, error) {
 		return cl.ListHalfMessages(ctx, &api.ListHalfMessagesRequest{Topic: topic, ProducerGroup: group,
-			OlderThanMs: olderThan.Milliseconds(), MaxMessages: uint32(max)})
+			OlderThanMs: olderThan.Milliseconds(), MaxMessages: uint32(max), FromOffset: from})
 	})
 	if err != nil {
 		return nil, 0, err
@@ -335,7 +352,7 @@ func (c *Client) listHalf(ctx context.Context, topic, group string, olderThan ti
 	out := make([]HalfMessage, 0, len(r.Messages))
 	for _, h := range r.Messages {
 		m := h.GetMessage()
-		hm := HalfMessage{ID: m.GetId(), Topic: m.GetTopic(), Queue: m.GetQueue(), Key: m.GetKey(), Tag: m.GetTag(),
+		hm := HalfMessage{ID: m.GetId(), Offset: m.GetOffset(), Topic: m.GetTopic(), Queue: m.GetQueue(), Key: m.GetKey(), Tag: m.GetTag(),
 			Properties: m.GetProperties(), Body: m.GetBody(), ProducerGroup: h.ProducerGroup}
 		if h.StoredAtMs > 0 {
 			hm.StoredAt = time.UnixMilli(h.StoredAtMs)

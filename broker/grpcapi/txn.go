@@ -101,7 +101,7 @@ func (s *Server) ListHalfMessages(ctx context.Context, req *api.ListHalfMessages
 	}
 	return call(ctx, s, func() (*api.ListHalfMessagesResponse, error) {
 		hs, pending, err := s.b.ListHalf(ctx, broker.HalfFilter{Topic: req.Topic, ProducerGroup: req.ProducerGroup,
-			OlderThan: time.Duration(req.OlderThanMs) * time.Millisecond, Max: n})
+			OlderThan: time.Duration(req.OlderThanMs) * time.Millisecond, Max: n, From: req.FromOffset})
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -181,5 +182,44 @@ func TestSDKTransactions(t *testing.T) {
 	}
 	if checked["u-commit"] == 0 || checked["u-rollback"] == 0 {
 		t.Errorf("undecided messages were not checked: %v", checked)
+	}
+}
+
+// TestSDKCheckBackPages: one check-back round reaches half messages past
+// the first page even when Check answers unknown for the whole first page.
+func TestSDKCheckBackPages(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.leader()
+	cl := c.client(t)
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := cl.CreateTopic(ctx, "pages", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	const n, unknown = 130, 110 // the SDK asks for 100 at a time
+	tp, err := cl.NewTransactionProducer(client.TransactionConfig{Group: "pages-pg", Timeout: time.Millisecond, CheckInterval: time.Hour,
+		Check: func(_ context.Context, m client.HalfMessage) client.TxnState {
+			var i int
+			fmt.Sscanf(string(m.Body), "m%d", &i)
+			if i < unknown {
+				return client.TxnUnknown
+			}
+			return client.TxnRollback
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Close()
+	for i := 0; i < n; i++ {
+		if _, err := tp.SendInTransaction(ctx, "pages", client.Message{Body: []byte(fmt.Sprintf("m%d", i))},
+			func(context.Context, *api.Ack) client.TxnState { return client.TxnUnknown }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := tp.CheckNow(); got != n-unknown {
+		t.Fatalf("one check-back round decided %d, want %d", got, n-unknown)
+	}
+	_, pending, err := cl.PendingHalfMessages(ctx, "pages", "", 0, 1)
+	if err != nil || pending != unknown {
+		t.Fatalf("pending after the round: %d, %v; want %d", pending, err, unknown)
 	}
 }
