@@ -229,8 +229,9 @@ type Broker struct {
 	mu       sync.Mutex
 	wg       sync.WaitGroup
 	closed   atomic.Bool
-	unlisten func()  // removes onRoleChange from the replica's listeners
-	users    usersOf // the user table it manages (users.go)
+	unlisten func()       // removes onRoleChange from the replica's listeners
+	leader   *leaderWatch // the leader this node knows, fed by onRoleChange
+	users    usersOf      // the user table it manages (users.go)
 }
 
 // New starts a broker over a running replica and its log.
@@ -277,6 +278,7 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 	b.retention = b.newRetention()
 	b.retry = retry.New(b.fsm)
 	b.delay = b.newScheduler()
+	b.leader = newLeaderWatch(b.node.LeaderID()) // before the events, which then win
 	b.unlisten = b.node.OnChange(b.onRoleChange)
 	b.goFunc(b.batchLoop)
 	b.goFunc(b.completeLoop)
@@ -346,6 +348,7 @@ func (b *Broker) Close() error {
 }
 
 func (b *Broker) onRoleChange(ev election.Event) {
+	b.leader.set(ev.LeaderID)
 	b.m.roleChanges.WithLabelValues(string(ev.Role)).Inc()
 	if ev.Role == election.Leader {
 		b.handOverIfLeader() // a damaged node that was handed leadership anyway

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/raftmq/raftmq/election"
@@ -65,4 +66,55 @@ func (b *Broker) isLeader() error {
 		return b.notLeader()
 	}
 	return nil
+}
+
+// leaderWatch is the leader this node knows, from its role events, and a
+// channel closed and replaced whenever that changes: a call forwarded to a
+// leader waits on it to learn that another node replaced that leader
+// (AwaitLeaderOtherThan).
+type leaderWatch struct {
+	mu      sync.Mutex
+	id      string
+	changed chan struct{}
+}
+
+func newLeaderWatch(id string) *leaderWatch {
+	return &leaderWatch{id: id, changed: make(chan struct{})}
+}
+
+func (w *leaderWatch) set(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if id != w.id {
+		w.id = id
+		close(w.changed)
+		w.changed = make(chan struct{})
+	}
+}
+
+func (w *leaderWatch) get() (string, <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.id, w.changed
+}
+
+// AwaitLeaderOtherThan waits until this node knows a leader other than id
+// (from its role events) and reports true then; false once done is closed
+// or the broker closes. A protocol adapter's forward to leader id gives up
+// when it reports true: a leader that is paused or cut off keeps the
+// connection open and never answers, while the group has elected another.
+func (b *Broker) AwaitLeaderOtherThan(id string, done <-chan struct{}) bool {
+	for {
+		l, changed := b.leader.get()
+		if l != "" && l != id {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-done:
+			return false
+		case <-b.stop:
+			return false
+		}
+	}
 }

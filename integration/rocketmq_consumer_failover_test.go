@@ -28,8 +28,8 @@ import (
 // time, about 200 a second) and a push consumer; the leader is SIGKILLed,
 // in a second case stopped with SIGSTOP (and let go on after), in a third
 // cut off from its peers and its clients while it runs (every Raft,
-// client API and remoting connection blackholed, then healed), in a
-// fourth SIGKILLed under an asynchronous producer that the consumer runs
+// client API and remoting connection blackholed, then healed); the same
+// three again under an asynchronous producer that the consumer runs
 // behind.
 // With consumers reading from followers (--remoting-reads-on-followers,
 // the default) the consumer goes on once a new leader commits: its pause
@@ -48,7 +48,8 @@ func TestRocketMQConsumerFailover(t *testing.T) {
 		fmt.Sscan(v, &runs)
 	}
 	modes := []cfoMode{{name: "reads-on-followers", reads: true}, {name: "leader-paused", reads: true, pause: true},
-		{name: "leader-partitioned", reads: true, cut: true}, {name: "async-producer", reads: true, async: true}}
+		{name: "leader-partitioned", reads: true, cut: true}, {name: "async-producer", reads: true, async: true},
+		{name: "async-paused", reads: true, async: true, pause: true}, {name: "async-partitioned", reads: true, async: true, cut: true}}
 	if os.Getenv("RAFTMQ_RMQ_CFO_LEADER") != "" {
 		modes = append(modes, cfoMode{name: "reads-on-leader"})
 	}
@@ -281,10 +282,12 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 	var acked []string
 	failed := 0
 	var acks []time.Time
+	errs := map[string]int{}
 	for _, s := range all {
 		if s.err != nil {
 			if s.start.After(kill) || s.end.After(kill) {
 				failed++
+				errs[s.err.Error()]++
 			}
 			continue
 		}
@@ -358,6 +361,17 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 		run, reads, victim.ID, how, leader.ID, newLeader.ID, elected.Round(time.Millisecond), pauseFor.Round(time.Millisecond), resume.Round(time.Millisecond), gap(deliveries).Round(time.Millisecond),
 		twice, len(acked), len(all), failed, gap(acks).Round(time.Millisecond), strings.TrimSpace(string(load)))
 	t.Log(fig)
+	if len(errs) > 0 && len(errs) <= 5 {
+		t.Logf("send errors: %v", errs)
+	} else if len(errs) > 5 {
+		n := 0
+		for e, k := range errs {
+			if n++; n > 5 {
+				break
+			}
+			t.Logf("send error (%d times): %s", k, e)
+		}
+	}
 	if !reads || killFollower {
 		return fig // reported only: the queues held by the killed node wait out the client's pull timeout
 	}

@@ -3,6 +3,8 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,7 +32,7 @@ func TestForward(t *testing.T) {
 	forwardedCtx := metadata.NewIncomingContext(ctx, metadata.Pairs(forwardedKey, "n3"))
 
 	produce := func(ctx context.Context, err error) (*api.ProduceResponse, error) {
-		return forward(ctx, "n1", p, func() (*api.ProduceResponse, error) {
+		return forward(ctx, &fakeLeaders{id: "n1"}, p, func() (*api.ProduceResponse, error) {
 			if err != nil {
 				return nil, err
 			}
@@ -67,5 +69,116 @@ func TestForward(t *testing.T) {
 		if got := leader.produces.Load() > before; got != c.forwarded {
 			t.Errorf("%s: forwarded %v, want %v", c.name, got, c.forwarded)
 		}
+	}
+}
+
+// fakeLeaders is this node (id) and the leader it knows, which the test
+// changes with set.
+type fakeLeaders struct {
+	id      string
+	mu      sync.Mutex
+	leader  string
+	changed chan struct{}
+}
+
+func (f *fakeLeaders) ID() string { return f.id }
+
+func (f *fakeLeaders) set(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leader = id
+	if f.changed != nil {
+		close(f.changed)
+	}
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeLeaders) AwaitLeaderOtherThan(id string, done <-chan struct{}) bool {
+	for {
+		f.mu.Lock()
+		l := f.leader
+		if f.changed == nil {
+			f.changed = make(chan struct{})
+		}
+		ch := f.changed
+		f.mu.Unlock()
+		if l != "" && l != id {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-done:
+			return false
+		}
+	}
+}
+
+// pausedBroker never answers a produce: a leader stopped with SIGSTOP or
+// cut off, whose connection stays open.
+type pausedBroker struct {
+	api.UnimplementedBrokerServer
+	produces atomic.Int32
+}
+
+func (p *pausedBroker) Produce(ctx context.Context, _ *api.ProduceRequest) (*api.ProduceResponse, error) {
+	p.produces.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestForwardGivesUpAReplacedLeader: a call forwarded to a leader that
+// never answers is given up as soon as this node learns that another node
+// leads, and runs again: forwarded to the new leader, which answers. While
+// no other leader is known it waits on the old one.
+func TestForwardGivesUpAReplacedLeader(t *testing.T) {
+	paused := &pausedBroker{}
+	ps := grpc.NewServer()
+	api.RegisterBrokerServer(ps, paused)
+	pausedAddr := serve(t, ps)
+	next := &countingBroker{}
+	ns := grpc.NewServer()
+	api.RegisterBrokerServer(ns, next)
+	nextAddr := serve(t, ns)
+	p := NewPeers(nil, nil)
+	defer p.Close()
+	lc := &fakeLeaders{id: "n1"}
+	lc.set("n2")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	var mu sync.Mutex
+	leaderErr := &broker.NotLeaderError{LeaderID: "n2", PeerAddr: pausedAddr}
+	local := func() (*api.ProduceResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return nil, leaderErr
+	}
+	remote := func(ctx context.Context, cc grpc.ClientConnInterface) (*api.ProduceResponse, error) {
+		return api.NewBrokerClient(cc).Produce(ctx, &api.ProduceRequest{Topic: "t"})
+	}
+
+	// No other leader known: the forward waits on the paused one until
+	// the caller's deadline.
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err := forward(short, lc, p, local, remote)
+	cancelShort()
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("forward to a paused leader, no other known: %v; want DeadlineExceeded", err)
+	}
+
+	// n3 is elected while the forward waits on n2: the call goes to n3.
+	start := time.Now()
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		mu.Lock()
+		leaderErr = &broker.NotLeaderError{LeaderID: "n3", PeerAddr: nextAddr}
+		mu.Unlock()
+		lc.set("n3")
+	}()
+	if _, err := forward(ctx, lc, p, local, remote); err != nil {
+		t.Fatalf("forward while n3 replaced the paused n2: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second || next.produces.Load() != 1 || paused.produces.Load() != 2 {
+		t.Fatalf("answered after %v; produces: %d on the new leader, %d on the paused one; want the new leader's answer soon after the change, 1 and 2", took, next.produces.Load(), paused.produces.Load())
 	}
 }

@@ -41,7 +41,7 @@ func (s *PeerServer) Register(ctx context.Context, req *api.RegisterRequest) (*a
 	if n.PeerAddr == "" {
 		n.PeerAddr = n.ClientAddr
 	}
-	return forward(ctx, s.b.ID(), s.peers, func() (*api.RegisterResponse, error) {
+	return forward(ctx, s.b, s.peers, func() (*api.RegisterResponse, error) {
 		return &api.RegisterResponse{}, s.b.Register(ctx, n)
 	}, func(ctx context.Context, cc grpc.ClientConnInterface) (*api.RegisterResponse, error) {
 		return peerCall(ctx, cc, req, api.PeerClient.Register, legacyRegister)

@@ -161,31 +161,47 @@ func forwarded(ctx context.Context) bool {
 // call is how every RPC runs: local calls the broker, which decides whether
 // this node may answer. When the broker answers that another node leads
 // (a *broker.NotLeaderError naming it), the same request goes to that node
-// through remote, once: a forwarded call carries forwardedKey and is never
-// forwarded again. Every broker error leaves through toStatus.
+// through remote (CallLeader): a forwarded call carries forwardedKey and is
+// never forwarded again. When another node replaces that leader while the
+// call waits on it, the call is given up there and runs again (local, then
+// the new leader). Every broker error leaves through toStatus.
 func call[R any](ctx context.Context, s *Server, local func() (R, error), remote func(context.Context, api.BrokerClient) (R, error)) (R, error) {
 	edge := func() (R, error) {
 		r, err := local()
 		return r, s.externalErr(ctx, err)
 	}
-	return forward(ctx, s.b.ID(), s.peers, edge, func(ctx context.Context, cc grpc.ClientConnInterface) (R, error) {
+	return forward(ctx, s.b, s.peers, edge, func(ctx context.Context, cc grpc.ClientConnInterface) (R, error) {
 		return remote(ctx, api.NewBrokerClient(cc))
 	})
 }
 
 // forward is call for any service: remote gets the leader's connection.
-func forward[R any](ctx context.Context, self string, peers *Peers, local func() (R, error), remote func(context.Context, grpc.ClientConnInterface) (R, error)) (R, error) {
-	r, err := local()
-	if err == nil {
-		return r, nil
-	}
-	var nl *broker.NotLeaderError
-	if peers != nil && errors.As(err, &nl) && nl.PeerAddr != "" && nl.LeaderID != self && !forwarded(ctx) {
-		if cc, cerr := peers.Conn(nl.PeerAddr); cerr == nil {
-			return remote(metadata.AppendToOutgoingContext(ctx, forwardedKey, self), cc)
+func forward[R any](ctx context.Context, lc LeaderChanges, peers *Peers, local func() (R, error), remote func(context.Context, grpc.ClientConnInterface) (R, error)) (R, error) {
+	for i := 0; ; i++ {
+		r, err := local()
+		if err == nil {
+			return r, nil
+		}
+		var nl *broker.NotLeaderError
+		if peers == nil || !errors.As(err, &nl) || nl.PeerAddr == "" || nl.LeaderID == lc.ID() || forwarded(ctx) {
+			return r, toStatus(err)
+		}
+		cc, cerr := peers.Conn(nl.PeerAddr)
+		if cerr != nil {
+			return r, toStatus(err)
+		}
+		err = CallLeader(ctx, lc, nl.LeaderID, func(ctx context.Context) error {
+			var rerr error
+			r, rerr = remote(ctx, cc)
+			return rerr
+		})
+		switch {
+		case !leaderReplaced(err):
+			return r, err // the leader's own answer, a status already
+		case i >= replacedRetries:
+			return r, toStatus(err)
 		}
 	}
-	return r, toStatus(err)
 }
 
 func produceRequest(req *api.ProduceRequest) broker.ProduceRequest {

@@ -27,7 +27,7 @@ type usersService struct {
 }
 
 func (s *usersService) call(ctx context.Context, c api.UsersCall) (api.UsersReply, error) {
-	return forward(ctx, s.b.ID(), s.peers, func() (api.UsersReply, error) {
+	return forward(ctx, s.b, s.peers, func() (api.UsersReply, error) {
 		return s.local(ctx, c)
 	}, func(ctx context.Context, cc grpc.ClientConnInterface) (api.UsersReply, error) {
 		return api.CallUsers(ctx, cc, c)

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -112,13 +111,6 @@ type Adapter struct {
 	replies     *prometheus.CounterVec // by how they went (reply.go)
 	notified    prometheus.Counter     // NOTIFY_CONSUMER_IDS_CHANGED sent (notify.go)
 
-	// leaderMu guards leader, the leader this node knows (RoleChanged), and
-	// moved, closed and replaced when it changes: a forward in flight to a
-	// leader that another replaced is sent to the new one (forward).
-	leaderMu sync.Mutex
-	leader   string
-	moved    chan struct{}
-
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
@@ -160,8 +152,7 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	a := &Adapter{cfg: cfg, log: cfg.Logger, b: b, peers: peers, stop: make(chan struct{}), retryMade: map[string]bool{},
-		moved: make(chan struct{})}
+	a := &Adapter{cfg: cfg, log: cfg.Logger, b: b, peers: peers, stop: make(chan struct{}), retryMade: map[string]bool{}}
 	a.store = storeHost(a.storeAddr())
 	a.consumers = newClients(cfg.ConsumerExpiry)
 	a.producers = newClients(cfg.ConsumerExpiry)
@@ -238,38 +229,8 @@ func (a *Adapter) goFunc(f func()) {
 func (a *Adapter) Serve(l net.Listener) error { return a.srv.Serve(l) }
 
 // RoleChanged makes the registrar look at this node's role now, not at its
-// next period, and tells the forwards in flight that leaderID now leads
-// (empty: no leader known).
-func (a *Adapter) RoleChanged(leaderID string) {
-	a.reg.kickNow()
-	a.leaderMu.Lock()
-	if leaderID != a.leader {
-		a.leader = leaderID
-		close(a.moved)
-		a.moved = make(chan struct{})
-	}
-	a.leaderMu.Unlock()
-}
-
-// awaitLeaderOtherThan waits until this node knows a leader other than id
-// and reports true then; false once done is closed or the adapter stops.
-func (a *Adapter) awaitLeaderOtherThan(id string, done <-chan struct{}) bool {
-	for {
-		a.leaderMu.Lock()
-		l, ch := a.leader, a.moved
-		a.leaderMu.Unlock()
-		if l != "" && l != id {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-done:
-			return false
-		case <-a.stop:
-			return false
-		}
-	}
-}
+// next period.
+func (a *Adapter) RoleChanged() { a.reg.kickNow() }
 
 // Close stops serving, unregisters from the name servers and stops the
 // adapter's goroutines. It is idempotent.
@@ -372,30 +333,9 @@ func (a *Adapter) forward(ctx context.Context, err error, call func(ctx context.
 }
 
 // callLeader runs call on leader at addr, and gives it up as unreachable
-// when this node learns of another leader meanwhile: a leader that is
-// paused or cut off keeps the connection open and never answers, and the
-// call would wait out its whole timeout while the group has long elected
-// another. The request may still have reached the old leader; what it
-// stored there is either lost with its term or committed by the next
-// leader, and a retried send is recognised by its producer id (UNIQ_KEY),
-// as a client's own retry would be.
+// when this node learns of another leader meanwhile (grpcapi.CallLeader).
 func (a *Adapter) callLeader(ctx context.Context, leader, addr string, call func(ctx context.Context, addr string) error) error {
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan struct{})
-	defer close(done)
-	var moved atomic.Bool
-	go func() {
-		if a.awaitLeaderOtherThan(leader, done) {
-			moved.Store(true)
-			cancel()
-		}
-	}()
-	err := call(grpcapi.ForwardedContext(cctx, a.b.ID()), addr)
-	if err != nil && moved.Load() && ctx.Err() == nil {
-		return fmt.Errorf("%w: leader %s was replaced while the call waited for it: %w", broker.ErrUnavailable, leader, err)
-	}
-	return err
+	return grpcapi.CallLeader(ctx, a.b, leader, func(ctx context.Context) error { return call(ctx, addr) })
 }
 
 // errLeadsNow: while a call waited for a new leader, this node became it.

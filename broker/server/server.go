@@ -435,8 +435,8 @@ func (s *Server) startRemoting() error {
 		return err
 	}
 	s.rmq, s.rmqLis = a, l
-	a.RoleChanged(s.node.LeaderID()) // before the events, which then win
-	s.rmqOff = s.node.OnChange(func(e election.Event) { a.RoleChanged(e.LeaderID) })
+	a.RoleChanged()
+	s.rmqOff = s.node.OnChange(func(election.Event) { a.RoleChanged() })
 	if l == nil {
 		return nil
 	}
