@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/remoting"
 )
@@ -352,7 +353,12 @@ func (c *Cluster) fetch(ctx context.Context) (map[string]*Group, error) {
 	var errs []error
 	for _, ns := range c.cfg.NameServers {
 		actx, cancel := context.WithTimeout(ctx, c.cfg.NameServerTimeout)
-		resp, err := c.ns.Invoke(actx, ns, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+		req := remoting.NewRequest(remoting.GetBrokerClusterInfo, map[string]string{}, nil)
+		if cr := c.cfg.Client.Credentials; cr != nil {
+			// A name server with --auth verifies RocketMQ's signature.
+			acl.SignRequest(req.Ext, req.Body, cr.AccessKey, cr.SecretKey)
+		}
+		resp, err := c.ns.Invoke(actx, ns, req)
 		cancel()
 		if err == nil && resp.Code != remoting.Success {
 			err = fmt.Errorf("code %d: %s", resp.Code, resp.Remark)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/remoting"
 )
@@ -30,6 +31,8 @@ func namesrvCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen-external", Usage: "a second remoting listener, for clients outside the nodes' network: its routes name the nodes' external addresses (empty: off)"},
 			&cli.StringFlag{Name: "http", Usage: "HTTP address for /metrics and /healthz (empty: off)"},
 			&cli.DurationFlag{Name: "expiry", Value: d.Expiry, Usage: "drop a broker node that has not registered for this long"},
+			&cli.StringFlag{Name: "auth", Value: "disabled", Usage: "authentication, as the nodes' --auth: disabled; permissive (serve everything, log and count in /metrics what enforcing would refuse); enforcing (registrations need the nodes' credential from --auth-key-file, every other request a signature of a user the nodes registered; refused NO_PERMISSION). docs/security.md"},
+			&cli.StringFlag{Name: "auth-key-file", Usage: "the nodes' --auth-key-file: verifies their registrations and opens the sealed secrets of the users they register (needed unless --auth disabled)"},
 			logLevelFlag(), logFormatFlag(),
 		},
 		Action: runNamesrv,
@@ -40,6 +43,8 @@ func namesrvCommand() *cli.Command {
 				&cli.StringFlag{Name: "namesrv", Value: "127.0.0.1:9876", Usage: "name servers, ADDR[;ADDR...]: the first that answers is shown"},
 				&cli.StringFlag{Name: "topic", Usage: "show this topic's route only"},
 				&cli.DurationFlag{Name: "timeout", Value: 5 * time.Second, Usage: "give up after this long"},
+				&cli.StringFlag{Name: "access-key", Usage: "user to sign the request as, for a name server with --auth (default: the current context's)"},
+				&cli.StringFlag{Name: "secret-key-file", Usage: "file holding --access-key's secret key (- : standard input; or the secret itself in RAFTMQ_SECRET_KEY)"},
 				jsonFlag(),
 			},
 			Action: runRoutes,
@@ -53,6 +58,16 @@ func runNamesrv(c *cli.Context) error {
 		return err
 	}
 	cfg := namesrv.Config{Listen: c.String("listen"), ListenExternal: c.String("listen-external"), HTTP: c.String("http"), Expiry: c.Duration("expiry"), Logger: logger}
+	if cfg.Auth, err = acl.ParseMode(c.String("auth")); err != nil {
+		return usageError(c, "--auth: %v", err)
+	}
+	if f := c.String("auth-key-file"); f != "" {
+		if cfg.Sealer, err = acl.LoadSealer(f); err != nil {
+			return err
+		}
+	} else if cfg.Auth != acl.Disabled {
+		return usageError(c, "--auth %s needs --auth-key-file: the nodes' key file, to verify their registrations and the users' signatures", cfg.Auth)
+	}
 	s, err := namesrv.Start(cfg)
 	if err != nil {
 		return err
@@ -80,6 +95,10 @@ type routeGroup struct {
 }
 
 func runRoutes(c *cli.Context) error {
+	cred, err := clientCredentials(c)
+	if err != nil {
+		return err
+	}
 	cl := remoting.NewClient()
 	defer cl.Close()
 	ctx, cancel := opCtx(c)
@@ -92,7 +111,11 @@ func runRoutes(c *cli.Context) error {
 	var errs []error
 	for _, a := range addrs {
 		var err error
-		if ci, err = namesrv.FetchClusterInfo(ctx, cl, a); err == nil {
+		var sign func(*remoting.Command)
+		if cred != nil {
+			sign = func(req *remoting.Command) { acl.SignRequest(req.Ext, req.Body, cred.AccessKey, cred.SecretKey) }
+		}
+		if ci, err = namesrv.FetchClusterInfo(ctx, cl, a, sign); err == nil {
 			break
 		}
 		errs = append(errs, fmt.Errorf("name server %s: %w", a, err))
