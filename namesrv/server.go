@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/raftmq/raftmq/acl"
+	"github.com/raftmq/raftmq/internal/tlsconf"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/remoting"
 )
@@ -77,7 +78,12 @@ type Config struct {
 	Auth     acl.Mode
 	Sealer   *acl.Sealer
 	Throttle acl.ThrottleConfig
-	Logger   hclog.Logger
+	// TLS serves both remoting listeners with TLS as a node's remoting
+	// port does (permissive: TLS and plaintext; enforcing: TLS only); nil
+	// or disabled: plaintext. A client certificate is verified when given,
+	// never required (RocketMQ clients present none).
+	TLS    *tlsconf.Node
+	Logger hclog.Logger
 }
 
 // DefaultConfig listens on :9876 with RocketMQ's expiry.
@@ -139,6 +145,7 @@ func Start(cfg Config) (*Server, error) {
 	if s.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("name server listen on %s: %w", cfg.Listen, err)
 	}
+	s.lis = s.secure(s.lis)
 	closed := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_namesrv_connections_closed_total",
 		Help: "Remoting connections closed, by reason (remoting.Close*)."}, []string{"reason"})
 	undecodable := prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_namesrv_undecodable_frames_total",
@@ -166,6 +173,7 @@ func Start(cfg Config) (*Server, error) {
 			s.Close()
 			return nil, fmt.Errorf("name server external listen on %s: %w", cfg.ListenExternal, err)
 		}
+		s.lisExt = s.secure(s.lisExt)
 		s.srvExt = serve(true, s.lisExt)
 	}
 	if cfg.HTTP != "" {
@@ -190,8 +198,16 @@ func Start(cfg Config) (*Server, error) {
 	if s.lisExt != nil {
 		ext = s.lisExt.Addr().String()
 	}
-	s.log.Info("name server started", "listen", s.lis.Addr().String(), "listen_external", ext, "http", cfg.HTTP, "expiry", cfg.Expiry, "auth", cfg.Auth)
+	s.log.Info("name server started", "listen", s.lis.Addr().String(), "listen_external", ext, "http", cfg.HTTP, "expiry", cfg.Expiry, "auth", cfg.Auth, "tls", cfg.TLS.Mode())
 	return s, nil
+}
+
+// secure wraps a remoting listener with the configured TLS.
+func (s *Server) secure(l net.Listener) net.Listener {
+	if !s.cfg.TLS.On() {
+		return l
+	}
+	return s.cfg.TLS.Listen(l, false)
 }
 
 // Addr is the remoting address the server listens on.

@@ -85,7 +85,11 @@ type Config struct {
 	// name server with the same key verifies clients' signatures.
 	NodeSecret []byte
 	Users      func() []namesrv.User
-	Logger     hclog.Logger
+	// NameServerDial, when set, connects to a name server (the node's
+	// TLS: registrations and route questions go over TLS as the node's
+	// other calls do); nil: plain TCP.
+	NameServerDial func(ctx context.Context, addr string) (net.Conn, error)
+	Logger         hclog.Logger
 }
 
 // DefaultConfig returns RocketMQ's periods.

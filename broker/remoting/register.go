@@ -163,6 +163,7 @@ const viewPoll = 200 * time.Millisecond
 func newRegistrar(a *Adapter) *registrar {
 	r := &registrar{a: a, cl: rmq.NewClient(), kick: make(chan struct{}, 1), failed: map[string]bool{}}
 	r.cl.DialTimeout = time.Second
+	r.cl.Dial = a.cfg.NameServerDial
 	return r
 }
 

@@ -429,6 +429,9 @@ func (s *Server) startRemoting() error {
 	}
 	rc.Logger = s.log.Named("remoting")
 	rc.Auth = s.auth
+	if s.tls.On() {
+		rc.NameServerDial = func(ctx context.Context, addr string) (net.Conn, error) { return s.tls.Dial(ctx, "tcp", addr) }
+	}
 	if secret := s.sealer.NodeSecret(); len(secret) > 0 {
 		rc.NodeSecret = secret
 		rc.Users = func() []namesrv.User {

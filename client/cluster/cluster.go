@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -169,6 +171,13 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: cfg, ns: remoting.NewClient(), clients: map[string]*client.Client{}, stop: make(chan struct{})}
 	c.ns.DialTimeout = cfg.NameServerTimeout
+	if tc := cfg.Client.TLS; tc != nil {
+		// The name servers speak TLS as the nodes do (with the same CA).
+		c.ns.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			d := tls.Dialer{Config: tc}
+			return d.DialContext(ctx, "tcp", addr)
+		}
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
