@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/store"
 )
@@ -24,7 +25,7 @@ var _ UserTable = (*store.Store)(nil)
 
 type userAdmin struct {
 	table  UserTable
-	sealer *auth.Sealer
+	sealer *acl.Sealer
 }
 
 // usersOf holds the user table and sealer SetUsers gave (nil: none).
@@ -33,7 +34,7 @@ type usersOf = atomic.Pointer[userAdmin]
 // SetUsers gives the broker the user table it manages and the sealer of
 // the secrets it writes; a node without an auth key has a nil sealer and
 // refuses to add users or change secrets.
-func (b *Broker) SetUsers(t UserTable, s *auth.Sealer) {
+func (b *Broker) SetUsers(t UserTable, s *acl.Sealer) {
 	b.users.Store(&userAdmin{table: t, sealer: s})
 }
 

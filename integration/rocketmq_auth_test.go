@@ -21,7 +21,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
-	"github.com/raftmq/raftmq/broker/auth"
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/remoting"
 )
 
@@ -53,7 +53,7 @@ func rmqAuthProducer(t *testing.T, ns, group string, cred *primitive.Credentials
 func rmqAuthProbe(t *testing.T, cl *remoting.Client, addr, topic, ak, secret string) *remoting.Command {
 	t.Helper()
 	ext := map[string]string{"topic": topic, "queueId": "0"}
-	auth.SignRequest(ext, nil, ak, []byte(secret))
+	acl.SignRequest(ext, nil, ak, []byte(secret))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, err := cl.Invoke(ctx, addr, remoting.NewRequest(remoting.GetMaxOffset, ext, nil))

@@ -12,5 +12,11 @@
 // wins, so a dead leader's entry is shadowed by its successor's at once,
 // not after the expiry.
 //
+// With Config.Auth on (auth.go), a registration must carry the node
+// credential derived from the nodes' auth key file, and every other
+// request a RocketMQ signature of a user the nodes registered (their
+// secrets sealed under that key, opened here with the same key) or the
+// node credential.
+//
 // It never imports the broker: it knows brokers only by what they register.
 package namesrv

@@ -51,7 +51,7 @@ func TestExternalListenerHandsOutExternalAddresses(t *testing.T) {
 			map[int64]string{0: "127.0.0.1:9101", 1: "127.0.0.1:9102", 2: "n3:9000"},
 			map[string]string{"ga~n2": "127.0.0.1:11021", "ga~n3": "n3:10911"}},
 	} {
-		ci, err := FetchClusterInfo(ctx, cl, tc.addr)
+		ci, err := FetchClusterInfo(ctx, cl, tc.addr, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestGroupWithoutRemotingIsOnlyInRaftmqRoutes(t *testing.T) {
 		WriteVia: true, BrokerID: 1, NodeID: "b2", Term: 1, Topics: topics})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ci, err := FetchClusterInfo(ctx, cl, s.Addr())
+	ci, err := FetchClusterInfo(ctx, cl, s.Addr(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

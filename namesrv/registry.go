@@ -46,7 +46,11 @@ type Registration struct {
 	// leader heard from lately. Only their write paths are routed.
 	Live      []string
 	LiveKnown bool
-	Seen      time.Time
+	// Users are the group's users with sealed secrets (RegisterBody's
+	// raftmqUsers), kept from registrations signed with the node
+	// credential only.
+	Users []User
+	Seen  time.Time
 }
 
 // registry holds the live registrations, one per broker address.
@@ -108,6 +112,26 @@ func overlap(a, b []string) bool {
 		}
 	}
 	return false
+}
+
+// sealed returns user's sealed secrets in the live registrations (one per
+// distinct secret: the groups of a cluster may each have the user).
+func (r *registry) sealed(user string) [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cut := r.now().Add(-r.expiry)
+	var out [][]byte
+	for _, reg := range r.regs {
+		if reg.Seen.Before(cut) {
+			continue
+		}
+		for _, u := range reg.Users {
+			if u.Name == user && !slices.ContainsFunc(out, func(b []byte) bool { return string(b) == string(u.Sealed) }) {
+				out = append(out, u.Sealed)
+			}
+		}
+	}
+	return out
 }
 
 func (r *registry) remove(addr string) {

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/raftmq/raftmq/acl"
+	"github.com/raftmq/raftmq/internal/tlsconf"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/remoting"
 )
@@ -68,7 +70,20 @@ type Config struct {
 	ListenExternal string
 	HTTP           string // /metrics and /healthz; "" disables
 	Expiry         time.Duration
-	Logger         hclog.Logger
+	// Auth is what the name server does with requests that do not
+	// authenticate (auth.go): registrations need the node credential,
+	// every other request a user's signature or the node credential.
+	// Sealer (from the nodes' --auth-key-file) is required unless Auth is
+	// acl.Disabled; Throttle bounds bad signatures per client address.
+	Auth     acl.Mode
+	Sealer   *acl.Sealer
+	Throttle acl.ThrottleConfig
+	// TLS serves both remoting listeners with TLS as a node's remoting
+	// port does (permissive: TLS and plaintext; enforcing: TLS only); nil
+	// or disabled: plaintext. A client certificate is verified when given,
+	// never required (RocketMQ clients present none).
+	TLS    *tlsconf.Node
+	Logger hclog.Logger
 }
 
 // DefaultConfig listens on :9876 with RocketMQ's expiry.
@@ -81,6 +96,8 @@ func (c *Config) Validate() error {
 		return errors.New("listen: empty")
 	case c.Expiry <= 0:
 		return fmt.Errorf("expiry %s: want > 0", c.Expiry)
+	case c.Auth != acl.Disabled && c.Sealer == nil:
+		return fmt.Errorf("auth %s: needs the nodes' auth key (--auth-key-file): it verifies their registrations and opens the users' sealed secrets", c.Auth)
 	}
 	return nil
 }
@@ -90,8 +107,10 @@ type Server struct {
 	cfg Config
 	log hclog.Logger
 	reg *registry
-	srv *remoting.Server
-	lis net.Listener
+	// guard authenticates requests unless cfg.Auth is acl.Disabled.
+	guard *guard
+	srv   *remoting.Server
+	lis   net.Listener
 	// srvExt and lisExt: the external listener (nil without one).
 	srvExt *remoting.Server
 	lisExt net.Listener
@@ -115,6 +134,8 @@ func Start(cfg Config) (*Server, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, reg: newRegistry(cfg.Expiry), promReg: prometheus.NewRegistry(), refused: map[string]string{}}
+	s.guard = newGuard(cfg, s.log.Named("auth"))
+	s.promReg.MustRegister(s.guard.collectors()...)
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_namesrv_requests_total", Help: "Remoting requests by code."}, []string{"code"})
 	s.promReg.MustRegister(s.requests, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_namesrv_registrations", Help: "Live broker registrations."},
 		func() float64 { return float64(s.reg.count()) }),
@@ -124,6 +145,7 @@ func Start(cfg Config) (*Server, error) {
 	if s.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("name server listen on %s: %w", cfg.Listen, err)
 	}
+	s.lis = s.secure(s.lis)
 	closed := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_namesrv_connections_closed_total",
 		Help: "Remoting connections closed, by reason (remoting.Close*)."}, []string{"reason"})
 	undecodable := prometheus.NewCounter(prometheus.CounterOpts{Name: "raftmq_namesrv_undecodable_frames_total",
@@ -132,7 +154,7 @@ func Start(cfg Config) (*Server, error) {
 	serve := func(external bool, lis net.Listener) *remoting.Server {
 		srv := remoting.NewServer(remoting.ServerConfig{
 			Handler: func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
-				return s.handle(ctx, external, req)
+				return s.handle(ctx, external, c.Remote, req)
 			},
 			Logger: s.log.Named("remoting"), MaxFrame: remoting.MaxFrame,
 			OnClose: func(reason string) { closed.WithLabelValues(reason).Inc() }, OnUndecodable: undecodable.Inc})
@@ -151,6 +173,7 @@ func Start(cfg Config) (*Server, error) {
 			s.Close()
 			return nil, fmt.Errorf("name server external listen on %s: %w", cfg.ListenExternal, err)
 		}
+		s.lisExt = s.secure(s.lisExt)
 		s.srvExt = serve(true, s.lisExt)
 	}
 	if cfg.HTTP != "" {
@@ -175,8 +198,16 @@ func Start(cfg Config) (*Server, error) {
 	if s.lisExt != nil {
 		ext = s.lisExt.Addr().String()
 	}
-	s.log.Info("name server started", "listen", s.lis.Addr().String(), "listen_external", ext, "http", cfg.HTTP, "expiry", cfg.Expiry)
+	s.log.Info("name server started", "listen", s.lis.Addr().String(), "listen_external", ext, "http", cfg.HTTP, "expiry", cfg.Expiry, "auth", cfg.Auth, "tls", cfg.TLS.Mode())
 	return s, nil
+}
+
+// secure wraps a remoting listener with the configured TLS.
+func (s *Server) secure(l net.Listener) net.Listener {
+	if !s.cfg.TLS.On() {
+		return l
+	}
+	return s.cfg.TLS.Listen(l, false)
 }
 
 // Addr is the remoting address the server listens on.
@@ -213,13 +244,30 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// handle answers one request; external: it came through the external
-// listener, and routes name the nodes' external addresses.
-func (s *Server) handle(ctx context.Context, external bool, req *remoting.Command) *remoting.Command {
+// handle answers one request from the client at from; external: it came
+// through the external listener, and routes name the nodes' external
+// addresses.
+func (s *Server) handle(ctx context.Context, external bool, from string, req *remoting.Command) *remoting.Command {
 	s.requests.WithLabelValues(strconv.Itoa(int(req.Code))).Inc()
+	verified := false
+	if s.guard.mode != acl.Disabled {
+		var d *denied
+		if req.Code == remoting.RegisterBroker || req.Code == remoting.UnregisterBroker {
+			d = s.guard.registration(req)
+			verified = d == nil
+		} else {
+			d = s.guard.client(req, from, s.reg.sealed)
+		}
+		if s.guard.report(d, req, from) {
+			if req.Code == remoting.RegisterBroker {
+				s.noteRefusal(req.Ext["brokerAddr"]+" from "+from, d.msg)
+			}
+			return remoting.Response(req, remoting.NoPermission, d.msg)
+		}
+	}
 	switch req.Code {
 	case remoting.RegisterBroker:
-		return s.register(req)
+		return s.register(req, verified)
 	case remoting.UnregisterBroker:
 		s.reg.remove(req.Ext["brokerAddr"])
 		return remoting.Response(req, remoting.Success, "")
@@ -240,6 +288,11 @@ type RegisterBody struct {
 		TopicConfigTable map[string]TopicConfig `json:"topicConfigTable"`
 	} `json:"topicConfigSerializeWrapper"`
 	FilterServerList []string `json:"filterServerList"`
+	// RaftmqUsers are the group's users, their secrets sealed under the
+	// group's auth key: what a name server with the same key verifies
+	// clients' signatures against. Taken only from a registration signed
+	// with the node credential.
+	RaftmqUsers []User `json:"raftmqUsers,omitempty"`
 }
 
 // TopicConfig is one topic of a registration.
@@ -250,7 +303,9 @@ type TopicConfig struct {
 	Perm           int    `json:"perm"`
 }
 
-func (s *Server) register(req *remoting.Command) *remoting.Command {
+// register admits a registration; verified: it carries the node
+// credential, and the users it carries are taken.
+func (s *Server) register(req *remoting.Command, verified bool) *remoting.Command {
 	reg := Registration{Cluster: req.Ext["clusterName"], Group: req.Ext["brokerName"], Addr: req.Ext["brokerAddr"], NodeID: req.Ext[ExtNodeID],
 		ClientAddr: req.Ext[ExtClientAddr], Members: SplitMembers(req.Ext[ExtMembers]),
 		ExternalAddr: req.Ext[ExtExternalAddr], ExternalClientAddr: req.Ext[ExtExternalClientAddr],
@@ -303,6 +358,9 @@ func (s *Server) register(req *remoting.Command) *remoting.Command {
 				}
 				reg.Perms[tc.TopicName] = tc.Perm
 			}
+		}
+		if verified {
+			reg.Users = body.RaftmqUsers
 		}
 	}
 	if err := s.reg.admit(reg); err != nil {
@@ -505,9 +563,14 @@ func (s *Server) topicList(req *remoting.Command) *remoting.Command {
 }
 
 // FetchClusterInfo asks the name server at addr for its ClusterInfo (the
-// routes command, scripts and tests).
-func FetchClusterInfo(ctx context.Context, cl *remoting.Client, addr string) (*ClusterInfo, error) {
-	resp, err := cl.Invoke(ctx, addr, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+// routes command, scripts and tests); sign, when not nil, signs the
+// request first (a name server with --auth).
+func FetchClusterInfo(ctx context.Context, cl *remoting.Client, addr string, sign func(*remoting.Command)) (*ClusterInfo, error) {
+	req := remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil)
+	if sign != nil {
+		sign(req)
+	}
+	resp, err := cl.Invoke(ctx, addr, req)
 	if err != nil {
 		return nil, err
 	}
@@ -566,6 +629,7 @@ func RegisterRequest(reg Registration) (*remoting.Command, error) {
 	var body RegisterBody
 	body.TopicConfigSerializeWrapper.TopicConfigTable = map[string]TopicConfig{}
 	body.FilterServerList = []string{}
+	body.RaftmqUsers = reg.Users
 	for t, q := range reg.Topics {
 		perm := PermReadWrite
 		if p, ok := reg.Perms[t]; ok {

@@ -105,7 +105,7 @@ func TestRouteFollowsTheHighestTerm(t *testing.T) {
 	if resp := invoke(t, cl, s.Addr(), remoting.NewRequest(999, nil, nil)); resp.Code != remoting.RequestCodeNotSupported {
 		t.Fatalf("unknown code: %d", resp.Code)
 	}
-	ci, err := FetchClusterInfo(context.Background(), cl, s.Addr())
+	ci, err := FetchClusterInfo(context.Background(), cl, s.Addr(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestConflictingRegistrationsRefused(t *testing.T) {
 	if gr == nil || gr.Term != 2 || len(gr.Addrs) != 2 || gr.ClientAddrs[0] != "127.0.0.1:9001" || gr.ClientAddrs[1] != "127.0.0.1:9002" {
 		t.Fatalf("route after refusals: %+v", gr)
 	}
-	ci, err := FetchClusterInfo(context.Background(), cl, s.Addr())
+	ci, err := FetchClusterInfo(context.Background(), cl, s.Addr(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestRouteWritePaths(t *testing.T) {
 			t.Errorf("%s: want the group only: %+v %v", topic, rd, err)
 		}
 	}
-	ci, err := FetchClusterInfo(context.Background(), cl, s.Addr())
+	ci, err := FetchClusterInfo(context.Background(), cl, s.Addr(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,9 @@ type Client struct {
 	wg     sync.WaitGroup
 	// DialTimeout bounds connecting (0: 3 s).
 	DialTimeout time.Duration
+	// Dial, when set, connects to addr instead of a plain TCP dial (TLS:
+	// tlsconf.Node.Dial, or a tls.Dialer); it runs under DialTimeout.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 type clientConn struct {
@@ -52,8 +55,16 @@ func (c *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
 	if timeout <= 0 {
 		timeout = 3 * time.Second
 	}
-	d := net.Dialer{Timeout: timeout}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	var nc net.Conn
+	var err error
+	if c.Dial != nil {
+		dctx, cancel := context.WithTimeout(ctx, timeout)
+		nc, err = c.Dial(dctx, addr)
+		cancel()
+	} else {
+		d := net.Dialer{Timeout: timeout}
+		nc, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -10,46 +10,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/store"
 )
-
-// Mode says what the Authorizer does with a request it would refuse.
-type Mode int
-
-// Modes, RocketMQ-style names as --tls-mode has them.
-const (
-	// Disabled: nothing is checked (the default).
-	Disabled Mode = iota
-	// Permissive: every request is served; what enforcing would refuse is
-	// logged and counted.
-	Permissive
-	// Enforcing: requests without a valid signature of a known user, or
-	// without the permission they need, are refused.
-	Enforcing
-)
-
-// ParseMode reads disabled, permissive or enforcing.
-func ParseMode(s string) (Mode, error) {
-	switch s {
-	case "", "disabled":
-		return Disabled, nil
-	case "permissive":
-		return Permissive, nil
-	case "enforcing":
-		return Enforcing, nil
-	}
-	return Disabled, fmt.Errorf("auth mode %q: want disabled, permissive or enforcing", s)
-}
-
-func (m Mode) String() string {
-	switch m {
-	case Permissive:
-		return "permissive"
-	case Enforcing:
-		return "enforcing"
-	}
-	return "disabled"
-}
 
 // Reasons of a refusal, the label of raftmq_auth_refusals_total.
 const (
@@ -81,31 +44,31 @@ var _ Directory = (*store.Store)(nil)
 
 // Config of an Authorizer.
 type Config struct {
-	Mode   Mode
+	Mode   acl.Mode
 	Users  Directory
-	Sealer *Sealer // required unless Mode is Disabled
+	Sealer *acl.Sealer // required unless Mode is acl.Disabled
 	Logger hclog.Logger
 	// Registerer takes raftmq_auth_refusals_total and
 	// raftmq_auth_throttled_addresses (nil: not registered).
 	Registerer prometheus.Registerer
 	// Throttle bounds bad signatures per client address; its zero value
-	// is DefaultThrottle.
-	Throttle ThrottleConfig
+	// is acl.DefaultThrottle.
+	Throttle acl.ThrottleConfig
 }
 
 // Authorizer verifies requests' signatures against the user table and
 // checks their permissions. It is safe for concurrent use.
 type Authorizer struct {
-	mode     Mode
+	mode     acl.Mode
 	users    Directory
-	sealer   *Sealer
+	sealer   *acl.Sealer
 	log      hclog.Logger
 	refusals *prometheus.CounterVec
 
 	mu      sync.Mutex
 	secrets map[string][]byte // user NUL sealed -> secret, so a request opens no AEAD
 
-	throttle *throttle // bad signatures per address
+	throttle *acl.Throttle // bad signatures per address
 	now      func() time.Time
 }
 
@@ -113,20 +76,20 @@ const maxCachedSecrets = 4096
 
 // New returns an Authorizer.
 func New(cfg Config) (*Authorizer, error) {
-	if cfg.Mode != Disabled && (cfg.Users == nil || cfg.Sealer == nil) {
+	if cfg.Mode != acl.Disabled && (cfg.Users == nil || cfg.Sealer == nil) {
 		return nil, errors.New("auth: a user table and an auth key are needed unless auth is disabled")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	a := &Authorizer{mode: cfg.Mode, users: cfg.Users, sealer: cfg.Sealer, log: cfg.Logger, secrets: map[string][]byte{},
-		throttle: newThrottle(cfg.Throttle), now: time.Now}
+		throttle: acl.NewThrottle(cfg.Throttle), now: time.Now}
 	a.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_auth_refusals_total",
 		Help: "Requests refused (mode enforcing) or that enforcing would refuse (mode permissive), by reason: no_credentials, unknown_user, bad_signature, secret_unreadable, no_permission, stale, not_node, throttled."},
 		[]string{"mode", "reason"})
 	slowed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_auth_throttled_addresses",
 		Help: "Client addresses whose bad signatures have used up their allowance: their requests are refused unchecked until it refills."},
-		func() float64 { return float64(a.throttle.emptyCount(a.now())) })
+		func() float64 { return float64(a.throttle.EmptyCount(a.now())) })
 	if cfg.Registerer != nil {
 		for _, c := range []prometheus.Collector{a.refusals, slowed} {
 			if err := cfg.Registerer.Register(c); err != nil {
@@ -138,15 +101,15 @@ func New(cfg Config) (*Authorizer, error) {
 }
 
 // Mode returns the mode.
-func (a *Authorizer) Mode() Mode {
+func (a *Authorizer) Mode() acl.Mode {
 	if a == nil {
-		return Disabled
+		return acl.Disabled
 	}
 	return a.mode
 }
 
 // Refusals returns the counter of refusals of mode and reason (tests).
-func (a *Authorizer) Refusals(mode Mode, reason string) prometheus.Counter {
+func (a *Authorizer) Refusals(mode acl.Mode, reason string) prometheus.Counter {
 	return a.refusals.WithLabelValues(mode.String(), reason)
 }
 
@@ -156,12 +119,12 @@ func (a *Authorizer) Refusals(mode Mode, reason string) prometheus.Counter {
 // *Denied otherwise. what names the request in logs; from is the client's
 // address.
 func (a *Authorizer) Check(ext map[string]string, body []byte, needs []Need, what, from string) error {
-	if a == nil || a.mode == Disabled {
+	if a == nil || a.mode == acl.Disabled {
 		return nil
 	}
-	ak := ext[FieldAccessKey]
-	return a.report(a.check(ak, ext[FieldSignature] != "", needs, from, func(secret []byte) *Denied {
-		if !VerifySignature(ext, body, secret) {
+	ak := ext[acl.FieldAccessKey]
+	return a.report(a.check(ak, ext[acl.FieldSignature] != "", needs, from, func(secret []byte) *Denied {
+		if !acl.VerifySignature(ext, body, secret) {
 			return badSignature(ak)
 		}
 		return nil
@@ -174,7 +137,7 @@ func (a *Authorizer) report(d *Denied, what, from, ak string) error {
 		return nil
 	}
 	a.refusals.WithLabelValues(a.mode.String(), d.Reason).Inc()
-	if a.mode == Permissive {
+	if a.mode == acl.Permissive {
 		a.log.Info("auth would refuse (permissive)", "request", what, "from", from, "access_key", ak, "reason", d.Reason, "refusal", d.Message)
 		return nil
 	}
@@ -195,14 +158,14 @@ func (a *Authorizer) check(ak string, signed bool, needs []Need, from string, ve
 	if ak == "" || !signed {
 		return &Denied{ReasonNoCredentials, "request without credentials (AccessKey and Signature): this broker requires authentication"}
 	}
-	host := addrHost(from)
+	host := acl.AddrHost(from)
 	now := a.now()
-	if wait, slowed := a.throttle.slowed(host, now); slowed {
+	if wait, slowed := a.throttle.Slowed(host, now); slowed {
 		return throttled(host, wait)
 	}
 	u, ok := a.users.User(ak)
 	if !ok {
-		a.throttle.take(host, now)
+		a.throttle.Take(host, now)
 		return &Denied{ReasonUnknownUser, badSignature(ak).Message}
 	}
 	secret, err := a.secret(u)
@@ -210,7 +173,7 @@ func (a *Authorizer) check(ak string, signed bool, needs []Need, from string, ve
 		return &Denied{ReasonSecretUnreadable, fmt.Sprintf("access key %s: this node cannot read its secret (auth key files differ between nodes?)", ak)}
 	}
 	if d := verify(secret); d != nil {
-		a.throttle.take(host, now)
+		a.throttle.Take(host, now)
 		return d
 	}
 	var missing []string

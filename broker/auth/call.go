@@ -4,18 +4,19 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/mq"
 )
 
 // CheckCall authenticates a call to raftmq's gRPC API by its credential
 // (the value of mq.CallCredentialKey, "" when the call has none) and checks
 // that its user holds every need. A call signed with the group's node
-// credential (mq.NodeAccessKey, Sealer.NodeSecret) may do anything: it
+// credential (mq.NodeAccessKey, acl.Sealer.NodeSecret) may do anything: it
 // comes from a node of this group, which checked its own caller. nodeOnly
 // calls (node-to-node methods) take only the node credential. The mode
 // applies as in Check; from is the caller's address.
 func (a *Authorizer) CheckCall(cred, method string, needs []Need, nodeOnly bool, from string) error {
-	if a == nil || a.mode == Disabled {
+	if a == nil || a.mode == acl.Disabled {
 		return nil
 	}
 	if cred == "" {
@@ -24,8 +25,8 @@ func (a *Authorizer) CheckCall(cred, method string, needs []Need, nodeOnly bool,
 	}
 	c, err := mq.ParseCallCredential(cred)
 	if err != nil {
-		host := addrHost(from)
-		a.throttle.take(host, a.now())
+		host := acl.AddrHost(from)
+		a.throttle.Take(host, a.now())
 		return a.report(&Denied{ReasonBadSignature, fmt.Sprintf("%s: %v", method, err)}, method, from, "")
 	}
 	verify := func(secret []byte) *Denied {

@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/store"
 )
 
-func callAuthorizer(t *testing.T, mode Mode, th ThrottleConfig) (*Authorizer, *Sealer) {
+func callAuthorizer(t *testing.T, mode acl.Mode, th acl.ThrottleConfig) (*Authorizer, *acl.Sealer) {
 	t.Helper()
-	s, err := NewSealer(bytes.Repeat([]byte("k"), 32))
+	s, err := acl.NewSealer(bytes.Repeat([]byte("k"), 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func callAuthorizer(t *testing.T, mode Mode, th ThrottleConfig) (*Authorizer, *S
 const produceMethod = "/raftmq.v1.Broker/Produce"
 
 func TestCheckCall(t *testing.T) {
-	a, s := callAuthorizer(t, Enforcing, ThrottleConfig{Burst: 100, Every: time.Second})
+	a, s := callAuthorizer(t, acl.Enforcing, acl.ThrottleConfig{Burst: 100, Every: time.Second})
 	now := time.Now()
 	pub := func(topic string) []Need { return []Need{{Publish, Topic(topic)}} }
 	good := mq.SignCall("u1", []byte("secret-1"), produceMethod, now)
@@ -47,7 +48,7 @@ func TestCheckCall(t *testing.T) {
 	if err := a.CheckCall(mq.SignCall(mq.NodeAccessKey, s.NodeSecret(), produceMethod, now), produceMethod, pub("payments"), false, "10.0.0.2:1"); err != nil {
 		t.Fatalf("forwarded call: %v", err)
 	}
-	other, _ := NewSealer(bytes.Repeat([]byte("o"), 32))
+	other, _ := acl.NewSealer(bytes.Repeat([]byte("o"), 32))
 	for _, tc := range []struct {
 		name, cred, method string
 		needs              []Need
@@ -74,12 +75,12 @@ func TestCheckCall(t *testing.T) {
 			t.Errorf("%s: refusal names the secret: %v", tc.name, err)
 		}
 	}
-	if got := counterValue(a.Refusals(Enforcing, ReasonStale)); got != 2 {
+	if got := counterValue(a.Refusals(acl.Enforcing, ReasonStale)); got != 2 {
 		t.Errorf("stale refusals %v, want 2", got)
 	}
-	p, _ := callAuthorizer(t, Permissive, ThrottleConfig{})
-	if err := p.CheckCall("", produceMethod, pub("orders"), false, "x"); err != nil || counterValue(p.Refusals(Permissive, ReasonNoCredentials)) != 1 {
-		t.Errorf("permissive: %v, count %v", err, counterValue(p.Refusals(Permissive, ReasonNoCredentials)))
+	p, _ := callAuthorizer(t, acl.Permissive, acl.ThrottleConfig{})
+	if err := p.CheckCall("", produceMethod, pub("orders"), false, "x"); err != nil || counterValue(p.Refusals(acl.Permissive, ReasonNoCredentials)) != 1 {
+		t.Errorf("permissive: %v, count %v", err, counterValue(p.Refusals(acl.Permissive, ReasonNoCredentials)))
 	}
 }
 
@@ -87,7 +88,7 @@ func TestCheckCall(t *testing.T) {
 // even a good signature from it is refused unchecked until a token comes
 // back, while other addresses are never slowed.
 func TestThrottle(t *testing.T) {
-	a, _ := callAuthorizer(t, Enforcing, ThrottleConfig{Burst: 3, Every: time.Minute})
+	a, _ := callAuthorizer(t, acl.Enforcing, acl.ThrottleConfig{Burst: 3, Every: time.Minute})
 	now := time.Unix(1_700_000_000, 0)
 	a.now = func() time.Time { return now }
 	pub := []Need{{Publish, Topic("orders")}}
@@ -110,14 +111,14 @@ func TestThrottle(t *testing.T) {
 	}
 	// Remoting requests count against the same address.
 	ext := map[string]string{"topic": "orders"}
-	SignRequest(ext, nil, "u1", []byte("secret-1"))
+	acl.SignRequest(ext, nil, "u1", []byte("secret-1"))
 	if r := reason(a.Check(ext, nil, pub, "send", "10.0.0.9:300")); r != ReasonThrottled {
 		t.Fatalf("remoting from the throttled host: %s", r)
 	}
 	if err := a.CheckCall(good(), produceMethod, pub, false, "10.0.0.10:1"); err != nil {
 		t.Fatalf("another host slowed: %v", err)
 	}
-	if n := a.throttle.emptyCount(now); n != 1 {
+	if n := a.throttle.EmptyCount(now); n != 1 {
 		t.Fatalf("throttled addresses %d, want 1", n)
 	}
 	now = now.Add(time.Minute)
@@ -125,10 +126,10 @@ func TestThrottle(t *testing.T) {
 		t.Fatalf("after a refill: %v", err)
 	}
 	now = now.Add(3 * time.Minute)
-	if n := a.throttle.emptyCount(now); n != 0 || a.throttle.n.Load() != 0 {
-		t.Fatalf("refilled bucket kept: %d empty, %d kept", n, a.throttle.n.Load())
+	if n := a.throttle.EmptyCount(now); n != 0 || a.throttle.Remembered() != 0 {
+		t.Fatalf("refilled bucket kept: %d empty, %d kept", n, a.throttle.Remembered())
 	}
-	if got := counterValue(a.Refusals(Enforcing, ReasonThrottled)); got != 2 {
+	if got := counterValue(a.Refusals(acl.Enforcing, ReasonThrottled)); got != 2 {
 		t.Errorf("throttled refusals %v, want 2", got)
 	}
 }
@@ -136,9 +137,9 @@ func TestThrottle(t *testing.T) {
 // BenchmarkCheckCall is a node's cost of one signed call: parse, look up
 // the user, HMAC-SHA256, check the grants.
 func BenchmarkCheckCall(b *testing.B) {
-	s, _ := NewSealer(bytes.Repeat([]byte("k"), 32))
+	s, _ := acl.NewSealer(bytes.Repeat([]byte("k"), 32))
 	sealed, _ := s.Seal("u1", []byte("secret-1"))
-	a, _ := New(Config{Mode: Enforcing, Sealer: s, Users: users{"u1": {Name: "u1", Secret: sealed, Grants: []store.Grant{{Resource: "topic:orders", Actions: uint32(Publish)}}}}})
+	a, _ := New(Config{Mode: acl.Enforcing, Sealer: s, Users: users{"u1": {Name: "u1", Secret: sealed, Grants: []store.Grant{{Resource: "topic:orders", Actions: uint32(Publish)}}}}})
 	cred := mq.SignCall("u1", []byte("secret-1"), produceMethod, time.Now())
 	needs := []Need{{Publish, Topic("orders")}}
 	b.ReportAllocs()
@@ -153,9 +154,9 @@ func BenchmarkCheckCall(b *testing.B) {
 // panics and never lets a call through that the secret did not sign for
 // that method and time; a real credential of another method is refused.
 func FuzzCheckCall(f *testing.F) {
-	s, _ := NewSealer(bytes.Repeat([]byte("k"), 32))
+	s, _ := acl.NewSealer(bytes.Repeat([]byte("k"), 32))
 	sealed, _ := s.Seal("u1", []byte("secret-1"))
-	a, _ := New(Config{Mode: Enforcing, Sealer: s, Throttle: ThrottleConfig{Burst: 1 << 30, Every: time.Nanosecond},
+	a, _ := New(Config{Mode: acl.Enforcing, Sealer: s, Throttle: acl.ThrottleConfig{Burst: 1 << 30, Every: time.Nanosecond},
 		Users: users{"u1": {Name: "u1", Secret: sealed, Grants: []store.Grant{{Resource: ClusterResource, Actions: uint32(Admin)}}}}})
 	now := time.Now()
 	f.Add(mq.SignCall("u1", []byte("secret-1"), "/raftmq.v1.Broker/Pull", now), false)

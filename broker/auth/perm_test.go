@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/store"
 )
 
@@ -89,7 +90,7 @@ type users map[string]store.User
 func (u users) User(name string) (store.User, bool) { x, ok := u[name]; return x, ok }
 
 func TestAuthorizer(t *testing.T) {
-	s, err := NewSealer(bytes.Repeat([]byte("k"), 32))
+	s, err := acl.NewSealer(bytes.Repeat([]byte("k"), 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,13 +100,13 @@ func TestAuthorizer(t *testing.T) {
 	}
 	dir := users{"u1": {Name: "u1", Secret: sealed, Grants: []store.Grant{{Resource: "topic:orders", Actions: uint32(Publish)}}}}
 	reg := prometheus.NewRegistry()
-	a, err := New(Config{Mode: Enforcing, Users: dir, Sealer: s, Registerer: reg})
+	a, err := New(Config{Mode: acl.Enforcing, Users: dir, Sealer: s, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	signed := func(ak, secret, topic string) map[string]string {
 		ext := map[string]string{"topic": topic}
-		SignRequest(ext, []byte("body"), ak, []byte(secret))
+		acl.SignRequest(ext, []byte("body"), ak, []byte(secret))
 		return ext
 	}
 	pub := func(topic string) []Need { return []Need{{Publish, Topic(topic)}} }
@@ -134,23 +135,23 @@ func TestAuthorizer(t *testing.T) {
 			t.Errorf("refusal names the secret: %v", err)
 		}
 	}
-	if got := counterValue(a.Refusals(Enforcing, ReasonBadSignature)); got != 2 {
+	if got := counterValue(a.Refusals(acl.Enforcing, ReasonBadSignature)); got != 2 {
 		t.Errorf("bad signature refusals %v, want 2", got)
 	}
-	// Permissive serves everything, counts and logs what it would refuse,
+	// acl.Permissive serves everything, counts and logs what it would refuse,
 	// and the log names the user and the refusal, never the secret.
 	var logBuf bytes.Buffer
-	p, _ := New(Config{Mode: Permissive, Users: dir, Sealer: s, Logger: hclog.New(&hclog.LoggerOptions{Output: &logBuf, Level: hclog.Trace})})
+	p, _ := New(Config{Mode: acl.Permissive, Users: dir, Sealer: s, Logger: hclog.New(&hclog.LoggerOptions{Output: &logBuf, Level: hclog.Trace})})
 	if err := p.Check(map[string]string{}, nil, pub("x"), "send", "test"); err != nil {
 		t.Fatalf("permissive refused: %v", err)
 	}
 	if err := p.Check(signed("u1", "secret-1", "payments"), []byte("body"), pub("payments"), "send", "10.0.0.1:5"); err != nil {
 		t.Fatalf("permissive refused: %v", err)
 	}
-	if got := counterValue(p.Refusals(Permissive, ReasonNoCredentials)); got != 1 {
+	if got := counterValue(p.Refusals(acl.Permissive, ReasonNoCredentials)); got != 1 {
 		t.Errorf("permissive count %v, want 1", got)
 	}
-	if got := counterValue(p.Refusals(Permissive, ReasonNoPermission)); got != 1 {
+	if got := counterValue(p.Refusals(acl.Permissive, ReasonNoPermission)); got != 1 {
 		t.Errorf("permissive no-permission count %v, want 1", got)
 	}
 	logged := logBuf.String()
@@ -158,26 +159,26 @@ func TestAuthorizer(t *testing.T) {
 		t.Errorf("permissive log %q: want the refusal and the address, never the secret", logged)
 	}
 	// Another node's key: the secret does not open.
-	other, _ := NewSealer(bytes.Repeat([]byte("o"), 32))
-	o, _ := New(Config{Mode: Enforcing, Users: dir, Sealer: other})
+	other, _ := acl.NewSealer(bytes.Repeat([]byte("o"), 32))
+	o, _ := New(Config{Mode: acl.Enforcing, Users: dir, Sealer: other})
 	var d *Denied
 	if err := o.Check(signed("u1", "secret-1", "orders"), []byte("body"), pub("orders"), "send", "test"); !errors.As(err, &d) || d.Reason != ReasonSecretUnreadable {
 		t.Errorf("other key: %v", err)
 	}
-	if _, err := New(Config{Mode: Enforcing}); err == nil {
+	if _, err := New(Config{Mode: acl.Enforcing}); err == nil {
 		t.Error("enforcing without users and key accepted")
 	}
 	var nilA *Authorizer
-	if nilA.Check(nil, nil, pub("x"), "", "") != nil || nilA.Mode() != Disabled {
+	if nilA.Check(nil, nil, pub("x"), "", "") != nil || nilA.Mode() != acl.Disabled {
 		t.Error("a nil authorizer refuses")
 	}
 }
 
 func TestSealer(t *testing.T) {
-	if _, err := NewSealer([]byte("short")); err == nil {
+	if _, err := acl.NewSealer([]byte("short")); err == nil {
 		t.Fatal("short key accepted")
 	}
-	s, _ := NewSealer(bytes.Repeat([]byte("k"), 40))
+	s, _ := acl.NewSealer(bytes.Repeat([]byte("k"), 40))
 	a, _ := s.Seal("u1", []byte("pw"))
 	b, _ := s.Seal("u1", []byte("pw"))
 	if bytes.Equal(a, b) || bytes.Contains(a, []byte("pw")) {
@@ -186,14 +187,14 @@ func TestSealer(t *testing.T) {
 	if got, err := s.Open("u1", a); err != nil || string(got) != "pw" {
 		t.Fatalf("open: %q %v", got, err)
 	}
-	if _, err := s.Open("u2", a); !errors.Is(err, ErrSealedSecret) {
+	if _, err := s.Open("u2", a); !errors.Is(err, acl.ErrSealedSecret) {
 		t.Fatalf("opened as another user: %v", err)
 	}
 	a[len(a)-1] ^= 1
-	if _, err := s.Open("u1", a); !errors.Is(err, ErrSealedSecret) {
+	if _, err := s.Open("u1", a); !errors.Is(err, acl.ErrSealedSecret) {
 		t.Fatalf("opened damaged: %v", err)
 	}
-	if _, err := s.Open("u1", nil); !errors.Is(err, ErrSealedSecret) {
+	if _, err := s.Open("u1", nil); !errors.Is(err, acl.ErrSealedSecret) {
 		t.Fatal("opened nothing")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/internal/tlsconf"
@@ -166,7 +167,7 @@ func as[T any](r any) *T {
 // by its credential (mq.CallCredentialKey) and methodTable; none when a is
 // disabled.
 func AuthOptions(a *auth.Authorizer) []grpc.ServerOption {
-	if a.Mode() == auth.Disabled {
+	if a.Mode() == acl.Disabled {
 		return nil
 	}
 	return []grpc.ServerOption{

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/mq"
@@ -113,13 +114,13 @@ func (signer) RequireTransportSecurity() bool { return false }
 // the handler, one refused gets Unauthenticated or PermissionDenied with
 // what was refused.
 func TestAuthInterceptor(t *testing.T) {
-	sealer, err := auth.NewSealer(bytes.Repeat([]byte("k"), 32))
+	sealer, err := acl.NewSealer(bytes.Repeat([]byte("k"), 32))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sealed, _ := sealer.Seal("u1", []byte("s1"))
 	dir := dirOf{"u1": {Name: "u1", Secret: sealed, Grants: []store.Grant{{Resource: "topic:orders", Actions: uint32(auth.Publish)}}}}
-	a, err := auth.New(auth.Config{Mode: auth.Enforcing, Users: dir, Sealer: sealer})
+	a, err := auth.New(auth.Config{Mode: acl.Enforcing, Users: dir, Sealer: sealer})
 	if err != nil {
 		t.Fatal(err)
 	}

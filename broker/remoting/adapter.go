@@ -19,6 +19,7 @@ import (
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/broker/grpcapi"
+	"github.com/raftmq/raftmq/namesrv"
 	rmq "github.com/raftmq/raftmq/remoting"
 )
 
@@ -75,8 +76,19 @@ type Config struct {
 	ReadsOnFollowers bool
 	// Auth authenticates and authorizes every request before it is served
 	// (authz.go); nil: nothing is checked.
-	Auth   *auth.Authorizer
-	Logger hclog.Logger
+	Auth *auth.Authorizer
+	// NodeSecret, when set (the node has an --auth-key-file), signs the
+	// node's registrations and its questions to the name servers with the
+	// node credential (namesrv.SignNodeRequest); Users then returns the
+	// group's users with their sealed secrets, registered along so that a
+	// name server with the same key verifies clients' signatures.
+	NodeSecret []byte
+	Users      func() []namesrv.User
+	// NameServerDial, when set, connects to a name server (the node's
+	// TLS: registrations and route questions go over TLS as the node's
+	// other calls do); nil: plain TCP.
+	NameServerDial func(ctx context.Context, addr string) (net.Conn, error)
+	Logger         hclog.Logger
 }
 
 // DefaultConfig returns RocketMQ's periods.

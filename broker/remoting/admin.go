@@ -54,7 +54,7 @@ func (a *Adapter) awaitRouted(ctx context.Context, topic string) {
 	for _, ns := range a.cfg.NameServers {
 		for {
 			rctx, rcancel := context.WithTimeout(ctx, time.Second)
-			resp, err := a.reg.cl.Invoke(rctx, ns, rmq.NewRequest(rmq.GetRouteInfoByTopic, map[string]string{"topic": topic}, nil))
+			resp, err := a.reg.cl.Invoke(rctx, ns, a.reg.sign(rmq.NewRequest(rmq.GetRouteInfoByTopic, map[string]string{"topic": topic}, nil)))
 			rcancel()
 			if err == nil && resp.Code == rmq.Success {
 				break
@@ -75,7 +75,7 @@ func (a *Adapter) route(ctx context.Context, req *rmq.Command) *rmq.Command {
 	var last *rmq.Command
 	for _, ns := range a.cfg.NameServers {
 		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		resp, err := a.reg.cl.Invoke(ctx, ns, rmq.NewRequest(rmq.GetRouteInfoByTopic, map[string]string{"topic": req.Ext["topic"]}, nil))
+		resp, err := a.reg.cl.Invoke(ctx, ns, a.reg.sign(rmq.NewRequest(rmq.GetRouteInfoByTopic, map[string]string{"topic": req.Ext["topic"]}, nil)))
 		cancel()
 		if err != nil {
 			continue

@@ -3,6 +3,7 @@ package remoting
 import (
 	"encoding/json"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/mq"
 	rmq "github.com/raftmq/raftmq/remoting"
@@ -13,7 +14,7 @@ import (
 // (authNeeds); the Authorizer verifies its signature and the user's
 // grants and, in permissive mode, only counts what it would refuse.
 func (a *Adapter) authorize(conn *rmq.Conn, req *rmq.Command) *rmq.Command {
-	if a.cfg.Auth.Mode() == auth.Disabled {
+	if a.cfg.Auth.Mode() == acl.Disabled {
 		return nil
 	}
 	if err := a.cfg.Auth.Check(req.Ext, req.Body, authNeeds(req), rmq.DescribeCode(req.Code), conn.Remote); err != nil {

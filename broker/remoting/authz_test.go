@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/broker/auth"
 	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
 	"github.com/raftmq/raftmq/broker/server"
@@ -14,7 +15,7 @@ import (
 	rmq "github.com/raftmq/raftmq/remoting"
 )
 
-func newAuthFixture(t *testing.T, mode auth.Mode) *fixture {
+func newAuthFixture(t *testing.T, mode acl.Mode) *fixture {
 	c := servertest.New(t, 3, servertest.InMemory(), servertest.Configure(func(i int, cfg *server.Config) {
 		cfg.Remoting = "127.0.0.1:0"
 		cfg.RemotingConfig.MaxPullWait = 300 * time.Millisecond
@@ -31,7 +32,7 @@ func signed(ext map[string]string, body []byte, ak, secret string) map[string]st
 	for k, v := range ext {
 		out[k] = v
 	}
-	auth.SignRequest(out, body, ak, []byte(secret))
+	acl.SignRequest(out, body, ak, []byte(secret))
 	return out
 }
 
@@ -55,7 +56,7 @@ func (f *fixture) waitUsers(check func(i int) bool) {
 // forwards what it accepted), and every refusal is NO_PERMISSION naming
 // what was refused, counted by reason.
 func TestAuthEnforcingRemoting(t *testing.T) {
-	f := newAuthFixture(t, auth.Enforcing)
+	f := newAuthFixture(t, acl.Enforcing)
 	f.waitUsers(func(i int) bool { _, ok := f.c.Node(i).Store().User("root"); return ok })
 	l, fo := f.c.Leader(), f.follower()
 
@@ -132,7 +133,7 @@ func TestAuthEnforcingRemoting(t *testing.T) {
 // TestAuthPermissiveServesAndCounts: permissive serves what enforcing
 // would refuse and counts it.
 func TestAuthPermissiveServesAndCounts(t *testing.T) {
-	f := newAuthFixture(t, auth.Permissive)
+	f := newAuthFixture(t, acl.Permissive)
 	l := f.c.Leader()
 	create := map[string]string{"topic": "orders", "writeQueueNums": "2", "readQueueNums": "2"}
 	if r := f.invoke(f.addr(l), rmq.UpdateAndCreateTopic, create, nil); r.Code != rmq.Success {

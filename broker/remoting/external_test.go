@@ -39,14 +39,14 @@ func TestNodesRegisterInternalAndExternalAddresses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	waitUntil(t, "the node's registration", func() bool {
-		ci, err := namesrv.FetchClusterInfo(ctx, cl, ns.Addr())
+		ci, err := namesrv.FetchClusterInfo(ctx, cl, ns.Addr(), nil)
 		return err == nil && len(ci.RaftmqGroups["raftmq"].ClientAddrs) == 1
 	})
 	for _, tc := range []struct{ name, ns, remoting, client string }{
 		{"internal", ns.Addr(), c.Node(0).RemotingAddr(), bc.ClientAddr},
 		{"external", ns.ExternalAddr(), published, bc.ExternalAddr},
 	} {
-		ci, err := namesrv.FetchClusterInfo(ctx, cl, tc.ns)
+		ci, err := namesrv.FetchClusterInfo(ctx, cl, tc.ns, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

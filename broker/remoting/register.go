@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -162,6 +163,7 @@ const viewPoll = 200 * time.Millisecond
 func newRegistrar(a *Adapter) *registrar {
 	r := &registrar{a: a, cl: rmq.NewClient(), kick: make(chan struct{}, 1), failed: map[string]bool{}}
 	r.cl.DialTimeout = time.Second
+	r.cl.Dial = a.cfg.NameServerDial
 	return r
 }
 
@@ -248,7 +250,7 @@ func (r *registrar) loop() {
 	defer tick.Stop()
 	var last *view
 	var lastSent time.Time
-	var lastTopics string
+	var lastTopics, lastUsers string
 	for {
 		select {
 		case <-r.a.stop:
@@ -263,14 +265,16 @@ func (r *registrar) loop() {
 		// A topic created, grown or deleted is registered at once too, as
 		// RocketMQ's brokers do, so clients that route through the name
 		// servers find it within moments.
-		topics := r.topicsKey()
-		if v.same(last) && topics == lastTopics && time.Since(lastSent) < r.a.cfg.RegisterPeriod {
+		// So is a user added, removed or given a new secret: the name
+		// servers verify clients against the users registered.
+		topics, users := r.topicsKey(), r.usersKey()
+		if v.same(last) && topics == lastTopics && users == lastUsers && time.Since(lastSent) < r.a.cfg.RegisterPeriod {
 			continue
 		}
 		if !v.same(last) {
 			r.a.log.Info("registering with name servers", "broker_id", v.brokerID(v.self), "leader", v.leader, "term", v.term)
 		}
-		last, lastSent, lastTopics = v, time.Now(), topics
+		last, lastSent, lastTopics, lastUsers = v, time.Now(), topics, users
 		if !r.registerAll(v) {
 			// A name server did not take it (not started yet, restarting):
 			// try again within a second, not a period.
@@ -289,6 +293,34 @@ func (r *registrar) topicsKey() string {
 	return b.String()
 }
 
+// users is the group's users the registration carries (none without a
+// node secret: the name servers could not verify the registration).
+func (r *registrar) users() []namesrv.User {
+	if len(r.a.cfg.NodeSecret) == 0 || r.a.cfg.Users == nil {
+		return nil
+	}
+	return r.a.cfg.Users()
+}
+
+// usersKey is the users and sealed secrets registered, as one comparable
+// string.
+func (r *registrar) usersKey() string {
+	var b strings.Builder
+	for _, u := range r.users() {
+		fmt.Fprintf(&b, "%s/%x;", u.Name, u.Sealed)
+	}
+	return b.String()
+}
+
+// sign signs a request to a name server with the node credential when
+// the node has one.
+func (r *registrar) sign(req *rmq.Command) *rmq.Command {
+	if len(r.a.cfg.NodeSecret) > 0 {
+		namesrv.SignNodeRequest(req, r.a.cfg.NodeSecret, time.Now())
+	}
+	return req
+}
+
 func (r *registrar) registration(v *view) namesrv.Registration {
 	topics, perms := map[string]int{}, map[string]int{}
 	for _, t := range r.a.b.Topics() {
@@ -301,7 +333,7 @@ func (r *registrar) registration(v *view) namesrv.Registration {
 		BrokerID: v.brokerID(v.self), NodeID: v.self, Term: v.term, Topics: topics, Perms: perms,
 		ClientAddr: r.a.b.Config().ClientAddr, ExternalClientAddr: r.a.b.Config().ExternalAddr,
 		ExternalAddr: r.a.cfg.ExternalAddr, Members: v.members, NoRemoting: r.a.cfg.RegisterOnly,
-		WriteVia: r.a.cfg.WriteViaFollowers && !r.a.cfg.RegisterOnly, Live: v.live, LiveKnown: v.liveSeen}
+		WriteVia: r.a.cfg.WriteViaFollowers && !r.a.cfg.RegisterOnly, Live: v.live, LiveKnown: v.liveSeen, Users: r.users()}
 }
 
 // registerAll registers with every name server at once; it reports
@@ -312,6 +344,7 @@ func (r *registrar) registerAll(v *view) bool {
 		r.a.log.Error("registration", "error", err)
 		return false
 	}
+	r.sign(req)
 	var failed atomic.Bool
 	var wg sync.WaitGroup
 	for _, ns := range r.a.cfg.NameServers {
@@ -321,6 +354,7 @@ func (r *registrar) registerAll(v *view) bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			c := *req
+			c.Ext = maps.Clone(req.Ext)
 			resp, err := r.cl.Invoke(ctx, ns, &c)
 			if err == nil && resp.Code != rmq.Success {
 				err = &codeError{resp.Code, resp.Remark}
@@ -364,8 +398,8 @@ func (r *registrar) unregister() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			r.cl.Invoke(ctx, ns, rmq.NewRequest(rmq.UnregisterBroker, map[string]string{"brokerAddr": r.a.cfg.Addr,
-				"brokerName": r.a.b.Config().Group, "clusterName": r.a.cfg.Cluster}, nil))
+			r.cl.Invoke(ctx, ns, r.sign(rmq.NewRequest(rmq.UnregisterBroker, map[string]string{"brokerAddr": r.a.cfg.Addr,
+				"brokerName": r.a.b.Config().Group, "clusterName": r.a.cfg.Cluster}, nil)))
 		}(ns)
 	}
 	wg.Wait()

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/broker/server"
@@ -27,7 +28,7 @@ import (
 func TestAPIAuthEnforcing(t *testing.T) {
 	key := bytes.Repeat([]byte("k"), 32)
 	c := newCluster(t, 3, func(i int, cfg *server.Config) {
-		cfg.Auth = server.AuthConfig{Mode: auth.Enforcing, Key: key, AdminUser: "root", AdminSecret: []byte("root-secret")}
+		cfg.Auth = server.AuthConfig{Mode: acl.Enforcing, Key: key, AdminUser: "root", AdminSecret: []byte("root-secret")}
 	})
 	l := c.leader()
 	fo := (l + 1) % 3
@@ -100,7 +101,7 @@ func TestAPIAuthEnforcing(t *testing.T) {
 		}
 		return true
 	})
-	if got := testutilCount(c.nodes[l].Authorizer().Refusals(auth.Enforcing, auth.ReasonNotNode)); got != 0 {
+	if got := testutilCount(c.nodes[l].Authorizer().Refusals(acl.Enforcing, auth.ReasonNotNode)); got != 0 {
 		t.Errorf("node-to-node calls refused on the leader: %v", got)
 	}
 }
@@ -123,7 +124,7 @@ func TestAPIAuthWithTLS(t *testing.T) {
 	c := newCluster(t, 3, func(i int, cfg *server.Config) {
 		p := ca.Issue(t, cfg.Raft.ID)
 		cfg.TLS = tlsconf.Config{Mode: tlsconf.Enforcing, CertFile: p.CertFile, KeyFile: p.KeyFile, CAFile: ca.CAFile}
-		cfg.Auth = server.AuthConfig{Mode: auth.Enforcing, Key: key, AdminUser: "root", AdminSecret: []byte("root-secret")}
+		cfg.Auth = server.AuthConfig{Mode: acl.Enforcing, Key: key, AdminUser: "root", AdminSecret: []byte("root-secret")}
 	})
 	l := c.leader()
 	fo := (l + 1) % 3
@@ -168,7 +169,7 @@ func TestAPIAuthWithTLS(t *testing.T) {
 func TestAPIAuthPermissive(t *testing.T) {
 	key := bytes.Repeat([]byte("k"), 32)
 	c := newCluster(t, 3, func(i int, cfg *server.Config) {
-		cfg.Auth = server.AuthConfig{Mode: auth.Permissive, Key: key}
+		cfg.Auth = server.AuthConfig{Mode: acl.Permissive, Key: key}
 	})
 	l := c.leader()
 	fo := (l + 1) % 3
@@ -189,13 +190,13 @@ func TestAPIAuthPermissive(t *testing.T) {
 	// counts, and the leader never counts a forwarded call.
 	var counted float64
 	for _, n := range c.nodes {
-		counted += testutilCount(n.Authorizer().Refusals(auth.Permissive, auth.ReasonNoCredentials))
+		counted += testutilCount(n.Authorizer().Refusals(acl.Permissive, auth.ReasonNoCredentials))
 	}
 	if counted < 2 {
 		t.Errorf("permissive counted %v calls without credentials, want at least 2", counted)
 	}
 	for _, n := range c.nodes {
-		if got := testutilCount(n.Authorizer().Refusals(auth.Permissive, auth.ReasonNotNode)) + testutilCount(n.Authorizer().Refusals(auth.Permissive, auth.ReasonBadSignature)); got != 0 {
+		if got := testutilCount(n.Authorizer().Refusals(acl.Permissive, auth.ReasonNotNode)) + testutilCount(n.Authorizer().Refusals(acl.Permissive, auth.ReasonBadSignature)); got != 0 {
 			t.Errorf("node-to-node calls counted as refusals: %v", got)
 		}
 	}
@@ -210,7 +211,7 @@ func TestUsersNeedACertificateUnlessAuthEnforcing(t *testing.T) {
 	c := newCluster(t, 1, func(i int, cfg *server.Config) {
 		p := ca.Issue(t, cfg.Raft.ID)
 		cfg.TLS = tlsconf.Config{Mode: tlsconf.Enforcing, CertFile: p.CertFile, KeyFile: p.KeyFile, CAFile: ca.CAFile}
-		cfg.Auth = server.AuthConfig{Mode: auth.Permissive, Key: bytes.Repeat([]byte("k"), 32), AdminUser: "root", AdminSecret: []byte("root-secret")}
+		cfg.Auth = server.AuthConfig{Mode: acl.Permissive, Key: bytes.Repeat([]byte("k"), 32), AdminUser: "root", AdminSecret: []byte("root-secret")}
 	})
 	c.leader()
 	trust, err := tlsconf.ClientFiles(ca.CAFile, "", "", "")

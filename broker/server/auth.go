@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/store"
@@ -18,7 +19,7 @@ import (
 // AuthConfig is the node's authentication of RocketMQ remoting requests
 // and its permissions (docs/security.md).
 type AuthConfig struct {
-	Mode auth.Mode
+	Mode acl.Mode
 	// KeyFile holds the key material (at least 32 bytes) that seals user
 	// secrets in the log and the snapshots; every node of a group needs
 	// the same. Key, when set, is used instead (tests).
@@ -34,7 +35,7 @@ type AuthConfig struct {
 
 // Validate checks the fields that need no file read.
 func (c *AuthConfig) Validate() error {
-	if c.Mode != auth.Disabled && c.KeyFile == "" && len(c.Key) == 0 {
+	if c.Mode != acl.Disabled && c.KeyFile == "" && len(c.Key) == 0 {
 		return fmt.Errorf("--auth %s needs --auth-key-file: user secrets are kept sealed with it", c.Mode)
 	}
 	if (c.AdminUser == "") != (c.AdminSecretFile == "" && len(c.AdminSecret) == 0) {
@@ -62,9 +63,9 @@ func (s *Server) startAuth() error {
 	var err error
 	switch {
 	case len(c.Key) > 0:
-		s.sealer, err = auth.NewSealer(c.Key)
+		s.sealer, err = acl.NewSealer(c.Key)
 	case c.KeyFile != "":
-		s.sealer, err = auth.LoadSealer(c.KeyFile)
+		s.sealer, err = acl.LoadSealer(c.KeyFile)
 	}
 	if err != nil {
 		return err
@@ -165,7 +166,7 @@ func (s *Server) stopAuth() {
 func (s *Server) Authorizer() *auth.Authorizer { return s.auth }
 
 // Sealer returns the node's secret sealer (nil without an auth key).
-func (s *Server) Sealer() *auth.Sealer { return s.sealer }
+func (s *Server) Sealer() *acl.Sealer { return s.sealer }
 
 // pprofGuard serves h only to loopback clients when authentication is on
 // (permissive or enforcing): profiles show memory, command lines and
@@ -173,7 +174,7 @@ func (s *Server) Sealer() *auth.Sealer { return s.sealer }
 // operator on the node's own host (ssh -L for a remote one).
 func (s *Server) pprofGuard(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.auth.Mode() != auth.Disabled {
+		if s.auth.Mode() != acl.Disabled {
 			host, _, err := net.SplitHostPort(r.RemoteAddr)
 			if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
 				http.Error(w, "/debug/pprof answers only on the node's own host (loopback) while --auth is on", http.StatusForbidden)

@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/broker"
-	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/election"
@@ -357,7 +357,7 @@ func BenchmarkProduceGRPCAuth(b *testing.B) {
 	// middle of the process would have its directories removed under it.
 	off := benchCluster(b, 3)
 	on := benchCluster(b, 3, func(cfg *server.Config) {
-		cfg.Auth = server.AuthConfig{Mode: auth.Enforcing, Key: bytes.Repeat([]byte("k"), 32), AdminUser: "bench", AdminSecret: []byte("bench-secret")}
+		cfg.Auth = server.AuthConfig{Mode: acl.Enforcing, Key: bytes.Repeat([]byte("k"), 32), AdminUser: "bench", AdminSecret: []byte("bench-secret")}
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {

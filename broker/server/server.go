@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/broker/console"
@@ -34,6 +35,7 @@ import (
 	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/internal/tlsconf"
+	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
@@ -165,7 +167,7 @@ type Server struct {
 	// admin's bootstrap (authMu guards authStopped and the wg.Add of its
 	// goroutines against stop).
 	auth        *auth.Authorizer
-	sealer      *auth.Sealer
+	sealer      *acl.Sealer
 	authOff     func()
 	authMu      sync.Mutex
 	authStopped bool
@@ -360,7 +362,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		gopts = append(gopts, grpc.Creds(s.tls.GRPCCredentials()))
 	}
 	if s.tls.Mode() == tlsconf.Enforcing {
-		gopts = append(gopts, grpcapi.PeerCertRequired(s.auth.Mode() == auth.Enforcing)...)
+		gopts = append(gopts, grpcapi.PeerCertRequired(s.auth.Mode() == acl.Enforcing)...)
 	}
 	gopts = append(gopts, grpcapi.AuthOptions(s.auth)...)
 	s.grpc = grpc.NewServer(gopts...)
@@ -427,6 +429,20 @@ func (s *Server) startRemoting() error {
 	}
 	rc.Logger = s.log.Named("remoting")
 	rc.Auth = s.auth
+	if s.tls.On() {
+		rc.NameServerDial = func(ctx context.Context, addr string) (net.Conn, error) { return s.tls.Dial(ctx, "tcp", addr) }
+	}
+	if secret := s.sealer.NodeSecret(); len(secret) > 0 {
+		rc.NodeSecret = secret
+		rc.Users = func() []namesrv.User {
+			users := s.store.Users()
+			out := make([]namesrv.User, 0, len(users))
+			for _, u := range users {
+				out = append(out, namesrv.User{Name: u.Name, Sealed: u.Secret})
+			}
+			return out
+		}
+	}
 	a, err := brokerremoting.New(rc, s.broker, s.peers)
 	if err != nil {
 		if l != nil {

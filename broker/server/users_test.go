@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker/auth"
 	"github.com/raftmq/raftmq/broker/server"
@@ -63,7 +64,7 @@ func TestUsersThroughTheAPI(t *testing.T) {
 		r.Users[0].Grants[1] != (api.GrantInfo{Resource: "topic:orders*", Actions: "publish,subscribe"}) {
 		t.Fatalf("list: %+v", r.Users)
 	}
-	sealer, _ := auth.NewSealer(key)
+	sealer, _ := acl.NewSealer(key)
 	opens := func(i int, want string) bool {
 		u, ok := c.nodes[i].Store().User("u1")
 		if !ok || bytes.Contains(u.Secret, []byte(want)) {
@@ -108,8 +109,8 @@ func TestAuthConfigValidate(t *testing.T) {
 		cfg  server.AuthConfig
 		want string
 	}{
-		{server.AuthConfig{Mode: auth.Enforcing}, "--auth-key-file"},
-		{server.AuthConfig{Mode: auth.Permissive}, "--auth-key-file"},
+		{server.AuthConfig{Mode: acl.Enforcing}, "--auth-key-file"},
+		{server.AuthConfig{Mode: acl.Permissive}, "--auth-key-file"},
 		{server.AuthConfig{KeyFile: "k", AdminUser: "root"}, "--auth-admin-secret-file"},
 		{server.AuthConfig{AdminUser: "root", AdminSecret: []byte("s")}, "--auth-key-file"},
 		{server.AuthConfig{KeyFile: "k", AdminUser: "a b", AdminSecret: []byte("s")}, "--auth-admin-user"},
@@ -118,7 +119,7 @@ func TestAuthConfigValidate(t *testing.T) {
 			t.Errorf("%+v: %v, want an error naming %s", tc.cfg, err, tc.want)
 		}
 	}
-	ok := server.AuthConfig{Mode: auth.Enforcing, KeyFile: "k", AdminUser: "root", AdminSecretFile: "f"}
+	ok := server.AuthConfig{Mode: acl.Enforcing, KeyFile: "k", AdminUser: "root", AdminSecretFile: "f"}
 	if err := ok.Validate(); err != nil {
 		t.Errorf("valid config: %v", err)
 	}
@@ -134,10 +135,10 @@ func TestAuthConfigValidate(t *testing.T) {
 func TestFirstAdminFromConfiguration(t *testing.T) {
 	key := bytes.Repeat([]byte("k"), 32)
 	c := newCluster(t, 1, func(i int, cfg *server.Config) {
-		cfg.Auth = server.AuthConfig{Mode: auth.Enforcing, Key: key, AdminUser: "root", AdminSecret: []byte("root-secret")}
+		cfg.Auth = server.AuthConfig{Mode: acl.Enforcing, Key: key, AdminUser: "root", AdminSecret: []byte("root-secret")}
 	})
 	c.leader()
-	sealer, _ := auth.NewSealer(key)
+	sealer, _ := acl.NewSealer(key)
 	waitFor(t, 10*time.Second, "the first admin", func() bool {
 		u, ok := c.nodes[0].Store().User("root")
 		if !ok {

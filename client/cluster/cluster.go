@@ -2,14 +2,17 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/remoting"
 )
@@ -168,6 +171,13 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: cfg, ns: remoting.NewClient(), clients: map[string]*client.Client{}, stop: make(chan struct{})}
 	c.ns.DialTimeout = cfg.NameServerTimeout
+	if tc := cfg.Client.TLS; tc != nil {
+		// The name servers speak TLS as the nodes do (with the same CA).
+		c.ns.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			d := tls.Dialer{Config: tc}
+			return d.DialContext(ctx, "tcp", addr)
+		}
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -352,7 +362,12 @@ func (c *Cluster) fetch(ctx context.Context) (map[string]*Group, error) {
 	var errs []error
 	for _, ns := range c.cfg.NameServers {
 		actx, cancel := context.WithTimeout(ctx, c.cfg.NameServerTimeout)
-		resp, err := c.ns.Invoke(actx, ns, remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+		req := remoting.NewRequest(remoting.GetBrokerClusterInfo, map[string]string{}, nil)
+		if cr := c.cfg.Client.Credentials; cr != nil {
+			// A name server with --auth verifies RocketMQ's signature.
+			acl.SignRequest(req.Ext, req.Body, cr.AccessKey, cr.SecretKey)
+		}
+		resp, err := c.ns.Invoke(actx, ns, req)
 		cancel()
 		if err == nil && resp.Code != remoting.Success {
 			err = fmt.Errorf("code %d: %s", resp.Code, resp.Remark)

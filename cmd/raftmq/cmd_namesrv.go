@@ -1,15 +1,20 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/raftmq/raftmq/acl"
+	"github.com/raftmq/raftmq/internal/tlsconf"
 	"github.com/raftmq/raftmq/namesrv"
 	"github.com/raftmq/raftmq/remoting"
 )
@@ -30,18 +35,25 @@ func namesrvCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen-external", Usage: "a second remoting listener, for clients outside the nodes' network: its routes name the nodes' external addresses (empty: off)"},
 			&cli.StringFlag{Name: "http", Usage: "HTTP address for /metrics and /healthz (empty: off)"},
 			&cli.DurationFlag{Name: "expiry", Value: d.Expiry, Usage: "drop a broker node that has not registered for this long"},
+			&cli.StringFlag{Name: "auth", Value: "disabled", Usage: "authentication, as the nodes' --auth: disabled; permissive (serve everything, log and count in /metrics what enforcing would refuse); enforcing (registrations need the nodes' credential from --auth-key-file, every other request a signature of a user the nodes registered; refused NO_PERMISSION). docs/security.md"},
+			&cli.StringFlag{Name: "tls-mode", Value: string(tlsconf.Disabled), Usage: "TLS on the remoting listeners, as the nodes' --tls-mode: disabled; permissive (TLS and plaintext); enforcing (TLS only). Nodes with TLS on register over TLS; RocketMQ clients use it with their TLS setting (WithTls). docs/security.md"},
+			&cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate of the name server (it must name the host clients and nodes dial); reloaded when the file changes"},
+			&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert"},
+			&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA of the cluster (verifies client certificates when given)"},
+			&cli.DurationFlag{Name: "tls-reload", Value: tlsconf.DefaultReloadEvery, Usage: "check the TLS files for changes this often (0: never)"},
+			&cli.StringFlag{Name: "auth-key-file", Usage: "the nodes' --auth-key-file: verifies their registrations and opens the sealed secrets of the users they register (needed unless --auth disabled)"},
 			logLevelFlag(), logFormatFlag(),
 		},
 		Action: runNamesrv,
 		Subcommands: []*cli.Command{{
 			Name:  "routes",
 			Usage: "show the groups, leaders, followers and topics a name server knows",
-			Flags: []cli.Flag{
+			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "namesrv", Value: "127.0.0.1:9876", Usage: "name servers, ADDR[;ADDR...]: the first that answers is shown"},
 				&cli.StringFlag{Name: "topic", Usage: "show this topic's route only"},
 				&cli.DurationFlag{Name: "timeout", Value: 5 * time.Second, Usage: "give up after this long"},
 				jsonFlag(),
-			},
+			}, clientTLSFlags()...),
 			Action: runRoutes,
 		}},
 	}
@@ -53,6 +65,29 @@ func runNamesrv(c *cli.Context) error {
 		return err
 	}
 	cfg := namesrv.Config{Listen: c.String("listen"), ListenExternal: c.String("listen-external"), HTTP: c.String("http"), Expiry: c.Duration("expiry"), Logger: logger}
+	if cfg.Auth, err = acl.ParseMode(c.String("auth")); err != nil {
+		return usageError(c, "--auth: %v", err)
+	}
+	if f := c.String("auth-key-file"); f != "" {
+		if cfg.Sealer, err = acl.LoadSealer(f); err != nil {
+			return err
+		}
+	} else if cfg.Auth != acl.Disabled {
+		return usageError(c, "--auth %s needs --auth-key-file: the nodes' key file, to verify their registrations and the users' signatures", cfg.Auth)
+	}
+	mode, err := tlsconf.ParseMode(c.String("tls-mode"))
+	if err != nil {
+		return usageError(c, "%v", err)
+	}
+	tc := tlsconf.Config{Mode: mode, CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), CAFile: c.String("tls-ca"),
+		ReloadEvery: c.Duration("tls-reload"), Logger: logger.Named("tls")}
+	if tc.ReloadEvery == 0 {
+		tc.ReloadEvery = -1
+	}
+	if cfg.TLS, err = tlsconf.New(tc); err != nil {
+		return err
+	}
+	defer cfg.TLS.Close()
 	s, err := namesrv.Start(cfg)
 	if err != nil {
 		return err
@@ -80,8 +115,22 @@ type routeGroup struct {
 }
 
 func runRoutes(c *cli.Context) error {
+	cred, err := clientCredentials(c)
+	if err != nil {
+		return err
+	}
+	tc, err := clientTLS(c)
+	if err != nil {
+		return err
+	}
 	cl := remoting.NewClient()
 	defer cl.Close()
+	if tc != nil {
+		cl.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			d := tls.Dialer{Config: tc}
+			return d.DialContext(ctx, "tcp", addr)
+		}
+	}
 	ctx, cancel := opCtx(c)
 	defer cancel()
 	addrs := namesrv.SplitAddrs(c.String("namesrv"))
@@ -92,7 +141,11 @@ func runRoutes(c *cli.Context) error {
 	var errs []error
 	for _, a := range addrs {
 		var err error
-		if ci, err = namesrv.FetchClusterInfo(ctx, cl, a); err == nil {
+		var sign func(*remoting.Command)
+		if cred != nil {
+			sign = func(req *remoting.Command) { acl.SignRequest(req.Ext, req.Body, cred.AccessKey, cred.SecretKey) }
+		}
+		if ci, err = namesrv.FetchClusterInfo(ctx, cl, a, sign); err == nil {
 			break
 		}
 		errs = append(errs, fmt.Errorf("name server %s: %w", a, err))

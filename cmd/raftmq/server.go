@@ -13,8 +13,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/raftmq/raftmq/acl"
 	"github.com/raftmq/raftmq/broker"
-	"github.com/raftmq/raftmq/broker/auth"
 	brokerremoting "github.com/raftmq/raftmq/broker/remoting"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/election"
@@ -262,7 +262,7 @@ func runServer(c *cli.Context) error {
 	if err := cfg.TLS.Validate(); err != nil {
 		return err
 	}
-	authMode, err := auth.ParseMode(c.String("auth"))
+	authMode, err := acl.ParseMode(c.String("auth"))
 	if err != nil {
 		return fmt.Errorf("--auth: %w", err)
 	}

@@ -1,4 +1,4 @@
-package auth
+package acl
 
 import (
 	"crypto/aes"

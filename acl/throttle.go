@@ -1,4 +1,4 @@
-package auth
+package acl
 
 import (
 	"net"
@@ -31,7 +31,9 @@ type bucket struct {
 	at     time.Time
 }
 
-type throttle struct {
+// Throttle is a token bucket per client host (ThrottleConfig). It is safe
+// for concurrent use.
+type Throttle struct {
 	burst float64
 	every time.Duration
 
@@ -40,21 +42,22 @@ type throttle struct {
 	n  atomic.Int64 // len(m): a request takes no lock while no address owes anything
 }
 
-func newThrottle(c ThrottleConfig) *throttle {
+// NewThrottle returns a Throttle; a zero c is DefaultThrottle.
+func NewThrottle(c ThrottleConfig) *Throttle {
 	if c.Burst <= 0 || c.Every <= 0 {
 		c = DefaultThrottle
 	}
-	return &throttle{burst: float64(c.Burst), every: c.Every, m: map[string]*bucket{}}
+	return &Throttle{burst: float64(c.Burst), every: c.Every, m: map[string]*bucket{}}
 }
 
 // level returns b's tokens at now.
-func (t *throttle) level(b *bucket, now time.Time) float64 {
+func (t *Throttle) level(b *bucket, now time.Time) float64 {
 	return min(t.burst, b.tokens+float64(now.Sub(b.at))/float64(t.every))
 }
 
-// slowed reports whether host has no token left, and how long until it
+// Slowed reports whether host has no token left, and how long until it
 // has one.
-func (t *throttle) slowed(host string, now time.Time) (time.Duration, bool) {
+func (t *Throttle) Slowed(host string, now time.Time) (time.Duration, bool) {
 	if t.n.Load() == 0 {
 		return 0, false
 	}
@@ -75,8 +78,8 @@ func (t *throttle) slowed(host string, now time.Time) (time.Duration, bool) {
 	return time.Duration((1 - l) * float64(t.every)), true
 }
 
-// take spends one of host's tokens (a failed verification).
-func (t *throttle) take(host string, now time.Time) {
+// Take spends one of host's tokens (a failed verification).
+func (t *Throttle) Take(host string, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	b, ok := t.m[host]
@@ -91,9 +94,9 @@ func (t *throttle) take(host string, now time.Time) {
 	b.tokens, b.at = max(0, t.level(b, now)-1), now
 }
 
-// emptyCount counts the addresses without a token at now (and forgets the
+// EmptyCount counts the addresses without a token at now (and forgets the
 // ones whose bucket has refilled).
-func (t *throttle) emptyCount(now time.Time) int {
+func (t *Throttle) EmptyCount(now time.Time) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pruneLocked(now)
@@ -106,7 +109,7 @@ func (t *throttle) emptyCount(now time.Time) int {
 	return n
 }
 
-func (t *throttle) pruneLocked(now time.Time) {
+func (t *Throttle) pruneLocked(now time.Time) {
 	for h, b := range t.m {
 		if t.level(b, now) >= t.burst {
 			delete(t.m, h)
@@ -118,17 +121,20 @@ func (t *throttle) pruneLocked(now time.Time) {
 	t.n.Store(int64(len(t.m)))
 }
 
-func (t *throttle) deleteLocked(host string) {
+func (t *Throttle) deleteLocked(host string) {
 	delete(t.m, host)
 	t.n.Store(int64(len(t.m)))
 }
 
-// addrHost is the host of a client address ("10.0.0.1:53211" ->
+// AddrHost is the host of a client address ("10.0.0.1:53211" ->
 // "10.0.0.1"): the throttle counts per host, whatever port a client comes
 // from.
-func addrHost(addr string) string {
+func AddrHost(addr string) string {
 	if h, _, err := net.SplitHostPort(addr); err == nil {
 		return h
 	}
 	return addr
 }
+
+// Remembered is how many hosts the throttle holds a bucket for.
+func (t *Throttle) Remembered() int { return int(t.n.Load()) }
