@@ -42,10 +42,8 @@ type txnService struct {
 }
 
 func (s *txnService) endTransaction(ctx context.Context, c EndTransactionCall) error {
-	_, err := forward(ctx, s.b.ID(), s.peers, func() (struct{}, error) {
-		return struct{}{}, s.b.EndTransaction(ctx, broker.TxnEnd{ID: c.ID, Topic: c.Topic, ProducerGroup: c.ProducerGroup, Decision: c.Decision})
 	_, err := forward(ctx, s.b, s.peers, func() (struct{}, error) {
-		return struct{}{}, s.b.EndTransaction(ctx, c.ID, c.ProducerGroup, c.Decision)
+		return struct{}{}, s.b.EndTransaction(ctx, broker.TxnEnd{ID: c.ID, Topic: c.Topic, ProducerGroup: c.ProducerGroup, Decision: c.Decision})
 	}, func(ctx context.Context, cc grpc.ClientConnInterface) (struct{}, error) {
 		return struct{}{}, EndTransaction(ctx, cc, c)
 	})
