@@ -30,12 +30,12 @@ func TestAPIAuthEnforcing(t *testing.T) {
 	c := newCluster(t, 3, func(i int, cfg *server.Config) {
 		cfg.Auth = server.AuthConfig{Mode: acl.Enforcing, Key: key, AdminUser: "root", AdminSecret: []byte("root-secret")}
 	})
-	l := c.leader()
+	l := c.Leader()
 	fo := (l + 1) % 3
 	ctx := ctxT(t, 60*time.Second)
 	as := func(ak, secret string, node int) *client.Client {
 		cfg := client.DefaultConfig()
-		cfg.Servers = []string{c.cfgs[node].Listen}
+		cfg.Servers = []string{c.Config(node).Listen}
 		cfg.RetryTimeout = 10 * time.Second
 		if ak != "" {
 			cfg.Credentials = &client.Credentials{AccessKey: ak, SecretKey: []byte(secret)}
@@ -48,7 +48,7 @@ func TestAPIAuthEnforcing(t *testing.T) {
 		return cl
 	}
 	root := as("root", "root-secret", fo)
-	waitFor(t, 10*time.Second, "the first admin", func() bool { _, ok := c.nodes[fo].Store().User("root"); return ok })
+	waitFor(t, 10*time.Second, "the first admin", func() bool { _, ok := c.Node(fo).Store().User("root"); return ok })
 	for _, call := range []api.UsersCall{
 		{Op: api.UsersAdd, User: "u1", Secret: "u1-secret"},
 		{Op: api.UsersGrant, User: "u1", Resource: "topic:orders", Actions: "publish,subscribe"},
@@ -64,7 +64,7 @@ func TestAPIAuthEnforcing(t *testing.T) {
 		t.Fatalf("admin creates a topic: %v", err)
 	}
 	u1 := as("u1", "u1-secret", fo)
-	waitFor(t, 10*time.Second, "u1 on the follower", func() bool { _, ok := c.nodes[fo].Store().User("u1"); return ok })
+	waitFor(t, 10*time.Second, "u1 on the follower", func() bool { _, ok := c.Node(fo).Store().User("u1"); return ok })
 	if _, err := u1.NewProducer().Send(ctx, "orders", client.Message{Body: []byte("hi")}); err != nil {
 		t.Fatalf("u1 produces to orders through a follower: %v", err)
 	}
@@ -76,7 +76,7 @@ func TestAPIAuthEnforcing(t *testing.T) {
 	}
 	_, err := u1.NewProducer().Send(ctx, "payments", client.Message{Body: []byte("hi")})
 	refused("u1 produces to payments", err, codes.PermissionDenied, "user u1 may not publish to topic payments")
-	refused("u1 removes a member", u1.RemoveMember(ctx, c.cfgs[l].Raft.ID, false), codes.PermissionDenied, "user u1 may not administer the cluster")
+	refused("u1 removes a member", u1.RemoveMember(ctx, c.Config(l).Raft.ID, false), codes.PermissionDenied, "user u1 may not administer the cluster")
 	_, err = u1.TransferLeader(ctx, "")
 	refused("u1 transfers leadership", err, codes.PermissionDenied, "administer the cluster")
 	_, err = u1.ResetGroup(ctx, &api.ResetGroupRequest{Group: "cg", Topic: "orders", To: "earliest"})
@@ -90,7 +90,7 @@ func TestAPIAuthEnforcing(t *testing.T) {
 	// Node-to-node calls (state polling) pass: every node sees every other
 	// as healthy.
 	waitFor(t, 10*time.Second, "every node healthy", func() bool {
-		st, err := root.StatusOf(ctx, c.cfgs[fo].Listen)
+		st, err := root.StatusOf(ctx, c.Config(fo).Listen)
 		if err != nil || len(st.Nodes) != 3 {
 			return false
 		}
@@ -101,7 +101,7 @@ func TestAPIAuthEnforcing(t *testing.T) {
 		}
 		return true
 	})
-	if got := testutilCount(c.nodes[l].Authorizer().Refusals(acl.Enforcing, auth.ReasonNotNode)); got != 0 {
+	if got := testutilCount(c.Node(l).Authorizer().Refusals(acl.Enforcing, auth.ReasonNotNode)); got != 0 {
 		t.Errorf("node-to-node calls refused on the leader: %v", got)
 	}
 }
@@ -126,7 +126,7 @@ func TestAPIAuthWithTLS(t *testing.T) {
 		cfg.TLS = tlsconf.Config{Mode: tlsconf.Enforcing, CertFile: p.CertFile, KeyFile: p.KeyFile, CAFile: ca.CAFile}
 		cfg.Auth = server.AuthConfig{Mode: acl.Enforcing, Key: key, AdminUser: "root", AdminSecret: []byte("root-secret")}
 	})
-	l := c.leader()
+	l := c.Leader()
 	fo := (l + 1) % 3
 	trust, err := tlsconf.ClientFiles(ca.CAFile, "", "", "")
 	if err != nil {
@@ -134,7 +134,7 @@ func TestAPIAuthWithTLS(t *testing.T) {
 	}
 	ctx := ctxT(t, 60*time.Second)
 	as := func(ak, secret string) *client.Client {
-		cl, err := client.New(client.Config{Servers: []string{c.cfgs[fo].Listen}, TLS: trust, RetryTimeout: 10 * time.Second,
+		cl, err := client.New(client.Config{Servers: []string{c.Config(fo).Listen}, TLS: trust, RetryTimeout: 10 * time.Second,
 			Credentials: &client.Credentials{AccessKey: ak, SecretKey: []byte(secret)}})
 		if err != nil {
 			t.Fatal(err)
@@ -143,7 +143,7 @@ func TestAPIAuthWithTLS(t *testing.T) {
 		return cl
 	}
 	root := as("root", "root-secret")
-	waitFor(t, 10*time.Second, "the first admin", func() bool { _, ok := c.nodes[fo].Store().User("root"); return ok })
+	waitFor(t, 10*time.Second, "the first admin", func() bool { _, ok := c.Node(fo).Store().User("root"); return ok })
 	if _, err := root.Users(ctx, api.UsersCall{Op: api.UsersAdd, User: "u1", Secret: "u1-secret"}); err != nil {
 		t.Fatalf("admin without a client certificate adds a user: %v", err)
 	}
@@ -154,7 +154,7 @@ func TestAPIAuthWithTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	u1 := as("u1", "u1-secret")
-	waitFor(t, 10*time.Second, "u1 on the follower", func() bool { _, ok := c.nodes[fo].Store().User("u1"); return ok })
+	waitFor(t, 10*time.Second, "u1 on the follower", func() bool { _, ok := c.Node(fo).Store().User("u1"); return ok })
 	if _, err := u1.NewProducer().Send(ctx, "secure", client.Message{Body: []byte("x")}); err != nil {
 		t.Fatalf("u1 produces through a follower over TLS: %v", err)
 	}
@@ -171,9 +171,9 @@ func TestAPIAuthPermissive(t *testing.T) {
 	c := newCluster(t, 3, func(i int, cfg *server.Config) {
 		cfg.Auth = server.AuthConfig{Mode: acl.Permissive, Key: key}
 	})
-	l := c.leader()
+	l := c.Leader()
 	fo := (l + 1) % 3
-	cl, err := client.New(client.Config{Servers: []string{c.cfgs[fo].Listen}})
+	cl, err := client.New(client.Config{Servers: []string{c.Config(fo).Listen}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,13 +189,13 @@ func TestAPIAuthPermissive(t *testing.T) {
 	// follower forwards: either way only the node the client reached
 	// counts, and the leader never counts a forwarded call.
 	var counted float64
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes() {
 		counted += testutilCount(n.Authorizer().Refusals(acl.Permissive, auth.ReasonNoCredentials))
 	}
 	if counted < 2 {
 		t.Errorf("permissive counted %v calls without credentials, want at least 2", counted)
 	}
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes() {
 		if got := testutilCount(n.Authorizer().Refusals(acl.Permissive, auth.ReasonNotNode)) + testutilCount(n.Authorizer().Refusals(acl.Permissive, auth.ReasonBadSignature)); got != 0 {
 			t.Errorf("node-to-node calls counted as refusals: %v", got)
 		}
@@ -213,12 +213,12 @@ func TestUsersNeedACertificateUnlessAuthEnforcing(t *testing.T) {
 		cfg.TLS = tlsconf.Config{Mode: tlsconf.Enforcing, CertFile: p.CertFile, KeyFile: p.KeyFile, CAFile: ca.CAFile}
 		cfg.Auth = server.AuthConfig{Mode: acl.Permissive, Key: bytes.Repeat([]byte("k"), 32), AdminUser: "root", AdminSecret: []byte("root-secret")}
 	})
-	c.leader()
+	c.Leader()
 	trust, err := tlsconf.ClientFiles(ca.CAFile, "", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.New(client.Config{Servers: c.addrs(), TLS: trust, RetryTimeout: 10 * time.Second,
+	cl, err := client.New(client.Config{Servers: c.Addrs(), TLS: trust, RetryTimeout: 10 * time.Second,
 		Credentials: &client.Credentials{AccessKey: "root", SecretKey: []byte("root-secret")}})
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,8 @@ import (
 
 func TestProducePullEveryNode(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
-	b := c.nodes[l].Broker()
+	l := c.Leader()
+	b := c.Node(l).Broker()
 	ctx := ctxT(t, 30*time.Second)
 	if _, err := b.CreateTopic(ctx, "orders", 2, false); err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func TestProducePullEveryNode(t *testing.T) {
 		t.Fatalf("retry: %+v %v", res, err)
 	}
 	q := int32(res.Acks[0].Queue)
-	for i, s := range c.nodes {
+	for i, s := range c.Nodes() {
 		waitFor(t, 10*time.Second, "replication", func() bool {
 			r, err := s.Broker().Pull(ctx, broker.PullRequest{Topic: "orders", Queue: q, Offset: 0, MaxMessages: 100})
 			return err == nil && len(r.Messages) == 10

@@ -61,11 +61,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		cfg.HTTP = freeAddr(t)
 		cfg.Broker.HTTPAddr = cfg.HTTP
 	})
-	l := c.leader()
-	leaderID := c.cfgs[l].Raft.ID
+	l := c.Leader()
+	leaderID := c.Config(l).Raft.ID
 	// The page switches to the HTTP addresses it learns from Status.
 	waitFor(t, 10*time.Second, "every node's HTTP address in status", func() bool {
-		st, err := c.nodes[l].Broker().Status()
+		st, err := c.Node(l).Broker().Status()
 		if err != nil || len(st.Nodes) != 3 {
 			return false
 		}
@@ -86,7 +86,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	opened := time.Now()
-	page, err := br.Open(ctx, "http://"+c.cfgs[l].HTTP+"/", 1280, 800)
+	page, err := br.Open(ctx, "http://"+c.Config(l).HTTP+"/", 1280, 800)
 	if err != nil {
 		t.Fatalf("open the console: %v\n%s", err, blog.String())
 	}
@@ -129,9 +129,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	shows := func() bool {
 		v = view()
 		ready := ""
-		for i, s := range c.nodes {
+		for i, s := range c.Nodes() {
 			if s != nil && s.Node().Ready() {
-				ready = c.cfgs[i].Raft.ID
+				ready = c.Config(i).Raft.ID
 			}
 		}
 		if ready == "" || v.Leader != ready || v.LeaderRow != ready || v.Rows[ready] != "leader" ||
@@ -153,15 +153,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if leaderID != c.cfgs[l].Raft.ID {
+	if leaderID != c.Config(l).Raft.ID {
 		t.Logf("leadership moved to %s before the page showed it (a loaded machine)", leaderID)
 	}
-	if !strings.Contains(v.Source, c.cfgs[l].HTTP) || strings.Contains(v.SourceClass, "switched") {
+	if !strings.Contains(v.Source, c.Config(l).HTTP) || strings.Contains(v.SourceClass, "switched") {
 		t.Fatalf("the page does not say it is live from the node it was loaded from: %+v", v)
 	}
 
 	// Messages produced on the leader show as its produce rate.
-	b := c.nodes[l].Broker()
+	b := c.Node(l).Broker()
 	if _, err := b.CreateTopic(ctx, "orders", 2, false); err != nil {
 		t.Fatal(err)
 	}
@@ -196,13 +196,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Logf("page showed %.1f msg/s produced (%d requests of 20 sent)", v.ProduceRate, <-produced)
 
 	// Stop the page's node, the leader, under the open page.
-	if !c.nodes[l].Node().Ready() {
+	if !c.Node(l).Node().Ready() {
 		t.Logf("%s no longer leads (an election on a loaded machine); stopping it all the same", leaderID)
 	}
-	c.stop(l, false)
+	c.Kill(l)
 	stopped := time.Now()
-	nl := c.leaderExcept(l)
-	newID := c.cfgs[nl].Raft.ID
+	nl := c.LeaderExcept(l)
+	newID := c.Config(nl).Raft.ID
 	elected := time.Since(stopped)
 	waitFor(t, 20*time.Second, "the page to show the new leader "+newID, func() bool { v = view(); return v.Leader == newID })
 	shown := time.Since(stopped)
@@ -220,8 +220,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	if len(v.Timeline) < 2 || v.Timeline[0] != newID || !contains(v.Timeline[1:], leaderID) {
 		t.Fatalf("the timeline does not show the change from %s to %s: %+v", leaderID, newID, v)
 	}
-	if !strings.Contains(v.SourceClass, "switched") || !strings.Contains(v.Source, c.cfgs[l].HTTP) {
-		t.Fatalf("the page does not say it switched away from %s (%s): %+v", leaderID, c.cfgs[l].HTTP, v)
+	if !strings.Contains(v.SourceClass, "switched") || !strings.Contains(v.Source, c.Config(l).HTTP) {
+		t.Fatalf("the page does not say it switched away from %s (%s): %+v", leaderID, c.Config(l).HTTP, v)
 	}
 	t.Logf("page says: %s", v.Source)
 	screenshot(ctx, t, page, "failover.png")

@@ -79,8 +79,8 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 		cfg.SegmentMB = 1 // entries soon sit in sealed segments
 	})
 	ctx := ctxT(t, 4*time.Minute)
-	l := c.leader()
-	if _, err := c.nodes[l].Broker().CreateTopic(ctx, "t", 1, false); err != nil {
+	l := c.Leader()
+	if _, err := c.Node(l).Broker().CreateTopic(ctx, "t", 1, false); err != nil {
 		t.Fatal(err)
 	}
 	// 400 entries of 8 KiB: more than raft's cache of 256 entries, over
@@ -100,24 +100,23 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 		}
 	}
 	const bad = 5
-	l = c.leader()
-	seg := flipSealedBody(t, c.cfgs[l].DataDir, fmt.Sprintf("msg-%05d-", bad))
-	t.Logf("flipped a body byte of offset %d in %s of leader %s", bad, filepath.Base(seg), c.cfgs[l].Raft.ID)
+	l = c.Leader()
+	seg := flipSealedBody(t, c.Config(l).DataDir, fmt.Sprintf("msg-%05d-", bad))
+	t.Logf("flipped a body byte of offset %d in %s of leader %s", bad, filepath.Base(seg), c.Config(l).Raft.ID)
 
 	// Remove a follower, wipe it and add it back empty.
 	f := (l + 1) % 3
-	fid := c.cfgs[f].Raft.ID
-	if err := c.nodes[l].Broker().RemoveMember(ctx, fid, true); err != nil {
+	fid := c.Config(f).Raft.ID
+	if err := c.Node(l).Broker().RemoveMember(ctx, fid, true); err != nil {
 		t.Fatalf("remove %s: %v", fid, err)
 	}
-	c.stop(f, false)
-	c.cfgs[f].DataDir = t.TempDir()
-	c.cfgs[f].Raft.Peers = nil
-	c.start(f)
+	c.Kill(f)
+	c.Reconfigure(f, func(cfg *server.Config) { cfg.DataDir, cfg.Raft.Peers = t.TempDir(), nil })
+	c.Restart(f)
 	for {
-		ld := c.nodes[c.leader()].Broker()
+		ld := c.Node(c.Leader()).Broker()
 		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		_, err := ld.AddMember(actx, fid, c.cfgs[f].Raft.BindAddr)
+		_, err := ld.AddMember(actx, fid, c.Config(f).Raft.BindAddr)
 		cancel()
 		if err == nil {
 			break
@@ -131,24 +130,24 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 
 	// The damaged leader stopped leading and is marked damaged.
 	waitFor(t, 30*time.Second, "the damaged node to be marked and to hand leadership over", func() bool {
-		d, ok := c.nodes[l].Broker().Damaged()
-		return ok && d.Index > 0 && c.nodes[l].Node().Role() != election.Leader
+		d, ok := c.Node(l).Broker().Damaged()
+		return ok && d.Index > 0 && c.Node(l).Node().Role() != election.Leader
 	})
-	if d, _ := c.nodes[l].Broker().Damaged(); d.Source != "log" {
+	if d, _ := c.Node(l).Broker().Damaged(); d.Source != "log" {
 		t.Errorf("damage %+v, want found in the log", d)
 	}
-	nl := c.leaderExcept(l)
-	t.Logf("new leader %s", c.cfgs[nl].Raft.ID)
+	nl := c.LeaderExcept(l)
+	t.Logf("new leader %s", c.Config(nl).Raft.ID)
 	waitFor(t, 30*time.Second, "the new follower to apply everything", func() bool {
-		return c.nodes[f].Store().Applied() >= c.nodes[nl].Store().Applied()
+		return c.Node(f).Store().Applied() >= c.Node(nl).Store().Applied()
 	})
 	waitFor(t, 10*time.Second, "status on the new leader to show the damaged node", func() bool {
-		st, err := c.nodes[nl].Broker().Status()
+		st, err := c.Node(nl).Broker().Status()
 		if err != nil {
 			return false
 		}
 		for _, ns := range st.Nodes {
-			if ns.ID == c.cfgs[l].Raft.ID {
+			if ns.ID == c.Config(l).Raft.ID {
 				return ns.Damaged && !ns.Healthy && strings.Contains(ns.DamagedReason, "member remove")
 			}
 		}
@@ -156,7 +155,7 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 	})
 
 	// Pinned pulls of every offset from every node, over the wire.
-	for i, cfg := range c.cfgs {
+	for i, cfg := range c.Configs() {
 		conn, err := grpc.NewClient(cfg.Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
@@ -183,7 +182,7 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 				}
 				served++
 			case api.PullStatus_PULL_STATUS_RETRY_ELSEWHERE:
-				if r.Suggestion == nil || r.Suggestion.NodeId == cfg.Raft.ID || r.Suggestion.NodeId == c.cfgs[l].Raft.ID {
+				if r.Suggestion == nil || r.Suggestion.NodeId == cfg.Raft.ID || r.Suggestion.NodeId == c.Config(l).Raft.ID {
 					t.Fatalf("node %s offset %d: retry elsewhere with suggestion %v", cfg.Raft.ID, off, r.Suggestion)
 				}
 			default:
@@ -201,16 +200,16 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 	// The re-added follower holds the good entry: its log was never sent
 	// the damaged one.
 	idx := func(i int) uint64 {
-		locs, _, err := c.nodes[i].Store().Locate("t", 0, bad, 1)
+		locs, _, err := c.Node(i).Store().Locate("t", 0, bad, 1)
 		if err != nil || len(locs) == 0 {
 			t.Fatalf("locate offset %d on node %d: %v", bad, i, err)
 		}
 		return locs[0].LogIndex
 	}
-	if data, err := c.nodes[f].RaftLog().Read(idx(f)); err != nil || !bytes.Contains(data, []byte(bodies[bad])) {
+	if data, err := c.Node(f).RaftLog().Read(idx(f)); err != nil || !bytes.Contains(data, []byte(bodies[bad])) {
 		t.Fatalf("re-added follower's entry for offset %d: %v", bad, err)
 	}
-	if _, err := c.nodes[l].RaftLog().Read(idx(l)); !errors.Is(err, raftlog.ErrCorrupt) {
+	if _, err := c.Node(l).RaftLog().Read(idx(l)); !errors.Is(err, raftlog.ErrCorrupt) {
 		t.Fatalf("damaged node's entry: %v, want ErrCorrupt", err)
 	}
 
@@ -218,23 +217,23 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 	// stop the healthy node that is not the leader, and the group still
 	// commits with the leader and the damaged node.
 	other := 3 - l - nl
-	c.stop(other, false)
+	c.Kill(other)
 	if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "t", ProducerID: "corrupt-test", Seq: n + 1,
 		Messages: []broker.ProduceMessage{{Body: []byte("after")}}}); err != nil {
 		t.Fatalf("produce with the damaged node as the second voter: %v", err)
 	}
-	if c.nodes[l].Node().Role() == election.Leader {
+	if c.Node(l).Node().Role() == election.Leader {
 		t.Fatal("the damaged node leads")
 	}
 
 	// Restarted, the damaged node refuses to start, naming the entry and
 	// the repair steps.
-	c.stop(l, true)
-	if s, err := server.Start(c.cfgs[l]); err == nil {
+	c.Stop(l)
+	if s, err := server.Start(c.Config(l)); err == nil {
 		s.Kill()
 		t.Fatal("the damaged node started")
 	} else if want := fmt.Sprintf("log index %d", idx(nl)); !strings.Contains(err.Error(), want) ||
-		!strings.Contains(err.Error(), "member remove "+c.cfgs[l].Raft.ID+" --force") || !strings.Contains(err.Error(), "member add") {
+		!strings.Contains(err.Error(), "member remove "+c.Config(l).Raft.ID+" --force") || !strings.Contains(err.Error(), "member add") {
 		t.Fatalf("start of the damaged node: %v\nwant it to name %q and the repair steps", err, want)
 	}
 }
@@ -244,26 +243,26 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 // other healthy node is elected with its vote, and it never leads itself.
 func TestDamagedNodeVotesButNeverLeads(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
+	l := c.Leader()
 	d := (l + 1) % 3
-	c.nodes[d].Node().NeverCampaign()
-	c.stop(l, false)
-	nl := c.leaderExcept(l)
+	c.Node(d).Node().NeverCampaign()
+	c.Kill(l)
+	nl := c.LeaderExcept(l)
 	if nl == d {
 		t.Fatal("the node that does not campaign was elected")
 	}
 	// Without the old leader, the new one needs the damaged node's acks.
 	ctx := ctxT(t, time.Minute)
-	if _, err := c.nodes[nl].Broker().CreateTopic(ctx, "t", 1, false); err != nil {
+	if _, err := c.Node(nl).Broker().CreateTopic(ctx, "t", 1, false); err != nil {
 		t.Fatal(err)
 	}
 	// Kill the new leader too: the damaged node alone never takes over.
-	c.stop(nl, false)
+	c.Kill(nl)
 	time.Sleep(2 * time.Second)
-	if r := c.nodes[d].Node().Role(); r == election.Leader {
+	if r := c.Node(d).Node().Role(); r == election.Leader {
 		t.Fatalf("the node that does not campaign became %s", r)
 	}
-	if term := c.nodes[d].Node().Stats().Term; term > 10 {
+	if term := c.Node(d).Node().Stats().Term; term > 10 {
 		t.Errorf("term rose to %d: failed campaigns must not raise it (pre-vote)", term)
 	}
 }
@@ -281,8 +280,8 @@ func TestDamagedStateMachineHandsOverLeadership(t *testing.T) {
 		cfg.Broker.RetentionCheck = 200 * time.Millisecond
 	})
 	ctx := ctxT(t, 3*time.Minute)
-	l := c.leader()
-	if _, err := c.nodes[l].Broker().CreateTopic(ctx, "t", 1, false); err != nil {
+	l := c.Leader()
+	if _, err := c.Node(l).Broker().CreateTopic(ctx, "t", 1, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.produce(ctx, broker.ProduceRequest{Topic: "t", Messages: []broker.ProduceMessage{{Body: []byte("first")}}}); err != nil {
@@ -292,17 +291,17 @@ func TestDamagedStateMachineHandsOverLeadership(t *testing.T) {
 	// memory, say), as if raft handed it the next entry.
 	bad := raftlog.EncodeBatch(&raftlog.Request{Topic: "t", Messages: []raftlog.Message{{Body: []byte("rotten")}}})
 	bad[len(bad)-1] ^= 0x01
-	fsm := c.nodes[l].Store()
+	fsm := c.Node(l).Store()
 	fsm.ApplyUnreplicated(fsm.Applied()+1, bad)
 	frozen := fsm.Applied()
 
 	waitFor(t, 20*time.Second, "the damaged leader to be marked and hand leadership over", func() bool {
-		d, ok := c.nodes[l].Broker().Damaged()
-		return ok && d.Source == "state machine" && c.nodes[l].Node().Role() != election.Leader
+		d, ok := c.Node(l).Broker().Damaged()
+		return ok && d.Source == "state machine" && c.Node(l).Node().Role() != election.Leader
 	})
-	nl := c.leaderExcept(l)
+	nl := c.LeaderExcept(l)
 	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + c.cfgs[l].HTTP + path)
+		resp, err := http.Get("http://" + c.Config(l).HTTP + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,17 +325,17 @@ func TestDamagedStateMachineHandsOverLeadership(t *testing.T) {
 	if got := fsm.Applied(); got != frozen {
 		t.Errorf("the damaged FSM went on applying: %d, stopped at %d", got, frozen)
 	}
-	if _, err := c.nodes[l].Node().Snapshot(); err == nil {
+	if _, err := c.Node(l).Node().Snapshot(); err == nil {
 		t.Error("the damaged node took a snapshot")
 	}
-	res, err := c.nodes[l].Broker().Pull(ctx, broker.PullRequest{Topic: "t", Queue: 0, Offset: 0})
+	res, err := c.Node(l).Broker().Pull(ctx, broker.PullRequest{Topic: "t", Queue: 0, Offset: 0})
 	if err != nil && !errors.Is(err, broker.ErrUnavailable) {
 		t.Fatalf("pull on the damaged node: %v, want a suggestion or ErrUnavailable", err)
 	}
-	if err == nil && (res.Status != broker.PullRetryElsewhere || len(res.Messages) > 0 || res.Suggestion.NodeID != c.cfgs[nl].Raft.ID) {
-		t.Fatalf("pull on the damaged node: %+v, want a suggestion to the leader %s", res, c.cfgs[nl].Raft.ID)
+	if err == nil && (res.Status != broker.PullRetryElsewhere || len(res.Messages) > 0 || res.Suggestion.NodeID != c.Config(nl).Raft.ID) {
+		t.Fatalf("pull on the damaged node: %+v, want a suggestion to the leader %s", res, c.Config(nl).Raft.ID)
 	}
 	waitFor(t, 30*time.Second, "retention on the new leader despite the damaged follower", func() bool {
-		return c.nodes[nl].Store().LogFloor() > 0
+		return c.Node(nl).Store().LogFloor() > 0
 	})
 }

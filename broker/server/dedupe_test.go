@@ -29,7 +29,7 @@ func bodies(bs ...string) []broker.ProduceMessage {
 // (the error when it does not know the topic yet).
 func (c *cluster) ranges(t *testing.T, i int, topic string) string {
 	t.Helper()
-	ti, err := c.nodes[i].Broker().Topic(topic)
+	ti, err := c.Node(i).Broker().Topic(topic)
 	if err != nil {
 		return err.Error()
 	}
@@ -41,7 +41,7 @@ func (c *cluster) ranges(t *testing.T, i int, topic string) string {
 func (c *cluster) checkAcksHold(ctx context.Context, t *testing.T, i int, topic string, acks []store.Ack, want []string) {
 	t.Helper()
 	for j, a := range acks {
-		r, err := c.nodes[i].Broker().Pull(ctx, broker.PullRequest{Topic: topic, Queue: int32(a.Queue), Offset: a.Offset, MaxMessages: 1})
+		r, err := c.Node(i).Broker().Pull(ctx, broker.PullRequest{Topic: topic, Queue: int32(a.Queue), Offset: a.Offset, MaxMessages: 1})
 		if err != nil || len(r.Messages) != 1 || string(r.Messages[0].Body) != want[j] || r.Messages[0].ID != a.ID {
 			t.Fatalf("node %d: ack %+v does not hold %q: %+v %v", i, a, want[j], r.Messages, err)
 		}
@@ -57,9 +57,9 @@ func (c *cluster) checkAcksHold(ctx context.Context, t *testing.T, i int, topic 
 // refusal is InvalidArgument with the SEQUENCE_REUSED reason.
 func TestReusedSequenceRefusedThroughRaft(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
+	l := c.Leader()
 	ctx := ctxT(t, 90*time.Second)
-	if _, err := c.nodes[l].Broker().CreateTopic(ctx, "dd", 4, false); err != nil {
+	if _, err := c.Node(l).Broker().CreateTopic(ctx, "dd", 4, false); err != nil {
 		t.Fatal(err)
 	}
 	orig := broker.ProduceRequest{Topic: "dd", ProducerID: "reuser", Seq: 1, Messages: bodies("first", "second")}
@@ -89,7 +89,7 @@ func TestReusedSequenceRefusedThroughRaft(t *testing.T) {
 
 	// Over gRPC, at the leader and forwarded by a follower.
 	for _, i := range []int{l, (l + 1) % 3} {
-		cc, err := api.Dial(c.cfgs[i].Listen)
+		cc, err := api.Dial(c.Config(i).Listen)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestReusedSequenceRefusedThroughRaft(t *testing.T) {
 		}
 	}
 
-	for i := range c.nodes {
+	for i := range c.Nodes() {
 		waitFor(t, 20*time.Second, "every node to apply the refusals", func() bool { return c.ranges(t, i, "dd") == before })
 		c.checkAcksHold(ctx, t, i, "dd", first.Acks, []string{"first", "second"})
 	}
@@ -120,10 +120,10 @@ func TestReusedSequenceRefusedThroughRaft(t *testing.T) {
 	}
 
 	// After a leadership transfer the new leader knows both.
-	if _, _, err := c.nodes[l].Broker().TransferLeader(ctx, ""); err != nil {
+	if _, _, err := c.Node(l).Broker().TransferLeader(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	nl := c.leaderExcept(l)
+	nl := c.LeaderExcept(l)
 	again, err = c.produce(ctx, orig)
 	if err != nil || !again.Duplicate || fmt.Sprint(again.Acks) != fmt.Sprint(first.Acks) {
 		t.Fatalf("retry on the new leader %d: %+v %v; want dup=true with %v", nl, again, err, first.Acks)

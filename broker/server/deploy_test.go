@@ -35,8 +35,8 @@ func TestDeployedQueriesUseExistingMetrics(t *testing.T) {
 	}
 
 	c := newCluster(t, 3, nil)
-	c.leader()
-	cl := c.client(t)
+	c.Leader()
+	cl := c.Client(t)
 	ctx := ctxT(t, 60*time.Second)
 	if _, err := cl.CreateTopic(ctx, "ops", 2, false); err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestDeployedQueriesUseExistingMetrics(t *testing.T) {
 	// of its followers and the replicated commit.
 	have := map[string]bool{}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		for _, s := range c.nodes {
+		for _, s := range c.Nodes() {
 			mfs, err := s.Broker().Registry().Gather()
 			if err != nil {
 				t.Fatal(err)

@@ -225,8 +225,8 @@ func TestPartitionedLeaderAcknowledgesNothing(t *testing.T) {
 
 func TestFollowerReadsWhenLeaderLoaded(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
-	cl := c.client(t)
+	l := c.Leader()
+	cl := c.Client(t)
 	ctx := ctxT(t, 60*time.Second)
 	if _, err := cl.CreateTopic(ctx, "r", 2, false); err != nil {
 		t.Fatal(err)
@@ -237,11 +237,11 @@ func TestFollowerReadsWhenLeaderLoaded(t *testing.T) {
 	waitFor(t, 30*time.Second, "300 acks", func() bool { return h.count() >= 300 })
 	close(stop)
 	wg.Wait()
-	leaderID := c.nodes[l].Node().ID()
-	c.nodes[l].Broker().SetLoadOverride(1)
+	leaderID := c.Node(l).Node().ID()
+	c.Node(l).Broker().SetLoadOverride(1)
 	// Wait until the leader has heard from its followers.
 	waitFor(t, 10*time.Second, "followers seen healthy", func() bool {
-		st, err := c.nodes[l].Broker().Status()
+		st, err := c.Node(l).Broker().Status()
 		if err != nil {
 			return false
 		}
@@ -262,9 +262,9 @@ func TestFollowerReadsWhenLeaderLoaded(t *testing.T) {
 	t.Logf("served by: %v", served)
 
 	// A follower dies: reads carry on (from the other follower or the leader).
-	for i := range c.nodes {
+	for i := range c.Nodes() {
 		if i != l {
-			c.stop(i, false)
+			c.Kill(i)
 			break
 		}
 	}
@@ -283,8 +283,8 @@ func TestConsumerGroupBalancesQueues(t *testing.T) {
 		cfg.Broker.HeartbeatInterval = 200 * time.Millisecond
 		cfg.Broker.SessionTimeout = 2 * time.Second
 	})
-	c.leader()
-	cl := c.client(t)
+	c.Leader()
+	cl := c.Client(t)
 	ctx := ctxT(t, 90*time.Second)
 	if _, err := cl.CreateTopic(ctx, "g", 8, false); err != nil {
 		t.Fatal(err)
@@ -387,9 +387,9 @@ func TestConsumerGroupBalancesQueues(t *testing.T) {
 
 func TestRestartAllNodesKeepsEverything(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
+	l := c.Leader()
 	ctx := ctxT(t, 60*time.Second)
-	b := c.nodes[l].Broker()
+	b := c.Node(l).Broker()
 	if _, err := b.CreateTopic(ctx, "d", 2, false); err != nil {
 		t.Fatal(err)
 	}
@@ -404,11 +404,11 @@ func TestRestartAllNodesKeepsEverything(t *testing.T) {
 			first = res
 		}
 	}
-	for i := range c.nodes {
+	for i := range c.Nodes() {
 		c.stop(i, i%2 == 0) // some crash, some stop gracefully
 	}
-	for i := range c.nodes {
-		c.start(i)
+	for i := range c.Nodes() {
+		c.Restart(i)
 	}
 	// The dedupe table survived: a late retry of sequence 7 is not appended again.
 	res, err := c.produce(ctx, broker.ProduceRequest{Topic: "d", ProducerID: "px", Seq: 7,
@@ -417,7 +417,7 @@ func TestRestartAllNodesKeepsEverything(t *testing.T) {
 		t.Fatalf("retry after restart: %+v %v (first %+v)", res, err, first)
 	}
 	q := int32(first.Acks[0].Queue)
-	for i, s := range c.nodes {
+	for i, s := range c.Nodes() {
 		waitFor(t, 20*time.Second, fmt.Sprintf("node %d to serve all 50", i), func() bool {
 			r, err := s.Broker().Pull(ctx, broker.PullRequest{Topic: "d", Queue: q, MaxMessages: 100})
 			return err == nil && len(r.Messages) == 50
@@ -432,9 +432,9 @@ func TestRestartAllNodesKeepsEverything(t *testing.T) {
 // offsets, and the acks paired them with the wrong queues.
 func TestRetryOnNewLeaderGetsSameAcks(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
+	l := c.Leader()
 	ctx := ctxT(t, 60*time.Second)
-	if _, err := c.nodes[l].Broker().CreateTopic(ctx, "rr", 4, false); err != nil {
+	if _, err := c.Node(l).Broker().CreateTopic(ctx, "rr", 4, false); err != nil {
 		t.Fatal(err)
 	}
 	req := broker.ProduceRequest{Topic: "rr", ProducerID: "retrier", Seq: 42}
@@ -446,11 +446,11 @@ func TestRetryOnNewLeaderGetsSameAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Move leadership, and move the new leader's round-robin counter on.
-	if _, _, err := c.nodes[l].Broker().TransferLeader(ctx, ""); err != nil {
+	if _, _, err := c.Node(l).Broker().TransferLeader(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	nl := c.leaderExcept(l)
-	if _, err := c.nodes[nl].Broker().Produce(ctx, broker.ProduceRequest{Topic: "rr",
+	nl := c.LeaderExcept(l)
+	if _, err := c.Node(nl).Broker().Produce(ctx, broker.ProduceRequest{Topic: "rr",
 		Messages: []broker.ProduceMessage{{Body: []byte("other")}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +466,7 @@ func TestRetryOnNewLeaderGetsSameAcks(t *testing.T) {
 	}
 	// And the acks point at the messages.
 	for i, a := range first.Acks {
-		r, err := c.nodes[nl].Broker().Pull(ctx, broker.PullRequest{Topic: "rr", Queue: int32(a.Queue), Offset: a.Offset, MaxMessages: 1})
+		r, err := c.Node(nl).Broker().Pull(ctx, broker.PullRequest{Topic: "rr", Queue: int32(a.Queue), Offset: a.Offset, MaxMessages: 1})
 		if err != nil || len(r.Messages) != 1 || string(r.Messages[0].Body) != fmt.Sprintf("m%d", i) || r.Messages[0].ID != a.ID {
 			t.Fatalf("ack %d %+v does not point at m%d: %+v %v", i, a, i, r.Messages, err)
 		}

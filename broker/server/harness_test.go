@@ -8,24 +8,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
-	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/internal/servertest"
 )
 
-// cluster is an in-process group of real nodes: real raft over loopback TCP,
-// real raft-wal with fsync, in temp dirs. Tests that only find the leader,
-// kill, restart or partition nodes use servertest instead; this one stays
-// for the tests that reach into each node's config and server directly.
+// cluster is a servertest group of real nodes (real raft over loopback
+// TCP, real raft-wal with fsync, in temp dirs), with this package's
+// produce helper.
 type cluster struct {
-	t     *testing.T
-	cfgs  []server.Config
-	nodes []*server.Server
+	*servertest.Cluster
+	t *testing.T
+}
+
+// stop stops node i: gracefully (Close) or as a crash (Kill).
+func (c *cluster) stop(i int, graceful bool) {
+	if graceful {
+		c.Stop(i)
+	} else {
+		c.Kill(i)
+	}
 }
 
 // freeAddr is a 127.0.0.1 address free a moment ago, on a port below the
@@ -48,118 +51,15 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// newCluster starts n nodes; mod, when not nil, changes node i's config
+// before its first start.
 func newCluster(t *testing.T, n int, mod func(i int, c *server.Config)) *cluster {
 	t.Helper()
-	c := &cluster{t: t}
-	var peers []election.Peer
-	raftAddrs := make([]string, n)
-	for i := 0; i < n; i++ {
-		raftAddrs[i] = freeAddr(t)
-		peers = append(peers, election.Peer{ID: fmt.Sprintf("n%d", i+1), Addr: raftAddrs[i]})
+	var opts []servertest.Option
+	if mod != nil {
+		opts = append(opts, servertest.Configure(mod))
 	}
-	for i := 0; i < n; i++ {
-		cfg := server.DefaultConfig()
-		cfg.DataDir = t.TempDir()
-		cfg.Listen = freeAddr(t)
-		cfg.Raft.ID = peers[i].ID
-		cfg.Raft.BindAddr = raftAddrs[i]
-		cfg.Raft.Peers = peers
-		cfg.Broker.StatePeriod = 50 * time.Millisecond
-		cfg.Broker.ClientAddr = cfg.Listen
-		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: peers[i].ID, Level: hclog.Info, Output: testWriter{t}})
-		if mod != nil {
-			mod(i, &cfg)
-		}
-		c.cfgs = append(c.cfgs, cfg)
-	}
-	c.nodes = make([]*server.Server, n)
-	t.Cleanup(func() { // first, so a node that fails to start does not leave the others running
-		for _, s := range c.nodes {
-			if s != nil {
-				s.Kill()
-			}
-		}
-	})
-	for i := range c.cfgs {
-		c.start(i)
-	}
-	return c
-}
-
-func (c *cluster) start(i int) {
-	c.t.Helper()
-	s, err := server.Start(c.cfgs[i])
-	if err != nil {
-		c.t.Fatalf("start node %d: %v", i, err)
-	}
-	c.nodes[i] = s
-}
-
-func (c *cluster) stop(i int, graceful bool) {
-	c.t.Helper()
-	var err error
-	if graceful {
-		err = c.nodes[i].Close()
-	} else {
-		err = c.nodes[i].Kill()
-	}
-	if err != nil {
-		c.t.Logf("stop node %d: %v", i, err)
-	}
-	c.nodes[i] = nil
-}
-
-// leaderExcept waits for a ready leader other than node skip.
-func (c *cluster) leaderExcept(skip int) int {
-	c.t.Helper()
-	var idx int
-	waitFor(c.t, 20*time.Second, "a ready leader", func() bool {
-		for i, s := range c.nodes {
-			if i != skip && s != nil && s.Node().Ready() {
-				idx = i
-				return true
-			}
-		}
-		return false
-	})
-	return idx
-}
-
-// leader waits for a ready leader and returns its index.
-func (c *cluster) leader() int {
-	c.t.Helper()
-	var idx int
-	waitFor(c.t, 20*time.Second, "a ready leader", func() bool {
-		for i, s := range c.nodes {
-			if s != nil && s.Node().Ready() {
-				idx = i
-				return true
-			}
-		}
-		return false
-	})
-	return idx
-}
-
-// client returns an SDK client of the cluster, closed when the test ends.
-func (c *cluster) client(t *testing.T) *client.Client {
-	t.Helper()
-	cl, err := client.New(client.Config{Servers: c.addrs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	return cl
-}
-
-func (c *cluster) addrs() []string {
-	var out []string
-	for i, s := range c.nodes {
-		if s != nil {
-			out = append(out, c.cfgs[i].Listen)
-		}
-	}
-	return out
+	return &cluster{servertest.New(t, n, opts...), t}
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -176,7 +76,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // produce sends one request to whichever node leads, retrying (with the
 // same producer id and sequence) across leader changes, as the client does.
 func (c *cluster) produce(ctx context.Context, req broker.ProduceRequest) (broker.ProduceResult, error) {
-	return produceRetrying(ctx, c.t, func() *broker.Broker { return c.nodes[c.leader()].Broker() }, req)
+	return produceTo(ctx, c.t, c.Cluster, req)
 }
 
 // produceTo is (*cluster).produce on a servertest cluster.

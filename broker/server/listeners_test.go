@@ -32,18 +32,18 @@ func TestListenersTellTheirOwnAddresses(t *testing.T) {
 		cfg.Broker.ClientAddr = dead[i]
 		cfg.Broker.PeerAddr = cfg.Listen
 	})
-	l := c.leader()
+	l := c.Leader()
 	f := (l + 1) % 3
 	internal := map[string]string{}
 	external := map[string]string{}
-	for i, s := range c.nodes {
-		id := c.cfgs[i].Raft.ID
+	for i, s := range c.Nodes() {
+		id := c.Config(i).Raft.ID
 		internal[id], external[id] = dead[i], s.ExternalAddr()
-		if external[id] != c.cfgs[i].ListenExternal {
-			t.Fatalf("node %s: external address %q, want its --listen-external %s", id, external[id], c.cfgs[i].ListenExternal)
+		if external[id] != c.Config(i).ListenExternal {
+			t.Fatalf("node %s: external address %q, want its --listen-external %s", id, external[id], c.Config(i).ListenExternal)
 		}
 	}
-	leaderID := c.cfgs[l].Raft.ID
+	leaderID := c.Config(l).Raft.ID
 	ctx := ctxT(t, 60*time.Second)
 
 	dial := func(addr string) api.BrokerClient {
@@ -59,14 +59,14 @@ func TestListenersTellTheirOwnAddresses(t *testing.T) {
 		addr  string
 		addrs map[string]string
 	}{
-		{"external", c.nodes[f].ExternalAddr(), external},
-		{"internal", c.cfgs[f].Listen, internal},
+		{"external", c.Node(f).ExternalAddr(), external},
+		{"internal", c.Config(f).Listen, internal},
 	}
 	for _, ls := range listeners {
 		bc := dial(ls.addr)
 		// The registry fills as the nodes register with the leader.
 		var last *api.StatusResponse
-		waitFor(t, 20*time.Second, ls.name+" addresses in the status of follower "+c.cfgs[f].Raft.ID, func() bool {
+		waitFor(t, 20*time.Second, ls.name+" addresses in the status of follower "+c.Config(f).Raft.ID, func() bool {
 			st, err := bc.Status(ctx, &api.StatusRequest{})
 			if err != nil {
 				t.Logf("status through the %s listener: %v", ls.name, err)
@@ -88,7 +88,7 @@ func TestListenersTellTheirOwnAddresses(t *testing.T) {
 
 	// The SDK through one follower's external listener: the leader and
 	// the suggestions it is told must be external addresses.
-	cl, err := client.New(client.Config{Servers: []string{c.nodes[f].ExternalAddr()}})
+	cl, err := client.New(client.Config{Servers: []string{c.Node(f).ExternalAddr()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 // broken member whose unreachable address the leader logs every 170 ms.
 func TestMemberAddWithABadAddressChangesNothing(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	b := c.nodes[c.leader()].Broker()
+	b := c.Node(c.Leader()).Broker()
 	members := func() string {
 		st, err := b.Status()
 		if err != nil {
@@ -67,7 +67,7 @@ func TestMemberAddWithABadAddressChangesNothing(t *testing.T) {
 			defer conn.Close()
 		}
 	}()
-	cl := c.client(t)
+	cl := c.Client(t)
 	actx, cancel := context.WithTimeout(ctx, 8*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -78,7 +78,7 @@ func TestMemberAddWithABadAddressChangesNothing(t *testing.T) {
 	}
 	t.Logf("refused after %v: %v", took.Round(time.Millisecond), err)
 	waitFor(t, 10*time.Second, "the members as before", func() bool { return members() == before })
-	for i, s := range c.nodes { // a follower applies the removal a moment after the leader
+	for i, s := range c.Nodes() { // a follower applies the removal a moment after the leader
 		waitFor(t, 10*time.Second, fmt.Sprintf("node %d to have 3 servers in its configuration", i), func() bool {
 			servers, err := s.Node().Servers()
 			return err == nil && len(servers) == 3

@@ -15,14 +15,14 @@ import (
 // under their old names on the Broker service.
 func TestNodeServesThePeerServiceAndTheLegacyNames(t *testing.T) {
 	c := newCluster(t, 1, nil)
-	l := c.leader()
+	l := c.Leader()
 	ctx := ctxT(t, 10*time.Second)
-	conn, err := grpc.NewClient(c.cfgs[l].Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(c.Config(l).Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	id := c.cfgs[l].Raft.ID
+	id := c.Config(l).Raft.ID
 
 	st, err := api.NewPeerClient(conn).NodeState(ctx, &api.NodeStateRequest{})
 	if err != nil || st.Id != id || st.Role != "leader" {
@@ -39,7 +39,7 @@ func TestNodeServesThePeerServiceAndTheLegacyNames(t *testing.T) {
 	if err := conn.Invoke(ctx, "/raftmq.v1.Broker/Register", reg, new(api.RegisterResponse)); err != nil {
 		t.Fatalf("Broker/Register (legacy name): %v", err)
 	}
-	if n, ok := c.nodes[l].Store().Node("n9"); !ok || n.ClientAddr != "127.0.0.1:1" {
+	if n, ok := c.Node(l).Store().Node("n9"); !ok || n.ClientAddr != "127.0.0.1:1" {
 		t.Fatalf("registry after Register: %+v %v", n, ok)
 	}
 }

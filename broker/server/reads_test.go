@@ -76,13 +76,13 @@ func (l *readLoad) count() int {
 // reads every message exactly once.
 func TestReadOffloadWithDefaults(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
-	lb := c.nodes[l].Broker()
+	l := c.Leader()
+	lb := c.Node(l).Broker()
 	if got := lb.Config().LoadThreshold; got != broker.DefaultLoadThreshold {
 		t.Fatalf("load threshold %v, want the default %v", got, broker.DefaultLoadThreshold)
 	}
-	leaderID := c.nodes[l].Node().ID()
-	cl := c.client(t)
+	leaderID := c.Node(l).Node().ID()
+	cl := c.Client(t)
 	ctx := ctxT(t, 180*time.Second)
 	const topic = "offload"
 	if _, err := cl.CreateTopic(ctx, topic, 4, false); err != nil {
@@ -163,15 +163,15 @@ func TestReadOffloadWithDefaults(t *testing.T) {
 
 	// Kill the follower that served most, mid-read.
 	victim, most := -1, -1
-	for i, s := range c.nodes {
+	for i, s := range c.Nodes() {
 		if i != l && served[s.Node().ID()] > most {
 			victim, most = i, served[s.Node().ID()]
 		}
 	}
-	victimID := c.nodes[victim].Node().ID()
+	victimID := c.Node(victim).Node().ID()
 	before := cons.ServedBy()
 	killedAt := time.Now()
-	c.stop(victim, false)
+	c.Kill(victim)
 	var back time.Duration
 	for !cons.CaughtUp(end) {
 		if ctx.Err() != nil {
@@ -208,10 +208,10 @@ func TestBurstNotOnFollowersReadFromLeader(t *testing.T) {
 	c := newCluster(t, 3, func(i int, cfg *server.Config) {
 		cfg.Broker.StatePeriod = 2 * time.Second // the leader's view of its followers is up to 2s old
 	})
-	l := c.leader()
-	lb := c.nodes[l].Broker()
+	l := c.Leader()
+	lb := c.Node(l).Broker()
 	lb.SetLoadOverride(1)
-	cl := c.client(t)
+	cl := c.Client(t)
 	ctx := ctxT(t, 120*time.Second)
 	if _, err := cl.CreateTopic(ctx, "burst", 1, false); err != nil {
 		t.Fatal(err)
@@ -234,7 +234,7 @@ func TestBurstNotOnFollowersReadFromLeader(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Status != broker.PullFound || res.ServedBy != c.nodes[l].Node().ID() {
+		if res.Status != broker.PullFound || res.ServedBy != c.Node(l).Node().ID() {
 			t.Fatalf("pull at %d on the leader: status %v served by %s", off, res.Status, res.ServedBy)
 		}
 		return res
@@ -242,7 +242,7 @@ func TestBurstNotOnFollowersReadFromLeader(t *testing.T) {
 	// Once the followers have applied and reported it: rule 1.
 	waitFor(t, 30*time.Second, "a loaded leader to send the reader of settled data to a follower", func() bool {
 		res := pull(first)
-		return res.Suggestion.Reason == route.ReasonLeaderLoaded && res.Suggestion.NodeID != c.nodes[l].Node().ID()
+		return res.Suggestion.Reason == route.ReasonLeaderLoaded && res.Suggestion.NodeID != c.Node(l).Node().ID()
 	})
 	// A burst: the reader of its messages stays on the leader (rule 2).
 	// A state poll can land between the burst and the pull; then the
@@ -252,7 +252,7 @@ func TestBurstNotOnFollowersReadFromLeader(t *testing.T) {
 		off := send(50)
 		res := pull(off)
 		switch {
-		case res.Suggestion.Reason == route.ReasonFollowersBehind && res.Suggestion.NodeID == c.nodes[l].Node().ID():
+		case res.Suggestion.Reason == route.ReasonFollowersBehind && res.Suggestion.NodeID == c.Node(l).Node().ID():
 			stayed++
 		case res.Suggestion.Reason == route.ReasonLeaderLoaded:
 			t.Logf("burst at %d: a state poll landed first, %s has it", off, res.Suggestion.NodeID)

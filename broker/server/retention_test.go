@@ -48,7 +48,7 @@ func TestRetentionMovesQueueMinimum(t *testing.T) {
 	ctx := ctxT(t, 90*time.Second)
 	sendQueue0(t, ctx, c, "ret", 0, 1500) // about 6 MB through a 2 MiB limit
 	waitFor(t, 30*time.Second, "every node to delete its log head", func() bool {
-		for _, s := range c.nodes {
+		for _, s := range c.Nodes() {
 			if st := s.Broker().NodeState(); st.First <= 1 {
 				return false
 			}
@@ -57,7 +57,7 @@ func TestRetentionMovesQueueMinimum(t *testing.T) {
 	})
 	check := func() uint64 {
 		t.Helper()
-		b := c.nodes[c.leader()].Broker()
+		b := c.Node(c.Leader()).Broker()
 		var r broker.PullResult
 		waitFor(t, 20*time.Second, "the leader to answer a pull below the minimum", func() bool {
 			var err error
@@ -74,11 +74,11 @@ func TestRetentionMovesQueueMinimum(t *testing.T) {
 		return r.MinOffset
 	}
 	low := check()
-	for i := range c.nodes {
+	for i := range c.Nodes() {
 		c.stop(i, i == 0)
 	}
-	for i := range c.nodes {
-		c.start(i)
+	for i := range c.Nodes() {
+		c.Restart(i)
 	}
 	if after := check(); after < low {
 		t.Fatalf("minimum offset went back from %d to %d over a restart", low, after)
@@ -95,10 +95,10 @@ func TestRetentionByAge(t *testing.T) {
 	waitFor(t, 30*time.Second, "the old segments to expire", func() bool {
 		seq++
 		sendQueue0(t, ctx, c, "age", seq, 1) // keeps the tail moving
-		ti, err := c.nodes[c.leader()].Broker().Topic("age")
+		ti, err := c.Node(c.Leader()).Broker().Topic("age")
 		return err == nil && ti.Queues[0].Min > 0
 	})
-	ti, _ := c.nodes[c.leader()].Broker().Topic("age")
+	ti, _ := c.Node(c.Leader()).Broker().Topic("age")
 	if m := ti.Queues[0].Min; m > old+1 {
 		t.Fatalf("minimum %d is past the old messages (last %d): the tail segment was cut", m, old)
 	}
@@ -110,7 +110,7 @@ func TestConsumerToldOfRetentionSkips(t *testing.T) {
 	c := retentionCluster(t, 0, 2<<20)
 	ctx := ctxT(t, 90*time.Second)
 	sendQueue0(t, ctx, c, "skip", 0, 10)
-	cl := c.client(t)
+	cl := c.Client(t)
 	cfg := client.DefaultConsumerConfig("skip", "g")
 	cfg.Queues = []int32{0}
 	cfg.MaxMessages = 5
@@ -128,7 +128,7 @@ func TestConsumerToldOfRetentionSkips(t *testing.T) {
 	}
 	sendQueue0(t, ctx, c, "skip", 10, 1500) // about 6 MB through a 2 MiB limit: offset 5 is deleted
 	waitFor(t, 30*time.Second, "the cut to pass offset 5", func() bool {
-		ti, err := c.nodes[c.leader()].Broker().Topic("skip")
+		ti, err := c.Node(c.Leader()).Broker().Topic("skip")
 		return err == nil && ti.Queues[0].Min > 5
 	})
 	var got []client.Record
@@ -159,29 +159,29 @@ func TestRetentionWaitsForRestartingFollower(t *testing.T) {
 	})
 	ctx := ctxT(t, 120*time.Second)
 	sendQueue0(t, ctx, c, "grace", 0, 10)
-	l := c.leader()
+	l := c.Leader()
 	f := (l + 1) % 3
 	var had uint64 // what the leader last heard the follower had applied
 	waitFor(t, 20*time.Second, "the leader to hear that the follower applied the first messages", func() bool {
-		st, err := c.nodes[l].Broker().Status()
+		st, err := c.Node(l).Broker().Status()
 		if err != nil {
 			return false
 		}
 		for _, n := range st.Nodes {
-			if n.ID == c.cfgs[f].Raft.ID && n.Healthy && n.Applied >= c.nodes[l].Broker().NodeState().Applied {
+			if n.ID == c.Config(f).Raft.ID && n.Healthy && n.Applied >= c.Node(l).Broker().NodeState().Applied {
 				had = n.Applied
 				return true
 			}
 		}
 		return false
 	})
-	c.stop(f, false)
+	c.Kill(f)
 	sendQueue0(t, ctx, c, "grace", 10, 1500) // about 6 MB through a 2 MiB limit
-	floor := func() uint64 { return c.nodes[c.leader()].Broker().LogFloor() }
+	floor := func() uint64 { return c.Node(c.Leader()).Broker().LogFloor() }
 	time.Sleep(500 * time.Millisecond) // a few retention checks
 	if got := floor(); got > had+1 {
 		t.Fatalf("the cut went to %d, past what the restarting follower had applied (%d)", got, had)
 	}
-	c.start(f)
+	c.Restart(f)
 	waitFor(t, 60*time.Second, "cuts to go on once the follower is back", func() bool { return floor() > had+1 })
 }

@@ -18,8 +18,8 @@ import (
 // message exactly once at the acknowledged positions.
 func TestSendAsync(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	c.leader()
-	cl := c.client(t)
+	c.Leader()
+	cl := c.Client(t)
 	ctx := ctxT(t, 60*time.Second)
 	if _, err := cl.CreateTopic(ctx, "async", 2, false); err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestSendAsync(t *testing.T) {
 
 	// Read both queues back through the leader: every message once, where
 	// its ack said.
-	b := c.nodes[c.leader()].Broker()
+	b := c.Node(c.Leader()).Broker()
 	seen := map[string]string{}
 	for q := int32(0); q < 2; q++ {
 		for off := uint64(0); ; {
@@ -112,9 +112,9 @@ func TestSendAsync(t *testing.T) {
 // message appended exactly once.
 func TestBusyLeaderHoldsProducersBack(t *testing.T) {
 	c := newCluster(t, 3, func(_ int, cfg *server.Config) { cfg.Broker.MaxPendingBytes = 1 << 20 })
-	l := c.leader()
+	l := c.Leader()
 	ctx := ctxT(t, 90*time.Second)
-	cl := c.client(t)
+	cl := c.Client(t)
 	if _, err := cl.CreateTopic(ctx, "busy", 2, false); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestBusyLeaderHoldsProducersBack(t *testing.T) {
 		busy.Add(1)
 		go func() {
 			defer busy.Done()
-			_, err := c.nodes[l].Broker().Produce(ctx, broker.ProduceRequest{Topic: "busy",
+			_, err := c.Node(l).Broker().Produce(ctx, broker.ProduceRequest{Topic: "busy",
 				Messages: []broker.ProduceMessage{{Body: body}, {Body: body}}})
 			if errors.Is(err, broker.ErrBusy) {
 				mu.Lock()
@@ -166,7 +166,7 @@ func TestBusyLeaderHoldsProducersBack(t *testing.T) {
 	// each is polled until it has applied what the current leader has.
 	want := uint64(2 * (accepted + producers*sends))
 	held := func(i int) uint64 {
-		ti, err := c.nodes[i].Store().Topic("busy")
+		ti, err := c.Node(i).Store().Topic("busy")
 		if err != nil {
 			return 0
 		}
@@ -176,7 +176,7 @@ func TestBusyLeaderHoldsProducersBack(t *testing.T) {
 		}
 		return got
 	}
-	for i := range c.nodes {
+	for i := range c.Nodes() {
 		waitFor(t, 30*time.Second, fmt.Sprintf("n%d to hold %d messages", i+1, want), func() bool { return held(i) >= want })
 		if got := held(i); got != want {
 			t.Fatalf("n%d holds %d messages, want %d (each acknowledged message once)", i+1, got, want)

@@ -37,7 +37,7 @@ func bigProps(n int) map[string]string {
 // nodes apply it, and every node's log reads back from disk entry by entry.
 func groupStillWorks(t *testing.T, c *cluster, topic string) {
 	t.Helper()
-	cl := c.client(t)
+	cl := c.Client(t)
 	ctx := ctxT(t, 60*time.Second)
 	p := cl.NewProducer()
 	for i := 0; i < 5; i++ {
@@ -45,17 +45,17 @@ func groupStillWorks(t *testing.T, c *cluster, topic string) {
 			t.Fatalf("produce after the large requests: %v", err)
 		}
 	}
-	leader := c.nodes[c.leader()]
+	leader := c.Node(c.Leader())
 	want := leader.Node().Stats().CommitIndex
 	waitFor(t, 30*time.Second, "every node to apply the later produce", func() bool {
-		for _, s := range c.nodes {
+		for _, s := range c.Nodes() {
 			if s.Node().Stats().AppliedIndex < want {
 				return false
 			}
 		}
 		return true
 	})
-	for i, s := range c.nodes {
+	for i, s := range c.Nodes() {
 		if err := s.Broker().Readiness(); err != nil {
 			t.Errorf("node %d not ready after the large requests: %v", i, err)
 		}
@@ -79,7 +79,7 @@ func groupStillWorks(t *testing.T, c *cluster, topic string) {
 func TestLargeKeysRequestRefused(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	ctx := ctxT(t, 120*time.Second)
-	b := c.nodes[c.leader()].Broker()
+	b := c.Node(c.Leader()).Broker()
 	if _, err := b.CreateTopic(ctx, "big", 2, false); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestLargeKeysRequestRefused(t *testing.T) {
 	}
 
 	// The SDK: refused before sending, at once, with the limit named.
-	cl := c.client(t)
+	cl := c.Client(t)
 	smsgs := make([]client.Message, len(msgs))
 	for i := range smsgs {
 		smsgs[i] = client.Message{Key: key, Body: []byte("x")}
@@ -110,7 +110,7 @@ func TestLargeKeysRequestRefused(t *testing.T) {
 	// Raw gRPC: above 5/2 of the bound gRPC refuses it unread
 	// (ResourceExhausted, which the SDK must not retry); between the bound
 	// and that, the broker's own error arrives as InvalidArgument.
-	conn, err := api.Dial(c.cfgs[c.leader()].Listen)
+	conn, err := api.Dial(c.Config(c.Leader()).Listen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestManyPropertiesRequestsNeverBuildOversizedEntry(t *testing.T) {
 	const bound = 1 << 20
 	c := newCluster(t, 3, func(i int, cfg *server.Config) { cfg.Broker.MaxRequestBytes, cfg.Broker.MaxMessageBytes = bound, bound })
 	ctx := ctxT(t, 180*time.Second)
-	b := c.nodes[c.leader()].Broker()
+	b := c.Node(c.Leader()).Broker()
 	if _, err := b.CreateTopic(ctx, "props", 4, false); err != nil {
 		t.Fatal(err)
 	}
@@ -179,13 +179,13 @@ func TestManyPropertiesRequestsNeverBuildOversizedEntry(t *testing.T) {
 			t.Errorf("request %d of 16 x 4 x 16 KB (just over %d): %v, want ErrTooLarge", r, bound, err)
 		}
 	}
-	before := c.nodes[c.leader()].Node().Stats().LastIndex
+	before := c.Node(c.Leader()).Node().Stats().LastIndex
 	for r, err := range run(3) {
 		if err != nil {
 			t.Errorf("request %d of 16 x 3 x 16 KB (under %d): %v", r, bound, err)
 		}
 	}
-	if after := c.nodes[c.leader()].Node().Stats().LastIndex; after-before < 4 {
+	if after := c.Node(c.Leader()).Node().Stats().LastIndex; after-before < 4 {
 		t.Errorf("four requests of almost %d bytes took %d entries, want one each", bound, after-before)
 	}
 	groupStillWorks(t, c, "props")
@@ -198,7 +198,7 @@ func TestCommitOffsetsListBounded(t *testing.T) {
 		cfg.Broker.MaxRequestBytes, cfg.Broker.MaxMessageBytes = 64<<10, 64<<10
 	})
 	ctx := ctxT(t, 60*time.Second)
-	b := c.nodes[c.leader()].Broker()
+	b := c.Node(c.Leader()).Broker()
 	if _, err := b.CreateTopic(ctx, "t", 1, false); err != nil {
 		t.Fatal(err)
 	}
@@ -225,9 +225,9 @@ func TestNotReadyWhenLeaderCannotReplicate(t *testing.T) {
 		cfg.HTTP = freeAddr(t)
 		cfg.Broker.WriteTimeout = 2 * time.Second
 	})
-	li := c.leader()
+	li := c.Leader()
 	readyz := func(i int) (int, string) {
-		resp, err := http.Get("http://" + c.cfgs[i].HTTP + "/readyz")
+		resp, err := http.Get("http://" + c.Config(i).HTTP + "/readyz")
 		if err != nil {
 			return 0, err.Error()
 		}
@@ -236,7 +236,7 @@ func TestNotReadyWhenLeaderCannotReplicate(t *testing.T) {
 		return resp.StatusCode, string(body)
 	}
 	waitFor(t, 20*time.Second, "every node ready", func() bool {
-		for i := range c.nodes {
+		for i := range c.Nodes() {
 			if code, _ := readyz(i); code != http.StatusOK {
 				return false
 			}
@@ -245,7 +245,7 @@ func TestNotReadyWhenLeaderCannotReplicate(t *testing.T) {
 	})
 	// Idle and healthy for longer than the stall limit: no false alarm.
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		for i := range c.nodes {
+		for i := range c.Nodes() {
 			if code, body := readyz(i); code != http.StatusOK {
 				t.Fatalf("healthy idle node %d: /readyz %d %s", i, code, body)
 			}
@@ -254,7 +254,7 @@ func TestNotReadyWhenLeaderCannotReplicate(t *testing.T) {
 
 	huge := make([]byte, 65<<20)
 	huge[0] = byte(raftlog.CmdMeta)
-	c.nodes[li].Store().ApplyAsync(huge, time.Second)
+	c.Node(li).Store().ApplyAsync(huge, time.Second)
 
 	var body string
 	waitFor(t, 60*time.Second, "the stuck leader's /readyz to say not ready", func() bool {
@@ -267,13 +267,13 @@ func TestNotReadyWhenLeaderCannotReplicate(t *testing.T) {
 	if !strings.Contains(body, "cannot commit") && !strings.Contains(body, "damaged") {
 		t.Errorf("/readyz of the stuck leader: %q, want the reason", body)
 	}
-	if c.nodes[li].Node().Role() != "leader" {
+	if c.Node(li).Node().Role() != "leader" {
 		t.Logf("node %d is no longer leader", li)
 	}
-	cl := c.client(t)
+	cl := c.Client(t)
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := cl.StatusOf(sctx, c.cfgs[li].Listen)
+	st, err := cl.StatusOf(sctx, c.Config(li).Listen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestNotReadyWhenLeaderCannotReplicate(t *testing.T) {
 func TestSDKCoalescedRequestsStayWithinBound(t *testing.T) {
 	const bound = 64 << 10
 	c := newCluster(t, 1, func(i int, cfg *server.Config) { cfg.Broker.MaxRequestBytes, cfg.Broker.MaxMessageBytes = bound, bound })
-	cl := c.client(t)
+	cl := c.Client(t)
 	ctx := ctxT(t, 60*time.Second)
 	if _, err := cl.CreateTopic(ctx, "co", 2, false); err != nil {
 		t.Fatal(err)

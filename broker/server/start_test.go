@@ -67,7 +67,7 @@ func TestStartRefusesBadConfig(t *testing.T) {
 
 func TestBadRequestsChangeNothing(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	b := c.nodes[c.leader()].Broker()
+	b := c.Node(c.Leader()).Broker()
 	ctx := ctxT(t, 30*time.Second)
 	if _, err := b.CreateTopic(ctx, "t", 2, false); err != nil {
 		t.Fatal(err)

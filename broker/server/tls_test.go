@@ -43,13 +43,13 @@ func TestTLSEnforcingGroup(t *testing.T) {
 			cfg.Remoting = freeAddr(t)
 		}
 	})
-	c.leader()
+	c.Leader()
 	ctx := ctxT(t, 60*time.Second)
 	trust, err := tlsconf.ClientFiles(ca.CAFile, "", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.New(client.Config{Servers: c.addrs(), TLS: trust})
+	cl, err := client.New(client.Config{Servers: c.Addrs(), TLS: trust})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestTLSEnforcingGroup(t *testing.T) {
 
 	// A plaintext client is refused.
 	pcfg := client.DefaultConfig()
-	pcfg.Servers, pcfg.RetryTimeout, pcfg.GiveUpUnreachable = c.addrs(), 3*time.Second, time.Second
+	pcfg.Servers, pcfg.RetryTimeout, pcfg.GiveUpUnreachable = c.Addrs(), 3*time.Second, time.Second
 	plain, err := client.New(pcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func TestTLSEnforcingGroup(t *testing.T) {
 
 	// The remoting port: a TLS handshake with the CA completes, plaintext
 	// is closed after its first bytes.
-	rmq := c.nodes[0].RemotingAddr()
+	rmq := c.Node(0).RemotingAddr()
 	if tc, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", rmq, trust); err != nil {
 		t.Fatalf("TLS to the remoting port: %v", err)
 	} else {
@@ -133,7 +133,7 @@ func TestTLSEnforcingGroup(t *testing.T) {
 	}
 
 	// The Peer service wants a node certificate; the Broker service not.
-	cc, err := api.Dial(c.addrs()[0], grpc.WithTransportCredentials(credentials.NewTLS(trust)))
+	cc, err := api.Dial(c.Addrs()[0], grpc.WithTransportCredentials(credentials.NewTLS(trust)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestTLSEnforcingGroup(t *testing.T) {
 	}
 	node := ca.Issue(t, "n9")
 	withCert, _ := tlsconf.ClientFiles(ca.CAFile, node.CertFile, node.KeyFile, "")
-	cc2, err := api.Dial(c.addrs()[0], grpc.WithTransportCredentials(credentials.NewTLS(withCert)))
+	cc2, err := api.Dial(c.Addrs()[0], grpc.WithTransportCredentials(credentials.NewTLS(withCert)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestTLSEnforcingGroup(t *testing.T) {
 		t.Fatalf("the rogue node holds log index %d; it must receive nothing", got)
 	}
 	waitFor(t, 15*time.Second, "3 servers in every node's configuration", func() bool {
-		for _, s := range c.nodes {
+		for _, s := range c.Nodes() {
 			if servers, err := s.Node().Servers(); err != nil || len(servers) != 3 {
 				return false
 			}
@@ -200,14 +200,14 @@ func TestTLSEnforcingGroup(t *testing.T) {
 func TestTLSPermissiveMigration(t *testing.T) {
 	ca := tlstest.NewCA(t, "cluster")
 	c := newCluster(t, 3, nil)
-	c.leader()
+	c.Leader()
 	ctx := ctxT(t, 90*time.Second)
-	pcl := c.client(t)
+	pcl := c.Client(t)
 	if _, err := pcl.CreateTopic(ctx, "moving", 1, false); err != nil {
 		t.Fatal(err)
 	}
 	trust, _ := tlsconf.ClientFiles(ca.CAFile, "", "", "")
-	tcl, err := client.New(client.Config{Servers: c.addrs(), TLS: trust})
+	tcl, err := client.New(client.Config{Servers: c.Addrs(), TLS: trust})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,17 +222,19 @@ func TestTLSPermissiveMigration(t *testing.T) {
 	}
 	send(pcl, "plaintext group")
 	for _, mode := range []tlsconf.Mode{tlsconf.Permissive, tlsconf.Enforcing} {
-		for i := range c.nodes {
-			p := ca.Issue(t, c.cfgs[i].Raft.ID)
-			c.cfgs[i].TLS = tlsconf.Config{Mode: mode, CertFile: p.CertFile, KeyFile: p.KeyFile, CAFile: ca.CAFile}
-			c.stop(i, true)
-			c.start(i)
-			c.leader()
+		for i := range c.Nodes() {
+			p := ca.Issue(t, c.Config(i).Raft.ID)
+			c.Stop(i)
+			c.Reconfigure(i, func(cfg *server.Config) {
+				cfg.TLS = tlsconf.Config{Mode: mode, CertFile: p.CertFile, KeyFile: p.KeyFile, CAFile: ca.CAFile}
+			})
+			c.Restart(i)
+			c.Leader()
 			if mode == tlsconf.Permissive {
-				send(pcl, fmt.Sprintf("plaintext, %s permissive", c.cfgs[i].Raft.ID))
+				send(pcl, fmt.Sprintf("plaintext, %s permissive", c.Config(i).Raft.ID))
 			}
-			if mode == tlsconf.Enforcing || i == len(c.nodes)-1 {
-				send(tcl, fmt.Sprintf("tls, %s %s", c.cfgs[i].Raft.ID, mode))
+			if mode == tlsconf.Enforcing || i == c.Size()-1 {
+				send(tcl, fmt.Sprintf("tls, %s %s", c.Config(i).Raft.ID, mode))
 			}
 		}
 	}
@@ -252,10 +254,10 @@ func TestTLSRotationUnderLoad(t *testing.T) {
 		p := ca.Issue(t, cfg.Raft.ID)
 		cfg.TLS = tlsconf.Config{Mode: tlsconf.Enforcing, CertFile: p.CertFile, KeyFile: p.KeyFile, CAFile: ca.CAFile, ReloadEvery: -1}
 	})
-	c.leader()
+	c.Leader()
 	ctx := ctxT(t, 90*time.Second)
 	trust, _ := tlsconf.ClientFiles(ca.CAFile, "", "", "")
-	cl, err := client.New(client.Config{Servers: c.addrs(), TLS: trust})
+	cl, err := client.New(client.Config{Servers: c.Addrs(), TLS: trust})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,22 +287,22 @@ func TestTLSRotationUnderLoad(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 	serials := map[string]string{}
-	for i, s := range c.nodes {
-		ca.Issue(t, c.cfgs[i].Raft.ID)
+	for i, s := range c.Nodes() {
+		ca.Issue(t, c.Config(i).Raft.ID)
 		if err := s.ReloadTLS(); err != nil {
-			t.Fatalf("reload %s: %v", c.cfgs[i].Raft.ID, err)
+			t.Fatalf("reload %s: %v", c.Config(i).Raft.ID, err)
 		}
-		serials[c.cfgs[i].Listen] = s.TLSCertificate().Leaf.SerialNumber.String()
+		serials[c.Config(i).Listen] = s.TLSCertificate().Leaf.SerialNumber.String()
 		time.Sleep(100 * time.Millisecond)
 	}
 	// A restarted node dials and is dialed with the new certificates.
-	f := (c.leader() + 1) % 3
-	c.stop(f, true)
-	c.start(f)
-	serials[c.cfgs[f].Listen] = c.nodes[f].TLSCertificate().Leaf.SerialNumber.String()
+	f := (c.Leader() + 1) % 3
+	c.Stop(f)
+	c.Restart(f)
+	serials[c.Config(f).Listen] = c.Node(f).TLSCertificate().Leaf.SerialNumber.String()
 	waitFor(t, 20*time.Second, "the restarted node to catch up", func() bool {
-		l := c.nodes[c.leader()].Node().Stats()
-		return c.nodes[f].Node().Stats().AppliedIndex >= l.CommitIndex
+		l := c.Node(c.Leader()).Node().Stats()
+		return c.Node(f).Node().Stats().AppliedIndex >= l.CommitIndex
 	})
 	time.Sleep(300 * time.Millisecond)
 	close(stop)

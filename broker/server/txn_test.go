@@ -24,8 +24,8 @@ import (
 // commit.
 func TestSDKTransactions(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	li := c.leader()
-	cl := c.client(t)
+	li := c.Leader()
+	cl := c.Client(t)
 	ctx := ctxT(t, 60*time.Second)
 	if _, err := cl.CreateTopic(ctx, "tx", 2, false); err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestSDKTransactions(t *testing.T) {
 
 	// A decision through a follower.
 	fi := (li + 1) % 3
-	cc, err := grpc.NewClient(c.cfgs[fi].Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(c.Config(fi).Listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,8 +189,8 @@ func TestSDKTransactions(t *testing.T) {
 // the first page even when Check answers unknown for the whole first page.
 func TestSDKCheckBackPages(t *testing.T) {
 	c := newCluster(t, 1, nil)
-	c.leader()
-	cl := c.client(t)
+	c.Leader()
+	cl := c.Client(t)
 	ctx := ctxT(t, 60*time.Second)
 	if _, err := cl.CreateTopic(ctx, "pages", 1, false); err != nil {
 		t.Fatal(err)

@@ -23,9 +23,9 @@ import (
 func TestUsersThroughTheAPI(t *testing.T) {
 	key := bytes.Repeat([]byte("k"), 32)
 	c := newCluster(t, 3, func(i int, cfg *server.Config) { cfg.Auth = server.AuthConfig{Key: key} })
-	l := c.leader()
+	l := c.Leader()
 	fo := (l + 1) % 3
-	cl, err := client.New(client.Config{Servers: []string{c.cfgs[fo].Listen}})
+	cl, err := client.New(client.Config{Servers: []string{c.Config(fo).Listen}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,19 +66,19 @@ func TestUsersThroughTheAPI(t *testing.T) {
 	}
 	sealer, _ := acl.NewSealer(key)
 	opens := func(i int, want string) bool {
-		u, ok := c.nodes[i].Store().User("u1")
+		u, ok := c.Node(i).Store().User("u1")
 		if !ok || bytes.Contains(u.Secret, []byte(want)) {
 			return false
 		}
 		got, err := sealer.Open("u1", u.Secret)
 		return err == nil && string(got) == want
 	}
-	for i := range c.nodes {
+	for i := range c.Nodes() {
 		waitFor(t, 10*time.Second, "the user on every node", func() bool { return opens(i, "first-secret") })
 	}
 	must(api.UsersCall{Op: api.UsersPasswd, User: "u1", Secret: "second-secret"})
 	must(api.UsersCall{Op: api.UsersRevoke, User: "u1", Resource: "group:cg", Actions: "subscribe"})
-	for i := range c.nodes {
+	for i := range c.Nodes() {
 		waitFor(t, 10*time.Second, "the new secret on every node", func() bool { return opens(i, "second-secret") })
 	}
 	if r := must(api.UsersCall{Op: api.UsersList}); len(r.Users) != 1 || len(r.Users[0].Grants) != 1 {
@@ -94,8 +94,8 @@ func TestUsersThroughTheAPI(t *testing.T) {
 // secret and refuses to add a user, saying why.
 func TestUsersNeedAnAuthKey(t *testing.T) {
 	c := newCluster(t, 1, nil)
-	c.leader()
-	cl := c.client(t)
+	c.Leader()
+	cl := c.Client(t)
 	_, err := cl.Users(ctxT(t, 30*time.Second), api.UsersCall{Op: api.UsersAdd, User: "u1", Secret: "s"})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--auth-key-file") {
 		t.Fatalf("add without a key: %v", err)
@@ -137,10 +137,10 @@ func TestFirstAdminFromConfiguration(t *testing.T) {
 	c := newCluster(t, 1, func(i int, cfg *server.Config) {
 		cfg.Auth = server.AuthConfig{Mode: acl.Enforcing, Key: key, AdminUser: "root", AdminSecret: []byte("root-secret")}
 	})
-	c.leader()
+	c.Leader()
 	sealer, _ := acl.NewSealer(key)
 	waitFor(t, 10*time.Second, "the first admin", func() bool {
-		u, ok := c.nodes[0].Store().User("root")
+		u, ok := c.Node(0).Store().User("root")
 		if !ok {
 			return false
 		}
@@ -148,13 +148,13 @@ func TestFirstAdminFromConfiguration(t *testing.T) {
 		return err == nil && string(got) == "root-secret" && len(u.Grants) == 1 &&
 			u.Grants[0].Resource == auth.ClusterResource && u.Grants[0].Actions == uint32(auth.Admin)
 	})
-	c.stop(0, true)
-	c.cfgs[0].Auth.AdminUser, c.cfgs[0].Auth.AdminSecret = "other", []byte("other-secret")
-	c.start(0)
-	c.leader()
-	waitFor(t, 10*time.Second, "root after the restart", func() bool { _, ok := c.nodes[0].Store().User("root"); return ok })
+	c.Stop(0)
+	c.Reconfigure(0, func(cfg *server.Config) { cfg.Auth.AdminUser, cfg.Auth.AdminSecret = "other", []byte("other-secret") })
+	c.Restart(0)
+	c.Leader()
+	waitFor(t, 10*time.Second, "root after the restart", func() bool { _, ok := c.Node(0).Store().User("root"); return ok })
 	time.Sleep(300 * time.Millisecond) // a bootstrap, were there one, is one local commit
-	if us := c.nodes[0].Store().Users(); len(us) != 1 || us[0].Name != "root" {
+	if us := c.Node(0).Store().Users(); len(us) != 1 || us[0].Name != "root" {
 		t.Fatalf("users after a restart with another admin configured: %+v", us)
 	}
 }

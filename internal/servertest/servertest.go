@@ -3,6 +3,7 @@ package servertest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -189,11 +190,32 @@ func (c *Cluster) Node(i int) *server.Server {
 	return c.nodes[i]
 }
 
+// Nodes is every node's server by index, nil for a stopped one (a copy of
+// the list).
+func (c *Cluster) Nodes() []*server.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.nodes)
+}
+
 // Size is the number of nodes, running or not.
 func (c *Cluster) Size() int { return len(c.cfgs) }
 
 // Config is node i's config (a copy).
 func (c *Cluster) Config(i int) server.Config { return c.cfgs[i] }
+
+// Configs is every node's config by index (a copy).
+func (c *Cluster) Configs() []server.Config { return slices.Clone(c.cfgs) }
+
+// Reconfigure changes node i's config for its next start (Restart); node i
+// must be stopped.
+func (c *Cluster) Reconfigure(i int, f func(cfg *server.Config)) {
+	c.t.Helper()
+	if c.Node(i) != nil {
+		c.t.Fatalf("servertest: Reconfigure of node %d while it runs", i)
+	}
+	f(&c.cfgs[i])
+}
 
 // Leader waits, up to WaitTimeout, for a node that leads and is ready (its
 // barrier applied) and returns its index.
