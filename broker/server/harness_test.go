@@ -3,14 +3,12 @@ package server_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
-	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/internal/servertest"
 )
 
@@ -31,18 +29,8 @@ func (c *cluster) stop(i int, graceful bool) {
 	}
 }
 
-// freeAddr is a 127.0.0.1 address free a moment ago, on a port below the
-// kernel's ephemeral range and never handed out twice in this process: with
-// a port from ":0", an outgoing connection of another test could take it
-// before the node binds it ("address already in use").
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	p, err := localgroup.FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", p[0])
-}
+// freeAddr is servertest.FreeAddr.
+func freeAddr(t testing.TB) string { return servertest.FreeAddr(t) }
 
 type testWriter struct{ t *testing.T }
 

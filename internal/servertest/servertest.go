@@ -71,7 +71,7 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 		if c.inmem {
 			raftAddrs[i] = "inmem-" + id // raft.InmemTransport's address: any unique string
 		} else {
-			raftAddrs[i] = freeAddr(t)
+			raftAddrs[i] = FreeAddr(t)
 		}
 		peers = append(peers, election.Peer{ID: id, Addr: raftAddrs[i]})
 	}
@@ -83,7 +83,7 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 	for i := range n {
 		cfg := server.DefaultConfig()
 		cfg.DataDir = t.TempDir()
-		cfg.Listen = freeAddr(t)
+		cfg.Listen = FreeAddr(t)
 		cfg.Raft.ID = peers[i].ID
 		cfg.Raft.Peers = peers
 		cfg.Broker.StatePeriod = 50 * time.Millisecond
@@ -361,11 +361,11 @@ func (c *Cluster) Client(t testing.TB) *client.Client {
 	return cl
 }
 
-// freeAddr is a 127.0.0.1 address free a moment ago, on a port below the
+// FreeAddr is a 127.0.0.1 address free a moment ago, on a port below the
 // kernel's ephemeral range and never handed out twice in this process: with
 // a port from ":0", an outgoing connection of another test could take it
 // before the node binds it ("address already in use").
-func freeAddr(t testing.TB) string {
+func FreeAddr(t testing.TB) string {
 	t.Helper()
 	p, err := localgroup.FreePorts(1)
 	if err != nil {
