@@ -56,12 +56,22 @@ type Config struct {
 	// faulty; FaultPenalty is how long unpinned writes then avoid it.
 	SlowSend     time.Duration
 	FaultPenalty time.Duration
+	// KeepUnlisted keeps a group the name servers stopped listing in the
+	// routes this long after they last listed it: a name server that
+	// restarted knows a group only after the group's next registration
+	// (the nodes' --register-period, 30 s by default), and until then its
+	// answers would take the group's queues away from producers and
+	// consumers. RocketMQ's clients likewise keep a topic's route when the
+	// name server has none. A group that is gone for good stays until
+	// then too; producers avoid it once a send to it fails. Negative: a
+	// group leaves the routes with the first answer that leaves it out.
+	KeepUnlisted time.Duration
 }
 
 // DefaultConfig returns working defaults for everything but NameServers.
 func DefaultConfig() Config {
 	return Config{Client: client.DefaultConfig(), RefreshInterval: 10 * time.Second, NameServerTimeout: 3 * time.Second,
-		SlowSend: time.Second, FaultPenalty: 10 * time.Second}
+		SlowSend: time.Second, FaultPenalty: 10 * time.Second, KeepUnlisted: time.Minute}
 }
 
 // Validate names the first bad field.
@@ -133,6 +143,7 @@ type Cluster struct {
 	mu      sync.Mutex
 	groups  map[string]*Group // the latest answer; nil before the first
 	fetched time.Time
+	listed  map[string]time.Time // group -> when an answer last listed it
 	clients map[string]*client.Client
 	closed  bool
 
@@ -166,10 +177,13 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.FaultPenalty == 0 {
 		cfg.FaultPenalty = d.FaultPenalty
 	}
+	if cfg.KeepUnlisted == 0 {
+		cfg.KeepUnlisted = d.KeepUnlisted
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, ns: remoting.NewClient(), clients: map[string]*client.Client{}, stop: make(chan struct{})}
+	c := &Cluster{cfg: cfg, ns: remoting.NewClient(), clients: map[string]*client.Client{}, listed: map[string]time.Time{}, stop: make(chan struct{})}
 	c.ns.DialTimeout = cfg.NameServerTimeout
 	if tc := cfg.Client.TLS; tc != nil {
 		// The name servers speak TLS as the nodes do (with the same CA).
@@ -224,14 +238,24 @@ func (c *Cluster) refreshLoop() {
 	}
 }
 
-// Refresh asks the name servers for every group now.
+// Refresh asks the name servers for every group now. A group the answer
+// leaves out that an answer listed within KeepUnlisted stays as it was.
 func (c *Cluster) Refresh(ctx context.Context) (map[string]*Group, error) {
 	groups, err := c.fetch(ctx)
 	if err != nil {
 		return nil, err
 	}
+	now := time.Now()
 	c.mu.Lock()
-	c.groups, c.fetched = groups, time.Now()
+	for name := range groups {
+		c.listed[name] = now
+	}
+	for name, g := range c.groups {
+		if _, ok := groups[name]; !ok && now.Sub(c.listed[name]) < c.cfg.KeepUnlisted {
+			groups[name] = g
+		}
+	}
+	c.groups, c.fetched = groups, now
 	c.mu.Unlock()
 	return groups, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/client/cluster"
 	"github.com/raftmq/raftmq/internal/history"
 	"github.com/raftmq/raftmq/internal/localgroup"
 )
@@ -63,6 +64,8 @@ func demoCommand() *cli.Command {
 			&cli.StringFlag{Name: "dir", Usage: "put the nodes' data and logs here instead of a temporary directory (kept)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object with the results at the end (the live log goes to stderr)"},
 			&cli.BoolFlag{Name: "docker", Usage: "run against the docker compose group (n1, n2, n3) instead of local processes"},
+			&cli.IntFlag{Name: "groups", Value: 1, Usage: "run this many three-node groups and a name server; producers go through the several-group client and the leader of one group after the other is killed (--kills): the other groups' longest gap between acknowledgements meanwhile is shown"},
+			&cli.DurationFlag{Name: "slow-send", Value: cluster.DefaultConfig().SlowSend, Usage: "with --groups: a send to a group unanswered this long makes the producers avoid that group (the several-group client's SlowSend)"},
 			&cli.StringFlag{Name: "compose-file", Usage: "with --docker: the compose file (default: docker-compose.yml here or in a parent directory)"},
 		},
 		Action: runDemo,
@@ -160,6 +163,9 @@ func (d *demo) logf(format string, args ...any) {
 }
 
 func runDemo(c *cli.Context) (err error) {
+	if n := c.Int("groups"); n > 1 {
+		return runGroupsDemo(c, n)
+	}
 	ctx := c.Context
 	d := &demo{start: time.Now(), rec: history.NewRecorder(), out: c.App.Writer, producers: max(c.Int("producers"), 1), rate: max(c.Int("rate"), 0)}
 	asJSON := c.Bool("json")
