@@ -166,12 +166,15 @@ func composeBuildImage(t *testing.T, root string) (cli, image string) {
 		arch = a
 	}
 	binRel := "bin/raftmq-linux-" + arch
-	for _, d := range []string{"bin/rootfs/data", "bin/rootfs/tmp"} {
+	for _, d := range []string{"bin/rootfs/data", "bin/rootfs/tmp", "bin/rootfs/secure"} {
 		if err := os.MkdirAll(filepath.Join(ctxDir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := os.Chmod(filepath.Join(ctxDir, "bin/rootfs/tmp"), 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(ctxDir, "bin/rootfs/secure"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"Dockerfile", ".dockerignore"} {
@@ -266,6 +269,13 @@ type composeCluster struct {
 // network and volumes) with t.Cleanup, also when the test fails.
 func composeUp(t *testing.T) *composeCluster {
 	t.Helper()
+	return composeUpFiles(t)
+}
+
+// composeUpFiles is composeUp with more compose files layered over
+// docker-compose.yml (names relative to the repository root).
+func composeUpFiles(t *testing.T, more ...string) *composeCluster {
+	t.Helper()
 	composeRequire(t)
 	root := composeRepoRoot(t)
 	cli, image := composeBuildImage(t, root)
@@ -300,8 +310,12 @@ func composeUp(t *testing.T) *composeCluster {
 		env = append(env, fmt.Sprintf("RAFTMQ_%s_REMOTING_PORT=%d", strings.ToUpper(n), extra[1+i]))
 	}
 	c.env = env
+	var files []string
+	for _, f := range more {
+		files = append(files, filepath.Join(root, f))
+	}
 	g, err := composegroup.New(context.Background(), composegroup.Config{Command: cmd, File: filepath.Join(root, "docker-compose.yml"),
-		Project: c.project, Env: env, Dir: root})
+		Files: files, Project: c.project, Env: env, Dir: root})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/raftmq/raftmq/internal/localgroup"
@@ -125,6 +126,20 @@ func TestNamesrvAuthEnforcing(t *testing.T) {
 		}
 		p.Shutdown()
 	}
+
+	// RocketMQ's Go admin API sends FetchAllTopicList through its shared
+	// client, which signs only once RegisterACL has run (CreateTopic and
+	// FetchAllTopicList never call it): the enforcing name server refuses
+	// it even with credentials.
+	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{ns})),
+		admin.WithCredentials(primitive.Credentials{AccessKey: "root", SecretKey: "root-secret"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.FetchAllTopicList(ctx); err == nil {
+		t.Error("the Go admin API's unsigned FetchAllTopicList was answered by the enforcing name server")
+	}
+	adm.Close()
 
 	// A registration without the node credential (here: signed by the
 	// admin user) is refused and its route never appears.

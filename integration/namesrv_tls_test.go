@@ -45,6 +45,7 @@ func TestNamesrvTLSEnforcing(t *testing.T) {
 	c := procStartGroup(t, localgroup.Config{Nodes: 3, Remoting: true, ClientTLS: trust, ServerArgs: append([]string{"--namesrv", ns, "--register-period", "2s",
 		"--auth", "enforcing", "--auth-key-file", keyFile, "--auth-admin-user", "root", "--auth-admin-secret-file", adminFile}, tlsArgs...)})
 	root := []string{"--access-key", "root", "--secret-key-file", adminFile, "--tls-ca", ca.CAFile}
+	c.mustCLI("", "health", "--all", "-s", c.addrs(), "--tls-ca", ca.CAFile, "--wait", "30s")
 	const topic = "nstls-orders"
 	c.mustCLI("", append([]string{"topic", "create", topic, "--queues", "4", "-s", c.addrs()}, root...)...)
 	procWaitFor(t, 30*time.Second, "the nodes registered over TLS", func() (bool, string) {

@@ -89,9 +89,15 @@ func (p *Peers) Conn(addr string) (grpc.ClientConnInterface, error) {
 		// The dialer does TLS itself (its permissive fallback needs a
 		// fresh connection, which credentials cannot make), so gRPC
 		// sees a connection it need not secure.
+		// gRPC resolves target and hands the dialer an IP address; the
+		// certificate is checked against the host name given.
 		n := p.tls
+		host, _, err := net.SplitHostPort(target)
+		if err != nil {
+			host = ""
+		}
 		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
-			return n.Dial(ctx, "tcp", a, "h2")
+			return n.DialName(ctx, "tcp", a, host, "h2")
 		}))
 	}
 	c, err := api.Dial(target, opts...)

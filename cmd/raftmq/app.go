@@ -103,6 +103,7 @@ func commands() []*cli.Command {
 		demoCommand(),
 		devCommand(),
 		contextCommand(),
+		secureCommand(),
 		benchCommand(),
 		versionCommand(),
 		completionCommand(),

@@ -141,6 +141,12 @@ func startBenchTarget(c *cli.Context) (*benchTarget, error) {
 	if c.IsSet("servers") {
 		return nil, errors.New("--local starts its own group: drop -s/--servers")
 	}
+	// A local group started with --server-flag=--auth=enforcing (and a
+	// first admin) is signed to with --access-key.
+	creds, err := clientCredentials(c)
+	if err != nil {
+		return nil, err
+	}
 	var args []string
 	for _, f := range c.StringSlice("server-flag") {
 		args = append(args, strings.Fields(f)...)
@@ -162,7 +168,7 @@ func startBenchTarget(c *cli.Context) (*benchTarget, error) {
 		return nil, fmt.Errorf("start local group: %w", err)
 	}
 	fmt.Fprintf(c.App.ErrWriter, "local group up: leader %s, servers %s\n", leader.ID, g.ClientAddrs())
-	return &benchTarget{servers: []string{g.ClientAddrs()}, group: g}, nil
+	return &benchTarget{servers: []string{g.ClientAddrs()}, group: g, creds: creds}, nil
 }
 
 // nodeRSS is a server's memory at the end of a local run.
@@ -214,11 +220,11 @@ func procMemory(pid int) (peak, cur uint64, err error) {
 }
 
 // purgeTopic deletes the bench topic after a run with --purge.
-func purgeTopic(c *cli.Context, servers []string, topic string) error {
+func purgeTopic(c *cli.Context, servers []string, tc *tls.Config, creds *client.Credentials, topic string) error {
 	if !c.Bool("purge") {
 		return nil
 	}
-	cl, err := client.New(client.Config{Servers: servers, RetryTimeout: 30 * time.Second})
+	cl, err := client.New(client.Config{Servers: servers, RetryTimeout: 30 * time.Second, TLS: tc, Credentials: creds})
 	if err != nil {
 		return err
 	}
@@ -274,7 +280,7 @@ func runBenchProduce(c *cli.Context) error {
 		cfg.Topic, cfg.Size, cfg.Producers, cfg.Window, cfg.Batch, benchBound(cfg.Count, cfg.Duration), strings.Join(cfg.Servers, ","))
 	res, nodes, runErr := profiled(c, t, func() (*bench.ProduceResult, error) {
 		res, err := bench.RunProduce(c.Context, cfg)
-		return res, errors.Join(err, purgeTopic(c, cfg.Servers, cfg.Topic))
+		return res, errors.Join(err, purgeTopic(c, cfg.Servers, cfg.TLS, cfg.Credentials, cfg.Topic))
 	})
 	if res == nil {
 		return clean(runErr)
@@ -356,7 +362,7 @@ func runBenchConsume(c *cli.Context) error {
 		cfg.Topic, cfg.Consumers, cfg.FollowerReads, benchBound(cfg.Count, cfg.Duration), strings.Join(cfg.Servers, ","))
 	res, nodes, runErr := profiled(c, t, func() (*bench.ConsumeResult, error) {
 		res, err := bench.RunConsume(c.Context, cfg)
-		return res, errors.Join(err, purgeTopic(c, cfg.Servers, cfg.Topic))
+		return res, errors.Join(err, purgeTopic(c, cfg.Servers, cfg.TLS, cfg.Credentials, cfg.Topic))
 	})
 	if res == nil {
 		return clean(runErr)
@@ -409,7 +415,7 @@ func runBenchE2E(c *cli.Context) error {
 		var perr error
 		out.Produce, perr = bench.RunProduce(c.Context, pcfg)
 		<-done
-		return &out, errors.Join(perr, cerr, purgeTopic(c, t.servers, pcfg.Topic))
+		return &out, errors.Join(perr, cerr, purgeTopic(c, t.servers, t.tls, t.creds, pcfg.Topic))
 	})
 	if res == nil {
 		return clean(runErr)

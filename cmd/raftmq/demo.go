@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +47,7 @@ func demoCommand() *cli.Command {
 			"services n1, n2, n3 of docker-compose.yml, killed with `compose kill` and restarted with\n" +
 			"`compose start`.\n\n" +
 			"Exits non-zero if an acknowledged message is missing or duplicated, or order is broken.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "kills", Value: 1, Usage: "how many times to fault the leader (and bring it back)"},
 			&cli.StringFlag{Name: "fault", Value: "kill", Usage: "what happens to the leader: kill (SIGKILL, restart), pause (SIGSTOP, SIGCONT) or partition (blackhole all its links, heal)"},
 			&cli.DurationFlag{Name: "fault-for", Value: 3 * time.Second, Usage: "with --fault pause or partition: how long the leader stays paused or cut off"},
@@ -68,6 +69,8 @@ func demoCommand() *cli.Command {
 			&cli.DurationFlag{Name: "slow-send", Value: cluster.DefaultConfig().SlowSend, Usage: "with --groups: a send to a group unanswered this long makes the producers avoid that group (the several-group client's SlowSend)"},
 			&cli.StringFlag{Name: "compose-file", Usage: "with --docker: the compose file (default: docker-compose.yml here or in a parent directory)"},
 		},
+			&cli.StringFlag{Name: "compose-file", Usage: "with --docker: the compose file, or files comma-separated layered in order (default: docker-compose.yml here or in a parent directory; `make demo-secure` passes docker-compose.yml,docker-compose.secure.yml)"},
+		}, clientTLSFlags()...),
 		Action: runDemo,
 	}
 }
@@ -133,6 +136,13 @@ type demo struct {
 	grp   localgroup.Launcher
 	cl    *client.Client
 	res   demoResult
+	// tls and cred: the client TLS and credentials of a group with TLS
+	// or --auth (--tls-ca, --access-key ...); clientArgs the same as flags,
+	// for the --cli producers.
+	tls        *tls.Config
+	cred       *client.Credentials
+	clientArgs []string
+	probe      localgroup.Prober
 
 	topic     string
 	kills     int
@@ -182,6 +192,18 @@ func runDemo(c *cli.Context) (err error) {
 	}
 	if d.fault != "kill" && d.faultFor <= 0 {
 		return fmt.Errorf("--fault-for %s: want more than 0", d.faultFor)
+	}
+	if d.tls, err = clientTLS(c); err != nil {
+		return err
+	}
+	if d.cred, err = clientCredentials(c); err != nil {
+		return err
+	}
+	d.probe = localgroup.Prober{TLS: d.tls}
+	for _, f := range []string{"tls-ca", "tls-cert", "tls-key", "tls-server-name", "access-key", "secret-key-file"} {
+		if v := c.String(f); v != "" {
+			d.clientArgs = append(d.clientArgs, "--"+f, v)
+		}
 	}
 	if c.Bool("cli") {
 		exe, err := os.Executable()
@@ -234,7 +256,7 @@ func runDemo(c *cli.Context) (err error) {
 			return errors.New("--docker: set RAFTMQ_HEARTBEAT_TIMEOUT / RAFTMQ_ELECTION_TIMEOUT / RAFTMQ_LOG_STORE for `make up` instead of flags")
 		}
 		d.logf("looking for the docker compose group (services n1, n2, n3)")
-		g, err := attachCompose(ctx, c.String("compose-file"))
+		g, err := attachCompose(ctx, c.String("compose-file"), d.tls)
 		if err != nil {
 			return err
 		}
@@ -283,6 +305,7 @@ func runDemo(c *cli.Context) (err error) {
 
 	cfg := client.DefaultConfig()
 	cfg.Servers = d.grp.Addrs()
+	cfg.TLS, cfg.Credentials = d.tls, d.cred
 	if d.cl, err = client.New(cfg); err != nil {
 		return err
 	}

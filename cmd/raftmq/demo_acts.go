@@ -159,8 +159,9 @@ func (d *demo) produce(pctx, ctx context.Context, i int) {
 // produceCLI sends one message with a fresh `raftmq produce` process, as a
 // shell loop would, and returns its acknowledgement.
 func (d *demo) produceCLI(ctx context.Context, key, body string) ([]*api.Ack, error) {
-	cmd := exec.CommandContext(ctx, d.cliExe, "produce", "-s", strings.Join(d.grp.Addrs(), ","), "-t", d.topic,
-		"-k", key, "--format", "json", "--timeout", "30s", body)
+	args := append([]string{"produce", "-s", strings.Join(d.grp.Addrs(), ","), "-t", d.topic,
+		"-k", key, "--format", "json", "--timeout", "30s"}, d.clientArgs...)
+	cmd := exec.CommandContext(ctx, d.cliExe, append(args, body)...)
 	cmd.Env = localgroup.Env()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -365,7 +366,7 @@ func (d *demo) longestGap(from time.Duration) (gap, end time.Duration) {
 func (d *demo) waitLeader(ctx context.Context, not string) (*api.StatusResponse, error) {
 	var last error
 	for {
-		st, err := localgroup.LeaderStatus(ctx, d.pollAddrs(), 500*time.Millisecond)
+		st, err := d.probe.LeaderStatus(ctx, d.pollAddrs(), 500*time.Millisecond)
 		if err == nil && st.LeaderId != not && st.LeaderAddress != "" {
 			return st, nil
 		}
@@ -389,7 +390,7 @@ func (d *demo) waitLeader(ctx context.Context, not string) (*api.StatusResponse,
 func (d *demo) waitRejoin(ctx context.Context, id string, timeout time.Duration) (uint64, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		applied, why := localgroup.FollowerCaughtUp(ctx, d.grp.Addrs(), id, d.grp.AddrOf(id), 500*time.Millisecond)
+		applied, why := d.probe.FollowerCaughtUp(ctx, d.grp.Addrs(), id, d.grp.AddrOf(id), 500*time.Millisecond)
 		if why == "" {
 			d.res.AppliedIndex = applied
 			return applied, nil
@@ -406,7 +407,7 @@ func (d *demo) waitRejoin(ctx context.Context, id string, timeout time.Duration)
 // converge waits until every node has applied the same index.
 func (d *demo) converge(ctx context.Context) error {
 	deadline := time.Now().Add(30 * time.Second)
-	cl, err := client.New(client.Config{Servers: d.grp.Addrs(), RequestTimeout: time.Second})
+	cl, err := client.New(client.Config{Servers: d.grp.Addrs(), RequestTimeout: time.Second, TLS: d.tls, Credentials: d.cred})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,7 +16,11 @@ import (
 // attachCompose finds the running compose group of file (default:
 // docker-compose.yml here or in a parent directory) and checks it has a
 // leader.
-func attachCompose(ctx context.Context, file string) (*composegroup.Group, error) {
+func attachCompose(ctx context.Context, file string, tc *tls.Config) (*composegroup.Group, error) {
+	var more []string
+	if files := strings.Split(file, ","); len(files) > 1 {
+		file, more = files[0], files[1:]
+	}
 	if file == "" {
 		f, err := findUp("docker-compose.yml")
 		if err != nil {
@@ -23,13 +28,13 @@ func attachCompose(ctx context.Context, file string) (*composegroup.Group, error
 		}
 		file = f
 	}
-	g, err := composegroup.Attach(ctx, composegroup.Config{File: file})
+	g, err := composegroup.Attach(ctx, composegroup.Config{File: file, Files: more, ClientTLS: tc})
 	if err != nil {
 		return nil, fmt.Errorf("--docker: %w", err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := localgroup.LeaderStatus(sctx, g.Addrs(), 2*time.Second); err != nil {
+	if _, err := (localgroup.Prober{TLS: tc}).LeaderStatus(sctx, g.Addrs(), 2*time.Second); err != nil {
 		return nil, fmt.Errorf("--docker: the compose group at %s has no leader (run `make up` first): %w", strings.Join(g.Addrs(), ","), err)
 	}
 	return g, nil

@@ -350,7 +350,7 @@ func (d *demo) load(pctx, ctx context.Context, i int) {
 func (d *demo) nodeIDs() []string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	st, err := localgroup.LeaderStatus(ctx, d.grp.Addrs(), 500*time.Millisecond)
+	st, err := d.probe.LeaderStatus(ctx, d.grp.Addrs(), 500*time.Millisecond)
 	if err != nil {
 		return nil
 	}
@@ -368,7 +368,7 @@ func (d *demo) leaderLoad(ctx context.Context, leader string) string {
 	if addr == "" {
 		return "?"
 	}
-	st, err := localgroup.StatusOnce(ctx, addr, 500*time.Millisecond)
+	st, err := d.probe.StatusOnce(ctx, addr, 500*time.Millisecond)
 	if err != nil {
 		return "?"
 	}

@@ -54,3 +54,31 @@ func TestEnvScoping(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesrvEnv: the name server's own TLS flags read RAFTMQ_NAMESRV_TLS_*,
+// not the clients' RAFTMQ_TLS_* (which its routes subcommand reads), so a
+// container can set both.
+func TestNamesrvEnv(t *testing.T) {
+	c := namesrvCommand()
+	addEnv(c, envPrefix[c.Name])
+	want := map[string]string{"tls-mode": "RAFTMQ_NAMESRV_TLS_MODE", "tls-ca": "RAFTMQ_NAMESRV_TLS_CA", "auth": "RAFTMQ_NAMESRV_AUTH",
+		"auth-key-file": "RAFTMQ_NAMESRV_AUTH_KEY_FILE"}
+	for _, f := range c.Flags {
+		if w, ok := want[f.Names()[0]]; ok {
+			if got := f.(interface{ GetEnvVars() []string }).GetEnvVars(); !slices.Equal(got, []string{w}) {
+				t.Errorf("namesrv --%s reads %v, want %s", f.Names()[0], got, w)
+			}
+			delete(want, f.Names()[0])
+		}
+	}
+	for f := range want {
+		t.Errorf("namesrv has no --%s", f)
+	}
+	for _, f := range c.Subcommands[0].Flags {
+		if f.Names()[0] == "tls-ca" {
+			if got := f.(interface{ GetEnvVars() []string }).GetEnvVars(); !slices.Equal(got, []string{"RAFTMQ_TLS_CA"}) {
+				t.Errorf("namesrv routes --tls-ca reads %v", got)
+			}
+		}
+	}
+}

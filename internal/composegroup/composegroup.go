@@ -13,6 +13,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -41,6 +42,11 @@ type Config struct {
 	Dir string
 	// Services are the node services; default n1, n2, n3.
 	Services []string
+	// Files are more compose files layered over File (-f each, in order):
+	// docker-compose.secure.yml.
+	Files []string
+	// ClientTLS is the TLS of the group's status calls (nil: plaintext).
+	ClientTLS *tls.Config
 }
 
 // Group is one compose project of raftmq nodes. Methods are safe for
@@ -95,6 +101,9 @@ func New(ctx context.Context, cfg Config) (*Group, error) {
 	}
 	if cfg.File != "" {
 		g.base = append(g.base, "-f", cfg.File)
+	}
+	for _, f := range cfg.Files {
+		g.base = append(g.base, "-f", f)
 	}
 	return g, nil
 }
@@ -178,7 +187,7 @@ func (g *Group) Addrs() []string {
 func (g *Group) service(id string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if st, err := localgroup.LeaderStatus(ctx, g.Addrs(), 2*time.Second); err == nil {
+	if st, err := (localgroup.Prober{TLS: g.cfg.ClientTLS}).LeaderStatus(ctx, g.Addrs(), 2*time.Second); err == nil {
 		for _, n := range st.Nodes {
 			if n.Id != id {
 				continue
@@ -234,7 +243,7 @@ func (g *Group) Resume(ctx context.Context, id string) (string, error) {
 }
 
 func (g *Group) Leader(ctx context.Context) (string, error) {
-	return localgroup.LeaderOf(ctx, g.Addrs())
+	return localgroup.Prober{TLS: g.cfg.ClientTLS}.LeaderOf(ctx, g.Addrs())
 }
 
 // DataDir is "": the data lives in a container volume.

@@ -143,7 +143,12 @@ func (l *groupLauncher) Heal(id string) (string, error) {
 // LeaderOf asks addrs for the leader, as Launcher.Leader does for a group
 // reached by its client addresses only.
 func LeaderOf(ctx context.Context, addrs []string) (string, error) {
-	st, err := LeaderStatus(ctx, addrs, 2*time.Second)
+	return Prober{}.LeaderOf(ctx, addrs)
+}
+
+// LeaderOf is LeaderOf over p's TLS.
+func (p Prober) LeaderOf(ctx context.Context, addrs []string) (string, error) {
+	st, err := p.LeaderStatus(ctx, addrs, 2*time.Second)
 	if err != nil {
 		return "", err
 	}

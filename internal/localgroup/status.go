@@ -11,10 +11,24 @@ import (
 	"github.com/raftmq/raftmq/client"
 )
 
+// Prober asks a group for its status, over TLS with TLS (nil: plaintext).
+// Status is open on a node with --auth: no credentials are needed.
+type Prober struct{ TLS *tls.Config }
+
 // LeaderStatus asks addrs at once (each for at most timeout) and returns
 // the answer with a leader and the highest term.
 func LeaderStatus(ctx context.Context, addrs []string, timeout time.Duration) (*api.StatusResponse, error) {
 	return leaderStatus(ctx, addrs, timeout, nil)
+}
+
+// LeaderStatus is LeaderStatus over p's TLS.
+func (p Prober) LeaderStatus(ctx context.Context, addrs []string, timeout time.Duration) (*api.StatusResponse, error) {
+	return leaderStatus(ctx, addrs, timeout, p.TLS)
+}
+
+// StatusOnce is StatusOnce over p's TLS.
+func (p Prober) StatusOnce(ctx context.Context, addr string, timeout time.Duration) (*api.StatusResponse, error) {
+	return statusOnce(ctx, addr, timeout, p.TLS)
 }
 
 // leaderStatus is LeaderStatus over TLS with tc (nil: plaintext).
@@ -93,7 +107,12 @@ func SelfStatus(st *api.StatusResponse) *api.NodeStatus {
 // known leader, the leader reports it healthy, and it has applied what the
 // leader has applied. It returns the node's applied index, or why not.
 func FollowerCaughtUp(ctx context.Context, addrs []string, id, addr string, timeout time.Duration) (applied uint64, why string) {
-	lst, err := LeaderStatus(ctx, addrs, timeout)
+	return Prober{}.FollowerCaughtUp(ctx, addrs, id, addr, timeout)
+}
+
+// FollowerCaughtUp is FollowerCaughtUp over p's TLS.
+func (p Prober) FollowerCaughtUp(ctx context.Context, addrs []string, id, addr string, timeout time.Duration) (applied uint64, why string) {
+	lst, err := p.LeaderStatus(ctx, addrs, timeout)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -109,7 +128,7 @@ func FollowerCaughtUp(ctx context.Context, addrs []string, id, addr string, time
 	}
 	if lst.AnsweredBy != lst.LeaderId {
 		// Only the leader's own applied index is current.
-		l, err := StatusOnce(ctx, lst.LeaderAddress, timeout)
+		l, err := p.StatusOnce(ctx, lst.LeaderAddress, timeout)
 		if err != nil {
 			return 0, "leader does not answer: " + err.Error()
 		}
@@ -117,7 +136,7 @@ func FollowerCaughtUp(ctx context.Context, addrs []string, id, addr string, time
 			leaderApplied = self.AppliedIndex
 		}
 	}
-	st, err := StatusOnce(ctx, addr, timeout)
+	st, err := p.StatusOnce(ctx, addr, timeout)
 	if err != nil {
 		return 0, "does not answer: " + err.Error()
 	}

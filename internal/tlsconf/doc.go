@@ -17,7 +17,10 @@
 // gRPC server's handshake goroutine, or the first Read of a connection of
 // Listen), never in the accept loop.
 //
+// GenerateFiles makes a private CA and a certificate for a group's hosts
+// (`raftmq secure init`, the compose group with TLS).
+//
 // It never decides who may do what beyond "holds a certificate the cluster
-// CA signed" (VerifiedPeer): authentication of users and ACLs are not
-// built. It imports nothing of raftmq.
+// CA signed" (VerifiedPeer): users and permissions are package acl's and
+// broker/auth's. It imports nothing of raftmq.
 package tlsconf

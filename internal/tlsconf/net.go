@@ -178,11 +178,18 @@ func (c *lazyConn) SetWriteDeadline(t time.Time) error {
 // not TLS (a node still disabled) is dialed again in plaintext; a
 // certificate the CA did not sign is never a reason to fall back.
 func (n *Node) Dial(ctx context.Context, network, addr string, nextProtos ...string) (net.Conn, error) {
+	return n.DialName(ctx, network, addr, "", nextProtos...)
+}
+
+// DialName is Dial verifying the peer's certificate for serverName (""
+// the host of addr): the name a caller resolved into addr (gRPC hands its
+// dialer the resolved IP address; the certificate names the host name).
+func (n *Node) DialName(ctx context.Context, network, addr, serverName string, nextProtos ...string) (net.Conn, error) {
 	var d net.Dialer
 	if !n.On() {
 		return d.DialContext(ctx, network, addr)
 	}
-	td := tls.Dialer{NetDialer: &d, Config: n.ClientConfig("", nextProtos...)}
+	td := tls.Dialer{NetDialer: &d, Config: n.ClientConfig(serverName, nextProtos...)}
 	c, err := td.DialContext(ctx, network, addr)
 	if err == nil || n.Mode() != Permissive || !notTLS(err) {
 		return c, err
