@@ -173,6 +173,9 @@ func Start(cfg Config, fsm StateMachine, st RaftStores) (_ *Node, err error) {
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
 		logger.Info("bootstrapped new group", "peers", len(servers))
+		if len(servers) == 1 {
+			logger.Info("a group of one node: grow it with `raftmq member add ID@RAFTADDR` against this node for every node started without --peers")
+		}
 	} else if hasState {
 		logger.Info("rejoining with existing state", "last_index", r.LastIndex())
 	} else {
@@ -410,7 +413,7 @@ func (n *Node) awaitAdded(cfg Config) {
 			return
 		}
 		n.log.Warn("no --peers and no data: waiting to be added to a group; run `raftmq member add " + cfg.ID + "@" + cfg.AdvertiseAddr +
-			"` against the group, or start this node with --peers " + cfg.ID + "@" + cfg.AdvertiseAddr + " to begin a new group of its own")
+			"` against the group, or start this node with --single (or --peers " + cfg.ID + "@" + cfg.AdvertiseAddr + ") to begin a new group of its own")
 		select {
 		case <-n.stop:
 			return

@@ -187,6 +187,35 @@ func TestComposeCluster(t *testing.T) {
 		t.Fatalf("one produce of 20 inside b1 through %s: %v, want 10 on each group", nsInside, perGroup)
 	}
 
+	// The two-group demo against this cluster: producers through the name
+	// servers, each group's leader container killed and started again.
+	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	dout, derr, err := composeExec(dctx, env, root, nil, cli, "demo", "--groups", "2", "--docker", "--kills", "2",
+		"--compose-file", filepath.Join(root, "docker-compose.cluster.yml"), "--compose-project", project, "--namesrv", nsBoth, "--json")
+	dcancel()
+	var demo struct {
+		OK     bool   `json:"ok"`
+		Mode   string `json:"mode"`
+		Error  string `json:"error"`
+		Lost   int    `json:"lost"`
+		Groups []struct {
+			Name          string    `json:"name"`
+			Acknowledged  int       `json:"acknowledged"`
+			Consumed      int       `json:"consumed"`
+			WindowMs      []float64 `json:"window_ms"`
+			SurvivorGapMs []float64 `json:"survivor_gap_ms"`
+		} `json:"groups"`
+	}
+	if jerr := json.Unmarshal(dout, &demo); jerr != nil || err != nil || !demo.OK || demo.Mode != "docker" || len(demo.Groups) != 2 {
+		t.Fatalf("demo --groups 2 --docker: %v %v %+v\nstderr: %s", err, jerr, demo, composeTail(derr, 4000))
+	}
+	for _, g := range demo.Groups {
+		if g.Acknowledged == 0 || g.Consumed != g.Acknowledged || len(g.WindowMs) != 1 || len(g.SurvivorGapMs) != 1 {
+			t.Fatalf("demo --groups 2 --docker: group %+v\nstderr: %s", g, composeTail(derr, 4000))
+		}
+		t.Logf("demo --docker: group %s: %d acknowledged, window %v ms, longest gap while the other failed over %v ms", g.Name, g.Acknowledged, g.WindowMs, g.SurvivorGapMs)
+	}
+
 	// Kill ga's leader container; stop the first name server.
 	var st []struct {
 		Group  string `json:"group"`

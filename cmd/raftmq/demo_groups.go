@@ -19,6 +19,7 @@ import (
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/client/cluster"
+	"github.com/raftmq/raftmq/internal/composegroup"
 	"github.com/raftmq/raftmq/internal/history"
 	"github.com/raftmq/raftmq/internal/localgroup"
 	"github.com/raftmq/raftmq/namesrv"
@@ -85,13 +86,14 @@ type groupsDemo struct {
 	out       io.Writer
 	ns        *namesrv.Server
 	names     []string
-	grps      map[string]*localgroup.Group
+	grps      map[string]localgroup.Launcher
 	cl        *cluster.Cluster
 	res       groupsResult
 	topic     string
 	producers int
 	rate      int
 	rec       *history.Recorder
+	cleanup   func(failed bool) // what setup needs undone once the groups are closed
 
 	mu       sync.Mutex
 	ackTimes map[string][]time.Duration // per group, in arrival order
@@ -122,7 +124,7 @@ func (d *groupsDemo) index(group string) int {
 func runGroupsDemo(c *cli.Context, n int) (err error) {
 	ctx := c.Context
 	d := &groupsDemo{start: time.Now(), out: c.App.Writer, rec: history.NewRecorder(), producers: max(c.Int("producers"), 1),
-		rate: max(c.Int("rate"), 0), grps: map[string]*localgroup.Group{}, ackTimes: map[string][]time.Duration{}, topic: "demo"}
+		rate: max(c.Int("rate"), 0), grps: map[string]localgroup.Launcher{}, ackTimes: map[string][]time.Duration{}, topic: "demo"}
 	asJSON := c.Bool("json")
 	if asJSON {
 		d.out = c.App.ErrWriter
@@ -130,8 +132,6 @@ func runGroupsDemo(c *cli.Context, n int) (err error) {
 	slow := c.Duration("slow-send")
 	d.res = groupsResult{Mode: "local", Producers: d.producers, Rate: d.rate, SlowSendMs: ms(slow), SurvivorTargetMs: 100}
 	switch {
-	case c.Bool("docker"):
-		return errors.New("--groups: --docker runs one group only; run the two-group demo locally")
 	case c.String("fault") != "kill":
 		return errors.New("--groups: only --fault kill")
 	case c.Bool("cli") || c.Int("transfers") > 0:
@@ -167,72 +167,31 @@ func runGroupsDemo(c *cli.Context, n int) (err error) {
 		}
 	}()
 
-	dir, keep := c.String("dir"), c.Bool("keep") || c.String("dir") != ""
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "raftmq-demo-"); err != nil {
+	var nameServers []string
+	if c.Bool("docker") {
+		d.res.Mode = "docker"
+		if c.IsSet("heartbeat-timeout") || c.IsSet("election-timeout") || c.IsSet("log-store") {
+			return errors.New("--docker: set RAFTMQ_HEARTBEAT_TIMEOUT / RAFTMQ_ELECTION_TIMEOUT / RAFTMQ_LOG_STORE for `make up-cluster` instead of flags")
+		}
+		if nameServers, err = d.attachCompose(ctx, c, n); err != nil {
+			return err
+		}
+	} else {
+		if nameServers, err = d.startLocal(ctx, c, n); err != nil {
 			return err
 		}
 	}
-	var sargs []string
-	for _, f := range []string{"heartbeat-timeout", "election-timeout"} {
-		if c.IsSet(f) {
-			sargs = append(sargs, "--"+f, c.Duration(f).String())
-		}
-	}
-	if c.IsSet("log-store") {
-		sargs = append(sargs, "--log-store", c.String("log-store"))
-	}
-
-	d.ns, err = namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 30 * time.Second})
-	if err != nil {
-		return fmt.Errorf("start the name server: %w", err)
-	}
-	defer d.ns.Close()
-	d.res.NameServer = d.ns.Addr()
-	d.logf("name server on %s (in this process)", d.ns.Addr())
-	failed := false
 	defer func() {
-		failed = err != nil
 		for _, name := range d.names {
-			g := d.grps[name]
-			if failed {
-				g.SetKeep(true) // the evidence of a failed run
-			} else {
-				g.SetKeep(keep)
-			}
-			if cerr := g.Close(); cerr != nil && err == nil {
+			if cerr := d.grps[name].Close(); cerr != nil && err == nil {
 				err = cerr
 			}
 		}
-		if failed || keep {
-			d.res.Dir = dir
-			d.logf("data and logs kept in %s", dir)
-		} else {
-			os.RemoveAll(dir)
-		}
+		d.cleanup(err != nil)
 	}()
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("g%c", 'a'+i)
-		g, gerr := localgroup.New(localgroup.Config{Nodes: 3, Dir: filepath.Join(dir, name), Keep: true, Remoting: true,
-			ServerArgs: append([]string{"--broker-name", name, "--cluster", "demo", "--namesrv", d.ns.Addr(), "--register-period", "1s"}, sargs...)})
-		if gerr != nil {
-			return gerr
-		}
-		d.names = append(d.names, name)
-		d.grps[name] = g
-	}
-	for _, name := range d.names {
-		g := d.grps[name]
-		d.logf("starting group %s: 3 nodes (raftmq server) in %s", name, g.Dir())
-		if err := g.StartAll(ctx); err != nil {
-			return fmt.Errorf("start group %s: %w", name, err)
-		}
-		d.res.Groups = append(d.res.Groups, groupResult{Name: name, Nodes: strings.Split(g.ClientAddrs(), ","), Leaders: []string{},
-			Killed: []string{}, WindowMs: []float64{}, UnavailableMs: []float64{}, RejoinMs: []float64{}, SurvivorGapMs: []float64{}})
-	}
 
 	cfg := cluster.DefaultConfig()
-	cfg.NameServers = []string{d.ns.Addr()}
+	cfg.NameServers = nameServers
 	cfg.RefreshInterval = 2 * time.Second
 	cfg.SlowSend = slow
 	if d.cl, err = cluster.New(cfg); err != nil {
@@ -252,16 +211,155 @@ func runGroupsDemo(c *cli.Context, n int) (err error) {
 	return nil
 }
 
+// startLocal starts a name server in this process and n groups of three
+// `raftmq server` processes registered with it, and returns its address.
+func (d *groupsDemo) startLocal(ctx context.Context, c *cli.Context, n int) ([]string, error) {
+	dir, keep := c.String("dir"), c.Bool("keep") || c.String("dir") != ""
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "raftmq-demo-"); err != nil {
+			return nil, err
+		}
+	}
+	var sargs []string
+	for _, f := range []string{"heartbeat-timeout", "election-timeout"} {
+		if c.IsSet(f) {
+			sargs = append(sargs, "--"+f, c.Duration(f).String())
+		}
+	}
+	if c.IsSet("log-store") {
+		sargs = append(sargs, "--log-store", c.String("log-store"))
+	}
+
+	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 30 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("start the name server: %w", err)
+	}
+	d.ns = ns
+	d.res.NameServer = d.ns.Addr()
+	d.logf("name server on %s (in this process)", d.ns.Addr())
+	locals := map[string]*localgroup.Group{}
+	d.cleanup = func(failed bool) {
+		for _, g := range locals {
+			if failed {
+				g.SetKeep(true) // the evidence of a failed run
+			} else {
+				g.SetKeep(keep)
+			}
+			g.Close()
+		}
+		ns.Close()
+		if failed || keep {
+			d.res.Dir = dir
+			d.logf("data and logs kept in %s", dir)
+		} else {
+			os.RemoveAll(dir)
+		}
+	}
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("g%c", 'a'+i)
+		g, gerr := localgroup.New(localgroup.Config{Nodes: 3, Dir: filepath.Join(dir, name), Keep: true, Remoting: true,
+			ServerArgs: append([]string{"--broker-name", name, "--cluster", "demo", "--namesrv", d.ns.Addr(), "--register-period", "1s"}, sargs...)})
+		if gerr != nil {
+			d.cleanup(true)
+			return nil, gerr
+		}
+		d.names = append(d.names, name)
+		locals[name] = g
+		d.grps[name] = g.AsLauncher()
+	}
+	for _, name := range d.names {
+		g := locals[name]
+		d.logf("starting group %s: 3 nodes (raftmq server) in %s", name, g.Dir())
+		if err := g.StartAll(ctx); err != nil {
+			d.cleanup(true)
+			return nil, fmt.Errorf("start group %s: %w", name, err)
+		}
+		d.addGroup(name)
+	}
+	return []string{ns.Addr()}, nil
+
+}
+
+func (d *groupsDemo) addGroup(name string) {
+	d.res.Groups = append(d.res.Groups, groupResult{Name: name, Nodes: d.grps[name].Addrs(), Leaders: []string{},
+		Killed: []string{}, WindowMs: []float64{}, UnavailableMs: []float64{}, RejoinMs: []float64{}, SurvivorGapMs: []float64{}})
+}
+
+// attachCompose finds the groups of the running compose cluster through
+// its name servers (--namesrv, the host's published addresses), each
+// group's nodes being services of the compose file named by their ids.
+func (d *groupsDemo) attachCompose(ctx context.Context, c *cli.Context, n int) ([]string, error) {
+	file := c.String("compose-file")
+	if file == "" {
+		f, err := findUp("docker-compose.cluster.yml")
+		if err != nil {
+			return nil, fmt.Errorf("--docker: %w; run from the repository or pass --compose-file", err)
+		}
+		file = f
+	}
+	nss := []string{c.String("namesrv")}
+	d.res.NameServer = c.String("namesrv")
+	d.cleanup = func(bool) {}
+	d.topic = fmt.Sprintf("demo-%d", time.Now().Unix())
+	d.logf("looking for the compose cluster of %s through the name servers %s", file, c.String("namesrv"))
+	cfg := cluster.DefaultConfig()
+	cfg.NameServers = nss
+	cl, err := cluster.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	gs, err := cl.Refresh(sctx)
+	if err != nil {
+		return nil, fmt.Errorf("--docker: the name servers %s do not answer (run `make up-cluster` first): %w", c.String("namesrv"), err)
+	}
+	var names []string
+	for name := range gs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if len(names) < n {
+		return nil, fmt.Errorf("--docker: the name servers know %d groups (%s), --groups wants %d", len(names), strings.Join(names, ", "), n)
+	}
+	for _, name := range names[:n] {
+		gc, err := cl.Client(sctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("--docker: group %s: %w", name, err)
+		}
+		st, err := gc.Status(sctx)
+		if err != nil {
+			return nil, fmt.Errorf("--docker: group %s has no leader: %w", name, clean(err))
+		}
+		var services []string
+		for _, node := range st.Nodes {
+			services = append(services, node.Id)
+		}
+		sort.Strings(services)
+		g, err := composegroup.Attach(sctx, composegroup.Config{File: file, Project: c.String("compose-project"), Services: services})
+		if err != nil {
+			return nil, fmt.Errorf("--docker: group %s: %w", name, err)
+		}
+		d.names = append(d.names, name)
+		d.grps[name] = g
+		d.addGroup(name)
+		d.logf("group %s: %s", name, g.Describe())
+	}
+	return nss, nil
+}
+
 func (d *groupsDemo) run(ctx context.Context, kills, queues int, steady time.Duration) error {
 	for i, name := range d.names {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		ln, st, err := d.grps[name].WaitLeader(wctx, "")
+		st, err := d.waitLeader(wctx, name, "")
 		cancel()
 		if err != nil {
 			return fmt.Errorf("group %s: no leader within 30s: %w", name, err)
 		}
-		d.res.Groups[i].Leaders = append(d.res.Groups[i].Leaders, ln.ID)
-		d.logf("group %s: leader %s (%s), term %d", name, ln.ID, ln.Client, st.Term)
+		d.res.Groups[i].Leaders = append(d.res.Groups[i].Leaders, st.LeaderId)
+		d.logf("group %s: leader %s (%s), term %d", name, st.LeaderId, d.grps[name].AddrOf(st.LeaderId), st.Term)
 	}
 	// Every group registered and known to the client.
 	if err := d.waitFor(ctx, 60*time.Second, "every group registered with the name server", func(c context.Context) (bool, string) {
@@ -411,29 +509,35 @@ func (d *groupsDemo) produce(pctx, ctx context.Context, p *cluster.Producer, i i
 func (d *groupsDemo) killOnce(ctx context.Context, k, kills int, name string) error {
 	g, gi := d.grps[name], d.index(name)
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	leader, _, err := g.WaitLeader(wctx, "")
+	leader, err := d.waitLeader(wctx, name, "")
 	cancel()
 	if err != nil {
 		return fmt.Errorf("kill %d: group %s: %w", k, name, err)
 	}
-	victim := leader.ID
+	victim := leader.LeaderId
+	victimAddr := g.AddrOf(victim)
 	killAt := d.since()
-	pid, err := g.Kill(victim)
+	killWall := time.Now()
+	how, err := g.Kill(ctx, victim)
+	if took := time.Since(killWall); err == nil && took > 100*time.Millisecond {
+		how += fmt.Sprintf("; the command took %.1fs, which the window below includes", took.Seconds())
+	}
 	if err != nil {
 		return fmt.Errorf("kill %d: group %s: %w", k, name, err)
 	}
 	d.res.Kills++
 	d.res.Groups[gi].Killed = append(d.res.Groups[gi].Killed, victim)
-	d.logf("killed (SIGKILL) leader %s of group %s (pid %d)  [kill %d/%d]", victim, name, pid, k, kills)
+	d.logf("killed (SIGKILL) leader %s of group %s (%s)  [kill %d/%d]", victim, name, how, k, kills)
 
 	wctx, cancel = context.WithTimeout(ctx, 30*time.Second)
-	nl, st, err := g.WaitLeader(wctx, victim)
+	st, err := d.waitLeader(wctx, name, victim)
 	cancel()
 	if err != nil {
+		g.Start(ctx, victim)
 		return fmt.Errorf("kill %d: group %s: %w", k, name, err)
 	}
-	d.res.Groups[gi].Leaders = append(d.res.Groups[gi].Leaders, nl.ID)
-	d.logf("group %s: new leader %s (term %d), seen by polling status %.0f ms after the kill", name, nl.ID, st.Term, ms(d.since()-killAt))
+	d.res.Groups[gi].Leaders = append(d.res.Groups[gi].Leaders, st.LeaderId)
+	d.logf("group %s: new leader %s (term %d), seen by polling status %.0f ms after the kill", name, st.LeaderId, st.Term, ms(d.since()-killAt))
 
 	// The killed group's window ends with the longest gap between its
 	// acknowledgements that ends after the kill (an acknowledgement of a
@@ -467,23 +571,53 @@ func (d *groupsDemo) killOnce(ctx context.Context, k, kills int, name string) er
 	}
 
 	restartAt := time.Now()
-	if err := g.Start(ctx, victim); err != nil {
+	if _, err := g.Start(ctx, victim); err != nil {
 		return fmt.Errorf("kill %d: restart %s of group %s: %w", k, victim, name, err)
 	}
-	node := g.Node(victim)
-	addrs := strings.Split(g.ClientAddrs(), ",")
+	addrs := g.Addrs()
 	var applied uint64
 	if err := d.waitFor(ctx, 60*time.Second, victim+" of group "+name+" rejoined as a caught-up follower", func(c context.Context) (bool, string) {
-		a, why := localgroup.FollowerCaughtUp(c, addrs, victim, node.Client, 500*time.Millisecond)
+		a, why := localgroup.FollowerCaughtUp(c, addrs, victim, victimAddr, 500*time.Millisecond)
 		applied = a
 		return why == "", why
 	}); err != nil {
-		return fmt.Errorf("kill %d: %w\n%s", k, err, node.LogTail(30))
+		return fmt.Errorf("kill %d: %w\n%s", k, err, g.LogTail(victim))
 	}
 	rejoin := time.Since(restartAt)
 	d.res.Groups[gi].RejoinMs = append(d.res.Groups[gi].RejoinMs, ms(rejoin))
 	d.logf("group %s: %s restarted and rejoined as a caught-up follower, applied index %d (%.2fs)", name, victim, applied, rejoin.Seconds())
 	return nil
+}
+
+// waitLeader polls group's nodes (but the one of node not) until one
+// reports a leader other than not.
+func (d *groupsDemo) waitLeader(ctx context.Context, group, not string) (*api.StatusResponse, error) {
+	g := d.grps[group]
+	skip := g.AddrOf(not)
+	var last error
+	for {
+		var addrs []string
+		for _, a := range g.Addrs() {
+			if not == "" || a != skip {
+				addrs = append(addrs, a)
+			}
+		}
+		st, err := localgroup.LeaderStatus(ctx, addrs, 500*time.Millisecond)
+		if err == nil && st.LeaderId != "" && st.LeaderId != not {
+			return st, nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			if last == nil {
+				last = fmt.Errorf("%s still leads", not)
+			}
+			return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // firstAfter is group's first acknowledgement after from, 0 if none yet.
@@ -639,7 +773,7 @@ func (d *groupsDemo) summary() {
 		fmt.Fprintf(w, "  group %-16s %d queues, %d acknowledged, %d read back; leaders %s\n", g.Name, g.Queues, g.Acknowledged, g.Consumed, strings.Join(g.Leaders, " -> "))
 		if len(g.WindowMs) > 0 {
 			med, worst := medianMax(g.WindowMs)
-			fmt.Fprintf(w, "    its leader killed    window median %.0f ms, worst %.0f ms (kill -> its first acknowledgement after)\n", med, worst)
+			fmt.Fprintf(w, "    its leader killed    window median %.0f ms, worst %.0f ms (kill -> writes resumed in it)\n", med, worst)
 		}
 		if len(g.SurvivorGapMs) > 0 {
 			med, worst := medianMax(g.SurvivorGapMs)

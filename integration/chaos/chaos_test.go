@@ -35,6 +35,7 @@ var (
 	flagTxn       = flag.Bool("chaos.txn", true, "a producer sends transactions: commit, rollback, and unknown with a check-back answer it decided (each committed one must be in the topic once, no rolled back one anywhere)")
 	flagReuseSeq  = flag.Bool("chaos.reuse-seq", true, "send requests that reuse a producer id and sequence with other content (each must be refused)")
 	flagShortFull = flag.Bool("chaos.short-full", false, "TestChaosShort: add a fifth schedule (seed 105, retention) with the faults only \"full\" has: corrupt-snapshot, corrupt-stable (and corrupt-running)")
+	flagGroups    = flag.Int("chaos.groups", 0, "TestChaosCampaign: run this many groups and a name server per run (RunGroups: faults in every group, the name server killed, a topic shared through the several-group client); 0 or 1: one group")
 	flagReport    = flag.String("chaos.report", "", "TestChaosCampaign: write a markdown summary and per-run JSON lines to this path (and path.jsonl)")
 )
 
@@ -291,6 +292,18 @@ func TestChaosCampaign(t *testing.T) {
 			break
 		}
 		s := seed + int64(i)
+		if *flagGroups > 1 {
+			t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
+				gr := runGroups(t, GroupsConfig{Groups: *flagGroups, NameServerFaults: true, RunConfig: RunConfig{Bin: bin,
+					Dir: filepath.Join(dir, fmt.Sprintf("run-%d", s)), Seed: s, Duration: *flagDuration, Faults: faults, NoTmpfs: noTmpfs,
+					Keep: *flagKeep, RetentionMB: *flagRetention, Rich: *flagRich, Transactions: *flagTxn,
+					Oddities: oddities(int(s % int64(OddityShapes())))}})
+				for _, r := range gr.Runs {
+					agg.add(r)
+				}
+			})
+			continue
+		}
 		var res *Result
 		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 			res = runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("run-%d", s)), Seed: s,

@@ -52,6 +52,25 @@ type RunConfig struct {
 	// printed, but they do not fail the run.
 	Known map[string]bool
 	Logf  func(string, ...any)
+	// Part, when set, makes this run one group of a run over several
+	// groups (RunGroups).
+	Part *GroupPart
+}
+
+// GroupPart is what a run over several groups (RunGroups) adds to one
+// group's run: the group registers with the name server, and the topic the
+// several-group client writes is read back and checked on this group too.
+type GroupPart struct {
+	Name       string // --broker-name
+	NameServer string // --namesrv
+	// Ready is called once the group has a leader and holds the run's own
+	// topic; Quiesce once the run's own producers have stopped, and
+	// returns when nothing else writes to the group any more.
+	Ready, Quiesce func()
+	// Topic is the several-group client's topic; Rec is what that client
+	// was told about the messages it sent to this group.
+	Topic string
+	Rec   *history.Recorder
 }
 
 // Result is what one run found.
@@ -68,6 +87,9 @@ type Result struct {
 	// GapEvents are the nemesis events around the longest time without an ack.
 	GapEvents []string      `json:"gap_events,omitempty"`
 	Elapsed   time.Duration `json:"elapsed_ns"`
+	// Shared is the check of the several-group client's topic on this
+	// group (with RunConfig.Part).
+	Shared *history.Report `json:"shared_report,omitempty"`
 	// Err is a harness failure (could not build, start, or read): the run
 	// proves nothing.
 	Err string `json:"error,omitempty"`
@@ -76,7 +98,9 @@ type Result struct {
 }
 
 // OK is true when the run completed and found nothing.
-func (r *Result) OK() bool { return r.Err == "" && r.Report != nil && r.Report.OKIgnoring(r.known) }
+func (r *Result) OK() bool {
+	return r.Err == "" && r.Report != nil && r.Report.OKIgnoring(r.known) && (r.Shared == nil || r.Shared.OKIgnoring(r.known))
+}
 
 // Line is the one-line summary of a run.
 func (r *Result) Line() string {
@@ -96,6 +120,9 @@ func (r *Result) Line() string {
 	}
 	if r.Report != nil {
 		s += " " + r.Report.Summary()
+	}
+	if r.Shared != nil {
+		s += " shared topic: " + r.Shared.Summary()
 	}
 	s += fmt.Sprintf(" elapsed=%s", r.Elapsed.Round(100*time.Millisecond))
 	if r.Err != "" {
@@ -187,6 +214,9 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		extra = append(extra, "--segment-mb", "1", "--retention-mb", fmt.Sprint(cfg.RetentionMB), "--retention-check", "200ms",
 			"--retention-grace", "0s")
 	}
+	if p := cfg.Part; p != nil {
+		extra = append(extra, "--broker-name", p.Name, "--cluster", "chaos", "--namesrv", p.NameServer, "--register-period", "1s")
+	}
 	c, err := NewCluster(ClusterConfig{Bin: cfg.Bin, Dir: cfg.Dir, Nodes: 3, TmpfsNode: plan.DiskNode, TmpfsMB: 256, Logf: cfg.Logf,
 		Extra: extra})
 	if err != nil {
@@ -214,6 +244,9 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	}); err != nil {
 		res.Err = fmt.Sprintf("create topic: %v", err)
 		return res
+	}
+	if cfg.Part != nil {
+		cfg.Part.Ready()
 	}
 
 	rec := history.NewRecorder()
@@ -313,6 +346,9 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	// op timeout), consumers get a moment to catch up.
 	stopProducers()
 	prodWG.Wait()
+	if cfg.Part != nil {
+		cfg.Part.Quiesce()
+	}
 	time.Sleep(time.Second)
 	stopConsumers()
 	consWG.Wait()
@@ -389,7 +425,13 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			cfg.Logf("stop %s: %v", n.ID, err)
 		}
 	}
-	diskViolations := readDisks(c, h, rec, committed, cfg.RetentionMB)
+	var shared *history.History
+	var sharedIDs []string
+	if p := cfg.Part; p != nil {
+		shared = &history.History{Seed: cfg.Seed, Topic: p.Topic} // no live consumers: the final reads only
+		sharedIDs = p.Rec.AckedIDs()
+	}
+	diskViolations := readDisks(c, h, rec, committed, cfg.RetentionMB, sharedIDs)
 
 	// Restart every node so that the final reads come from disk, not from
 	// caches filled while the faults ran. Without retention limits: the log
@@ -459,6 +501,9 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		h.Retry, h.DeadLetters = readCopies(ctx, c.ClientAddrs(), w.SendBackGroup, cfg.Seed, res)
 	}
 	res.Report = history.Check(h)
+	if shared != nil {
+		res.Shared = checkShared(ctx, c, cfg, shared, h)
+	}
 	from, to := res.Report.MaxAckGapFrom, res.Report.MaxAckGapFrom+res.Report.MaxAckGap
 	for _, e := range h.Events {
 		if e.At >= from-4*time.Second && e.At <= to {
@@ -487,6 +532,42 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		rec.Event("diagnosis", "SIGQUIT sent to every node: goroutine stacks are in the server logs")
 	}
 	return res
+}
+
+// checkShared reads the several-group client's topic back from this
+// group, through a fresh consumer group and from every node pinned to it,
+// and checks it against what that client was told about this group; the
+// disk view (every acknowledged id looked up in the logs read offline) is
+// the one the run's own check used.
+func checkShared(ctx context.Context, c *Cluster, cfg RunConfig, sh, own *history.History) *history.Report {
+	sh.DiskRead, sh.Disk = own.DiskRead, own.Disk
+	sh.Nodes, sh.NodeErrors = map[string]history.QueueLog{}, map[string]string{}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	final, err := ReadAll(rctx, c.ClientAddrs(), sh.Topic, fmt.Sprintf("final-shared-%d", cfg.Seed))
+	sh.Final = final
+	sh.Queues = int32(len(final))
+	sh.Min = map[int32]uint64{}
+	for q := range final {
+		sh.Min[q] = 0
+	}
+	for _, n := range c.Nodes {
+		l, err := ReadNode(rctx, n.Client, sh.Topic, sh.Min, false)
+		if err != nil {
+			sh.NodeErrors[n.ID] = err.Error()
+			continue
+		}
+		sh.Nodes[n.ID] = l
+	}
+	cfg.Part.Rec.Fill(sh)
+	rep := history.Check(sh)
+	if err != nil {
+		rep.Add(history.VLiveness, "final read of %s: %v", sh.Topic, err)
+	}
+	if err := sh.WriteJSON(filepath.Join(cfg.Dir, "shared-history.json")); err != nil {
+		cfg.Logf("%v", err)
+	}
+	return rep
 }
 
 // readCopies reads the send-back group's retry and dead-letter topics from
@@ -564,8 +645,8 @@ func finish(cfg RunConfig, res *Result, h *history.History, plan Plan) {
 // the last retention cut) and returns what the logs themselves violate:
 // entries that do not decode, logs that differ, a node missing committed
 // entries, and with retention a cut the size rule does not allow.
-func readDisks(c *Cluster, h *history.History, rec *history.Recorder, committed uint64, retentionMB int) []history.Violation {
-	scan := NewDiskScan(rec.AckedIDs())
+func readDisks(c *Cluster, h *history.History, rec *history.Recorder, committed uint64, retentionMB int, moreIDs []string) []history.Violation {
+	scan := NewDiskScan(append(rec.AckedIDs(), moreIDs...))
 	scan.Watch(rec.TxnBodies())
 	var logs []*DiskLog
 	var out []history.Violation
