@@ -67,11 +67,9 @@ func demoCommand() *cli.Command {
 			&cli.BoolFlag{Name: "docker", Usage: "run against the docker compose group (n1, n2, n3) instead of local processes"},
 			&cli.IntFlag{Name: "groups", Value: 1, Usage: "run this many three-node groups and a name server; producers go through the several-group client and the leader of one group after the other is killed (--kills): the other groups' longest gap between acknowledgements meanwhile is shown"},
 			&cli.DurationFlag{Name: "slow-send", Value: cluster.DefaultConfig().SlowSend, Usage: "with --groups: a send to a group unanswered this long makes the producers avoid that group (the several-group client's SlowSend)"},
-			&cli.StringFlag{Name: "compose-file", Usage: "with --docker: the compose file (default: docker-compose.yml, with --groups docker-compose.cluster.yml, here or in a parent directory)"},
+			&cli.StringFlag{Name: "compose-file", Usage: "with --docker: the compose file, or files comma-separated layered in order (default: docker-compose.yml, with --groups docker-compose.cluster.yml, here or in a parent directory; `make demo-secure` passes docker-compose.yml,docker-compose.secure.yml)"},
 			&cli.StringFlag{Name: "compose-project", Value: "raftmq-cluster", Usage: "with --docker --groups: the compose project of the cluster (make up-cluster's)"},
 			&cli.StringFlag{Name: "namesrv", Value: "127.0.0.1:9876;127.0.0.1:9886", Usage: "with --docker --groups: the cluster's name servers as published on this host"},
-		},
-			&cli.StringFlag{Name: "compose-file", Usage: "with --docker: the compose file, or files comma-separated layered in order (default: docker-compose.yml here or in a parent directory; `make demo-secure` passes docker-compose.yml,docker-compose.secure.yml)"},
 		}, clientTLSFlags()...),
 		Action: runDemo,
 	}
