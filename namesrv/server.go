@@ -260,7 +260,7 @@ func (s *Server) handle(ctx context.Context, external bool, from string, req *re
 		}
 		if s.guard.report(d, req, from) {
 			if req.Code == remoting.RegisterBroker {
-				s.noteRefusal(req.Ext["brokerAddr"]+" from "+from, d.msg)
+				s.noteRefusal(req.Ext["brokerAddr"]+" from "+acl.AddrHost(from), d.msg)
 			}
 			return remoting.Response(req, remoting.NoPermission, d.msg)
 		}
@@ -377,6 +377,10 @@ func (s *Server) register(req *remoting.Command, verified bool) *remoting.Comman
 	return resp
 }
 
+// maxRefusedKept bounds the refused registrations remembered (their
+// addresses are the sender's to choose).
+const maxRefusedKept = 4096
+
 // noteRefusal logs a refusal of the broker at addr when its reason
 // changes (a refused broker retries every second), and its first accepted
 // registration after one.
@@ -386,6 +390,9 @@ func (s *Server) noteRefusal(addr, reason string) {
 	if reason == "" {
 		delete(s.refused, addr)
 	} else {
+		if len(s.refused) >= maxRefusedKept {
+			clear(s.refused) // refusals are logged again, never kept without bound
+		}
 		s.refused[addr] = reason
 	}
 	s.refusedMu.Unlock()
