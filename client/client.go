@@ -101,7 +101,11 @@ type Client struct {
 	closed bool
 
 	lastFail atomic.Pointer[failure] // the latest failed attempt of any call
-	reach    reachability
+	// troubleAt is when an attempt last found no leader or no node
+	// (Unavailable, or timed out), in Unix nanoseconds; 0 once an attempt
+	// started after it has succeeded.
+	troubleAt atomic.Int64
+	reach     reachability
 
 	viewMu sync.Mutex
 	view   *leaderView // the latest answer to "who leads, other than X"
@@ -122,6 +126,18 @@ type failure struct {
 	err  error
 	addr string
 	at   time.Time
+}
+
+// Trouble returns when a call of this client last found no leader or no
+// node answering in time (an Unavailable error or an attempt that timed
+// out), unless an attempt started after that has succeeded since; the zero
+// time otherwise. The several-group producer (client/cluster) sends
+// elsewhere meanwhile.
+func (c *Client) Trouble() time.Time {
+	if t := c.troubleAt.Load(); t != 0 {
+		return time.Unix(0, t)
+	}
+	return time.Time{}
 }
 
 // failedSince returns the latest failed attempt made after t, or nil.
@@ -384,9 +400,13 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 		if err != nil {
 			return err
 		}
+		began := time.Now().UnixNano()
 		err = c.attempt(ctx, addr, c.attemptTimeout(size, wait), wait+c.cfg.StallTimeout,
 			func(actx context.Context) error { return call(actx, cc) })
 		if err == nil {
+			if t := c.troubleAt.Load(); t != 0 && t < began {
+				c.troubleAt.CompareAndSwap(t, 0)
+			}
 			return nil
 		}
 		last, lastAddr = err, addr
@@ -417,6 +437,7 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 			continue // the leader is known and was set: go there at once
 		}
 		if code := status.Code(err); code == codes.Unavailable || code == codes.DeadlineExceeded {
+			c.troubleAt.Store(time.Now().UnixNano())
 			c.setLeader("")
 			c.refreshLeader(ctx)
 		}

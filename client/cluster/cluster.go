@@ -323,6 +323,17 @@ func sortedNames[V any](m map[string]V) []string {
 	return out
 }
 
+// trouble is the Trouble of group's client, zero when there is none yet.
+func (c *Cluster) trouble(group string) time.Time {
+	c.mu.Lock()
+	cl := c.clients[group]
+	c.mu.Unlock()
+	if cl == nil {
+		return time.Time{}
+	}
+	return cl.Trouble()
+}
+
 // Client returns the client of group, made on first use from the
 // addresses the name server lists for it; it follows the group's leader
 // by itself.

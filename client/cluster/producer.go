@@ -155,13 +155,21 @@ func (p *Producer) Faulty() []string {
 }
 
 // pick chooses the queue of an unpinned send: round robin over the
-// writable queues of the groups not avoided and not in skip; when every
-// group is avoided, the one whose penalty ends first (RocketMQ's
-// pickOneAtLeast).
+// writable queues of the groups not avoided and not in skip, leaving out
+// for SlowSend the groups whose client has just found no leader or no node
+// (client.Client.Trouble: a leader that died, before the election) unless
+// no other group is left; when every group is avoided, the one whose
+// penalty ends first (RocketMQ's pickOneAtLeast).
 func (p *Producer) pick(r *Route, skip map[string]bool) (Queue, bool) {
-	p.mu.Lock()
 	now := time.Now()
-	var ok, avoided []Queue
+	troubled := map[string]bool{}
+	for g := range r.Groups {
+		if t := p.c.trouble(g); !t.IsZero() && now.Sub(t) < p.c.cfg.SlowSend {
+			troubled[g] = true
+		}
+	}
+	p.mu.Lock()
+	var ok, shaky, avoided []Queue
 	soonest := map[string]time.Time{}
 	for _, q := range r.Queues {
 		if r.ReadOnly[q.Group] || skip[q.Group] {
@@ -175,12 +183,19 @@ func (p *Producer) pick(r *Route, skip map[string]bool) (Queue, bool) {
 			soonest[q.Group] = until
 			continue
 		}
+		if troubled[q.Group] {
+			shaky = append(shaky, q)
+			continue
+		}
 		ok = append(ok, q)
 	}
 	p.mu.Unlock()
 	n := p.next.Add(1)
 	if len(ok) > 0 {
 		return ok[n%uint64(len(ok))], true
+	}
+	if len(shaky) > 0 {
+		return shaky[n%uint64(len(shaky))], true
 	}
 	if len(avoided) == 0 {
 		return Queue{}, false
