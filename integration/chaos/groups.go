@@ -237,6 +237,20 @@ func RunGroups(ctx context.Context, cfg GroupsConfig) *GroupsResult {
 				})
 			}()
 		}
+		// A consumer of the shared topic through the name server, all
+		// along: what it is handed is checked against each group's log.
+		ccfg := client.DefaultConsumerConfig(SharedTopic, "shared-live")
+		ccfg.MaxMessages = 64
+		ccfg.Wait = 200 * time.Millisecond
+		if cons, err := cl.NewConsumer(sctx, cluster.ConsumerConfig{Consumer: ccfg}); err != nil {
+			cfg.Logf("shared consumer: %v", err)
+		} else {
+			shared.Add(1)
+			go func() {
+				defer shared.Done()
+				sharedConsumer(sctx, cons, recs)
+			}()
+		}
 		stopShared = func() {
 			cancel()
 			shared.Wait()
@@ -342,6 +356,34 @@ func sharedProducer(ctx context.Context, p *cluster.Producer, worker int, names 
 		select {
 		case <-ctx.Done():
 		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// sharedConsumer polls cons until ctx ends and records every message it
+// is handed with the recorder of the group it came from.
+func sharedConsumer(ctx context.Context, cons *cluster.Consumer, recs map[string]*history.Recorder) {
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		cons.Close(cctx)
+		cancel()
+	}()
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		got, err := cons.Poll(pctx)
+		cancel()
+		for _, r := range got {
+			if rec := recs[r.Group]; rec != nil {
+				rec.AddDelivery(history.Delivery{Consumer: "shared-live", Queue: r.Queue, Offset: r.Offset, ID: r.Id,
+					Body: history.BodyName(r.Body), Hash: history.BodyHash(r.Body), ServedBy: r.ServedBy,
+					ServedByLeader: r.ServedByLeader, At: rec.Now()})
+			}
+		}
+		if err != nil && len(got) == 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 	}
 }

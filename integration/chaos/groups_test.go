@@ -79,6 +79,9 @@ func TestChaosGroupsShort(t *testing.T) {
 		if res.SharedAcked[name] == 0 {
 			t.Errorf("group %s took no write of the shared topic", name)
 		}
+		if r.Shared != nil && r.Shared.Deliveries == 0 {
+			t.Errorf("the shared topic's live consumer read nothing from group %s", name)
+		}
 		for _, e := range plans[i].Episodes {
 			for _, k := range e.Kinds {
 				if r.Applied[k] == 0 {

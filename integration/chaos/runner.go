@@ -428,7 +428,9 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	var shared *history.History
 	var sharedIDs []string
 	if p := cfg.Part; p != nil {
-		shared = &history.History{Seed: cfg.Seed, Topic: p.Topic} // no live consumers: the final reads only
+		// Its live consumer (RunGroups) reads through the several-group
+		// client, which may or may not be served by followers.
+		shared = &history.History{Seed: cfg.Seed, Topic: p.Topic}
 		sharedIDs = p.Rec.AckedIDs()
 	}
 	diskViolations := readDisks(c, h, rec, committed, cfg.RetentionMB, sharedIDs)
