@@ -36,7 +36,9 @@ import (
 // is asserted under 5 s (the goal is 2 s, the election's time; the
 // figures are logged). Every acknowledged message is delivered; messages
 // delivered twice are counted. RAFTMQ_RMQ_CFO_RUNS=N repeats it;
-// RAFTMQ_RMQ_CFO_LEADER=1 also runs the group with the leader keeping its
+// RAFTMQ_RMQ_CFO_ORDERLY=1 adds an orderly push consumer, watched for 75 s
+// (reported only: it pauses until its next lock at the leader its route
+// names, up to about 30 s). RAFTMQ_RMQ_CFO_LEADER=1 also runs the group with the leader keeping its
 // consumers, for comparison (its pause is the client's 30 s pull timeout;
 // reported only), and RAFTMQ_RMQ_CFO_FOLLOWER=1 a SIGKILL of a follower
 // instead (the queues it held wait out that timeout; reported only).
@@ -52,6 +54,9 @@ func TestRocketMQConsumerFailover(t *testing.T) {
 		{name: "async-paused", reads: true, async: true, pause: true}, {name: "async-partitioned", reads: true, async: true, cut: true}}
 	if os.Getenv("RAFTMQ_RMQ_CFO_LEADER") != "" {
 		modes = append(modes, cfoMode{name: "reads-on-leader"})
+	}
+	if os.Getenv("RAFTMQ_RMQ_CFO_ORDERLY") != "" {
+		modes = append(modes, cfoMode{name: "orderly", reads: true, orderly: true})
 	}
 	if os.Getenv("RAFTMQ_RMQ_CFO_FOLLOWER") != "" {
 		modes = append(modes, cfoMode{name: "follower-kill", reads: true, follower: true})
@@ -75,8 +80,8 @@ func TestRocketMQConsumerFailover(t *testing.T) {
 // or cut off by a partition (cut), the producer sending with SendAsync,
 // which the client never retries (async).
 type cfoMode struct {
-	name                               string
-	reads, follower, pause, cut, async bool
+	name                                        string
+	reads, follower, pause, cut, async, orderly bool
 }
 
 // rmqConsumerFailoverRun runs one case; killFollower kills a follower
@@ -121,7 +126,9 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 			cons.Shutdown()
 		}
 	}()
-	if !m.async {
+	if m.orderly {
+		startConsumer(consumer.WithConsumerOrder(true))
+	} else if !m.async {
 		startConsumer()
 	}
 
@@ -261,7 +268,13 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 		newLeader = c.waitLeader(leader.ID)
 	}
 	elected := time.Since(kill)
-	time.Sleep(12 * time.Second)
+	watch := 12 * time.Second
+	if m.orderly {
+		// Past the client's local lock (30 s) and its renewals (every
+		// 20 s) against the route it polls every 30 s.
+		watch = 75 * time.Second
+	}
+	time.Sleep(watch)
 	close(stop)
 	<-done
 	if m.async {
@@ -372,8 +385,12 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 			t.Logf("send error (%d times): %s", k, e)
 		}
 	}
-	if !reads || killFollower {
-		return fig // reported only: the queues held by the killed node wait out the client's pull timeout
+	if !reads || killFollower || m.orderly {
+		// Reported only: the queues held by a killed follower wait out the
+		// client's pull timeout; an orderly consumer whose lock renewal
+		// fails against the dead leader unlocks every queue of the group
+		// and locks again only at the leader its next route poll names.
+		return fig
 	}
 	// The goal is 2 s (the election's time); asserted at 5 s so that a
 	// slow, shared machine does not fail the test, the figures are logged.
