@@ -70,3 +70,23 @@ func (a *Authorizer) checkNode(verify func([]byte) *Denied) *Denied {
 func throttled(host string, wait time.Duration) *Denied {
 	return &Denied{ReasonThrottled, fmt.Sprintf("too many bad signatures from %s: its requests are refused unchecked for %s", host, wait.Round(time.Millisecond))}
 }
+
+// May reports whether user, already authenticated by its caller, holds
+// every need; always true unless the mode is enforcing (what the user would
+// be let do). It counts and logs nothing: a page asks it to show what its
+// user may change, and the change itself is checked by CheckCall.
+func (a *Authorizer) May(user string, needs ...Need) bool {
+	if a == nil || a.mode != acl.Enforcing {
+		return true
+	}
+	u, ok := a.users.User(user)
+	if !ok {
+		return false
+	}
+	for _, n := range needs {
+		if !Allowed(u.Grants, n) {
+			return false
+		}
+	}
+	return true
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/broker/auth"
 )
 
 //go:embed assets
@@ -29,6 +30,12 @@ type Config struct {
 	Every time.Duration
 	// Keep is how many leader changes the timeline holds; default 50.
 	Keep int
+	// Broker, when set, serves the pages beyond the overview
+	// (*broker.Broker); without it the console is the overview alone.
+	Broker Broker
+	// Auth checks the credentials of those pages' reads and changes as the
+	// gRPC API checks its calls (nil: none asked).
+	Auth *auth.Authorizer
 }
 
 // Change is one leader change this node observed: Leader is the new
@@ -72,7 +79,17 @@ type Snapshot struct {
 	ProduceRate float64 `json:"produceRate"`
 	ConsumeRate float64 `json:"consumeRate"`
 	Error       string  `json:"error,omitempty"`
+	// Topics is the topics page's view, in a stream opened with
+	// ?view=topics only.
+	Topics []Topic `json:"topics"`
 }
+
+// Views a stream may carry besides the overview (its query parameter
+// view).
+const (
+	ViewOverview = ""
+	ViewTopics   = "topics"
+)
 
 // Console is one node's console. Its methods may be called from any
 // goroutine.
@@ -82,10 +99,11 @@ type Console struct {
 	done   chan struct{}
 	once   sync.Once
 
-	mu       sync.Mutex
-	timeline []Change // oldest first, at most cfg.Keep
-	subs     map[chan struct{}]struct{}
-	rate     rateMeter
+	mu        sync.Mutex
+	timeline  []Change // oldest first, at most cfg.Keep
+	subs      map[chan struct{}]struct{}
+	rate      rateMeter
+	topicRate topicMeter
 }
 
 // New returns a console; Close ends its open event streams.
@@ -160,6 +178,14 @@ func (c *Console) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", c.static)
 	mux.HandleFunc("/console/events", c.events)
+	mux.HandleFunc("/console/api/session", c.session)
+	mux.HandleFunc("/console/api/topics", func(w http.ResponseWriter, r *http.Request) {
+		if c.cfg.Broker == nil {
+			writeErr(w, http.StatusNotFound, errNoBroker)
+			return
+		}
+		c.topicsAPI(w, r)
+	})
 	mux.HandleFunc("/console/snapshot", func(w http.ResponseWriter, r *http.Request) {
 		allowOrigin(w)
 		w.Header().Set("Content-Type", "application/json")
@@ -178,7 +204,33 @@ func allowOrigin(w http.ResponseWriter) {
 }
 
 func (c *Console) events(w http.ResponseWriter, r *http.Request) {
-	allowOrigin(w)
+	view := r.URL.Query().Get("view")
+	switch view {
+	case ViewOverview:
+		allowOrigin(w)
+	case ViewTopics:
+		// Beyond the overview, only pages of this group read the stream.
+		if origin, ok := c.sameGroup(r); !ok {
+			writeErr(w, http.StatusForbidden, fmt.Errorf("refused: the stream is asked for by a page of another site (%s), not by this group's console", origin))
+			return
+		} else if origin != "" {
+			w.Header().Set("Access-Control-Allow-Origin", origin)
+			w.Header().Set("Vary", "Origin")
+		}
+		if c.cfg.Broker == nil {
+			writeErr(w, http.StatusNotFound, errNoBroker)
+			return
+		}
+		// The overview is open to anyone who reaches the port, as
+		// Status is; the topics are what ListTopics answers.
+		if err := c.checkCall(r.URL.Query().Get("cred"), methodRead, nil, r); err != nil {
+			c.fail(w, err)
+			return
+		}
+	default:
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("unknown view %.40q: want %q or none", view, ViewTopics))
+		return
+	}
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
@@ -199,7 +251,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	defer t.Stop()
 	fmt.Fprintf(w, "retry: 1000\n\n")
 	for {
-		b, err := json.Marshal(c.Snapshot())
+		b, err := json.Marshal(c.snapshot(view))
 		if err != nil {
 			return
 		}
@@ -218,8 +270,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Snapshot is the group now, as the page shows it.
-func (c *Console) Snapshot() Snapshot {
+// Snapshot is the group now, as the overview shows it.
+func (c *Console) Snapshot() Snapshot { return c.snapshot(ViewOverview) }
+
+func (c *Console) snapshot(view string) Snapshot {
 	snap := Snapshot{Time: time.Now(), Timeline: c.Timeline(), Nodes: []Node{}}
 	st, err := c.cfg.Status()
 	if err != nil {
@@ -236,6 +290,9 @@ func (c *Console) Snapshot() Snapshot {
 		c.mu.Lock()
 		snap.ProduceRate, snap.ConsumeRate = c.rate.add(snap.Time, produced, consumed)
 		c.mu.Unlock()
+	}
+	if view == ViewTopics {
+		snap.Topics = c.topics(snap.Time)
 	}
 	return snap
 }

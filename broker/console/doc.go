@@ -7,8 +7,15 @@
 // this node observed (the last Config.Keep), and this node's produce and
 // consume rates, derived from the broker's Prometheus counters.
 //
-// It never changes anything: it reads the broker's Status and metrics and
-// is told of leader changes by its caller (broker/server wires the raft
-// node's role events). It never fetches anything at run time, needs no
-// build step, and speaks no broker protocol.
+// Beyond the overview it serves the pages' JSON API (/console/api: the
+// topics, and their creation and deletion) and the stream's other views
+// (?view=topics). Those reads and changes are the broker calls the CLI and
+// the gRPC API make, checked with the same Authorizer as the gRPC calls of
+// the same names (the page signs the call credential), and refused from
+// pages of other sites. The broker decides; this package decodes, checks
+// credentials and encodes.
+//
+// It is told of leader changes by its caller (broker/server wires the raft
+// node's role events). It never fetches anything at run time and needs no
+// build step.
 package console

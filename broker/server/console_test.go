@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -195,6 +196,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	close(stopProducing)
 	t.Logf("page showed %.1f msg/s produced (%d requests of 20 sent)", v.ProduceRate, <-produced)
 
+	checkTopicsPage(ctx, t, page)
+
 	// Stop the page's node, the leader, under the open page.
 	if !c.Node(l).Node().Ready() {
 		t.Logf("%s no longer leads (an election on a loaded machine); stopping it all the same", leaderID)
@@ -225,6 +228,87 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	t.Logf("page says: %s", v.Source)
 	screenshot(ctx, t, page, "failover.png")
+}
+
+// topicRow is one row of the topics page.
+type topicRow struct {
+	Queues   int    `json:"queues"`
+	Messages uint64 `json:"messages"`
+	Max      string `json:"max"`
+}
+
+const readTopics = `(() => {
+  const rows = {};
+  document.querySelectorAll("#topics tbody tr").forEach(tr => {
+    rows[tr.dataset.name] = {queues: +tr.dataset.queues, messages: +tr.dataset.messages, max: tr.cells[4].textContent};
+  });
+  const m = document.getElementById("topics-msg");
+  return {rows: rows, msg: m.hidden ? "" : m.textContent, bad: m.classList.contains("bad"),
+    shown: !document.getElementById("page-topics").hidden, canChange: !document.body.classList.contains("readonly")};
+})()`
+
+// checkTopicsPage opens the topics page of the open console: it lists the
+// topic "orders" with the messages produced into it, creates a topic
+// through the page's form, refuses a bad name with the node's error, and
+// deletes the new topic with its two clicks.
+func checkTopicsPage(ctx context.Context, t *testing.T, page *headless.Page) {
+	t.Helper()
+	type topicsView struct {
+		Rows      map[string]topicRow `json:"rows"`
+		Msg       string              `json:"msg"`
+		Bad       bool                `json:"bad"`
+		Shown     bool                `json:"shown"`
+		CanChange bool                `json:"canChange"`
+	}
+	var tv topicsView
+	read := func() topicsView {
+		var v topicsView
+		if err := page.Eval(ctx, readTopics, &v); err != nil {
+			t.Logf("read the topics page: %v", err)
+		}
+		return v
+	}
+	eval := func(js string) {
+		t.Helper()
+		if err := page.Eval(ctx, js, nil); err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+	}
+	eval(`location.hash = "#topics"`)
+	waitFor(t, 20*time.Second, "the topics page to list orders with its messages", func() bool {
+		tv = read()
+		return tv.Shown && tv.Rows["orders"].Queues == 2 && tv.Rows["orders"].Messages > 0
+	})
+	if !tv.CanChange {
+		t.Fatalf("a group without authentication shows its topics read-only: %+v", tv)
+	}
+	t.Logf("topics page: orders holds %d messages (max offsets %s)", tv.Rows["orders"].Messages, tv.Rows["orders"].Max)
+	submit := func(name, queues string) {
+		eval(`document.getElementById("new-topic").value = ` + strconv.Quote(name) + `;
+			document.getElementById("new-queues").value = ` + strconv.Quote(queues) + `;
+			document.querySelector("#create-topic button").click()`)
+	}
+	submit("console-made", "3")
+	waitFor(t, 20*time.Second, "the page to create console-made with 3 queues", func() bool {
+		tv = read()
+		return tv.Rows["console-made"].Queues == 3 && strings.Contains(tv.Msg, "Created topic console-made")
+	})
+	submit("no spaces allowed", "")
+	waitFor(t, 20*time.Second, "the page to show the node's refusal of a bad name", func() bool {
+		tv = read()
+		return tv.Bad && strings.Contains(tv.Msg, "no spaces allowed") && strings.Contains(tv.Msg, "invalid argument")
+	})
+	t.Logf("a bad name: %s", tv.Msg)
+	screenshot(ctx, t, page, "topics.png")
+	del := `document.querySelector("#topics button.del[data-topic='console-made']").click()`
+	eval(del)
+	eval(del)
+	waitFor(t, 20*time.Second, "the page to delete console-made", func() bool {
+		tv = read()
+		_, listed := tv.Rows["console-made"]
+		return !listed && strings.Contains(tv.Msg, "Deleted topic console-made")
+	})
+	eval(`location.hash = "#overview"`)
 }
 
 // screenshot writes the page's viewport to name in the directory

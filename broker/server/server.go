@@ -343,7 +343,7 @@ func Start(cfg Config) (_ *Server, err error) {
 			return nil, fmt.Errorf("http listen on %s: %w", cfg.HTTP, err)
 		}
 		hl = s.tls.Listen(hl, false)
-		s.console = console.New(console.Config{Status: s.broker.Status, Metrics: s.broker.Registry()})
+		s.console = console.New(console.Config{Status: s.broker.Status, Metrics: s.broker.Registry(), Broker: s.broker, Auth: s.auth})
 		s.consoleOff = s.node.OnChange(func(e election.Event) { s.console.LeaderChanged(e.LeaderID, e.Term) })
 		if id := s.node.LeaderID(); id != "" { // an election before the listener: the events then win
 			s.console.LeaderChanged(id, s.node.Stats().Term)

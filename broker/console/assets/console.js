@@ -5,7 +5,9 @@
 "use strict";
 (function () {
   var STALE_MS = 3500; // no snapshot for this long: the node is taken as gone
-  var state = { es: null, timer: 0, switchedAt: 0, originName: "", addr: location.host, origin: location.host, nodes: [], lastAt: 0, servedBy: "" };
+  var state = { es: null, timer: 0, switchedAt: 0, originName: "", addr: location.host, origin: location.host, nodes: [], lastAt: 0, servedBy: "",
+    page: "overview", cred: null, session: { auth: "disabled", admin: true }, leader: "", confirm: "", gen: 0 };
+  var PAGES = ["overview", "topics"], READ = "/raftmq.v1.Broker/ListTopics";
   var $ = function (id) { return document.getElementById(id); };
 
   function text(id, v) { var e = $(id); if (e.textContent !== String(v)) e.textContent = v; }
@@ -39,6 +41,8 @@
       rows.appendChild(tr);
     });
     tb.replaceChildren(rows);
+    state.leader = s.leader;
+    if (s.topics) renderTopics(s.topics);
     var ol = $("timeline"), items = document.createDocumentFragment(), tl = s.timeline || [];
     for (var i = tl.length - 1; i >= 0; i--) {
       var c = tl[i], li = document.createElement("li"), tm = document.createElement("time"), what = document.createElement("span");
@@ -55,16 +59,115 @@
     ol.replaceChildren(items);
   }
 
+  function renderTopics(ts) {
+    var rows = document.createDocumentFragment();
+    ts.forEach(function (t) {
+      var tr = document.createElement("tr");
+      tr.id = "topic-" + t.name; tr.dataset.name = t.name; tr.dataset.queues = t.queues.length; tr.dataset.messages = t.messages;
+      if (t.system) tr.className = "system";
+      cell(tr, t.name);
+      cell(tr, (t.readable ? "r" : "-") + (t.writable ? "w" : "-") + " (" + t.perm + ")");
+      cell(tr, t.queues.length, "num");
+      cell(tr, t.queues.map(function (q) { return q.min; }).join(" "), "offsets");
+      cell(tr, t.queues.map(function (q) { return q.max; }).join(" "), "offsets");
+      cell(tr, t.messages, "num"); cell(tr, rate(t.rate), "num");
+      var td = cell(tr, "", "change");
+      if (!t.system) {
+        var b = document.createElement("button");
+        b.className = "del"; b.type = "button"; b.dataset.topic = t.name;
+        b.textContent = state.confirm === t.name ? "Really delete?" : "Delete";
+        td.appendChild(b);
+      }
+      rows.appendChild(tr);
+    });
+    $("topics").tBodies[0].replaceChildren(rows);
+  }
+
+  // sign makes the call credential of one gRPC method, as the SDK does
+  // (HMAC-SHA256 through the browser's Web Crypto: https or localhost).
+  function sign(method) {
+    if (!state.cred) return Promise.resolve("");
+    if (!window.crypto || !crypto.subtle) return Promise.reject(new Error("signing needs the page over https (or from localhost): the browser offers no Web Crypto here"));
+    var enc = new TextEncoder(), ms = String(Date.now()), nonce = Array.from(crypto.getRandomValues(new Uint8Array(8)), function (b) { return b.toString(16).padStart(2, "0"); }).join("");
+    return crypto.subtle.importKey("raw", enc.encode(state.cred.sk), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]).then(function (k) {
+      return crypto.subtle.sign("HMAC", k, enc.encode("raftmq-call-v1\n" + method + "\n" + state.cred.ak + "\n" + ms + "\n" + nonce));
+    }).then(function (sig) {
+      var b64 = btoa(String.fromCharCode.apply(null, new Uint8Array(sig))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+      return ["v1", state.cred.ak, ms, nonce, b64].join(" ");
+    });
+  }
+
+  // call sends one change (or read) to addr's /console/api; a node that is
+  // not the leader names it, and the change goes there once.
+  function call(method, verb, path, body, addr, again) {
+    return sign(method).then(function (cred) {
+      var h = { "Content-Type": "application/json" };
+      if (cred) h["Raftmq-Credential"] = cred;
+      return fetch(urlOf(addr) + path, { method: verb, headers: h, body: body ? JSON.stringify(body) : undefined });
+    }).then(function (r) {
+      return r.json().catch(function () { return { error: "HTTP " + r.status }; }).then(function (j) {
+        if (r.ok) return j;
+        if (j.leaderHttp && !again && j.leaderHttp !== addr) return call(method, verb, path, body, j.leaderHttp, true);
+        throw new Error(j.error || "HTTP " + r.status);
+      });
+    });
+  }
+
+  function leaderAddr() {
+    var l = state.nodes.filter(function (n) { return n.id === state.leader && n.http && n.role !== "down"; });
+    return l.length ? l[0].http : state.addr;
+  }
+
+  function note(id, msg, bad) { var p = $(id); p.hidden = !msg; p.textContent = msg; p.className = "msg" + (bad ? " bad" : ""); }
+
+  function session() {
+    var gen = ++state.gen;
+    return sign(READ).then(function (cred) {
+      return fetch("/console/api/session", { headers: cred ? { "Raftmq-Credential": cred } : {} });
+    }).then(function (r) { return r.json(); }).then(function (s) {
+      if (gen !== state.gen) return;
+      state.session = s;
+      var need = s.auth === "enforcing" && !s.user;
+      $("signin").hidden = !need;
+      text("signin-error", state.cred && s.error ? s.error : "");
+      text("who", s.user ? "signed in as " + s.user + (s.admin ? " (admin)" : " (read-only)") : s.auth === "disabled" ? "" : "auth " + s.auth);
+      document.body.classList.toggle("readonly", !s.admin);
+      if (need) state.cred = null;
+      if (state.page !== "overview") connect(state.addr);
+    }).catch(function (e) { text("signin-error", e.message); });
+  }
+
+  function show() {
+    var p = location.hash.replace(/^#/, "");
+    state.page = PAGES.indexOf(p) >= 0 ? p : "overview";
+    PAGES.forEach(function (x) { $("page-" + x).hidden = x !== state.page; });
+    document.querySelectorAll("#pages a").forEach(function (a) { a.classList.toggle("on", a.dataset.page === state.page); });
+  }
+
   function say(msg, cls) { var p = $("source"); p.textContent = msg; p.className = "source " + (cls || ""); }
 
   function urlOf(addr) { return addr === location.host ? "" : location.protocol + "//" + addr; }
 
+  // streamURL is the stream of the page shown: the topics page's carries
+  // its view, with a credential when the node asks one.
+  function streamURL(addr) {
+    var u = urlOf(addr) + "/console/events";
+    if (state.page === "overview" || (state.session.auth === "enforcing" && !state.cred)) return Promise.resolve(u);
+    return sign(READ).then(function (cred) { return u + "?view=" + state.page + (cred ? "&cred=" + encodeURIComponent(cred) : ""); });
+  }
+
   function connect(addr) {
     if (state.es) state.es.close();
+    state.es = null;
     state.addr = addr;
     state.servedBy = "";
     state.lastAt = Date.now();
-    var es = new EventSource(urlOf(addr) + "/console/events");
+    var gen = ++state.streams;
+    streamURL(addr).then(function (u) { if (gen === state.streams) open(addr, u); }, function (e) { say(e.message, "lost"); });
+  }
+
+  function open(addr, u) {
+    var es = new EventSource(u);
     state.es = es;
     es.onmessage = function (ev) {
       if (es !== state.es) return;
@@ -98,6 +201,33 @@
     state.timer = setTimeout(function () { state.timer = 0; state.switchedAt = Date.now(); connect(next); }, wait);
   }
 
+  state.streams = 0;
   setInterval(function () { if (Date.now() - state.lastAt > STALE_MS) failover(); }, 1000);
+  window.addEventListener("hashchange", function () { show(); connect(state.addr); });
+  $("signin").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    state.cred = { ak: $("ak").value, sk: $("sk").value };
+    $("sk").value = "";
+    session();
+  });
+  $("create-topic").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var name = $("new-topic").value.trim(), q = $("new-queues").value;
+    call("/raftmq.v1.Broker/CreateTopic", "POST", "/console/api/topics", { name: name, queues: q === "" ? 0 : Number(q) }, leaderAddr()).then(function (r) {
+      note("topics-msg", "Created topic " + r.name + " with " + r.queues + " queues.");
+      $("new-topic").value = "";
+    }, function (e) { note("topics-msg", "Create " + JSON.stringify(name) + ": " + e.message, true); });
+  });
+  $("topics").addEventListener("click", function (ev) {
+    var name = ev.target.dataset && ev.target.dataset.topic;
+    if (!name) return;
+    if (state.confirm !== name) { state.confirm = name; ev.target.textContent = "Really delete?"; return; }
+    state.confirm = "";
+    call("/raftmq.v1.Broker/DeleteTopic", "DELETE", "/console/api/topics?name=" + encodeURIComponent(name), null, leaderAddr()).then(function () {
+      note("topics-msg", "Deleted topic " + name + ".");
+    }, function (e) { note("topics-msg", "Delete " + JSON.stringify(name) + ": " + e.message, true); });
+  });
+  show();
   connect(location.host);
+  session();
 })();
