@@ -37,20 +37,9 @@ func TestClusterThirdGroupUnderLoad(t *testing.T) {
 	cfg := cluster.DefaultConfig()
 	cfg.NameServers = []string{ns.Addr()}
 	cfg.RefreshInterval = time.Second
-	cl, err := cluster.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	procWaitFor(t, 60*time.Second, "the route of orders over ga and gb", func() (bool, string) {
-		r, err := cl.Route(ctx, "orders")
-		if err != nil {
-			return false, err.Error()
-		}
-		return len(r.Queues) == 4, fmt.Sprint(r.Queues)
-	})
+	cl := clusterClientRouted(t, ctx, cfg, "orders", 4)
 
 	load := startClusterLoad(t, ctx, cl, "orders", "cg", 4)
 	time.Sleep(2 * time.Second)

@@ -53,20 +53,9 @@ func TestClusterGrowTopicOntoAThirdGroup(t *testing.T) {
 	cfg := cluster.DefaultConfig()
 	cfg.NameServers = []string{ns.Addr()}
 	cfg.RefreshInterval = 2 * time.Second
-	cl, err := cluster.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	procWaitFor(t, 60*time.Second, "the route of orders over ga and gb", func() (bool, string) {
-		r, err := cl.Route(ctx, "orders")
-		if err != nil {
-			return false, err.Error()
-		}
-		return len(r.Queues) == 4, fmt.Sprint(r.Queues)
-	})
+	cl := clusterClientRouted(t, ctx, cfg, "orders", 4)
 
 	// Two members of consumer group cg, polling all along.
 	var (

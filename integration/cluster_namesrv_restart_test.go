@@ -36,6 +36,25 @@ func clusterPos(group string, queue int32, off uint64) string {
 
 // startClusterLoad starts workers producers (one send in flight each,
 // every 5 ms) and a consumer of group cg polling all along.
+// clusterClientRouted is a several-group client of cfg, closed when the
+// test ends, once its route of topic has queues queues.
+func clusterClientRouted(t *testing.T, ctx context.Context, cfg cluster.Config, topic string, queues int) *cluster.Cluster {
+	t.Helper()
+	cl, err := cluster.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	procWaitFor(t, 60*time.Second, fmt.Sprintf("the route of %s with %d queues", topic, queues), func() (bool, string) {
+		r, err := cl.Route(ctx, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(r.Queues) == queues, fmt.Sprint(r.Queues)
+	})
+	return cl
+}
+
 func startClusterLoad(t *testing.T, ctx context.Context, cl *cluster.Cluster, topic, cg string, workers int) *clusterLoad {
 	l := &clusterLoad{t: t, cl: cl, topic: topic, read: map[string]string{}, stop: make(chan struct{})}
 	p := cl.NewProducer(client.DefaultProducerConfig())
@@ -183,20 +202,9 @@ func TestClusterNameServerRestartUnderLoad(t *testing.T) {
 	cfg := cluster.DefaultConfig()
 	cfg.NameServers = []string{nsAddr}
 	cfg.RefreshInterval = time.Second // ask the name server often, also while it is down or empty
-	cl, err := cluster.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	procWaitFor(t, 60*time.Second, "the route of orders over both groups", func() (bool, string) {
-		r, err := cl.Route(ctx, "orders")
-		if err != nil {
-			return false, err.Error()
-		}
-		return len(r.Queues) == 4, fmt.Sprint(r.Queues)
-	})
+	cl := clusterClientRouted(t, ctx, cfg, "orders", 4)
 
 	load := startClusterLoad(t, ctx, cl, "orders", "cg", 4)
 	time.Sleep(3 * time.Second)

@@ -65,20 +65,9 @@ func TestClusterTwoGroupsThroughTheNameServer(t *testing.T) {
 	cfg := cluster.DefaultConfig()
 	cfg.NameServers = []string{ns.Addr()}
 	cfg.FaultPenalty = 2 * time.Second
-	cl, err := cluster.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	procWaitFor(t, 60*time.Second, "the route of orders over both groups", func() (bool, string) {
-		r, err := cl.Route(ctx, "orders")
-		if err != nil {
-			return false, err.Error()
-		}
-		return len(r.Queues) == 4, fmt.Sprint(r.Queues)
-	})
+	cl := clusterClientRouted(t, ctx, cfg, "orders", 4)
 	var lines []string
 	for i := 0; i < 20; i++ {
 		lines = append(lines, fmt.Sprintf("cli-%d", i))

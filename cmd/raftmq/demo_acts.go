@@ -105,23 +105,10 @@ func (d *demo) run(ctx context.Context, kills, transfers, queues int, steady tim
 // ctx ends too.
 func (d *demo) produce(pctx, ctx context.Context, i int) {
 	p := d.cl.NewProducer()
-	var interval time.Duration
-	if d.rate > 0 {
-		interval = time.Duration(float64(time.Second) * float64(d.producers) / float64(d.rate))
-	}
-	next := time.Now()
+	pace := newPacer(d.rate, d.producers)
 	for seq := 1; pctx.Err() == nil; seq++ {
-		if interval > 0 {
-			next = next.Add(interval)
-			if wait := time.Until(next); wait > 0 {
-				select {
-				case <-time.After(wait):
-				case <-pctx.Done():
-					return
-				}
-			} else if wait < -time.Second {
-				next = time.Now() // do not burst after an outage
-			}
+		if !pace.wait(pctx) {
+			return
 		}
 		body := fmt.Sprintf("p%d-%d", i, seq)
 		key := fmt.Sprintf("p%d-k%d", i, seq%3)
@@ -450,4 +437,37 @@ func (d *demo) converge(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// pacer spaces one producer's sends so that producers of them send rate
+// messages a second together (rate 0: no spacing).
+type pacer struct {
+	interval time.Duration
+	next     time.Time
+}
+
+func newPacer(rate, producers int) *pacer {
+	p := &pacer{next: time.Now()}
+	if rate > 0 {
+		p.interval = time.Duration(float64(time.Second) * float64(producers) / float64(rate))
+	}
+	return p
+}
+
+// wait waits for the next send's turn; false when ctx ended first.
+func (p *pacer) wait(ctx context.Context) bool {
+	if p.interval <= 0 {
+		return true
+	}
+	p.next = p.next.Add(p.interval)
+	if wait := time.Until(p.next); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return false
+		}
+	} else if wait < -time.Second {
+		p.next = time.Now() // do not burst after an outage
+	}
+	return true
 }

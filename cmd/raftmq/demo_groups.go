@@ -451,23 +451,10 @@ func (d *groupsDemo) run(ctx context.Context, kills, queues int, steady time.Dur
 // producer until pctx ends; a send in progress then finishes unless ctx
 // ends too.
 func (d *groupsDemo) produce(pctx, ctx context.Context, p *cluster.Producer, i int) {
-	var interval time.Duration
-	if d.rate > 0 {
-		interval = time.Duration(float64(time.Second) * float64(d.producers) / float64(d.rate))
-	}
-	next := time.Now()
+	pace := newPacer(d.rate, d.producers)
 	for seq := 1; pctx.Err() == nil; seq++ {
-		if interval > 0 {
-			next = next.Add(interval)
-			if wait := time.Until(next); wait > 0 {
-				select {
-				case <-time.After(wait):
-				case <-pctx.Done():
-					return
-				}
-			} else if wait < -time.Second {
-				next = time.Now() // do not burst after an outage
-			}
+		if !pace.wait(pctx) {
+			return
 		}
 		body := fmt.Sprintf("p%d-%d", i, seq)
 		msg := client.Message{Body: []byte(body)}
