@@ -286,3 +286,32 @@ func (r *registry) count() int {
 	r.expireLocked()
 	return len(r.regs)
 }
+
+// dropTopic removes topic from every live registration (of cluster, when
+// not ""): the routes leave it out until a registration carries it again.
+// A registration's maps are replaced, not changed: groups hands them out.
+func (r *registry) dropTopic(topic, cluster string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, reg := range r.regs {
+		if _, ok := reg.Topics[topic]; !ok || cluster != "" && reg.Cluster != cluster {
+			continue
+		}
+		topics := make(map[string]int, len(reg.Topics))
+		for t, n := range reg.Topics {
+			if t != topic {
+				topics[t] = n
+			}
+		}
+		reg.Topics = topics
+		if _, ok := reg.Perms[topic]; ok {
+			perms := make(map[string]int, len(reg.Perms))
+			for t, p := range reg.Perms {
+				if t != topic {
+					perms[t] = p
+				}
+			}
+			reg.Perms = perms
+		}
+	}
+}

@@ -277,6 +277,8 @@ func (s *Server) handle(ctx context.Context, external bool, from string, req *re
 		return s.clusterInfo(req, external)
 	case remoting.GetAllTopicListFromNS:
 		return s.topicList(req)
+	case remoting.DeleteTopicInNamesrv:
+		return s.deleteTopic(req)
 	}
 	return remoting.Response(req, remoting.RequestCodeNotSupported, fmt.Sprintf("request code %s is not supported by raftmq's name server", remoting.DescribeCode(req.Code)))
 }
@@ -674,4 +676,26 @@ func RegisterRequest(reg Registration) (*remoting.Command, error) {
 		ext[ExtMembers] = strings.Join(reg.Members, ",")
 	}
 	return remoting.NewRequest(remoting.RegisterBroker, ext, b), nil
+}
+
+// deleteTopic answers DELETE_TOPIC_IN_NAMESRV (DeleteTopicFromNamesrvRequestHeader:
+// topic, clusterName), as RocketMQ's RouteInfoManager.deleteTopic does: the
+// topic leaves the routes of every group (of clusterName, when given)
+// until a node registers it again. A broker group that still holds it
+// does so with its next registration (at most a register period later),
+// as with RocketMQ; raftmq's brokers deleting it register without it.
+// A name server with authentication verifies signatures but holds no
+// grants, so there it changes no route: it answers SUCCESS and the routes
+// follow the groups' registrations (a group that deleted the topic
+// registers without it at once).
+func (s *Server) deleteTopic(req *remoting.Command) *remoting.Command {
+	topic := req.Ext["topic"]
+	if topic == "" {
+		return remoting.Response(req, remoting.SystemError, "delete topic: field topic: empty")
+	}
+	if s.guard.mode != acl.Disabled {
+		return remoting.Response(req, remoting.Success, "routes follow the broker groups' registrations: a group that deleted the topic registers without it")
+	}
+	s.reg.dropTopic(topic, req.Ext["clusterName"])
+	return remoting.Response(req, remoting.Success, "")
 }

@@ -6,39 +6,44 @@ import "strconv"
 // of the JSON header (RocketMQ 5.x's pop family is 200050 and up); the
 // ROCKETMQ binary header carries 16 bits of it.
 const (
-	SendMessage              int32 = 10
-	PullMessage              int32 = 11
-	QueryMessage             int32 = 12
-	QueryConsumerOffset      int32 = 14
-	UpdateConsumerOffset     int32 = 15
-	UpdateAndCreateTopic     int32 = 17
-	SearchOffsetByTimestamp  int32 = 29
-	GetMaxOffset             int32 = 30
-	GetMinOffset             int32 = 31
-	GetEarliestMsgStoreTime  int32 = 32
-	ViewMessageByID          int32 = 33
-	HeartBeat                int32 = 34
-	UnregisterClient         int32 = 35
-	ConsumerSendMsgBack      int32 = 36
-	EndTransaction           int32 = 37
-	GetConsumerListByGroup   int32 = 38
-	CheckTransactionState    int32 = 39
-	NotifyConsumerIdsChanged int32 = 40
-	LockBatchMQ              int32 = 41
-	UnlockBatchMQ            int32 = 42
-	CheckClientConfig        int32 = 46
-	RegisterBroker           int32 = 103
-	UnregisterBroker         int32 = 104
-	GetRouteInfoByTopic      int32 = 105
-	GetBrokerClusterInfo     int32 = 106
-	GetAllTopicListFromNS    int32 = 206
-	SendMessageV2            int32 = 310
-	SendBatchMessage         int32 = 320
-	SendReplyMessage         int32 = 324
-	SendReplyMessageV2       int32 = 325
-	PushReplyMessageToClient int32 = 326
-	LitePullMessage          int32 = 361
-	PopMessage               int32 = 200050
+	SendMessage                      int32 = 10
+	PullMessage                      int32 = 11
+	QueryMessage                     int32 = 12
+	QueryConsumerOffset              int32 = 14
+	UpdateConsumerOffset             int32 = 15
+	UpdateAndCreateTopic             int32 = 17
+	SearchOffsetByTimestamp          int32 = 29
+	GetMaxOffset                     int32 = 30
+	GetMinOffset                     int32 = 31
+	GetEarliestMsgStoreTime          int32 = 32
+	ViewMessageByID                  int32 = 33
+	HeartBeat                        int32 = 34
+	UnregisterClient                 int32 = 35
+	ConsumerSendMsgBack              int32 = 36
+	EndTransaction                   int32 = 37
+	GetConsumerListByGroup           int32 = 38
+	CheckTransactionState            int32 = 39
+	NotifyConsumerIdsChanged         int32 = 40
+	LockBatchMQ                      int32 = 41
+	UnlockBatchMQ                    int32 = 42
+	CheckClientConfig                int32 = 46
+	RegisterBroker                   int32 = 103
+	UnregisterBroker                 int32 = 104
+	GetRouteInfoByTopic              int32 = 105
+	GetBrokerClusterInfo             int32 = 106
+	UpdateAndCreateSubscriptionGroup int32 = 200
+	GetAllSubscriptionGroupConfig    int32 = 201
+	GetAllTopicListFromNS            int32 = 206
+	DeleteSubscriptionGroup          int32 = 207
+	DeleteTopicInBroker              int32 = 215
+	DeleteTopicInNamesrv             int32 = 216
+	SendMessageV2                    int32 = 310
+	SendBatchMessage                 int32 = 320
+	SendReplyMessage                 int32 = 324
+	SendReplyMessageV2               int32 = 325
+	PushReplyMessageToClient         int32 = 326
+	LitePullMessage                  int32 = 361
+	PopMessage                       int32 = 200050
 )
 
 // Response codes (RocketMQ's ResponseCode and RemotingSysResponseCode).

@@ -303,6 +303,14 @@ func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command
 		return a.searchOffset(ctx, req)
 	case rmq.UpdateAndCreateTopic:
 		return a.createTopic(ctx, req)
+	case rmq.DeleteTopicInBroker:
+		return a.deleteTopic(ctx, req)
+	case rmq.UpdateAndCreateSubscriptionGroup:
+		return a.updateGroup(ctx, req)
+	case rmq.GetAllSubscriptionGroupConfig:
+		return a.allGroups(ctx, req)
+	case rmq.DeleteSubscriptionGroup:
+		return a.deleteGroup(ctx, req)
 	case rmq.GetRouteInfoByTopic:
 		return a.route(ctx, req)
 	case rmq.QueryMessage:

@@ -4,17 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
+	"github.com/raftmq/raftmq/namesrv"
 	rmq "github.com/raftmq/raftmq/remoting"
 )
 
-// createTopic answers UPDATE_AND_CREATE_TOPIC (RocketMQ's admin tools):
-// it creates the topic with writeQueueNums queues; an existing topic with
-// that count is fine, another count is refused (raftmq does not change a
-// topic's queue count).
+// createTopic answers UPDATE_AND_CREATE_TOPIC (RocketMQ's admin tools;
+// CreateTopicRequestHeader: topic, readQueueNums, writeQueueNums, perm,
+// ...): it creates the topic with writeQueueNums queues. For a topic this
+// group holds, the same count is fine, a larger one grows the topic onto
+// other groups of the cluster (growTopic), and a smaller one is refused:
+// raftmq does not change a topic's queue count within a group.
 func (a *Adapter) createTopic(ctx context.Context, req *rmq.Command) *rmq.Command {
 	topic := req.Ext["topic"]
 	n, err := req.ExtInt("writeQueueNums", 0)
@@ -26,6 +31,13 @@ func (a *Adapter) createTopic(ctx context.Context, req *rmq.Command) *rmq.Comman
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if ti, err := a.b.Topic(topic); err == nil && len(ti.Queues) != int(n) {
+		if int(n) < len(ti.Queues) {
+			return rmq.Response(req, rmq.SystemError, fmt.Sprintf("update topic %s: %d queues asked, it has %d in broker group %s: raftmq does not remove a topic's queues",
+				topic, n, len(ti.Queues), a.b.Config().Group))
+		}
+		return a.growTopic(ctx, req, topic, int(n)-len(ti.Queues))
+	}
 	if err := a.createTopicOnLeader(ctx, topic, int32(n)); err != nil {
 		code := codeOf(err)
 		if errors.Is(err, broker.ErrAlreadyExists) || code == rmq.MessageIllegal {
@@ -123,4 +135,82 @@ func (a *Adapter) queryMessage(req *rmq.Command) *rmq.Command {
 	resp.Ext["indexLastUpdateTimestamp"] = strconv.FormatInt(time.Now().UnixMilli(), 10)
 	resp.Ext["indexLastUpdatePhyoffset"] = "0"
 	return resp
+}
+
+// growTopic adds queues to topic, which this group holds, as `raftmq topic
+// update --add-queues` does: raftmq does not change a topic's queue count
+// within a group, so the queues are created on groups of this node's
+// cluster that do not hold the topic (as the name servers' cluster info
+// lists them), spread evenly, each through its leader with
+// UPDATE_AND_CREATE_TOPIC. Refused by name when no such group is
+// registered.
+func (a *Adapter) growTopic(ctx context.Context, req *rmq.Command, topic string, add int) *rmq.Command {
+	var ci *namesrv.ClusterInfo
+	var err error
+	for _, ns := range a.cfg.NameServers {
+		if ci, err = namesrv.FetchClusterInfo(ctx, a.reg.cl, ns, func(c *rmq.Command) { a.reg.sign(c) }); err == nil {
+			break
+		}
+	}
+	if ci == nil {
+		return rmq.Response(req, rmq.SystemError, fmt.Sprintf("update topic %s: to add %d queues, the cluster's groups are needed: no name server answered: %v", topic, add, err))
+	}
+	var targets []string
+	for name, g := range ci.RaftmqGroups {
+		if _, has := g.Topics[topic]; has || g.Cluster != a.cfg.Cluster || ci.BrokerAddrTable[name].BrokerAddrs[0] == "" {
+			continue
+		}
+		targets = append(targets, name)
+	}
+	sort.Strings(targets)
+	if len(targets) == 0 {
+		return rmq.Response(req, rmq.SystemError, fmt.Sprintf("update topic %s: %d more queues asked, but every broker group of cluster %s holds the topic already, "+
+			"and raftmq does not change a topic's queue count within a group; add a broker group to grow it", topic, add, a.cfg.Cluster))
+	}
+	targets = targets[:min(len(targets), add)]
+	for i, name := range targets {
+		share := add / len(targets)
+		if i < add%len(targets) {
+			share++
+		}
+		ext := map[string]string{"topic": topic, "readQueueNums": strconv.Itoa(share), "writeQueueNums": strconv.Itoa(share), "perm": "6"}
+		resp, err := a.reg.cl.Invoke(ctx, ci.BrokerAddrTable[name].BrokerAddrs[0], a.reg.sign(rmq.NewRequest(rmq.UpdateAndCreateTopic, ext, nil)))
+		if err == nil && resp.Code != rmq.Success {
+			err = fmt.Errorf("code %d: %s", resp.Code, resp.Remark)
+		}
+		if err != nil {
+			return rmq.Response(req, rmq.SystemError, fmt.Sprintf("update topic %s: create %d queues on broker group %s: %v", topic, share, name, err))
+		}
+	}
+	return rmq.Response(req, rmq.Success, "")
+}
+
+// deleteTopic answers DELETE_TOPIC_IN_BROKER (DeleteTopicRequestHeader:
+// topic) with broker.DeleteTopic on the leader; the registrar then
+// registers the group without it. A topic the group does not hold is
+// answered SUCCESS, as RocketMQ's AdminBrokerProcessor answers it; one
+// whose consumer groups have connected members is refused, as raftmq's own
+// delete refuses it without --force.
+func (a *Adapter) deleteTopic(ctx context.Context, req *rmq.Command) *rmq.Command {
+	topic := req.Ext["topic"]
+	if topic == "" {
+		return rmq.Response(req, rmq.SystemError, "delete topic: field topic: empty")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := a.onLeader(ctx, func(ctx context.Context) error {
+		return a.b.DeleteTopic(ctx, topic, false)
+	}, func(ctx context.Context, addr string) error {
+		cc, err := a.peers.Conn(addr)
+		if err != nil {
+			return fmt.Errorf("%w: %w", broker.ErrUnavailable, err)
+		}
+		_, err = api.NewBrokerClient(cc).DeleteTopic(ctx, &api.DeleteTopicRequest{Name: topic})
+		return err
+	})
+	if err != nil && !isNotFound(err) {
+		return callErrResponse(req, fmt.Errorf("delete topic %s: %w", topic, err))
+	}
+	a.reg.kickNow()
+	return rmq.Response(req, rmq.Success, "")
 }

@@ -37,9 +37,11 @@ func topicNeed(action auth.Action, topic string) auth.Need {
 // signature of a known user: publish on the topic of a send; subscribe on
 // the consumer group and the topic of pulls, offsets, heartbeats, locks and
 // send-backs; admin on the cluster for topic creation. A request that
-// names no topic or group (routes, a message by id) needs only the
-// signature. Fields a request lacks are not checked here: the handler
-// refuses the request.
+// names no topic or group (routes, a message by id, the list of
+// subscription groups, as raftmq's ListGroups) needs only the signature.
+// Deleting a topic, and creating, changing or deleting a subscription
+// group, need admin on it, as raftmq's own calls do. Fields a request
+// lacks are not checked here: the handler refuses the request.
 func authNeeds(req *rmq.Command) []auth.Need {
 	ext := req.Ext
 	var needs []auth.Need
@@ -88,6 +90,27 @@ func authNeeds(req *rmq.Command) []auth.Need {
 		}
 	case rmq.UpdateAndCreateTopic:
 		needs = append(needs, auth.Need{Action: auth.Admin, Resource: auth.ClusterResource})
+	case rmq.DeleteTopicInBroker:
+		// As raftmq's DeleteTopic: admin on the topic.
+		if t := ext["topic"]; t != "" {
+			needs = append(needs, auth.Need{Action: auth.Admin, Resource: auth.Topic(t)})
+		}
+	case rmq.UpdateAndCreateSubscriptionGroup:
+		// As raftmq's UpdateGroup: admin on the group named in the body
+		// (SubscriptionGroupConfig); a body that names none needs admin
+		// on the cluster (the handler refuses it anyway).
+		var c struct {
+			GroupName string `json:"groupName"`
+		}
+		if json.Unmarshal(req.Body, &c) == nil && c.GroupName != "" {
+			needs = append(needs, auth.Need{Action: auth.Admin, Resource: auth.Group(c.GroupName)})
+		} else {
+			needs = append(needs, auth.Need{Action: auth.Admin, Resource: auth.ClusterResource})
+		}
+	case rmq.DeleteSubscriptionGroup:
+		if g := ext["groupName"]; g != "" {
+			needs = append(needs, auth.Need{Action: auth.Admin, Resource: auth.Group(g)})
+		}
 	}
 	return dedupeNeeds(needs)
 }

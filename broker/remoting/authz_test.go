@@ -169,6 +169,11 @@ func TestAuthNeedsByRequestCode(t *testing.T) {
 		{rmq.LockBatchMQ, nil, lock, "subscribe group:og;subscribe topic:t1"},
 		{rmq.UpdateAndCreateTopic, map[string]string{"topic": "x"}, nil, "admin cluster"},
 		{rmq.GetRouteInfoByTopic, map[string]string{"topic": "x"}, nil, ""},
+		{rmq.DeleteTopicInBroker, map[string]string{"topic": "x"}, nil, "admin topic:x"},
+		{rmq.UpdateAndCreateSubscriptionGroup, nil, []byte(`{"groupName":"cg","retryMaxTimes":3}`), "admin group:cg"},
+		{rmq.UpdateAndCreateSubscriptionGroup, nil, []byte(`{`), "admin cluster"},
+		{rmq.DeleteSubscriptionGroup, map[string]string{"groupName": "cg"}, nil, "admin group:cg"},
+		{rmq.GetAllSubscriptionGroupConfig, nil, nil, ""},
 	} {
 		var got []string
 		for _, n := range brokerremoting.AuthNeedsOf(tc.code, tc.ext, tc.body) {

@@ -45,3 +45,41 @@ func FuzzParseSendBack(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeGroupConfig: any UPDATE_AND_CREATE_SUBSCRIPTIONGROUP body
+// decodes to an error or to a config with a group name and a retry count
+// the broker accepts.
+func FuzzDecodeGroupConfig(f *testing.F) {
+	// As mqadmin updateSubGroup sends SubscriptionGroupConfig (fastjson).
+	f.Add([]byte(`{"brokerId":0,"consumeBroadcastEnable":true,"consumeEnable":true,"consumeFromMinEnable":true,"consumeMessageOrderly":false,"consumeTimeoutMinute":15,"groupName":"cg","groupSysFlag":0,"notifyConsumerIdsChangedEnable":true,"retryMaxTimes":16,"retryQueueNums":1,"whichBrokerWhenConsumeSlowly":1}`))
+	f.Add([]byte(`{"groupName":"cg","retryMaxTimes":-1}`))
+	f.Add([]byte(`{"groupName":"cg","consumeEnable":false}`))
+	f.Add([]byte(`{"groupName":1}`))
+	f.Add([]byte(``))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, err := decodeGroupConfig(body)
+		if err != nil {
+			return
+		}
+		if c.GroupName == "" || c.RetryMaxTimes != nil && (*c.RetryMaxTimes < 0 || *c.RetryMaxTimes > 64) {
+			t.Fatalf("%q decoded to %+v", body, c)
+		}
+	})
+}
+
+func TestDecodeGroupConfigRefusesByName(t *testing.T) {
+	for body, want := range map[string]string{
+		``:                                      "no body: want a SubscriptionGroupConfig",
+		`[`:                                     "body is not a SubscriptionGroupConfig",
+		`{"retryMaxTimes":3}`:                   "groupName: empty",
+		`{"groupName":"cg","retryMaxTimes":65}`: "retryMaxTimes 65: want 0..64",
+		`{"groupName":"cg","consumeEnable":false}`:          "consumeEnable false: raftmq does not pause",
+		`{"groupName":"cg","consumeBroadcastEnable":false}`: "consumeBroadcastEnable false",
+		`{"groupName":"cg","retryMaxTimes":"x"}`:            "body is not a SubscriptionGroupConfig",
+	} {
+		_, err := decodeGroupConfig([]byte(body))
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+}

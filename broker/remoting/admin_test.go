@@ -1,0 +1,118 @@
+package remoting_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	rmq "github.com/raftmq/raftmq/remoting"
+)
+
+// sgWrapper is RocketMQ's SubscriptionGroupWrapper as its tools decode it
+// (remoting/.../protocol/body/SubscriptionGroupWrapper.java).
+type sgWrapper struct {
+	SubscriptionGroupTable map[string]struct {
+		GroupName              string `json:"groupName"`
+		ConsumeEnable          bool   `json:"consumeEnable"`
+		ConsumeBroadcastEnable bool   `json:"consumeBroadcastEnable"`
+		RetryMaxTimes          int    `json:"retryMaxTimes"`
+		RetryQueueNums         int    `json:"retryQueueNums"`
+	} `json:"subscriptionGroupTable"`
+	DataVersion struct {
+		Timestamp int64 `json:"timestamp"`
+		Counter   int64 `json:"counter"`
+	} `json:"dataVersion"`
+}
+
+// TestAdminTopicsAndGroups: RocketMQ's admin requests for topics and
+// subscription groups, sent to a follower (state changes go to the
+// leader): UPDATE_AND_CREATE_TOPIC with another count for an existing
+// topic (smaller refused by name; larger refused by name when every group
+// of the cluster holds the topic), DELETE_TOPIC_IN_BROKER (the route goes;
+// again: SUCCESS), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP onto the group's
+// retry count, GET_ALL_SUBSCRIPTIONGROUP_CONFIG in the wrapper's shape,
+// DELETE_SUBSCRIPTIONGROUP.
+func TestAdminTopicsAndGroups(t *testing.T) {
+	f := newFixture(t)
+	f.createTopic("orders", 4)
+	fo := f.addr(f.follower())
+
+	update := func(n string) *rmq.Command {
+		return f.invoke(fo, rmq.UpdateAndCreateTopic, map[string]string{"topic": "orders", "writeQueueNums": n, "readQueueNums": n, "perm": "6"}, nil)
+	}
+	if r := update("4"); r.Code != rmq.Success {
+		t.Fatalf("same count: %d %s", r.Code, r.Remark)
+	}
+	if r := update("2"); r.Code != rmq.SystemError || !strings.Contains(r.Remark, "raftmq does not remove a topic's queues") {
+		t.Fatalf("smaller count: %d %s", r.Code, r.Remark)
+	}
+	if r := update("8"); r.Code != rmq.SystemError || !strings.Contains(r.Remark, "every broker group of cluster DefaultCluster holds the topic already") {
+		t.Fatalf("larger count, one group: %d %s", r.Code, r.Remark)
+	}
+
+	// Groups.
+	cfg := `{"groupName":"cg","consumeEnable":true,"consumeBroadcastEnable":true,"consumeFromMinEnable":true,"retryMaxTimes":5,"retryQueueNums":1,"brokerId":0,"whichBrokerWhenConsumeSlowly":1,"notifyConsumerIdsChangedEnable":true}`
+	if r := f.invoke(fo, rmq.UpdateAndCreateSubscriptionGroup, nil, []byte(cfg)); r.Code != rmq.Success {
+		t.Fatalf("create group: %d %s", r.Code, r.Remark)
+	}
+	if r := f.invoke(fo, rmq.UpdateAndCreateSubscriptionGroup, nil, []byte(`{"groupName":"cg","consumeEnable":false}`)); r.Code != rmq.SystemError || !strings.Contains(r.Remark, "consumeEnable false") {
+		t.Fatalf("paused group: %d %s", r.Code, r.Remark)
+	}
+	all := func() sgWrapper {
+		t.Helper()
+		r := f.invoke(fo, rmq.GetAllSubscriptionGroupConfig, nil, nil)
+		if r.Code != rmq.Success {
+			t.Fatalf("all groups: %d %s", r.Code, r.Remark)
+		}
+		var w sgWrapper
+		if err := json.Unmarshal(r.Body, &w); err != nil {
+			t.Fatalf("all groups: %v: %s", err, r.Body)
+		}
+		return w
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w := all()
+		g, ok := w.SubscriptionGroupTable["cg"]
+		if ok && g.RetryMaxTimes == 5 && g.GroupName == "cg" && g.ConsumeEnable && g.ConsumeBroadcastEnable && w.DataVersion.Timestamp > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group cg: %+v", w)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := f.invoke(fo, rmq.DeleteSubscriptionGroup, map[string]string{"groupName": "cg", "cleanOffset": "true"}, nil); r.Code != rmq.Success {
+		t.Fatalf("delete group: %d %s", r.Code, r.Remark)
+	}
+	if _, ok := all().SubscriptionGroupTable["cg"]; ok {
+		t.Fatal("deleted group still listed")
+	}
+	if r := f.invoke(fo, rmq.DeleteSubscriptionGroup, map[string]string{"groupName": "cg"}, nil); r.Code != rmq.Success {
+		t.Fatalf("delete a deleted group: %d %s", r.Code, r.Remark)
+	}
+	if r := f.invoke(fo, rmq.DeleteSubscriptionGroup, nil, nil); r.Code != rmq.SystemError || !strings.Contains(r.Remark, "groupName") {
+		t.Fatalf("delete without a name: %d %s", r.Code, r.Remark)
+	}
+
+	// Topic deletion: the group registers without it.
+	if r := f.invoke(fo, rmq.DeleteTopicInBroker, map[string]string{"topic": "orders"}, nil); r.Code != rmq.Success {
+		t.Fatalf("delete topic: %d %s", r.Code, r.Remark)
+	}
+	for {
+		if _, has := f.ns.Groups()["raftmq"].Topics["orders"]; !has {
+			break
+		}
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatal("deleted topic still registered")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := f.invoke(fo, rmq.DeleteTopicInBroker, map[string]string{"topic": "orders"}, nil); r.Code != rmq.Success {
+		t.Fatalf("delete a deleted topic: %d %s", r.Code, r.Remark)
+	}
+	if r := f.invoke(fo, rmq.DeleteTopicInBroker, map[string]string{"topic": "%RETRY%x"}, nil); r.Code != rmq.SystemError || !strings.Contains(r.Remark, "system topic") {
+		t.Fatalf("delete a system topic: %d %s", r.Code, r.Remark)
+	}
+}
