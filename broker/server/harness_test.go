@@ -12,9 +12,9 @@ import (
 	"github.com/raftmq/raftmq/internal/servertest"
 )
 
-// cluster is a servertest group of real nodes (real raft over loopback
-// TCP, real raft-wal with fsync, in temp dirs), with this package's
-// produce helper.
+// cluster is a servertest group of real nodes (real raft straight over
+// loopback TCP, real raft-wal with fsync, in temp dirs), with this
+// package's produce helper.
 type cluster struct {
 	*servertest.Cluster
 	t *testing.T
@@ -43,7 +43,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // before its first start.
 func newCluster(t *testing.T, n int, mod func(i int, c *server.Config)) *cluster {
 	t.Helper()
-	var opts []servertest.Option
+	opts := []servertest.Option{servertest.Direct()}
 	if mod != nil {
 		opts = append(opts, servertest.Configure(mod))
 	}

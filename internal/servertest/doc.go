@@ -8,9 +8,9 @@
 // Partition cuts raft traffic only, in both modes: with InMemory it
 // disconnects the node's in-memory transport from every other one (both
 // directions); over TCP every direction of raft traffic between two nodes
-// goes through its own proxy, and Partition blocks the node's proxies. The
-// nodes' gRPC traffic to each other (forwarding to the leader, state
-// polling) and the client API stay up.
+// goes through its own proxy (none with Direct), and Partition blocks the
+// node's proxies. The nodes' gRPC traffic to each other (forwarding to the
+// leader, state polling) and the client API stay up.
 //
 // Everything a Cluster starts stops in t.Cleanup.
 //

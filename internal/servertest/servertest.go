@@ -27,14 +27,19 @@ const WaitTimeout = 30 * time.Second
 type Option func(*options)
 
 type options struct {
-	inmem     bool
-	configure []func(i int, c *server.Config)
+	inmem, direct bool
+	configure     []func(i int, c *server.Config)
 }
 
 // InMemory runs raft over raft.InmemTransport, every pair of nodes
 // connected, instead of loopback TCP. The client API and the nodes' gRPC
 // traffic to each other stay on loopback TCP.
 func InMemory() Option { return func(o *options) { o.inmem = true } }
+
+// Direct runs raft over loopback TCP between the nodes themselves, with no
+// proxy between them, for tests whose raft traffic a proxy would change
+// (one entry of tens of megabytes): Partition is then refused.
+func Direct() Option { return func(o *options) { o.direct = true } }
 
 // Configure calls f with each node's index and config before the node first
 // starts; Restart reuses the config.
@@ -44,8 +49,8 @@ func Configure(f func(i int, c *server.Config)) Option {
 
 // Cluster is a running group. Its methods may be called from any goroutine.
 type Cluster struct {
-	t     testing.TB
-	inmem bool
+	t             testing.TB
+	inmem, direct bool
 
 	mu      sync.Mutex
 	cfgs    []server.Config
@@ -63,7 +68,10 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c := &Cluster{t: t, inmem: o.inmem, nodes: make([]*server.Server, n), cut: make([]bool, n)}
+	if o.inmem && o.direct {
+		t.Fatal("servertest: InMemory and Direct exclude each other")
+	}
+	c := &Cluster{t: t, inmem: o.inmem, direct: o.direct, nodes: make([]*server.Server, n), cut: make([]bool, n)}
 	var peers []election.Peer
 	raftAddrs := make([]string, n)
 	for i := range n {
@@ -77,7 +85,7 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 	}
 	if c.inmem {
 		c.trans = make([]*raft.InmemTransport, n)
-	} else {
+	} else if !c.direct {
 		c.proxies = make([][]*faultproxy.Proxy, n)
 	}
 	for i := range n {
@@ -90,7 +98,7 @@ func New(t testing.TB, n int, opts ...Option) *Cluster {
 		cfg.Broker.ClientAddr = cfg.Listen
 		cfg.OnFatal = func(err error) { t.Errorf("node %s: fatal: %v", peers[i].ID, err) }
 		cfg.Raft.BindAddr = raftAddrs[i] // InMemory: the transport's address, for the logs
-		if !c.inmem {
+		if c.proxies != nil {
 			c.proxies[i] = make([]*faultproxy.Proxy, n)
 			cfg.Raft.DialOverrides = map[string]string{}
 			for j := range n {
@@ -315,6 +323,9 @@ func (c *Cluster) Restart(i int) {
 // Partition cuts node i's raft traffic to and from every other node until
 // Heal. The client API and the nodes' gRPC traffic stay up.
 func (c *Cluster) Partition(i int) {
+	if c.direct {
+		c.t.Fatal("servertest: Partition of a Direct cluster")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cut[i] = true
