@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/auth"
+	"github.com/raftmq/raftmq/mq"
 )
 
 //go:embed assets
@@ -82,6 +84,8 @@ type Snapshot struct {
 	// Topics is the topics page's view, in a stream opened with
 	// ?view=topics only.
 	Topics []Topic `json:"topics"`
+	// Groups is the groups page's view (?view=groups).
+	Groups *Groups `json:"groups,omitempty"`
 }
 
 // Views a stream may carry besides the overview (its query parameter
@@ -89,6 +93,7 @@ type Snapshot struct {
 const (
 	ViewOverview = ""
 	ViewTopics   = "topics"
+	ViewGroups   = "groups"
 )
 
 // Console is one node's console. Its methods may be called from any
@@ -179,13 +184,19 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("/", c.static)
 	mux.HandleFunc("/console/events", c.events)
 	mux.HandleFunc("/console/api/session", c.session)
-	mux.HandleFunc("/console/api/topics", func(w http.ResponseWriter, r *http.Request) {
-		if c.cfg.Broker == nil {
-			writeErr(w, http.StatusNotFound, errNoBroker)
-			return
-		}
-		c.topicsAPI(w, r)
-	})
+	for path, h := range map[string]http.HandlerFunc{
+		"/console/api/topics":       c.topicsAPI,
+		"/console/api/groups/reset": c.resetAPI,
+		"/console/api/deadletters":  c.deadLettersAPI,
+	} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			if c.cfg.Broker == nil {
+				writeErr(w, http.StatusNotFound, errNoBroker)
+				return
+			}
+			h(w, r)
+		})
+	}
 	mux.HandleFunc("/console/snapshot", func(w http.ResponseWriter, r *http.Request) {
 		allowOrigin(w)
 		w.Header().Set("Content-Type", "application/json")
@@ -204,11 +215,11 @@ func allowOrigin(w http.ResponseWriter) {
 }
 
 func (c *Console) events(w http.ResponseWriter, r *http.Request) {
-	view := r.URL.Query().Get("view")
+	view, user := r.URL.Query().Get("view"), ""
 	switch view {
 	case ViewOverview:
 		allowOrigin(w)
-	case ViewTopics:
+	case ViewTopics, ViewGroups:
 		// Beyond the overview, only pages of this group read the stream.
 		if origin, ok := c.sameGroup(r); !ok {
 			writeErr(w, http.StatusForbidden, fmt.Errorf("refused: the stream is asked for by a page of another site (%s), not by this group's console", origin))
@@ -222,13 +233,18 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// The overview is open to anyone who reaches the port, as
-		// Status is; the topics are what ListTopics answers.
-		if err := c.checkCall(r.URL.Query().Get("cred"), methodRead, nil, r); err != nil {
+		// Status is; the rest is what ListTopics and ListGroups answer
+		// (groups only those the user may subscribe to).
+		cred := r.URL.Query().Get("cred")
+		if err := c.checkCall(cred, methodRead, nil, r); err != nil {
 			c.fail(w, err)
 			return
 		}
+		if cc, err := mq.ParseCallCredential(cred); err == nil {
+			user = cc.AccessKey
+		}
 	default:
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("unknown view %.40q: want %q or none", view, ViewTopics))
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("unknown view %.40q: want %q, %q or none", view, ViewTopics, ViewGroups))
 		return
 	}
 	fl, ok := w.(http.Flusher)
@@ -251,7 +267,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	defer t.Stop()
 	fmt.Fprintf(w, "retry: 1000\n\n")
 	for {
-		b, err := json.Marshal(c.snapshot(view))
+		b, err := json.Marshal(c.snapshot(r.Context(), view, user))
 		if err != nil {
 			return
 		}
@@ -271,9 +287,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 }
 
 // Snapshot is the group now, as the overview shows it.
-func (c *Console) Snapshot() Snapshot { return c.snapshot(ViewOverview) }
+func (c *Console) Snapshot() Snapshot { return c.snapshot(context.Background(), ViewOverview, "") }
 
-func (c *Console) snapshot(view string) Snapshot {
+// snapshot is the group now with view's page, as user may see it.
+func (c *Console) snapshot(ctx context.Context, view, user string) Snapshot {
 	snap := Snapshot{Time: time.Now(), Timeline: c.Timeline(), Nodes: []Node{}}
 	st, err := c.cfg.Status()
 	if err != nil {
@@ -291,8 +308,19 @@ func (c *Console) snapshot(view string) Snapshot {
 		snap.ProduceRate, snap.ConsumeRate = c.rate.add(snap.Time, produced, consumed)
 		c.mu.Unlock()
 	}
-	if view == ViewTopics {
+	switch view {
+	case ViewTopics:
 		snap.Topics = c.topics(snap.Time)
+	case ViewGroups:
+		leaderHTTP := ""
+		for _, n := range snap.Nodes {
+			if n.ID == snap.Leader {
+				leaderHTTP = n.HTTPAddr
+			}
+		}
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		snap.Groups = c.groups(ctx, user, leaderHTTP)
+		cancel()
 	}
 	return snap
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/internal/headless"
 	"github.com/raftmq/raftmq/internal/servertest"
+	"github.com/raftmq/raftmq/mq"
+	"github.com/raftmq/raftmq/store"
 )
 
 // consoleView is what the console page shows, read from its DOM.
@@ -197,6 +199,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Logf("page showed %.1f msg/s produced (%d requests of 20 sent)", v.ProduceRate, <-produced)
 
 	checkTopicsPage(ctx, t, page)
+	checkGroupsPage(ctx, t, page, b)
 
 	// Stop the page's node, the leader, under the open page.
 	if !c.Node(l).Node().Ready() {
@@ -308,6 +311,95 @@ func checkTopicsPage(ctx context.Context, t *testing.T, page *headless.Page) {
 		_, listed := tv.Rows["console-made"]
 		return !listed && strings.Contains(tv.Msg, "Deleted topic console-made")
 	})
+	eval(`location.hash = "#overview"`)
+}
+
+const readGroups = `(() => {
+  const groups = {};
+  document.querySelectorAll("#groups .group").forEach(d => {
+    const qs = {};
+    d.querySelectorAll("tbody tr").forEach(tr => { qs[tr.dataset.topic + "/" + tr.dataset.queue] = +tr.dataset.committed; });
+    groups[d.dataset.name] = {lag: +d.dataset.lag, dead: +d.dataset.dead, members: +d.dataset.members, committed: qs};
+  });
+  const txt = id => { const e = document.getElementById(id); return e.hidden ? "" : e.textContent; };
+  return {groups: groups, reset: txt("reset-msg"), applyOn: !document.getElementById("reset-apply").disabled,
+    dlq: txt("dlq-msg"), dead: Array.from(document.querySelectorAll("#deadletters tbody tr")).map(tr => tr.dataset.id),
+    shown: !document.getElementById("page-groups").hidden};
+})()`
+
+// checkGroupsPage opens the consumer groups page: a group with committed
+// offsets shows its lag and its dead letter; a reset by the page's form
+// is previewed by a dry run, which changes nothing, then applied; a bad
+// offset is refused with the reason; the dead letter is listed and resent.
+func checkGroupsPage(ctx context.Context, t *testing.T, page *headless.Page, b *broker.Broker) {
+	t.Helper()
+	if err := b.CommitOffsets(ctx, "audit", []store.OffsetEntry{{Topic: "orders", Queue: 0, Offset: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	dlq := mq.DeadLetterTopic("audit")
+	if _, err := b.CreateTopic(ctx, dlq, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Produce(ctx, broker.ProduceRequest{Topic: dlq, Messages: []broker.ProduceMessage{{Key: "k1", Body: []byte("poison"),
+		Properties: map[string]string{mq.PropRetryTopic: "orders", mq.PropReconsumeTime: "16", mq.PropDeadLetterReason: "max reconsume times exceeded"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadID := res.Acks[0].ID
+	type groupView struct {
+		Lag       uint64           `json:"lag"`
+		Dead      uint64           `json:"dead"`
+		Members   int              `json:"members"`
+		Committed map[string]int64 `json:"committed"`
+	}
+	var gv struct {
+		Groups  map[string]groupView `json:"groups"`
+		Reset   string               `json:"reset"`
+		ApplyOn bool                 `json:"applyOn"`
+		DLQ     string               `json:"dlq"`
+		Dead    []string             `json:"dead"`
+		Shown   bool                 `json:"shown"`
+	}
+	read := func() bool {
+		if err := page.Eval(ctx, readGroups, &gv); err != nil {
+			t.Logf("read the groups page: %v", err)
+			return false
+		}
+		return true
+	}
+	eval := func(js string) {
+		t.Helper()
+		if err := page.Eval(ctx, js, nil); err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+	}
+	eval(`location.hash = "#groups"`)
+	waitFor(t, 20*time.Second, "the groups page to show audit's lag and dead letter", func() bool {
+		return read() && gv.Shown && gv.Groups["audit"].Lag > 0 && gv.Groups["audit"].Dead == 1 && gv.Groups["audit"].Committed["orders/0"] == 5
+	})
+	t.Logf("groups page: audit lags %d messages, %d dead letter", gv.Groups["audit"].Lag, gv.Groups["audit"].Dead)
+	form := func(kind, value string) {
+		eval(`document.getElementById("reset-group").value = "audit"; document.getElementById("reset-topic").value = "orders";
+			document.getElementById("reset-kind").value = ` + strconv.Quote(kind) + `; document.getElementById("reset-value").value = ` + strconv.Quote(value) + `;
+			document.getElementById("reset").dispatchEvent(new Event("input"));
+			document.querySelector("#reset button:not(#reset-apply)").click()`)
+	}
+	form("offset", "not-a-number")
+	waitFor(t, 20*time.Second, "the page to refuse a bad offset", func() bool { return read() && strings.Contains(gv.Reset, "want earliest, latest") })
+	form("earliest", "")
+	waitFor(t, 20*time.Second, "the dry run of a reset to earliest", func() bool { return read() && gv.ApplyOn && strings.Contains(gv.Reset, "Dry run") })
+	if offs, err := b.FetchOffsets("audit", "orders"); err != nil || offs[0] != 5 {
+		t.Fatalf("after the dry run audit's offsets are %v, %v; want queue 0 still at 5", offs, err)
+	}
+	eval(`document.getElementById("reset-apply").click()`)
+	waitFor(t, 20*time.Second, "the page to apply the reset and show the committed offset", func() bool {
+		return read() && strings.Contains(gv.Reset, "moved") && gv.Groups["audit"].Committed["orders/0"] == 0
+	})
+	eval(`document.getElementById("dlq-group").value = "audit"; document.querySelector("#dlq button").click()`)
+	waitFor(t, 20*time.Second, "the page to list audit's dead letter", func() bool { return read() && contains(gv.Dead, deadID) })
+	screenshot(ctx, t, page, "groups.png")
+	eval(`document.querySelector("#deadletters button[data-resend='` + deadID + `']").click()`)
+	waitFor(t, 20*time.Second, "the page to resend the dead letter", func() bool { return read() && strings.Contains(gv.DLQ, "Resent "+deadID+" to orders") })
 	eval(`location.hash = "#overview"`)
 }
 

@@ -7,7 +7,7 @@
   var STALE_MS = 3500; // no snapshot for this long: the node is taken as gone
   var state = { es: null, timer: 0, switchedAt: 0, originName: "", addr: location.host, origin: location.host, nodes: [], lastAt: 0, servedBy: "",
     page: "overview", cred: null, session: { auth: "disabled", admin: true }, leader: "", confirm: "", gen: 0 };
-  var PAGES = ["overview", "topics"], READ = "/raftmq.v1.Broker/ListTopics";
+  var PAGES = ["overview", "topics", "groups"], READ = "/raftmq.v1.Broker/ListTopics";
   var $ = function (id) { return document.getElementById(id); };
 
   function text(id, v) { var e = $(id); if (e.textContent !== String(v)) e.textContent = v; }
@@ -43,6 +43,7 @@
     tb.replaceChildren(rows);
     state.leader = s.leader;
     if (s.topics) renderTopics(s.topics);
+    if (s.groups) renderGroups(s.groups);
     var ol = $("timeline"), items = document.createDocumentFragment(), tl = s.timeline || [];
     for (var i = tl.length - 1; i >= 0; i--) {
       var c = tl[i], li = document.createElement("li"), tm = document.createElement("time"), what = document.createElement("span");
@@ -81,6 +82,36 @@
       rows.appendChild(tr);
     });
     $("topics").tBodies[0].replaceChildren(rows);
+  }
+
+  function renderGroups(g) {
+    note("groups-msg", g.error ? "Groups: " + g.error : "", true);
+    var box = document.createDocumentFragment();
+    g.groups.forEach(function (x) {
+      var d = document.createElement("div"), h = document.createElement("h3"), p = document.createElement("p");
+      d.className = "group"; d.id = "group-" + x.name; d.dataset.name = x.name; d.dataset.lag = x.lag; d.dataset.dead = x.deadLetters; d.dataset.members = x.members.length;
+      h.textContent = x.name + (x.broadcast ? " (broadcast)" : "") + " · lag " + x.lag + " · dead letters " + x.deadLetters + " · generation " + x.generation + (x.error ? " · " + x.error : "");
+      p.className = "members";
+      p.textContent = x.members.length ? "members: " + x.members.map(function (m) {
+        return m.id + " (" + Object.keys(m.queues).map(function (t) { return t + " " + m.queues[t].join(","); }).join("; ") + ")";
+      }).join(", ") : "no live members";
+      d.appendChild(h); d.appendChild(p);
+      if (x.queues.length) {
+        var t = document.createElement("table"), tb = document.createElement("tbody");
+        t.innerHTML = "<thead><tr><th>topic</th><th>queue</th><th>member</th><th>committed</th><th>max</th><th>lag</th></tr></thead>";
+        x.queues.forEach(function (q) {
+          var tr = document.createElement("tr");
+          tr.dataset.topic = q.topic; tr.dataset.queue = q.queue; tr.dataset.lag = q.lag; tr.dataset.committed = q.committed;
+          cell(tr, q.topic); cell(tr, q.queue, "num"); cell(tr, q.member || "–");
+          cell(tr, q.committed < 0 ? "none" : q.committed, "num"); cell(tr, q.max, "num"); cell(tr, q.lag, "num");
+          tb.appendChild(tr);
+        });
+        t.appendChild(tb); d.appendChild(t);
+      }
+      box.appendChild(d);
+    });
+    if (g.more) { var m = document.createElement("p"); m.className = "muted"; m.textContent = g.more + " more groups not shown"; box.appendChild(m); }
+    $("groups").replaceChildren(box);
   }
 
   // sign makes the call credential of one gRPC method, as the SDK does
@@ -175,7 +206,9 @@
       state.lastAt = Date.now();
       state.nodes = s.nodes;
       state.servedBy = s.answeredBy;
-      if (addr === state.origin) { state.originName = s.answeredBy + " (" + addr + ")"; say("Live from " + state.originName + ", the node this page was loaded from."); }
+      if (s.groups && s.groups.leaderHttp && s.groups.leaderHttp !== addr) { state.why = "leader"; connect(s.groups.leaderHttp); return; }
+      if (state.why === "leader" && addr !== state.origin) say("Live from " + s.answeredBy + " (" + addr + "), the leader: it alone knows the groups' members.");
+      else if (addr === state.origin) { state.originName = s.answeredBy + " (" + addr + ")"; say("Live from " + state.originName + ", the node this page was loaded from."); }
       else say("Live from " + s.answeredBy + " (" + addr + "): " + (state.originName || state.origin) + ", the node this page was loaded from, stopped answering.", "switched");
       render(s);
       if (!state.rendered) { state.rendered = true; performance.mark("console-first-render"); }
@@ -188,6 +221,7 @@
   // turn it tries again once a second, not in a tight loop.
   function failover() {
     if (state.timer) return;
+    state.why = "";
     var from = state.addr, lost = (state.servedBy ? state.servedBy + " " : "") + "(" + from + ")";
     var gone = function (n) { return n.http === from || (state.servedBy && n.id === state.servedBy); };
     if (state.es) { state.es.close(); state.es = null; }
@@ -226,6 +260,61 @@
     call("/raftmq.v1.Broker/DeleteTopic", "DELETE", "/console/api/topics?name=" + encodeURIComponent(name), null, leaderAddr()).then(function () {
       note("topics-msg", "Deleted topic " + name + ".");
     }, function (e) { note("topics-msg", "Delete " + JSON.stringify(name) + ": " + e.message, true); });
+  });
+  var resetReq = null;
+  function resetBody(dry) {
+    var kind = $("reset-kind").value, v = $("reset-value").value.trim(), to = kind;
+    if (kind === "offset") to = v;
+    if (kind === "time") { var ms = Date.parse(v); if (isNaN(ms)) throw new Error("time " + JSON.stringify(v) + ": want e.g. 2026-12-06T03:00"); to = "@" + ms; }
+    return { group: $("reset-group").value.trim(), topic: $("reset-topic").value.trim(), to: to, dryRun: dry };
+  }
+  function showOffsets(r) {
+    var rows = document.createDocumentFragment();
+    r.offsets.forEach(function (o) { var tr = document.createElement("tr"); tr.dataset.offset = o.offset; cell(tr, o.topic); cell(tr, "queue " + o.queue); cell(tr, (r.dryRun ? "would be " : "now ") + o.offset, "num"); rows.appendChild(tr); });
+    $("reset-offsets").tBodies[0].replaceChildren(rows);
+  }
+  $("reset").addEventListener("input", function () { resetReq = null; $("reset-apply").disabled = true; });
+  $("reset").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var body;
+    try { body = resetBody(true); } catch (e) { note("reset-msg", e.message, true); return; }
+    call("/raftmq.v1.Broker/ResetGroup", "POST", "/console/api/groups/reset", body, leaderAddr()).then(function (r) {
+      resetReq = body; $("reset-apply").disabled = false; showOffsets(r);
+      note("reset-msg", "Dry run: " + r.offsets.length + " queue(s) of " + r.topic + " would move for " + r.group + ". Apply to commit them.");
+    }, function (e) { resetReq = null; $("reset-apply").disabled = true; note("reset-msg", "Reset " + JSON.stringify(body.group) + ": " + e.message, true); });
+  });
+  $("reset-apply").addEventListener("click", function () {
+    if (!resetReq) return;
+    var body = Object.assign({}, resetReq, { dryRun: false });
+    $("reset-apply").disabled = true;
+    call("/raftmq.v1.Broker/ResetGroup", "POST", "/console/api/groups/reset", body, leaderAddr()).then(function (r) {
+      resetReq = null; showOffsets(r); note("reset-msg", "Reset " + r.group + " on " + r.topic + ": " + r.offsets.length + " queue(s) moved.");
+    }, function (e) { note("reset-msg", "Reset " + JSON.stringify(body.group) + ": " + e.message, true); });
+  });
+  function deadLetters() {
+    var g = $("dlq-group").value.trim();
+    return call(READ, "GET", "/console/api/deadletters?group=" + encodeURIComponent(g) + "&max=100", null, leaderAddr()).then(function (ds) {
+      var rows = document.createDocumentFragment();
+      ds.forEach(function (d) {
+        var tr = document.createElement("tr");
+        tr.id = "dead-" + d.id; tr.dataset.id = d.id;
+        cell(tr, d.id); cell(tr, d.topic); cell(tr, d.reconsumed, "num"); cell(tr, clock(d.born)); cell(tr, d.reason);
+        cell(tr, d.text ? d.body : "hex " + d.bodyHex, "body");
+        var td = cell(tr, "", "change"), b = document.createElement("button");
+        b.type = "button"; b.textContent = "Resend"; b.dataset.resend = d.id; td.appendChild(b);
+        rows.appendChild(tr);
+      });
+      $("deadletters").tBodies[0].replaceChildren(rows);
+      note("dlq-msg", ds.length ? "" : "Group " + g + " has no dead letters.");
+    }, function (e) { note("dlq-msg", "Dead letters of " + JSON.stringify(g) + ": " + e.message, true); });
+  }
+  $("dlq").addEventListener("submit", function (ev) { ev.preventDefault(); deadLetters(); });
+  $("deadletters").addEventListener("click", function (ev) {
+    var id = ev.target.dataset && ev.target.dataset.resend, g = $("dlq-group").value.trim();
+    if (!id) return;
+    call("/raftmq.v1.Broker/ResendDeadLetter", "POST", "/console/api/deadletters", { group: g, id: id }, leaderAddr()).then(function (r) {
+      note("dlq-msg", "Resent " + id + " to " + r.topic + " (queue " + r.queue + ", offset " + r.offset + (r.duplicate ? ", already resent before" : "") + ").");
+    }, function (e) { note("dlq-msg", "Resend " + id + ": " + e.message, true); });
   });
   show();
   connect(location.host);
