@@ -188,6 +188,7 @@ func (c *Console) Handler() http.Handler {
 		"/console/api/topics":       c.topicsAPI,
 		"/console/api/groups/reset": c.resetAPI,
 		"/console/api/deadletters":  c.deadLettersAPI,
+		"/console/api/messages":     c.messagesAPI,
 	} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			if c.cfg.Broker == nil {

@@ -148,3 +148,56 @@ func TestGroupsAPI(t *testing.T) {
 		t.Errorf("on a follower: %+v, want the leader's HTTP address", g)
 	}
 }
+
+func (f *fakeBroker) ID() string { return "n2" }
+
+func (f *fakeBroker) LookupMessage(_ context.Context, id string) (broker.LookupResult, error) {
+	if f.notLeader {
+		return broker.LookupResult{}, fmt.Errorf("%w: %w", broker.ErrNotLeader, &broker.NotLeaderError{LeaderID: "n1"})
+	}
+	if id != raftlog.MessageID(7, 0) {
+		return broker.LookupResult{}, fmt.Errorf("%w: message %s", broker.ErrNotFound, id)
+	}
+	return broker.LookupResult{Message: broker.Message{ID: id, Topic: "orders", Body: []byte("hello")}, ServedBy: "n2"}, nil
+}
+
+func (f *fakeBroker) FindMessages(req broker.FindRequest) ([]broker.Message, error) {
+	if req.Key == "" {
+		return nil, fmt.Errorf("%w: find messages: the key must be one non-empty word", broker.ErrInvalidArgument)
+	}
+	if _, ok := f.topics[req.Topic]; !ok {
+		return nil, fmt.Errorf("%w: unknown topic %q", broker.ErrNotFound, req.Topic)
+	}
+	return []broker.Message{{ID: "a", Topic: req.Topic, Key: req.Key, Body: []byte{0, 1, 0xfe}}}, nil
+}
+
+func TestMessagesAPI(t *testing.T) {
+	fb := &fakeBroker{topics: map[string]int32{"orders": 2}}
+	h := New(Config{Status: fakeStatus, Broker: fb}).Handler()
+	for _, tc := range []struct {
+		url  string
+		code int
+		want string
+	}{
+		{"/console/api/messages?id=" + raftlog.MessageID(7, 0), 200, `"body":"hello"`},
+		{"/console/api/messages?id=" + raftlog.MessageID(7, 0), 200, `"servedBy":"n2"`},
+		{"/console/api/messages?id=" + raftlog.MessageID(8, 0), 404, "not found"},
+		{"/console/api/messages?id=xyz", 400, "message id"},
+		{"/console/api/messages?topic=orders&key=k1", 200, `"bodyHex":"0001fe"`},
+		{"/console/api/messages?topic=orders&key=k1", 200, `"text":false`},
+		{"/console/api/messages?topic=orders&key=", 400, "non-empty word"},
+		{"/console/api/messages?topic=nope&key=k1", 404, "unknown topic"},
+		{"/console/api/messages?topic=orders&key=k1&max=65", 400, "max"},
+		{"/console/api/messages?topic=orders&key=k1&max=-1", 400, "max"},
+		{"/console/api/messages", 400, "give id=, or topic= and key="},
+	} {
+		code, body := doRaw(t, h, "GET", tc.url, "")
+		if code != tc.code || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %d %s, want %d with %q", tc.url, code, body, tc.code, tc.want)
+		}
+	}
+	fb.notLeader = true
+	if code, body := doRaw(t, h, "GET", "/console/api/messages?id="+raftlog.MessageID(7, 0), ""); code != 503 || !strings.Contains(body, `"leaderHttp":"127.0.0.1:1"`) {
+		t.Errorf("on a follower without the message: %d %s, want the leader named", code, body)
+	}
+}

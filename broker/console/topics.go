@@ -27,6 +27,9 @@ type Broker interface {
 	ResetGroup(ctx context.Context, req broker.ResetRequest) ([]store.OffsetEntry, error)
 	ResendDeadLetter(ctx context.Context, group, id string) (broker.ResendResult, error)
 	Pull(ctx context.Context, req broker.PullRequest) (broker.PullResult, error)
+	LookupMessage(ctx context.Context, id string) (broker.LookupResult, error)
+	FindMessages(req broker.FindRequest) ([]broker.Message, error)
+	ID() string
 }
 
 var _ Broker = (*broker.Broker)(nil)

@@ -200,6 +200,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	checkTopicsPage(ctx, t, page)
 	checkGroupsPage(ctx, t, page, b)
+	checkMessagesPage(ctx, t, page, b)
 
 	// Stop the page's node, the leader, under the open page.
 	if !c.Node(l).Node().Ready() {
@@ -400,6 +401,66 @@ func checkGroupsPage(ctx context.Context, t *testing.T, page *headless.Page, b *
 	screenshot(ctx, t, page, "groups.png")
 	eval(`document.querySelector("#deadletters button[data-resend='` + deadID + `']").click()`)
 	waitFor(t, 20*time.Second, "the page to resend the dead letter", func() bool { return read() && strings.Contains(gv.DLQ, "Resent "+deadID+" to orders") })
+	eval(`location.hash = "#overview"`)
+}
+
+const readMessages = `(() => {
+  const m = document.getElementById("msg-msg");
+  return {msg: m.hidden ? "" : m.textContent, bad: m.classList.contains("bad"),
+    rows: Array.from(document.querySelectorAll("#messages tbody tr")).map(tr => ({id: tr.dataset.id, servedBy: tr.dataset.servedBy, body: tr.cells[8].textContent}))};
+})()`
+
+// checkMessagesPage finds a message produced with a key on the messages
+// page by its key and by its id, with the node that served it, shows its
+// body as text and as hex, and shows the node's refusal of a bad id and of
+// an unknown topic.
+func checkMessagesPage(ctx context.Context, t *testing.T, page *headless.Page, b *broker.Broker) {
+	t.Helper()
+	res, err := b.Produce(ctx, broker.ProduceRequest{Topic: "orders", Messages: []broker.ProduceMessage{{Key: "order-42", Body: []byte("hello console")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Acks[0].ID
+	type row struct{ ID, ServedBy, Body string }
+	var mv struct {
+		Msg  string `json:"msg"`
+		Bad  bool   `json:"bad"`
+		Rows []row  `json:"rows"`
+	}
+	read := func() bool { return page.Eval(ctx, readMessages, &mv) == nil }
+	eval := func(js string) {
+		t.Helper()
+		if err := page.Eval(ctx, js, nil); err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+	}
+	eval(`location.hash = "#messages"`)
+	byKey := `document.getElementById("msg-topic").value = "orders"; document.getElementById("msg-key").value = "order-42";
+		document.querySelector("#by-key button").click()`
+	// The key index follows the applied log: poll until it has the message.
+	waitFor(t, 20*time.Second, "the page to find the message by key", func() bool {
+		eval(byKey)
+		time.Sleep(200 * time.Millisecond)
+		return read() && len(mv.Rows) == 1 && mv.Rows[0].ID == id && mv.Rows[0].ServedBy != "" && mv.Rows[0].Body == "hello console"
+	})
+	t.Logf("found by key: %s served by %s", id, mv.Rows[0].ServedBy)
+	eval(`document.querySelector("input[name=body-as][value=hex]").click()`)
+	waitFor(t, 10*time.Second, "the body in hex", func() bool { return read() && len(mv.Rows) == 1 && strings.HasPrefix(mv.Rows[0].Body, "68 65 6c 6c 6f") })
+	screenshot(ctx, t, page, "messages.png")
+	eval(`document.querySelector("input[name=body-as][value=text]").click()`)
+	eval(`document.getElementById("msg-id").value = ` + strconv.Quote(id) + `; document.querySelector("#by-id button").click()`)
+	waitFor(t, 20*time.Second, "the page to look the message up by id", func() bool {
+		return read() && len(mv.Rows) == 1 && mv.Rows[0].ID == id && mv.Rows[0].ServedBy != "" && strings.Contains(mv.Msg, "with id")
+	})
+	eval(`document.getElementById("msg-id").value = "not-an-id"; document.querySelector("#by-id button").click()`)
+	waitFor(t, 20*time.Second, "the page to refuse a bad id", func() bool { return read() && mv.Bad && strings.Contains(mv.Msg, "not-an-id") && len(mv.Rows) == 0 })
+	eval(`document.getElementById("msg-topic").value = "no-such-topic"; document.querySelector("#by-key button").click()`)
+	waitFor(t, 20*time.Second, "the page to say the topic is unknown", func() bool { return read() && mv.Bad && strings.Contains(mv.Msg, "no-such-topic") })
+	t.Logf("unknown topic: %s", mv.Msg)
+	var source string
+	if err := page.Eval(ctx, `document.getElementById("source").className`, &source); err != nil || strings.Contains(source, "lost") {
+		t.Fatalf("on the messages page, with every node up, the page says it lost its node (%q, %v)", source, err)
+	}
 	eval(`location.hash = "#overview"`)
 }
 

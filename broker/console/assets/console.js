@@ -7,7 +7,7 @@
   var STALE_MS = 3500; // no snapshot for this long: the node is taken as gone
   var state = { es: null, timer: 0, switchedAt: 0, originName: "", addr: location.host, origin: location.host, nodes: [], lastAt: 0, servedBy: "",
     page: "overview", cred: null, session: { auth: "disabled", admin: true }, leader: "", confirm: "", gen: 0 };
-  var PAGES = ["overview", "topics", "groups"], READ = "/raftmq.v1.Broker/ListTopics";
+  var PAGES = ["overview", "topics", "groups", "messages"], READ = "/raftmq.v1.Broker/ListTopics";
   var $ = function (id) { return document.getElementById(id); };
 
   function text(id, v) { var e = $(id); if (e.textContent !== String(v)) e.textContent = v; }
@@ -179,11 +179,12 @@
 
   function urlOf(addr) { return addr === location.host ? "" : location.protocol + "//" + addr; }
 
-  // streamURL is the stream of the page shown: the topics page's carries
-  // its view, with a credential when the node asks one.
+  // streamURL is the stream of the page shown: the topics and groups
+  // pages' carry their view, with a credential when the node asks one.
   function streamURL(addr) {
     var u = urlOf(addr) + "/console/events";
-    if (state.page === "overview" || (state.session.auth === "enforcing" && !state.cred)) return Promise.resolve(u);
+    var viewed = state.page === "topics" || state.page === "groups"; // the other pages need the overview only
+    if (!viewed || (state.session.auth === "enforcing" && !state.cred)) return Promise.resolve(u);
     return sign(READ).then(function (cred) { return u + "?view=" + state.page + (cred ? "&cred=" + encodeURIComponent(cred) : ""); });
   }
 
@@ -316,6 +317,37 @@
       note("dlq-msg", "Resent " + id + " to " + r.topic + " (queue " + r.queue + ", offset " + r.offset + (r.duplicate ? ", already resent before" : "") + ").");
     }, function (e) { note("dlq-msg", "Resend " + id + ": " + e.message, true); });
   });
+  var found = [];
+  function renderMessages() {
+    var hex = document.querySelector("input[name=body-as]:checked").value === "hex", rows = document.createDocumentFragment();
+    found.forEach(function (m) {
+      var tr = document.createElement("tr");
+      tr.dataset.id = m.id; tr.dataset.servedBy = m.servedBy;
+      cell(tr, m.id); cell(tr, m.topic); cell(tr, m.queue, "num"); cell(tr, m.pending ? "delayed" : m.offset, "num"); cell(tr, m.key || ""); cell(tr, m.tag || "");
+      cell(tr, clock(m.born)); cell(tr, m.servedBy);
+      var b = hex || !m.text ? m.bodyHex.replace(/(..)/g, "$1 ").trim() : m.body;
+      cell(tr, b + (m.size > m.bodyHex.length / 2 ? " … (" + m.size + " bytes)" : "") + (!hex && !m.text ? " (not text: hex)" : ""), "body");
+      rows.appendChild(tr);
+    });
+    $("messages").tBodies[0].replaceChildren(rows);
+  }
+  function lookup(method, path, what) {
+    call(method, "GET", path, null, state.addr).then(function (ms) {
+      found = ms; renderMessages();
+      note("msg-msg", ms.length ? ms.length + " message(s) " + what + "." : "No message " + what + ".", !ms.length);
+    }, function (e) { found = []; renderMessages(); note("msg-msg", "Messages " + what + ": " + e.message, true); });
+  }
+  $("by-id").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var id = $("msg-id").value.trim();
+    lookup("/raftmq.v1.Broker/LookupMessage", "/console/api/messages?id=" + encodeURIComponent(id), "with id " + JSON.stringify(id));
+  });
+  $("by-key").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var t = $("msg-topic").value.trim(), k = $("msg-key").value.trim();
+    lookup("/raftmq.v1.Broker/FindMessages", "/console/api/messages?topic=" + encodeURIComponent(t) + "&key=" + encodeURIComponent(k), "of " + JSON.stringify(t) + " with key " + JSON.stringify(k));
+  });
+  document.querySelectorAll("input[name=body-as]").forEach(function (r) { r.addEventListener("change", renderMessages); });
   show();
   connect(location.host);
   session();
