@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/auth"
@@ -81,6 +83,8 @@ type Snapshot struct {
 	ProduceRate float64 `json:"produceRate"`
 	ConsumeRate float64 `json:"consumeRate"`
 	Error       string  `json:"error,omitempty"`
+	// Reads is how this node served consumers since it started.
+	Reads *Reads `json:"reads,omitempty"`
 	// Topics is the topics page's view, in a stream opened with
 	// ?view=topics only.
 	Topics []Topic `json:"topics"`
@@ -304,7 +308,8 @@ func (c *Console) snapshot(ctx context.Context, view, user string) Snapshot {
 			Client: n.ClientAddr, Error: n.Error, Damaged: n.Damaged})
 	}
 	if c.cfg.Metrics != nil {
-		produced, consumed := counters(c.cfg.Metrics)
+		produced, consumed, reads := counters(c.cfg.Metrics)
+		snap.Reads = reads
 		c.mu.Lock()
 		snap.ProduceRate, snap.ConsumeRate = c.rate.add(snap.Time, produced, consumed)
 		c.mu.Unlock()
@@ -326,27 +331,67 @@ func (c *Console) snapshot(ctx context.Context, view, user string) Snapshot {
 	return snap
 }
 
-// counters sums the broker's produce and consume counters.
-func counters(g prometheus.Gatherer) (produced, consumed float64) {
+// Reads is how a node served consumers since it started, from the
+// broker's counters: messages it served as leader and as follower, and the
+// next-pull suggestions it gave (where it sent each consumer, and why).
+type Reads struct {
+	AsLeader      float64      `json:"asLeader"`
+	AsFollower    float64      `json:"asFollower"`
+	FollowerShare float64      `json:"followerShare"` // of the messages served, 0..1
+	Suggestions   []Suggestion `json:"suggestions"`   // most given first
+}
+
+// Suggestion counts the next-pull suggestions of one target and reason.
+type Suggestion struct {
+	Target string  `json:"target"` // self, leader or follower
+	Reason string  `json:"reason"`
+	Count  float64 `json:"count"`
+}
+
+// counters sums the broker's produce and consume counters and reads its
+// read-routing counters.
+func counters(g prometheus.Gatherer) (produced, consumed float64, reads *Reads) {
 	mfs, err := g.Gather()
 	if err != nil {
-		return 0, 0
+		return 0, 0, nil
 	}
+	reads = &Reads{Suggestions: []Suggestion{}}
 	for _, mf := range mfs {
-		var dst *float64
 		switch mf.GetName() {
 		case "raftmq_produce_messages_total":
-			dst = &produced
+			for _, m := range mf.GetMetric() {
+				produced += m.GetCounter().GetValue()
+			}
 		case "raftmq_pull_messages_total":
-			dst = &consumed
-		default:
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			*dst += m.GetCounter().GetValue()
+			for _, m := range mf.GetMetric() {
+				v := m.GetCounter().GetValue()
+				consumed += v
+				if label(m, "role") == "leader" {
+					reads.AsLeader += v
+				} else {
+					reads.AsFollower += v
+				}
+			}
+		case "raftmq_pull_suggestions_total":
+			for _, m := range mf.GetMetric() {
+				reads.Suggestions = append(reads.Suggestions, Suggestion{Target: label(m, "target"), Reason: label(m, "reason"), Count: m.GetCounter().GetValue()})
+			}
 		}
 	}
-	return produced, consumed
+	if n := reads.AsLeader + reads.AsFollower; n > 0 {
+		reads.FollowerShare = reads.AsFollower / n
+	}
+	sort.Slice(reads.Suggestions, func(i, j int) bool { return reads.Suggestions[i].Count > reads.Suggestions[j].Count })
+	return produced, consumed, reads
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }
 
 // rateMeter turns counter samples into rates over at least minSpan, so

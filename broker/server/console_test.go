@@ -202,6 +202,22 @@ func TestConsoleInBrowser(t *testing.T) {
 	checkGroupsPage(ctx, t, page, b)
 	checkMessagesPage(ctx, t, page, b)
 
+	// Messages served by the page's node show in its reads, with the
+	// routing suggestions it gave.
+	if _, err := b.Pull(ctx, broker.PullRequest{Topic: "orders", Queue: 1, Offset: 0, MaxMessages: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var reads struct {
+		Served      float64 `json:"served"`
+		Share       float64 `json:"share"`
+		Suggestions int     `json:"suggestions"`
+	}
+	waitFor(t, 20*time.Second, "the overview to show the messages served and the suggestions given", func() bool {
+		return page.Eval(ctx, `({served: +document.getElementById("reads").dataset.served || 0, share: +document.getElementById("reads").dataset.share || 0,
+			suggestions: document.querySelectorAll("#suggestions tbody tr").length})`, &reads) == nil && reads.Served >= 10 && reads.Suggestions > 0
+	})
+	t.Logf("overview: %.0f messages served, %.0f%% as follower, %d kinds of suggestion", reads.Served, 100*reads.Share, reads.Suggestions)
+
 	// Stop the page's node, the leader, under the open page.
 	if !c.Node(l).Node().Ready() {
 		t.Logf("%s no longer leads (an election on a loaded machine); stopping it all the same", leaderID)
@@ -445,7 +461,9 @@ func checkMessagesPage(ctx context.Context, t *testing.T, page *headless.Page, b
 	})
 	t.Logf("found by key: %s served by %s", id, mv.Rows[0].ServedBy)
 	eval(`document.querySelector("input[name=body-as][value=hex]").click()`)
-	waitFor(t, 10*time.Second, "the body in hex", func() bool { return read() && len(mv.Rows) == 1 && strings.HasPrefix(mv.Rows[0].Body, "68 65 6c 6c 6f") })
+	waitFor(t, 10*time.Second, "the body in hex", func() bool {
+		return read() && len(mv.Rows) == 1 && strings.HasPrefix(mv.Rows[0].Body, "68 65 6c 6c 6f")
+	})
 	screenshot(ctx, t, page, "messages.png")
 	eval(`document.querySelector("input[name=body-as][value=text]").click()`)
 	eval(`document.getElementById("msg-id").value = ` + strconv.Quote(id) + `; document.querySelector("#by-id button").click()`)

@@ -42,6 +42,7 @@
     });
     tb.replaceChildren(rows);
     state.leader = s.leader;
+    if (s.reads) renderReads(s.reads);
     if (s.topics) renderTopics(s.topics);
     if (s.groups) renderGroups(s.groups);
     var ol = $("timeline"), items = document.createDocumentFragment(), tl = s.timeline || [];
@@ -82,6 +83,21 @@
       rows.appendChild(tr);
     });
     $("topics").tBodies[0].replaceChildren(rows);
+  }
+
+  function renderReads(r) {
+    var n = r.asLeader + r.asFollower, p = $("reads");
+    p.dataset.share = r.followerShare; p.dataset.served = n;
+    text("reads", n ? n.toLocaleString() + " messages served: " + r.asLeader.toLocaleString() + " as leader, " + r.asFollower.toLocaleString() +
+      " as follower (" + (100 * r.followerShare).toFixed(1) + "% served by this node as a follower)." : "No messages served yet.");
+    var rows = document.createDocumentFragment();
+    r.suggestions.forEach(function (x) {
+      var tr = document.createElement("tr");
+      tr.dataset.target = x.target; tr.dataset.reason = x.reason;
+      cell(tr, x.target); cell(tr, x.reason); cell(tr, x.count.toLocaleString(), "num");
+      rows.appendChild(tr);
+    });
+    $("suggestions").tBodies[0].replaceChildren(rows);
   }
 
   function renderGroups(g) {
