@@ -181,8 +181,9 @@ func (c *Console) Timeline() []Change {
 	return append([]Change(nil), c.timeline...)
 }
 
-// Handler serves the page at /, its assets, /console/events (the stream)
-// and /console/snapshot (one snapshot as JSON).
+// Handler serves the page at /, its assets, /console/events (the stream),
+// /console/snapshot (one snapshot as JSON; both take ?view=) and the
+// pages' JSON API under /console/api/.
 func (c *Console) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", c.static)
@@ -203,10 +204,13 @@ func (c *Console) Handler() http.Handler {
 		})
 	}
 	mux.HandleFunc("/console/snapshot", func(w http.ResponseWriter, r *http.Request) {
-		allowOrigin(w)
+		view, user, ok := c.view(w, r)
+		if !ok {
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		json.NewEncoder(w).Encode(c.Snapshot())
+		json.NewEncoder(w).Encode(c.snapshot(r.Context(), view, user))
 	})
 	return mux
 }
@@ -219,8 +223,10 @@ func allowOrigin(w http.ResponseWriter) {
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 }
 
-func (c *Console) events(w http.ResponseWriter, r *http.Request) {
-	view, user := r.URL.Query().Get("view"), ""
+// view reads a request's view and checks who may see it; it answers the
+// request and returns false when refused.
+func (c *Console) view(w http.ResponseWriter, r *http.Request) (view, user string, ok bool) {
+	view = r.URL.Query().Get("view")
 	switch view {
 	case ViewOverview:
 		allowOrigin(w)
@@ -228,14 +234,14 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		// Beyond the overview, only pages of this group read the stream.
 		if origin, ok := c.sameGroup(r); !ok {
 			writeErr(w, http.StatusForbidden, fmt.Errorf("refused: the stream is asked for by a page of another site (%s), not by this group's console", origin))
-			return
+			return "", "", false
 		} else if origin != "" {
 			w.Header().Set("Access-Control-Allow-Origin", origin)
 			w.Header().Set("Vary", "Origin")
 		}
 		if c.cfg.Broker == nil {
 			writeErr(w, http.StatusNotFound, errNoBroker)
-			return
+			return "", "", false
 		}
 		// The overview is open to anyone who reaches the port, as
 		// Status is; the rest is what ListTopics and ListGroups answer
@@ -243,13 +249,21 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		cred := r.URL.Query().Get("cred")
 		if err := c.checkCall(cred, methodRead, nil, r); err != nil {
 			c.fail(w, err)
-			return
+			return "", "", false
 		}
 		if cc, err := mq.ParseCallCredential(cred); err == nil {
 			user = cc.AccessKey
 		}
 	default:
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("unknown view %.40q: want %q, %q or none", view, ViewTopics, ViewGroups))
+		return "", "", false
+	}
+	return view, user, true
+}
+
+func (c *Console) events(w http.ResponseWriter, r *http.Request) {
+	view, user, ok := c.view(w, r)
+	if !ok {
 		return
 	}
 	fl, ok := w.(http.Flusher)

@@ -514,25 +514,44 @@ func contains(s []string, x string) bool {
 }
 
 // BenchmarkConsoleSnapshot is what an open console costs its node each
-// second: one snapshot (the broker's Status and a gather of its metrics),
-// here fetched over HTTP from a node of a 3-node group, so an upper bound.
+// second: one snapshot (the broker's Status and a gather of its metrics,
+// and on the topics and groups pages their view), here fetched over HTTP
+// from the leader of a 3-node group, so an upper bound.
 func BenchmarkConsoleSnapshot(b *testing.B) {
 	c := servertest.New(b, 3, servertest.InMemory(), servertest.Configure(func(i int, cfg *server.Config) {
 		cfg.HTTP = freeAddr(b)
 		cfg.Broker.HTTPAddr = cfg.HTTP
 	}))
 	l := c.Leader()
-	url := "http://" + c.Config(l).HTTP + "/console/snapshot"
-	b.ResetTimer()
-	for b.Loop() {
-		resp, err := http.Get(url)
-		if err != nil {
+	// Ten topics of four queues and a group with committed offsets, for
+	// the topics and groups views.
+	ctx := context.Background()
+	for i := range 10 {
+		if _, err := c.Node(l).Broker().CreateTopic(ctx, "t"+strconv.Itoa(i), 4, false); err != nil {
 			b.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatal(resp.Status)
+	}
+	if err := c.Node(l).Broker().CommitOffsets(ctx, "g1", []store.OffsetEntry{{Topic: "t0", Queue: 0}}); err != nil {
+		b.Fatal(err)
+	}
+	for _, view := range []string{"", "topics", "groups"} {
+		name := view
+		if name == "" {
+			name = "overview"
 		}
+		b.Run(name, func(b *testing.B) {
+			url := "http://" + c.Config(l).HTTP + "/console/snapshot?view=" + view
+			for b.Loop() {
+				resp, err := http.Get(url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatal(resp.Status)
+				}
+			}
+		})
 	}
 }
