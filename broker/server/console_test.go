@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmq/raftmq/acl"
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/internal/headless"
 	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/mq"
@@ -554,4 +557,92 @@ func BenchmarkConsoleSnapshot(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestConsoleInBrowserAuth opens the console of a one-node group that
+// enforces authentication: the topics page asks for credentials, refuses a
+// wrong secret, shows a user without admin the topics read-only, and lets
+// an admin create a topic; each request is signed in the browser with the
+// gRPC API's call credential.
+func TestConsoleInBrowserAuth(t *testing.T) {
+	bin, err := headless.Find()
+	if err != nil {
+		t.Fatalf("the console's browser test needs Chromium: %v", err)
+	}
+	c := newCluster(t, 1, func(i int, cfg *server.Config) {
+		cfg.HTTP = freeAddr(t)
+		cfg.Broker.HTTPAddr = cfg.HTTP
+		cfg.Auth = server.AuthConfig{Mode: acl.Enforcing, Key: bytes.Repeat([]byte("k"), 32), AdminUser: "root", AdminSecret: []byte("root-secret")}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ccfg := client.DefaultConfig()
+	ccfg.Servers = []string{c.Config(0).Listen}
+	ccfg.Credentials = &client.Credentials{AccessKey: "root", SecretKey: []byte("root-secret")}
+	root, err := client.New(ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	waitFor(t, 20*time.Second, "the first admin", func() bool { _, ok := c.Node(0).Store().User("root"); return ok })
+	for _, call := range []api.UsersCall{
+		{Op: api.UsersAdd, User: "u1", Secret: "u1-secret"},
+		{Op: api.UsersGrant, User: "u1", Resource: "topic:orders", Actions: "subscribe"},
+	} {
+		if _, err := root.Users(ctx, call); err != nil {
+			t.Fatalf("%+v: %v", call, err)
+		}
+	}
+	if _, err := root.CreateTopic(ctx, "orders", 2, false); err != nil {
+		t.Fatal(err)
+	}
+
+	var blog bytes.Buffer
+	br, err := headless.Start(bin, t.TempDir(), &blog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer br.Close()
+	page, err := br.Open(ctx, "http://"+c.Config(0).HTTP+"/#topics", 1280, 800)
+	if err != nil {
+		t.Fatalf("open the console: %v\n%s", err, blog.String())
+	}
+	var v struct {
+		SignIn   bool     `json:"signIn"`
+		Error    string   `json:"error"`
+		Who      string   `json:"who"`
+		ReadOnly bool     `json:"readOnly"`
+		Topics   []string `json:"topics"`
+		Msg      string   `json:"msg"`
+	}
+	read := func() bool {
+		return page.Eval(ctx, `({signIn: !document.getElementById("signin").hidden, error: document.getElementById("signin-error").textContent,
+			who: document.getElementById("who").textContent, readOnly: document.body.classList.contains("readonly"),
+			topics: Array.from(document.querySelectorAll("#topics tbody tr")).map(tr => tr.dataset.name),
+			msg: document.getElementById("topics-msg").textContent})`, &v) == nil
+	}
+	eval := func(js string) {
+		t.Helper()
+		if err := page.Eval(ctx, js, nil); err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+	}
+	signIn := func(ak, sk string) {
+		eval(`document.getElementById("ak").value = ` + strconv.Quote(ak) + `; document.getElementById("sk").value = ` + strconv.Quote(sk) + `;
+			document.getElementById("signin").dispatchEvent(new Event("submit", {cancelable: true}))`)
+	}
+	waitFor(t, 20*time.Second, "the page to ask for credentials", func() bool { return read() && v.SignIn && v.ReadOnly && len(v.Topics) == 0 })
+	signIn("u1", "wrong")
+	waitFor(t, 20*time.Second, "the page to refuse a wrong secret", func() bool { return read() && v.SignIn && strings.Contains(v.Error, "does not verify") })
+	t.Logf("a wrong secret: %s", v.Error)
+	signIn("u1", "u1-secret")
+	waitFor(t, 20*time.Second, "u1 to see the topics read-only", func() bool {
+		return read() && !v.SignIn && v.ReadOnly && strings.Contains(v.Who, "u1 (read-only)") && contains(v.Topics, "orders")
+	})
+	signIn("root", "root-secret")
+	waitFor(t, 20*time.Second, "root to see the topics with changes", func() bool {
+		return read() && !v.ReadOnly && strings.Contains(v.Who, "root (admin)") && contains(v.Topics, "orders")
+	})
+	eval(`document.getElementById("new-topic").value = "by-root"; document.querySelector("#create-topic button").click()`)
+	waitFor(t, 20*time.Second, "root to create a topic from the page", func() bool { return read() && contains(v.Topics, "by-root") && strings.Contains(v.Msg, "Created") })
 }
