@@ -1,18 +1,22 @@
 package console
 
 import (
+	"context"
 	"embed"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/auth"
+	"github.com/raftmq/raftmq/mq"
 )
 
 //go:embed assets
@@ -79,9 +83,13 @@ type Snapshot struct {
 	ProduceRate float64 `json:"produceRate"`
 	ConsumeRate float64 `json:"consumeRate"`
 	Error       string  `json:"error,omitempty"`
+	// Reads is how this node served consumers since it started.
+	Reads *Reads `json:"reads,omitempty"`
 	// Topics is the topics page's view, in a stream opened with
 	// ?view=topics only.
 	Topics []Topic `json:"topics"`
+	// Groups is the groups page's view (?view=groups).
+	Groups *Groups `json:"groups,omitempty"`
 }
 
 // Views a stream may carry besides the overview (its query parameter
@@ -89,6 +97,7 @@ type Snapshot struct {
 const (
 	ViewOverview = ""
 	ViewTopics   = "topics"
+	ViewGroups   = "groups"
 )
 
 // Console is one node's console. Its methods may be called from any
@@ -172,25 +181,36 @@ func (c *Console) Timeline() []Change {
 	return append([]Change(nil), c.timeline...)
 }
 
-// Handler serves the page at /, its assets, /console/events (the stream)
-// and /console/snapshot (one snapshot as JSON).
+// Handler serves the page at /, its assets, /console/events (the stream),
+// /console/snapshot (one snapshot as JSON; both take ?view=) and the
+// pages' JSON API under /console/api/.
 func (c *Console) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", c.static)
 	mux.HandleFunc("/console/events", c.events)
 	mux.HandleFunc("/console/api/session", c.session)
-	mux.HandleFunc("/console/api/topics", func(w http.ResponseWriter, r *http.Request) {
-		if c.cfg.Broker == nil {
-			writeErr(w, http.StatusNotFound, errNoBroker)
+	for path, h := range map[string]http.HandlerFunc{
+		"/console/api/topics":       c.topicsAPI,
+		"/console/api/groups/reset": c.resetAPI,
+		"/console/api/deadletters":  c.deadLettersAPI,
+		"/console/api/messages":     c.messagesAPI,
+	} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			if c.cfg.Broker == nil {
+				writeErr(w, http.StatusNotFound, errNoBroker)
+				return
+			}
+			h(w, r)
+		})
+	}
+	mux.HandleFunc("/console/snapshot", func(w http.ResponseWriter, r *http.Request) {
+		view, user, ok := c.view(w, r)
+		if !ok {
 			return
 		}
-		c.topicsAPI(w, r)
-	})
-	mux.HandleFunc("/console/snapshot", func(w http.ResponseWriter, r *http.Request) {
-		allowOrigin(w)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		json.NewEncoder(w).Encode(c.Snapshot())
+		json.NewEncoder(w).Encode(c.snapshot(r.Context(), view, user))
 	})
 	return mux
 }
@@ -203,32 +223,47 @@ func allowOrigin(w http.ResponseWriter) {
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 }
 
-func (c *Console) events(w http.ResponseWriter, r *http.Request) {
-	view := r.URL.Query().Get("view")
+// view reads a request's view and checks who may see it; it answers the
+// request and returns false when refused.
+func (c *Console) view(w http.ResponseWriter, r *http.Request) (view, user string, ok bool) {
+	view = r.URL.Query().Get("view")
 	switch view {
 	case ViewOverview:
 		allowOrigin(w)
-	case ViewTopics:
+	case ViewTopics, ViewGroups:
 		// Beyond the overview, only pages of this group read the stream.
 		if origin, ok := c.sameGroup(r); !ok {
 			writeErr(w, http.StatusForbidden, fmt.Errorf("refused: the stream is asked for by a page of another site (%s), not by this group's console", origin))
-			return
+			return "", "", false
 		} else if origin != "" {
 			w.Header().Set("Access-Control-Allow-Origin", origin)
 			w.Header().Set("Vary", "Origin")
 		}
 		if c.cfg.Broker == nil {
 			writeErr(w, http.StatusNotFound, errNoBroker)
-			return
+			return "", "", false
 		}
 		// The overview is open to anyone who reaches the port, as
-		// Status is; the topics are what ListTopics answers.
-		if err := c.checkCall(r.URL.Query().Get("cred"), methodRead, nil, r); err != nil {
+		// Status is; the rest is what ListTopics and ListGroups answer
+		// (groups only those the user may subscribe to).
+		cred := r.URL.Query().Get("cred")
+		if err := c.checkCall(cred, methodRead, nil, r); err != nil {
 			c.fail(w, err)
-			return
+			return "", "", false
+		}
+		if cc, err := mq.ParseCallCredential(cred); err == nil {
+			user = cc.AccessKey
 		}
 	default:
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("unknown view %.40q: want %q or none", view, ViewTopics))
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("unknown view %.40q: want %q, %q or none", view, ViewTopics, ViewGroups))
+		return "", "", false
+	}
+	return view, user, true
+}
+
+func (c *Console) events(w http.ResponseWriter, r *http.Request) {
+	view, user, ok := c.view(w, r)
+	if !ok {
 		return
 	}
 	fl, ok := w.(http.Flusher)
@@ -251,7 +286,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	defer t.Stop()
 	fmt.Fprintf(w, "retry: 1000\n\n")
 	for {
-		b, err := json.Marshal(c.snapshot(view))
+		b, err := json.Marshal(c.snapshot(r.Context(), view, user))
 		if err != nil {
 			return
 		}
@@ -271,9 +306,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 }
 
 // Snapshot is the group now, as the overview shows it.
-func (c *Console) Snapshot() Snapshot { return c.snapshot(ViewOverview) }
+func (c *Console) Snapshot() Snapshot { return c.snapshot(context.Background(), ViewOverview, "") }
 
-func (c *Console) snapshot(view string) Snapshot {
+// snapshot is the group now with view's page, as user may see it.
+func (c *Console) snapshot(ctx context.Context, view, user string) Snapshot {
 	snap := Snapshot{Time: time.Now(), Timeline: c.Timeline(), Nodes: []Node{}}
 	st, err := c.cfg.Status()
 	if err != nil {
@@ -286,38 +322,90 @@ func (c *Console) snapshot(view string) Snapshot {
 			Client: n.ClientAddr, Error: n.Error, Damaged: n.Damaged})
 	}
 	if c.cfg.Metrics != nil {
-		produced, consumed := counters(c.cfg.Metrics)
+		produced, consumed, reads := counters(c.cfg.Metrics)
+		snap.Reads = reads
 		c.mu.Lock()
 		snap.ProduceRate, snap.ConsumeRate = c.rate.add(snap.Time, produced, consumed)
 		c.mu.Unlock()
 	}
-	if view == ViewTopics {
+	switch view {
+	case ViewTopics:
 		snap.Topics = c.topics(snap.Time)
+	case ViewGroups:
+		leaderHTTP := ""
+		for _, n := range snap.Nodes {
+			if n.ID == snap.Leader {
+				leaderHTTP = n.HTTPAddr
+			}
+		}
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		snap.Groups = c.groups(ctx, user, leaderHTTP)
+		cancel()
 	}
 	return snap
 }
 
-// counters sums the broker's produce and consume counters.
-func counters(g prometheus.Gatherer) (produced, consumed float64) {
+// Reads is how a node served consumers since it started, from the
+// broker's counters: messages it served as leader and as follower, and the
+// next-pull suggestions it gave (where it sent each consumer, and why).
+type Reads struct {
+	AsLeader      float64      `json:"asLeader"`
+	AsFollower    float64      `json:"asFollower"`
+	FollowerShare float64      `json:"followerShare"` // of the messages served, 0..1
+	Suggestions   []Suggestion `json:"suggestions"`   // most given first
+}
+
+// Suggestion counts the next-pull suggestions of one target and reason.
+type Suggestion struct {
+	Target string  `json:"target"` // self, leader or follower
+	Reason string  `json:"reason"`
+	Count  float64 `json:"count"`
+}
+
+// counters sums the broker's produce and consume counters and reads its
+// read-routing counters.
+func counters(g prometheus.Gatherer) (produced, consumed float64, reads *Reads) {
 	mfs, err := g.Gather()
 	if err != nil {
-		return 0, 0
+		return 0, 0, nil
 	}
+	reads = &Reads{Suggestions: []Suggestion{}}
 	for _, mf := range mfs {
-		var dst *float64
 		switch mf.GetName() {
 		case "raftmq_produce_messages_total":
-			dst = &produced
+			for _, m := range mf.GetMetric() {
+				produced += m.GetCounter().GetValue()
+			}
 		case "raftmq_pull_messages_total":
-			dst = &consumed
-		default:
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			*dst += m.GetCounter().GetValue()
+			for _, m := range mf.GetMetric() {
+				v := m.GetCounter().GetValue()
+				consumed += v
+				if label(m, "role") == "leader" {
+					reads.AsLeader += v
+				} else {
+					reads.AsFollower += v
+				}
+			}
+		case "raftmq_pull_suggestions_total":
+			for _, m := range mf.GetMetric() {
+				reads.Suggestions = append(reads.Suggestions, Suggestion{Target: label(m, "target"), Reason: label(m, "reason"), Count: m.GetCounter().GetValue()})
+			}
 		}
 	}
-	return produced, consumed
+	if n := reads.AsLeader + reads.AsFollower; n > 0 {
+		reads.FollowerShare = reads.AsFollower / n
+	}
+	sort.Slice(reads.Suggestions, func(i, j int) bool { return reads.Suggestions[i].Count > reads.Suggestions[j].Count })
+	return produced, consumed, reads
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }
 
 // rateMeter turns counter samples into rates over at least minSpan, so

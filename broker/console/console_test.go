@@ -161,3 +161,23 @@ func TestConsoleAssets(t *testing.T) {
 		return nil
 	})
 }
+
+// The overview's reads come from the broker's pull counters: messages
+// served by role, and suggestions by target and reason, most given first.
+func TestReadsFromCounters(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	served := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_pull_messages_total"}, []string{"role"})
+	sugg := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_pull_suggestions_total"}, []string{"target", "reason"})
+	reg.MustRegister(served, sugg)
+	served.WithLabelValues("leader").Add(25)
+	served.WithLabelValues("follower").Add(75)
+	sugg.WithLabelValues("follower", "leader_loaded").Add(9)
+	sugg.WithLabelValues("self", "caught_up").Add(3)
+	_, consumed, r := counters(reg)
+	if consumed != 100 || r.AsLeader != 25 || r.AsFollower != 75 || r.FollowerShare != 0.75 {
+		t.Fatalf("consumed %v, reads %+v", consumed, r)
+	}
+	if len(r.Suggestions) != 2 || r.Suggestions[0].Reason != "leader_loaded" || r.Suggestions[0].Target != "follower" || r.Suggestions[0].Count != 9 {
+		t.Fatalf("suggestions %+v", r.Suggestions)
+	}
+}

@@ -22,6 +22,14 @@ type Broker interface {
 	Topics() []store.TopicInfo
 	ClientCreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (store.TopicInfo, error)
 	DeleteTopic(ctx context.Context, name string, force bool) error
+	ListGroups(ctx context.Context) ([]string, error)
+	DescribeGroup(ctx context.Context, group string) (broker.GroupInfo, error)
+	ResetGroup(ctx context.Context, req broker.ResetRequest) ([]store.OffsetEntry, error)
+	ResendDeadLetter(ctx context.Context, group, id string) (broker.ResendResult, error)
+	Pull(ctx context.Context, req broker.PullRequest) (broker.PullResult, error)
+	LookupMessage(ctx context.Context, id string) (broker.LookupResult, error)
+	FindMessages(req broker.FindRequest) ([]broker.Message, error)
+	ID() string
 }
 
 var _ Broker = (*broker.Broker)(nil)

@@ -24,6 +24,7 @@ import (
 type fakeBroker struct {
 	topics    map[string]int32
 	notLeader bool
+	resets    []broker.ResetRequest
 }
 
 func (f *fakeBroker) Topics() []store.TopicInfo {
@@ -109,6 +110,13 @@ func FuzzDecodeCreateTopic(f *testing.F) {
 			t.Fatalf("accepted %+v", req)
 		}
 	})
+}
+
+func doRaw(t *testing.T, h http.Handler, method, url, body string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, url, strings.NewReader(body)))
+	return rec.Code, rec.Body.String()
 }
 
 func do(t *testing.T, h http.Handler, method, url, body string, hdr map[string]string) (int, map[string]any) {

@@ -13,10 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmq/raftmq/acl"
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/internal/headless"
 	"github.com/raftmq/raftmq/internal/servertest"
+	"github.com/raftmq/raftmq/mq"
+	"github.com/raftmq/raftmq/store"
 )
 
 // consoleView is what the console page shows, read from its DOM.
@@ -197,6 +202,24 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Logf("page showed %.1f msg/s produced (%d requests of 20 sent)", v.ProduceRate, <-produced)
 
 	checkTopicsPage(ctx, t, page)
+	checkGroupsPage(ctx, t, page, b)
+	checkMessagesPage(ctx, t, page, b)
+
+	// Messages served by the page's node show in its reads, with the
+	// routing suggestions it gave.
+	if _, err := b.Pull(ctx, broker.PullRequest{Topic: "orders", Queue: 1, Offset: 0, MaxMessages: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var reads struct {
+		Served      float64 `json:"served"`
+		Share       float64 `json:"share"`
+		Suggestions int     `json:"suggestions"`
+	}
+	waitFor(t, 20*time.Second, "the overview to show the messages served and the suggestions given", func() bool {
+		return page.Eval(ctx, `({served: +document.getElementById("reads").dataset.served || 0, share: +document.getElementById("reads").dataset.share || 0,
+			suggestions: document.querySelectorAll("#suggestions tbody tr").length})`, &reads) == nil && reads.Served >= 10 && reads.Suggestions > 0
+	})
+	t.Logf("overview: %.0f messages served, %.0f%% as follower, %d kinds of suggestion", reads.Served, 100*reads.Share, reads.Suggestions)
 
 	// Stop the page's node, the leader, under the open page.
 	if !c.Node(l).Node().Ready() {
@@ -311,6 +334,157 @@ func checkTopicsPage(ctx context.Context, t *testing.T, page *headless.Page) {
 	eval(`location.hash = "#overview"`)
 }
 
+const readGroups = `(() => {
+  const groups = {};
+  document.querySelectorAll("#groups .group").forEach(d => {
+    const qs = {};
+    d.querySelectorAll("tbody tr").forEach(tr => { qs[tr.dataset.topic + "/" + tr.dataset.queue] = +tr.dataset.committed; });
+    groups[d.dataset.name] = {lag: +d.dataset.lag, dead: +d.dataset.dead, members: +d.dataset.members, committed: qs};
+  });
+  const txt = id => { const e = document.getElementById(id); return e.hidden ? "" : e.textContent; };
+  return {groups: groups, reset: txt("reset-msg"), applyOn: !document.getElementById("reset-apply").disabled,
+    dlq: txt("dlq-msg"), dead: Array.from(document.querySelectorAll("#deadletters tbody tr")).map(tr => tr.dataset.id),
+    shown: !document.getElementById("page-groups").hidden};
+})()`
+
+// checkGroupsPage opens the consumer groups page: a group with committed
+// offsets shows its lag and its dead letter; a reset by the page's form
+// is previewed by a dry run, which changes nothing, then applied; a bad
+// offset is refused with the reason; the dead letter is listed and resent.
+func checkGroupsPage(ctx context.Context, t *testing.T, page *headless.Page, b *broker.Broker) {
+	t.Helper()
+	if err := b.CommitOffsets(ctx, "audit", []store.OffsetEntry{{Topic: "orders", Queue: 0, Offset: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	dlq := mq.DeadLetterTopic("audit")
+	if _, err := b.CreateTopic(ctx, dlq, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Produce(ctx, broker.ProduceRequest{Topic: dlq, Messages: []broker.ProduceMessage{{Key: "k1", Body: []byte("poison"),
+		Properties: map[string]string{mq.PropRetryTopic: "orders", mq.PropReconsumeTime: "16", mq.PropDeadLetterReason: "max reconsume times exceeded"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadID := res.Acks[0].ID
+	type groupView struct {
+		Lag       uint64           `json:"lag"`
+		Dead      uint64           `json:"dead"`
+		Members   int              `json:"members"`
+		Committed map[string]int64 `json:"committed"`
+	}
+	var gv struct {
+		Groups  map[string]groupView `json:"groups"`
+		Reset   string               `json:"reset"`
+		ApplyOn bool                 `json:"applyOn"`
+		DLQ     string               `json:"dlq"`
+		Dead    []string             `json:"dead"`
+		Shown   bool                 `json:"shown"`
+	}
+	read := func() bool {
+		if err := page.Eval(ctx, readGroups, &gv); err != nil {
+			t.Logf("read the groups page: %v", err)
+			return false
+		}
+		return true
+	}
+	eval := func(js string) {
+		t.Helper()
+		if err := page.Eval(ctx, js, nil); err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+	}
+	eval(`location.hash = "#groups"`)
+	waitFor(t, 20*time.Second, "the groups page to show audit's lag and dead letter", func() bool {
+		return read() && gv.Shown && gv.Groups["audit"].Lag > 0 && gv.Groups["audit"].Dead == 1 && gv.Groups["audit"].Committed["orders/0"] == 5
+	})
+	t.Logf("groups page: audit lags %d messages, %d dead letter", gv.Groups["audit"].Lag, gv.Groups["audit"].Dead)
+	form := func(kind, value string) {
+		eval(`document.getElementById("reset-group").value = "audit"; document.getElementById("reset-topic").value = "orders";
+			document.getElementById("reset-kind").value = ` + strconv.Quote(kind) + `; document.getElementById("reset-value").value = ` + strconv.Quote(value) + `;
+			document.getElementById("reset").dispatchEvent(new Event("input"));
+			document.querySelector("#reset button:not(#reset-apply)").click()`)
+	}
+	form("offset", "not-a-number")
+	waitFor(t, 20*time.Second, "the page to refuse a bad offset", func() bool { return read() && strings.Contains(gv.Reset, "want earliest, latest") })
+	form("earliest", "")
+	waitFor(t, 20*time.Second, "the dry run of a reset to earliest", func() bool { return read() && gv.ApplyOn && strings.Contains(gv.Reset, "Dry run") })
+	if offs, err := b.FetchOffsets("audit", "orders"); err != nil || offs[0] != 5 {
+		t.Fatalf("after the dry run audit's offsets are %v, %v; want queue 0 still at 5", offs, err)
+	}
+	eval(`document.getElementById("reset-apply").click()`)
+	waitFor(t, 20*time.Second, "the page to apply the reset and show the committed offset", func() bool {
+		return read() && strings.Contains(gv.Reset, "moved") && gv.Groups["audit"].Committed["orders/0"] == 0
+	})
+	eval(`document.getElementById("dlq-group").value = "audit"; document.querySelector("#dlq button").click()`)
+	waitFor(t, 20*time.Second, "the page to list audit's dead letter", func() bool { return read() && contains(gv.Dead, deadID) })
+	screenshot(ctx, t, page, "groups.png")
+	eval(`document.querySelector("#deadletters button[data-resend='` + deadID + `']").click()`)
+	waitFor(t, 20*time.Second, "the page to resend the dead letter", func() bool { return read() && strings.Contains(gv.DLQ, "Resent "+deadID+" to orders") })
+	eval(`location.hash = "#overview"`)
+}
+
+const readMessages = `(() => {
+  const m = document.getElementById("msg-msg");
+  return {msg: m.hidden ? "" : m.textContent, bad: m.classList.contains("bad"),
+    rows: Array.from(document.querySelectorAll("#messages tbody tr")).map(tr => ({id: tr.dataset.id, servedBy: tr.dataset.servedBy, body: tr.cells[8].textContent}))};
+})()`
+
+// checkMessagesPage finds a message produced with a key on the messages
+// page by its key and by its id, with the node that served it, shows its
+// body as text and as hex, and shows the node's refusal of a bad id and of
+// an unknown topic.
+func checkMessagesPage(ctx context.Context, t *testing.T, page *headless.Page, b *broker.Broker) {
+	t.Helper()
+	res, err := b.Produce(ctx, broker.ProduceRequest{Topic: "orders", Messages: []broker.ProduceMessage{{Key: "order-42", Body: []byte("hello console")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Acks[0].ID
+	type row struct{ ID, ServedBy, Body string }
+	var mv struct {
+		Msg  string `json:"msg"`
+		Bad  bool   `json:"bad"`
+		Rows []row  `json:"rows"`
+	}
+	read := func() bool { return page.Eval(ctx, readMessages, &mv) == nil }
+	eval := func(js string) {
+		t.Helper()
+		if err := page.Eval(ctx, js, nil); err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+	}
+	eval(`location.hash = "#messages"`)
+	byKey := `document.getElementById("msg-topic").value = "orders"; document.getElementById("msg-key").value = "order-42";
+		document.querySelector("#by-key button").click()`
+	// The key index follows the applied log: poll until it has the message.
+	waitFor(t, 20*time.Second, "the page to find the message by key", func() bool {
+		eval(byKey)
+		time.Sleep(200 * time.Millisecond)
+		return read() && len(mv.Rows) == 1 && mv.Rows[0].ID == id && mv.Rows[0].ServedBy != "" && mv.Rows[0].Body == "hello console"
+	})
+	t.Logf("found by key: %s served by %s", id, mv.Rows[0].ServedBy)
+	eval(`document.querySelector("input[name=body-as][value=hex]").click()`)
+	waitFor(t, 10*time.Second, "the body in hex", func() bool {
+		return read() && len(mv.Rows) == 1 && strings.HasPrefix(mv.Rows[0].Body, "68 65 6c 6c 6f")
+	})
+	screenshot(ctx, t, page, "messages.png")
+	eval(`document.querySelector("input[name=body-as][value=text]").click()`)
+	eval(`document.getElementById("msg-id").value = ` + strconv.Quote(id) + `; document.querySelector("#by-id button").click()`)
+	waitFor(t, 20*time.Second, "the page to look the message up by id", func() bool {
+		return read() && len(mv.Rows) == 1 && mv.Rows[0].ID == id && mv.Rows[0].ServedBy != "" && strings.Contains(mv.Msg, "with id")
+	})
+	eval(`document.getElementById("msg-id").value = "not-an-id"; document.querySelector("#by-id button").click()`)
+	waitFor(t, 20*time.Second, "the page to refuse a bad id", func() bool { return read() && mv.Bad && strings.Contains(mv.Msg, "not-an-id") && len(mv.Rows) == 0 })
+	eval(`document.getElementById("msg-topic").value = "no-such-topic"; document.querySelector("#by-key button").click()`)
+	waitFor(t, 20*time.Second, "the page to say the topic is unknown", func() bool { return read() && mv.Bad && strings.Contains(mv.Msg, "no-such-topic") })
+	t.Logf("unknown topic: %s", mv.Msg)
+	var source string
+	if err := page.Eval(ctx, `document.getElementById("source").className`, &source); err != nil || strings.Contains(source, "lost") {
+		t.Fatalf("on the messages page, with every node up, the page says it lost its node (%q, %v)", source, err)
+	}
+	eval(`location.hash = "#overview"`)
+}
+
 // screenshot writes the page's viewport to name in the directory
 // $RAFTMQ_CONSOLE_SCREENSHOTS (make console-screenshot), when set.
 func screenshot(ctx context.Context, t *testing.T, page *headless.Page, name string) {
@@ -343,25 +517,132 @@ func contains(s []string, x string) bool {
 }
 
 // BenchmarkConsoleSnapshot is what an open console costs its node each
-// second: one snapshot (the broker's Status and a gather of its metrics),
-// here fetched over HTTP from a node of a 3-node group, so an upper bound.
+// second: one snapshot (the broker's Status and a gather of its metrics,
+// and on the topics and groups pages their view), here fetched over HTTP
+// from the leader of a 3-node group, so an upper bound.
 func BenchmarkConsoleSnapshot(b *testing.B) {
 	c := servertest.New(b, 3, servertest.InMemory(), servertest.Configure(func(i int, cfg *server.Config) {
 		cfg.HTTP = freeAddr(b)
 		cfg.Broker.HTTPAddr = cfg.HTTP
 	}))
 	l := c.Leader()
-	url := "http://" + c.Config(l).HTTP + "/console/snapshot"
-	b.ResetTimer()
-	for b.Loop() {
-		resp, err := http.Get(url)
-		if err != nil {
+	// Ten topics of four queues and a group with committed offsets, for
+	// the topics and groups views.
+	ctx := context.Background()
+	for i := range 10 {
+		if _, err := c.Node(l).Broker().CreateTopic(ctx, "t"+strconv.Itoa(i), 4, false); err != nil {
 			b.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatal(resp.Status)
+	}
+	if err := c.Node(l).Broker().CommitOffsets(ctx, "g1", []store.OffsetEntry{{Topic: "t0", Queue: 0}}); err != nil {
+		b.Fatal(err)
+	}
+	for _, view := range []string{"", "topics", "groups"} {
+		name := view
+		if name == "" {
+			name = "overview"
+		}
+		b.Run(name, func(b *testing.B) {
+			url := "http://" + c.Config(l).HTTP + "/console/snapshot?view=" + view
+			for b.Loop() {
+				resp, err := http.Get(url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatal(resp.Status)
+				}
+			}
+		})
+	}
+}
+
+// TestConsoleInBrowserAuth opens the console of a one-node group that
+// enforces authentication: the topics page asks for credentials, refuses a
+// wrong secret, shows a user without admin the topics read-only, and lets
+// an admin create a topic; each request is signed in the browser with the
+// gRPC API's call credential.
+func TestConsoleInBrowserAuth(t *testing.T) {
+	bin, err := headless.Find()
+	if err != nil {
+		t.Fatalf("the console's browser test needs Chromium: %v", err)
+	}
+	c := newCluster(t, 1, func(i int, cfg *server.Config) {
+		cfg.HTTP = freeAddr(t)
+		cfg.Broker.HTTPAddr = cfg.HTTP
+		cfg.Auth = server.AuthConfig{Mode: acl.Enforcing, Key: bytes.Repeat([]byte("k"), 32), AdminUser: "root", AdminSecret: []byte("root-secret")}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ccfg := client.DefaultConfig()
+	ccfg.Servers = []string{c.Config(0).Listen}
+	ccfg.Credentials = &client.Credentials{AccessKey: "root", SecretKey: []byte("root-secret")}
+	root, err := client.New(ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	waitFor(t, 20*time.Second, "the first admin", func() bool { _, ok := c.Node(0).Store().User("root"); return ok })
+	for _, call := range []api.UsersCall{
+		{Op: api.UsersAdd, User: "u1", Secret: "u1-secret"},
+		{Op: api.UsersGrant, User: "u1", Resource: "topic:orders", Actions: "subscribe"},
+	} {
+		if _, err := root.Users(ctx, call); err != nil {
+			t.Fatalf("%+v: %v", call, err)
 		}
 	}
+	if _, err := root.CreateTopic(ctx, "orders", 2, false); err != nil {
+		t.Fatal(err)
+	}
+
+	var blog bytes.Buffer
+	br, err := headless.Start(bin, t.TempDir(), &blog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer br.Close()
+	page, err := br.Open(ctx, "http://"+c.Config(0).HTTP+"/#topics", 1280, 800)
+	if err != nil {
+		t.Fatalf("open the console: %v\n%s", err, blog.String())
+	}
+	var v struct {
+		SignIn   bool     `json:"signIn"`
+		Error    string   `json:"error"`
+		Who      string   `json:"who"`
+		ReadOnly bool     `json:"readOnly"`
+		Topics   []string `json:"topics"`
+		Msg      string   `json:"msg"`
+	}
+	read := func() bool {
+		return page.Eval(ctx, `({signIn: !document.getElementById("signin").hidden, error: document.getElementById("signin-error").textContent,
+			who: document.getElementById("who").textContent, readOnly: document.body.classList.contains("readonly"),
+			topics: Array.from(document.querySelectorAll("#topics tbody tr")).map(tr => tr.dataset.name),
+			msg: document.getElementById("topics-msg").textContent})`, &v) == nil
+	}
+	eval := func(js string) {
+		t.Helper()
+		if err := page.Eval(ctx, js, nil); err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+	}
+	signIn := func(ak, sk string) {
+		eval(`document.getElementById("ak").value = ` + strconv.Quote(ak) + `; document.getElementById("sk").value = ` + strconv.Quote(sk) + `;
+			document.getElementById("signin").dispatchEvent(new Event("submit", {cancelable: true}))`)
+	}
+	waitFor(t, 20*time.Second, "the page to ask for credentials", func() bool { return read() && v.SignIn && v.ReadOnly && len(v.Topics) == 0 })
+	signIn("u1", "wrong")
+	waitFor(t, 20*time.Second, "the page to refuse a wrong secret", func() bool { return read() && v.SignIn && strings.Contains(v.Error, "does not verify") })
+	t.Logf("a wrong secret: %s", v.Error)
+	signIn("u1", "u1-secret")
+	waitFor(t, 20*time.Second, "u1 to see the topics read-only", func() bool {
+		return read() && !v.SignIn && v.ReadOnly && strings.Contains(v.Who, "u1 (read-only)") && contains(v.Topics, "orders")
+	})
+	signIn("root", "root-secret")
+	waitFor(t, 20*time.Second, "root to see the topics with changes", func() bool {
+		return read() && !v.ReadOnly && strings.Contains(v.Who, "root (admin)") && contains(v.Topics, "orders")
+	})
+	eval(`document.getElementById("new-topic").value = "by-root"; document.querySelector("#create-topic button").click()`)
+	waitFor(t, 20*time.Second, "root to create a topic from the page", func() bool { return read() && contains(v.Topics, "by-root") && strings.Contains(v.Msg, "Created") })
 }

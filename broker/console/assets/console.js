@@ -7,7 +7,7 @@
   var STALE_MS = 3500; // no snapshot for this long: the node is taken as gone
   var state = { es: null, timer: 0, switchedAt: 0, originName: "", addr: location.host, origin: location.host, nodes: [], lastAt: 0, servedBy: "",
     page: "overview", cred: null, session: { auth: "disabled", admin: true }, leader: "", confirm: "", gen: 0 };
-  var PAGES = ["overview", "topics"], READ = "/raftmq.v1.Broker/ListTopics";
+  var PAGES = ["overview", "topics", "groups", "messages"], READ = "/raftmq.v1.Broker/ListTopics";
   var $ = function (id) { return document.getElementById(id); };
 
   function text(id, v) { var e = $(id); if (e.textContent !== String(v)) e.textContent = v; }
@@ -42,7 +42,9 @@
     });
     tb.replaceChildren(rows);
     state.leader = s.leader;
+    if (s.reads) renderReads(s.reads);
     if (s.topics) renderTopics(s.topics);
+    if (s.groups) renderGroups(s.groups);
     var ol = $("timeline"), items = document.createDocumentFragment(), tl = s.timeline || [];
     for (var i = tl.length - 1; i >= 0; i--) {
       var c = tl[i], li = document.createElement("li"), tm = document.createElement("time"), what = document.createElement("span");
@@ -81,6 +83,51 @@
       rows.appendChild(tr);
     });
     $("topics").tBodies[0].replaceChildren(rows);
+  }
+
+  function renderReads(r) {
+    var n = r.asLeader + r.asFollower, p = $("reads");
+    p.dataset.share = r.followerShare; p.dataset.served = n;
+    text("reads", n ? n.toLocaleString() + " messages served: " + r.asLeader.toLocaleString() + " as leader, " + r.asFollower.toLocaleString() +
+      " as follower (" + (100 * r.followerShare).toFixed(1) + "% served by this node as a follower)." : "No messages served yet.");
+    var rows = document.createDocumentFragment();
+    r.suggestions.forEach(function (x) {
+      var tr = document.createElement("tr");
+      tr.dataset.target = x.target; tr.dataset.reason = x.reason;
+      cell(tr, x.target); cell(tr, x.reason); cell(tr, x.count.toLocaleString(), "num");
+      rows.appendChild(tr);
+    });
+    $("suggestions").tBodies[0].replaceChildren(rows);
+  }
+
+  function renderGroups(g) {
+    note("groups-msg", g.error ? "Groups: " + g.error : "", true);
+    var box = document.createDocumentFragment();
+    g.groups.forEach(function (x) {
+      var d = document.createElement("div"), h = document.createElement("h3"), p = document.createElement("p");
+      d.className = "group"; d.id = "group-" + x.name; d.dataset.name = x.name; d.dataset.lag = x.lag; d.dataset.dead = x.deadLetters; d.dataset.members = x.members.length;
+      h.textContent = x.name + (x.broadcast ? " (broadcast)" : "") + " · lag " + x.lag + " · dead letters " + x.deadLetters + " · generation " + x.generation + (x.error ? " · " + x.error : "");
+      p.className = "members";
+      p.textContent = x.members.length ? "members: " + x.members.map(function (m) {
+        return m.id + " (" + Object.keys(m.queues).map(function (t) { return t + " " + m.queues[t].join(","); }).join("; ") + ")";
+      }).join(", ") : "no live members";
+      d.appendChild(h); d.appendChild(p);
+      if (x.queues.length) {
+        var t = document.createElement("table"), tb = document.createElement("tbody");
+        t.innerHTML = "<thead><tr><th>topic</th><th>queue</th><th>member</th><th>committed</th><th>max</th><th>lag</th></tr></thead>";
+        x.queues.forEach(function (q) {
+          var tr = document.createElement("tr");
+          tr.dataset.topic = q.topic; tr.dataset.queue = q.queue; tr.dataset.lag = q.lag; tr.dataset.committed = q.committed;
+          cell(tr, q.topic); cell(tr, q.queue, "num"); cell(tr, q.member || "–");
+          cell(tr, q.committed < 0 ? "none" : q.committed, "num"); cell(tr, q.max, "num"); cell(tr, q.lag, "num");
+          tb.appendChild(tr);
+        });
+        t.appendChild(tb); d.appendChild(t);
+      }
+      box.appendChild(d);
+    });
+    if (g.more) { var m = document.createElement("p"); m.className = "muted"; m.textContent = g.more + " more groups not shown"; box.appendChild(m); }
+    $("groups").replaceChildren(box);
   }
 
   // sign makes the call credential of one gRPC method, as the SDK does
@@ -148,11 +195,12 @@
 
   function urlOf(addr) { return addr === location.host ? "" : location.protocol + "//" + addr; }
 
-  // streamURL is the stream of the page shown: the topics page's carries
-  // its view, with a credential when the node asks one.
+  // streamURL is the stream of the page shown: the topics and groups
+  // pages' carry their view, with a credential when the node asks one.
   function streamURL(addr) {
     var u = urlOf(addr) + "/console/events";
-    if (state.page === "overview" || (state.session.auth === "enforcing" && !state.cred)) return Promise.resolve(u);
+    var viewed = state.page === "topics" || state.page === "groups"; // the other pages need the overview only
+    if (!viewed || (state.session.auth === "enforcing" && !state.cred)) return Promise.resolve(u);
     return sign(READ).then(function (cred) { return u + "?view=" + state.page + (cred ? "&cred=" + encodeURIComponent(cred) : ""); });
   }
 
@@ -175,7 +223,9 @@
       state.lastAt = Date.now();
       state.nodes = s.nodes;
       state.servedBy = s.answeredBy;
-      if (addr === state.origin) { state.originName = s.answeredBy + " (" + addr + ")"; say("Live from " + state.originName + ", the node this page was loaded from."); }
+      if (s.groups && s.groups.leaderHttp && s.groups.leaderHttp !== addr) { state.why = "leader"; connect(s.groups.leaderHttp); return; }
+      if (state.why === "leader" && addr !== state.origin) say("Live from " + s.answeredBy + " (" + addr + "), the leader: it alone knows the groups' members.");
+      else if (addr === state.origin) { state.originName = s.answeredBy + " (" + addr + ")"; say("Live from " + state.originName + ", the node this page was loaded from."); }
       else say("Live from " + s.answeredBy + " (" + addr + "): " + (state.originName || state.origin) + ", the node this page was loaded from, stopped answering.", "switched");
       render(s);
       if (!state.rendered) { state.rendered = true; performance.mark("console-first-render"); }
@@ -188,6 +238,7 @@
   // turn it tries again once a second, not in a tight loop.
   function failover() {
     if (state.timer) return;
+    state.why = "";
     var from = state.addr, lost = (state.servedBy ? state.servedBy + " " : "") + "(" + from + ")";
     var gone = function (n) { return n.http === from || (state.servedBy && n.id === state.servedBy); };
     if (state.es) { state.es.close(); state.es = null; }
@@ -227,6 +278,92 @@
       note("topics-msg", "Deleted topic " + name + ".");
     }, function (e) { note("topics-msg", "Delete " + JSON.stringify(name) + ": " + e.message, true); });
   });
+  var resetReq = null;
+  function resetBody(dry) {
+    var kind = $("reset-kind").value, v = $("reset-value").value.trim(), to = kind;
+    if (kind === "offset") to = v;
+    if (kind === "time") { var ms = Date.parse(v); if (isNaN(ms)) throw new Error("time " + JSON.stringify(v) + ": want e.g. 2026-12-06T03:00"); to = "@" + ms; }
+    return { group: $("reset-group").value.trim(), topic: $("reset-topic").value.trim(), to: to, dryRun: dry };
+  }
+  function showOffsets(r) {
+    var rows = document.createDocumentFragment();
+    r.offsets.forEach(function (o) { var tr = document.createElement("tr"); tr.dataset.offset = o.offset; cell(tr, o.topic); cell(tr, "queue " + o.queue); cell(tr, (r.dryRun ? "would be " : "now ") + o.offset, "num"); rows.appendChild(tr); });
+    $("reset-offsets").tBodies[0].replaceChildren(rows);
+  }
+  $("reset").addEventListener("input", function () { resetReq = null; $("reset-apply").disabled = true; });
+  $("reset").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var body;
+    try { body = resetBody(true); } catch (e) { note("reset-msg", e.message, true); return; }
+    call("/raftmq.v1.Broker/ResetGroup", "POST", "/console/api/groups/reset", body, leaderAddr()).then(function (r) {
+      resetReq = body; $("reset-apply").disabled = false; showOffsets(r);
+      note("reset-msg", "Dry run: " + r.offsets.length + " queue(s) of " + r.topic + " would move for " + r.group + ". Apply to commit them.");
+    }, function (e) { resetReq = null; $("reset-apply").disabled = true; note("reset-msg", "Reset " + JSON.stringify(body.group) + ": " + e.message, true); });
+  });
+  $("reset-apply").addEventListener("click", function () {
+    if (!resetReq) return;
+    var body = Object.assign({}, resetReq, { dryRun: false });
+    $("reset-apply").disabled = true;
+    call("/raftmq.v1.Broker/ResetGroup", "POST", "/console/api/groups/reset", body, leaderAddr()).then(function (r) {
+      resetReq = null; showOffsets(r); note("reset-msg", "Reset " + r.group + " on " + r.topic + ": " + r.offsets.length + " queue(s) moved.");
+    }, function (e) { note("reset-msg", "Reset " + JSON.stringify(body.group) + ": " + e.message, true); });
+  });
+  function deadLetters() {
+    var g = $("dlq-group").value.trim();
+    return call(READ, "GET", "/console/api/deadletters?group=" + encodeURIComponent(g) + "&max=100", null, leaderAddr()).then(function (ds) {
+      var rows = document.createDocumentFragment();
+      ds.forEach(function (d) {
+        var tr = document.createElement("tr");
+        tr.id = "dead-" + d.id; tr.dataset.id = d.id;
+        cell(tr, d.id); cell(tr, d.topic); cell(tr, d.reconsumed, "num"); cell(tr, clock(d.born)); cell(tr, d.reason);
+        cell(tr, d.text ? d.body : "hex " + d.bodyHex, "body");
+        var td = cell(tr, "", "change"), b = document.createElement("button");
+        b.type = "button"; b.textContent = "Resend"; b.dataset.resend = d.id; td.appendChild(b);
+        rows.appendChild(tr);
+      });
+      $("deadletters").tBodies[0].replaceChildren(rows);
+      note("dlq-msg", ds.length ? "" : "Group " + g + " has no dead letters.");
+    }, function (e) { note("dlq-msg", "Dead letters of " + JSON.stringify(g) + ": " + e.message, true); });
+  }
+  $("dlq").addEventListener("submit", function (ev) { ev.preventDefault(); deadLetters(); });
+  $("deadletters").addEventListener("click", function (ev) {
+    var id = ev.target.dataset && ev.target.dataset.resend, g = $("dlq-group").value.trim();
+    if (!id) return;
+    call("/raftmq.v1.Broker/ResendDeadLetter", "POST", "/console/api/deadletters", { group: g, id: id }, leaderAddr()).then(function (r) {
+      note("dlq-msg", "Resent " + id + " to " + r.topic + " (queue " + r.queue + ", offset " + r.offset + (r.duplicate ? ", already resent before" : "") + ").");
+    }, function (e) { note("dlq-msg", "Resend " + id + ": " + e.message, true); });
+  });
+  var found = [];
+  function renderMessages() {
+    var hex = document.querySelector("input[name=body-as]:checked").value === "hex", rows = document.createDocumentFragment();
+    found.forEach(function (m) {
+      var tr = document.createElement("tr");
+      tr.dataset.id = m.id; tr.dataset.servedBy = m.servedBy;
+      cell(tr, m.id); cell(tr, m.topic); cell(tr, m.queue, "num"); cell(tr, m.pending ? "delayed" : m.offset, "num"); cell(tr, m.key || ""); cell(tr, m.tag || "");
+      cell(tr, clock(m.born)); cell(tr, m.servedBy);
+      var b = hex || !m.text ? m.bodyHex.replace(/(..)/g, "$1 ").trim() : m.body;
+      cell(tr, b + (m.size > m.bodyHex.length / 2 ? " … (" + m.size + " bytes)" : "") + (!hex && !m.text ? " (not text: hex)" : ""), "body");
+      rows.appendChild(tr);
+    });
+    $("messages").tBodies[0].replaceChildren(rows);
+  }
+  function lookup(method, path, what) {
+    call(method, "GET", path, null, state.addr).then(function (ms) {
+      found = ms; renderMessages();
+      note("msg-msg", ms.length ? ms.length + " message(s) " + what + "." : "No message " + what + ".", !ms.length);
+    }, function (e) { found = []; renderMessages(); note("msg-msg", "Messages " + what + ": " + e.message, true); });
+  }
+  $("by-id").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var id = $("msg-id").value.trim();
+    lookup("/raftmq.v1.Broker/LookupMessage", "/console/api/messages?id=" + encodeURIComponent(id), "with id " + JSON.stringify(id));
+  });
+  $("by-key").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var t = $("msg-topic").value.trim(), k = $("msg-key").value.trim();
+    lookup("/raftmq.v1.Broker/FindMessages", "/console/api/messages?topic=" + encodeURIComponent(t) + "&key=" + encodeURIComponent(k), "of " + JSON.stringify(t) + " with key " + JSON.stringify(k));
+  });
+  document.querySelectorAll("input[name=body-as]").forEach(function (r) { r.addEventListener("change", renderMessages); });
   show();
   connect(location.host);
   session();
