@@ -318,3 +318,23 @@ func (b *Broker) ResetGroup(ctx context.Context, req ResetRequest) ([]store.Offs
 	}
 	return offsets, nil
 }
+
+// TopicGroups lists the consumer groups with a committed offset of topic,
+// as this node has applied them (a broadcasting member's offsets count
+// for its group), sorted.
+func (b *Broker) TopicGroups(topic string) []string {
+	set := map[string]bool{}
+	for _, k := range b.fsm.Groups() {
+		if len(b.fsm.Offsets(k, topic)) == 0 {
+			continue
+		}
+		g, _, _ := store.SplitMemberKey(k)
+		set[g] = true
+	}
+	out := make([]string, 0, len(set))
+	for g := range set {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out
+}

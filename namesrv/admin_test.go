@@ -1,6 +1,8 @@
 package namesrv
 
 import (
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -50,5 +52,63 @@ func TestDeleteTopicInNamesrv(t *testing.T) {
 	register(t, cl, s.Addr(), reg("g1", "127.0.0.1:1001", "c1"))
 	if c := route("orders"); c != remoting.Success {
 		t.Fatalf("route after the group registered the topic again: code %d", c)
+	}
+}
+
+// TestTopicListsForAdminTools: GET_TOPICS_BY_CLUSTER lists one cluster's
+// topics, GET_SYSTEM_TOPIC_LIST_FROM_NS the cluster and group names and
+// the broker's own topics, each in RocketMQ's TopicList shape; the
+// cluster info has the tables mqadmin clusterList reads.
+func TestTopicListsForAdminTools(t *testing.T) {
+	s, cl := start(t, time.Minute)
+	register(t, cl, s.Addr(), Registration{Cluster: "c1", Group: "g1", Addr: "127.0.0.1:1001", BrokerID: 0, NodeID: "a", Term: 1,
+		Topics: map[string]int{"orders": 4, "%RETRY%cg": 1, "SCHEDULE_TOPIC_XXXX": 18}})
+	register(t, cl, s.Addr(), Registration{Cluster: "c1", Group: "g1", Addr: "127.0.0.1:1002", BrokerID: 1, NodeID: "b", Term: 1,
+		Topics: map[string]int{"orders": 4}})
+	register(t, cl, s.Addr(), Registration{Cluster: "c2", Group: "g2", Addr: "127.0.0.1:2001", BrokerID: 0, NodeID: "c", Term: 1,
+		Topics: map[string]int{"audit": 1}})
+	type topicList struct {
+		TopicList  []string `json:"topicList"`
+		BrokerAddr string   `json:"brokerAddr"`
+	}
+	decode := func(r *remoting.Command) topicList {
+		t.Helper()
+		if r.Code != remoting.Success {
+			t.Fatalf("code %d: %s", r.Code, r.Remark)
+		}
+		var l topicList
+		if err := json.Unmarshal(r.Body, &l); err != nil {
+			t.Fatalf("%v: %s", err, r.Body)
+		}
+		return l
+	}
+	l := decode(invoke(t, cl, s.Addr(), remoting.NewRequest(remoting.GetTopicsByCluster, map[string]string{"cluster": "c1"}, nil)))
+	if fmt.Sprint(l.TopicList) != "[%RETRY%cg SCHEDULE_TOPIC_XXXX orders]" {
+		t.Fatalf("topics of c1: %v", l.TopicList)
+	}
+	if l := decode(invoke(t, cl, s.Addr(), remoting.NewRequest(remoting.GetTopicsByCluster, map[string]string{"cluster": "none"}, nil))); len(l.TopicList) != 0 {
+		t.Fatalf("topics of an unknown cluster: %v", l.TopicList)
+	}
+	l = decode(invoke(t, cl, s.Addr(), remoting.NewRequest(remoting.GetSystemTopicListFromNS, nil, nil)))
+	if fmt.Sprint(l.TopicList) != "[SCHEDULE_TOPIC_XXXX c1 c2 g1 g2]" || l.BrokerAddr != "127.0.0.1:1001" {
+		t.Fatalf("system topics: %+v", l)
+	}
+	// RocketMQ's ClusterInfo (remoting/.../protocol/route/ClusterInfo.java)
+	// as clusterList reads it.
+	var ci struct {
+		BrokerAddrTable map[string]struct {
+			Cluster     string           `json:"cluster"`
+			BrokerName  string           `json:"brokerName"`
+			BrokerAddrs map[int64]string `json:"brokerAddrs"`
+		} `json:"brokerAddrTable"`
+		ClusterAddrTable map[string][]string `json:"clusterAddrTable"`
+	}
+	r := invoke(t, cl, s.Addr(), remoting.NewRequest(remoting.GetBrokerClusterInfo, nil, nil))
+	if err := json.Unmarshal(r.Body, &ci); err != nil {
+		t.Fatal(err)
+	}
+	if b := ci.BrokerAddrTable["g1"]; b.Cluster != "c1" || b.BrokerName != "g1" || b.BrokerAddrs[0] != "127.0.0.1:1001" || b.BrokerAddrs[1] != "127.0.0.1:1002" ||
+		fmt.Sprint(ci.ClusterAddrTable) != "map[c1:[g1] c2:[g2]]" {
+		t.Fatalf("cluster info: %s", r.Body)
 	}
 }

@@ -279,6 +279,10 @@ func (s *Server) handle(ctx context.Context, external bool, from string, req *re
 		return s.topicList(req)
 	case remoting.DeleteTopicInNamesrv:
 		return s.deleteTopic(req)
+	case remoting.GetTopicsByCluster:
+		return s.clusterTopics(req, external)
+	case remoting.GetSystemTopicListFromNS:
+		return s.systemTopics(req, external)
 	}
 	return remoting.Response(req, remoting.RequestCodeNotSupported, fmt.Sprintf("request code %s is not supported by raftmq's name server", remoting.DescribeCode(req.Code)))
 }
@@ -698,4 +702,72 @@ func (s *Server) deleteTopic(req *remoting.Command) *remoting.Command {
 	}
 	s.reg.dropTopic(topic, req.Ext["clusterName"])
 	return remoting.Response(req, remoting.Success, "")
+}
+
+// topicListBody is RocketMQ's TopicList (remoting/.../protocol/body/TopicList.java).
+type topicListBody struct {
+	BrokerAddr string   `json:"brokerAddr,omitempty"`
+	TopicList  []string `json:"topicList"`
+}
+
+func topicListResponse(req *remoting.Command, set map[string]bool, brokerAddr string) *remoting.Command {
+	list := make([]string, 0, len(set))
+	for t := range set {
+		list = append(list, t)
+	}
+	sort.Strings(list)
+	body, err := json.Marshal(topicListBody{BrokerAddr: brokerAddr, TopicList: list})
+	if err != nil {
+		return remoting.Response(req, remoting.SystemError, err.Error())
+	}
+	resp := remoting.Response(req, remoting.Success, "")
+	resp.Body = body
+	return resp
+}
+
+// clusterTopics answers GET_TOPICS_BY_CLUSTER (GetTopicsByClusterRequestHeader:
+// cluster; body TopicList): the topics of the cluster's groups (mqadmin
+// topicList -c).
+func (s *Server) clusterTopics(req *remoting.Command, external bool) *remoting.Command {
+	cluster := req.Ext["cluster"]
+	set := map[string]bool{}
+	for _, gr := range s.reg.groups(external) {
+		if gr.Cluster != cluster {
+			continue
+		}
+		for t := range gr.Topics {
+			set[t] = true
+		}
+	}
+	return topicListResponse(req, set, "")
+}
+
+// systemTopics answers GET_SYSTEM_TOPIC_LIST_FROM_NS (no header; body
+// TopicList): as RocketMQ's RouteInfoManager.getSystemTopicList, the
+// cluster and broker group names (RocketMQ's brokers make topics of them)
+// and a leader's address, and the schedule and transaction topics the
+// groups registered (the admin tools tell retry and dead-letter topics by
+// their prefixes).
+func (s *Server) systemTopics(req *remoting.Command, external bool) *remoting.Command {
+	set := map[string]bool{}
+	addr := ""
+	groups := s.reg.groups(external)
+	names := make([]string, 0, len(groups))
+	for n := range groups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		gr := groups[n]
+		set[n], set[gr.Cluster] = true, true
+		if addr == "" {
+			addr = gr.Addrs[0]
+		}
+		for t := range gr.Topics {
+			if mq.IsSystemTopic(t) && !mq.IsRetryTopic(t) && !mq.IsDeadLetterTopic(t) {
+				set[t] = true
+			}
+		}
+	}
+	return topicListResponse(req, set, addr)
 }

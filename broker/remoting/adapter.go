@@ -110,6 +110,7 @@ type Adapter struct {
 	notify    *notifier
 	reg       *registrar
 	commits   *committer
+	runtime   *runtimeStats // GET_BROKER_RUNTIME_INFO's counters (runtime.go)
 	retryMu   sync.Mutex
 	retryMade map[string]bool // retry topics this node has seen created
 
@@ -172,6 +173,7 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	a.requesters = newClients(cfg.ConsumerExpiry)
 	a.consumers.changed = a.notify.changed
 	a.commits = newCommitter(a)
+	a.runtime = newRuntimeStats()
 	a.reg = newRegistrar(a)
 	a.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_remoting_requests_total",
 		Help: "RocketMQ remoting requests served, by request code and response code."}, []string{"request", "response"})
@@ -203,6 +205,7 @@ func New(cfg Config, b *broker.Broker, peers *grpcapi.Peers) (*Adapter, error) {
 	a.goFunc(a.reg.loop)
 	a.goFunc(a.txnCheckLoop)
 	a.goFunc(a.notifyLoop)
+	a.goFunc(a.sampleLoop)
 	return a, nil
 }
 
@@ -311,6 +314,20 @@ func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command
 		return a.allGroups(ctx, req)
 	case rmq.DeleteSubscriptionGroup:
 		return a.deleteGroup(ctx, req)
+	case rmq.GetAllTopicConfig:
+		return a.allTopicConfigs(req)
+	case rmq.GetTopicStatsInfo:
+		return a.topicStats(ctx, req)
+	case rmq.GetConsumeStats:
+		return a.consumeStats(ctx, req)
+	case rmq.GetConsumerConnectionList:
+		return a.consumerConnections(req)
+	case rmq.GetProducerConnectionList:
+		return a.producerConnections(req)
+	case rmq.QueryTopicConsumeByWho:
+		return a.topicConsumers(req)
+	case rmq.GetBrokerRuntimeInfo:
+		return a.runtimeInfo(req)
 	case rmq.GetRouteInfoByTopic:
 		return a.route(ctx, req)
 	case rmq.QueryMessage:

@@ -69,7 +69,13 @@ func authNeeds(req *rmq.Command) []auth.Need {
 		group(ext["consumerGroup"])
 	case rmq.ConsumerSendMsgBack:
 		group(ext["group"])
-	case rmq.GetMaxOffset, rmq.GetMinOffset, rmq.SearchOffsetByTimestamp, rmq.GetEarliestMsgStoreTime, rmq.QueryMessage:
+	case rmq.GetConsumeStats:
+		group(ext["consumerGroup"])
+		topic(auth.Subscribe, ext["topic"])
+	case rmq.GetConsumerConnectionList:
+		group(ext["consumerGroup"])
+	case rmq.GetMaxOffset, rmq.GetMinOffset, rmq.SearchOffsetByTimestamp, rmq.GetEarliestMsgStoreTime, rmq.QueryMessage,
+		rmq.GetTopicStatsInfo, rmq.QueryTopicConsumeByWho:
 		topic(auth.Subscribe, ext["topic"])
 	case rmq.HeartBeat:
 		var hb authHeartbeat

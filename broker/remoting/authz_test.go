@@ -174,6 +174,13 @@ func TestAuthNeedsByRequestCode(t *testing.T) {
 		{rmq.UpdateAndCreateSubscriptionGroup, nil, []byte(`{`), "admin cluster"},
 		{rmq.DeleteSubscriptionGroup, map[string]string{"groupName": "cg"}, nil, "admin group:cg"},
 		{rmq.GetAllSubscriptionGroupConfig, nil, nil, ""},
+		{rmq.GetConsumeStats, map[string]string{"consumerGroup": "cg", "topic": "orders"}, nil, "subscribe group:cg;subscribe topic:orders"},
+		{rmq.GetConsumeStats, map[string]string{"consumerGroup": "cg"}, nil, "subscribe group:cg"},
+		{rmq.GetConsumerConnectionList, map[string]string{"consumerGroup": "cg"}, nil, "subscribe group:cg"},
+		{rmq.GetTopicStatsInfo, map[string]string{"topic": "orders"}, nil, "subscribe topic:orders"},
+		{rmq.QueryTopicConsumeByWho, map[string]string{"topic": "orders"}, nil, "subscribe topic:orders"},
+		{rmq.GetBrokerRuntimeInfo, nil, nil, ""},
+		{rmq.GetAllTopicConfig, nil, nil, ""},
 	} {
 		var got []string
 		for _, n := range brokerremoting.AuthNeedsOf(tc.code, tc.ext, tc.body) {

@@ -35,6 +35,61 @@ type member struct {
 	id   uint64    // connection id
 	conn *rmq.Conn // nil in unit tests
 	seen time.Time
+	info clientInfo
+}
+
+// clientInfo is what a client's last heartbeat said of it in one group,
+// for the admin tools' connection lists (stats.go).
+type clientInfo struct {
+	addr     string // the connection's remote address
+	language string
+	version  int32
+	// A consumer's: its consumeType, messageModel, consumeFromWhere and
+	// subscriptionDataSet (as the client sent them).
+	consumeType, messageModel, consumeFromWhere string
+	subscriptions                               []json.RawMessage
+}
+
+// memberView is one live client of a group.
+type memberView struct {
+	clientID string
+	info     clientInfo
+	conn     *rmq.Conn
+}
+
+// describe records info for a client heard in group (after heard).
+func (c *clients) describe(group, client string, info clientInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.groups[group][client]; m != nil {
+		m.info = info
+	}
+}
+
+// members returns group's live clients, by client id.
+func (c *clients) members(group string) []memberView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []memberView
+	for _, id := range c.listLocked(group) {
+		m := c.groups[group][id]
+		out = append(out, memberView{clientID: id, info: m.info, conn: m.conn})
+	}
+	return out
+}
+
+// groupNames lists the groups with a live client.
+func (c *clients) groupNames() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for g := range c.groups {
+		if len(c.listLocked(g)) > 0 {
+			out = append(out, g)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func newClients(expiry time.Duration) *clients {
@@ -163,8 +218,11 @@ func (c *clients) pick(group string) *rmq.Conn {
 type heartbeatData struct {
 	ClientID     string `json:"clientID"`
 	ConsumerData []struct {
-		GroupName    string `json:"groupName"`
-		MessageModel string `json:"messageModel"`
+		GroupName        string            `json:"groupName"`
+		MessageModel     string            `json:"messageModel"`
+		ConsumeType      string            `json:"consumeType"`
+		ConsumeFromWhere string            `json:"consumeFromWhere"`
+		Subscriptions    []json.RawMessage `json:"subscriptionDataSet"`
 	} `json:"consumerDataSet"`
 	ProducerData []struct {
 		GroupName string `json:"groupName"`
@@ -187,15 +245,21 @@ func (a *Adapter) heartbeat(ctx context.Context, conn *rmq.Conn, req *rmq.Comman
 			id := conn.ID
 			conn.OnClose(func() { a.consumers.closed(id) })
 		}
+		a.consumers.describe(cd.GroupName, hb.ClientID, clientInfo{addr: conn.Remote, language: req.Language, version: req.Version,
+			consumeType: cd.ConsumeType, messageModel: cd.MessageModel, consumeFromWhere: cd.ConsumeFromWhere, subscriptions: cd.Subscriptions})
 		if !strings.EqualFold(cd.MessageModel, "BROADCASTING") {
 			a.ensureRetryTopic(ctx, cd.GroupName)
 		}
 	}
 	for _, pd := range hb.ProducerData {
-		if pd.GroupName != "" && a.producers.heard(pd.GroupName, hb.ClientID, conn.ID, conn) {
+		if pd.GroupName == "" {
+			continue
+		}
+		if a.producers.heard(pd.GroupName, hb.ClientID, conn.ID, conn) {
 			id := conn.ID
 			conn.OnClose(func() { a.producers.closed(id) })
 		}
+		a.producers.describe(pd.GroupName, hb.ClientID, clientInfo{addr: conn.Remote, language: req.Language, version: req.Version})
 	}
 	return rmq.Response(req, rmq.Success, "")
 }
