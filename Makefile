@@ -64,6 +64,8 @@ fuzz:
 	$(GO) test ./store/ -run '^$$' -fuzz FuzzRestore -fuzztime $(FUZZTIME)
 	$(GO) test ./store/queueindex/ -run '^$$' -fuzz FuzzOpenQueue -fuzztime $(FUZZTIME)
 	$(GO) test ./broker/grpcapi/ -run '^$$' -fuzz FuzzProduceRequest -fuzztime $(FUZZTIME)
+	$(GO) test ./broker/console/ -run '^$$' -fuzz FuzzDecodeCreateTopic -fuzztime $(FUZZTIME)
+	$(GO) test ./broker/console/ -run '^$$' -fuzz FuzzDecodeResetGroup -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin

@@ -50,7 +50,7 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "peer-advertise", Usage: "client API address other nodes use (default: --advertise)"},
 			&cli.StringFlag{Name: "listen-external", Usage: "a second client API listen address, the external listener (a port published outside the nodes' network, e.g. on a Docker host); its clients are told every node's --advertise-external (empty: none)"},
 			&cli.StringFlag{Name: "advertise-external", Usage: "client API address told to clients connected through --listen-external (default: --listen-external)"},
-			&cli.StringFlag{Name: "http", Value: "127.0.0.1:8001", Usage: "HTTP address for /metrics, /healthz, /readyz and /debug/pprof (empty: off)"},
+			&cli.StringFlag{Name: "http", Value: "127.0.0.1:8001", Usage: "HTTP address for the web console (/), /metrics, /healthz, /readyz and /debug/pprof (empty: off)"},
 			&cli.StringFlag{Name: "http-advertise", Usage: "HTTP address shown by status (default: --http)"},
 			&cli.StringFlag{Name: "peers", Usage: "initial voters as ID@RAFTADDR,... (must include this node)"},
 			&cli.BoolFlag{Name: "single", Usage: "with an empty --data, begin a group of one node, this one (the same as --peers ID@RAFT-ADVERTISE); grow it with raftmq member add. Without --peers and --single a node with an empty --data waits to be added with raftmq member add"},

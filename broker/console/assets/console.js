@@ -254,7 +254,13 @@
 
   state.streams = 0;
   setInterval(function () { if (Date.now() - state.lastAt > STALE_MS) failover(); }, 1000);
-  window.addEventListener("hashchange", function () { show(); connect(state.addr); });
+  window.addEventListener("hashchange", function () {
+    show();
+    // The groups page moved the stream to the leader; the others go back
+    // to the node the page came from (or on, if it is gone).
+    if (state.why === "leader" && state.page !== "groups") { state.why = ""; connect(state.origin); return; }
+    connect(state.addr);
+  });
   $("signin").addEventListener("submit", function (ev) {
     ev.preventDefault();
     state.cred = { ak: $("ak").value, sk: $("sk").value };
