@@ -207,6 +207,7 @@ type Broker struct {
 	view        *route.View
 	retention   *retention.Manager
 	damage      atomic.Pointer[Damage] // set once: see damage.go
+	caughtUp    atomic.Bool            // set once: see CaughtUp
 	handingOver atomic.Bool
 	groups      *groups.Table
 	locks       groups.Locks // orderly-consumption locks

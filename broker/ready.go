@@ -109,3 +109,19 @@ func (b *Broker) Readiness() error {
 	}
 	return nil
 }
+
+// CaughtUp reports whether this node has, since it started, heard from a
+// leader and applied everything committed then: its replicated tables
+// (users, grants) are the group's, not those of the snapshot it restored.
+// Once true it stays true.
+func (b *Broker) CaughtUp() bool {
+	if b.caughtUp.Load() {
+		return true
+	}
+	st := b.node.Stats()
+	if st.LeaderID != "" && st.CommitIndex > 0 && st.AppliedIndex >= st.CommitIndex {
+		b.caughtUp.Store(true)
+		return true
+	}
+	return false
+}

@@ -18,6 +18,7 @@ import (
 const (
 	ReasonNoCredentials    = "no_credentials"    // no AccessKey or no Signature
 	ReasonUnknownUser      = "unknown_user"      // no user of that access key
+	ReasonCatchingUp       = "catching_up"       // no user of that access key on a node not caught up with the group since it started: retry
 	ReasonBadSignature     = "bad_signature"     // the signature is not the user's secret's
 	ReasonSecretUnreadable = "secret_unreadable" // the user's sealed secret does not open with this node's key
 	ReasonNoPermission     = "no_permission"     // a verified user without a grant the request needs
@@ -33,6 +34,10 @@ type Denied struct {
 }
 
 func (d *Denied) Error() string { return d.Message }
+
+// Retryable reports whether the same request may pass a moment later on
+// this node or at once on another (ReasonCatchingUp).
+func (d *Denied) Retryable() bool { return d.Reason == ReasonCatchingUp }
 
 // Directory is the user table the Authorizer reads (store.Store, on this
 // node).
@@ -54,6 +59,11 @@ type Config struct {
 	// Throttle bounds bad signatures per client address; its zero value
 	// is acl.DefaultThrottle.
 	Throttle acl.ThrottleConfig
+	// CaughtUp reports whether the node has applied the group's log up to
+	// what a leader committed since the node started (nil: always). Until
+	// it has, an unknown access key may be a user this node has not
+	// applied yet: the refusal says to retry (ReasonCatchingUp).
+	CaughtUp func() bool
 }
 
 // Authorizer verifies requests' signatures against the user table and
@@ -70,6 +80,7 @@ type Authorizer struct {
 
 	throttle *acl.Throttle // bad signatures per address
 	now      func() time.Time
+	caughtUp func() bool
 }
 
 const maxCachedSecrets = 4096
@@ -83,9 +94,9 @@ func New(cfg Config) (*Authorizer, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	a := &Authorizer{mode: cfg.Mode, users: cfg.Users, sealer: cfg.Sealer, log: cfg.Logger, secrets: map[string][]byte{},
-		throttle: acl.NewThrottle(cfg.Throttle), now: time.Now}
+		throttle: acl.NewThrottle(cfg.Throttle), now: time.Now, caughtUp: cfg.CaughtUp}
 	a.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftmq_auth_refusals_total",
-		Help: "Requests refused (mode enforcing) or that enforcing would refuse (mode permissive), by reason: no_credentials, unknown_user, bad_signature, secret_unreadable, no_permission, stale, not_node, throttled."},
+		Help: "Requests refused (mode enforcing) or that enforcing would refuse (mode permissive), by reason: no_credentials, unknown_user, catching_up, bad_signature, secret_unreadable, no_permission, stale, not_node, throttled."},
 		[]string{"mode", "reason"})
 	slowed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "raftmq_auth_throttled_addresses",
 		Help: "Client addresses whose bad signatures have used up their allowance: their requests are refused unchecked until it refills."},
@@ -164,6 +175,9 @@ func (a *Authorizer) check(ak string, signed bool, needs []Need, from string, ve
 		return throttled(host, wait)
 	}
 	u, ok := a.users.User(ak)
+	if !ok && a.caughtUp != nil && !a.caughtUp() {
+		return &Denied{ReasonCatchingUp, fmt.Sprintf("access key %s: not known on this node yet, which is catching up with the group since it started: try again", ak)}
+	}
 	if !ok {
 		a.throttle.Take(host, now)
 		return &Denied{ReasonUnknownUser, badSignature(ak).Message}

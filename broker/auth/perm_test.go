@@ -165,6 +165,21 @@ func TestAuthorizer(t *testing.T) {
 	if err := o.Check(signed("u1", "secret-1", "orders"), []byte("body"), pub("orders"), "send", "test"); !errors.As(err, &d) || d.Reason != ReasonSecretUnreadable {
 		t.Errorf("other key: %v", err)
 	}
+	// A node catching up since its start: an unknown user may be one it
+	// has not applied yet, so the refusal is retryable; a known user is
+	// checked as ever.
+	var caughtUp bool
+	cu, _ := New(Config{Mode: acl.Enforcing, Users: dir, Sealer: s, CaughtUp: func() bool { return caughtUp }})
+	if err := cu.Check(signed("u9", "secret-1", "orders"), []byte("body"), pub("orders"), "send", "test"); !errors.As(err, &d) || d.Reason != ReasonCatchingUp || !d.Retryable() {
+		t.Errorf("unknown user on a node catching up: %v", err)
+	}
+	if err := cu.Check(signed("u1", "secret-1", "orders"), []byte("body"), pub("orders"), "send", "test"); err != nil {
+		t.Errorf("known user on a node catching up: %v", err)
+	}
+	caughtUp = true
+	if err := cu.Check(signed("u9", "secret-1", "orders"), []byte("body"), pub("orders"), "send", "test"); !errors.As(err, &d) || d.Reason != ReasonUnknownUser || d.Retryable() {
+		t.Errorf("unknown user on a caught-up node: %v", err)
+	}
 	if _, err := New(Config{Mode: acl.Enforcing}); err == nil {
 		t.Error("enforcing without users and key accepted")
 	}

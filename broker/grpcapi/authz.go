@@ -219,9 +219,11 @@ func authStatus(err error) error {
 	if !errors.As(err, &d) {
 		return err
 	}
-	switch d.Reason {
-	case auth.ReasonNoPermission, auth.ReasonNotNode:
+	switch {
+	case d.Reason == auth.ReasonNoPermission, d.Reason == auth.ReasonNotNode:
 		return status.Error(codes.PermissionDenied, d.Message)
+	case d.Retryable():
+		return status.Error(codes.Unavailable, d.Message)
 	}
 	return status.Error(codes.Unauthenticated, d.Message)
 }

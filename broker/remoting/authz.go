@@ -18,6 +18,9 @@ func (a *Adapter) authorize(conn *rmq.Conn, req *rmq.Command) *rmq.Command {
 		return nil
 	}
 	if err := a.cfg.Auth.Check(req.Ext, req.Body, authNeeds(req), rmq.DescribeCode(req.Code), conn.Remote); err != nil {
+		if d, ok := err.(*auth.Denied); ok && d.Retryable() {
+			return rmq.Response(req, rmq.SystemBusy, err.Error())
+		}
 		return rmq.Response(req, rmq.NoPermission, err.Error())
 	}
 	return nil

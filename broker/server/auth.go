@@ -70,7 +70,8 @@ func (s *Server) startAuth() error {
 	if err != nil {
 		return err
 	}
-	s.auth, err = auth.New(auth.Config{Mode: c.Mode, Users: s.store, Sealer: s.sealer, Logger: s.log.Named("auth"), Registerer: s.broker.Registry()})
+	s.auth, err = auth.New(auth.Config{Mode: c.Mode, Users: s.store, Sealer: s.sealer, Logger: s.log.Named("auth"), Registerer: s.broker.Registry(),
+		CaughtUp: s.broker.CaughtUp})
 	if err != nil {
 		return err
 	}
