@@ -116,3 +116,69 @@ func TestAdminTopicsAndGroups(t *testing.T) {
 		t.Fatalf("delete a system topic: %d %s", r.Code, r.Remark)
 	}
 }
+
+// TestAdminResetAndBrokerConfig: INVOKE_BROKER_TO_RESET_OFFSET (the
+// ResetOffsetRequestHeader's fields) commits the offsets through Raft and
+// answers them as ResetOffsetBody; GET_BROKER_CONFIG answers Properties
+// text; UPDATE_BROKER_CONFIG is refused naming each key.
+func TestAdminResetAndBrokerConfig(t *testing.T) {
+	f := newFixture(t)
+	l, fo := f.c.Leader(), f.follower()
+	f.createTopic("orders", 2)
+	for i := 0; i < 4; i++ {
+		if r := f.invoke(f.addr(l), rmq.SendMessage, sendExt("orders", 0, nil), []byte("m")); r.Code != rmq.Success {
+			t.Fatalf("send: %d %s", r.Code, r.Remark)
+		}
+	}
+	if r := f.invoke(f.addr(l), rmq.UpdateConsumerOffset, map[string]string{"consumerGroup": "cg", "topic": "orders", "queueId": "0", "commitOffset": "4"}, nil); r.Code != rmq.Success {
+		t.Fatalf("commit: %d %s", r.Code, r.Remark)
+	}
+	// To the beginning (a time before every message), forced, through a follower.
+	r := f.invoke(f.addr(fo), rmq.InvokeBrokerToResetOffset, map[string]string{"topic": "orders", "group": "cg", "timestamp": "1", "isForce": "true"}, nil)
+	if r.Code != rmq.Success || string(r.Body) != `{"offsetTable":{{"topic":"orders","brokerName":"raftmq","queueId":0}:0,{"topic":"orders","brokerName":"raftmq","queueId":1}:0}}` {
+		t.Fatalf("reset: %d %s %s", r.Code, r.Remark, r.Body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		offs, _ := f.c.Node(l).Broker().FetchOffsets("cg", "orders")
+		if o, ok := offs[0]; ok && o == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offsets after the reset: %v", offs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Not forced, to the end: a queue keeps a lower committed offset.
+	r = f.invoke(f.addr(l), rmq.InvokeBrokerToResetOffset, map[string]string{"topic": "orders", "group": "cg", "timestamp": "-1", "isForce": "false"}, nil)
+	if r.Code != rmq.Success || !strings.Contains(string(r.Body), `"queueId":0}:0`) {
+		t.Fatalf("reset to the end, not forced: %d %s %s", r.Code, r.Remark, r.Body)
+	}
+	// One queue to an offset (RocketMQ 5's queueId and offset).
+	r = f.invoke(f.addr(l), rmq.InvokeBrokerToResetOffset, map[string]string{"topic": "orders", "group": "cg", "timestamp": "0", "isForce": "true", "queueId": "0", "offset": "3"}, nil)
+	if r.Code != rmq.Success || string(r.Body) != `{"offsetTable":{{"topic":"orders","brokerName":"raftmq","queueId":0}:3}}` {
+		t.Fatalf("reset one queue: %d %s %s", r.Code, r.Remark, r.Body)
+	}
+	for _, bad := range []map[string]string{
+		{"topic": "orders", "group": "cg"},
+		{"topic": "nope", "group": "cg", "timestamp": "1"},
+		{"topic": "orders", "group": "cg", "timestamp": "1", "queueId": "9"},
+	} {
+		if r := f.invoke(f.addr(l), rmq.InvokeBrokerToResetOffset, bad, nil); r.Code == rmq.Success || r.Remark == "" {
+			t.Fatalf("reset %v: %d %s", bad, r.Code, r.Remark)
+		}
+	}
+
+	// Broker config.
+	r = f.invoke(f.addr(fo), rmq.GetBrokerConfig, nil, nil)
+	if r.Code != rmq.Success || !strings.Contains(string(r.Body), "brokerName=raftmq\n") || !strings.Contains(string(r.Body), "brokerClusterName=DefaultCluster\n") || r.Ext["version"] == "" {
+		t.Fatalf("broker config: %d %s %s %v", r.Code, r.Remark, r.Body, r.Ext)
+	}
+	r = f.invoke(f.addr(fo), rmq.UpdateBrokerConfig, nil, []byte("brokerName=x\nflushDiskType=SYNC_FLUSH\n"))
+	if r.Code != rmq.SystemError || !strings.Contains(r.Remark, "brokerName is set by --broker-name at start") || !strings.Contains(r.Remark, "flushDiskType is not a raftmq setting") {
+		t.Fatalf("update broker config: %d %s", r.Code, r.Remark)
+	}
+	if r := f.invoke(f.addr(fo), rmq.GetConsumerRunningInfo, map[string]string{"consumerGroup": "cg", "clientId": "nobody"}, nil); r.Code != rmq.SystemError || !strings.Contains(r.Remark, "not online") {
+		t.Fatalf("running info of a client not connected: %d %s", r.Code, r.Remark)
+	}
+}
