@@ -3,6 +3,8 @@ package namesrv
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +139,44 @@ func TestKVAndConfigCodes(t *testing.T) {
 	r := req(remoting.GetNamesrvConfig, nil, nil)
 	if r.Code != remoting.Success || !strings.Contains(string(r.Body), "raftmqAuth=disabled\n") || !strings.Contains(string(r.Body), "listenPort=0\n") {
 		t.Fatalf("get config: %d %q %s", r.Code, r.Remark, r.Body)
+	}
+}
+
+// The table of every RocketMQ request code in docs/rocketmq.md says what
+// the name server answers: a code marked served (or refused by name) is
+// not answered 3, a code marked 3 is.
+func TestDocumentedNameServerCodesMatch(t *testing.T) {
+	doc, err := os.ReadFile("../docs/rocketmq.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "### Every RocketMQ request code")
+	if !ok {
+		t.Fatal("docs/rocketmq.md has no table of every request code")
+	}
+	s, cl := start(t, time.Minute)
+	rows := 0
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 6 {
+			continue
+		}
+		code, err := strconv.Atoi(strings.TrimSpace(cells[1]))
+		if err != nil {
+			continue
+		}
+		cell := strings.TrimSpace(cells[4])
+		if code == int(remoting.RegisterBroker) || code == int(remoting.UnregisterBroker) || cell == "—" {
+			continue // registrations have their own tests; broker-to-client codes are never sent here
+		}
+		rows++
+		served := strings.HasPrefix(cell, "served") || strings.HasPrefix(cell, "refused")
+		r := invoke(t, cl, s.Addr(), remoting.NewRequest(int32(code), map[string]string{}, nil))
+		if served == (r.Code == remoting.RequestCodeNotSupported) {
+			t.Errorf("code %d documented as %q, answered %d: %q", code, cell, r.Code, r.Remark)
+		}
+	}
+	if rows < 120 {
+		t.Fatalf("%d rows in the table", rows)
 	}
 }
