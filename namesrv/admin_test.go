@@ -3,6 +3,9 @@ package namesrv
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +113,70 @@ func TestTopicListsForAdminTools(t *testing.T) {
 	if b := ci.BrokerAddrTable["g1"]; b.Cluster != "c1" || b.BrokerName != "g1" || b.BrokerAddrs[0] != "127.0.0.1:1001" || b.BrokerAddrs[1] != "127.0.0.1:1002" ||
 		fmt.Sprint(ci.ClusterAddrTable) != "map[c1:[g1] c2:[g2]]" {
 		t.Fatalf("cluster info: %s", r.Body)
+	}
+}
+
+// TestKVAndConfigCodes: GET_KV_CONFIG is QUERY_NOT_FOUND (no key held),
+// PUT/DELETE_KV_CONFIG and UPDATE_NAMESRV_CONFIG are refused naming why,
+// GET_NAMESRV_CONFIG answers Properties text.
+func TestKVAndConfigCodes(t *testing.T) {
+	s, cl := start(t, time.Minute)
+	req := func(code int32, ext map[string]string, body []byte) *remoting.Command {
+		return invoke(t, cl, s.Addr(), remoting.NewRequest(code, ext, body))
+	}
+	if r := req(remoting.GetKVConfig, map[string]string{"namespace": "ORDER_TOPIC_CONFIG", "key": "t"}, nil); r.Code != remoting.QueryNotFound ||
+		r.Remark != "No config item, Namespace: ORDER_TOPIC_CONFIG Key: t" {
+		t.Fatalf("get kv: %d %q", r.Code, r.Remark)
+	}
+	for _, code := range []int32{remoting.PutKVConfig, remoting.DeleteKVConfig} {
+		if r := req(code, map[string]string{"namespace": "n", "key": "k", "value": "v"}, nil); r.Code != remoting.SystemError || !strings.Contains(r.Remark, "keeps no KV config") {
+			t.Fatalf("code %d: %d %q", code, r.Code, r.Remark)
+		}
+	}
+	if r := req(remoting.UpdateNamesrvConfig, nil, []byte("listenPort=1\n")); r.Code != remoting.SystemError || !strings.Contains(r.Remark, "changes no setting at run time") {
+		t.Fatalf("update config: %d %q", r.Code, r.Remark)
+	}
+	r := req(remoting.GetNamesrvConfig, nil, nil)
+	if r.Code != remoting.Success || !strings.Contains(string(r.Body), "raftmqAuth=disabled\n") || !strings.Contains(string(r.Body), "listenPort=0\n") {
+		t.Fatalf("get config: %d %q %s", r.Code, r.Remark, r.Body)
+	}
+}
+
+// The table of every RocketMQ request code in docs/rocketmq.md says what
+// the name server answers: a code marked served (or refused by name) is
+// not answered 3, a code marked 3 is.
+func TestDocumentedNameServerCodesMatch(t *testing.T) {
+	doc, err := os.ReadFile("../docs/rocketmq.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "### Every RocketMQ request code")
+	if !ok {
+		t.Fatal("docs/rocketmq.md has no table of every request code")
+	}
+	s, cl := start(t, time.Minute)
+	rows := 0
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 6 {
+			continue
+		}
+		code, err := strconv.Atoi(strings.TrimSpace(cells[1]))
+		if err != nil {
+			continue
+		}
+		cell := strings.TrimSpace(cells[4])
+		if code == int(remoting.RegisterBroker) || code == int(remoting.UnregisterBroker) || cell == "—" {
+			continue // registrations have their own tests; broker-to-client codes are never sent here
+		}
+		rows++
+		served := strings.HasPrefix(cell, "served") || strings.HasPrefix(cell, "refused")
+		r := invoke(t, cl, s.Addr(), remoting.NewRequest(int32(code), map[string]string{}, nil))
+		if served == (r.Code == remoting.RequestCodeNotSupported) {
+			t.Errorf("code %d documented as %q, answered %d: %q", code, cell, r.Code, r.Remark)
+		}
+	}
+	if rows < 120 {
+		t.Fatalf("%d rows in the table", rows)
 	}
 }

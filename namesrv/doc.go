@@ -18,5 +18,9 @@
 // secrets sealed under that key, opened here with the same key) or the
 // node credential.
 //
+// It also answers the admin tools' name server requests (topic lists by
+// cluster, the system topic list, a topic's removal from the routes until
+// it is registered again, its own settings); it keeps no KV config.
+//
 // It never imports the broker: it knows brokers only by what they register.
 package namesrv

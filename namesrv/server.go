@@ -283,6 +283,19 @@ func (s *Server) handle(ctx context.Context, external bool, from string, req *re
 		return s.clusterTopics(req, external)
 	case remoting.GetSystemTopicListFromNS:
 		return s.systemTopics(req, external)
+	case remoting.GetKVConfig:
+		// RocketMQ's answer for a key it does not hold
+		// (DefaultRequestProcessor.getKVConfig): raftmq's name server
+		// holds none.
+		return remoting.Response(req, remoting.QueryNotFound, fmt.Sprintf("No config item, Namespace: %s Key: %s", req.Ext["namespace"], req.Ext["key"]))
+	case remoting.PutKVConfig, remoting.DeleteKVConfig:
+		return remoting.Response(req, remoting.SystemError, fmt.Sprintf("request code %s: raftmq's name server keeps no KV config "+
+			"(RocketMQ keeps ORDER_TOPIC_CONFIG there; raftmq orders by queue without it)", remoting.DescribeCode(req.Code)))
+	case remoting.GetNamesrvConfig:
+		return s.config(req)
+	case remoting.UpdateNamesrvConfig:
+		return remoting.Response(req, remoting.SystemError, "update name server config: raftmq's name server changes no setting at run time: "+
+			"set its flags (raftmq namesrv --help) and restart it")
 	}
 	return remoting.Response(req, remoting.RequestCodeNotSupported, fmt.Sprintf("request code %s is not supported by raftmq's name server", remoting.DescribeCode(req.Code)))
 }
@@ -770,4 +783,34 @@ func (s *Server) systemTopics(req *remoting.Command, external bool) *remoting.Co
 		}
 	}
 	return topicListResponse(req, set, addr)
+}
+
+// config answers GET_NAMESRV_CONFIG (no header): the name server's
+// settings as java.util.Properties text, as RocketMQ's
+// DefaultRequestProcessor.getConfig answers (NamesrvConfig and
+// NettyServerConfig names where raftmq has the setting).
+func (s *Server) config(req *remoting.Command) *remoting.Command {
+	port := ""
+	if i := strings.LastIndexByte(s.cfg.Listen, ':'); i >= 0 {
+		port = s.cfg.Listen[i+1:]
+	}
+	tlsMode := "disabled"
+	if s.cfg.TLS != nil {
+		tlsMode = string(s.cfg.TLS.Mode())
+	}
+	var b strings.Builder
+	for _, kv := range [][2]string{
+		{"listenPort", port},
+		{"raftmqAuth", s.cfg.Auth.String()},
+		{"raftmqBrokerExpiry", s.cfg.Expiry.String()},
+		{"raftmqHTTP", s.cfg.HTTP},
+		{"raftmqListen", s.cfg.Listen},
+		{"raftmqListenExternal", s.cfg.ListenExternal},
+		{"raftmqTLS", tlsMode},
+	} {
+		fmt.Fprintf(&b, "%s=%s\n", kv[0], kv[1])
+	}
+	resp := remoting.Response(req, remoting.Success, "")
+	resp.Body = []byte(b.String())
+	return resp
 }

@@ -328,6 +328,14 @@ func (a *Adapter) dispatch(ctx context.Context, conn *rmq.Conn, req *rmq.Command
 		return a.topicConsumers(req)
 	case rmq.GetBrokerRuntimeInfo:
 		return a.runtimeInfo(req)
+	case rmq.InvokeBrokerToResetOffset:
+		return a.resetOffset(ctx, req)
+	case rmq.GetConsumerRunningInfo:
+		return a.consumerRunningInfo(ctx, req)
+	case rmq.GetBrokerConfig:
+		return a.brokerConfig(req)
+	case rmq.UpdateBrokerConfig:
+		return a.updateBrokerConfig(req)
 	case rmq.GetRouteInfoByTopic:
 		return a.route(ctx, req)
 	case rmq.QueryMessage:

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/internal/servertest"
+	"github.com/raftmq/raftmq/namesrv"
 	rmq "github.com/raftmq/raftmq/remoting"
 )
 
@@ -114,5 +117,161 @@ func TestAdminTopicsAndGroups(t *testing.T) {
 	}
 	if r := f.invoke(fo, rmq.DeleteTopicInBroker, map[string]string{"topic": "%RETRY%x"}, nil); r.Code != rmq.SystemError || !strings.Contains(r.Remark, "system topic") {
 		t.Fatalf("delete a system topic: %d %s", r.Code, r.Remark)
+	}
+}
+
+// TestAdminResetAndBrokerConfig: INVOKE_BROKER_TO_RESET_OFFSET (the
+// ResetOffsetRequestHeader's fields) commits the offsets through Raft and
+// answers them as ResetOffsetBody; GET_BROKER_CONFIG answers Properties
+// text; UPDATE_BROKER_CONFIG is refused naming each key.
+func TestAdminResetAndBrokerConfig(t *testing.T) {
+	f := newFixture(t)
+	l, fo := f.c.Leader(), f.follower()
+	f.createTopic("orders", 2)
+	for i := 0; i < 4; i++ {
+		if r := f.invoke(f.addr(l), rmq.SendMessage, sendExt("orders", 0, nil), []byte("m")); r.Code != rmq.Success {
+			t.Fatalf("send: %d %s", r.Code, r.Remark)
+		}
+	}
+	if r := f.invoke(f.addr(l), rmq.UpdateConsumerOffset, map[string]string{"consumerGroup": "cg", "topic": "orders", "queueId": "0", "commitOffset": "4"}, nil); r.Code != rmq.Success {
+		t.Fatalf("commit: %d %s", r.Code, r.Remark)
+	}
+	// To the beginning (a time before every message), forced, through a follower.
+	r := f.invoke(f.addr(fo), rmq.InvokeBrokerToResetOffset, map[string]string{"topic": "orders", "group": "cg", "timestamp": "1", "isForce": "true"}, nil)
+	if r.Code != rmq.Success || string(r.Body) != `{"offsetTable":{{"topic":"orders","brokerName":"raftmq","queueId":0}:0,{"topic":"orders","brokerName":"raftmq","queueId":1}:0}}` {
+		t.Fatalf("reset: %d %s %s", r.Code, r.Remark, r.Body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		offs, _ := f.c.Node(l).Broker().FetchOffsets("cg", "orders")
+		if o, ok := offs[0]; ok && o == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offsets after the reset: %v", offs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Not forced, to the end: a queue keeps a lower committed offset.
+	r = f.invoke(f.addr(l), rmq.InvokeBrokerToResetOffset, map[string]string{"topic": "orders", "group": "cg", "timestamp": "-1", "isForce": "false"}, nil)
+	if r.Code != rmq.Success || !strings.Contains(string(r.Body), `"queueId":0}:0`) {
+		t.Fatalf("reset to the end, not forced: %d %s %s", r.Code, r.Remark, r.Body)
+	}
+	// One queue to an offset (RocketMQ 5's queueId and offset).
+	r = f.invoke(f.addr(l), rmq.InvokeBrokerToResetOffset, map[string]string{"topic": "orders", "group": "cg", "timestamp": "0", "isForce": "true", "queueId": "0", "offset": "3"}, nil)
+	if r.Code != rmq.Success || string(r.Body) != `{"offsetTable":{{"topic":"orders","brokerName":"raftmq","queueId":0}:3}}` {
+		t.Fatalf("reset one queue: %d %s %s", r.Code, r.Remark, r.Body)
+	}
+	for _, bad := range []map[string]string{
+		{"topic": "orders", "group": "cg"},
+		{"topic": "nope", "group": "cg", "timestamp": "1"},
+		{"topic": "orders", "group": "cg", "timestamp": "1", "queueId": "9"},
+	} {
+		if r := f.invoke(f.addr(l), rmq.InvokeBrokerToResetOffset, bad, nil); r.Code == rmq.Success || r.Remark == "" {
+			t.Fatalf("reset %v: %d %s", bad, r.Code, r.Remark)
+		}
+	}
+
+	// Broker config.
+	r = f.invoke(f.addr(fo), rmq.GetBrokerConfig, nil, nil)
+	if r.Code != rmq.Success || !strings.Contains(string(r.Body), "brokerName=raftmq\n") || !strings.Contains(string(r.Body), "brokerClusterName=DefaultCluster\n") || r.Ext["version"] == "" {
+		t.Fatalf("broker config: %d %s %s %v", r.Code, r.Remark, r.Body, r.Ext)
+	}
+	r = f.invoke(f.addr(fo), rmq.UpdateBrokerConfig, nil, []byte("brokerName=x\nflushDiskType=SYNC_FLUSH\n"))
+	if r.Code != rmq.SystemError || !strings.Contains(r.Remark, "brokerName is set by --broker-name at start") || !strings.Contains(r.Remark, "flushDiskType is not a raftmq setting") {
+		t.Fatalf("update broker config: %d %s", r.Code, r.Remark)
+	}
+	if r := f.invoke(f.addr(fo), rmq.GetConsumerRunningInfo, map[string]string{"consumerGroup": "cg", "clientId": "nobody"}, nil); r.Code != rmq.SystemError || !strings.Contains(r.Remark, "not online") {
+		t.Fatalf("running info of a client not connected: %d %s", r.Code, r.Remark)
+	}
+}
+
+// TestAdminCodesWithBadInput: every admin code, sent with no fields and a
+// body that is not what it expects, is answered (never a crash or a
+// closed connection), and only the reads that need no input succeed.
+func TestAdminCodesWithBadInput(t *testing.T) {
+	f := newFixture(t)
+	fo := f.addr(f.follower())
+	reads := map[int32]bool{rmq.GetAllSubscriptionGroupConfig: true, rmq.GetAllTopicConfig: true, rmq.GetBrokerRuntimeInfo: true,
+		rmq.GetBrokerConfig: true, rmq.QueryTopicConsumeByWho: true}
+	for _, code := range []int32{rmq.UpdateAndCreateTopic, rmq.DeleteTopicInBroker, rmq.UpdateAndCreateSubscriptionGroup, rmq.GetAllSubscriptionGroupConfig,
+		rmq.DeleteSubscriptionGroup, rmq.GetAllTopicConfig, rmq.GetTopicStatsInfo, rmq.GetConsumeStats, rmq.GetConsumerConnectionList,
+		rmq.GetProducerConnectionList, rmq.QueryTopicConsumeByWho, rmq.GetBrokerRuntimeInfo, rmq.InvokeBrokerToResetOffset,
+		rmq.GetConsumerRunningInfo, rmq.GetBrokerConfig, rmq.UpdateBrokerConfig} {
+		for _, body := range [][]byte{nil, []byte("{\x00garbage")} {
+			r := f.invoke(fo, code, map[string]string{"topic": "\x00", "queueId": "x"}, body)
+			if (r.Code == rmq.Success) != reads[code] || r.Code != rmq.Success && r.Remark == "" {
+				t.Errorf("code %s, body %q: %d %q", rmq.DescribeCode(code), body, r.Code, r.Remark)
+			}
+		}
+	}
+	// The connection still serves.
+	if r := f.invoke(fo, rmq.GetBrokerRuntimeInfo, nil, nil); r.Code != rmq.Success {
+		t.Fatalf("after the bad requests: %d %s", r.Code, r.Remark)
+	}
+}
+
+// TestAdminTopicGrowsOntoAnotherGroup: UPDATE_AND_CREATE_TOPIC with a
+// larger queue count for a topic one group holds adds the difference on
+// the cluster's group that does not hold it, as `raftmq topic update
+// --add-queues` does; the route then has both groups' queues.
+func TestAdminTopicGrowsOntoAnotherGroup(t *testing.T) {
+	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	group := func(name string) *servertest.Cluster {
+		return servertest.New(t, 1, servertest.InMemory(), servertest.Configure(func(i int, cfg *server.Config) {
+			cfg.Broker.Group = name
+			cfg.Remoting = "127.0.0.1:0"
+			cfg.RemotingConfig.NameServers = []string{ns.Addr()}
+			cfg.RemotingConfig.RegisterPeriod = time.Second
+		}))
+	}
+	ga, gb := group("ga"), group("gb")
+	cl := rmq.NewClient()
+	t.Cleanup(func() { cl.Close() })
+	f := &fixture{t: t, c: ga, ns: ns, cl: cl}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(ns.Groups()) < 2 || ns.Groups()["gb"].Addrs[0] == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("groups registered: %v", ns.Groups())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ext := func(n string) map[string]string {
+		return map[string]string{"topic": "wide", "writeQueueNums": n, "readQueueNums": n}
+	}
+	if r := f.invoke(ga.Node(0).RemotingAddr(), rmq.UpdateAndCreateTopic, ext("2"), nil); r.Code != rmq.Success {
+		t.Fatalf("create: %d %s", r.Code, r.Remark)
+	}
+	for {
+		if q, ok := ns.Groups()["ga"].Topics["wide"]; ok && q == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("ga never registered the topic")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := f.invoke(ga.Node(0).RemotingAddr(), rmq.UpdateAndCreateTopic, ext("5"), nil); r.Code != rmq.Success {
+		t.Fatalf("grow: %d %s", r.Code, r.Remark)
+	}
+	if ti, err := gb.Node(0).Broker().Topic("wide"); err != nil || len(ti.Queues) != 3 {
+		t.Fatalf("gb's topic after the grow: %+v %v", ti, err)
+	}
+	for {
+		if q := ns.Groups()["gb"].Topics["wide"]; q == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("gb never registered the grown topic")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Every group holds it now: a larger count is refused by name.
+	if r := f.invoke(gb.Node(0).RemotingAddr(), rmq.UpdateAndCreateTopic, ext("9"), nil); r.Code != rmq.SystemError || !strings.Contains(r.Remark, "every broker group") {
+		t.Fatalf("grow with no group left: %d %s", r.Code, r.Remark)
 	}
 }

@@ -77,6 +77,13 @@ func authNeeds(req *rmq.Command) []auth.Need {
 		topic(auth.Subscribe, ext["topic"])
 	case rmq.GetConsumerConnectionList:
 		group(ext["consumerGroup"])
+	case rmq.InvokeBrokerToResetOffset:
+		// As raftmq's ResetGroup: admin on the group.
+		if g := ext["group"]; g != "" {
+			needs = append(needs, auth.Need{Action: auth.Admin, Resource: auth.Group(g)})
+		}
+	case rmq.GetConsumerRunningInfo, rmq.UpdateBrokerConfig, rmq.GetBrokerConfig:
+		needs = append(needs, auth.Need{Action: auth.Admin, Resource: auth.ClusterResource})
 	case rmq.GetMaxOffset, rmq.GetMinOffset, rmq.SearchOffsetByTimestamp, rmq.GetEarliestMsgStoreTime, rmq.QueryMessage,
 		rmq.GetTopicStatsInfo, rmq.QueryTopicConsumeByWho:
 		topic(auth.Subscribe, ext["topic"])

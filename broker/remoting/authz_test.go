@@ -181,6 +181,10 @@ func TestAuthNeedsByRequestCode(t *testing.T) {
 		{rmq.QueryTopicConsumeByWho, map[string]string{"topic": "orders"}, nil, "subscribe topic:orders"},
 		{rmq.GetBrokerRuntimeInfo, nil, nil, ""},
 		{rmq.GetAllTopicConfig, nil, nil, ""},
+		{rmq.InvokeBrokerToResetOffset, map[string]string{"group": "cg", "topic": "orders"}, nil, "admin group:cg"},
+		{rmq.GetConsumerRunningInfo, map[string]string{"consumerGroup": "cg", "clientId": "c"}, nil, "admin cluster"},
+		{rmq.GetBrokerConfig, nil, nil, "admin cluster"},
+		{rmq.UpdateBrokerConfig, nil, []byte("a=1"), "admin cluster"},
 	} {
 		var got []string
 		for _, n := range brokerremoting.AuthNeedsOf(tc.code, tc.ext, tc.body) {

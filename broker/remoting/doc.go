@@ -14,12 +14,20 @@
 // requester's connection here, or through the node that holds it (the
 // node-to-node Reply service, reply.go); a consumer group's connections are
 // told when its members change (notify.go); the leader checks transactions
-// back with their producer groups (txncheck.go).
+// back with their producer groups (txncheck.go); a reset of a group's
+// offsets is sent to its live clients (reset.go).
+//
+// RocketMQ's admin requests (mqadmin, the dashboard) map onto the broker's
+// own admin calls: topics (admin.go), subscription groups (groupadmin.go),
+// statistics and connection lists in the Java classes' shapes (stats.go,
+// runtime.go) and the node's settings (brokerconfig.go).
 //
 // Goroutines: the remoting server's (one reader per connection, one per
 // request in flight), the registrar (registers with every name server
 // periodically and at once when this node's brokerId changes), the offset
 // committer (batches consumer offset commits into Raft), the transaction
-// check-back loop, and the notifier (sends NOTIFY_CONSUMER_IDS_CHANGED).
+// check-back loop, the notifier (sends NOTIFY_CONSUMER_IDS_CHANGED), and
+// the runtime sampler (reads the message counters once a second for
+// GET_BROKER_RUNTIME_INFO's rates).
 // Close stops all of them.
 package remoting

@@ -53,7 +53,10 @@ type dataVersion struct {
 // GET_ALL_SUBSCRIPTIONGROUP_CONFIG.
 type subscriptionGroupWrapper struct {
 	SubscriptionGroupTable map[string]subscriptionGroupConfig `json:"subscriptionGroupTable"`
-	DataVersion            dataVersion                        `json:"dataVersion"`
+	// ForbiddenTable (RocketMQ 5: group -> topic -> forbidden bits) is
+	// empty: raftmq forbids through its grants.
+	ForbiddenTable map[string]map[string]int `json:"forbiddenTable"`
+	DataVersion    dataVersion               `json:"dataVersion"`
 }
 
 func boolPtr(b bool) *bool { return &b }
@@ -90,7 +93,7 @@ func (a *Adapter) allGroups(ctx context.Context, req *rmq.Command) *rmq.Command 
 	if err != nil {
 		return callErrResponse(req, fmt.Errorf("list consumer groups: %w", err))
 	}
-	w := subscriptionGroupWrapper{SubscriptionGroupTable: map[string]subscriptionGroupConfig{}, DataVersion: dataVersion{Timestamp: time.Now().UnixMilli()}}
+	w := subscriptionGroupWrapper{SubscriptionGroupTable: map[string]subscriptionGroupConfig{}, ForbiddenTable: map[string]map[string]int{}, DataVersion: dataVersion{Timestamp: time.Now().UnixMilli()}}
 	sort.Strings(names)
 	for _, g := range names {
 		w.SubscriptionGroupTable[g] = a.groupConfig(g)

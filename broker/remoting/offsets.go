@@ -37,7 +37,8 @@ func (a *Adapter) queueRange(topic string, q int32) (store.QueueRange, error) {
 	return ti.Queues[q], nil
 }
 
-// queryOffset answers QUERY_CONSUMER_OFFSET from the offsets committed
+// queryOffset answers QUERY_CONSUMER_OFFSET from the offsets this node
+// has taken and not stored yet (committer.queued), else those committed
 // through Raft. A group without one starts at 0 while the queue still
 // holds its first message, and is told QUERY_NOT_FOUND otherwise, so that
 // its consumeFromWhere decides (RocketMQ's ConsumerManageProcessor, trap 10).
@@ -46,11 +47,15 @@ func (a *Adapter) queryOffset(req *rmq.Command) *rmq.Command {
 	if err != nil {
 		return rmq.Response(req, rmq.SystemError, err.Error())
 	}
+	resp := rmq.Response(req, rmq.Success, "")
+	if off, ok := a.commits.queued(req.Ext["consumerGroup"], topic, q); ok {
+		resp.Ext["offset"] = strconv.FormatUint(off, 10)
+		return resp
+	}
 	offs, err := a.b.FetchOffsets(req.Ext["consumerGroup"], topic)
 	if err != nil {
 		return rmq.Response(req, rmq.QueryNotFound, err.Error())
 	}
-	resp := rmq.Response(req, rmq.Success, "")
 	if off, ok := offs[q]; ok {
 		resp.Ext["offset"] = strconv.FormatUint(off, 10)
 		return resp
@@ -166,9 +171,12 @@ type committer struct {
 	a       *Adapter
 	mu      sync.Mutex
 	pending map[string]map[commitKey]*commitVal
-	last    map[string]map[commitKey]uint64 // what was stored, per group
-	urgent  bool
-	kick    chan struct{}
+	// inflight is the batch being stored (flush): with pending, what a
+	// QUERY_CONSUMER_OFFSET on this node answers before the log has it.
+	inflight map[string]map[commitKey]*commitVal
+	last     map[string]map[commitKey]uint64 // what was stored, per group
+	urgent   bool
+	kick     chan struct{}
 }
 
 type commitKey struct {
@@ -238,6 +246,24 @@ func (c *committer) put(group, topic string, q int32, off uint64, urgent bool) <
 	return ch
 }
 
+// queued returns the offset of group's queue that this node has taken
+// and not stored yet (the latest), if any: a client that commits an offset
+// and asks for it at once (RocketMQ's Go client does, re-adding a queue
+// after a reset) gets what it committed, as from RocketMQ's in-memory
+// offset table.
+func (c *committer) queued(group, topic string, q int32) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := commitKey{topic, q}
+	if v, ok := c.pending[group][k]; ok {
+		return v.offset, true
+	}
+	if v, ok := c.inflight[group][k]; ok {
+		return v.offset, true
+	}
+	return 0, false
+}
+
 func (c *committer) loop() {
 	lazy := time.NewTicker(lazyPeriod)
 	defer lazy.Stop()
@@ -261,8 +287,14 @@ func (c *committer) flush(fail error) {
 	c.mu.Lock()
 	batch := c.pending
 	c.pending = map[string]map[commitKey]*commitVal{}
+	c.inflight = batch
 	c.urgent = false
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.inflight = nil
+		c.mu.Unlock()
+	}()
 	for group, g := range batch {
 		err := fail
 		if err == nil {
