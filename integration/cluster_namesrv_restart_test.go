@@ -34,8 +34,6 @@ func clusterPos(group string, queue int32, off uint64) string {
 	return fmt.Sprintf("%s/%d/%d", group, queue, off)
 }
 
-// startClusterLoad starts workers producers (one send in flight each,
-// every 5 ms) and a consumer of group cg polling all along.
 // clusterClientRouted is a several-group client of cfg, closed when the
 // test ends, once its route of topic has queues queues.
 func clusterClientRouted(t *testing.T, ctx context.Context, cfg cluster.Config, topic string, queues int) *cluster.Cluster {
@@ -55,6 +53,8 @@ func clusterClientRouted(t *testing.T, ctx context.Context, cfg cluster.Config, 
 	return cl
 }
 
+// startClusterLoad starts workers producers (one send in flight each,
+// every 5 ms) and a consumer of group cg polling all along.
 func startClusterLoad(t *testing.T, ctx context.Context, cl *cluster.Cluster, topic, cg string, workers int) *clusterLoad {
 	l := &clusterLoad{t: t, cl: cl, topic: topic, read: map[string]string{}, stop: make(chan struct{})}
 	p := cl.NewProducer(client.DefaultProducerConfig())
@@ -148,6 +148,47 @@ func (l *clusterLoad) counts(from time.Time) (map[string]int, int) {
 	return per, len(l.read)
 }
 
+// sendsFailed fails the test when a send of the load failed (during what);
+// it returns how many were acknowledged.
+func (l *clusterLoad) sendsFailed(what string) int {
+	l.t.Helper()
+	l.mu.Lock()
+	failed := append([]string{}, l.failed...)
+	acked := len(l.acks)
+	l.mu.Unlock()
+	if len(failed) > 0 {
+		l.t.Fatalf("%d of %d sends failed %s, first: %s", len(failed), len(failed)+acked, what, failed[0])
+	}
+	return acked
+}
+
+// readBack reads the topic with a new consumer of group cg until every
+// acknowledged message has been read at its group, queue and offset (by it
+// or by the load's own consumer).
+func (l *clusterLoad) readBack(ctx context.Context, cg string) {
+	l.t.Helper()
+	ccfg := client.DefaultConsumerConfig(l.topic, cg)
+	ccfg.Wait = 200 * time.Millisecond
+	cons, err := l.cl.NewConsumer(ctx, cluster.ConsumerConfig{Consumer: ccfg})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer cons.Close(context.Background())
+	procWaitFor(l.t, 120*time.Second, "every acknowledged message read", func() (bool, string) {
+		recs, err := cons.Poll(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		l.mu.Lock()
+		for _, r := range recs {
+			l.read[clusterPos(r.Group, r.Queue, r.Offset)] = string(r.Body)
+		}
+		l.mu.Unlock()
+		ex, n := l.missing()
+		return n == 0, fmt.Sprintf("%d acknowledged messages not read, e.g. %v", n, ex)
+	})
+}
+
 // missing lists acknowledged messages the consumer has not read at their
 // group, queue and offset (at most 5), and how many there are.
 func (l *clusterLoad) missing() ([]string, int) {
@@ -224,13 +265,7 @@ func TestClusterNameServerRestartUnderLoad(t *testing.T) {
 	after, _ := load.counts(restarted.Add(3 * time.Second))
 	t.Logf("acks per group from 3s after the restart: %v", after)
 
-	load.mu.Lock()
-	failed := append([]string{}, load.failed...)
-	acked := len(load.acks)
-	load.mu.Unlock()
-	if len(failed) > 0 {
-		t.Fatalf("%d of %d sends failed around the name server restart, first: %s", len(failed), len(failed)+acked, failed[0])
-	}
+	acked := load.sendsFailed("around the name server restart")
 	for _, g := range []string{"ga", "gb"} {
 		if down[g] == 0 || after[g] == 0 {
 			t.Fatalf("group %s: %d acks while the name server was down, %d after it came back", g, down[g], after[g])
@@ -241,25 +276,6 @@ func TestClusterNameServerRestartUnderLoad(t *testing.T) {
 
 	// A new consumer of the same group reads what the first had not
 	// processed; together they read every acknowledged message.
-	ccfg := client.DefaultConsumerConfig("orders", "cg")
-	ccfg.Wait = 200 * time.Millisecond
-	cons, err := cl.NewConsumer(ctx, cluster.ConsumerConfig{Consumer: ccfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close(context.Background())
-	procWaitFor(t, 120*time.Second, "every acknowledged message read", func() (bool, string) {
-		recs, err := cons.Poll(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		load.mu.Lock()
-		for _, r := range recs {
-			load.read[clusterPos(r.Group, r.Queue, r.Offset)] = string(r.Body)
-		}
-		load.mu.Unlock()
-		ex, n := load.missing()
-		return n == 0, fmt.Sprintf("%d acknowledged messages not read, e.g. %v", n, ex)
-	})
+	load.readBack(ctx, "cg")
 	t.Logf("%d acknowledged messages all read back (%d positions read twice, redeliveries)", acked, load.twice)
 }
