@@ -1,15 +1,6 @@
 package integration
 
-import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"os/exec"
-	"testing"
-	"time"
-
-	"github.com/raftmq/raftmq/internal/localgroup"
-)
+import "testing"
 
 // TestClusterDemoTwoGroups runs `raftmq demo --groups 2 --kills 2 --json`
 // as a user would: two groups and a name server, producers through the
@@ -20,17 +11,7 @@ import (
 // depends on the machine's load.
 func TestClusterDemoTwoGroups(t *testing.T) {
 	procRequire(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, procBinary(t), "demo", "--groups", "2", "--kills", "2", "--json", "--dir", t.TempDir())
-	cmd.Env = localgroup.Env()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
 	var res struct {
-		OK           bool    `json:"ok"`
-		Error        string  `json:"error"`
 		Kills        int     `json:"kills"`
 		Acknowledged int     `json:"acknowledged"`
 		Consumed     int     `json:"consumed"`
@@ -48,13 +29,7 @@ func TestClusterDemoTwoGroups(t *testing.T) {
 			SurvivorGapMs []float64 `json:"survivor_gap_ms"`
 		} `json:"groups"`
 	}
-	if jerr := json.Unmarshal(out.Bytes(), &res); jerr != nil {
-		t.Fatalf("demo --json: %v (%v)\nstdout: %s\nstderr: %s", jerr, err, procCut(out.String(), 2000), procCut(errb.String(), 4000))
-	}
-	t.Logf("demo log:\n%s", procCut(errb.String(), 6000))
-	if err != nil || !res.OK {
-		t.Fatalf("demo failed: %v %s", err, res.Error)
-	}
+	runDemoJSON(t, &res, "--groups", "2", "--kills", "2")
 	if res.Lost+res.Duplicated+res.Misplaced+res.OffsetGaps != 0 || res.Consumed != res.Acknowledged {
 		t.Fatalf("lost %d, duplicated %d, misplaced %d, gaps %d; acknowledged %d, consumed %d",
 			res.Lost, res.Duplicated, res.Misplaced, res.OffsetGaps, res.Acknowledged, res.Consumed)

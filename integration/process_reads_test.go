@@ -20,19 +20,9 @@ import (
 // mid-read and its queues come back; nothing is lost or duplicated.
 func TestProcessDemoReadOffload(t *testing.T) {
 	procRequire(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, procBinary(t), "demo", "--json", "--dir", t.TempDir())
-	cmd.Env = localgroup.Env()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
 	var res struct {
-		OK         bool   `json:"ok"`
-		Error      string `json:"error"`
-		Lost       int    `json:"lost"`
-		Duplicated int    `json:"duplicated"`
+		Lost       int `json:"lost"`
+		Duplicated int `json:"duplicated"`
 		Reads      *struct {
 			Leader          string         `json:"leader"`
 			Consumed        int            `json:"consumed"`
@@ -45,13 +35,7 @@ func TestProcessDemoReadOffload(t *testing.T) {
 			Gaps            int            `json:"gaps"`
 		} `json:"reads"`
 	}
-	if jerr := json.Unmarshal(out.Bytes(), &res); jerr != nil {
-		t.Fatalf("demo --json: %v (%v)\nstdout: %s\nstderr: %s", jerr, err, procCut(out.String(), 2000), procCut(errb.String(), 4000))
-	}
-	t.Logf("demo log:\n%s", procCut(errb.String(), 6000))
-	if err != nil || !res.OK {
-		t.Fatalf("demo failed: %v %s", err, res.Error)
-	}
+	runDemoJSON(t, &res)
 	r := res.Reads
 	if r == nil {
 		t.Fatal("no reads object in the demo's JSON")
@@ -116,4 +100,32 @@ func knownReason(s string) bool {
 		}
 	}
 	return false
+}
+
+// runDemoJSON runs `raftmq demo --json` with args as a user would (its
+// nodes in a temporary directory), logs its narration and decodes its
+// result into res; the test fails when the demo fails or prints no JSON.
+func runDemoJSON(t *testing.T, res any, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, procBinary(t), append(append([]string{"demo"}, args...), "--json", "--dir", t.TempDir())...)
+	cmd.Env = localgroup.Env()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	var verdict struct {
+		OK    bool   `json:"ok"`
+		Error string `json:"error"`
+	}
+	for _, v := range []any{res, &verdict} {
+		if jerr := json.Unmarshal(out.Bytes(), v); jerr != nil {
+			t.Fatalf("demo --json: %v (%v)\nstdout: %s\nstderr: %s", jerr, err, procCut(out.String(), 2000), procCut(errb.String(), 4000))
+		}
+	}
+	t.Logf("demo log:\n%s", procCut(errb.String(), 6000))
+	if err != nil || !verdict.OK {
+		t.Fatalf("demo failed: %v %s", err, verdict.Error)
+	}
 }
