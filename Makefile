@@ -1,4 +1,5 @@
 GO      ?= go
+export GO
 BIN     := bin/raftmq
 # raftmq version and commit, printed by `raftmq version`.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -31,10 +32,11 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v /integration)
 # tests that run it run without -race; everything else runs with it.
 RMQ_CLIENT_TESTS = ^(TestRocketMQ|TestComposeRocketMQ)
 
+# scripts/gotest repeats what failed at the end of its output.
 test: build lint
-	$(GO) test -race -count=1 -timeout 15m $(UNIT_PKGS)
-	$(GO) test -race -count=1 -p 1 -timeout 30m -skip '$(RMQ_CLIENT_TESTS)' ./integration/...
-	$(GO) test -count=1 -p 1 -timeout 20m -run '$(RMQ_CLIENT_TESTS)' ./integration
+	scripts/gotest -race -count=1 -timeout 15m $(UNIT_PKGS)
+	scripts/gotest -race -count=1 -p 1 -timeout 30m -skip '$(RMQ_CLIENT_TESTS)' ./integration/...
+	scripts/gotest -count=1 -p 1 -timeout 20m -run '$(RMQ_CLIENT_TESTS)' ./integration
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)

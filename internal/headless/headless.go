@@ -81,6 +81,10 @@ func Start(bin, dir string, stderr *bytes.Buffer) (*Browser, error) {
 	if stderr != nil {
 		cmd.Stderr = stderr
 	}
+	// Chromium's crash handler runs in a session of its own, out of reach
+	// of Close's process-group kill, and inherits stderr: Wait must not wait
+	// for it to close that pipe.
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		cr.Close()
 		pw.Close()
