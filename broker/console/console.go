@@ -40,7 +40,33 @@ type Config struct {
 	// Auth checks the credentials of those pages' reads and changes as the
 	// gRPC API checks its calls (nil: none asked).
 	Auth *auth.Authorizer
+	// Cluster, when set (a node started with name servers), is every group
+	// of the cluster with its status; the overview then shows them all.
+	Cluster func(ctx context.Context) ([]GroupStatus, error)
 }
+
+// GroupStatus is one group of the cluster as one of its nodes told it
+// (Err: none answered).
+type GroupStatus struct {
+	Name    string
+	Cluster string
+	Status  broker.Status
+	Err     error
+}
+
+// ClusterGroup is one group of the overview's cluster view.
+type ClusterGroup struct {
+	Name    string `json:"name"`
+	Cluster string `json:"cluster"`
+	Term    uint64 `json:"term"`
+	Leader  string `json:"leader"`
+	Nodes   []Node `json:"nodes"`
+	Error   string `json:"error,omitempty"`
+}
+
+// clusterEvery is how long the cluster view is shown before the groups are
+// asked again; the streams open on a node share one question.
+const clusterEvery = 2 * time.Second
 
 // Change is one leader change this node observed: Leader is the new
 // leader's id, "" while the group has none.
@@ -90,6 +116,10 @@ type Snapshot struct {
 	Topics []Topic `json:"topics"`
 	// Groups is the groups page's view (?view=groups).
 	Groups *Groups `json:"groups,omitempty"`
+	// Cluster is every group of the cluster, in the overview of a node
+	// started with name servers; ClusterError says why it is missing.
+	Cluster      []ClusterGroup `json:"cluster,omitempty"`
+	ClusterError string         `json:"clusterError,omitempty"`
 }
 
 // Views a stream may carry besides the overview (its query parameter
@@ -113,6 +143,11 @@ type Console struct {
 	subs      map[chan struct{}]struct{}
 	rate      rateMeter
 	topicRate topicMeter
+
+	clusterMu   sync.Mutex // held while the groups are asked
+	clusterAt   time.Time
+	clusterLast []ClusterGroup
+	clusterErr  error
 }
 
 // New returns a console; Close ends its open event streams.
@@ -308,6 +343,40 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 // Snapshot is the group now, as the overview shows it.
 func (c *Console) Snapshot() Snapshot { return c.snapshot(context.Background(), ViewOverview, "") }
 
+// nodesOf appends st's nodes to out.
+func nodesOf(st broker.Status, out []Node) []Node {
+	for _, n := range st.Nodes {
+		out = append(out, Node{ID: n.ID, Role: n.Role, Voter: n.Voter, Healthy: n.Healthy, Term: n.Term,
+			Applied: n.Applied, Commit: n.Commit, Last: n.Last, Lag: n.Lag, Load: n.Load, HTTPAddr: n.HTTPAddr,
+			Client: n.ClientAddr, Error: n.Error, Damaged: n.Damaged})
+	}
+	return out
+}
+
+// cluster is the cluster view, asked again once it is clusterEvery old.
+func (c *Console) cluster(ctx context.Context) ([]ClusterGroup, error) {
+	c.clusterMu.Lock()
+	defer c.clusterMu.Unlock()
+	if time.Since(c.clusterAt) < clusterEvery {
+		return c.clusterLast, c.clusterErr
+	}
+	// One stream's page closing must not fail the question the others share.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	groups, err := c.cfg.Cluster(ctx)
+	out := make([]ClusterGroup, 0, len(groups))
+	for _, g := range groups {
+		cg := ClusterGroup{Name: g.Name, Cluster: g.Cluster, Term: g.Status.Term, Leader: g.Status.LeaderID,
+			Nodes: nodesOf(g.Status, []Node{})}
+		if g.Err != nil {
+			cg.Error = g.Err.Error()
+		}
+		out = append(out, cg)
+	}
+	c.clusterAt, c.clusterLast, c.clusterErr = time.Now(), out, err
+	return out, err
+}
+
 // snapshot is the group now with view's page, as user may see it.
 func (c *Console) snapshot(ctx context.Context, view, user string) Snapshot {
 	snap := Snapshot{Time: time.Now(), Timeline: c.Timeline(), Nodes: []Node{}}
@@ -316,11 +385,7 @@ func (c *Console) snapshot(ctx context.Context, view, user string) Snapshot {
 		snap.Error = err.Error()
 	}
 	snap.AnsweredBy, snap.Group, snap.Term, snap.Leader, snap.LeaderChanges = st.AnsweredBy, st.Group, st.Term, st.LeaderID, st.LeaderChanges
-	for _, n := range st.Nodes {
-		snap.Nodes = append(snap.Nodes, Node{ID: n.ID, Role: n.Role, Voter: n.Voter, Healthy: n.Healthy, Term: n.Term,
-			Applied: n.Applied, Commit: n.Commit, Last: n.Last, Lag: n.Lag, Load: n.Load, HTTPAddr: n.HTTPAddr,
-			Client: n.ClientAddr, Error: n.Error, Damaged: n.Damaged})
-	}
+	snap.Nodes = nodesOf(st, snap.Nodes)
 	if c.cfg.Metrics != nil {
 		produced, consumed, reads := counters(c.cfg.Metrics)
 		snap.Reads = reads
@@ -329,6 +394,13 @@ func (c *Console) snapshot(ctx context.Context, view, user string) Snapshot {
 		c.mu.Unlock()
 	}
 	switch view {
+	case ViewOverview:
+		if c.cfg.Cluster != nil {
+			var err error
+			if snap.Cluster, err = c.cluster(ctx); err != nil {
+				snap.ClusterError = err.Error()
+			}
+		}
 	case ViewTopics:
 		snap.Topics = c.topics(snap.Time)
 	case ViewGroups:

@@ -2,7 +2,9 @@ package console
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"io/fs"
 	"net/http"
@@ -179,5 +181,38 @@ func TestReadsFromCounters(t *testing.T) {
 	}
 	if len(r.Suggestions) != 2 || r.Suggestions[0].Reason != "leader_loaded" || r.Suggestions[0].Target != "follower" || r.Suggestions[0].Count != 9 {
 		t.Fatalf("suggestions %+v", r.Suggestions)
+	}
+}
+
+// The cluster view is asked once for every stream within clusterEvery; a
+// group that did not answer is shown with its error, the others as they
+// answered, and the question's own failure is the snapshot's.
+func TestConsoleClusterViewShared(t *testing.T) {
+	asked := 0
+	var fail error
+	c := New(Config{Status: fakeStatus, Cluster: func(ctx context.Context) ([]GroupStatus, error) {
+		asked++
+		if fail != nil {
+			return nil, fail
+		}
+		st, _ := fakeStatus()
+		return []GroupStatus{{Name: "g1", Cluster: "c", Status: st}, {Name: "g2", Cluster: "c", Err: errors.New("no node answered")}}, nil
+	}})
+	defer c.Close()
+	s := c.Snapshot()
+	if len(s.Cluster) != 2 || s.Cluster[0].Leader != "n1" || len(s.Cluster[0].Nodes) != 2 || s.Cluster[1].Error != "no node answered" || s.ClusterError != "" {
+		t.Fatalf("cluster view %+v (error %q)", s.Cluster, s.ClusterError)
+	}
+	c.Snapshot()
+	if asked != 1 {
+		t.Fatalf("asked %d times within %s, want once", asked, clusterEvery)
+	}
+	c.clusterAt = time.Time{} // as if clusterEvery had passed
+	fail = errors.New("no name server answered")
+	if s := c.Snapshot(); s.ClusterError != "no name server answered" || len(s.Cluster) != 0 {
+		t.Fatalf("failed question: cluster %+v, error %q", s.Cluster, s.ClusterError)
+	}
+	if s := New(Config{Status: fakeStatus}).Snapshot(); s.Cluster != nil || s.ClusterError != "" {
+		t.Fatalf("a node without name servers shows a cluster: %+v %q", s.Cluster, s.ClusterError)
 	}
 }

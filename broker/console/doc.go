@@ -15,6 +15,10 @@
 // pages of other sites. The broker decides; this package decodes, checks
 // credentials and encodes.
 //
+// On a node started with name servers the overview also carries the
+// cluster: every group they list, as its caller's Config.Cluster reports
+// them, asked at most every clusterEvery.
+//
 // It is told of leader changes by its caller (broker/server wires the raft
 // node's role events). It never fetches anything at run time and needs no
 // build step.

@@ -123,6 +123,20 @@ func (p *Peers) NodeState(ctx context.Context, addr string) (broker.NodeState, e
 		Damaged: r.Damaged, DamagedIndex: r.DamagedIndex, DamagedReason: r.DamagedReason}, nil
 }
 
+// GroupStatus asks the node at addr, of this group or another, for its
+// group's status.
+func (p *Peers) GroupStatus(ctx context.Context, addr string) (broker.Status, error) {
+	cc, err := p.Conn(addr)
+	if err != nil {
+		return broker.Status{}, err
+	}
+	r, err := api.NewBrokerClient(cc).Status(ctx, &api.StatusRequest{})
+	if err != nil {
+		return broker.Status{}, err
+	}
+	return statusOf(r), nil
+}
+
 // Register asks the leader at addr to record n.
 func (p *Peers) Register(ctx context.Context, addr string, n store.NodeInfo) error {
 	cc, err := p.Conn(addr)

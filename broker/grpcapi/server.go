@@ -509,6 +509,23 @@ func statusResponse(st *broker.Status) *api.StatusResponse {
 	return out
 }
 
+// statusOf is statusResponse's inverse.
+func statusOf(r *api.StatusResponse) broker.Status {
+	st := broker.Status{Group: r.Group, Term: r.Term, LeaderID: r.LeaderId, LeaderAddr: r.LeaderAddress,
+		AnsweredBy: r.AnsweredBy, LeaderChanges: r.LeaderChanges}
+	for _, n := range r.Nodes {
+		ns := broker.NodeStatus{ID: n.Id, Role: n.Role, RaftAddr: n.RaftAddress, ClientAddr: n.ClientAddress, HTTPAddr: n.HttpAddress,
+			Applied: n.AppliedIndex, Commit: n.CommitIndex, Last: n.LastIndex, First: n.FirstIndex, Healthy: n.Healthy,
+			Voter: n.Voter, Term: n.Term, Load: n.Load, Lag: n.Lag, Error: n.Error,
+			Damaged: n.Damaged, DamagedIndex: n.DamagedIndex, DamagedReason: n.DamagedReason}
+		if n.LastSeenMs != 0 {
+			ns.LastSeen = time.UnixMilli(n.LastSeenMs)
+		}
+		st.Nodes = append(st.Nodes, ns)
+	}
+	return st
+}
+
 // TransferLeader moves leadership.
 func (s *Server) TransferLeader(ctx context.Context, req *api.TransferLeaderRequest) (*api.TransferLeaderResponse, error) {
 	return call(ctx, s, func() (*api.TransferLeaderResponse, error) {

@@ -137,6 +137,23 @@ func (a *Adapter) queryMessage(req *rmq.Command) *rmq.Command {
 	return resp
 }
 
+// ClusterInfo is the cluster as the first name server that answers lists
+// it, asked with the node credential when this node has one.
+func (a *Adapter) ClusterInfo(ctx context.Context) (*namesrv.ClusterInfo, error) {
+	var errs []error
+	for _, ns := range a.cfg.NameServers {
+		ci, err := namesrv.FetchClusterInfo(ctx, a.reg.cl, ns, func(c *rmq.Command) { a.reg.sign(c) })
+		if err == nil {
+			return ci, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", ns, err))
+	}
+	if len(errs) == 0 {
+		return nil, errors.New("no name server configured")
+	}
+	return nil, fmt.Errorf("no name server answered: %w", errors.Join(errs...))
+}
+
 // growTopic adds queues to topic, which this group holds, as `raftmq topic
 // update --add-queues` does: raftmq does not change a topic's queue count
 // within a group, so the queues are created on groups of this node's
@@ -145,15 +162,9 @@ func (a *Adapter) queryMessage(req *rmq.Command) *rmq.Command {
 // UPDATE_AND_CREATE_TOPIC. Refused by name when no such group is
 // registered.
 func (a *Adapter) growTopic(ctx context.Context, req *rmq.Command, topic string, add int) *rmq.Command {
-	var ci *namesrv.ClusterInfo
-	var err error
-	for _, ns := range a.cfg.NameServers {
-		if ci, err = namesrv.FetchClusterInfo(ctx, a.reg.cl, ns, func(c *rmq.Command) { a.reg.sign(c) }); err == nil {
-			break
-		}
-	}
-	if ci == nil {
-		return rmq.Response(req, rmq.SystemError, fmt.Sprintf("update topic %s: to add %d queues, the cluster's groups are needed: no name server answered: %v", topic, add, err))
+	ci, err := a.ClusterInfo(ctx)
+	if err != nil {
+		return rmq.Response(req, rmq.SystemError, fmt.Sprintf("update topic %s: to add %d queues, the cluster's groups are needed: %v", topic, add, err))
 	}
 	var targets []string
 	for name, g := range ci.RaftmqGroups {

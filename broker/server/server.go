@@ -155,6 +155,9 @@ type Server struct {
 	rmq    *brokerremoting.Adapter
 	rmqLis net.Listener
 	rmqOff func() // removes the adapter's role-change listener
+	// cluster answers the console's cluster overview (nil without name
+	// servers).
+	cluster *clusterView
 	// console serves the web console at / on the HTTP port (nil without
 	// HTTP); consoleOff removes its role-change listener.
 	console    *console.Console
@@ -343,7 +346,12 @@ func Start(cfg Config) (_ *Server, err error) {
 			return nil, fmt.Errorf("http listen on %s: %w", cfg.HTTP, err)
 		}
 		hl = s.tls.Listen(hl, false)
-		s.console = console.New(console.Config{Status: s.broker.Status, Metrics: s.broker.Registry(), Broker: s.broker, Auth: s.auth})
+		ccfg := console.Config{Status: s.broker.Status, Metrics: s.broker.Registry(), Broker: s.broker, Auth: s.auth}
+		if len(cfg.RemotingConfig.NameServers) > 0 {
+			s.cluster = &clusterView{b: s.broker, peers: s.peers}
+			ccfg.Cluster = s.cluster.Groups
+		}
+		s.console = console.New(ccfg)
 		s.consoleOff = s.node.OnChange(func(e election.Event) { s.console.LeaderChanged(e.LeaderID, e.Term) })
 		if id := s.node.LeaderID(); id != "" { // an election before the listener: the events then win
 			s.console.LeaderChanged(id, s.node.Stats().Term)
@@ -451,6 +459,9 @@ func (s *Server) startRemoting() error {
 		return err
 	}
 	s.rmq, s.rmqLis = a, l
+	if s.cluster != nil {
+		s.cluster.ns.Store(a)
+	}
 	a.RoleChanged()
 	s.rmqOff = s.node.OnChange(func(election.Event) { a.RoleChanged() })
 	if l == nil {

@@ -41,6 +41,7 @@
       rows.appendChild(tr);
     });
     tb.replaceChildren(rows);
+    renderCluster(s);
     state.leader = s.leader;
     if (s.reads) renderReads(s.reads);
     if (s.topics) renderTopics(s.topics);
@@ -59,6 +60,37 @@
       li.appendChild(tm); li.appendChild(what); items.appendChild(li);
     }
     ol.replaceChildren(items);
+  }
+
+  // The cluster view (a node started with name servers): a row a group,
+  // linking to the console of the node that leads it.
+  function renderCluster(s) {
+    $("cluster-section").hidden = !s.cluster && !s.clusterError;
+    note("cluster-error", s.clusterError ? "the cluster view is unavailable: " + s.clusterError : "", true);
+    var rows = document.createDocumentFragment();
+    (s.cluster || []).forEach(function (g) {
+      var tr = document.createElement("tr");
+      tr.id = "group-" + g.name;
+      if (g.name === s.group) tr.className = "leader";
+      cell(tr, g.name);
+      cell(tr, g.cluster);
+      cell(tr, g.error ? "unknown" : g.leader || "none", g.leader ? "" : "bad").title = g.error || "";
+      cell(tr, g.error ? "–" : g.term, "num");
+      var up = g.nodes.filter(function (n) { return n.healthy; }).length;
+      cell(tr, g.error ? "–" : up + "/" + g.nodes.length, up === g.nodes.length && !g.error ? "ok" : "bad");
+      cell(tr, g.error ? "–" : Math.max.apply(null, g.nodes.map(function (n) { return n.lag; }).concat([0])), "num");
+      var via = g.nodes.filter(function (n) { return n.http && n.id === g.leader; }).concat(g.nodes.filter(function (n) { return n.http; }))[0];
+      var td = cell(tr, "");
+      if (via && g.name !== s.group) {
+        var a = document.createElement("a");
+        a.href = location.protocol + "//" + via.http + "/"; a.textContent = via.http;
+        td.appendChild(a);
+      } else if (g.name === s.group) {
+        td.textContent = "this page";
+      }
+      rows.appendChild(tr);
+    });
+    $("cluster").tBodies[0].replaceChildren(rows);
   }
 
   function renderTopics(ts) {
