@@ -2576,8 +2576,13 @@ type NodeStatus struct {
 	Damaged       bool   `protobuf:"varint,17,opt,name=damaged,proto3" json:"damaged,omitempty"`
 	DamagedIndex  uint64 `protobuf:"varint,18,opt,name=damaged_index,json=damagedIndex,proto3" json:"damaged_index,omitempty"`
 	DamagedReason string `protobuf:"bytes,19,opt,name=damaged_reason,json=damagedReason,proto3" json:"damaged_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// served_as_leader and served_as_follower are the messages the node
+	// served to consumers since it started, as leader and as follower (as
+	// last heard from it).
+	ServedAsLeader   uint64 `protobuf:"varint,20,opt,name=served_as_leader,json=servedAsLeader,proto3" json:"served_as_leader,omitempty"`
+	ServedAsFollower uint64 `protobuf:"varint,21,opt,name=served_as_follower,json=servedAsFollower,proto3" json:"served_as_follower,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -2741,6 +2746,20 @@ func (x *NodeStatus) GetDamagedReason() string {
 		return x.DamagedReason
 	}
 	return ""
+}
+
+func (x *NodeStatus) GetServedAsLeader() uint64 {
+	if x != nil {
+		return x.ServedAsLeader
+	}
+	return 0
+}
+
+func (x *NodeStatus) GetServedAsFollower() uint64 {
+	if x != nil {
+		return x.ServedAsFollower
+	}
+	return 0
 }
 
 type StatusResponse struct {
@@ -3178,8 +3197,12 @@ type NodeStateResponse struct {
 	Damaged       bool   `protobuf:"varint,11,opt,name=damaged,proto3" json:"damaged,omitempty"`
 	DamagedIndex  uint64 `protobuf:"varint,12,opt,name=damaged_index,json=damagedIndex,proto3" json:"damaged_index,omitempty"`
 	DamagedReason string `protobuf:"bytes,13,opt,name=damaged_reason,json=damagedReason,proto3" json:"damaged_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// served_as_leader and served_as_follower are the messages this node
+	// served to consumers since it started, as leader and as follower.
+	ServedAsLeader   uint64 `protobuf:"varint,14,opt,name=served_as_leader,json=servedAsLeader,proto3" json:"served_as_leader,omitempty"`
+	ServedAsFollower uint64 `protobuf:"varint,15,opt,name=served_as_follower,json=servedAsFollower,proto3" json:"served_as_follower,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *NodeStateResponse) Reset() {
@@ -3301,6 +3324,20 @@ func (x *NodeStateResponse) GetDamagedReason() string {
 		return x.DamagedReason
 	}
 	return ""
+}
+
+func (x *NodeStateResponse) GetServedAsLeader() uint64 {
+	if x != nil {
+		return x.ServedAsLeader
+	}
+	return 0
+}
+
+func (x *NodeStateResponse) GetServedAsFollower() uint64 {
+	if x != nil {
+		return x.ServedAsFollower
+	}
+	return 0
 }
 
 type RegisterRequest struct {
@@ -5054,7 +5091,7 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\aoffsets\x18\x01 \x03(\v2\x16.raftmq.v1.QueueOffsetR\aoffsets\"F\n" +
 	"\x12ResetGroupResponse\x120\n" +
 	"\aoffsets\x18\x01 \x03(\v2\x16.raftmq.v1.QueueOffsetR\aoffsets\"\x0f\n" +
-	"\rStatusRequest\"\xad\x04\n" +
+	"\rStatusRequest\"\x85\x05\n" +
 	"\n" +
 	"NodeStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -5079,7 +5116,9 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x05error\x18\x10 \x01(\tR\x05error\x12\x18\n" +
 	"\adamaged\x18\x11 \x01(\bR\adamaged\x12#\n" +
 	"\rdamaged_index\x18\x12 \x01(\x04R\fdamagedIndex\x12%\n" +
-	"\x0edamaged_reason\x18\x13 \x01(\tR\rdamagedReason\"\xf3\x01\n" +
+	"\x0edamaged_reason\x18\x13 \x01(\tR\rdamagedReason\x12(\n" +
+	"\x10served_as_leader\x18\x14 \x01(\x04R\x0eservedAsLeader\x12,\n" +
+	"\x12served_as_follower\x18\x15 \x01(\x04R\x10servedAsFollower\"\xf3\x01\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1b\n" +
@@ -5104,7 +5143,7 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"\x16\n" +
 	"\x14RemoveMemberResponse\"+\n" +
 	"\x10NodeStateRequest\x12\x17\n" +
-	"\afrom_id\x18\x01 \x01(\tR\x06fromId\"\x82\x03\n" +
+	"\afrom_id\x18\x01 \x01(\tR\x06fromId\"\xda\x03\n" +
 	"\x11NodeStateResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
@@ -5121,7 +5160,9 @@ const file_api_raftmq_proto_rawDesc = "" +
 	" \x01(\tR\bleaderId\x12\x18\n" +
 	"\adamaged\x18\v \x01(\bR\adamaged\x12#\n" +
 	"\rdamaged_index\x18\f \x01(\x04R\fdamagedIndex\x12%\n" +
-	"\x0edamaged_reason\x18\r \x01(\tR\rdamagedReason\"\xb9\x01\n" +
+	"\x0edamaged_reason\x18\r \x01(\tR\rdamagedReason\x12(\n" +
+	"\x10served_as_leader\x18\x0e \x01(\x04R\x0eservedAsLeader\x12,\n" +
+	"\x12served_as_follower\x18\x0f \x01(\x04R\x10servedAsFollower\"\xb9\x01\n" +
 	"\x0fRegisterRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12%\n" +
 	"\x0eclient_address\x18\x02 \x01(\tR\rclientAddress\x12!\n" +

@@ -69,6 +69,11 @@ type NodeStatus struct {
 	Damaged       bool
 	DamagedIndex  uint64
 	DamagedReason string
+	// ServedAsLeader and ServedAsFollower are the messages the node served
+	// to consumers since it started, as leader and as follower, as last
+	// heard from it.
+	ServedAsLeader   uint64
+	ServedAsFollower uint64
 }
 
 // Status is the group as this node sees it.
@@ -112,6 +117,7 @@ func (b *Broker) Status() (Status, error) {
 		var ps NodeState
 		if srv.ID == b.cfg.NodeID {
 			ps, ns.Healthy, ns.LastSeen = self, true, time.Now()
+			ns.ServedAsLeader, ns.ServedAsFollower = self.ServedAsLeader, self.ServedAsFollower
 			if err := b.Readiness(); err != nil {
 				ns.Healthy, ns.Error = false, err.Error()
 			}
@@ -123,6 +129,8 @@ func (b *Broker) Status() (Status, error) {
 			}
 		} else if p, ok := b.view.Get(srv.ID); ok {
 			ps, ns.LastSeen, ns.Error = p.State, p.LastOK, p.Err
+			// Counts since the node started: what it said last stands.
+			ns.ServedAsLeader, ns.ServedAsFollower = p.State.ServedAsLeader, p.State.ServedAsFollower
 			ns.Healthy = time.Since(p.LastOK) <= b.fresh()
 			if !ns.Healthy {
 				// Not heard for a while: what it said last is stale.

@@ -198,6 +198,9 @@ type Broker struct {
 	rlog  Log
 	peers PeerClient
 	m     *metrics
+	// served counts the messages served to consumers since start, by this
+	// node's role (NodeState carries them to the others).
+	served struct{ leader, follower atomic.Uint64 }
 
 	batch    *batch.Batcher // group commit
 	pending  batch.Budget   // bytes of produce requests held

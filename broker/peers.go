@@ -34,6 +34,9 @@ func (b *Broker) NodeState() NodeState {
 		Damaged:       damaged,
 		DamagedIndex:  d.Index,
 		DamagedReason: reason,
+
+		ServedAsLeader:   b.served.leader.Load(),
+		ServedAsFollower: b.served.follower.Load(),
 	}
 }
 

@@ -153,12 +153,13 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 }
 
 func (b *Broker) account(res *PullResult) {
-	role := "follower"
+	role, served := "follower", &b.served.follower
 	if res.ServedByLeader {
-		role = "leader"
+		role, served = "leader", &b.served.leader
 	}
 	if n := len(res.Messages); n > 0 {
 		b.m.pullMessages.WithLabelValues(role).Add(float64(n))
+		served.Add(uint64(n))
 		b.m.ops.served(res.Messages)
 		total := 0
 		for i := range res.Messages {

@@ -92,6 +92,10 @@ type Node struct {
 	Client   string  `json:"client"`
 	Error    string  `json:"error,omitempty"`
 	Damaged  bool    `json:"damaged,omitempty"`
+	// ServedAsLeader and ServedAsFollower: messages the node served to
+	// consumers since it started, as last heard from it.
+	ServedAsLeader   uint64 `json:"servedAsLeader"`
+	ServedAsFollower uint64 `json:"servedAsFollower"`
 }
 
 // Snapshot is what the page shows, as one event.
@@ -111,6 +115,9 @@ type Snapshot struct {
 	Error       string  `json:"error,omitempty"`
 	// Reads is how this node served consumers since it started.
 	Reads *Reads `json:"reads,omitempty"`
+	// GroupReads is how the group's nodes served consumers, each since it
+	// started, as last heard from it (the suggestions are in Reads only).
+	GroupReads *Reads `json:"groupReads,omitempty"`
 	// Topics is the topics page's view, in a stream opened with
 	// ?view=topics only.
 	Topics []Topic `json:"topics"`
@@ -348,9 +355,22 @@ func nodesOf(st broker.Status, out []Node) []Node {
 	for _, n := range st.Nodes {
 		out = append(out, Node{ID: n.ID, Role: n.Role, Voter: n.Voter, Healthy: n.Healthy, Term: n.Term,
 			Applied: n.Applied, Commit: n.Commit, Last: n.Last, Lag: n.Lag, Load: n.Load, HTTPAddr: n.HTTPAddr,
-			Client: n.ClientAddr, Error: n.Error, Damaged: n.Damaged})
+			Client: n.ClientAddr, Error: n.Error, Damaged: n.Damaged, ServedAsLeader: n.ServedAsLeader, ServedAsFollower: n.ServedAsFollower})
 	}
 	return out
+}
+
+// groupReads sums the nodes' served messages.
+func groupReads(nodes []Node) *Reads {
+	r := &Reads{Suggestions: []Suggestion{}}
+	for _, n := range nodes {
+		r.AsLeader += float64(n.ServedAsLeader)
+		r.AsFollower += float64(n.ServedAsFollower)
+	}
+	if n := r.AsLeader + r.AsFollower; n > 0 {
+		r.FollowerShare = r.AsFollower / n
+	}
+	return r
 }
 
 // cluster is the cluster view, asked again once it is clusterEvery old.
@@ -386,6 +406,9 @@ func (c *Console) snapshot(ctx context.Context, view, user string) Snapshot {
 	}
 	snap.AnsweredBy, snap.Group, snap.Term, snap.Leader, snap.LeaderChanges = st.AnsweredBy, st.Group, st.Term, st.LeaderID, st.LeaderChanges
 	snap.Nodes = nodesOf(st, snap.Nodes)
+	if len(snap.Nodes) > 0 {
+		snap.GroupReads = groupReads(snap.Nodes)
+	}
 	if c.cfg.Metrics != nil {
 		produced, consumed, reads := counters(c.cfg.Metrics)
 		snap.Reads = reads

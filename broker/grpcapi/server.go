@@ -500,7 +500,8 @@ func statusResponse(st *broker.Status) *api.StatusResponse {
 		ns := &api.NodeStatus{Id: n.ID, Role: n.Role, RaftAddress: n.RaftAddr, ClientAddress: n.ClientAddr, HttpAddress: n.HTTPAddr,
 			AppliedIndex: n.Applied, CommitIndex: n.Commit, LastIndex: n.Last, FirstIndex: n.First, Healthy: n.Healthy,
 			Voter: n.Voter, Term: n.Term, Load: n.Load, Lag: n.Lag, Error: n.Error,
-			Damaged: n.Damaged, DamagedIndex: n.DamagedIndex, DamagedReason: n.DamagedReason}
+			Damaged: n.Damaged, DamagedIndex: n.DamagedIndex, DamagedReason: n.DamagedReason,
+			ServedAsLeader: n.ServedAsLeader, ServedAsFollower: n.ServedAsFollower}
 		if !n.LastSeen.IsZero() {
 			ns.LastSeenMs = n.LastSeen.UnixMilli()
 		}
@@ -517,7 +518,8 @@ func statusOf(r *api.StatusResponse) broker.Status {
 		ns := broker.NodeStatus{ID: n.Id, Role: n.Role, RaftAddr: n.RaftAddress, ClientAddr: n.ClientAddress, HTTPAddr: n.HttpAddress,
 			Applied: n.AppliedIndex, Commit: n.CommitIndex, Last: n.LastIndex, First: n.FirstIndex, Healthy: n.Healthy,
 			Voter: n.Voter, Term: n.Term, Load: n.Load, Lag: n.Lag, Error: n.Error,
-			Damaged: n.Damaged, DamagedIndex: n.DamagedIndex, DamagedReason: n.DamagedReason}
+			Damaged: n.Damaged, DamagedIndex: n.DamagedIndex, DamagedReason: n.DamagedReason,
+			ServedAsLeader: n.ServedAsLeader, ServedAsFollower: n.ServedAsFollower}
 		if n.LastSeenMs != 0 {
 			ns.LastSeen = time.UnixMilli(n.LastSeenMs)
 		}

@@ -27,6 +27,10 @@ type NodeState struct {
 	Damaged       bool
 	DamagedIndex  uint64
 	DamagedReason string
+	// ServedAsLeader and ServedAsFollower are the messages the node served
+	// to consumers since it started, as leader and as follower.
+	ServedAsLeader   uint64
+	ServedAsFollower uint64
 }
 
 // Peer is what a node last heard from another: its latest state, when

@@ -221,6 +221,23 @@ func TestConsoleInBrowser(t *testing.T) {
 	})
 	t.Logf("overview: %.0f messages served, %.0f%% as follower, %d kinds of suggestion", reads.Served, 100*reads.Share, reads.Suggestions)
 
+	// A follower's reads count in the group's share on the leader's page
+	// (heard through the nodes' state exchange).
+	f := (l + 1) % c.Size()
+	waitFor(t, 20*time.Second, "a follower to serve reads of its own", func() bool {
+		res, err := c.Node(f).Broker().Pull(ctx, broker.PullRequest{Topic: "orders", Queue: 1, Offset: 0, MaxMessages: 10})
+		return err == nil && !res.ServedByLeader && len(res.Messages) > 0
+	})
+	var group struct {
+		Served float64 `json:"served"`
+		Share  float64 `json:"share"`
+	}
+	waitFor(t, 20*time.Second, "the group's reads to count the follower's", func() bool {
+		return page.Eval(ctx, `({served: +document.getElementById("group-reads").dataset.served || 0, share: +document.getElementById("group-reads").dataset.share || 0})`, &group) == nil &&
+			group.Served >= reads.Served+1 && group.Share > 0
+	})
+	t.Logf("overview: the group served %.0f messages, %.0f%% by followers", group.Served, 100*group.Share)
+
 	// Stop the page's node, the leader, under the open page.
 	if !c.Node(l).Node().Ready() {
 		t.Logf("%s no longer leads (an election on a loaded machine); stopping it all the same", leaderID)

@@ -261,6 +261,10 @@ type nodeJSON struct {
 	Damaged       bool    `json:"damaged,omitempty"`
 	DamagedIndex  uint64  `json:"damaged_index,omitempty"`
 	DamagedReason string  `json:"damaged_reason,omitempty"`
+	// ServedAsLeader and ServedAsFollower: messages the node served to
+	// consumers since it started, as leader and as follower.
+	ServedAsLeader   uint64 `json:"served_as_leader"`
+	ServedAsFollower uint64 `json:"served_as_follower"`
 	// Stale: the node still believes a term older than the group's (a
 	// leader that has not yet heard of its successor says leader).
 	Stale bool `json:"stale,omitempty"`
@@ -314,7 +318,8 @@ func statusJSON(st *api.StatusResponse) statusOut {
 		out.Nodes = append(out.Nodes, nodeJSON{ID: n.Id, Role: n.Role, RaftAddress: n.RaftAddress, ClientAddress: n.ClientAddress,
 			HTTPAddress: n.HttpAddress, AppliedIndex: n.AppliedIndex, CommitIndex: n.CommitIndex, LastIndex: n.LastIndex,
 			FirstIndex: n.FirstIndex, Healthy: n.Healthy, Voter: n.Voter, Term: n.Term, Load: n.Load, Lag: n.Lag, Error: n.Error,
-			Damaged: n.Damaged, DamagedIndex: n.DamagedIndex, DamagedReason: n.DamagedReason, Stale: stale[n.Id]})
+			Damaged: n.Damaged, DamagedIndex: n.DamagedIndex, DamagedReason: n.DamagedReason, Stale: stale[n.Id],
+			ServedAsLeader: n.ServedAsLeader, ServedAsFollower: n.ServedAsFollower})
 	}
 	return out
 }

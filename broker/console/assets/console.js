@@ -43,6 +43,7 @@
     tb.replaceChildren(rows);
     renderCluster(s);
     state.leader = s.leader;
+    if (s.groupReads) renderGroupReads(s.groupReads);
     if (s.reads) renderReads(s.reads);
     if (s.topics) renderTopics(s.topics);
     if (s.groups) renderGroups(s.groups);
@@ -115,6 +116,13 @@
       rows.appendChild(tr);
     });
     $("topics").tBodies[0].replaceChildren(rows);
+  }
+
+  function renderGroupReads(r) {
+    var n = r.asLeader + r.asFollower, p = $("group-reads");
+    p.dataset.share = r.followerShare; p.dataset.served = n;
+    text("group-reads", n ? (100 * r.followerShare).toFixed(1) + "% of " + n.toLocaleString() + " messages served by followers (" +
+      r.asLeader.toLocaleString() + " by the leader of the moment, " + r.asFollower.toLocaleString() + " by followers)." : "No messages served yet.");
   }
 
   function renderReads(r) {
