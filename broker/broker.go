@@ -213,7 +213,6 @@ type Broker struct {
 	caughtUp    atomic.Bool            // set once: see CaughtUp
 	handingOver atomic.Bool
 	groups      *groups.Table
-	locks       groups.Locks // orderly-consumption locks
 	load        *load.Meter
 	keys        *lookup.Keys // nil without KeyIndexDir
 	ids         *lookup.Reader

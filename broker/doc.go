@@ -19,7 +19,7 @@
 //   - route: read routing (the suggestion policy and the view of the peers)
 //   - load: the load signal
 //   - batch: the produce group commit
-//   - groups: consumer group membership, assignment and queue locks
+//   - groups: consumer group membership and assignment
 //   - delay: delayed and timed messages and their scheduler
 //   - retry: consume-retry's rules (send-back copies, dead letters)
 //   - lookup: messages by id and by key (the key index)

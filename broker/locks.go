@@ -5,20 +5,24 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/raftmq/raftmq/broker/groups"
 	"github.com/raftmq/raftmq/store"
 )
 
-// Orderly consumption locks (RocketMQ's LOCK_BATCH_MQ / UNLOCK_BATCH_MQ):
-// the table and its rules after a leader change are package groups'
-// (groups.Locks).
+// Orderly consumption locks (RocketMQ's LOCK_BATCH_MQ / UNLOCK_BATCH_MQ)
+// are replicated state (store/locks.go): the leader validates a call and
+// writes it as one command stamped with its clock; the state machine grants
+// and answers. A member is told it holds a lock only once the grant is
+// committed, so a new leader knows every holder and renews them at once,
+// and no other member is granted the queue before the lock expires. Each
+// LockQueues, a renewal included, is one Raft write (RocketMQ clients
+// renew every 20 s per consumer).
 
 // DefaultLockLease is RocketMQ's broker-side lock lease
 // (REBALANCE_LOCK_MAX_LIVE_TIME 60 s).
 const DefaultLockLease = 60 * time.Second
 
 // QueueRef names one queue of a topic.
-type QueueRef = groups.QueueRef
+type QueueRef = store.QueueRef
 
 // MaxLockQueues bounds the queues of one LockQueues or UnlockQueues call.
 const MaxLockQueues = 4096
@@ -65,12 +69,11 @@ func (b *Broker) LockQueues(ctx context.Context, group, member string, queues []
 		}
 	}
 	lease := b.lockLease()
-	term := b.node.Stats().Term
-	inherited, err := b.locks.MarkTerm(ctx, term, b.fsm, b.w)
+	held, err := b.w.LockQueues(ctx, group, member, queues, time.Now(), lease)
 	if err != nil {
 		return nil, 0, b.replicaErr(err)
 	}
-	return b.locks.Lock(term, inherited, time.Now(), lease, group, member, queues), lease, nil
+	return held, lease, nil
 }
 
 // UnlockQueues releases member's locks on queues; locks it does not hold
@@ -82,6 +85,8 @@ func (b *Broker) UnlockQueues(ctx context.Context, group, member string, queues 
 	if err := b.awaitLeader(ctx); err != nil {
 		return err
 	}
-	b.locks.Unlock(b.node.Stats().Term, time.Now(), group, member, queues)
+	if err := b.w.UnlockQueues(ctx, group, member, queues, time.Now()); err != nil {
+		return b.replicaErr(err)
+	}
 	return nil
 }

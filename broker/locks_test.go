@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/raftmq/raftmq/store"
 )
 
 func TestLockQueuesBadInput(t *testing.T) {
@@ -28,11 +30,27 @@ func TestLockQueuesBadInput(t *testing.T) {
 			t.Errorf("lock %q %q %v: %v, want %v", tc.group, tc.member, tc.qs, err, tc.want)
 		}
 	}
-	// A new group's first leader grants at once, and records that it did.
-	if got, lease, err := b.LockQueues(ctx, "g", "m", []QueueRef{{Topic: "t", Queue: 1}}); err != nil || lease != DefaultLockLease || len(got) != 1 {
+	// Granted once written: the holder renews, another member waits, an
+	// unlock frees the queue.
+	q := []QueueRef{{Topic: "t", Queue: 1}}
+	if got, lease, err := b.LockQueues(ctx, "g", "m", q); err != nil || lease != DefaultLockLease || len(got) != 1 {
 		t.Errorf("lock: %v, lease %s, %v", got, lease, err)
 	}
-	if f.LockTerm() != 1 {
-		t.Errorf("lock term %d after the first grant, want 1", f.LockTerm())
+	if got, _, err := b.LockQueues(ctx, "g", "m", q); err != nil || len(got) != 1 {
+		t.Errorf("renewal: %v, %v", got, err)
+	}
+	if got, _, err := b.LockQueues(ctx, "g", "other", q); err != nil || len(got) != 0 {
+		t.Errorf("another member: %v, %v, want nothing granted", got, err)
+	}
+	if err := b.UnlockQueues(ctx, "g", "m", q); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := b.LockQueues(ctx, "g", "other", q); err != nil || len(got) != 1 {
+		t.Errorf("another member after the unlock: %v, %v", got, err)
+	}
+	// A write that fails (raft refused it) grants nothing.
+	f.fail(store.ErrNotLeader)
+	if got, _, err := b.LockQueues(ctx, "g", "other", q); err == nil || len(got) != 0 {
+		t.Errorf("lock with a failing write: %v, %v", got, err)
 	}
 }

@@ -31,7 +31,9 @@ type Writer interface {
 	DeleteTopic(ctx context.Context, name string) error
 	DeleteGroup(ctx context.Context, group string, topics []string) error
 	SetMaxReconsumeTimes(ctx context.Context, group string, max int32) error
-	MarkLockTerm(ctx context.Context, term uint64) error
+	// Orderly-consumption locks (locks.go).
+	LockQueues(ctx context.Context, group, member string, queues []store.QueueRef, now time.Time, lease time.Duration) ([]store.QueueRef, error)
+	UnlockQueues(ctx context.Context, group, member string, queues []store.QueueRef, now time.Time) error
 }
 
 // State reads what this node has applied.
@@ -51,11 +53,9 @@ type State interface {
 	Node(id string) (store.NodeInfo, bool)
 	// LocateEntry is the index record of one entry in one queue (package lookup).
 	LocateEntry(topic string, q int32, logIndex uint64) (store.Location, bool)
-	// MaxReconsumeTimes, SettingsGroups and LockTerm serve retry and
-	// orderly locks (retry.go, locks.go).
+	// MaxReconsumeTimes and SettingsGroups serve retry (retry.go).
 	MaxReconsumeTimes(group string) (int32, bool)
 	SettingsGroups() []string
-	LockTerm() uint64
 }
 
 // Leadership is this node's role and leader as raft knows them.

@@ -735,8 +735,9 @@ func (pc *PushConsumer) holdLock(ctx context.Context, q *pushQueue) bool {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if held {
-		// Trusted for half the lease from when the request was sent
-		// (broker/locks.go says why half).
+		// Trusted for half the lease from when the request was sent:
+		// the other half covers the difference between the clocks of
+		// the leaders that grant and judge the lock (store/locks.go).
 		q.lockedUntil = sent.Add(time.Duration(r.LeaseMs) * time.Millisecond / 2)
 		pc.lease = time.Duration(r.LeaseMs) * time.Millisecond
 	} else {

@@ -36,9 +36,10 @@ import (
 // is asserted under 5 s (the goal is 2 s, the election's time; the
 // figures are logged). Every acknowledged message is delivered; messages
 // delivered twice are counted. RAFTMQ_RMQ_CFO_RUNS=N repeats it;
-// RAFTMQ_RMQ_CFO_ORDERLY=1 adds an orderly push consumer, watched for 75 s
-// (reported only: it pauses until its next lock at the leader its route
-// names, up to about 30 s). RAFTMQ_RMQ_CFO_LEADER=1 also runs the group with the leader keeping its
+// RAFTMQ_RMQ_CFO_ORDERLY=1 adds an orderly push consumer, killed early and
+// 35 s after it started, each watched for 75 s (reported only: when its
+// lock lapses before its route poll names the new leader, it waits for
+// that poll). RAFTMQ_RMQ_CFO_LEADER=1 also runs the group with the leader keeping its
 // consumers, for comparison (its pause is the client's 30 s pull timeout;
 // reported only), and RAFTMQ_RMQ_CFO_FOLLOWER=1 a SIGKILL of a follower
 // instead (the queues it held wait out that timeout; reported only).
@@ -56,7 +57,14 @@ func TestRocketMQConsumerFailover(t *testing.T) {
 		modes = append(modes, cfoMode{name: "reads-on-leader"})
 	}
 	if os.Getenv("RAFTMQ_RMQ_CFO_ORDERLY") != "" {
-		modes = append(modes, cfoMode{name: "orderly", reads: true, orderly: true})
+		// The Go client renews its locks every 20 s from 1 s after its
+		// start, polls routes every 30 s from its start, and trusts a lock
+		// 30 s after its last renewal. Killed early (orderly), its next
+		// route poll comes before its lock lapses; killed 35 s in
+		// (orderly-late), its renewal at 41 s fails and its lock lapses
+		// at 51 s, before the route poll at 60 s names the new leader.
+		modes = append(modes, cfoMode{name: "orderly", reads: true, orderly: true},
+			cfoMode{name: "orderly-late", reads: true, orderly: true, killAt: 35 * time.Second})
 	}
 	if os.Getenv("RAFTMQ_RMQ_CFO_FOLLOWER") != "" {
 		modes = append(modes, cfoMode{name: "follower-kill", reads: true, follower: true})
@@ -82,6 +90,9 @@ func TestRocketMQConsumerFailover(t *testing.T) {
 type cfoMode struct {
 	name                                        string
 	reads, follower, pause, cut, async, orderly bool
+	// killAt: the kill comes this long after the consumer started (0: once
+	// it keeps up).
+	killAt time.Duration
 }
 
 // rmqConsumerFailoverRun runs one case; killFollower kills a follower
@@ -118,7 +129,9 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 	defer p.Shutdown()
 	got := newRMQReceived()
 	var cons rocketmqStopper
+	var consStart time.Time
 	startConsumer := func(opts ...consumer.Option) {
+		consStart = time.Now()
 		cons = rmqPushConsumer(t, ns.Addr(), fmt.Sprintf("cfo-c-%d", run), fmt.Sprintf("cfo-%d", run), consumer.MessageSelector{}, topic, got, opts...)
 	}
 	defer func() {
@@ -248,6 +261,9 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 				break
 			}
 		}
+	}
+	if m.killAt > 0 {
+		time.Sleep(time.Until(consStart.Add(m.killAt)))
 	}
 	kill := time.Now()
 	how := "killed"
@@ -387,9 +403,8 @@ func rmqConsumerFailoverRun(t *testing.T, m cfoMode, run int) string {
 	}
 	if !reads || killFollower || m.orderly {
 		// Reported only: the queues held by a killed follower wait out the
-		// client's pull timeout; an orderly consumer whose lock renewal
-		// fails against the dead leader unlocks every queue of the group
-		// and locks again only at the leader its next route poll names.
+		// client's pull timeout; an orderly consumer whose lock lapses
+		// before its route poll names the new leader waits for that poll.
 		return fig
 	}
 	// The goal is 2 s (the election's time); asserted at 5 s so that a

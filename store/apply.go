@@ -142,21 +142,32 @@ func (s *Store) Retain(ctx context.Context, below uint64) error {
 }
 
 // applyMeta replicates a metadata command and returns the state machine's
-// answer once the entry is committed and applied here; ctx's deadline
+// error once the entry is committed and applied here; ctx's deadline
 // bounds the wait.
 func (s *Store) applyMeta(ctx context.Context, cmd []byte) error {
+	resp, err := s.applyMetaAnswer(ctx, cmd)
+	if err == nil && resp != nil {
+		err = fmt.Errorf("internal: the state machine answered %T", resp)
+	}
+	return err
+}
+
+// applyMetaAnswer is applyMeta for a command whose answer is not only an
+// error (a lock's grant): it returns the state machine's answer when that
+// is not an error.
+func (s *Store) applyMetaAnswer(ctx context.Context, cmd []byte) (interface{}, error) {
 	if len(cmd) > raftlog.MaxEntryBytes {
-		return fmt.Errorf("%w: command encodes to %d bytes, above the %d bytes the log store reads back; nothing was written",
+		return nil, fmt.Errorf("%w: command encodes to %d bytes, above the %d bytes the log store reads back; nothing was written",
 			ErrTooLarge, len(cmd), raftlog.MaxEntryBytes)
 	}
 	timeout := defaultApplyTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(dl); timeout <= 0 {
-			return ErrTimeout
+			return nil, ErrTimeout
 		}
 	}
-	_, err := s.ApplyAsync(cmd, timeout).Wait()
-	return err
+	_, resp, err := s.ApplyAsync(cmd, timeout).answer()
+	return resp, err
 }
 
 // Pending is a command handed to raft whose outcome is not known yet.
@@ -173,15 +184,22 @@ func (s *Store) ApplyAsync(cmd []byte, timeout time.Duration) Pending {
 // returns the entry's index and the state machine's error for it (nil for a
 // batch entry, whose answers are per request: see Produce).
 func (p Pending) Wait() (uint64, error) {
-	if err := p.f.Error(); err != nil {
-		return 0, err
-	}
-	switch resp := p.f.Response().(type) {
-	case nil, []*ProduceResult:
-		return p.f.Index(), nil
-	case error:
-		return p.f.Index(), resp
+	index, resp, err := p.answer()
+	switch resp.(type) {
+	case nil, []*ProduceResult, *lockGrant:
+		return index, err
 	default:
-		return p.f.Index(), fmt.Errorf("internal: the state machine answered %T", resp)
+		return index, fmt.Errorf("internal: the state machine answered %T", resp)
 	}
+}
+
+// answer is Wait with the state machine's answer when it is not an error.
+func (p Pending) answer() (uint64, interface{}, error) {
+	if err := p.f.Error(); err != nil {
+		return 0, nil, err
+	}
+	if err, ok := p.f.Response().(error); ok {
+		return p.f.Index(), nil, err
+	}
+	return p.f.Index(), p.f.Response(), nil
 }

@@ -41,6 +41,12 @@ type metaCmd struct {
 	MaxReconsume *int32 `json:"max_reconsume,omitempty"`
 	// Term: opLockTerm (locks.go).
 	Term uint64 `json:"term,omitempty"`
+	// Member, LockQueues, At (unix nanoseconds) and Lease (nanoseconds):
+	// opLock and opUnlock (locks.go).
+	Member     string     `json:"member,omitempty"`
+	LockQueues []QueueRef `json:"lock_queues,omitempty"`
+	At         int64      `json:"at,omitempty"`
+	Lease      int64      `json:"lease,omitempty"`
 	// User, Secret (sealed), Resource, Actions: the user table (users.go).
 	User     string `json:"user,omitempty"`
 	Secret   []byte `json:"secret,omitempty"`
@@ -69,6 +75,12 @@ func decodeMeta(data []byte) (*metaCmd, error) {
 	}
 	if (c.Op == opRegisterNode || c.Op == opForgetNode) && c.Node == nil {
 		return nil, fmt.Errorf("%w: %s without a node", ErrCorruptCommand, c.Op)
+	}
+	if (c.Op == opLock || c.Op == opUnlock) && c.Member == "" {
+		return nil, fmt.Errorf("%w: %s without a member", ErrCorruptCommand, c.Op)
+	}
+	if c.Op == opLock && c.Lease <= 0 {
+		return nil, fmt.Errorf("%w: lock with lease %d", ErrCorruptCommand, c.Lease)
 	}
 	return &c, nil
 }

@@ -1,7 +1,7 @@
 // Package store is the replicated state machine of one broker group member
 // (FSM: topics, the per-queue index into the Raft log, consumer offsets, the
-// producer dedupe table, schedule cursors, group settings, the orderly-lock
-// term, the node registry, snapshots of all of that, damage marking) and the
+// producer dedupe table, schedule cursors, group settings, orderly-consumption
+// locks, the node registry, snapshots of all of that, damage marking) and the
 // typed calls that write it through election's Apply (Store). It is the only
 // code that reads the state machine's interface{} answers: callers get
 // typed results and this package's sentinel errors (errors.go).

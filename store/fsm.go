@@ -39,8 +39,8 @@ type FSM struct {
 	txn       txnState // decisions of the half queue (txn.go)
 	// maxReconsume: group -> max reconsume times, where set (groupsettings.go).
 	maxReconsume map[string]int32
-	lockTerm     uint64           // last term whose leader granted orderly locks (locks.go)
-	users        map[string]*User // the user table (users.go)
+	locks        map[string]map[QueueRef]lockHolder // group -> queue -> holder (locks.go)
+	users        map[string]*User                   // the user table (users.go)
 
 	applied  atomic.Uint64
 	damage   fsmDamage
@@ -79,7 +79,7 @@ func (f *FSM) reset() {
 	f.sched = schedule{}
 	f.txn = txnState{}
 	f.maxReconsume = map[string]int32{}
-	f.lockTerm = 0
+	f.locks = map[string]map[QueueRef]lockHolder{}
 	f.users = map[string]*User{}
 }
 
@@ -265,8 +265,6 @@ func (f *FSM) applyMetaLocked(index uint64, c *metaCmd) interface{} {
 		return nil
 	case opSetMaxReconsume:
 		return f.applySetMaxReconsumeLocked(c)
-	case opLockTerm:
-		return f.applyLockTermLocked(c)
 	case opTxnRollback:
 		return f.applyTxnRollbackLocked(c)
 	default:
@@ -274,6 +272,9 @@ func (f *FSM) applyMetaLocked(index uint64, c *metaCmd) interface{} {
 			return res
 		}
 		if res, ok := f.applyLifecycleLocked(c); ok {
+			return res
+		}
+		if res, ok := f.applyLocksLocked(c); ok {
 			return res
 		}
 		return fmt.Errorf("%w: unknown op %q", ErrCorruptCommand, c.Op)

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -78,6 +79,9 @@ func FuzzCheckCommand(f *testing.F) {
 	f.Add(EncodeCommitOffsets("g", []OffsetEntry{{Topic: "t", Queue: 1, Offset: 9}}))
 	f.Add(EncodeRegisterNode(NodeInfo{ID: "n", ClientAddr: "x:1"}))
 	f.Add(EncodeRetain(3))
+	f.Add(EncodeLock("g", "m", []QueueRef{{Topic: "t", Queue: 1}}, time.Unix(1000, 0), time.Minute))
+	f.Add(EncodeUnlock("g", "m", []QueueRef{{Topic: "t", Queue: 1}}, time.Unix(1000, 0)))
+	f.Add(EncodeLockTerm(2))
 	f.Add(raftlog.EncodeBatch(&raftlog.Request{Topic: "t", Messages: msgs(0, "a")}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		err := CheckCommand(data)

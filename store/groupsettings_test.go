@@ -29,18 +29,3 @@ func TestMaxReconsumeReplicatedAndSnapshotted(t *testing.T) {
 		t.Fatalf("settings groups %v", got)
 	}
 }
-
-// TestLockTermReplicatedAndSnapshotted: the last term whose leader granted
-// orderly locks only grows, and a snapshot carries it.
-func TestLockTermReplicatedAndSnapshotted(t *testing.T) {
-	h := newHarness(t)
-	h.mustMeta(EncodeLockTerm(3))
-	h.mustMeta(EncodeLockTerm(2))
-	if got := h.f.LockTerm(); got != 3 {
-		t.Fatalf("lock term %d, want 3", got)
-	}
-	f2, _ := snapshotRoundTrip(t, h.f)
-	if got := f2.LockTerm(); got != 3 {
-		t.Fatalf("after restore: lock term %d, want 3", got)
-	}
-}

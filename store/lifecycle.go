@@ -99,6 +99,7 @@ func (f *FSM) applyLifecycleLocked(c *metaCmd) (res interface{}, ok bool) {
 			}
 		}
 		delete(f.maxReconsume, c.Group) // groupsettings.go
+		delete(f.locks, c.Group)        // locks.go
 		return nil, true
 	}
 	return nil, false
@@ -124,6 +125,7 @@ func (f *FSM) deleteTopicLocked(name string) {
 			delete(f.offsets, key)
 		}
 	}
+	f.dropTopicLocksLocked(name)
 }
 
 // UpdateTopic sets a topic's permission and returns the topic as this node

@@ -14,9 +14,15 @@ import (
 )
 
 // The snapshot holds metadata only: topics with their queues' ranges,
-// consumer offsets, the dedupe table and the node registry. It is a gob
+// consumer offsets, the dedupe table, the node registry, the held
+// orderly-consumption locks and the rest of the state machine. It is a gob
 // stream followed by a CRC32C of the stream. Its size depends on topics,
 // queues, groups and producers, not on how many messages are kept.
+//
+// Fields added without a new format (LogFloor, Schedule, MaxReconsume,
+// Locks) are absent from older snapshots and restore empty; a field that
+// older versions wrote and this one no longer has (LockTerm) is skipped
+// by the decoder.
 //
 // Format 5 adds the user table (users.go) with its sealed secrets; older
 // formats restore an empty table.
@@ -84,7 +90,9 @@ type snapState struct {
 	Txn *snapTxn
 	// MaxReconsume: group -> max reconsume times (absent in older snapshots).
 	MaxReconsume map[string]int32
-	LockTerm     uint64 // absent (0) in older snapshots
+	// Locks: the orderly-consumption locks held (absent in older
+	// snapshots, which restore none).
+	Locks []snapLock
 	// Users: the user table with sealed secrets (format 5; absent in
 	// older snapshots, which restore an empty table).
 	Users []User
@@ -103,7 +111,7 @@ type captured struct {
 	txn       txnState
 
 	maxReconsume map[string]int32
-	lockTerm     uint64
+	locks        []snapLock
 	users        []User
 }
 
@@ -181,7 +189,7 @@ func (f *FSM) captureLocked() *captured {
 	for k, v := range f.nodes {
 		c.nodes[k] = v
 	}
-	c.lockTerm = f.lockTerm
+	c.locks = f.captureLocksLocked()
 	c.users = f.captureUsersLocked()
 	c.maxReconsume = make(map[string]int32, len(f.maxReconsume))
 	for g, n := range f.maxReconsume {
@@ -245,7 +253,7 @@ func (f *FSM) loadLocked(st *snapState) error {
 	if st.MaxReconsume != nil {
 		f.maxReconsume = st.MaxReconsume
 	}
-	f.lockTerm = st.LockTerm
+	f.loadLocksLocked(st.Locks)
 	f.loadUsersLocked(st.Users)
 	return nil
 }
@@ -313,7 +321,7 @@ func writeSnapshot(w io.Writer, c *captured) error {
 	st := snapState{Format: snapshotFormat, Offsets: c.offsets, Producers: c.producers, Nodes: c.nodes, LogFloor: c.logFloor, Applied: c.applied}
 	st.Schedule = c.sched.snap()
 	st.Txn = c.txn.snap()
-	st.MaxReconsume, st.LockTerm = c.maxReconsume, c.lockTerm
+	st.MaxReconsume, st.Locks = c.maxReconsume, c.locks
 	st.Users = c.users
 	for _, ct := range c.topics {
 		st.Topics = append(st.Topics, ct.snapTopic)
@@ -369,6 +377,11 @@ func readSnapshot(r io.Reader) (*snapState, error) {
 	}
 	if err := (&txnState{}).load(st.Txn); err != nil {
 		return nil, err
+	}
+	for _, l := range st.Locks {
+		if l.Member == "" {
+			return nil, fmt.Errorf("%w: a lock of group %q without a member", ErrCorruptCommand, l.Group)
+		}
 	}
 	for _, p := range st.Producers {
 		if len(p.Seqs) != len(p.Results) || len(p.Seqs) > DedupeWindow {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -112,6 +113,12 @@ func FuzzRestore(f *testing.F) {
 	}
 	h.f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: raftlog.EncodeBatch(
 		&raftlog.Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: append(msgs(0, "a"), msgs(1, "b")...)})})
+	snap, _ = h.f.Snapshot()
+	sink.Reset()
+	snap.Persist(&sink)
+	f.Add(sink.Bytes())
+	// Held locks.
+	h.f.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: EncodeLock("g", "m", []QueueRef{{Topic: "t", Queue: 1}}, time.Unix(1000, 0), time.Minute)})
 	snap, _ = h.f.Snapshot()
 	sink.Reset()
 	snap.Persist(&sink)

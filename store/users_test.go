@@ -99,7 +99,7 @@ func TestRestoreSnapshotsWithoutUsers(t *testing.T) {
 	var buf bytes.Buffer
 	hsum := crc32.New(castagnoli)
 	bw := bufio.NewWriter(io.MultiWriter(&buf, hsum))
-	if err := gob.NewEncoder(bw).Encode(&snapState{Format: 4, LockTerm: 9}); err != nil {
+	if err := gob.NewEncoder(bw).Encode(&snapState{Format: 4, LogFloor: 9}); err != nil {
 		t.Fatal(err)
 	}
 	if err := bw.Flush(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/mq"
 )
@@ -216,9 +217,10 @@ func TestOrderlyBlocksQueue(t *testing.T) {
 func TestOrderlyRebalanceNoOverlap(t *testing.T) { testOrderlyNoOverlap(t, false) }
 
 // TestOrderlyLeaderKillNoOverlap: the same with the leader killed while
-// both members consume: the new leader's empty lock table never lets a
-// queue be handled by two members at once (it grants nothing for half a
-// lease), and every message is still handled.
+// both members consume: the locks are replicated, so a holder renews at
+// the new leader at once and no other member is granted its queue, no
+// queue is handled by two members at once, and every message is still
+// handled.
 func TestOrderlyLeaderKillNoOverlap(t *testing.T) { testOrderlyNoOverlap(t, true) }
 
 func testOrderlyNoOverlap(t *testing.T, kill bool) {
@@ -281,9 +283,29 @@ func testOrderlyNoOverlap(t *testing.T, kill bool) {
 	defer b.Close(ctx)
 	if kill {
 		waitUntil(t, 30*time.Second, "b to hold queues", func() bool { return len(b.Assigned()) > 0 })
+		// A holder of another group, granted by the leader about to die.
+		probe := []*api.QueueRef{{Topic: topic, Queue: 0}}
+		if r, err := cl.LockQueues(ctx, group+"-probe", "holder", probe); err != nil || len(r.Locked) != 1 {
+			t.Fatalf("probe lock before the kill: %v %v", r, err)
+		}
 		l := c.Leader()
 		c.Kill(l)
 		defer c.Restart(l)
+		// The new leader knows the holder: its renewal is granted at once,
+		// and another member is refused while the renewed lock lasts.
+		sent := time.Now()
+		if r, err := cl.LockQueues(ctx, group+"-probe", "holder", probe); err != nil || len(r.Locked) != 1 {
+			t.Fatalf("the holder's renewal at the new leader: %v %v, want its lock kept", r, err)
+		}
+		renewed := time.Since(sent)
+		r, err := cl.LockQueues(ctx, group+"-probe", "intruder", probe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if since := time.Since(sent); since < 2*time.Second && len(r.Locked) != 0 { // 2 s: the lease of retryCluster
+			t.Errorf("another member was granted the holder's queue %v after the leader change (%v after the renewal)", r.Locked, since)
+		}
+		t.Logf("the holder renewed at the new leader %v after the kill", renewed)
 	}
 	waitUntil(t, 60*time.Second, "every message", func() bool {
 		mu.Lock()
