@@ -16,8 +16,8 @@ import (
 )
 
 // FSM is the replicated state machine: topics, the per-queue index into the
-// Raft log, consumer group offsets, the producer dedupe table and the node
-// registry. Message bodies stay in the log; the FSM only points at them.
+// Raft log, consumer group offsets, the producer dedupe table, orderly
+// locks and the node registry. Message bodies stay in the log; the FSM only points at them.
 //
 // Apply runs on raft's FSM goroutine; readers take the read lock. Snapshots
 // copy the metadata under the lock; the index records stay on disk.

@@ -21,9 +21,10 @@ import (
 // group takes its locks along, so the table stays within the groups'
 // queues.
 //
-// Two leaders' clocks may differ: a holder is safe while the difference
-// stays below what the member leaves unused of its lease (RocketMQ's
-// client trusts a lock for half the lease after it asked).
+// Expiry is judged on the clock of the leader that writes the command, so
+// two leaders' clocks may differ by as much as a member leaves unused of
+// its lease: RocketMQ's client trusts a lock for 30 s of the 60 s lease
+// after it asked, raftmq's SDK for half the lease.
 
 const (
 	opLock   = "lock"
