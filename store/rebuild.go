@@ -687,3 +687,6 @@ func records(cands []candidate, skip map[int]bool, base uint64) []queueindex.Rec
 }
 
 var _ LogReader = (*raftlog.Stores)(nil)
+
+// IndexRebuilds is FSM.IndexRebuilds of this node.
+func (s *Store) IndexRebuilds() (rebuilt, refused uint64) { return s.fsm.IndexRebuilds() }
