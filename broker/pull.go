@@ -198,7 +198,11 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 		case errors.Is(lerr, store.ErrUnknownTopic):
 			local = route.LocalNoTopic
 		case errors.Is(lerr, store.ErrIndexDamaged):
-			b.log.Error("queue index damaged", "topic", req.Topic, "queue", req.Queue, "offset", req.Offset, "error", lerr)
+			if errors.Is(lerr, store.ErrIndexRebuilding) { // the store logged it once
+				b.log.Debug("queue index being rebuilt", "topic", req.Topic, "queue", req.Queue, "offset", req.Offset)
+			} else {
+				b.log.Error("queue index damaged", "topic", req.Topic, "queue", req.Queue, "offset", req.Offset, "error", lerr)
+			}
 			local, why = route.LocalDamaged, lerr.Error()+"; retry on another node"
 		case lerr != nil:
 			return PullResult{}, b.replicaErr(lerr)

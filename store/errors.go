@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/raftmq/raftmq/election"
 )
@@ -56,6 +57,10 @@ var (
 	// could not be read where a lookup needed it; the other nodes hold
 	// their own.
 	ErrIndexDamaged = errors.New("this node's queue index is damaged")
+	// ErrIndexRebuilding wraps ErrIndexDamaged: the queue's index was
+	// found damaged here and is being rebuilt from the log; until it is,
+	// this node serves nothing of the queue.
+	ErrIndexRebuilding = fmt.Errorf("%w: it is being rebuilt from the log", ErrIndexDamaged)
 	// ErrSequenceReused: a request came with a (producer id, sequence)
 	// that a request with other content (another digest or message count)
 	// already used. Nothing of it is stored and the remembered result stays.

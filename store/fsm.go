@@ -46,6 +46,11 @@ type FSM struct {
 	damage   fsmDamage
 	notifyMu sync.Mutex
 	notify   chan struct{}
+
+	// appliedMu is the last entry applied to the state under mu (applied
+	// is stored once mu is released): a rebuild reads it with the state.
+	appliedMu uint64
+	rb        *rebuilds // nil until StartRebuilds (rebuild.go)
 }
 
 var (
@@ -131,6 +136,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		if f.damage.at.Load() == 0 {
 			last = l.Index
 		}
+	}
+	if last > 0 {
+		f.appliedMu = last
 	}
 	f.mu.Unlock()
 	if last > 0 {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store/queueindex"
@@ -13,6 +14,9 @@ type queue struct {
 	ix   *queueindex.Queue
 	next uint64 // offset of the next message
 	min  uint64 // lowest retained offset
+	// rebuilding: its index was found damaged and is being rebuilt from
+	// the log (rebuild.go); this node serves none of it meanwhile.
+	rebuilding atomic.Bool
 }
 
 type topic struct {
@@ -221,9 +225,14 @@ func (f *FSM) Locate(topicName string, q int32, offset uint64, limit int) ([]Loc
 	if offset < rng.Held || offset >= qu.next {
 		return nil, rng, nil
 	}
+	if qu.rebuilding.Load() {
+		return nil, rng, fmt.Errorf("%w: topic %q queue %d", ErrIndexRebuilding, topicName, q)
+	}
 	recs, err := qu.ix.Find(offset, limit)
 	if err != nil {
-		return nil, rng, fmt.Errorf("%w: topic %q queue %d offset %d: %w", ErrIndexDamaged, topicName, q, offset, err)
+		err = fmt.Errorf("%w: topic %q queue %d offset %d: %w", ErrIndexDamaged, topicName, q, offset, err)
+		f.requestRebuildLocked(t, int(q), false, err)
+		return nil, rng, err
 	}
 	out := make([]Location, len(recs))
 	for i, r := range recs {

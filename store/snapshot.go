@@ -264,7 +264,9 @@ func (f *FSM) loadLocked(st *snapState) error {
 // leader's snapshot past its own log, lost index files, or the cut met a
 // damaged record), it is rebuilt
 // from the snapshot's records (formats 1 and 2) or restarted at the
-// queue's end: offsets below are then served by the peers that hold them.
+// queue's end: offsets below are then served by the peers that hold them,
+// and rebuilt from the log in the background where this node holds it
+// (rebuild.go).
 func (f *FSM) loadIndexLocked(t *topic, i int, sq snapQueue, applied uint64) error {
 	ix := t.queues[i].ix
 	if err := ix.Truncate(applied); err != nil {
@@ -294,7 +296,14 @@ func (f *FSM) loadIndexLocked(t *topic, i int, sq snapQueue, applied uint64) err
 		f.log.Warn("queue index does not match the snapshot: indexing from the queue's end on, peers serve what lies below",
 			"topic", t.name, "queue", i, "index_end", ix.Next(), "queue_end", sq.Next)
 	}
-	return ix.Reset(sq.Next)
+	end := ix.Next()
+	if err := ix.Reset(sq.Next); err != nil {
+		return err
+	}
+	if sq.Next != sq.Min {
+		f.requestRebuildLocked(t, i, true, fmt.Errorf("the index ended at offset %d, the snapshot at %d", end, sq.Next))
+	}
+	return nil
 }
 
 type fsmSnapshot struct {
@@ -455,6 +464,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err == nil {
 		err = f.loadLocked(st)
 	}
+	f.appliedMu = st.Applied
 	f.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("restore snapshot: queue index: %w", err)

@@ -48,9 +48,10 @@ func OpenFSM(logger hclog.Logger, dir string, snaps raft.SnapshotStore, onFatal 
 	return f, nil
 }
 
-// Close closes the queue index. The election node calls it once raft has
-// stopped applying.
+// Close stops the rebuilds (StartRebuilds) and closes the queue index. The
+// election node calls it once raft has stopped applying.
 func (f *FSM) Close() error {
+	f.stopRebuilds()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.idx.Close(); err != nil {

@@ -304,6 +304,8 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// A damaged queue index is rebuilt from this node's log.
+	fsm.StartRebuilds(s.stores)
 	rc := cfg.Raft
 	rc.Logger = log.Named("election")
 	rc.TLS = s.tls

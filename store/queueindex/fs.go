@@ -29,6 +29,10 @@ type fsys interface {
 	list(dir string) ([]string, error)
 	remove(name string) error
 	removeAll(dir string) error
+	// rename moves a directory to a name that does not exist.
+	rename(from, to string) error
+	// size is a file's size; an error when it is missing.
+	size(name string) (int64, error)
 	syncDir(dir string) error
 }
 
@@ -72,6 +76,16 @@ func (osFS) remove(name string) error {
 }
 
 func (osFS) removeAll(dir string) error { return os.RemoveAll(dir) }
+
+func (osFS) rename(from, to string) error { return os.Rename(from, to) }
+
+func (osFS) size(name string) (int64, error) {
+	st, err := os.Stat(name)
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
 
 func (osFS) syncDir(dir string) error {
 	d, err := os.Open(dir)
@@ -146,6 +160,36 @@ func (m *memFS) removeAll(dir string) error {
 		}
 	}
 	return nil
+}
+
+func (m *memFS) rename(from, to string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prefix := strings.TrimSuffix(from, "/") + "/"
+	dst := strings.TrimSuffix(to, "/") + "/"
+	moved := map[string]*memFile{}
+	for name, f := range m.files {
+		if rest, ok := strings.CutPrefix(name, prefix); ok {
+			delete(m.files, name)
+			moved[dst+rest] = f
+		}
+	}
+	for name, f := range moved {
+		m.files[name] = f
+	}
+	return nil
+}
+
+func (m *memFS) size(name string) (int64, error) {
+	m.mu.Lock()
+	f := m.files[name]
+	m.mu.Unlock()
+	if f == nil {
+		return 0, os.ErrNotExist
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return int64(len(f.data)), nil
 }
 
 func (*memFS) syncDir(string) error { return nil }

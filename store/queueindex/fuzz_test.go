@@ -5,10 +5,10 @@ import (
 	"testing"
 )
 
-// FuzzOpenQueue opens a queue over arbitrary index and skip-list bytes, cuts
-// it back as a restart does and looks records up: it must never panic, and
-// every record it hands out must hold the offset or log index asked for and
-// follow the one before.
+// FuzzOpenQueue opens a queue over arbitrary index and skip-list bytes,
+// scans it as a rebuild does, cuts it back as a restart does and looks
+// records up: it must never panic, and every record it hands out must hold
+// the offset or log index asked for and follow the one before.
 func FuzzOpenQueue(f *testing.F) {
 	// A real pair of files: 150 records, some with skip lists.
 	s, _ := Open("", small)
@@ -36,6 +36,26 @@ func FuzzOpenQueue(f *testing.F) {
 			return
 		}
 		q := qs[0]
+		// A rebuild's scan of the files as they are: every position once,
+		// and only records that pass their checksums marked sound.
+		q.Check()
+		positions := 0
+		for pos, done, calls := (ScanPos{}), false, 0; !done; calls++ {
+			if calls > len(idx)+2 {
+				t.Fatalf("scan makes no progress at %+v", pos)
+			}
+			var out []Scanned
+			out, pos, done = q.Scan(pos, 1+len(idx)%7)
+			positions += len(out)
+			for _, sc := range out {
+				if sc.OK && (sc.Count == 0 || sc.Index == 0) {
+					t.Fatalf("scan marked %+v sound", sc.Record)
+				}
+			}
+		}
+		if positions != len(idx)/RecordLen && positions != 0 {
+			t.Fatalf("scan returned %d positions of a file of %d records", positions, len(idx)/RecordLen)
+		}
 		if err := q.Truncate(maxIndex); err != nil {
 			return
 		}

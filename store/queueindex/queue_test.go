@@ -234,3 +234,102 @@ func TestCorruptRecordIsAnErrorOnRead(t *testing.T) {
 	}
 	s.Close()
 }
+
+// Scan hands out every record position, damaged ones marked; Check finds a
+// file shorter than what was written to it; a queue rebuilt beside it
+// replaces it, and reads and appends go on from its records.
+func TestScanCheckReplace(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := open()
+			defer s.Close()
+			qs, err := s.CreateTopic(TopicKey{Name: "t", Created: 1}, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := qs[0]
+			recs := fill(t, q, 250)
+			if err := s.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Check(); err != nil {
+				t.Fatalf("check of a sound queue: %v", err)
+			}
+			// Damage record 150 (the second file's 50th) and cut the
+			// second file after its 80th.
+			seg := q.segs[1]
+			f, _, err := s.fs.open(seg.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteAt([]byte{0xee}, 50*RecordLen+9)
+			f.Truncate(80*RecordLen + 3)
+			f.Close()
+			if err := q.Check(); err == nil {
+				t.Fatal("check of a queue with a file cut short found nothing")
+			}
+			var got []Scanned
+			var pos ScanPos
+			for done := false; !done; {
+				var out []Scanned
+				out, pos, done = q.Scan(pos, 33)
+				got = append(got, out...)
+			}
+			if len(got) != len(recs) {
+				t.Fatalf("scan returned %d positions, want %d", len(got), len(recs))
+			}
+			for i, sc := range got {
+				bad := i == 150 || (i >= 180 && i < 200)
+				if sc.OK == bad || (sc.OK && !reflect.DeepEqual(sc.Record, recs[i])) {
+					t.Fatalf("position %d: %+v (ok %v), want %+v (damaged %v)", i, sc.Record, sc.OK, recs[i], bad)
+				}
+			}
+			// Records appended later are found by a scan going on.
+			more := fill(t, q, 5)
+			out, _, done := q.Scan(pos, 100)
+			if !done || len(out) != 5 || !reflect.DeepEqual(out[4].Record, more[4]) {
+				t.Fatalf("scan after appends: %d positions, done %v", len(out), done)
+			}
+			recs = append(recs, more...)
+
+			nq, err := s.OpenRebuild(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := nq.Reset(recs[0].Base); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				if err := nq.Append(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := q.Replace(nq); err != nil {
+				t.Fatal(err)
+			}
+			checkAll(t, q, recs, 0)
+			recs = append(recs, fill(t, q, 120)...)
+			checkAll(t, q, recs, 0)
+			if err := s.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Check(); err != nil {
+				t.Fatalf("check after the replace: %v", err)
+			}
+			// A rebuild dropped leaves nothing behind.
+			nq, err = s.OpenRebuild(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fill(t, nq, 150)
+			nq.Flush()
+			if err := nq.Discard(); err != nil {
+				t.Fatal(err)
+			}
+			if names, _ := s.fs.list(q.dir + rebuildSuffix); len(names) != 0 {
+				t.Fatalf("files left by a dropped rebuild: %v", names)
+			}
+			checkAll(t, q, recs, 0)
+		})
+	}
+}

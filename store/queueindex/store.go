@@ -84,7 +84,13 @@ func (s *Store) topicDir(k TopicKey) string { return filepath.Join(s.dir, k.dirN
 func (s *Store) OpenTopic(k TopicKey, queues int) ([]*Queue, error) {
 	out := make([]*Queue, queues)
 	for i := range out {
-		q, err := s.openQueue(filepath.Join(s.topicDir(k), strconv.Itoa(i)))
+		dir := filepath.Join(s.topicDir(k), strconv.Itoa(i))
+		// What a rebuild left when the node stopped under it is not used.
+		err := s.fs.removeAll(dir + rebuildSuffix)
+		var q *Queue
+		if err == nil {
+			q, err = s.openQueue(dir)
+		}
 		if err != nil {
 			for _, o := range out[:i] {
 				o.close()

@@ -1,0 +1,692 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/store/queueindex"
+)
+
+// LogReader reads this node's Raft log: what a damaged queue index is
+// rebuilt from (*raftlog.Stores).
+type LogReader interface {
+	// ReadUncached returns the data of entry idx, checked
+	// (raftlog.ErrBelowFloor when this node no longer holds it).
+	ReadUncached(idx uint64) ([]byte, error)
+	// FirstIndex is the first entry this node holds (0: none).
+	FirstIndex() uint64
+}
+
+// Rebuild tuning: records read from a damaged index under the read lock at
+// once; how far behind the queue's end a rebuild may be when it takes the
+// write lock to finish; rounds before it finishes regardless.
+const (
+	rebuildChunk   = 4096
+	rebuildFinish  = 4096
+	rebuildRounds  = 8
+	rebuildLogSpan = "queue index rebuild"
+)
+
+// checkIndexEvery is how often the rebuilder looks for index files that are
+// shorter than what was written to them, or gone.
+var checkIndexEvery = 10 * time.Second
+
+// rebuilds is the goroutine that rebuilds damaged queue indexes from the log
+// (StartRebuilds), one queue at a time, and what it waits for.
+type rebuilds struct {
+	log  LogReader
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	mu   sync.Mutex
+	want []rebuildReq // oldest first
+	busy *queue       // being rebuilt
+
+	rebuilt, refused atomic.Uint64
+}
+
+// rebuildReq names a queue to rebuild; the queue pointer tells whether it is
+// still the queue of that name when its turn comes (a topic deleted, or a
+// snapshot restored since, replaces it).
+type rebuildReq struct {
+	topic string
+	n     int
+	q     *queue
+	// below: only what lies below the index's floor is missing (the
+	// index was restarted at the queue's end at start); the index serves
+	// meanwhile.
+	below bool
+}
+
+// StartRebuilds starts the goroutine that rebuilds a queue's index from
+// log when a lookup finds it damaged, when its files are found shorter than
+// what was written to them, or when a restart had to restart it at the
+// queue's end. Call it once, before raft starts; Close stops it.
+func (f *FSM) StartRebuilds(log LogReader) {
+	rb := &rebuilds{log: log, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	f.mu.Lock()
+	f.rb = rb
+	f.mu.Unlock()
+	go f.runRebuilds(rb)
+}
+
+// IndexRebuilds counts the queue indexes rebuilt from the log and the
+// damaged ranges that could not be (this node no longer held their
+// entries, or they did not add up): those are served by peers.
+func (f *FSM) IndexRebuilds() (rebuilt, refused uint64) {
+	f.mu.RLock()
+	rb := f.rb
+	f.mu.RUnlock()
+	if rb == nil {
+		return 0, 0
+	}
+	return rb.rebuilt.Load(), rb.refused.Load()
+}
+
+// stopRebuilds stops the rebuilder and waits for it (a rebuild under way is
+// dropped; its queue is rebuilt at the next start).
+func (f *FSM) stopRebuilds() {
+	f.mu.RLock()
+	rb := f.rb
+	f.mu.RUnlock()
+	if rb == nil {
+		return
+	}
+	rb.once.Do(func() { close(rb.stop) })
+	<-rb.done
+}
+
+// requestRebuildLocked asks for queue n of t to be rebuilt (once; later asks
+// while it waits are dropped). Unless below, the queue serves nothing from
+// this node until it is rebuilt. It needs f.mu, for reading at least.
+func (f *FSM) requestRebuildLocked(t *topic, n int, below bool, why error) {
+	rb := f.rb
+	if rb == nil {
+		return
+	}
+	if below && f.appliedMu != 0 {
+		// A snapshot installed over a running state: this node's log
+		// below it may hold entries the group never committed.
+		return
+	}
+	q := t.queues[n]
+	if !below {
+		q.rebuilding.Store(true)
+	}
+	rb.mu.Lock()
+	dup := rb.busy == q
+	for _, r := range rb.want {
+		dup = dup || r.q == q
+	}
+	if !dup {
+		rb.want = append(rb.want, rebuildReq{topic: t.name, n: n, q: q, below: below})
+	}
+	rb.mu.Unlock()
+	if dup {
+		return
+	}
+	if below {
+		f.log.Warn("queue index: rebuilding what lies below its floor from the log; peers serve it meanwhile", "topic", t.name, "queue", n, "error", why)
+	} else {
+		f.log.Error("queue index damaged: rebuilding it from the log; this node serves the queue again once it is rebuilt", "topic", t.name, "queue", n, "error", why)
+	}
+	select {
+	case rb.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (f *FSM) runRebuilds(rb *rebuilds) {
+	defer close(rb.done)
+	tick := time.NewTicker(checkIndexEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-rb.stop:
+			return
+		case <-rb.kick:
+		case <-tick.C:
+			f.checkIndexFiles()
+		}
+		for {
+			rb.mu.Lock()
+			if len(rb.want) == 0 {
+				rb.mu.Unlock()
+				break
+			}
+			req := rb.want[0]
+			rb.want = rb.want[1:]
+			rb.busy = req.q
+			rb.mu.Unlock()
+			f.rebuild(rb, req)
+			rb.mu.Lock()
+			rb.busy = nil
+			rb.mu.Unlock()
+			select {
+			case <-rb.stop:
+				return
+			default:
+			}
+		}
+	}
+}
+
+// checkIndexFiles asks for a rebuild of every queue whose index files are
+// shorter than what was written to them (reads of the tail come from
+// memory, so a file lost under them would otherwise go unseen until a read
+// of older offsets or a restart).
+func (f *FSM) checkIndexFiles() {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, t := range f.topics {
+		for i, q := range t.queues {
+			if q.rebuilding.Load() {
+				continue
+			}
+			if err := q.ix.Check(); err != nil {
+				f.requestRebuildLocked(t, i, false, err)
+			}
+		}
+	}
+}
+
+// queueRebuild is one rebuild: a new index (nq) beside the queue's, filled
+// from the records of the old one that pass their checksums, in order,
+// and from the log where they do not.
+type queueRebuild struct {
+	f   *FSM
+	rb  *rebuilds
+	req rebuildReq
+	t   *topic
+	// queues: the topic's queue count (fixed for the topic's life).
+	queues int
+	nq     *queueindex.Queue
+	pos    queueindex.ScanPos
+
+	headOK bool // what lies below the first intact record may come from the log
+
+	have bool   // nq starts somewhere (a record, or a start after a refused range)
+	last uint64 // log index of nq's last record (or below which the next gap starts)
+
+	fromIndex, fromLog, entries, refused int
+}
+
+// errStopped: the node is closing; the rebuild is dropped.
+var errStopped = errors.New("stopped")
+
+// valid reports whether the queue is still the one asked for (f.mu held).
+func (b *queueRebuild) valid() bool {
+	t := b.f.topics[b.req.topic]
+	return t != nil && t == b.t && b.req.n < len(t.queues) && t.queues[b.req.n] == b.req.q
+}
+
+func (f *FSM) rebuild(rb *rebuilds, req rebuildReq) {
+	start := time.Now()
+	b := &queueRebuild{f: f, rb: rb, req: req}
+	f.mu.RLock()
+	b.t = f.topics[req.topic]
+	ok := b.valid()
+	if ok {
+		b.queues = len(b.t.queues)
+		// The index held the queue from its minimum (its head may be
+		// damaged); an index that starts above it never held what lies
+		// below (the node installed a snapshot), and its log there may
+		// hold entries the group never committed.
+		b.headOK = req.below || req.q.ix.Floor() <= req.q.min
+	}
+	var err error
+	if ok && req.below && !b.headFromLogLocked() {
+		f.log.Warn("queue index: not rebuilt below its floor: this node does not hold those entries; peers serve them",
+			"topic", req.topic, "queue", req.n, "floor", req.q.ix.Floor())
+		ok = false
+	}
+	if ok {
+		b.nq, err = f.idx.OpenRebuild(req.q.ix)
+	}
+	f.mu.RUnlock()
+	if !ok {
+		return
+	}
+	if err == nil {
+		err = b.run()
+	}
+	if errors.Is(err, errStopped) {
+		b.nq.Discard()
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := req.q
+	if err == nil && b.valid() {
+		err = b.finishLocked()
+	}
+	if err == nil {
+		rb.rebuilt.Add(1)
+		f.log.Info("queue index rebuilt", "topic", req.topic, "queue", req.n, "from", q.ix.Floor(), "to", q.next,
+			"records_kept", b.fromIndex, "records_from_log", b.fromLog, "entries_read", b.entries, "ranges_refused", b.refused,
+			"took", time.Since(start).Round(time.Millisecond))
+		q.rebuilding.Store(false)
+		return
+	}
+	if b.nq != nil {
+		b.nq.Discard()
+	}
+	if !b.valid() {
+		return
+	}
+	// The index restarts at the queue's end, as a restart over a
+	// damaged index does: peers serve what lies below.
+	rb.refused.Add(1)
+	f.log.Error("queue index: rebuild failed; indexing from the queue's end on, peers serve what lies below",
+		"topic", req.topic, "queue", req.n, "queue_end", q.next, "took", time.Since(start).Round(time.Millisecond), "error", err)
+	if rerr := q.ix.Reset(q.next); rerr != nil {
+		f.indexFailedLocked(f.appliedMu+1, fmt.Errorf("queue index of %s/%d: %w", req.topic, req.n, rerr))
+	}
+	q.rebuilding.Store(false)
+}
+
+// run fills nq from the old index and the log with no lock held but for
+// short reads, round after round, until nq is close to the queue's end.
+func (b *queueRebuild) run() error {
+	f, q := b.f, b.req.q
+	for round := 0; round < rebuildRounds; round++ {
+		for done := false; !done; {
+			select {
+			case <-b.rb.stop:
+				return errStopped
+			default:
+			}
+			f.mu.RLock()
+			if !b.valid() {
+				f.mu.RUnlock()
+				return errors.New("the queue is gone")
+			}
+			var recs []queueindex.Scanned
+			recs, b.pos, done = q.ix.Scan(b.pos, rebuildChunk)
+			floor, end, applied := q.min, q.next, f.appliedMu
+			f.mu.RUnlock()
+			if err := b.take(recs, floor); err != nil {
+				return err
+			}
+			if done {
+				// The records missing at the end (a torn or lost last
+				// file) come from the log up to what was applied then.
+				if err := b.fillTo(end, applied); err != nil {
+					return err
+				}
+			}
+		}
+		f.mu.RLock()
+		behind := q.next - b.nq.Next()
+		f.mu.RUnlock()
+		if behind < rebuildFinish {
+			break
+		}
+	}
+	return nil
+}
+
+// finishLocked takes what was appended since the last round and puts nq in
+// the queue's place (f.mu held for writing).
+func (b *queueRebuild) finishLocked() error {
+	f, q := b.f, b.req.q
+	for done := false; !done; {
+		var recs []queueindex.Scanned
+		recs, b.pos, done = q.ix.Scan(b.pos, rebuildChunk)
+		if err := b.take(recs, q.min); err != nil {
+			return err
+		}
+	}
+	if err := b.fillTo(q.next, f.appliedMu); err != nil {
+		return err
+	}
+	if b.nq.Next() != q.next {
+		return fmt.Errorf("the rebuilt index ends at offset %d, the queue at %d", b.nq.Next(), q.next)
+	}
+	if f.logFloor > 0 {
+		if _, err := b.nq.DropBelowIndex(f.logFloor); err != nil {
+			return err
+		}
+	}
+	if err := b.nq.DropBelowOffset(q.min); err != nil {
+		return err
+	}
+	if err := q.ix.Replace(b.nq); err != nil {
+		return err
+	}
+	b.nq = nil
+	return nil
+}
+
+// take appends the intact records of a scan that follow what nq holds,
+// filling the gap before each from the log. Records wholly below floor (the
+// queue's minimum) are not wanted; one that does not follow the last (a
+// damaged record whose checksum holds by chance) is passed over.
+func (b *queueRebuild) take(recs []queueindex.Scanned, floor uint64) error {
+	for _, s := range recs {
+		r := s.Record
+		if !s.OK || r.End() <= floor {
+			continue
+		}
+		if !b.have {
+			if err := b.startAt(r, floor); err != nil {
+				return err
+			}
+		} else if r.Base < b.nq.Next() || r.Index <= b.last {
+			continue
+		} else if r.Base > b.nq.Next() {
+			if err := b.fill(b.last, r.Index, r.Base); err != nil {
+				return err
+			}
+		}
+		if err := b.nq.Append(r); err != nil {
+			return err
+		}
+		b.last = r.Index
+		b.fromIndex++
+	}
+	return nil
+}
+
+// startAt starts nq at the first intact record r: from floor on when
+// r.Base is above it and the log holds what lies between, else at r.
+func (b *queueRebuild) startAt(r queueindex.Record, floor uint64) error {
+	b.have = true
+	if r.Base > floor {
+		b.f.mu.RLock()
+		ok, from := b.headFromLogLocked(), b.headIndexLocked()
+		b.f.mu.RUnlock()
+		if ok {
+			if err := b.nq.Reset(floor); err != nil {
+				return err
+			}
+			b.last = from - 1
+			return b.fill(b.last, r.Index, r.Base)
+		}
+	}
+	b.last = 0
+	return b.nq.Reset(r.Base)
+}
+
+// headFromLogLocked tells whether the log holds the queue from its minimum
+// on: its entries from headIndexLocked on. A schedule or half queue's
+// minimum follows its cursor, not a log index, so theirs is never rebuilt
+// from the log.
+func (b *queueRebuild) headFromLogLocked() bool {
+	if !b.headOK || b.t.created == 0 || b.t.name == ScheduleTopic || b.t.name == TxnHalfTopic {
+		return false
+	}
+	first := b.rb.log.FirstIndex()
+	return first != 0 && first <= b.headIndexLocked()
+}
+
+// headIndexLocked is the first log index that may hold the message at the
+// queue's minimum: after the topic's creation and at or above the log
+// floor retention moved the minimum to.
+func (b *queueRebuild) headIndexLocked() uint64 {
+	return max(b.t.created+1, b.f.logFloor)
+}
+
+// fillTo fills nq from the log up to the queue's end (offset end, reached
+// at log index applied).
+func (b *queueRebuild) fillTo(end, applied uint64) error {
+	if !b.have {
+		b.have = true
+		b.f.mu.RLock()
+		from, ok := b.headIndexLocked(), b.headFromLogLocked()
+		floor := b.req.q.min
+		b.f.mu.RUnlock()
+		if !ok {
+			b.last = applied
+			return b.nq.Reset(end)
+		}
+		if err := b.nq.Reset(floor); err != nil {
+			return err
+		}
+		b.last = from - 1
+	}
+	if b.nq.Next() >= end {
+		return nil
+	}
+	return b.fill(b.last, applied+1, end)
+}
+
+// fill appends the records of the entries strictly between log indexes lo
+// and hi, from nq's end to offset end, derived from the entries as apply
+// derives them (each request of the queue's topic adds its messages of the
+// queue). Apply may have refused a request there (a duplicate, a delivery
+// or commit out of turn), which the entry alone does not tell: the records
+// are kept only when the messages add up to exactly what the range must
+// hold, first with every request, then without the repeats of a producer
+// id and sequence seen before in the range (dedupe refuses those). When
+// neither adds up, or this node no longer holds an entry of the range,
+// the range is refused: nq restarts at end, and peers serve below it.
+func (b *queueRebuild) fill(lo, hi, end uint64) error {
+	base := b.nq.Next()
+	recs, n, err := b.derive(lo, hi, base, end)
+	if errors.Is(err, errStopped) {
+		return err
+	}
+	if err == nil {
+		for _, r := range recs {
+			if err := b.nq.Append(r); err != nil {
+				return err
+			}
+		}
+		b.fromLog += len(recs)
+		b.last = hi - 1
+		if len(recs) > 0 {
+			b.last = recs[len(recs)-1].Index
+		}
+		return nil
+	}
+	b.refused++
+	b.rb.refused.Add(1)
+	b.f.log.Warn("queue index: a damaged range cannot be rebuilt from this node's log; peers serve it and what lies below",
+		"topic", b.req.topic, "queue", b.req.n, "offsets_from", base, "offsets_to", end, "log_from", lo+1, "log_to", hi-1,
+		"entries_read", n, "error", err)
+	b.last = hi - 1
+	return b.nq.Reset(end)
+}
+
+// candidate is a request of the rebuilt queue in an entry of the log.
+type candidate struct {
+	index    uint64
+	req      uint32 // its number in the entry
+	count    uint32 // its messages in the queue
+	producer string // an ordinary producer id ("" when none, or a delivery or commit)
+	seq      uint64
+}
+
+// derive reads the entries strictly between lo and hi and returns the
+// records of the queue from offset base to end, and how many entries it read.
+func (b *queueRebuild) derive(lo, hi, base, end uint64) ([]queueindex.Record, int, error) {
+	var cands []candidate
+	read := 0
+	for idx := max(lo+1, b.t.created+1); idx < hi; idx++ {
+		if read%1024 == 0 {
+			select {
+			case <-b.rb.stop:
+				return nil, read, errStopped
+			default:
+			}
+		}
+		data, err := b.rb.log.ReadUncached(idx)
+		read++
+		b.entries++
+		if err != nil {
+			return nil, read, err
+		}
+		if len(data) == 0 || raftlog.CommandType(data[0]) != raftlog.CmdBatch {
+			continue
+		}
+		batch, err := raftlog.ParseReadBatch(data)
+		if err == nil {
+			err = batch.Each(func(i int, rv *raftlog.RequestView) bool {
+				if rv.Topic != b.t.name {
+					return true
+				}
+				if c, ok := requestInQueue(rv, b.queues, uint32(b.req.n)); ok {
+					c.index, c.req = idx, uint32(i)
+					cands = append(cands, c)
+				}
+				return true
+			})
+		}
+		if err != nil {
+			return nil, read, fmt.Errorf("entry %d: %w", idx, err)
+		}
+	}
+	want := end - base
+	if sumCount(cands, nil) == want {
+		return records(cands, nil, base), read, nil
+	}
+	repeats := repeated(cands, nil)
+	if sumCount(cands, repeats) == want {
+		return records(cands, repeats, base), read, nil
+	}
+	// The first attempt of a retry may lie before the range.
+	seen, n, err := b.sequencesBefore(lo + 1)
+	read += n
+	if err != nil {
+		return nil, read, err
+	}
+	repeats = repeated(cands, seen)
+	if sumCount(cands, repeats) == want {
+		return records(cands, repeats, base), read, nil
+	}
+	return nil, read, fmt.Errorf("the entries hold %d messages of the queue (%d without repeated sequences), the range %d..%d holds %d",
+		sumCount(cands, nil), sumCount(cands, repeats), base, end, want)
+}
+
+// retryLookback is how many entries before a range are read for the first
+// attempts of the retries in it.
+const retryLookback = 1024
+
+// sequencesBefore returns the producer ids and sequences of the requests of
+// up to retryLookback entries before log index from (those the log holds).
+func (b *queueRebuild) sequencesBefore(from uint64) (map[seqKey]bool, int, error) {
+	seen := map[seqKey]bool{}
+	lo := max(b.t.created+1, b.rb.log.FirstIndex())
+	if from > retryLookback {
+		lo = max(lo, from-retryLookback)
+	}
+	read := 0
+	for idx := lo; idx < from; idx++ {
+		data, err := b.rb.log.ReadUncached(idx)
+		read++
+		b.entries++
+		if err != nil {
+			return nil, read, err
+		}
+		if len(data) == 0 || raftlog.CommandType(data[0]) != raftlog.CmdBatch {
+			continue
+		}
+		batch, err := raftlog.ParseReadBatch(data)
+		if err == nil {
+			err = batch.Each(func(_ int, rv *raftlog.RequestView) bool {
+				if c, ok := requestInQueue(rv, b.queues, uint32(b.req.n)); ok && c.producer != "" && rv.Topic == b.t.name {
+					seen[seqKey{c.producer, c.seq}] = true
+				}
+				return true
+			})
+		}
+		if err != nil {
+			return nil, read, fmt.Errorf("entry %d: %w", idx, err)
+		}
+	}
+	return seen, read, nil
+}
+
+// requestInQueue counts rv's messages in queue q of a topic of queues
+// queues; false when it has none, or when apply refuses it for a queue out
+// of range.
+func requestInQueue(rv *raftlog.RequestView, queues int, q uint32) (candidate, bool) {
+	var n uint32
+	bad := false
+	rv.Messages(func(_ int, m *raftlog.MessageView) bool {
+		if int(m.Queue) >= queues {
+			bad = true
+			return false
+		}
+		if m.Queue == q {
+			n++
+		}
+		return true
+	})
+	if bad || n == 0 {
+		return candidate{}, false
+	}
+	c := candidate{count: n}
+	_, delivery := parseScheduleProducer(rv.ProducerID)
+	_, commit := parseTxnProducer(rv.ProducerID)
+	if !delivery && !commit {
+		c.producer, c.seq = rv.ProducerID, rv.Seq
+	}
+	return c, true
+}
+
+type seqKey struct {
+	producer string
+	seq      uint64
+}
+
+// repeated marks the candidates whose producer id and sequence an earlier
+// one had, or that are in before.
+func repeated(cands []candidate, before map[seqKey]bool) map[int]bool {
+	seen := map[seqKey]bool{}
+	out := map[int]bool{}
+	for i, c := range cands {
+		if c.producer == "" {
+			continue
+		}
+		k := seqKey{c.producer, c.seq}
+		if seen[k] || before[k] {
+			out[i] = true
+		}
+		seen[k] = true
+	}
+	return out
+}
+
+func sumCount(cands []candidate, skip map[int]bool) uint64 {
+	var n uint64
+	for i, c := range cands {
+		if !skip[i] {
+			n += uint64(c.count)
+		}
+	}
+	return n
+}
+
+// records turns the kept candidates into one record per entry from offset
+// base on; the requests left out are the record's skip list.
+func records(cands []candidate, skip map[int]bool, base uint64) []queueindex.Record {
+	var out []queueindex.Record
+	for i, c := range cands {
+		if len(out) == 0 || out[len(out)-1].Index != c.index {
+			out = append(out, queueindex.Record{Base: base, Index: c.index})
+		}
+		r := &out[len(out)-1]
+		if skip[i] {
+			r.Skip = append(r.Skip, c.req)
+			continue
+		}
+		r.Count += c.count
+		base += uint64(c.count)
+	}
+	// An entry whose requests were all left out holds nothing of the queue.
+	return slices.DeleteFunc(out, func(r queueindex.Record) bool { return r.Count == 0 })
+}
+
+var _ LogReader = (*raftlog.Stores)(nil)
+
+// IndexRebuilds is FSM.IndexRebuilds of this node.
+func (s *Store) IndexRebuilds() (rebuilt, refused uint64) { return s.fsm.IndexRebuilds() }

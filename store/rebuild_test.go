@@ -1,0 +1,397 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/store/queueindex"
+)
+
+// memLog is a Raft log in memory: what the FSM applied, by index, from
+// first on.
+type memLog struct {
+	mu    sync.Mutex
+	data  map[uint64][]byte
+	first uint64
+}
+
+func (l *memLog) ReadUncached(idx uint64) ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d, ok := l.data[idx]
+	if !ok || idx < l.first {
+		return nil, fmt.Errorf("read index %d: %w", idx, raftlog.ErrBelowFloor)
+	}
+	return d, nil
+}
+
+func (l *memLog) FirstIndex() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.first
+}
+
+// logged is an FSM over a queue index on disk of small files and the
+// memory log of what it applied.
+type logged struct {
+	t   *testing.T
+	f   *FSM
+	log *memLog
+	dir string
+	idx uint64
+}
+
+var rebuildOpts = queueindex.Options{RecordsPerFile: 100, Tail: 64}
+
+func newLogged(t *testing.T) *logged {
+	dir := t.TempDir()
+	ix, err := queueindex.Open(dir, rebuildOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &logged{t: t, f: newFSM(hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Info}), ix),
+		log: &memLog{data: map[uint64][]byte{}, first: 1}, dir: dir}
+	t.Cleanup(func() { l.f.Close() })
+	return l
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+func (l *logged) apply(data []byte) interface{} {
+	l.idx++
+	l.log.mu.Lock()
+	l.log.data[l.idx] = data
+	l.log.mu.Unlock()
+	return l.f.Apply(&raft.Log{Index: l.idx, Type: raft.LogCommand, Data: data})
+}
+
+// fill applies n entries to topic "t" of 3 queues, most with a producer
+// id: entries of one or two requests over one or more queues, and now and
+// then the retry of an earlier request (a duplicate apply skips).
+func (l *logged) fill(n int, seq *uint64) {
+	for i := range n {
+		*seq++
+		reqs := []*raftlog.Request{{ProducerID: "p", Seq: *seq, Topic: "t", Messages: msgs(uint32(i%3), "a")}}
+		switch i % 5 {
+		case 1:
+			reqs[0].Messages = append(reqs[0].Messages, msgs(0, "b", "c")...)
+		case 2:
+			reqs = append(reqs, &raftlog.Request{Topic: "t", Messages: msgs(1, "d")})
+		case 3:
+			if *seq > 3 { // the retry of a request two entries back
+				reqs = append(reqs, &raftlog.Request{ProducerID: "p", Seq: *seq - 2, Topic: "t", Messages: msgs(uint32((i-2)%3), "a")})
+			}
+		}
+		if _, ok := l.apply(raftlog.EncodeBatch(reqs...)).([]*ProduceResult); !ok {
+			l.t.Fatalf("entry %d not applied", l.idx)
+		}
+	}
+}
+
+// locations is every location of queue q, offset by offset, and the range.
+func (l *logged) locations(q int32) ([]Location, QueueRange, error) {
+	_, rng, err := l.f.Locate("t", q, 0, 1)
+	if err != nil {
+		return nil, rng, err
+	}
+	var out []Location
+	for off := rng.Held; off < rng.Max; off++ {
+		locs, _, err := l.f.Locate("t", q, off, 1)
+		if err != nil {
+			return nil, rng, err
+		}
+		if len(locs) != 1 {
+			return nil, rng, fmt.Errorf("offset %d: %d locations", off, len(locs))
+		}
+		out = append(out, l.norm(locs[0], q))
+	}
+	return out, rng, nil
+}
+
+// norm keeps of a location's skip list the requests with messages in queue
+// q: apply lists every request of the entry it refused, a rebuild those
+// of the queue, and a reader of the queue passes over the others anyway.
+func (l *logged) norm(loc Location, q int32) Location {
+	if len(loc.Skip) == 0 {
+		loc.Skip = nil
+		return loc
+	}
+	l.log.mu.Lock()
+	data := l.log.data[loc.LogIndex]
+	l.log.mu.Unlock()
+	reqs, err := raftlog.DecodeBatch(data)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var skip []uint32
+	for _, s := range loc.Skip {
+		for _, m := range reqs[s].Messages {
+			if m.Queue == uint32(q) {
+				skip = append(skip, s)
+				break
+			}
+		}
+	}
+	loc.Skip = skip
+	return loc
+}
+
+func (l *logged) files(q int) []string {
+	files, _ := filepath.Glob(filepath.Join(l.dir, "*", fmt.Sprint(q), "*.idx"))
+	sort.Strings(files)
+	return files
+}
+
+// waitRebuilt waits until the FSM counts want rebuilds.
+func (l *logged) waitRebuilt(want uint64) {
+	l.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if got, _ := l.f.IndexRebuilds(); got >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("no rebuild after 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A queue index damaged under a running node (a record's checksum, a file
+// deleted, a file cut short, the first file gone) is rebuilt from the log:
+// afterwards every offset is at the same location as before, and
+// meanwhile nothing the lookups return differs from it, while entries go
+// on being applied.
+func TestDamagedIndexIsRebuiltFromTheLog(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, files []string)
+	}{
+		{"record checksum", func(t *testing.T, files []string) {
+			fh, err := os.OpenFile(files[1], os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fh.Close()
+			fh.WriteAt([]byte{0xff, 0xff}, 40*queueindex.RecordLen+3)
+		}},
+		{"file deleted", func(t *testing.T, files []string) {
+			if err := os.Remove(files[1]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"file cut short", func(t *testing.T, files []string) {
+			if err := os.Truncate(files[1], 30*queueindex.RecordLen+5); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"first file deleted", func(t *testing.T, files []string) {
+			if err := os.Remove(files[0]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLogged(t)
+			l.f.StartRebuilds(l.log)
+			l.apply(EncodeCreateTopic("t", 3, false))
+			var seq uint64
+			l.fill(1000, &seq)
+			if err := l.f.idx.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			before, rng, err := l.locations(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files := l.files(0)
+			if len(files) < 3 {
+				t.Fatalf("queue 0 has files %v, want 3 or more", files)
+			}
+			tc.damage(t, files)
+
+			// Readers run while the rebuild does and entries are applied.
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			var served, refused int
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					off := rng.Held + uint64(i*7)%(rng.Max-rng.Held)
+					locs, _, err := l.f.Locate("t", 0, off, 1)
+					if err != nil {
+						if !errors.Is(err, ErrIndexDamaged) {
+							t.Errorf("offset %d: %v", off, err)
+						}
+						refused++
+						continue
+					}
+					served++
+					if len(locs) != 1 || !reflect.DeepEqual(l.norm(locs[0], 0), before[off-rng.Held]) {
+						t.Errorf("offset %d served at %+v, it is at %+v", off, locs, before[off-rng.Held])
+						return
+					}
+				}
+			}()
+			// The lookup that meets the damage asks for the rebuild (a
+			// lost file is found by the periodic check too).
+			for off := rng.Held; off < rng.Max; off++ {
+				if _, _, err := l.f.Locate("t", 0, off, 1); err != nil {
+					break
+				}
+			}
+			l.f.checkIndexFiles()
+			l.fill(300, &seq)
+			l.waitRebuilt(1)
+			close(stop)
+			wg.Wait()
+			after, rng2, err := l.locations(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rng2.Held != rng.Held || rng2.Min != rng.Min {
+				t.Fatalf("range after the rebuild %+v, before %+v", rng2, rng)
+			}
+			if !reflect.DeepEqual(after[:len(before)], before) {
+				for i := range before {
+					if !reflect.DeepEqual(after[i], before[i]) {
+						t.Fatalf("offset %d at %+v after the rebuild, at %+v before", rng.Held+uint64(i), after[i], before[i])
+					}
+				}
+			}
+			if _, refused := l.f.IndexRebuilds(); refused != 0 {
+				t.Errorf("%d ranges refused", refused)
+			}
+			t.Logf("lookups during the rebuild: %d served, %d refused", served, refused)
+			// The other queues were not touched, and the rebuilt one goes on.
+			l.fill(10, &seq)
+			if _, _, err := l.locations(0); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A range whose entries the node no longer holds is not rebuilt: the index
+// restarts past it and peers serve what lies below; nothing is served
+// wrong.
+func TestDamageBelowTheLogIsServedByPeers(t *testing.T) {
+	l := newLogged(t)
+	l.f.StartRebuilds(l.log)
+	l.apply(EncodeCreateTopic("t", 3, false))
+	var seq uint64
+	l.fill(1000, &seq)
+	l.f.idx.Flush()
+	before, rng, err := l.locations(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := l.files(0)
+	os.Truncate(files[1], 10*queueindex.RecordLen)
+	l.log.mu.Lock()
+	l.log.first = l.idx - 100 // the log now holds the last 100 entries only
+	l.log.mu.Unlock()
+	l.f.checkIndexFiles()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, refused := l.f.IndexRebuilds()
+		l.f.mu.RLock()
+		busy := l.f.topics["t"].queues[0].rebuilding.Load()
+		l.f.mu.RUnlock()
+		if refused > 0 && !busy {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no refusal after 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	after, rng2, err := l.locations(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rng2.Held <= rng.Held || rng2.Max != rng.Max || rng2.Min != rng.Min {
+		t.Fatalf("range after the refusal %+v, before %+v: want the held floor above the damage", rng2, rng)
+	}
+	for i, loc := range after {
+		if want := before[rng2.Held-rng.Held+uint64(i)]; !reflect.DeepEqual(loc, want) {
+			t.Fatalf("offset %d at %+v, was at %+v", rng2.Held+uint64(i), loc, want)
+		}
+	}
+}
+
+// A restart over a queue index that lost files restarts the queue's index
+// at its end (peers serve below) and rebuilds what lies below from the log
+// in the background; then the node holds the whole queue again, each offset
+// where it was.
+func TestRestartRebuildsALostIndexBelowItsFloor(t *testing.T) {
+	l := newLogged(t)
+	l.apply(EncodeCreateTopic("t", 3, false))
+	var seq uint64
+	l.fill(600, &seq)
+	before, rng, err := l.locations(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := persistSnapshot(t, l.f)
+	if err := l.f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range l.files(1) {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ix, err := queueindex.Open(l.dir, rebuildOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.f = newFSM(l.f.log, ix)
+	l.f.StartRebuilds(l.log)
+	if err := l.f.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	// Entries after the snapshot are applied meanwhile.
+	l.fill(200, &seq)
+	l.waitRebuilt(1)
+	after, rng2, err := l.locations(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rng2.Held != rng.Held || rng2.Min != rng.Min {
+		t.Fatalf("range after the rebuild %+v, before the restart %+v", rng2, rng)
+	}
+	if !reflect.DeepEqual(after[:len(before)], before) {
+		t.Fatalf("locations after the rebuild differ from before the restart")
+	}
+	// The other queues kept their index as it was.
+	if _, r0, _ := l.locations(0); r0.Held != 0 {
+		t.Fatalf("queue 0 held from %d", r0.Held)
+	}
+}
