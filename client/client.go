@@ -631,11 +631,22 @@ func call[R any](ctx context.Context, c *Client, rpc func(context.Context, api.B
 	return out, err
 }
 
-// CreateTopic creates a topic with n queues.
+// CreateTopic creates a topic with n queues (0: the node's default).
+//
+// An attempt whose answer was lost (a leader change) may have created the
+// topic, so when a later attempt of the same call finds it existing with
+// the queues asked, the topic is returned as created.
 func (c *Client) CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (*api.TopicInfo, error) {
+	attempts := 0
 	r, err := call(ctx, c, func(ctx context.Context, cl api.BrokerClient) (*api.CreateTopicResponse, error) {
+		attempts++
 		return cl.CreateTopic(ctx, &api.CreateTopicRequest{Name: name, Queues: queues, IfNotExists: ifNotExists})
 	})
+	if attempts > 1 && status.Code(err) == codes.AlreadyExists {
+		if t, derr := c.DescribeTopic(ctx, name); derr == nil && (queues == 0 || t.GetQueues() == queues) {
+			return t, nil
+		}
+	}
 	return r.GetTopic(), err
 }
 

@@ -68,3 +68,34 @@ func TestPickLeavesOutATroubledGroup(t *testing.T) {
 		t.Fatalf("ga troubled and alone: %v, want all on ga", n)
 	}
 }
+
+// When every group is avoided, a group that was only slow gets the
+// message before one that is down (a failed send or probe), whichever
+// penalty ends first; among groups alike, the one whose penalty ends
+// first.
+func TestPickPrefersASlowGroupToADownOne(t *testing.T) {
+	c, err := New(Config{NameServers: []string{"127.0.0.1:1"}, FaultPenalty: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := &Route{Topic: "t", Groups: map[string]int{"ga": 1, "gb": 1}, Queues: []Queue{{Group: "ga", Queue: 0}, {Group: "gb", Queue: 0}}}
+	p := c.NewProducer(client.DefaultProducerConfig())
+	defer p.Close()
+	p.markFaulty("ga", true)
+	p.markFaulty("gb", false) // later: its penalty ends last
+	if q, _ := p.pick(r, nil); q.Group != "gb" {
+		t.Fatalf("picked %s with ga down and gb slow, want gb", q.Group)
+	}
+	p.markFaulty("gb", false) // a slow send does not clear down
+	p.markFaulty("ga", false)
+	if q, _ := p.pick(r, nil); q.Group != "gb" {
+		t.Fatalf("picked %s: ga stays down after a slow mark, want gb", q.Group)
+	}
+	p.clearFault("ga")
+	p.markFaulty("ga", false)
+	p.markFaulty("gb", false)
+	if q, _ := p.pick(r, nil); q.Group != "ga" {
+		t.Fatalf("picked %s with both slow, want ga (its penalty ends first)", q.Group)
+	}
+}

@@ -48,7 +48,8 @@ func (e *SendError) Unwrap() error { return e.Err }
 // It keeps one idempotent client.Producer per group. A group whose send is
 // unanswered for Config.SlowSend, or fails, is avoided by unpinned writes
 // for Config.FaultPenalty and then until a probe (one Status call) finds
-// it led again; unpinned messages still waiting in that group's producer
+// it led again (when every group is avoided, one that was only slow is
+// preferred to one that failed); unpinned messages still waiting in that group's producer
 // (not yet sent, so not stored) move to another group at once, while a
 // request already sent runs to its end in its group, where a retry is
 // appended once. So an unpinned message is never stored twice; the price
@@ -62,7 +63,7 @@ type Producer struct {
 
 	mu      sync.Mutex
 	byGrp   map[string]*client.Producer
-	faults  map[string]time.Time // group -> avoided until, and after that until a probe finds a leader
+	faults  map[string]fault // groups avoided until a probe finds a leader
 	probing map[string]bool
 	closed  bool
 	next    atomic.Uint64
@@ -70,9 +71,17 @@ type Producer struct {
 	wg sync.WaitGroup // probes
 }
 
+// fault is why and until when unpinned writes avoid a group: down (a send
+// failed, or a probe found no leader) or only slow (a send unanswered for
+// Config.SlowSend, which a loaded group may be).
+type fault struct {
+	until time.Time
+	down  bool
+}
+
 // NewProducer returns a producer; cfg configures each group's producer.
 func (c *Cluster) NewProducer(cfg client.ProducerConfig) *Producer {
-	return &Producer{c: c, cfg: cfg, byGrp: map[string]*client.Producer{}, faults: map[string]time.Time{}, probing: map[string]bool{}}
+	return &Producer{c: c, cfg: cfg, byGrp: map[string]*client.Producer{}, faults: map[string]fault{}, probing: map[string]bool{}}
 }
 
 // Close waits for the producer's probes to end; sends in flight finish.
@@ -109,7 +118,7 @@ func (p *Producer) probeLocked(group string) {
 		if ok {
 			delete(p.faults, group)
 		} else {
-			p.faults[group] = time.Now().Add(p.c.cfg.FaultPenalty)
+			p.faults[group] = fault{until: time.Now().Add(p.c.cfg.FaultPenalty), down: true}
 		}
 	}()
 }
@@ -134,9 +143,11 @@ func (p *Producer) producer(ctx context.Context, group string) (*client.Producer
 	return pr, nil
 }
 
-func (p *Producer) markFaulty(group string) {
+// markFaulty avoids group for FaultPenalty; down says the group failed a
+// send (else it was only slow), and stays said until the fault clears.
+func (p *Producer) markFaulty(group string, down bool) {
 	p.mu.Lock()
-	p.faults[group] = time.Now().Add(p.c.cfg.FaultPenalty)
+	p.faults[group] = fault{until: time.Now().Add(p.c.cfg.FaultPenalty), down: down || p.faults[group].down}
 	p.mu.Unlock()
 }
 
@@ -158,8 +169,9 @@ func (p *Producer) Faulty() []string {
 // writable queues of the groups not avoided and not in skip, leaving out
 // for SlowSend the groups whose client has just found no leader or no node
 // (client.Client.Trouble: a leader that died, before the election) unless
-// no other group is left; when every group is avoided, the one whose
-// penalty ends first (RocketMQ's pickOneAtLeast).
+// no other group is left; when every group is avoided, of those only slow
+// (not down) if any, the one whose penalty ends first (RocketMQ's
+// pickOneAtLeast).
 func (p *Producer) pick(r *Route, skip map[string]bool) (Queue, bool) {
 	now := time.Now()
 	troubled := map[string]bool{}
@@ -170,17 +182,17 @@ func (p *Producer) pick(r *Route, skip map[string]bool) (Queue, bool) {
 	}
 	p.mu.Lock()
 	var ok, shaky, avoided []Queue
-	soonest := map[string]time.Time{}
+	faults := map[string]fault{}
 	for _, q := range r.Queues {
 		if r.ReadOnly[q.Group] || skip[q.Group] {
 			continue
 		}
-		if until, bad := p.faults[q.Group]; bad {
-			if !now.Before(until) {
+		if f, bad := p.faults[q.Group]; bad {
+			if !now.Before(f.until) {
 				p.probeLocked(q.Group)
 			}
 			avoided = append(avoided, q)
-			soonest[q.Group] = until
+			faults[q.Group] = f
 			continue
 		}
 		if troubled[q.Group] {
@@ -202,7 +214,14 @@ func (p *Producer) pick(r *Route, skip map[string]bool) (Queue, bool) {
 	}
 	best := avoided[0]
 	for _, q := range avoided {
-		if soonest[q.Group].Before(soonest[best.Group]) {
+		f, b := faults[q.Group], faults[best.Group]
+		if f.down != b.down {
+			if !f.down {
+				best = q
+			}
+			continue
+		}
+		if f.until.Before(b.until) {
 			best = q
 		}
 	}
@@ -438,7 +457,7 @@ func (p *Producer) sendTo(ctx context.Context, topic, group string, msgs []clien
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slow := time.AfterFunc(p.c.cfg.SlowSend, func() {
-		p.markFaulty(group)
+		p.markFaulty(group, false)
 		if movable {
 			cancel() // only what is not sent yet: a started request runs to its end
 		}
@@ -450,14 +469,18 @@ func (p *Producer) sendTo(ctx context.Context, topic, group string, msgs []clien
 	case res = <-ch:
 	case <-ctx.Done():
 		// The caller gave up; the request may still be appended (once).
-		slow.Stop()
+		// Unanswered that long, the group counts as down until a probe
+		// finds it led.
+		if !slow.Stop() {
+			p.markFaulty(group, true)
+		}
 		return nil, &SendError{Group: group, Outcome: client.Unknown, Err: ctx.Err()}
 	}
 	if slow.Stop() && res.err == nil && time.Since(start) < p.c.cfg.SlowSend {
 		p.clearFault(group)
 	}
 	if res.err != nil {
-		p.markFaulty(group)
+		p.markFaulty(group, true)
 		return nil, &SendError{Group: group, Outcome: client.Classify(res.err), Err: res.err}
 	}
 	return res.acks, nil
