@@ -23,6 +23,8 @@ func (f *fakeReplica) MarkLockTerm(_ context.Context, term uint64) error {
 	return nil
 }
 
+func (f *fakeReplica) IndexRebuilds() (rebuilt, refused uint64) { return 0, 0 }
+
 func (f *fakeReplica) LockTerm() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -26,10 +26,9 @@ type LogReader interface {
 // once; how far behind the queue's end a rebuild may be when it takes the
 // write lock to finish; rounds before it finishes regardless.
 const (
-	rebuildChunk   = 4096
-	rebuildFinish  = 4096
-	rebuildRounds  = 8
-	rebuildLogSpan = "queue index rebuild"
+	rebuildChunk  = 4096
+	rebuildFinish = 4096
+	rebuildRounds = 8
 )
 
 // checkIndexEvery is how often the rebuilder looks for index files that are
@@ -263,6 +262,7 @@ func (f *FSM) rebuild(rb *rebuilds, req rebuildReq) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	locked := time.Now()
 	q := req.q
 	if err == nil && b.valid() {
 		err = b.finishLocked()
@@ -271,7 +271,7 @@ func (f *FSM) rebuild(rb *rebuilds, req rebuildReq) {
 		rb.rebuilt.Add(1)
 		f.log.Info("queue index rebuilt", "topic", req.topic, "queue", req.n, "from", q.ix.Floor(), "to", q.next,
 			"records_kept", b.fromIndex, "records_from_log", b.fromLog, "entries_read", b.entries, "ranges_refused", b.refused,
-			"took", time.Since(start).Round(time.Millisecond))
+			"took", time.Since(start).Round(time.Millisecond), "applies_held", time.Since(locked).Round(time.Microsecond))
 		q.rebuilding.Store(false)
 		return
 	}
