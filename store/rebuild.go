@@ -264,7 +264,11 @@ func (f *FSM) rebuild(rb *rebuilds, req rebuildReq) {
 	defer f.mu.Unlock()
 	locked := time.Now()
 	q := req.q
-	if err == nil && b.valid() {
+	if !b.valid() { // deleted, or a snapshot restored since
+		b.nq.Discard()
+		return
+	}
+	if err == nil {
 		err = b.finishLocked()
 	}
 	if err == nil {
@@ -277,9 +281,6 @@ func (f *FSM) rebuild(rb *rebuilds, req rebuildReq) {
 	}
 	if b.nq != nil {
 		b.nq.Discard()
-	}
-	if !b.valid() {
-		return
 	}
 	// The index restarts at the queue's end, as a restart over a
 	// damaged index does: peers serve what lies below.
