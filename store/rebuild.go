@@ -27,8 +27,8 @@ type LogReader interface {
 // write lock to finish; rounds before it finishes regardless.
 const (
 	rebuildChunk  = 4096
-	rebuildFinish = 4096
-	rebuildRounds = 8
+	rebuildFinish = 256
+	rebuildRounds = 16
 )
 
 // checkIndexEvery is how often the rebuilder looks for index files that are
@@ -210,6 +210,7 @@ type queueRebuild struct {
 	pos    queueindex.ScanPos
 
 	headOK bool // what lies below the first intact record may come from the log
+	locked bool // f.mu is held for writing (the last step): rlock does nothing
 
 	have bool   // nq starts somewhere (a record, or a start after a refused range)
 	last uint64 // log index of nq's last record (or below which the next gap starts)
@@ -219,6 +220,20 @@ type queueRebuild struct {
 
 // errStopped: the node is closing; the rebuild is dropped.
 var errStopped = errors.New("stopped")
+
+// rlock takes f.mu for reading unless the rebuild holds it for writing;
+// runlock releases what rlock took.
+func (b *queueRebuild) rlock() {
+	if !b.locked {
+		b.f.mu.RLock()
+	}
+}
+
+func (b *queueRebuild) runlock() {
+	if !b.locked {
+		b.f.mu.RUnlock()
+	}
+}
 
 // valid reports whether the queue is still the one asked for (f.mu held).
 func (b *queueRebuild) valid() bool {
@@ -338,6 +353,7 @@ func (b *queueRebuild) run() error {
 // the queue's place (f.mu held for writing).
 func (b *queueRebuild) finishLocked() error {
 	f, q := b.f, b.req.q
+	b.locked = true
 	for done := false; !done; {
 		var recs []queueindex.Scanned
 		recs, b.pos, done = q.ix.Scan(b.pos, rebuildChunk)
@@ -401,9 +417,9 @@ func (b *queueRebuild) take(recs []queueindex.Scanned, floor uint64) error {
 func (b *queueRebuild) startAt(r queueindex.Record, floor uint64) error {
 	b.have = true
 	if r.Base > floor {
-		b.f.mu.RLock()
+		b.rlock()
 		ok, from := b.headFromLogLocked(), b.headIndexLocked()
-		b.f.mu.RUnlock()
+		b.runlock()
 		if ok {
 			if err := b.nq.Reset(floor); err != nil {
 				return err
@@ -440,10 +456,10 @@ func (b *queueRebuild) headIndexLocked() uint64 {
 func (b *queueRebuild) fillTo(end, applied uint64) error {
 	if !b.have {
 		b.have = true
-		b.f.mu.RLock()
+		b.rlock()
 		from, ok := b.headIndexLocked(), b.headFromLogLocked()
 		floor := b.req.q.min
-		b.f.mu.RUnlock()
+		b.runlock()
 		if !ok {
 			b.last = applied
 			return b.nq.Reset(end)
@@ -549,9 +565,14 @@ func (b *queueRebuild) derive(lo, hi, base, end uint64) ([]queueindex.Record, in
 	if sumCount(cands, nil) == want {
 		return records(cands, nil, base), read, nil
 	}
-	repeats := repeated(cands, nil)
-	if sumCount(cands, repeats) == want {
-		return records(cands, repeats, base), read, nil
+	// Requests the dedupe table remembers as stored in another entry, and
+	// the repeats of a producer id and sequence within the range.
+	skip := b.storedElsewhere(cands)
+	for i := range repeated(cands, nil) {
+		skip[i] = true
+	}
+	if sumCount(cands, skip) == want {
+		return records(cands, skip, base), read, nil
 	}
 	// The first attempt of a retry may lie before the range.
 	seen, n, err := b.sequencesBefore(lo + 1)
@@ -559,12 +580,33 @@ func (b *queueRebuild) derive(lo, hi, base, end uint64) ([]queueindex.Record, in
 	if err != nil {
 		return nil, read, err
 	}
-	repeats = repeated(cands, seen)
-	if sumCount(cands, repeats) == want {
-		return records(cands, repeats, base), read, nil
+	for i := range repeated(cands, seen) {
+		skip[i] = true
 	}
-	return nil, read, fmt.Errorf("the entries hold %d messages of the queue (%d without repeated sequences), the range %d..%d holds %d",
-		sumCount(cands, nil), sumCount(cands, repeats), base, end, want)
+	if sumCount(cands, skip) == want {
+		return records(cands, skip, base), read, nil
+	}
+	return nil, read, fmt.Errorf("the entries hold %d messages of the queue (%d without those refused as far as the log and the dedupe table tell), the range %d..%d holds %d",
+		sumCount(cands, nil), sumCount(cands, skip), base, end, want)
+}
+
+// storedElsewhere marks the candidates whose producer id and sequence the
+// dedupe table remembers as stored by another entry: apply refused them.
+func (b *queueRebuild) storedElsewhere(cands []candidate) map[int]bool {
+	out := map[int]bool{}
+	b.rlock()
+	defer b.runlock()
+	for i, c := range cands {
+		if c.producer == "" {
+			continue
+		}
+		if p := b.f.producers[c.producer]; p != nil {
+			if r := p.results[c.seq]; r != nil && r.LogIndex != c.index {
+				out[i] = true
+			}
+		}
+	}
+	return out
 }
 
 // retryLookback is how many entries before a range are read for the first
