@@ -181,18 +181,38 @@ func (f *FSM) runRebuilds(rb *rebuilds) {
 // shorter than what was written to them (reads of the tail come from
 // memory, so a file lost under them would otherwise go unseen until a read
 // of older offsets or a restart).
+//
+// The sizes to expect are taken under the read lock, the files' sizes read
+// without it (one stat per file), and a queue found short is checked again
+// under the lock before it is rebuilt (retention or a rebuild may have
+// removed the file meanwhile).
 func (f *FSM) checkIndexFiles() {
+	type want struct {
+		t     *topic
+		n     int
+		files []queueindex.FileSize
+	}
+	var wants []want
 	f.mu.RLock()
-	defer f.mu.RUnlock()
 	for _, t := range f.topics {
 		for i, q := range t.queues {
-			if q.rebuilding.Load() {
-				continue
-			}
-			if err := q.ix.Check(); err != nil {
-				f.requestRebuildLocked(t, i, false, err)
+			if !q.rebuilding.Load() {
+				wants = append(wants, want{t, i, q.ix.Sizes()})
 			}
 		}
+	}
+	f.mu.RUnlock()
+	for _, w := range wants {
+		if f.idx.CheckSizes(w.files) == nil {
+			continue
+		}
+		f.mu.RLock()
+		if f.topics[w.t.name] == w.t && !w.t.queues[w.n].rebuilding.Load() {
+			if err := w.t.queues[w.n].ix.Check(); err != nil {
+				f.requestRebuildLocked(w.t, w.n, false, err)
+			}
+		}
+		f.mu.RUnlock()
 	}
 }
 
