@@ -84,6 +84,16 @@ func newMetrics(b *Broker) *metrics {
 		}
 		return 0
 	})
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "raftmq_queue_index_rebuilds_total",
+		Help: "Queue indexes this node found damaged and rebuilt from its log."}, func() float64 {
+		n, _ := b.fsm.IndexRebuilds()
+		return float64(n)
+	}))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "raftmq_queue_index_refused_total",
+		Help: "Damaged queue index ranges this node could not rebuild (its log no longer holds them): peers serve them."}, func() float64 {
+		_, n := b.fsm.IndexRebuilds()
+		return float64(n)
+	}))
 	gauge("raftmq_load", "Load signal used by read routing (0..1+): the max of the raftmq_load_part gauges, or the override.", func() float64 { return b.load.Value() })
 	gauge("raftmq_loaded", "1 when raftmq_load is at or above --load-threshold.", func() float64 {
 		if b.load.Value() >= b.cfg.LoadThreshold {

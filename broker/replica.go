@@ -56,6 +56,9 @@ type State interface {
 	// MaxReconsumeTimes and SettingsGroups serve retry (retry.go).
 	MaxReconsumeTimes(group string) (int32, bool)
 	SettingsGroups() []string
+	// IndexRebuilds counts the queue indexes this node rebuilt from its
+	// log and the damaged ranges it left to peers (metrics).
+	IndexRebuilds() (rebuilt, refused uint64)
 }
 
 // Leadership is this node's role and leader as raft knows them.

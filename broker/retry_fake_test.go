@@ -63,6 +63,8 @@ func (f *fakeReplica) UnlockQueues(_ context.Context, group, member string, queu
 	return nil
 }
 
+func (f *fakeReplica) IndexRebuilds() (rebuilt, refused uint64) { return 0, 0 }
+
 func (f *fakeReplica) SetMaxReconsumeTimes(_ context.Context, group string, max int32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,10 +25,9 @@ type LogReader interface {
 // once; how far behind the queue's end a rebuild may be when it takes the
 // write lock to finish; rounds before it finishes regardless.
 const (
-	rebuildChunk   = 4096
-	rebuildFinish  = 4096
-	rebuildRounds  = 8
-	rebuildLogSpan = "queue index rebuild"
+	rebuildChunk  = 4096
+	rebuildFinish = 256
+	rebuildRounds = 16
 )
 
 // checkIndexEvery is how often the rebuilder looks for index files that are
@@ -182,18 +180,38 @@ func (f *FSM) runRebuilds(rb *rebuilds) {
 // shorter than what was written to them (reads of the tail come from
 // memory, so a file lost under them would otherwise go unseen until a read
 // of older offsets or a restart).
+//
+// The sizes to expect are taken under the read lock, the files' sizes read
+// without it (one stat per file), and a queue found short is checked again
+// under the lock before it is rebuilt (retention or a rebuild may have
+// removed the file meanwhile).
 func (f *FSM) checkIndexFiles() {
+	type want struct {
+		t     *topic
+		n     int
+		files []queueindex.FileSize
+	}
+	var wants []want
 	f.mu.RLock()
-	defer f.mu.RUnlock()
 	for _, t := range f.topics {
 		for i, q := range t.queues {
-			if q.rebuilding.Load() {
-				continue
-			}
-			if err := q.ix.Check(); err != nil {
-				f.requestRebuildLocked(t, i, false, err)
+			if !q.rebuilding.Load() {
+				wants = append(wants, want{t, i, q.ix.Sizes()})
 			}
 		}
+	}
+	f.mu.RUnlock()
+	for _, w := range wants {
+		if f.idx.CheckSizes(w.files) == nil {
+			continue
+		}
+		f.mu.RLock()
+		if f.topics[w.t.name] == w.t && !w.t.queues[w.n].rebuilding.Load() {
+			if err := w.t.queues[w.n].ix.Check(); err != nil {
+				f.requestRebuildLocked(w.t, w.n, false, err)
+			}
+		}
+		f.mu.RUnlock()
 	}
 }
 
@@ -211,6 +229,7 @@ type queueRebuild struct {
 	pos    queueindex.ScanPos
 
 	headOK bool // what lies below the first intact record may come from the log
+	locked bool // f.mu is held for writing (the last step): rlock does nothing
 
 	have bool   // nq starts somewhere (a record, or a start after a refused range)
 	last uint64 // log index of nq's last record (or below which the next gap starts)
@@ -218,8 +237,19 @@ type queueRebuild struct {
 	fromIndex, fromLog, entries, refused int
 }
 
-// errStopped: the node is closing; the rebuild is dropped.
-var errStopped = errors.New("stopped")
+// rlock takes f.mu for reading unless the rebuild holds it for writing;
+// runlock releases what rlock took.
+func (b *queueRebuild) rlock() {
+	if !b.locked {
+		b.f.mu.RLock()
+	}
+}
+
+func (b *queueRebuild) runlock() {
+	if !b.locked {
+		b.f.mu.RUnlock()
+	}
+}
 
 // valid reports whether the queue is still the one asked for (f.mu held).
 func (b *queueRebuild) valid() bool {
@@ -263,23 +293,25 @@ func (f *FSM) rebuild(rb *rebuilds, req rebuildReq) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	locked := time.Now()
 	q := req.q
-	if err == nil && b.valid() {
+	if !b.valid() { // deleted, or a snapshot restored since
+		b.nq.Discard()
+		return
+	}
+	if err == nil {
 		err = b.finishLocked()
 	}
 	if err == nil {
 		rb.rebuilt.Add(1)
 		f.log.Info("queue index rebuilt", "topic", req.topic, "queue", req.n, "from", q.ix.Floor(), "to", q.next,
 			"records_kept", b.fromIndex, "records_from_log", b.fromLog, "entries_read", b.entries, "ranges_refused", b.refused,
-			"took", time.Since(start).Round(time.Millisecond))
+			"took", time.Since(start).Round(time.Millisecond), "applies_held", time.Since(locked).Round(time.Microsecond))
 		q.rebuilding.Store(false)
 		return
 	}
 	if b.nq != nil {
 		b.nq.Discard()
-	}
-	if !b.valid() {
-		return
 	}
 	// The index restarts at the queue's end, as a restart over a
 	// damaged index does: peers serve what lies below.
@@ -337,6 +369,7 @@ func (b *queueRebuild) run() error {
 // the queue's place (f.mu held for writing).
 func (b *queueRebuild) finishLocked() error {
 	f, q := b.f, b.req.q
+	b.locked = true
 	for done := false; !done; {
 		var recs []queueindex.Scanned
 		recs, b.pos, done = q.ix.Scan(b.pos, rebuildChunk)
@@ -400,9 +433,9 @@ func (b *queueRebuild) take(recs []queueindex.Scanned, floor uint64) error {
 func (b *queueRebuild) startAt(r queueindex.Record, floor uint64) error {
 	b.have = true
 	if r.Base > floor {
-		b.f.mu.RLock()
+		b.rlock()
 		ok, from := b.headFromLogLocked(), b.headIndexLocked()
-		b.f.mu.RUnlock()
+		b.runlock()
 		if ok {
 			if err := b.nq.Reset(floor); err != nil {
 				return err
@@ -439,10 +472,10 @@ func (b *queueRebuild) headIndexLocked() uint64 {
 func (b *queueRebuild) fillTo(end, applied uint64) error {
 	if !b.have {
 		b.have = true
-		b.f.mu.RLock()
+		b.rlock()
 		from, ok := b.headIndexLocked(), b.headFromLogLocked()
 		floor := b.req.q.min
-		b.f.mu.RUnlock()
+		b.runlock()
 		if !ok {
 			b.last = applied
 			return b.nq.Reset(end)
@@ -461,148 +494,233 @@ func (b *queueRebuild) fillTo(end, applied uint64) error {
 // fill appends the records of the entries strictly between log indexes lo
 // and hi, from nq's end to offset end, derived from the entries as apply
 // derives them (each request of the queue's topic adds its messages of the
-// queue). Apply may have refused a request there (a duplicate, a delivery
-// or commit out of turn), which the entry alone does not tell: the records
-// are kept only when the messages add up to exactly what the range must
-// hold, first with every request, then without the repeats of a producer
-// id and sequence seen before in the range (dedupe refuses those). When
-// neither adds up, or this node no longer holds an entry of the range,
-// the range is refused: nq restarts at end, and peers serve below it.
+// queue). Apply may have refused a request there (a retry of one already
+// stored, a delivery or commit out of turn), which the entry alone does not
+// tell: the records are kept only when the messages add up to exactly what
+// the range must hold. A first pass counts every request; when that does
+// not add up, a second leaves out the requests the dedupe table remembers
+// as stored by another entry and the repeats of a producer id and sequence
+// within retryLookback entries. When neither adds up, or this node no
+// longer holds an entry of the range, the range is refused: nq restarts at
+// end, and peers serve below it. Each pass appends as it goes, so memory
+// does not grow with the range.
 func (b *queueRebuild) fill(lo, hi, end uint64) error {
-	base := b.nq.Next()
-	recs, n, err := b.derive(lo, hi, base, end)
-	if errors.Is(err, errStopped) {
-		return err
-	}
-	if err == nil {
-		for _, r := range recs {
-			if err := b.nq.Append(r); err != nil {
-				return err
-			}
+	base, last := b.nq.Next(), b.last
+	var err error
+	for _, careful := range []bool{false, true} {
+		if err = b.pass(lo, hi, end, careful); err == nil {
+			return nil
 		}
-		b.fromLog += len(recs)
-		b.last = hi - 1
-		if len(recs) > 0 {
-			b.last = recs[len(recs)-1].Index
+		if errors.Is(err, errStopped) || errors.Is(err, errAppend) {
+			return err
 		}
-		return nil
+		// Drop what the pass appended.
+		b.last = last
+		if err := b.nq.Flush(); err != nil {
+			return err
+		}
+		if err := b.nq.Truncate(last); err != nil {
+			return err
+		}
+		if b.nq.Next() != base {
+			return fmt.Errorf("the rebuilt index cut back to log index %d ends at offset %d, not %d", last, b.nq.Next(), base)
+		}
+		if !errors.Is(err, errNotAddingUp) {
+			break // a read error: the second pass would meet it too
+		}
 	}
 	b.refused++
 	b.rb.refused.Add(1)
 	b.f.log.Warn("queue index: a damaged range cannot be rebuilt from this node's log; peers serve it and what lies below",
-		"topic", b.req.topic, "queue", b.req.n, "offsets_from", base, "offsets_to", end, "log_from", lo+1, "log_to", hi-1,
-		"entries_read", n, "error", err)
+		"topic", b.req.topic, "queue", b.req.n, "offsets_from", base, "offsets_to", end, "log_from", lo+1, "log_to", hi-1, "error", err)
 	b.last = hi - 1
 	return b.nq.Reset(end)
 }
 
+var (
+	// errStopped: the node is closing; the rebuild is dropped.
+	errStopped = errors.New("stopped")
+	// errNotAddingUp: a range's entries do not hold the messages it must.
+	errNotAddingUp = errors.New("the entries do not add up")
+	// errAppend: the new index refused a record (a disk error).
+	errAppend = errors.New("append to the rebuilt index")
+)
+
+// pass is one pass of fill over the entries strictly between lo and hi.
+// careful leaves out what fill's second pass leaves out.
+func (b *queueRebuild) pass(lo, hi, end uint64, careful bool) error {
+	base := b.nq.Next()
+	var win *retryWindow
+	if careful {
+		win = &retryWindow{seen: map[seqKey]uint64{}}
+		if err := b.sequencesBefore(lo+1, win); err != nil {
+			return err
+		}
+	}
+	var cands []candidate
+	appended := 0
+	for idx := max(lo+1, b.t.created+1); idx < hi; idx++ {
+		if idx%1024 == 0 {
+			select {
+			case <-b.rb.stop:
+				return errStopped
+			default:
+			}
+		}
+		var err error
+		if cands, err = b.entryCandidates(idx, cands[:0]); err != nil {
+			return err
+		}
+		if len(cands) == 0 {
+			continue
+		}
+		r := queueindex.Record{Base: b.nq.Next(), Index: idx}
+		var skip map[int]bool
+		if careful {
+			skip = b.storedElsewhere(idx, cands)
+			for i, c := range cands {
+				if c.producer != "" && win.repeat(seqKey{c.producer, c.seq}, idx) {
+					skip[i] = true
+				}
+			}
+		}
+		for i, c := range cands {
+			if skip[i] {
+				r.Skip = append(r.Skip, c.req)
+			} else {
+				r.Count += c.count
+			}
+		}
+		if r.Count == 0 {
+			continue
+		}
+		if r.End() > end {
+			return fmt.Errorf("%w: entry %d holds messages past offset %d", errNotAddingUp, idx, end)
+		}
+		if err := b.nq.Append(r); err != nil {
+			return fmt.Errorf("%w: %w", errAppend, err)
+		}
+		appended++
+		b.last = idx
+	}
+	if b.nq.Next() != end {
+		return fmt.Errorf("%w: they hold %d messages of the queue, the range %d..%d holds %d", errNotAddingUp, b.nq.Next()-base, base, end, end-base)
+	}
+	b.fromLog += appended
+	return nil
+}
+
 // candidate is a request of the rebuilt queue in an entry of the log.
 type candidate struct {
-	index    uint64
 	req      uint32 // its number in the entry
 	count    uint32 // its messages in the queue
 	producer string // an ordinary producer id ("" when none, or a delivery or commit)
 	seq      uint64
 }
 
-// derive reads the entries strictly between lo and hi and returns the
-// records of the queue from offset base to end, and how many entries it read.
-func (b *queueRebuild) derive(lo, hi, base, end uint64) ([]queueindex.Record, int, error) {
-	var cands []candidate
-	read := 0
-	for idx := max(lo+1, b.t.created+1); idx < hi; idx++ {
-		if read%1024 == 0 {
-			select {
-			case <-b.rb.stop:
-				return nil, read, errStopped
-			default:
-			}
-		}
-		data, err := b.rb.log.ReadUncached(idx)
-		read++
-		b.entries++
-		if err != nil {
-			return nil, read, err
-		}
-		if len(data) == 0 || raftlog.CommandType(data[0]) != raftlog.CmdBatch {
-			continue
-		}
-		batch, err := raftlog.ParseReadBatch(data)
-		if err == nil {
-			err = batch.Each(func(i int, rv *raftlog.RequestView) bool {
-				if rv.Topic != b.t.name {
-					return true
-				}
-				if c, ok := requestInQueue(rv, b.queues, uint32(b.req.n)); ok {
-					c.index, c.req = idx, uint32(i)
-					cands = append(cands, c)
-				}
-				return true
-			})
-		}
-		if err != nil {
-			return nil, read, fmt.Errorf("entry %d: %w", idx, err)
-		}
-	}
-	want := end - base
-	if sumCount(cands, nil) == want {
-		return records(cands, nil, base), read, nil
-	}
-	repeats := repeated(cands, nil)
-	if sumCount(cands, repeats) == want {
-		return records(cands, repeats, base), read, nil
-	}
-	// The first attempt of a retry may lie before the range.
-	seen, n, err := b.sequencesBefore(lo + 1)
-	read += n
+// entryCandidates appends to cands the requests of entry idx with messages
+// of the queue (none for a metadata entry).
+func (b *queueRebuild) entryCandidates(idx uint64, cands []candidate) ([]candidate, error) {
+	data, err := b.rb.log.ReadUncached(idx)
+	b.entries++
 	if err != nil {
-		return nil, read, err
+		return cands, err
 	}
-	repeats = repeated(cands, seen)
-	if sumCount(cands, repeats) == want {
-		return records(cands, repeats, base), read, nil
+	if len(data) == 0 || raftlog.CommandType(data[0]) != raftlog.CmdBatch {
+		return cands, nil
 	}
-	return nil, read, fmt.Errorf("the entries hold %d messages of the queue (%d without repeated sequences), the range %d..%d holds %d",
-		sumCount(cands, nil), sumCount(cands, repeats), base, end, want)
+	batch, err := raftlog.ParseReadBatch(data)
+	if err == nil {
+		err = batch.Each(func(i int, rv *raftlog.RequestView) bool {
+			if rv.Topic != b.t.name {
+				return true
+			}
+			if c, ok := requestInQueue(rv, b.queues, uint32(b.req.n)); ok {
+				c.req = uint32(i)
+				cands = append(cands, c)
+			}
+			return true
+		})
+	}
+	if err != nil {
+		return cands, fmt.Errorf("entry %d: %w", idx, err)
+	}
+	return cands, nil
 }
 
-// retryLookback is how many entries before a range are read for the first
-// attempts of the retries in it.
+// storedElsewhere marks the candidates of entry idx whose producer id and
+// sequence the dedupe table remembers as stored by another entry: apply
+// refused them.
+func (b *queueRebuild) storedElsewhere(idx uint64, cands []candidate) map[int]bool {
+	out := map[int]bool{}
+	b.rlock()
+	defer b.runlock()
+	for i, c := range cands {
+		if c.producer == "" {
+			continue
+		}
+		if p := b.f.producers[c.producer]; p != nil {
+			if r := p.results[c.seq]; r != nil && r.LogIndex != idx {
+				out[i] = true
+			}
+		}
+	}
+	return out
+}
+
+// retryLookback is how many entries back a retry's first attempt is looked
+// for in the log.
 const retryLookback = 1024
 
-// sequencesBefore returns the producer ids and sequences of the requests of
-// up to retryLookback entries before log index from (those the log holds).
-func (b *queueRebuild) sequencesBefore(from uint64) (map[seqKey]bool, int, error) {
-	seen := map[seqKey]bool{}
+type seqKey struct {
+	producer string
+	seq      uint64
+}
+
+// retryWindow is the producer ids and sequences of the requests of the
+// last retryLookback entries read.
+type retryWindow struct {
+	seen  map[seqKey]uint64 // -> the last entry holding it
+	order []seqKey
+	at    []uint64
+}
+
+// repeat reports whether k was seen within retryLookback entries before
+// idx, and records it at idx.
+func (w *retryWindow) repeat(k seqKey, idx uint64) bool {
+	for len(w.order) > 0 && w.at[0]+retryLookback < idx {
+		if w.seen[w.order[0]] == w.at[0] {
+			delete(w.seen, w.order[0])
+		}
+		w.order, w.at = w.order[1:], w.at[1:]
+	}
+	at, ok := w.seen[k]
+	w.seen[k] = idx
+	w.order, w.at = append(w.order, k), append(w.at, idx)
+	return ok && at+retryLookback >= idx
+}
+
+// sequencesBefore puts in win the producer ids and sequences of the
+// requests of up to retryLookback entries before log index from (those the
+// log holds).
+func (b *queueRebuild) sequencesBefore(from uint64, win *retryWindow) error {
 	lo := max(b.t.created+1, b.rb.log.FirstIndex())
 	if from > retryLookback {
 		lo = max(lo, from-retryLookback)
 	}
-	read := 0
+	var cands []candidate
 	for idx := lo; idx < from; idx++ {
-		data, err := b.rb.log.ReadUncached(idx)
-		read++
-		b.entries++
-		if err != nil {
-			return nil, read, err
+		var err error
+		if cands, err = b.entryCandidates(idx, cands[:0]); err != nil {
+			return err
 		}
-		if len(data) == 0 || raftlog.CommandType(data[0]) != raftlog.CmdBatch {
-			continue
-		}
-		batch, err := raftlog.ParseReadBatch(data)
-		if err == nil {
-			err = batch.Each(func(_ int, rv *raftlog.RequestView) bool {
-				if c, ok := requestInQueue(rv, b.queues, uint32(b.req.n)); ok && c.producer != "" && rv.Topic == b.t.name {
-					seen[seqKey{c.producer, c.seq}] = true
-				}
-				return true
-			})
-		}
-		if err != nil {
-			return nil, read, fmt.Errorf("entry %d: %w", idx, err)
+		for _, c := range cands {
+			if c.producer != "" {
+				win.repeat(seqKey{c.producer, c.seq}, idx)
+			}
 		}
 	}
-	return seen, read, nil
+	return nil
 }
 
 // requestInQueue counts rv's messages in queue q of a topic of queues
@@ -632,61 +750,6 @@ func requestInQueue(rv *raftlog.RequestView, queues int, q uint32) (candidate, b
 	}
 	return c, true
 }
-
-type seqKey struct {
-	producer string
-	seq      uint64
-}
-
-// repeated marks the candidates whose producer id and sequence an earlier
-// one had, or that are in before.
-func repeated(cands []candidate, before map[seqKey]bool) map[int]bool {
-	seen := map[seqKey]bool{}
-	out := map[int]bool{}
-	for i, c := range cands {
-		if c.producer == "" {
-			continue
-		}
-		k := seqKey{c.producer, c.seq}
-		if seen[k] || before[k] {
-			out[i] = true
-		}
-		seen[k] = true
-	}
-	return out
-}
-
-func sumCount(cands []candidate, skip map[int]bool) uint64 {
-	var n uint64
-	for i, c := range cands {
-		if !skip[i] {
-			n += uint64(c.count)
-		}
-	}
-	return n
-}
-
-// records turns the kept candidates into one record per entry from offset
-// base on; the requests left out are the record's skip list.
-func records(cands []candidate, skip map[int]bool, base uint64) []queueindex.Record {
-	var out []queueindex.Record
-	for i, c := range cands {
-		if len(out) == 0 || out[len(out)-1].Index != c.index {
-			out = append(out, queueindex.Record{Base: base, Index: c.index})
-		}
-		r := &out[len(out)-1]
-		if skip[i] {
-			r.Skip = append(r.Skip, c.req)
-			continue
-		}
-		r.Count += c.count
-		base += uint64(c.count)
-	}
-	// An entry whose requests were all left out holds nothing of the queue.
-	return slices.DeleteFunc(out, func(r queueindex.Record) bool { return r.Count == 0 })
-}
-
-var _ LogReader = (*raftlog.Stores)(nil)
 
 // IndexRebuilds is FSM.IndexRebuilds of this node.
 func (s *Store) IndexRebuilds() (rebuilt, refused uint64) { return s.fsm.IndexRebuilds() }

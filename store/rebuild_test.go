@@ -395,3 +395,55 @@ func TestRestartRebuildsALostIndexBelowItsFloor(t *testing.T) {
 		t.Fatalf("queue 0 held from %d", r0.Held)
 	}
 }
+
+// A retry whose first attempt lies far before the damaged range (beyond
+// what a rebuild reads before it) is known from the dedupe table: the
+// entry that stored it is remembered, so the retry's entry stored nothing.
+func TestRebuildKnowsARetryFromTheDedupeTable(t *testing.T) {
+	l := newLogged(t)
+	l.f.StartRebuilds(l.log)
+	l.apply(EncodeCreateTopic("t", 1, false))
+	first := &raftlog.Request{ProducerID: "far", Seq: 1, Topic: "t", Messages: msgs(0, "x")}
+	l.apply(raftlog.EncodeBatch(first))
+	for range 2000 {
+		l.apply(raftlog.EncodeBatch(&raftlog.Request{Topic: "t", Messages: msgs(0, "m")}))
+	}
+	// The retry and a new request in one entry: the retry stores nothing.
+	res, _ := l.apply(raftlog.EncodeBatch(first, &raftlog.Request{Topic: "t", Messages: msgs(0, "n")})).([]*ProduceResult)
+	if len(res) != 2 || !res[0].Duplicate {
+		t.Fatalf("the retry was not a duplicate: %+v", res)
+	}
+	retryAt := l.idx
+	for range 100 {
+		l.apply(raftlog.EncodeBatch(&raftlog.Request{Topic: "t", Messages: msgs(0, "m")}))
+	}
+	l.f.idx.Flush()
+	before, rng, err := l.locations(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Delete the file holding the retry's entry.
+	var file string
+	for _, f := range l.files(0) {
+		var base uint64
+		fmt.Sscanf(filepath.Base(f), "%d.idx", &base)
+		if base <= retryAt-2 {
+			file = f
+		}
+	}
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	l.f.checkIndexFiles()
+	l.waitRebuilt(1)
+	after, rng2, err := l.locations(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rng2 != rng || !reflect.DeepEqual(after, before) {
+		t.Fatalf("after the rebuild: range %+v, before %+v; same locations: %v", rng2, rng, reflect.DeepEqual(after, before))
+	}
+	if _, refused := l.f.IndexRebuilds(); refused != 0 {
+		t.Fatalf("%d ranges refused", refused)
+	}
+}

@@ -145,3 +145,67 @@ func followerIndexDamage(t *testing.T, remove bool) {
 		t.Errorf("%d rebuilds, %d ranges refused; want one rebuild", rebuilt, refused)
 	}
 }
+
+// TestRestartedFollowerRebuildsLostIndex: a follower stopped after a
+// snapshot loses its index files of a queue; started again, it serves the
+// queue's new messages at once, sends older reads to peers, rebuilds what
+// lies below from its log, and then serves the whole queue itself.
+func TestRestartedFollowerRebuildsLostIndex(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := ctxT(t, 2*time.Minute)
+	if _, err := c.Node(c.Leader()).Broker().CreateTopic(ctx, "t", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	const n = 600
+	bodies := map[uint64]string{}
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			body := fmt.Sprintf("m-%05d", i)
+			res, err := c.produce(ctx, broker.ProduceRequest{Topic: "t", ProducerID: "p", Seq: uint64(i + 1),
+				Messages: []broker.ProduceMessage{{Body: []byte(body)}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bodies[res.Acks[0].Offset] = body
+		}
+	}
+	produce(0, n)
+	l := c.Leader()
+	f := (l + 1) % 3
+	waitFor(t, 30*time.Second, "the follower to apply everything", func() bool {
+		return c.Node(f).Store().Applied() >= c.Node(l).Store().Applied()
+	})
+	if _, err := c.Node(f).Node().Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(f)
+	dirs, _ := filepath.Glob(filepath.Join(c.Config(f).DataDir, "queueindex", "*", "0"))
+	if len(dirs) != 1 {
+		t.Fatalf("index directories of queue 0: %v", dirs)
+	}
+	if err := os.RemoveAll(dirs[0]); err != nil {
+		t.Fatal(err)
+	}
+	c.Restart(f)
+	produce(n, n+100)
+	waitFor(t, 30*time.Second, "the follower to rebuild the lost index", func() bool {
+		rebuilt, _ := c.Node(f).Store().IndexRebuilds()
+		return rebuilt >= 1
+	})
+	waitFor(t, 30*time.Second, "the follower to apply everything", func() bool {
+		return c.Node(f).Store().Applied() >= c.Node(c.Leader()).Store().Applied()
+	})
+	fb := c.Node(f).Broker()
+	for off := uint64(0); off < n+100; {
+		res, err := fb.Pull(ctx, broker.PullRequest{Topic: "t", Queue: 0, Offset: off, MaxMessages: 64})
+		if err != nil || res.Status != broker.PullFound || len(res.Messages) == 0 {
+			t.Fatalf("pull of offset %d from the follower: %+v, %v", off, res.Status, err)
+		}
+		for _, m := range res.Messages {
+			if string(m.Body) != bodies[m.Offset] {
+				t.Fatalf("offset %d: %q, acknowledged %q", m.Offset, m.Body, bodies[m.Offset])
+			}
+		}
+		off = res.Messages[len(res.Messages)-1].Offset + 1
+	}
+}

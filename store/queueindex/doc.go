@@ -12,6 +12,11 @@
 // it is read, never all at once, so opening the index costs one small read
 // per file, not a read of the index.
 //
+// A damaged queue is rebuilt beside itself: Scan reads every record
+// position without trusting it, Check compares each file's size with what
+// was written to it, OpenRebuild gives an empty queue in a directory of its
+// own and Replace swaps its files in.
+//
 // Memory per queue is bounded: the last Options.Tail records (all the
 // records not written yet among them) and one small entry per file. The
 // caller serialises writers; readers may run alongside one another but not

@@ -100,18 +100,39 @@ func (q *Queue) scanFile(seg *segment, from, n int) []Scanned {
 
 // Check looks for files shorter than the records written to them (torn, cut
 // or deleted under the running node). It reads one size per file and
-// changes nothing.
-func (q *Queue) Check() error {
+// changes nothing. It is Sizes and CheckSizes at once.
+func (q *Queue) Check() error { return q.s.CheckSizes(q.Sizes()) }
+
+// FileSize is the least size a file of a queue must have.
+type FileSize struct {
+	Path string
+	Min  int64
+}
+
+// Sizes lists the least size of each of the queue's files: what was written
+// to it. It reads nothing from disk, so a caller can take it under the lock
+// that keeps writers out and check it (CheckSizes) after releasing it.
+func (q *Queue) Sizes() []FileSize {
+	out := make([]FileSize, 0, len(q.segs))
 	for _, seg := range q.segs {
-		if seg.written == 0 {
-			continue
+		if seg.written > 0 {
+			out = append(out, FileSize{Path: seg.path, Min: int64(seg.written) * RecordLen})
 		}
-		size, err := q.s.fs.size(seg.path)
+	}
+	return out
+}
+
+// CheckSizes reports the first file shorter than its least size, or gone.
+// A file the queue dropped or replaced since Sizes is not a fault: the
+// caller takes Sizes again before it acts on an error.
+func (s *Store) CheckSizes(files []FileSize) error {
+	for _, f := range files {
+		size, err := s.fs.size(f.Path)
 		if err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrCorrupt, seg.path, err)
+			return fmt.Errorf("%w: %s: %w", ErrCorrupt, f.Path, err)
 		}
-		if size < int64(seg.written)*RecordLen {
-			return fmt.Errorf("%w: %s holds %d bytes, %d records were written to it", ErrCorrupt, seg.path, size, seg.written)
+		if size < f.Min {
+			return fmt.Errorf("%w: %s holds %d bytes, %d records were written to it", ErrCorrupt, f.Path, size, f.Min/RecordLen)
 		}
 	}
 	return nil
