@@ -208,6 +208,7 @@ type Broker struct {
 	rr       atomic.Uint64  // round-robin queue choice
 
 	view        *route.View
+	pace        *pace // the state loop's pace (pace.go)
 	retention   *retention.Manager
 	damage      atomic.Pointer[Damage] // set once: see damage.go
 	caughtUp    atomic.Bool            // set once: see CaughtUp
@@ -274,6 +275,7 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 			ReplicaErr: b.replicaErr,
 		})
 	b.view = route.NewView()
+	b.pace = newPace()
 	b.ids = lookup.NewReader(cfg.NodeID, b.fsm, b.rlog)
 	b.load = load.New(cfg.CPUBudget, b.produceQueueFill, func() int { return int(brokersInProcess.Load()) })
 	b.groups = groups.New(b.fsm, b.log, cfg.SessionTimeout)

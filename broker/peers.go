@@ -7,8 +7,8 @@ import (
 	"github.com/raftmq/raftmq/election"
 )
 
-// NodeState is what nodes tell each other a few times a second (package
-// route, which routes reads by it).
+// NodeState is what nodes tell each other a few times a second, once a
+// second at rest (pace.go; package route routes reads by it).
 type NodeState = route.NodeState
 
 // NodeState returns this node's state.
@@ -39,9 +39,6 @@ func (b *Broker) NodeState() NodeState {
 		ServedAsFollower: b.served.follower.Load(),
 	}
 }
-
-// fresh is how recent a peer's state must be to count as healthy.
-func (b *Broker) fresh() time.Duration { return 5 * b.cfg.StatePeriod }
 
 // peerView turns what this node knows of node id into a NodeView.
 func (b *Broker) peerView(id string) route.NodeView {

@@ -23,9 +23,10 @@ func (b *Broker) produceQueueFill() float64 {
 func (b *Broker) SetLoadOverride(v float64) { b.load.SetOverride(v) }
 
 // stateLoop polls the other nodes, keeps this node registered, samples load
-// and moves leadership to the preferred leader.
+// and moves leadership to the preferred leader, every StatePeriod or, at
+// rest, more slowly (pace.go).
 func (b *Broker) stateLoop() {
-	t := time.NewTicker(b.cfg.StatePeriod)
+	t := time.NewTimer(b.cfg.StatePeriod)
 	defer t.Stop()
 	var lastRegister, lastPreferred time.Time
 	for {
@@ -33,11 +34,13 @@ func (b *Broker) stateLoop() {
 		case <-b.stop:
 			return
 		case <-t.C:
+		case <-b.pace.wake:
 		}
 		b.load.Sample(b.batch.InflightFill())
 		b.checkDamage()
-		b.pollPeers()
+		peers := b.pollPeers()
 		b.sampleProgress()
+		t.Reset(b.pace.next(b.digests(peers), b.cfg.StatePeriod))
 		if time.Since(lastRegister) > 500*time.Millisecond && b.needsRegister() {
 			lastRegister = time.Now()
 			b.goFunc(b.registerWithLeader)
@@ -54,14 +57,14 @@ func (b *Broker) stateLoop() {
 
 // pollPeers asks every other member for its NodeState at once, records the
 // answers in the view and tells the load meter how many of the group's
-// nodes share this host.
-func (b *Broker) pollPeers() {
+// nodes share this host. It returns the ids of the members it asked.
+func (b *Broker) pollPeers() []string {
 	servers, err := b.node.Servers()
 	if err != nil {
-		return
+		return nil
 	}
 	ids := map[string]bool{}
-	var others []string
+	var others, asked []string
 	var wg sync.WaitGroup
 	for _, s := range servers {
 		ids[s.ID] = true
@@ -73,6 +76,7 @@ func (b *Broker) pollPeers() {
 			continue
 		}
 		others = append(others, n.PeerAddr)
+		asked = append(asked, s.ID)
 		wg.Add(1)
 		go func(id, addr string) {
 			defer wg.Done()
@@ -87,6 +91,19 @@ func (b *Broker) pollPeers() {
 	wg.Wait()
 	b.view.Retain(ids)
 	b.load.SetSharing(load.SameHost(b.cfg.PeerAddr, others))
+	return asked
+}
+
+// digests is what the pace compares between rounds: this node's state and
+// what the round heard from the peers it asked.
+func (b *Broker) digests(peers []string) []digest {
+	d := make([]digest, 0, 1+len(peers))
+	d = append(d, digestOf(b.NodeState(), true))
+	for _, id := range peers {
+		p, _ := b.view.Get(id)
+		d = append(d, digestOf(p.State, p.Err == ""))
+	}
+	return d
 }
 
 // preferredReady reports whether this ready leader should hand leadership

@@ -67,6 +67,7 @@ const (
 // here. Only the leader produces; others get a NotLeaderError.
 func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult, error) {
 	start := time.Now()
+	b.pace.busy()
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
 	if err := ValidateProduce(&b.cfg, &req); err != nil {

@@ -86,6 +86,7 @@ const (
 // Pull serves committed messages of one queue from this node's log. It never
 // returns anything this node has not applied, so never uncommitted data.
 func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) {
+	b.pace.busy()
 	if err := store.ValidateName("topic", req.Topic); err != nil {
 		return PullResult{}, storeErr(err)
 	}

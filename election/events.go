@@ -112,7 +112,9 @@ func (n *Node) observe() {
 func (n *Node) barrier(term uint64) {
 	for n.raft.State() == raft.Leader && n.raft.CurrentTerm() == term && !n.closed.Load() {
 		start := time.Now()
-		if err := n.raft.Barrier(10 * time.Second).Error(); err != nil {
+		f := n.raft.Barrier(10 * time.Second)
+		n.trans.quiet.applied() // the barrier is an entry: end the holds (quiet.go)
+		if err := f.Error(); err != nil {
 			n.log.Warn("barrier failed", "term", term, "error", err)
 			time.Sleep(20 * time.Millisecond)
 			continue

@@ -86,12 +86,19 @@ func (n *Node) Reachable(ctx context.Context, id, addr string) error {
 
 // AddNonvoter adds a server that receives the log but does not vote.
 func (n *Node) AddNonvoter(id, addr string) error {
-	return translate(n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second).Error())
+	return n.grow(n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second))
 }
 
 // Promote turns a (caught-up) non-voter into a voter.
 func (n *Node) Promote(id, addr string) error {
-	return translate(n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second).Error())
+	return n.grow(n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second))
+}
+
+// grow waits for a change that appends to the log, after ending the holds
+// of appends to the followers (quiet.go) as an Apply does.
+func (n *Node) grow(f raft.Future) error {
+	n.trans.quiet.applied()
+	return translate(f.Error())
 }
 
 // Remove removes a server. Unless force is set it refuses to remove the
@@ -123,5 +130,5 @@ func (n *Node) Remove(id string, force bool) error {
 			return fmt.Errorf("%w: removing %s leaves %d voter(s), which cannot survive any failure; pass --force to do it anyway", ErrRefused, id, voters-1)
 		}
 	}
-	return translate(n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error())
+	return n.grow(n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second))
 }

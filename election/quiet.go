@@ -21,12 +21,15 @@ import (
 // acknowledged (same term, same previous entry, a commit index it already
 // has) is held instead of sent while the leader is quiet (no Apply for
 // quietAfter). The hold looks at raft every quietPoll, the commit timeout's
-// own pace, and ends as soon as there is news: the log grew (raft's loop
+// own pace, or every quietIdlePoll once no Apply came for quietIdleAfter (a
+// node at rest then wakes a tenth as often), and ends as soon as there is news: the log grew (raft's loop
 // then sends the new entries next) or the commit index moved past what the
 // request says, in which case the request is raised to it, never beyond its
 // previous entry (the follower's log matches the leader's up to there, so
-// it may commit up to there). An Apply ends every hold at once. After
-// quietHold the request is sent as it is. Nothing is answered that a
+// it may commit up to there). An Apply, a barrier or a membership change
+// ends every hold at once; so the slower look only delays a commit that
+// comes more than quietIdleAfter after its entry (a quorum lost for that
+// long), by up to quietIdlePoll. After quietHold the request is sent as it is. Nothing is answered that a
 // follower did not answer: the held request is sent, only later.
 //
 // Only raft's replication goroutine of one follower waits: its heartbeats,
@@ -34,8 +37,10 @@ import (
 // removes the follower stops that goroutine at most quietHold later, and
 // shutdown ends the hold at once.
 const (
-	quietAfter = 50 * time.Millisecond
-	quietPoll  = 5 * time.Millisecond
+	quietAfter     = 50 * time.Millisecond
+	quietPoll      = 5 * time.Millisecond
+	quietIdleAfter = time.Second
+	quietIdlePoll  = 50 * time.Millisecond
 )
 
 // quietHold is the longest an append is held (a variable: tests lengthen
@@ -61,8 +66,9 @@ func newQuiet(stop <-chan struct{}) *quiet {
 	return &quiet{stop: stop, wake: make(chan struct{}), acked: map[raft.ServerID]ackedState{}, hold: quietHold}
 }
 
-// applied records an Apply: appends stop being held for quietAfter, and
-// those held now are sent.
+// applied records an Apply (or a barrier or membership change, which also
+// grow the log): appends stop being held for quietAfter, and those held now
+// are sent.
 func (q *quiet) applied() {
 	q.lastPut.Store(time.Now().UnixNano())
 	if q.holding.Load() == 0 {
@@ -95,7 +101,11 @@ func (q *quiet) before(id raft.ServerID, req *raft.AppendEntriesRequest) {
 	}
 	deadline := time.NewTimer(q.hold)
 	defer deadline.Stop()
-	tick := time.NewTicker(quietPoll)
+	poll := quietPoll
+	if time.Since(time.Unix(0, q.lastPut.Load())) >= quietIdleAfter {
+		poll = quietIdlePoll
+	}
+	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for {
 		select {

@@ -22,7 +22,8 @@ import (
 //
 // The watermark is written at most every watermarkEvery (one small fsync),
 // so a crash loses at most that much of it: it is a lower bound, never above
-// what was stored. Tail deletions (raft truncating a conflicting suffix, or
+// what was stored. Its goroutine sleeps while the log does not grow (an
+// append wakes it), so an idle node has no timer firing for it. Tail deletions (raft truncating a conflicting suffix, or
 // clearing the log after installing a snapshot) lower it first, durably.
 type guard struct {
 	raft.LogStore
@@ -33,6 +34,7 @@ type guard struct {
 	mu      sync.Mutex        // serialises file writes
 	stored  atomic.Uint64
 	written atomic.Uint64
+	grew    chan struct{} // buffered 1: an append since the last flush
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -43,7 +45,7 @@ const watermarkEvery = 100 * time.Millisecond
 var ErrLostEntries = errors.New("log lost entries it had durably stored")
 
 func newGuard(raw raft.LogStore, path string, dropped func(from uint64), fatal func(error)) (*guard, error) {
-	g := &guard{LogStore: raw, path: path, dropped: dropped, fatal: fatal, stop: make(chan struct{}), done: make(chan struct{})}
+	g := &guard{LogStore: raw, path: path, dropped: dropped, fatal: fatal, grew: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	w, err := readWatermark(path)
 	if err != nil {
 		return nil, err
@@ -70,6 +72,10 @@ func (g *guard) StoreLogs(logs []*raft.Log) error {
 		}
 		g.stored.Store(logs[n-1].Index)
 		logs = logs[n:]
+	}
+	select {
+	case g.grew <- struct{}{}:
+	default:
 	}
 	return nil
 }
@@ -140,17 +146,26 @@ func (g *guard) DeleteRange(min, max uint64) error {
 	return nil
 }
 
+// loop flushes after an append, then waits watermarkEvery before the next,
+// so a busy log costs one watermark write per watermarkEvery.
 func (g *guard) loop() {
 	defer close(g.done)
-	t := time.NewTicker(watermarkEvery)
-	defer t.Stop()
+	pace := time.NewTimer(watermarkEvery)
+	defer pace.Stop()
 	for {
 		select {
 		case <-g.stop:
 			g.flush()
 			return
-		case <-t.C:
+		case <-g.grew:
+		}
+		g.flush()
+		pace.Reset(watermarkEvery)
+		select {
+		case <-g.stop:
 			g.flush()
+			return
+		case <-pace.C:
 		}
 	}
 }
