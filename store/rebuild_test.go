@@ -447,3 +447,43 @@ func TestRebuildKnowsARetryFromTheDedupeTable(t *testing.T) {
 		t.Fatalf("%d ranges refused", refused)
 	}
 }
+
+// A rebuild under way when the node restores a snapshot, deletes the
+// topic or closes is dropped: nothing of it is left behind, the restore or
+// the delete goes through, and Close waits for it.
+func TestRebuildDroppedByRestoreAndClose(t *testing.T) {
+	for _, then := range []string{"restore", "delete", "close"} {
+		t.Run(then, func(t *testing.T) {
+			l := newLogged(t)
+			l.f.StartRebuilds(l.log)
+			l.apply(EncodeCreateTopic("t", 3, false))
+			var seq uint64
+			l.fill(3000, &seq)
+			sink := persistSnapshot(t, l.f)
+			for _, f := range l.files(0) {
+				os.Truncate(f, 0)
+			}
+			l.f.checkIndexFiles()
+			switch then {
+			case "restore":
+				if err := l.f.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+					t.Fatal(err)
+				}
+				l.fill(10, &seq)
+			case "delete":
+				if res := l.apply(EncodeDeleteTopic("t")); res != nil {
+					t.Fatalf("delete topic: %v", res)
+				}
+				if at, _ := l.f.Damaged(); at != 0 {
+					t.Fatalf("damaged at %d", at)
+				}
+			}
+			if err := l.f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if left, _ := filepath.Glob(filepath.Join(l.dir, "*", "*.rebuild", "*")); len(left) > 0 {
+				t.Fatalf("files left by a dropped rebuild: %v", left)
+			}
+		})
+	}
+}

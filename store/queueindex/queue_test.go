@@ -333,3 +333,41 @@ func TestScanCheckReplace(t *testing.T) {
 		})
 	}
 }
+
+// What a rebuild left when the node stopped under it is removed at open.
+func TestOpenRemovesLeftRebuilds(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := s.CreateTopic(TopicKey{Name: "t", Created: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := fill(t, qs[0], 150)
+	nq, err := s.OpenRebuild(qs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, nq, 120)
+	nq.Flush()
+	s.Close()
+
+	s, err = Open(dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if left, _ := filepath.Glob(filepath.Join(dir, "*", "*"+rebuildSuffix)); len(left) > 0 {
+		t.Fatalf("left after open: %v", left)
+	}
+	qs, err = s.OpenTopic(TopicKey{Name: "t", Created: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qs[0].Truncate(1 << 40); err != nil {
+		t.Fatal(err)
+	}
+	checkAll(t, qs[0], recs, 0)
+}

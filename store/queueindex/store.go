@@ -57,8 +57,37 @@ func Open(dir string, opts Options) (*Store, error) {
 		if err := s.fs.mkdirAll(dir); err != nil {
 			return nil, fmt.Errorf("queueindex: %w", err)
 		}
+		if err := s.removeRebuilds(); err != nil {
+			return nil, fmt.Errorf("queueindex: %w", err)
+		}
 	}
 	return s, nil
+}
+
+// removeRebuilds deletes what rebuilds left when the node stopped under
+// them (OpenRebuild): nothing reads it.
+func (s *Store) removeRebuilds() error {
+	topics, err := s.fs.list(s.dir)
+	if err != nil {
+		return err
+	}
+	for _, t := range topics {
+		if !isTopicDir(t) {
+			continue
+		}
+		names, err := s.fs.list(filepath.Join(s.dir, t))
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if strings.HasSuffix(n, rebuildSuffix) {
+				if err := s.fs.removeAll(filepath.Join(s.dir, t, n)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // TopicKey names one incarnation of a topic: a topic deleted and created
@@ -84,13 +113,7 @@ func (s *Store) topicDir(k TopicKey) string { return filepath.Join(s.dir, k.dirN
 func (s *Store) OpenTopic(k TopicKey, queues int) ([]*Queue, error) {
 	out := make([]*Queue, queues)
 	for i := range out {
-		dir := filepath.Join(s.topicDir(k), strconv.Itoa(i))
-		// What a rebuild left when the node stopped under it is not used.
-		err := s.fs.removeAll(dir + rebuildSuffix)
-		var q *Queue
-		if err == nil {
-			q, err = s.openQueue(dir)
-		}
+		q, err := s.openQueue(filepath.Join(s.topicDir(k), strconv.Itoa(i)))
 		if err != nil {
 			for _, o := range out[:i] {
 				o.close()
