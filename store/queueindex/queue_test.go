@@ -371,3 +371,24 @@ func TestOpenRemovesLeftRebuilds(t *testing.T) {
 	}
 	checkAll(t, qs[0], recs, 0)
 }
+
+// A Sync after a topic's directories were removed does not fail on them.
+func TestSyncAfterRemoveTopic(t *testing.T) {
+	s, err := Open(t.TempDir(), small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	k := TopicKey{Name: "t", Created: 1}
+	qs, err := s.CreateTopic(k, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, qs[0], 250) // rolls files: the queue's directory is to be synced
+	if err := s.RemoveTopic(k, qs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatalf("sync after the topic was removed: %v", err)
+	}
+}

@@ -1,8 +1,10 @@
 package queueindex
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -218,7 +220,9 @@ func (s *Store) Sync() error {
 		}
 	}
 	for d := range dirs {
-		if err := s.fs.syncDir(d); err != nil {
+		// A directory removed since (a topic deleted, a rebuild dropped)
+		// needs no sync: its parent's is.
+		if err := s.fs.syncDir(d); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("queueindex: sync %s: %w", d, err)
 		}
 	}
