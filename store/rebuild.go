@@ -109,11 +109,6 @@ func (f *FSM) requestRebuildLocked(t *topic, n int, below bool, why error) {
 	if rb == nil {
 		return
 	}
-	if below && f.appliedMu != 0 {
-		// A snapshot installed over a running state: this node's log
-		// below it may hold entries the group never committed.
-		return
-	}
 	q := t.queues[n]
 	if !below {
 		q.rebuilding.Store(true)
@@ -139,6 +134,19 @@ func (f *FSM) requestRebuildLocked(t *topic, n int, below bool, why error) {
 	case rb.kick <- struct{}{}:
 	default:
 	}
+}
+
+// requestRebuildBelowLocked asks for what lies below the floor of queue n
+// of t to be rebuilt after a restore that restarted its index at the
+// queue's end, when that restore is the node's start from its own newest
+// snapshot (applied is the restored snapshot's). Below a snapshot installed
+// from the leader nothing is rebuilt: this node's log there may hold
+// entries the group never committed.
+func (f *FSM) requestRebuildBelowLocked(t *topic, n int, applied uint64, why error) {
+	if f.appliedMu != 0 || applied == 0 || applied != f.startSnap {
+		return
+	}
+	f.requestRebuildLocked(t, n, true, why)
 }
 
 func (f *FSM) runRebuilds(rb *rebuilds) {
@@ -319,6 +327,13 @@ func (f *FSM) rebuild(rb *rebuilds, req rebuildReq) {
 	}
 	if err == nil {
 		err = b.finishLocked()
+	}
+	if err == nil && b.fromIndex+b.fromLog == 0 && b.refused > 0 {
+		// Every range was refused: the index holds what it held.
+		f.log.Warn("queue index: nothing of it could be rebuilt from this node's log; peers serve what lies below its floor",
+			"topic", req.topic, "queue", req.n, "floor", q.ix.Floor(), "took", time.Since(start).Round(time.Millisecond))
+		q.rebuilding.Store(false)
+		return
 	}
 	if err == nil {
 		rb.rebuilt.Add(1)

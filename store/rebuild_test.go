@@ -373,6 +373,7 @@ func TestRestartRebuildsALostIndexBelowItsFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.f = newFSM(l.f.log, ix)
+	l.f.startSnap = 601 // OpenFSM: the newest snapshot on disk
 	l.f.StartRebuilds(l.log)
 	if err := l.f.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
@@ -485,5 +486,38 @@ func TestRebuildDroppedByRestoreAndClose(t *testing.T) {
 				t.Fatalf("files left by a dropped rebuild: %v", left)
 			}
 		})
+	}
+}
+
+// A snapshot installed from the leader (not the newest snapshot on disk at
+// start) that restarts a queue's index at its end rebuilds nothing below
+// it: the node's log there may hold entries the group never committed.
+func TestNoRebuildBelowAnInstalledSnapshot(t *testing.T) {
+	l := newLogged(t)
+	l.apply(EncodeCreateTopic("t", 1, false))
+	var seq uint64
+	l.fill(300, &seq)
+	sink := persistSnapshot(t, l.f)
+	l.f.Close()
+	for _, f := range l.files(0) {
+		os.Remove(f)
+	}
+	ix, err := queueindex.Open(l.dir, rebuildOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.f = newFSM(l.f.log, ix) // no snapshot on disk at start: startSnap 0
+	l.f.StartRebuilds(l.log)
+	if err := l.f.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	l.f.rb.mu.Lock()
+	want := len(l.f.rb.want)
+	l.f.rb.mu.Unlock()
+	if want != 0 {
+		t.Fatalf("%d rebuilds asked for below an installed snapshot", want)
+	}
+	if _, rng, _ := l.locations(0); rng.Held != rng.Max {
+		t.Fatalf("range %+v: want held from its end", rng)
 	}
 }
