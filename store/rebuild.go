@@ -329,7 +329,8 @@ func (f *FSM) rebuild(rb *rebuilds, req rebuildReq) {
 		err = b.finishLocked()
 	}
 	if err == nil && b.fromIndex+b.fromLog == 0 && b.refused > 0 {
-		// Every range was refused: the index holds what it held.
+		// Every range was refused and no record kept: the index starts
+		// at the queue's end, where the restart or the damage left it.
 		f.log.Warn("queue index: nothing of it could be rebuilt from this node's log; peers serve what lies below its floor",
 			"topic", req.topic, "queue", req.n, "floor", q.ix.Floor(), "took", time.Since(start).Round(time.Millisecond))
 		q.rebuilding.Store(false)
