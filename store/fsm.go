@@ -51,6 +51,9 @@ type FSM struct {
 	// is stored once mu is released): a rebuild reads it with the state.
 	appliedMu uint64
 	rb        *rebuilds // nil until StartRebuilds (rebuild.go)
+	// startSnap is the index of the newest snapshot on disk when the node
+	// opened (0: none): the one raft restores at start (rebuild.go).
+	startSnap uint64
 }
 
 var (

@@ -109,11 +109,6 @@ func (f *FSM) requestRebuildLocked(t *topic, n int, below bool, why error) {
 	if rb == nil {
 		return
 	}
-	if below && f.appliedMu != 0 {
-		// A snapshot installed over a running state: this node's log
-		// below it may hold entries the group never committed.
-		return
-	}
 	q := t.queues[n]
 	if !below {
 		q.rebuilding.Store(true)
@@ -139,6 +134,19 @@ func (f *FSM) requestRebuildLocked(t *topic, n int, below bool, why error) {
 	case rb.kick <- struct{}{}:
 	default:
 	}
+}
+
+// requestRebuildBelowLocked asks for what lies below the floor of queue n
+// of t to be rebuilt after a restore that restarted its index at the
+// queue's end, when that restore is the node's start from its own newest
+// snapshot (applied is the restored snapshot's). Below a snapshot installed
+// from the leader nothing is rebuilt: this node's log there may hold
+// entries the group never committed.
+func (f *FSM) requestRebuildBelowLocked(t *topic, n int, applied uint64, why error) {
+	if f.appliedMu != 0 || applied == 0 || applied != f.startSnap {
+		return
+	}
+	f.requestRebuildLocked(t, n, true, why)
 }
 
 func (f *FSM) runRebuilds(rb *rebuilds) {
@@ -251,6 +259,24 @@ func (b *queueRebuild) runlock() {
 	}
 }
 
+// nqDo runs fn on the new index under the read lock (unless the rebuild
+// holds it for writing): the writer removes index directories (a topic
+// deleted, a snapshot restored) only under the write lock, so none is
+// removed under a write to it. A queue gone meanwhile gets errGone.
+func (b *queueRebuild) nqDo(fn func(*queueindex.Queue) error) error {
+	b.rlock()
+	defer b.runlock()
+	if !b.valid() {
+		return errGone
+	}
+	return fn(b.nq)
+}
+
+// reset restarts the new index at offset start (nqDo).
+func (b *queueRebuild) reset(start uint64) error {
+	return b.nqDo(func(nq *queueindex.Queue) error { return nq.Reset(start) })
+}
+
 // valid reports whether the queue is still the one asked for (f.mu held).
 func (b *queueRebuild) valid() bool {
 	t := b.f.topics[b.req.topic]
@@ -302,6 +328,14 @@ func (f *FSM) rebuild(rb *rebuilds, req rebuildReq) {
 	if err == nil {
 		err = b.finishLocked()
 	}
+	if err == nil && b.fromIndex+b.fromLog == 0 && b.refused > 0 {
+		// Every range was refused and no record kept: the index starts
+		// at the queue's end, where the restart or the damage left it.
+		f.log.Warn("queue index: nothing of it could be rebuilt from this node's log; peers serve what lies below its floor",
+			"topic", req.topic, "queue", req.n, "floor", q.ix.Floor(), "took", time.Since(start).Round(time.Millisecond))
+		q.rebuilding.Store(false)
+		return
+	}
 	if err == nil {
 		rb.rebuilt.Add(1)
 		f.log.Info("queue index rebuilt", "topic", req.topic, "queue", req.n, "from", q.ix.Floor(), "to", q.next,
@@ -338,7 +372,7 @@ func (b *queueRebuild) run() error {
 			f.mu.RLock()
 			if !b.valid() {
 				f.mu.RUnlock()
-				return errors.New("the queue is gone")
+				return errGone
 			}
 			var recs []queueindex.Scanned
 			recs, b.pos, done = q.ix.Scan(b.pos, rebuildChunk)
@@ -419,7 +453,7 @@ func (b *queueRebuild) take(recs []queueindex.Scanned, floor uint64) error {
 				return err
 			}
 		}
-		if err := b.nq.Append(r); err != nil {
+		if err := b.nqDo(func(nq *queueindex.Queue) error { return nq.Append(r) }); err != nil {
 			return err
 		}
 		b.last = r.Index
@@ -437,7 +471,7 @@ func (b *queueRebuild) startAt(r queueindex.Record, floor uint64) error {
 		ok, from := b.headFromLogLocked(), b.headIndexLocked()
 		b.runlock()
 		if ok {
-			if err := b.nq.Reset(floor); err != nil {
+			if err := b.reset(floor); err != nil {
 				return err
 			}
 			b.last = from - 1
@@ -445,7 +479,7 @@ func (b *queueRebuild) startAt(r queueindex.Record, floor uint64) error {
 		}
 	}
 	b.last = 0
-	return b.nq.Reset(r.Base)
+	return b.reset(r.Base)
 }
 
 // headFromLogLocked tells whether the log holds the queue from its minimum
@@ -478,9 +512,9 @@ func (b *queueRebuild) fillTo(end, applied uint64) error {
 		b.runlock()
 		if !ok {
 			b.last = applied
-			return b.nq.Reset(end)
+			return b.reset(end)
 		}
-		if err := b.nq.Reset(floor); err != nil {
+		if err := b.reset(floor); err != nil {
 			return err
 		}
 		b.last = from - 1
@@ -516,10 +550,12 @@ func (b *queueRebuild) fill(lo, hi, end uint64) error {
 		}
 		// Drop what the pass appended.
 		b.last = last
-		if err := b.nq.Flush(); err != nil {
-			return err
-		}
-		if err := b.nq.Truncate(last); err != nil {
+		if err := b.nqDo(func(nq *queueindex.Queue) error {
+			if err := nq.Flush(); err != nil {
+				return err
+			}
+			return nq.Truncate(last)
+		}); err != nil {
 			return err
 		}
 		if b.nq.Next() != base {
@@ -534,7 +570,7 @@ func (b *queueRebuild) fill(lo, hi, end uint64) error {
 	b.f.log.Warn("queue index: a damaged range cannot be rebuilt from this node's log; peers serve it and what lies below",
 		"topic", b.req.topic, "queue", b.req.n, "offsets_from", base, "offsets_to", end, "log_from", lo+1, "log_to", hi-1, "error", err)
 	b.last = hi - 1
-	return b.nq.Reset(end)
+	return b.reset(end)
 }
 
 var (
@@ -542,8 +578,11 @@ var (
 	errStopped = errors.New("stopped")
 	// errNotAddingUp: a range's entries do not hold the messages it must.
 	errNotAddingUp = errors.New("the entries do not add up")
-	// errAppend: the new index refused a record (a disk error).
+	// errAppend: the new index refused a record (a disk error), or its
+	// queue is gone.
 	errAppend = errors.New("append to the rebuilt index")
+	// errGone: the queue was deleted or replaced (a snapshot restored).
+	errGone = errors.New("the queue is gone")
 )
 
 // pass is one pass of fill over the entries strictly between lo and hi.
@@ -597,7 +636,7 @@ func (b *queueRebuild) pass(lo, hi, end uint64, careful bool) error {
 		if r.End() > end {
 			return fmt.Errorf("%w: entry %d holds messages past offset %d", errNotAddingUp, idx, end)
 		}
-		if err := b.nq.Append(r); err != nil {
+		if err := b.nqDo(func(nq *queueindex.Queue) error { return nq.Append(r) }); err != nil {
 			return fmt.Errorf("%w: %w", errAppend, err)
 		}
 		appended++

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,16 +13,20 @@ import (
 	"github.com/raftmq/raftmq/store/queueindex"
 )
 
+var rebuildRecords = flag.Int("rebuild.records", 100_000, "BenchmarkIndexRebuild: records of the queue")
+
 // BenchmarkIndexRebuild times the rebuild of one queue's index of 100,000
-// records (one 100-byte message per entry) over a raft-wal log on disk:
+// records (-rebuild.records; one 100-byte message per entry) over a raft-wal
+// log on disk:
 // "from-log" with every index file cut to nothing (each record derived
 // from its entry, read from the log), "one-record" with one record damaged
 // (the others copied from the old index). The log's entries are in the
 // page cache, as on a node that wrote them recently.
 //
 //	go test ./store/ -run '^$' -bench IndexRebuild -benchtime 3x
+//	go test ./store/ -run '^$' -bench IndexRebuild -benchtime 1x -rebuild.records 1000000
 func BenchmarkIndexRebuild(b *testing.B) {
-	const n = 100_000
+	n := uint64(*rebuildRecords)
 	dir := b.TempDir()
 	stores, err := raftlog.Open(filepath.Join(dir, "data"), raftlog.Options{})
 	if err != nil {

@@ -373,6 +373,7 @@ func TestRestartRebuildsALostIndexBelowItsFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.f = newFSM(l.f.log, ix)
+	l.f.startSnap = 601 // OpenFSM: the newest snapshot on disk
 	l.f.StartRebuilds(l.log)
 	if err := l.f.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
@@ -445,5 +446,78 @@ func TestRebuildKnowsARetryFromTheDedupeTable(t *testing.T) {
 	}
 	if _, refused := l.f.IndexRebuilds(); refused != 0 {
 		t.Fatalf("%d ranges refused", refused)
+	}
+}
+
+// A rebuild under way when the node restores a snapshot, deletes the
+// topic or closes is dropped: nothing of it is left behind, the restore or
+// the delete goes through, and Close waits for it.
+func TestRebuildDroppedByRestoreAndClose(t *testing.T) {
+	for _, then := range []string{"restore", "delete", "close"} {
+		t.Run(then, func(t *testing.T) {
+			l := newLogged(t)
+			l.f.StartRebuilds(l.log)
+			l.apply(EncodeCreateTopic("t", 3, false))
+			var seq uint64
+			l.fill(3000, &seq)
+			sink := persistSnapshot(t, l.f)
+			for _, f := range l.files(0) {
+				os.Truncate(f, 0)
+			}
+			l.f.checkIndexFiles()
+			switch then {
+			case "restore":
+				if err := l.f.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+					t.Fatal(err)
+				}
+				l.fill(10, &seq)
+			case "delete":
+				if res := l.apply(EncodeDeleteTopic("t")); res != nil {
+					t.Fatalf("delete topic: %v", res)
+				}
+				if at, _ := l.f.Damaged(); at != 0 {
+					t.Fatalf("damaged at %d", at)
+				}
+			}
+			if err := l.f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if left, _ := filepath.Glob(filepath.Join(l.dir, "*", "*.rebuild", "*")); len(left) > 0 {
+				t.Fatalf("files left by a dropped rebuild: %v", left)
+			}
+		})
+	}
+}
+
+// A snapshot installed from the leader (not the newest snapshot on disk at
+// start) that restarts a queue's index at its end rebuilds nothing below
+// it: the node's log there may hold entries the group never committed.
+func TestNoRebuildBelowAnInstalledSnapshot(t *testing.T) {
+	l := newLogged(t)
+	l.apply(EncodeCreateTopic("t", 1, false))
+	var seq uint64
+	l.fill(300, &seq)
+	sink := persistSnapshot(t, l.f)
+	l.f.Close()
+	for _, f := range l.files(0) {
+		os.Remove(f)
+	}
+	ix, err := queueindex.Open(l.dir, rebuildOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.f = newFSM(l.f.log, ix) // no snapshot on disk at start: startSnap 0
+	l.f.StartRebuilds(l.log)
+	if err := l.f.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	l.f.rb.mu.Lock()
+	want := len(l.f.rb.want)
+	l.f.rb.mu.Unlock()
+	if want != 0 {
+		t.Fatalf("%d rebuilds asked for below an installed snapshot", want)
+	}
+	if _, rng, _ := l.locations(0); rng.Held != rng.Max {
+		t.Fatalf("range %+v: want held from its end", rng)
 	}
 }

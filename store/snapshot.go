@@ -301,7 +301,7 @@ func (f *FSM) loadIndexLocked(t *topic, i int, sq snapQueue, applied uint64) err
 		return err
 	}
 	if sq.Next != sq.Min {
-		f.requestRebuildLocked(t, i, true, fmt.Errorf("the index ended at offset %d, the snapshot at %d", end, sq.Next))
+		f.requestRebuildBelowLocked(t, i, applied, fmt.Errorf("the index ended at offset %d, the snapshot at %d", end, sq.Next))
 	}
 	return nil
 }

@@ -45,6 +45,9 @@ func OpenFSM(logger hclog.Logger, dir string, snaps raft.SnapshotStore, onFatal 
 	}
 	f := newFSM(logger, idx)
 	f.onFatal = onFatal
+	if len(list) > 0 {
+		f.startSnap = list[0].Index
+	}
 	return f, nil
 }
 

@@ -196,6 +196,9 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			}
 			res.Outcomes = nemesis.Outcomes
 			nemesis.mu.Unlock()
+			for k, n := range indexOutcomes(nemesis.C) {
+				res.Outcomes[k] += n
+			}
 		}
 		finish(cfg, res, h, plan)
 	}()

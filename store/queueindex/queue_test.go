@@ -333,3 +333,62 @@ func TestScanCheckReplace(t *testing.T) {
 		})
 	}
 }
+
+// What a rebuild left when the node stopped under it is removed at open.
+func TestOpenRemovesLeftRebuilds(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := s.CreateTopic(TopicKey{Name: "t", Created: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := fill(t, qs[0], 150)
+	nq, err := s.OpenRebuild(qs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, nq, 120)
+	nq.Flush()
+	s.Close()
+
+	s, err = Open(dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if left, _ := filepath.Glob(filepath.Join(dir, "*", "*"+rebuildSuffix)); len(left) > 0 {
+		t.Fatalf("left after open: %v", left)
+	}
+	qs, err = s.OpenTopic(TopicKey{Name: "t", Created: 1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qs[0].Truncate(1 << 40); err != nil {
+		t.Fatal(err)
+	}
+	checkAll(t, qs[0], recs, 0)
+}
+
+// A Sync after a topic's directories were removed does not fail on them.
+func TestSyncAfterRemoveTopic(t *testing.T) {
+	s, err := Open(t.TempDir(), small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	k := TopicKey{Name: "t", Created: 1}
+	qs, err := s.CreateTopic(k, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, qs[0], 250) // rolls files: the queue's directory is to be synced
+	if err := s.RemoveTopic(k, qs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatalf("sync after the topic was removed: %v", err)
+	}
+}

@@ -1,8 +1,10 @@
 package queueindex
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -57,8 +59,37 @@ func Open(dir string, opts Options) (*Store, error) {
 		if err := s.fs.mkdirAll(dir); err != nil {
 			return nil, fmt.Errorf("queueindex: %w", err)
 		}
+		if err := s.removeRebuilds(); err != nil {
+			return nil, fmt.Errorf("queueindex: %w", err)
+		}
 	}
 	return s, nil
+}
+
+// removeRebuilds deletes what rebuilds left when the node stopped under
+// them (OpenRebuild): nothing reads it.
+func (s *Store) removeRebuilds() error {
+	topics, err := s.fs.list(s.dir)
+	if err != nil {
+		return err
+	}
+	for _, t := range topics {
+		if !isTopicDir(t) {
+			continue
+		}
+		names, err := s.fs.list(filepath.Join(s.dir, t))
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if strings.HasSuffix(n, rebuildSuffix) {
+				if err := s.fs.removeAll(filepath.Join(s.dir, t, n)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // TopicKey names one incarnation of a topic: a topic deleted and created
@@ -84,13 +115,7 @@ func (s *Store) topicDir(k TopicKey) string { return filepath.Join(s.dir, k.dirN
 func (s *Store) OpenTopic(k TopicKey, queues int) ([]*Queue, error) {
 	out := make([]*Queue, queues)
 	for i := range out {
-		dir := filepath.Join(s.topicDir(k), strconv.Itoa(i))
-		// What a rebuild left when the node stopped under it is not used.
-		err := s.fs.removeAll(dir + rebuildSuffix)
-		var q *Queue
-		if err == nil {
-			q, err = s.openQueue(dir)
-		}
+		q, err := s.openQueue(filepath.Join(s.topicDir(k), strconv.Itoa(i)))
 		if err != nil {
 			for _, o := range out[:i] {
 				o.close()
@@ -195,7 +220,9 @@ func (s *Store) Sync() error {
 		}
 	}
 	for d := range dirs {
-		if err := s.fs.syncDir(d); err != nil {
+		// A directory removed since (a topic deleted, a rebuild dropped)
+		// needs no sync: its parent's is.
+		if err := s.fs.syncDir(d); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("queueindex: sync %s: %w", d, err)
 		}
 	}
