@@ -66,7 +66,7 @@ func TestRestartedFollowerCatchesUpQuickly(t *testing.T) {
 			if err == nil {
 				return
 			}
-			if !errors.Is(err, raft.ErrLeadershipLost) && !errors.Is(err, raft.ErrNotLeader) || time.Now().After(end) {
+			if !errors.Is(err, ErrUnknownOutcome) && !errors.Is(err, ErrNotLeader) || time.Now().After(end) {
 				t.Errorf("write %d: %v", k, err)
 				return
 			}
