@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// NodeState is what nodes tell each other a few times a second.
+// NodeState is what nodes tell each other a few times a second, once a
+// second at rest.
 type NodeState struct {
 	ID         string
 	Role       string
