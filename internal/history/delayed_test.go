@@ -139,3 +139,29 @@ func TestCheckerSendBackCopyBelowRetentionCut(t *testing.T) {
 	h.Cut = 450
 	wantOnly(t, Check(h), VLost)
 }
+
+// TestCheckerDelayedDeletedByRetentionIsCovered: a run whose delayed
+// messages were all delivered and then deleted by retention exercised
+// delayed delivery; one whose delayed sends all failed did not.
+func TestCheckerDelayedDeletedByRetentionIsCovered(t *testing.T) {
+	h := withDelayed(handHistory(), time.Second, 2*time.Second)
+	kept := QueueLog{}
+	for q, es := range h.Final {
+		for _, e := range es {
+			if e.Staged == "" {
+				kept[q] = append(kept[q], e)
+			}
+		}
+	}
+	h.Deliveries = h.Deliveries[:len(h.Deliveries)-2]
+	setFinal(h, kept)
+	h.Retention, h.Cut = true, 150 // the staged entry (100) is below it
+	if r := Check(h); !r.OK() || r.Delayed != 0 || r.Retained < 2 {
+		t.Fatalf("delayed messages deleted by retention: %s %v, want no violation", r.Summary(), r.Violations)
+	}
+	h.Ops[len(h.Ops)-1].Outcome = OutcomeFail
+	h.Ops[len(h.Ops)-1].Acks = nil
+	if r := Check(h); r.Counts[VCoverage] == 0 {
+		t.Fatalf("no delayed message acknowledged: %s %v, want a coverage violation", r.Summary(), r.Violations)
+	}
+}
