@@ -237,6 +237,20 @@ func TestConsoleInBrowser(t *testing.T) {
 			group.Served >= reads.Served+1 && group.Share > 0
 	})
 	t.Logf("overview: the group served %.0f messages, %.0f%% by followers", group.Served, 100*group.Share)
+	var rates map[string]string
+	waitFor(t, 20*time.Second, "every node's read rate in the nodes table", func() bool {
+		rates = map[string]string{}
+		if page.Eval(ctx, `Object.fromEntries(Array.from(document.querySelectorAll("#nodes tbody tr")).map(tr => [tr.id, tr.querySelector(".reads-rate").textContent]))`, &rates) != nil || len(rates) != 3 {
+			return false
+		}
+		for _, r := range rates {
+			if _, err := strconv.ParseFloat(strings.ReplaceAll(r, ",", ""), 64); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("overview: reads/s per node %v", rates)
 
 	// Stop the page's node, the leader, under the open page.
 	if !c.Node(l).Node().Ready() {

@@ -5,7 +5,7 @@
 "use strict";
 (function () {
   var STALE_MS = 3500; // no snapshot for this long: the node is taken as gone
-  var state = { es: null, timer: 0, switchedAt: 0, originName: "", addr: location.host, origin: location.host, nodes: [], lastAt: 0, servedBy: "",
+  var state = { served: {}, es: null, timer: 0, switchedAt: 0, originName: "", addr: location.host, origin: location.host, nodes: [], lastAt: 0, servedBy: "",
     page: "overview", cred: null, session: { auth: "disabled", admin: true }, leader: "", confirm: "", gen: 0 };
   var PAGES = ["overview", "topics", "groups", "messages"], READ = "/raftmq.v1.Broker/ListTopics";
   var $ = function (id) { return document.getElementById(id); };
@@ -25,7 +25,7 @@
     text("seen-by", s.answeredBy);
     document.querySelectorAll(".node-id").forEach(function (e) { e.textContent = s.answeredBy; });
     text("updated", clock(s.time));
-    var tb = $("nodes").tBodies[0], rows = document.createDocumentFragment();
+    var tb = $("nodes").tBodies[0], rows = document.createDocumentFragment(), now = Date.parse(s.time), served = {};
     s.nodes.forEach(function (n) {
       var tr = document.createElement("tr");
       tr.id = "node-" + n.id;
@@ -37,9 +37,17 @@
       if (n.error) h.title = n.error;
       var gone = n.role === "down" || n.role === "unknown"; // its figures are stale or unknown
       [n.term, n.applied, n.commit, n.last, n.lag].forEach(function (x) { cell(tr, gone ? "–" : x, "num"); });
-      cell(tr, gone ? "–" : n.load.toFixed(2), "num"); cell(tr, n.http || "");
+      cell(tr, gone ? "–" : n.load.toFixed(2), "num");
+      // Messages the node served to consumers a second, from the growth of
+      // its count (since it started, as last heard) between two snapshots.
+      var count = n.servedAsLeader + n.servedAsFollower, prev = state.served[n.id];
+      served[n.id] = { count: count, at: now };
+      var r = prev && now > prev.at && count >= prev.count ? (count - prev.count) * 1000 / (now - prev.at) : null;
+      cell(tr, gone || r === null ? "–" : rate(r), "num reads-rate");
+      cell(tr, n.http || "");
       rows.appendChild(tr);
     });
+    state.served = served;
     tb.replaceChildren(rows);
     renderCluster(s);
     state.leader = s.leader;
