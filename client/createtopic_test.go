@@ -2,12 +2,10 @@ package client
 
 import (
 	"context"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -43,15 +41,7 @@ func (b *lostCreateBroker) Status(context.Context, *api.StatusRequest) (*api.Sta
 // that exists with other queues is still refused.
 func TestCreateTopicRetryFindsItsOwnTopic(t *testing.T) {
 	b := &lostCreateBroker{}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	api.RegisterBrokerServer(srv, b)
-	go srv.Serve(l)
-	defer srv.Stop()
-	c, err := New(Config{Servers: []string{l.Addr().String()}})
+	c, err := New(Config{Servers: []string{serveBroker(t, b)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -47,15 +46,7 @@ func (h *heldBroker) Status(context.Context, *api.StatusRequest) (*api.StatusRes
 // send failed (an interrupted produce would keep sending).
 func TestSendWithEndedContextIsNeverSent(t *testing.T) {
 	h := &heldBroker{release: make(chan struct{})}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	api.RegisterBrokerServer(srv, h)
-	go srv.Serve(l)
-	defer srv.Stop()
-	c, err := New(Config{Servers: []string{l.Addr().String()}})
+	c, err := New(Config{Servers: []string{serveBroker(t, h)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,12 @@ package client
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -38,17 +36,8 @@ func (b *refusingBroker) Produce(context.Context, *api.ProduceRequest) (*api.Pro
 // group now refuses it; the SDK reports that as ErrSequenceReused at once,
 // a definite failure, without retrying.
 func TestSendReusedSequenceIsPermanent(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
 	fake := &refusingBroker{}
-	api.RegisterBrokerServer(srv, fake)
-	go srv.Serve(l)
-	defer srv.Stop()
-
-	c, err := New(Config{Servers: []string{l.Addr().String()}, RetryTimeout: time.Minute})
+	c, err := New(Config{Servers: []string{serveBroker(t, fake)}, RetryTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

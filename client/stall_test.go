@@ -77,15 +77,22 @@ func (f *fakeNode) Produce(_ context.Context, r *api.ProduceRequest) (*api.Produ
 
 func startFake(t *testing.T, f *fakeNode) {
 	t.Helper()
+	f.addr = serveBroker(t, f)
+}
+
+// serveBroker serves b on a free loopback port until the test ends and
+// returns its address.
+func serveBroker(t *testing.T, b api.BrokerServer) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.addr = l.Addr().String()
 	s := grpc.NewServer()
-	api.RegisterBrokerServer(s, f)
+	api.RegisterBrokerServer(s, b)
 	go s.Serve(l)
 	t.Cleanup(s.Stop)
+	return l.Addr().String()
 }
 
 // TestPausedLeaderIsLeftForTheNewLeader: a produce sent to a leader that
