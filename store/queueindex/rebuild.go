@@ -172,13 +172,7 @@ func (q *Queue) Replace(nq *Queue) error {
 	}
 	q.s.syncMu.Lock()
 	defer q.s.syncMu.Unlock()
-	q.s.mu.Lock()
-	for _, seg := range q.segs {
-		delete(q.s.dirty, seg)
-		seg.closeFiles()
-	}
-	delete(q.s.dirtyDirs, nq.dir) // renamed: its new name is synced
-	q.s.mu.Unlock()
+	q.closeSegs(nq.dir) // renamed: its new name is synced
 	q.segs, q.tail, q.pend, q.pendSkip = nil, nil, q.pend[:0], q.pendSkip[:0]
 	q.next, q.lastIndex = q.floor, 0
 	if err := q.s.fs.removeAll(q.dir); err != nil {
@@ -199,17 +193,23 @@ func (q *Queue) Replace(nq *Queue) error {
 	return nil
 }
 
-// Discard closes nq (from OpenRebuild) and deletes its files.
-func (q *Queue) Discard() error {
-	q.s.syncMu.Lock()
-	defer q.s.syncMu.Unlock()
+// closeSegs closes q's segment files and takes them, and the directory
+// dir, off the list of what the next Sync syncs (syncMu held).
+func (q *Queue) closeSegs(dir string) {
 	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
 	for _, seg := range q.segs {
 		delete(q.s.dirty, seg)
 		seg.closeFiles()
 	}
-	delete(q.s.dirtyDirs, q.dir)
-	q.s.mu.Unlock()
+	delete(q.s.dirtyDirs, dir)
+}
+
+// Discard closes nq (from OpenRebuild) and deletes its files.
+func (q *Queue) Discard() error {
+	q.s.syncMu.Lock()
+	defer q.s.syncMu.Unlock()
+	q.closeSegs(q.dir)
 	q.segs = nil
 	if err := q.s.fs.removeAll(q.dir); err != nil {
 		return fmt.Errorf("queueindex: %w", err)
