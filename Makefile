@@ -56,7 +56,7 @@ demo: build
 # Screenshots of the web console (docs/console.md), taken by its browser test
 # against an in-process group in headless Chromium (apt-get install -y chromium).
 console-screenshot:
-	RAFTMQ_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test ./broker/server/ -run '^TestConsoleInBrowser$$' -count=1 -v
+	RAFTMQ_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test ./broker/server/ -run '^(TestConsoleInBrowser|TestConsoleClusterView)$$' -count=1 -v
 
 # Short runs of every fuzz target (longer: FUZZTIME=5m make fuzz).
 FUZZTIME ?= 20s

@@ -98,6 +98,7 @@ func TestConsoleClusterView(t *testing.T) {
 	if got["gb"].Link != gb.Config(0).HTTP || got["ga"].Link != "" {
 		t.Fatalf("links on the page: %+v (gb's console is at %s)", got, gb.Config(0).HTTP)
 	}
+	screenshot(ctx, t, page, "cluster.png")
 
 	// A dead group's registration lapses when its connection to the name
 	// server closes (then it leaves the list), or later by expiry (until
