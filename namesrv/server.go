@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -470,12 +472,7 @@ func (s *Server) route(req *remoting.Command, external bool) *remoting.Command {
 	topic := req.Ext["topic"]
 	rd := RouteData{FilterServerTable: map[string][]string{}, QueueDatas: []QueueData{}, BrokerDatas: []BrokerData{}}
 	groups := s.reg.groups(external)
-	names := make([]string, 0, len(groups))
-	for n := range groups {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(groups)) {
 		gr := groups[n]
 		q, ok := gr.Topics[topic]
 		if !ok || len(gr.Addrs) == 0 {
@@ -765,12 +762,7 @@ func (s *Server) systemTopics(req *remoting.Command, external bool) *remoting.Co
 	set := map[string]bool{}
 	addr := ""
 	groups := s.reg.groups(external)
-	names := make([]string, 0, len(groups))
-	for n := range groups {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(groups)) {
 		gr := groups[n]
 		set[n], set[gr.Cluster] = true, true
 		if addr == "" {

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -38,11 +39,7 @@ func (v *clusterView) Groups(ctx context.Context) ([]console.GroupStatus, error)
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(ci.RaftmqGroups))
-	for name := range ci.RaftmqGroups {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(ci.RaftmqGroups))
 	out := make([]console.GroupStatus, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
@@ -65,13 +62,8 @@ func (v *clusterView) Groups(ctx context.Context) ([]console.GroupStatus, error)
 // ask asks a group's nodes (brokerId -> client API address, 0 the leader)
 // for the group's status, in brokerId order, until one answers.
 func (v *clusterView) ask(ctx context.Context, addrs map[int64]string) (broker.Status, error) {
-	ids := make([]int64, 0, len(addrs))
-	for id := range addrs {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	var errs []error
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(addrs)) {
 		st, err := v.peers.GroupStatus(ctx, addrs[id])
 		if err == nil {
 			return st, nil

@@ -351,24 +351,7 @@ func (d *demo) longestGap(from time.Duration) (gap, end time.Duration) {
 
 // waitLeader polls every node until one reports a leader other than not.
 func (d *demo) waitLeader(ctx context.Context, not string) (*api.StatusResponse, error) {
-	var last error
-	for {
-		st, err := d.probe.LeaderStatus(ctx, d.pollAddrs(), 500*time.Millisecond)
-		if err == nil && st.LeaderId != not && st.LeaderAddress != "" {
-			return st, nil
-		}
-		if err != nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			if last == nil {
-				last = fmt.Errorf("%s still leads", not)
-			}
-			return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), last)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return d.probe.WaitLeader(ctx, d.pollAddrs, not, func(st *api.StatusResponse) bool { return st.LeaderAddress != "" })
 }
 
 // waitRejoin polls until node id reports itself a follower of a known

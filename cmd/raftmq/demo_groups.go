@@ -581,30 +581,15 @@ func (d *groupsDemo) killOnce(ctx context.Context, k, kills int, name string) er
 func (d *groupsDemo) waitLeader(ctx context.Context, group, not string) (*api.StatusResponse, error) {
 	g := d.grps[group]
 	skip := g.AddrOf(not)
-	var last error
-	for {
+	return localgroup.Prober{}.WaitLeader(ctx, func() []string {
 		var addrs []string
 		for _, a := range g.Addrs() {
 			if not == "" || a != skip {
 				addrs = append(addrs, a)
 			}
 		}
-		st, err := localgroup.LeaderStatus(ctx, addrs, 500*time.Millisecond)
-		if err == nil && st.LeaderId != "" && st.LeaderId != not {
-			return st, nil
-		}
-		if err != nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			if last == nil {
-				last = fmt.Errorf("%s still leads", not)
-			}
-			return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), last)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return addrs
+	}, not, nil)
 }
 
 // firstAfter is group's first acknowledgement after from, 0 if none yet.

@@ -26,6 +26,31 @@ func (p Prober) LeaderStatus(ctx context.Context, addrs []string, timeout time.D
 	return leaderStatus(ctx, addrs, timeout, p.TLS)
 }
 
+// WaitLeader asks the nodes addrs returns (each for at most 500 ms), every
+// 20 ms, until one reports a leader other than not that ok accepts (nil:
+// any), and returns that answer; when ctx ends first, the error says what
+// was last heard.
+func (p Prober) WaitLeader(ctx context.Context, addrs func() []string, not string, ok func(*api.StatusResponse) bool) (*api.StatusResponse, error) {
+	var last error
+	for {
+		st, err := p.LeaderStatus(ctx, addrs(), 500*time.Millisecond)
+		if err == nil && st.LeaderId != not && (ok == nil || ok(st)) {
+			return st, nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			if last == nil {
+				last = fmt.Errorf("%s still leads", not)
+			}
+			return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // StatusOnce is StatusOnce over p's TLS.
 func (p Prober) StatusOnce(ctx context.Context, addr string, timeout time.Duration) (*api.StatusResponse, error) {
 	return statusOnce(ctx, addr, timeout, p.TLS)
