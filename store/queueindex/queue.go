@@ -568,11 +568,17 @@ func (q *Queue) close() {
 func (q *Queue) closeLocked() {
 	q.s.mu.Lock()
 	defer q.s.mu.Unlock()
+	q.dropSegsLocked()
+	delete(q.s.open, q)
+}
+
+// dropSegsLocked closes q's segment files and takes them off the list of
+// what the next Sync syncs (the store's mu held).
+func (q *Queue) dropSegsLocked() {
 	for _, seg := range q.segs {
 		delete(q.s.dirty, seg)
 		seg.closeFiles()
 	}
-	delete(q.s.open, q)
 }
 
 func (seg *segment) closeFiles() {

@@ -198,10 +198,7 @@ func (q *Queue) Replace(nq *Queue) error {
 func (q *Queue) closeSegs(dir string) {
 	q.s.mu.Lock()
 	defer q.s.mu.Unlock()
-	for _, seg := range q.segs {
-		delete(q.s.dirty, seg)
-		seg.closeFiles()
-	}
+	q.dropSegsLocked()
 	delete(q.s.dirtyDirs, dir)
 }
 
