@@ -132,7 +132,7 @@ func TestAppendToDownNodeWaitsUntilReachable(t *testing.T) {
 	}
 	inner := &refusingTransport{addr: tcp}
 	var no atomic.Bool
-	gt := newGatedTransport(inner, &no, &no)
+	gt := newGatedTransport(inner, &no, &no, time.Second)
 	gt.patience.wait = 10 * time.Second
 	listening := make(chan net.Listener, 1)
 	go func() {

@@ -22,7 +22,7 @@ import (
 // has) is held instead of sent while the leader is quiet (no Apply for
 // quietAfter). The hold looks at raft every quietPoll, the commit timeout's
 // own pace, or every quietIdlePoll once no Apply came for quietIdleAfter (a
-// node at rest then wakes a tenth as often), and ends as soon as there is news: the log grew (raft's loop
+// node at rest then wakes a fiftieth as often), and ends as soon as there is news: the log grew (raft's loop
 // then sends the new entries next) or the commit index moved past what the
 // request says, in which case the request is raised to it, never beyond its
 // previous entry (the follower's log matches the leader's up to there, so
@@ -32,7 +32,19 @@ import (
 // long), by up to quietIdlePoll. After quietHold the request is sent as it is. Nothing is answered that a
 // follower did not answer: the held request is sent, only later.
 //
-// Only raft's replication goroutine of one follower waits: its heartbeats,
+// At rest (no Apply for quietIdleAfter) heartbeats are paced too: raft
+// sends them every heartbeat timeout / 10 to 2/10 (25-50 ms by default),
+// about 27 round trips a second per follower, which at rest were most of
+// the leader's remaining CPU. A heartbeat to a follower is held until
+// restBeatGap (two fifths of the heartbeat timeout) has passed since the
+// previous one to it, and sent at once when an Apply comes. A follower still
+// hears from the leader two to three times within its heartbeat timeout,
+// and a follower stands for election on its own timer, so a dead leader is
+// replaced as fast as before. Nothing is answered here either: a heartbeat
+// is only sent later. raftmq does not use raft's VerifyLeader, whose
+// heartbeats a pace would delay.
+//
+// Only raft's replication or heartbeat goroutine of one follower waits:
 // votes and the other followers do not. A leader that steps down or
 // removes the follower stops that goroutine at most quietHold later, and
 // shutdown ends the hold at once.
@@ -40,7 +52,7 @@ const (
 	quietAfter     = 50 * time.Millisecond
 	quietPoll      = 5 * time.Millisecond
 	quietIdleAfter = time.Second
-	quietIdlePoll  = 50 * time.Millisecond
+	quietIdlePoll  = 250 * time.Millisecond
 )
 
 // quietHold is the longest an append is held (a variable: tests lengthen
@@ -56,14 +68,21 @@ type quiet struct {
 	mu      sync.Mutex
 	wake    chan struct{}                // closed by an Apply while appends are held
 	acked   map[raft.ServerID]ackedState // what each follower last acknowledged
+	beats   map[raft.ServerID]time.Time  // when each follower's last heartbeat was sent
 	hold    time.Duration                // quietHold when the node started
+	beatGap time.Duration                // least time between heartbeats at rest; 0: not paced
 }
+
+// restBeatGap is the least time between two heartbeats to one follower at
+// rest, for a heartbeat timeout of hb.
+func restBeatGap(hb time.Duration) time.Duration { return hb * 2 / 5 }
 
 // ackedState is the part of an acknowledged append that a repeat would carry.
 type ackedState struct{ term, prev, commit uint64 }
 
-func newQuiet(stop <-chan struct{}) *quiet {
-	return &quiet{stop: stop, wake: make(chan struct{}), acked: map[raft.ServerID]ackedState{}, hold: quietHold}
+func newQuiet(stop <-chan struct{}, heartbeatTimeout time.Duration) *quiet {
+	return &quiet{stop: stop, wake: make(chan struct{}), acked: map[raft.ServerID]ackedState{},
+		beats: map[raft.ServerID]time.Time{}, hold: quietHold, beatGap: restBeatGap(heartbeatTimeout)}
 }
 
 // applied records an Apply (or a barrier or membership change, which also
@@ -84,7 +103,11 @@ func (q *quiet) applied() {
 // leader is quiet; it may raise req's commit index (see above).
 func (q *quiet) before(id raft.ServerID, req *raft.AppendEntriesRequest) {
 	r := q.raft.Load()
-	if r == nil || len(req.Entries) > 0 || req.PrevLogEntry == 0 { // heartbeats have no previous entry
+	if r == nil || len(req.Entries) > 0 {
+		return
+	}
+	if req.PrevLogEntry == 0 { // heartbeats have no previous entry
+		q.paceBeat(id)
 		return
 	}
 	q.holding.Add(1) // before reading lastPut: an Apply sees the hold or the hold sees the Apply
@@ -125,6 +148,29 @@ func (q *quiet) before(id raft.ServerID, req *raft.AppendEntriesRequest) {
 			return
 		}
 	}
+}
+
+// paceBeat waits, at rest, until beatGap has passed since the last
+// heartbeat to follower id, and records when this one goes.
+func (q *quiet) paceBeat(id raft.ServerID) {
+	q.holding.Add(1) // before reading lastPut, as in before
+	defer q.holding.Add(-1)
+	q.mu.Lock()
+	last, wake := q.beats[id], q.wake
+	q.mu.Unlock()
+	wait := q.beatGap - time.Since(last)
+	if wait > 0 && time.Since(time.Unix(0, q.lastPut.Load())) >= quietIdleAfter {
+		t := time.NewTimer(wait)
+		select {
+		case <-q.stop:
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	q.mu.Lock()
+	q.beats[id] = time.Now()
+	q.mu.Unlock()
 }
 
 // after records what follower id acknowledged; a failed append forgets

@@ -135,7 +135,7 @@ func Start(cfg Config, fsm StateMachine, st RaftStores) (_ *Node, err error) {
 	}
 	n := &Node{cfg: cfg, log: logger, stop: make(chan struct{}),
 		obsCh: make(chan raft.Observation, 64), fsm: fsm}
-	gt := newGatedTransport(trans, &n.noCampaign, &n.recovering)
+	gt := newGatedTransport(trans, &n.noCampaign, &n.recovering, cfg.HeartbeatTimeout)
 	n.trans = gt
 	n.recovering.Store(st.Unclean)
 	if st.Unclean { // only then can a vote request need refusing
@@ -326,9 +326,9 @@ var (
 	_ raft.WithPreVote = gatedPreVote{}
 )
 
-func newGatedTransport(t raft.Transport, noCampaign, recovering *atomic.Bool) *gatedTransport {
+func newGatedTransport(t raft.Transport, noCampaign, recovering *atomic.Bool, heartbeatTimeout time.Duration) *gatedTransport {
 	p := newPatience()
-	return &gatedTransport{Transport: t, noCampaign: noCampaign, recovering: recovering, patience: p, quiet: newQuiet(p.stop)}
+	return &gatedTransport{Transport: t, noCampaign: noCampaign, recovering: recovering, patience: p, quiet: newQuiet(p.stop, heartbeatTimeout)}
 }
 
 // raftTransport is what raft is given: t, with RequestPreVote when the

@@ -101,10 +101,10 @@ type noPreVote struct{ raft.Transport }
 func TestGatedTransportPassesOptionalInterfaces(t *testing.T) {
 	var no, rec atomic.Bool
 	_, inmem := raft.NewInmemTransport("")
-	if _, ok := newGatedTransport(inmem, &no, &rec).raftTransport().(raft.WithPreVote); !ok {
+	if _, ok := newGatedTransport(inmem, &no, &rec, time.Second).raftTransport().(raft.WithPreVote); !ok {
 		t.Error("over an InmemTransport: no RequestPreVote; raft would not pre-vote")
 	}
-	plain := newGatedTransport(noPreVote{inmem}, &no, &rec).raftTransport()
+	plain := newGatedTransport(noPreVote{inmem}, &no, &rec, time.Second).raftTransport()
 	if _, ok := plain.(raft.WithPreVote); ok {
 		t.Error("over a transport without RequestPreVote: the wrapper claims it")
 	}
