@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -220,6 +221,18 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 	if err := b.node.Reachable(ctx, id, raftAddr); err != nil {
 		return false, fmt.Errorf("%w: nothing answers at raft address %s of %s (%w): start the node there first, without --peers; the group is unchanged",
 			ErrFailedPrecondition, raftAddr, id, err)
+	}
+	if !wasMember {
+		// A member is known to hold this group's log (or none); anyone else
+		// is asked first, so that a node that began a group of its own is
+		// never handed this group's log.
+		if err := b.node.CheckJoiner(ctx, id, raftAddr); errors.Is(err, election.ErrNoAnswer) {
+			return false, fmt.Errorf("%w: member add %s: %w: is a raftmq node started with --join listening there? the group is unchanged",
+				ErrFailedPrecondition, id, err)
+		} else if err != nil {
+			b.log.Warn("member add refused", "id", id, "addr", raftAddr, "error", err)
+			return false, storeErr(err)
+		}
 	}
 	if err := b.node.AddNonvoter(id, raftAddr); err != nil {
 		return false, b.replicaErr(err)
