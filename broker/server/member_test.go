@@ -117,7 +117,7 @@ func TestMemberAddWithABadAddressChangesNothing(t *testing.T) {
 }
 
 // outsideNode is the config of a node id outside any cluster of the test,
-// with an empty data directory and no peers.
+// with an empty data directory, to be added with member add (Join).
 func outsideNode(t *testing.T, id string) server.Config {
 	cfg := server.DefaultConfig()
 	cfg.DataDir = t.TempDir()
@@ -125,28 +125,33 @@ func outsideNode(t *testing.T, id string) server.Config {
 	cfg.Raft.ID = id
 	cfg.Raft.BindAddr = freeAddr(t)
 	cfg.Broker.ClientAddr = cfg.Listen
+	cfg.Raft.Join = true
 	cfg.Broker.StatePeriod = 50 * time.Millisecond
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Info, Output: testWriter{t}})
 	return cfg
 }
 
-// TestMemberAddRefusesANodeWithItsOwnLog: a node that began a group of its
-// own is refused by member add before the configuration changes, with an
-// error that says what to do; the group keeps its leader and its term, and
-// the refused node keeps its own group, term and log.
+// TestMemberAddRefusesANodeWithItsOwnLog: a node started on an empty data
+// directory without peers and without Join leads a group of one, itself;
+// such a node is refused by member add before the configuration changes,
+// with an error that says what to do; the group keeps its leader and its
+// term, and the refused node keeps its own group, term and log.
 func TestMemberAddRefusesANodeWithItsOwnLog(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	l := c.Leader()
 	ctx := ctxT(t, 60*time.Second)
 
 	cfg := outsideNode(t, "n4")
-	cfg.Raft.Peers = []election.Peer{{ID: "n4", Addr: cfg.Raft.BindAddr}}
+	cfg.Raft.Join = false // the default: a group of its own
 	own, err := server.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer own.Kill()
 	waitFor(t, 30*time.Second, "n4 to lead its own group", func() bool { return own.Node().Role() == election.Leader && own.Node().Ready() })
+	if servers, err := own.Node().Servers(); err != nil || len(servers) != 1 || servers[0].ID != "n4" || !servers[0].Voter {
+		t.Fatalf("n4's configuration: %+v (%v), want n4 alone", servers, err)
+	}
 	ownBefore := own.Node().Stats()
 	before := c.Node(l).Node().Stats()
 
@@ -174,8 +179,8 @@ func TestMemberAddRefusesANodeWithItsOwnLog(t *testing.T) {
 	}
 }
 
-// TestMemberAddOfAFormerMember: a node added empty catches up and becomes a
-// voter; removed, stopped and started again with its data, it holds this
+// TestMemberAddOfAFormerMember: a node started with Join on an empty data
+// directory is added, catches up and becomes a voter; removed, stopped and started again with its data, it holds this
 // group's log, and member add takes it back.
 func TestMemberAddOfAFormerMember(t *testing.T) {
 	c := newCluster(t, 3, nil)
