@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -185,7 +186,8 @@ func (b *Broker) TransferLeader(ctx context.Context, id string) (string, time.Du
 
 // AddMember adds a node as a non-voter, waits until it has caught up, then
 // promotes it to voter (leader only). The new node must be started first
-// (without --peers) so it can receive the log and register its address.
+// (with --join) so it can receive the log and register its address; a
+// node that holds a log of its own is refused (election.CheckJoiner).
 //
 // The address is checked (HOST:PORT, resolvable, something listening)
 // before the configuration changes. A node this call added that has not
@@ -218,8 +220,20 @@ func (b *Broker) AddMember(ctx context.Context, id, raftAddr string) (bool, erro
 		}
 	}
 	if err := b.node.Reachable(ctx, id, raftAddr); err != nil {
-		return false, fmt.Errorf("%w: nothing answers at raft address %s of %s (%w): start the node there first, without --peers; the group is unchanged",
+		return false, fmt.Errorf("%w: nothing answers at raft address %s of %s (%w): start the node there first, with --join; the group is unchanged",
 			ErrFailedPrecondition, raftAddr, id, err)
+	}
+	if !wasMember {
+		// A member is known to hold this group's log (or none); anyone else
+		// is asked first, so that a node that began a group of its own is
+		// never handed this group's log.
+		if err := b.node.CheckJoiner(ctx, id, raftAddr); errors.Is(err, election.ErrNoAnswer) {
+			return false, fmt.Errorf("%w: member add %s: %w: is a raftmq node started with --join listening there? the group is unchanged",
+				ErrFailedPrecondition, id, err)
+		} else if err != nil {
+			b.log.Warn("member add refused", "id", id, "addr", raftAddr, "error", err)
+			return false, storeErr(err)
+		}
 	}
 	if err := b.node.AddNonvoter(id, raftAddr); err != nil {
 		return false, b.replicaErr(err)
@@ -270,7 +284,7 @@ const addRollbackReserve = 3 * time.Second
 // undoAdd removes a non-voter that AddMember added and that did not catch
 // up, and returns the error that tells what state the group is in.
 func (b *Broker) undoAdd(id string, wasMember bool, why string) error {
-	progress := "it never reported its state (is it a raftmq node started without --peers, with that --raft address?)"
+	progress := "it never reported its state (is it a raftmq node started with --join, with that --raft address?)"
 	if p, ok := b.view.Get(id); ok && p.State.Applied > 0 {
 		progress = fmt.Sprintf("it had applied %d of %d entries; its data is kept, so adding it again resumes from there (give member add a longer --timeout)",
 			p.State.Applied, p.State.PollerApplied)

@@ -37,7 +37,7 @@ func (b *Broker) RepairSteps() string {
 	}
 	return fmt.Sprintf("this node met a damaged entry at log index %d (%s: %s). It serves no reads, will not lead and will not campaign; "+
 		"the other nodes hold the entry. To repair: restart it (a log damaged on disk makes it refuse to start, naming the entry), then "+
-		"run `raftmq member remove %s --force` against the group, stop it, move its data directory away, start it empty without --peers "+
+		"run `raftmq member remove %s --force` against the group, stop it, move its data directory away, start it empty with --join "+
 		"and run `raftmq member add %s@<its raft address>`", d.Index, d.Source, d.Err, b.cfg.NodeID, b.cfg.NodeID)
 }
 

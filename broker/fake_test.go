@@ -387,6 +387,9 @@ func (f *fakeReplica) Transfer(string) error { return election.ErrRefused }
 func (f *fakeReplica) Reachable(context.Context, string, string) error {
 	return errors.New("fake: no network")
 }
+func (f *fakeReplica) CheckJoiner(context.Context, string, string) error {
+	return errors.New("fake: no network")
+}
 func (f *fakeReplica) AddNonvoter(string, string) error { return election.ErrRefused }
 func (f *fakeReplica) Promote(string, string) error     { return election.ErrRefused }
 func (f *fakeReplica) Remove(id string, _ bool) error {

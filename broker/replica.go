@@ -79,6 +79,10 @@ type Membership interface {
 	Servers() ([]election.Server, error)
 	Transfer(id string) error
 	Reachable(ctx context.Context, id, addr string) error
+	// CheckJoiner refuses a node that holds a log of its own
+	// (election.ErrOwnLog) or does not answer raft calls
+	// (election.ErrNoAnswer).
+	CheckJoiner(ctx context.Context, id, addr string) error
 	AddNonvoter(id, addr string) error
 	Promote(id, addr string) error
 	Remove(id string, force bool) error
@@ -162,7 +166,7 @@ func storeErr(err error) error {
 		to = ErrTooLarge
 	case errors.Is(err, election.ErrNoSuchServer), errors.Is(err, store.ErrUnknownTopic), errors.Is(err, store.ErrUnknownUser):
 		to = ErrNotFound
-	case errors.Is(err, election.ErrRefused):
+	case errors.Is(err, election.ErrRefused), errors.Is(err, election.ErrOwnLog), errors.Is(err, election.ErrNoAnswer):
 		to = ErrFailedPrecondition
 	case errors.Is(err, store.ErrTopicExists), errors.Is(err, store.ErrUserExists):
 		to = ErrAlreadyExists

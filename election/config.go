@@ -91,8 +91,14 @@ type Config struct {
 	// one. DialOverrides do not apply to it.
 	Transport raft.Transport
 	// Peers is the initial voter set. It is used only to bootstrap a node
-	// with no state; it must contain this node.
+	// with no state; it must contain this node. A node with no state and
+	// neither Peers nor Join begins a group of one, itself.
 	Peers []Peer
+	// Join makes a node with no state wait to be added to a group by its
+	// leader (member add) instead of beginning a group of its own. A node
+	// with state ignores it: it restarts as the member it is. It excludes
+	// Peers and NewGroup.
+	Join bool
 	// NewGroup starts the node's existing state (a copy of a node's data
 	// directory) as a new group whose only voter is this node, at ID and
 	// AdvertiseAddr: its log, every message in it, is kept (newgroup.go).
@@ -158,6 +164,12 @@ func (c *Config) Validate() error {
 	}
 	if c.NewGroup && len(c.Peers) > 0 {
 		return errors.New("peers: a node recovered as a new group is its only voter; add the others with member add")
+	}
+	if c.Join && len(c.Peers) > 0 {
+		return fmt.Errorf("--join with --peers %s: a joining node waits to be added with member add; give one or the other", FormatPeers(c.Peers))
+	}
+	if c.Join && c.NewGroup {
+		return errors.New("--join with --recover-as-new-group: a recovered node is the only voter of a new group, a joining one waits to be added to a group; give one or the other")
 	}
 	if c.Transport == nil {
 		if _, _, err := net.SplitHostPort(c.BindAddr); err != nil {

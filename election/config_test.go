@@ -37,14 +37,21 @@ func TestValidateNamesTheField(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]func(*Config){
-		"id":                 func(c *Config) { c.ID = "" },
-		"raft address":       func(c *Config) { c.BindAddr = "nope" },
-		"heartbeat-timeout":  func(c *Config) { c.HeartbeatTimeout = time.Millisecond },
-		"election-timeout":   func(c *Config) { c.ElectionTimeout = c.HeartbeatTimeout / 2 },
-		"leader lease":       func(c *Config) { c.LeaderLeaseTimeout = 2 * c.HeartbeatTimeout },
-		"commit-timeout":     func(c *Config) { c.CommitTimeout = 0 },
-		"max-append-entries": func(c *Config) { c.MaxAppendEntries = 5000 },
-		"is not in it":       func(c *Config) { c.Peers = []Peer{{ID: "n2", Addr: "h:1"}} },
+		"id":                                    func(c *Config) { c.ID = "" },
+		"raft address":                          func(c *Config) { c.BindAddr = "nope" },
+		"heartbeat-timeout":                     func(c *Config) { c.HeartbeatTimeout = time.Millisecond },
+		"election-timeout":                      func(c *Config) { c.ElectionTimeout = c.HeartbeatTimeout / 2 },
+		"leader lease":                          func(c *Config) { c.LeaderLeaseTimeout = 2 * c.HeartbeatTimeout },
+		"commit-timeout":                        func(c *Config) { c.CommitTimeout = 0 },
+		"max-append-entries":                    func(c *Config) { c.MaxAppendEntries = 5000 },
+		"is not in it":                          func(c *Config) { c.Peers = []Peer{{ID: "n2", Addr: "h:1"}} },
+		"--join with --peers n1@127.0.0.1:7001": func(c *Config) { c.Join = true },
+		"--join with --recover-as-new-group":    func(c *Config) { c.Join, c.Peers, c.NewGroup = true, nil, true },
+	}
+	join := ok
+	join.Peers, join.Join = nil, true
+	if err := join.Validate(); err != nil {
+		t.Errorf("Join alone: %v", err)
 	}
 	for want, mod := range cases {
 		c := ok

@@ -25,6 +25,12 @@ var (
 	ErrNoSuchServer = errors.New("no such server")
 	// ErrRefused: a membership change that would hurt availability.
 	ErrRefused = errors.New("refused")
+	// ErrOwnLog: a node to be added holds a log that is not this group's
+	// (it began a group of its own); adding it would overwrite that log or
+	// depose this group's leader (CheckJoiner).
+	ErrOwnLog = errors.New("already holds a log of its own")
+	// ErrNoAnswer: a node to be added did not answer a raft call.
+	ErrNoAnswer = errors.New("no answer to a raft call")
 )
 
 // errNoCampaign fails this node's own vote requests (NeverCampaign); raft

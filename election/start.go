@@ -62,7 +62,9 @@ type StateMachine interface {
 }
 
 // Start creates the transport (unless cfg.Transport brings one) and raft
-// over fsm, bootstrapping the peers when the stores hold no state. The node
+// over fsm. When the stores hold no state it bootstraps cfg.Peers, or a
+// group of this node alone without them, or with cfg.Join waits to be
+// added. The node
 // owns fsm from then on: it closes it when it shuts down, or when Start
 // fails.
 func Start(cfg Config, fsm StateMachine, st RaftStores) (_ *Node, err error) {
@@ -162,9 +164,21 @@ func Start(cfg Config, fsm StateMachine, st RaftStores) (_ *Node, err error) {
 	r.RegisterObserver(n.obs)
 	n.goFunc(n.observe)
 
-	if !hasState && len(cfg.Peers) > 0 {
+	peers := cfg.Peers
+	if len(peers) == 0 && !cfg.Join {
+		peers = []Peer{{ID: cfg.ID, Addr: cfg.AdvertiseAddr}}
+	}
+	switch {
+	case hasState:
+		if cfg.Join {
+			logger.Info("--join ignored: this node has data and restarts as the member it is")
+		}
+		logger.Info("rejoining with existing state", "last_index", r.LastIndex())
+	case cfg.Join:
+		n.goFunc(func() { n.awaitAdded(cfg) })
+	default:
 		var servers []raft.Server
-		for _, p := range cfg.Peers {
+		for _, p := range peers {
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
 		}
 		f := r.BootstrapCluster(raft.Configuration{Servers: servers})
@@ -174,12 +188,8 @@ func Start(cfg Config, fsm StateMachine, st RaftStores) (_ *Node, err error) {
 		}
 		logger.Info("bootstrapped new group", "peers", len(servers))
 		if len(servers) == 1 {
-			logger.Info("a group of one node: grow it with `raftmq member add ID@RAFTADDR` against this node for every node started without --peers")
+			logger.Info("a group of one node, this one: to grow it, start each new node with --join and run `raftmq member add ID@RAFTADDR` for it against this node")
 		}
-	} else if hasState {
-		logger.Info("rejoining with existing state", "last_index", r.LastIndex())
-	} else {
-		n.goFunc(func() { n.awaitAdded(cfg) })
 	}
 	if n.recovering.Load() {
 		if voters(r) <= 1 { // nobody else could hold what it lost
@@ -403,8 +413,8 @@ func (n *Node) goFunc(f func()) {
 const awaitAddedEvery = 30 * time.Second
 
 // awaitAdded says, at start and then every awaitAddedEvery until a leader
-// has added it, why a node without --peers and without data does nothing
-// yet, and the two ways on.
+// has added it, why a node started with --join and without data does
+// nothing yet, and the two ways on.
 func (n *Node) awaitAdded(cfg Config) {
 	tick := time.NewTicker(awaitAddedEvery)
 	defer tick.Stop()
@@ -412,8 +422,8 @@ func (n *Node) awaitAdded(cfg Config) {
 		if n.LeaderID() != "" {
 			return
 		}
-		n.log.Warn("no --peers and no data: waiting to be added to a group; run `raftmq member add " + cfg.ID + "@" + cfg.AdvertiseAddr +
-			"` against the group, or start this node with --single (or --peers " + cfg.ID + "@" + cfg.AdvertiseAddr + ") to begin a new group of its own")
+		n.log.Warn("--join and no data: waiting to be added to a group; run `raftmq member add " + cfg.ID + "@" + cfg.AdvertiseAddr +
+			"` against the group, or start this node without --join to begin a new group of its own")
 		select {
 		case <-n.stop:
 			return

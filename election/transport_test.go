@@ -121,13 +121,13 @@ func TestGatedTransportPassesOptionalInterfaces(t *testing.T) {
 	}
 }
 
-// TestNodeWithoutPeersSaysHowToGoOn: a node started without peers and
-// without data waits to be added, and says so with the two ways on.
-func TestNodeWithoutPeersSaysHowToGoOn(t *testing.T) {
+// TestJoiningNodeSaysHowToGoOn: a node started with Join and without data
+// waits to be added, and says so with the two ways on.
+func TestJoiningNodeSaysHowToGoOn(t *testing.T) {
 	addr, tr := raft.NewInmemTransport("inmem-alone")
 	var out lockedWriter
 	cfg := DefaultConfig()
-	cfg.ID, cfg.Transport, cfg.AdvertiseAddr = "n4", tr, string(addr)
+	cfg.ID, cfg.Transport, cfg.AdvertiseAddr, cfg.Join = "n4", tr, string(addr), true
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: &out})
 	nd, err := Start(cfg, newTestFSM(), RaftStores{Log: raft.NewInmemStore(), Stable: raft.NewInmemStore(), Snapshots: raft.NewInmemSnapshotStore()})
 	if err != nil {
@@ -136,8 +136,36 @@ func TestNodeWithoutPeersSaysHowToGoOn(t *testing.T) {
 	defer nd.Kill()
 	waitUntil(t, 10*time.Second, "the waiting node's advice", func() bool {
 		s := out.String()
-		return strings.Contains(s, "waiting to be added") && strings.Contains(s, "raftmq member add n4@inmem-alone") && strings.Contains(s, "--peers n4@inmem-alone")
+		return strings.Contains(s, "waiting to be added") && strings.Contains(s, "raftmq member add n4@inmem-alone") && strings.Contains(s, "without --join")
 	})
+	if nd.LeaderID() != "" || nd.Stats().LastIndex != 0 {
+		t.Errorf("the joining node began a group: leader %q, last index %d", nd.LeaderID(), nd.Stats().LastIndex)
+	}
+}
+
+// TestNodeWithoutPeersLeadsAGroupOfOne: a node started with neither peers
+// nor Join on empty stores bootstraps a group of itself, leads it, and says
+// once how to grow it.
+func TestNodeWithoutPeersLeadsAGroupOfOne(t *testing.T) {
+	addr, tr := raft.NewInmemTransport("inmem-alone")
+	var out lockedWriter
+	cfg := DefaultConfig()
+	cfg.ID, cfg.Transport, cfg.AdvertiseAddr = "n1", tr, string(addr)
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &out})
+	nd, err := Start(cfg, newTestFSM(), RaftStores{Log: raft.NewInmemStore(), Stable: raft.NewInmemStore(), Snapshots: raft.NewInmemSnapshotStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nd.Kill()
+	waitUntil(t, 10*time.Second, "the node to lead", func() bool { return nd.Role() == Leader })
+	servers, err := nd.Servers()
+	if err != nil || len(servers) != 1 || servers[0] != (Server{ID: "n1", Addr: "inmem-alone", Voter: true}) {
+		t.Fatalf("configuration %+v (%v), want n1 alone", servers, err)
+	}
+	const hint = "start each new node with --join and run `raftmq member add ID@RAFTADDR`"
+	if got := strings.Count(out.String(), hint); got != 1 {
+		t.Errorf("the growth hint was logged %d times, want once:\n%s", got, out.String())
+	}
 }
 
 type lockedWriter struct {

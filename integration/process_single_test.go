@@ -14,9 +14,9 @@ import (
 )
 
 // `raftmq server --single` on an empty data directory begins a group of
-// one node, says how to grow it, takes writes, and restarts with its data;
-// a second node started without --peers is added with member add. --single
-// with --peers is refused.
+// one node, says how to grow it, takes writes, and restarts with its data
+// (without --single, the default); a second node started with --join is
+// added with member add. --single with --peers is refused.
 func TestProcessSingleNodeGroup(t *testing.T) {
 	procRequire(t)
 	dir := t.TempDir()
@@ -55,20 +55,20 @@ func TestProcessSingleNodeGroup(t *testing.T) {
 	}
 	procWaitFor(t, 60*time.Second, "n1 leading its one-node group", leaderIs("n1", api1))
 	b, _ := os.ReadFile(log1)
-	if !strings.Contains(string(b), "member add") {
+	if !strings.Contains(string(b), "member add") || !strings.Contains(string(b), "--join") {
 		t.Errorf("the log of a one-node group does not say how to grow it:\n%s", procCut(string(b), 3000))
 	}
 	c.mustCLI("", "produce", "-t", "solo", "-s", api1, "m1")
 
-	// Restarted with the same flags, it keeps its data.
+	// Restarted without --single, it keeps its data.
 	if _, err := n1.SignalAndWait(syscall.SIGTERM, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	start(&n1, "n1", raft1, api1, "--single")
+	start(&n1, "n1", raft1, api1)
 	procWaitFor(t, 60*time.Second, "n1 leading again", leaderIs("n1", api1))
 
-	// Grown by a node started without --peers.
-	start(&n2, "n2", raft2, api2)
+	// Grown by a node started with --join.
+	start(&n2, "n2", raft2, api2, "--join")
 	procWaitFor(t, 60*time.Second, "n2 answering", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()

@@ -111,7 +111,7 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 		t.Fatalf("remove %s: %v", fid, err)
 	}
 	c.Kill(f)
-	c.Reconfigure(f, func(cfg *server.Config) { cfg.DataDir, cfg.Raft.Peers = t.TempDir(), nil })
+	c.Reconfigure(f, func(cfg *server.Config) { cfg.DataDir, cfg.Raft.Peers, cfg.Raft.Join = t.TempDir(), nil, true })
 	c.Restart(f)
 	for {
 		ld := c.Node(c.Leader()).Broker()

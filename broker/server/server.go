@@ -580,7 +580,7 @@ func repairSteps(cfg Config) string {
 		"  1. keep this node stopped\n"+
 		"  2. raftmq member remove %[1]s --force -s ADDR   (ADDR: the client address of a healthy member)\n"+
 		"  3. mv %[2]s %[2]s.damaged   (keep it for inspection, or delete it)\n"+
-		"  4. start this node again with an empty --data %[2]s and without --peers\n"+
+		"  4. start this node again with an empty --data %[2]s and --join (without --peers)\n"+
 		"  5. raftmq member add %[1]s@%[3]s -s ADDR   (it joins as a non-voter and is promoted once caught up)",
 		cfg.Raft.ID, cfg.DataDir, addr)
 }

@@ -284,7 +284,7 @@ func TestDamagedSnapshotWithRetentionGapRefuses(t *testing.T) {
 	msg := err.Error()
 	t.Log(msg)
 	for _, want := range []string{"damaged snapshot", newest, "data directory " + cfg.DataDir + " is damaged",
-		"1. keep this node stopped", "raftmq member remove n1 --force", "mv " + cfg.DataDir, "without --peers",
+		"1. keep this node stopped", "raftmq member remove n1 --force", "mv " + cfg.DataDir, "and --join",
 		"5. raftmq member add n1@" + cfg.Raft.BindAddr} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("refusal does not say %q:\n%s", want, msg)

@@ -162,6 +162,7 @@ func TestTLSEnforcingGroup(t *testing.T) {
 	rcfg.Listen = freeAddr(t)
 	rcfg.Raft.ID = "n4"
 	rcfg.Raft.BindAddr = freeAddr(t)
+	rcfg.Raft.Join = true
 	rcfg.Broker.ClientAddr = rcfg.Listen
 	rcfg.TLS = tlsconf.Config{Mode: tlsconf.Enforcing, CertFile: rp.CertFile, KeyFile: rp.KeyFile, CAFile: rogue.CAFile}
 	rcfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "n4-rogue", Level: hclog.Info, Output: testWriter{t}})

@@ -1028,7 +1028,7 @@ func memberCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:      "add",
-				Usage:     "add a node (started without --peers) as a non-voter and promote it once caught up",
+				Usage:     "add a node (started with --join) as a non-voter and promote it once caught up; a node that holds a log of its own is refused",
 				ArgsUsage: "ID@RAFTADDR",
 				Flags:     clientFlags(),
 				Action: func(c *cli.Context) error {

@@ -33,6 +33,7 @@ func TestEnvScoping(t *testing.T) {
 	}{
 		{"server", "data", []string{"RAFTMQ_SERVER_DATA"}},
 		{"server", "heartbeat-timeout", []string{"RAFTMQ_SERVER_HEARTBEAT_TIMEOUT"}},
+		{"server", "join", []string{"RAFTMQ_SERVER_JOIN"}},
 		{"server", "namesrv", []string{"RAFTMQ_NAMESRV"}},
 		{"consume", "servers", []string{"RAFTMQ_SERVERS"}},
 		{"consume", "group", nil},

@@ -112,3 +112,29 @@ func TestServerRecoverAsNewGroupFlag(t *testing.T) {
 		t.Errorf("on an empty data directory: %v, want a refusal saying there is nothing to recover", err)
 	}
 }
+
+// TestServerJoinFlag: --join is in server --help (and --single is called
+// the default), reads RAFTMQ_SERVER_JOIN, and is refused with --peers,
+// --single or --recover-as-new-group before any port opens.
+func TestServerJoinFlag(t *testing.T) {
+	out, _, code := runCLI("server", "--help")
+	if code != 0 || !strings.Contains(out, "--join") || !strings.Contains(out, "the default without --peers and --join") {
+		t.Errorf("server --help (exit %d) does not describe --join and the default:\n%s", code, out)
+	}
+	for _, extra := range [][]string{
+		{"--peers", "n1@127.0.0.1:7001"},
+		{"--single"},
+		{"--recover-as-new-group"},
+	} {
+		args := append([]string{"server", "--id", "n1", "--data", t.TempDir(), "--join"}, extra...)
+		err := runErr(args...)
+		if err == nil || !strings.Contains(err.Error(), "--join") || !strings.Contains(err.Error(), extra[0]) {
+			t.Errorf("--join %s: %v, want a refusal naming both flags", strings.Join(extra, " "), err)
+		}
+	}
+	t.Setenv("RAFTMQ_SERVER_JOIN", "true")
+	err := runErr("server", "--id", "n1", "--data", t.TempDir(), "--single")
+	if err == nil || !strings.Contains(err.Error(), "--join") {
+		t.Errorf("RAFTMQ_SERVER_JOIN=true with --single: %v, want the --join refusal", err)
+	}
+}

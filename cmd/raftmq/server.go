@@ -33,8 +33,10 @@ func serverCommand() *cli.Command {
 			"only when its data directory is empty, and rejoins with its data otherwise.\n\n" +
 			"   raftmq server --id n1 --data /tmp/g/n1 --raft 127.0.0.1:7001 --listen 127.0.0.1:9001 \\\n" +
 			"       --http 127.0.0.1:8001 --peers n1@127.0.0.1:7001,n2@127.0.0.1:7002,n3@127.0.0.1:7003\n\n" +
-			"A node added later with `raftmq member add` is started without --peers. A group of one node:\n" +
-			"--single instead of --peers (grow it later with `raftmq member add`).\n\n" +
+			"A node started without --peers on an empty data directory begins a group of one node, itself,\n" +
+			"and logs how to grow it. A node to be added to a group with `raftmq member add` is started\n" +
+			"with --join instead: it waits until the group's leader adds it. member add refuses a node that\n" +
+			"began a group of its own (started without --join by mistake).\n\n" +
 			"To restore a group from a copy of one node's data directory, start that copy once with\n" +
 			"--recover-as-new-group (the node's own --id, any --raft and --listen): it becomes the only\n" +
 			"voter of its group, keeping every message of its log. Then add nodes with `raftmq member add`\n" +
@@ -53,7 +55,8 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "http", Value: "127.0.0.1:8001", Usage: "HTTP address for the web console (/), /metrics, /healthz, /readyz and /debug/pprof (empty: off)"},
 			&cli.StringFlag{Name: "http-advertise", Usage: "HTTP address shown by status (default: --http)"},
 			&cli.StringFlag{Name: "peers", Usage: "initial voters as ID@RAFTADDR,... (must include this node)"},
-			&cli.BoolFlag{Name: "single", Usage: "with an empty --data, begin a group of one node, this one (the same as --peers ID@RAFT-ADVERTISE); grow it with raftmq member add. Without --peers and --single a node with an empty --data waits to be added with raftmq member add"},
+			&cli.BoolFlag{Name: "single", Usage: "with an empty --data, begin a group of one node, this one (the same as --peers ID@RAFT-ADVERTISE); the default without --peers and --join, kept for existing scripts"},
+			&cli.BoolFlag{Name: "join", Usage: "with an empty --data, wait to be added to a group with raftmq member add run against it, instead of beginning a group of one; with data it is ignored (the node restarts as the member it is). Not with --peers, --single or --recover-as-new-group"},
 			&cli.BoolFlag{Name: "recover-as-new-group", Usage: "start the existing data of --data (a copy of a node's data directory) as a new group whose only voter is this node at --id and its raft address (--raft-advertise, default --raft); every message of the log is kept, the old members no longer count. Refused with an empty --data or with --peers. Give it for one start, then grow the group with raftmq member add and restart this node without it"},
 			&cli.StringFlag{Name: "log-store", Value: d.LogStore, Usage: "Raft log store: wal (raft-wal) or bolt (raft-boltdb)"},
 			&cli.DurationFlag{Name: "heartbeat-timeout", Value: d.Raft.HeartbeatTimeout, Usage: "Raft heartbeat timeout"},
@@ -137,9 +140,13 @@ func runServer(c *cli.Context) error {
 			return fmt.Errorf("--peers: %w", err)
 		}
 	}
+	if c.Bool("join") && (len(cfg.Raft.Peers) > 0 || c.Bool("single") || c.Bool("recover-as-new-group")) {
+		return errors.New("--join: a joining node waits to be added with `raftmq member add`; give it without --peers, --single and --recover-as-new-group")
+	}
 	if c.Bool("single") && (len(cfg.Raft.Peers) > 0 || c.Bool("recover-as-new-group")) {
 		return errors.New("--single: give it alone, not with --peers or --recover-as-new-group")
 	}
+	cfg.Raft.Join = c.Bool("join")
 	if cfg.Raft.NewGroup = c.Bool("recover-as-new-group"); cfg.Raft.NewGroup && len(cfg.Raft.Peers) > 0 {
 		return errors.New("--recover-as-new-group: the recovered node is the only voter of its group; drop --peers and add the other nodes with `raftmq member add`")
 	}

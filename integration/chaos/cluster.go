@@ -182,7 +182,7 @@ func (c *Cluster) WaitExit(n *Node, d time.Duration) (err error, ok bool) {
 }
 
 // Wipe empties n's data directory (n must be stopped); the node will be
-// started without --peers and added with `member add`.
+// started with --join and added with `member add`.
 func (c *Cluster) Wipe(n *Node) error { return c.Group.Wipe(n.ID) }
 
 // Heal lets all traffic through, undelayed.
@@ -497,7 +497,7 @@ func retry(ctx context.Context, d time.Duration, f func(context.Context) error) 
 
 // Rejoin is the documented repair of a node whose data is gone or damaged:
 // stop it, remove it from the group (if it is a member), wipe its data,
-// start it empty without --peers and `member add` it, until it is a voter.
+// start it empty with --join and `member add` it, until it is a voter.
 func (c *Cluster) Rejoin(ctx context.Context, n *Node) error {
 	if n.Running() {
 		if err := c.Stop(n, 10*time.Second); err != nil {

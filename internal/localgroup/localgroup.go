@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,7 +110,7 @@ type Node struct {
 	Log            string // the server's stderr, appended across restarts
 
 	mu    sync.Mutex
-	peers string // --peers, "" for a node that joins with `member add`
+	peers string // --peers, "" for a node that joins with `member add` (--join)
 	cut   bool
 
 	Process
@@ -160,7 +161,7 @@ func New(cfg Config) (*Group, error) {
 	return g, nil
 }
 
-// Peers is the node's --peers, "" for a node that joins with `member add`
+// Peers is the node's --peers, "" for a node that joins with `member add` (--join)
 // (added by AddNode, or wiped).
 func (n *Node) Peers() string {
 	n.mu.Lock()
@@ -213,7 +214,7 @@ func (g *Group) newNode(id string) (*Node, error) {
 }
 
 // AddNode allocates a node that is not part of the initial voters: it starts
-// without --peers and waits to be added with `member add`. Start it with Start.
+// with --join and waits to be added with `member add`. Start it with Start.
 func (g *Group) AddNode(id string) (*Node, error) {
 	if g.Node(id) != nil {
 		return nil, fmt.Errorf("node %s exists", id)
@@ -330,6 +331,8 @@ func (g *Group) Launch(id string) error {
 	}
 	if p := n.Peers(); p != "" {
 		args = append(args, "--peers", p)
+	} else if extra := g.ServerArgs(); !slices.Contains(extra, "--recover-as-new-group") && !slices.Contains(extra, "--single") {
+		args = append(args, "--join")
 	}
 	if n.Remoting != "" {
 		args = append(args, "--remoting", n.RemotingListen)
@@ -390,7 +393,7 @@ func (g *Group) Kill(id string) (int, error) {
 }
 
 // Wipe empties the data directory of node id, which must be stopped; it
-// starts from now on without --peers, to be added with `member add`.
+// starts from now on with --join, to be added with `member add`.
 func (g *Group) Wipe(id string) error {
 	n := g.Node(id)
 	if n == nil {

@@ -11,12 +11,13 @@ import (
 	"github.com/raftmq/raftmq/internal/faultproxy"
 )
 
-// fakeServer is an executable that prints its arguments, one a line, and
-// then sleeps: a stand-in for `raftmq server` that never answers.
+// fakeServer is an executable that prints its arguments, one a line, then
+// "args-end", and then sleeps: a stand-in for `raftmq server` that never
+// answers.
 func fakeServer(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "fake-raftmq")
-	script := "#!/bin/sh\nfor a in \"$@\"; do echo \"arg:$a\"; done\nexec sleep 60\n"
+	script := "#!/bin/sh\nfor a in \"$@\"; do echo \"arg:$a\"; done\necho args-end\nexec sleep 60\n"
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +25,7 @@ func fakeServer(t *testing.T) string {
 }
 
 // argsOf waits for the fake server of n to print its arguments and returns
-// them as flag -> value.
+// them as flag -> value ("true" for a flag followed by another flag).
 func argsOf(t *testing.T, n *Node) map[string]string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -36,10 +37,15 @@ func argsOf(t *testing.T, n *Node) map[string]string {
 				args = append(args, a)
 			}
 		}
-		if len(args) > 0 && strings.Contains(out, "arg:--id") && (len(args)%2 == 1) {
+		if strings.Contains(out, "args-end") {
 			m := map[string]string{}
-			for i := 1; i+1 < len(args); i += 2 {
-				m[args[i]] = args[i+1]
+			for i := 1; i < len(args); i++ { // args[0] is the command
+				if i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") {
+					m[args[i]] = args[i+1]
+					i++
+				} else {
+					m[args[i]] = "true"
+				}
 			}
 			return m
 		}
@@ -52,7 +58,7 @@ func argsOf(t *testing.T, n *Node) map[string]string {
 
 // With PeerLinks, NodeDirs and NoHTTP every node gets the chaos suite's
 // layout and one proxy per directed pair for Raft and for the node-to-node
-// API, and Wipe makes it start without --peers.
+// API, and Wipe makes it start with --join instead of --peers.
 func TestGroupPeerLinksArgsAndWipe(t *testing.T) {
 	dir := t.TempDir()
 	g, err := New(Config{Exe: fakeServer(t), Dir: dir, Nodes: 3, PeerLinks: true, NodeDirs: true, NoHTTP: true,
@@ -110,8 +116,8 @@ func TestGroupPeerLinksArgsAndWipe(t *testing.T) {
 	if err := g.Launch("n1"); err != nil {
 		t.Fatal(err)
 	}
-	if args := argsOf(t, n1); args["--peers"] != "" || args["--id"] != "n1" {
-		t.Fatalf("after a wipe: %v, want no --peers", args)
+	if args := argsOf(t, n1); args["--peers"] != "" || args["--id"] != "n1" || args["--join"] != "true" {
+		t.Fatalf("after a wipe: %v, want --join and no --peers", args)
 	}
 }
 
