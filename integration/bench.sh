@@ -17,7 +17,9 @@
 # docs/BENCHMARKS.md; "-" prints to stdout only), BENCH_SERVER_FLAGS (extra
 # flags for every server), BENCH_SECTION (name of the marked section to
 # replace, default "suite"; e.g. "suite-relaxed" for a second configuration),
-# BENCH_KEEP=1 keeps the data directory and server logs.
+# BENCH_KEEP=1 keeps the data directory and server logs, BENCH_CASES (the
+# cases to run, default "a b c e d1 d2 d3"), BENCH_RESULTS (a directory
+# that receives each case's JSON, for integration/bench-compare.sh).
 # Needs: go, jq, curl. The whole suite takes about 3 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -144,15 +146,19 @@ consume() {
     "$RESULTS/$name.json" >&2 || true
 }
 
+CASES=" ${BENCH_CASES:-a b c e d1 d2 d3} "
+want() { [[ "$CASES" == *" $1 "* ]]; }
 START=$(date +%s)
-produce a --topic bench-1k --size 1024 --producers 1 --window 1 --count 100000 --duration "$SYNC_DUR"
-produce b --topic bench-1k --size 1024 --producers 4 --window 256 --count 5000000 --duration "$DUR"
-produce c --topic bench-100b --size 100 --producers 4 --window 256 --count 10000000 --duration "$DUR"
-produce e --topic bench-1k-batch --size 1024 --producers 4 --window 8 --batch 64 --count 10000000 --duration "$DUR"
-consume d1 --topic bench-1k --consumers 4 --follower-reads=false --duration 40s
-consume d2 --topic bench-1k --consumers 4 --follower-reads=true --duration 40s
-consume d3 --topic bench-100b --consumers 4 --follower-reads=false --duration 40s
+want a && produce a --topic bench-1k --size 1024 --producers 1 --window 1 --count 100000 --duration "$SYNC_DUR"
+want b && produce b --topic bench-1k --size 1024 --producers 4 --window 256 --count 5000000 --duration "$DUR"
+want c && produce c --topic bench-100b --size 100 --producers 4 --window 256 --count 10000000 --duration "$DUR"
+want e && produce e --topic bench-1k-batch --size 1024 --producers 4 --window 8 --batch 64 --count 10000000 --duration "$DUR"
+want d1 && consume d1 --topic bench-1k --consumers 4 --follower-reads=false --duration 40s
+want d2 && consume d2 --topic bench-1k --consumers 4 --follower-reads=true --duration 40s
+want d3 && consume d3 --topic bench-100b --consumers 4 --follower-reads=false --duration 40s
+want c1 && consume c1 --topic bench-1k --consumers 1 --follower-reads=false --duration 40s
 END=$(date +%s)
+if [[ -n "${BENCH_RESULTS:-}" ]]; then mkdir -p "$BENCH_RESULTS" && cp "$RESULTS"/*.json "$BENCH_RESULTS"/; fi
 
 LEADER=$(leader_id)
 RSS=""
@@ -175,6 +181,7 @@ cpumsg() {
 }
 prow() {
   local name=$1 label=$2 f=$RESULTS/$1.json bf=$RESULTS/$1.batch.json
+  want "$name" || return 0
   [[ -s $f ]] || { echo "| $label | (failed) |||||||||||"; return; }
   printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$label" \
     "$(jq -r '.msgs_per_sec | round' "$f")" "$(jq -r '.mb_per_sec * 10 | round / 10' "$f")" \
@@ -186,6 +193,7 @@ prow() {
 }
 crow() {
   local name=$1 label=$2 f=$RESULTS/$1.json bf=$RESULTS/$1.batch.json
+  want "$name" || return 0
   [[ -s $f ]] || { echo "| $label | (failed) ||||||||"; return; }
   printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$label" \
     "$(jq -r '.msgs_per_sec | round' "$f")" "$(jq -r '.mb_per_sec * 10 | round / 10' "$f")" \
@@ -222,6 +230,7 @@ SECTION=$WORK/section.md
   crow d1 "(d1) bench-1k (a+b), leader only"
   crow d2 "(d2) bench-1k (a+b), follower reads on"
   crow d3 "(d3) bench-100b (c), leader only"
+  crow c1 "(c1) bench-1k (a+b), 1 consumer, leader only"
   echo
   echo "Peak RSS of each server (VmHWM at the end of the suite):"
   echo
