@@ -100,16 +100,24 @@ func (n *Node) CheckJoiner(ctx context.Context, id, addr string) error {
 
 // callBounded runs call, a raft transport call, and returns its error, or
 // ctx's or a timeout's when that comes first (the call then ends on the
-// transport's own timeout). A call that fails is made once more: the
-// transport may have handed it a pooled connection to an earlier process
-// at that address, which fails at once and is then dropped.
+// transport's own timeout). A call that fails at once is made again, up to
+// joinerAttempts times: the transport may hand it pooled connections to an
+// earlier process at that address (up to its pool size), each of which
+// fails at once and is then dropped.
 func callBounded(ctx context.Context, call func() error) error {
-	err := callBoundedOnce(ctx, call)
-	if err != nil && ctx.Err() == nil && !errors.Is(err, errNoAnswerInTime) {
+	var err error
+	for range joinerAttempts {
 		err = callBoundedOnce(ctx, call)
+		if err == nil || ctx.Err() != nil || errors.Is(err, errNoAnswerInTime) {
+			break
+		}
 	}
 	return err
 }
+
+// joinerAttempts is one more than the transport's connection pool
+// (NetworkTransportConfig.MaxPool in start.go).
+const joinerAttempts = 4
 
 var errNoAnswerInTime = fmt.Errorf("no answer within %s", joinerTimeout)
 

@@ -64,8 +64,10 @@ func TestPullOfOnlyFilteredMessagesMovesOn(t *testing.T) {
 		if r.Code != rmq.PullRetryImmediately || r.Ext["nextBeginOffset"] != "3" || len(r.Body) != 0 {
 			t.Fatalf("node %d: pull of filtered messages: %d %q %v (%d body bytes)", i, r.Code, r.Remark, r.Ext, len(r.Body))
 		}
-		if took > 200*time.Millisecond {
-			t.Fatalf("node %d: answered after %v; want at once", i, took)
+		// Held, it would wait out the 20 s long poll; the bound is generous
+		// for a loaded machine.
+		if took > 5*time.Second {
+			t.Fatalf("node %d: answered after %v; want at once, not held for the long poll", i, took)
 		}
 		// At the end: held, then PULL_NOT_FOUND at the same offset.
 		ext["queueOffset"] = r.Ext["nextBeginOffset"]

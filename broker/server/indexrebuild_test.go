@@ -132,7 +132,8 @@ func followerIndexDamage(t *testing.T, remove bool) {
 		rebuilt, _ := c.Node(f).Store().IndexRebuilds()
 		return rebuilt >= 1
 	})
-	waitFor(t, 10*time.Second, "1,000 more messages", func() bool { return count(0) >= 2000 })
+	// The load goes on during and after the rebuild (generous: a loaded machine).
+	waitFor(t, time.Minute, "1,000 more messages", func() bool { return count(0) >= 2000 })
 	stopLoad()
 	wg.Wait()
 	for q := range 2 {
