@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 )
 
 // Record points at the messages of one queue inside one Raft entry.
@@ -18,10 +19,13 @@ type Record struct {
 // End is the offset after the record's last message.
 func (r Record) End() uint64 { return r.Base + uint64(r.Count) }
 
-// RecordLen is the size of a record on disk: base, log index, count, skip
-// list reference (0: none; else 1 + its position in the file's skip file),
-// CRC32C of the 24 bytes before it. Little endian.
-const RecordLen = 28
+// RecordLen is the size of a record on disk: the entry's first queue
+// offset and its log index, each as its distance from those of the file's
+// first record (the file's name holds both), the message count, the skip
+// list reference (0: none; else 1 + its position in the file's skip
+// file), and a CRC32C of the 16 bytes before it and of the file's two
+// bases, so that a record checks out only in its own file. Little endian.
+const RecordLen = 20
 
 // ErrCorrupt says a record or skip list does not match its checksum, or the
 // index is not in order.
@@ -29,24 +33,41 @@ var ErrCorrupt = errors.New("queue index corrupt")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func putRecord(b []byte, r Record, skipRef uint32) {
-	binary.LittleEndian.PutUint64(b[0:], r.Base)
-	binary.LittleEndian.PutUint64(b[8:], r.Index)
-	binary.LittleEndian.PutUint32(b[16:], r.Count)
-	binary.LittleEndian.PutUint32(b[20:], skipRef)
-	binary.LittleEndian.PutUint32(b[24:], crc32.Checksum(b[:24], castagnoli))
+// fits reports whether r can be a record of seg: its distances from the
+// file's bases fit their 32 bits.
+func (seg *segment) fits(r Record) bool {
+	return r.Base >= seg.base && r.End()-seg.base <= math.MaxUint32 &&
+		r.Index >= seg.first && r.Index-seg.first <= math.MaxUint32
 }
 
-// parseRecord decodes one record; the skip list is fetched separately.
-func parseRecord(b []byte) (r Record, skipRef uint32, err error) {
-	if crc32.Checksum(b[:24], castagnoli) != binary.LittleEndian.Uint32(b[24:]) {
+// recordCRC is the checksum of record b of seg.
+func (seg *segment) recordCRC(b []byte) uint32 {
+	var bases [16]byte
+	binary.LittleEndian.PutUint64(bases[0:], seg.base)
+	binary.LittleEndian.PutUint64(bases[8:], seg.first)
+	return crc32.Update(crc32.Checksum(bases[:], castagnoli), castagnoli, b[:16])
+}
+
+// putRecord encodes r, which fits seg.
+func (seg *segment) putRecord(b []byte, r Record, skipRef uint32) {
+	binary.LittleEndian.PutUint32(b[0:], uint32(r.Base-seg.base))
+	binary.LittleEndian.PutUint32(b[4:], uint32(r.Index-seg.first))
+	binary.LittleEndian.PutUint32(b[8:], r.Count)
+	binary.LittleEndian.PutUint32(b[12:], skipRef)
+	binary.LittleEndian.PutUint32(b[16:], seg.recordCRC(b))
+}
+
+// parseRecord decodes one record of seg; the skip list is fetched
+// separately.
+func (seg *segment) parseRecord(b []byte) (r Record, skipRef uint32, err error) {
+	if seg.recordCRC(b) != binary.LittleEndian.Uint32(b[16:]) {
 		return Record{}, 0, fmt.Errorf("%w: record checksum", ErrCorrupt)
 	}
-	r.Base = binary.LittleEndian.Uint64(b[0:])
-	r.Index = binary.LittleEndian.Uint64(b[8:])
-	r.Count = binary.LittleEndian.Uint32(b[16:])
-	skipRef = binary.LittleEndian.Uint32(b[20:])
-	if r.Count == 0 || r.Index == 0 {
+	r.Base = seg.base + uint64(binary.LittleEndian.Uint32(b[0:]))
+	r.Index = seg.first + uint64(binary.LittleEndian.Uint32(b[4:]))
+	r.Count = binary.LittleEndian.Uint32(b[8:])
+	skipRef = binary.LittleEndian.Uint32(b[12:])
+	if r.Count == 0 || r.Index == 0 || r.Base < seg.base || r.Index < seg.first {
 		return Record{}, 0, fmt.Errorf("%w: record of %d messages at log index %d", ErrCorrupt, r.Count, r.Index)
 	}
 	return r, skipRef, nil
