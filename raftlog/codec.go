@@ -131,7 +131,9 @@ func (b *BatchBuilder) Add(r *Request) {
 		b.buf = appendString(b.buf, m.Key)
 		b.buf = appendString(b.buf, m.Tag)
 		b.buf = binary.AppendUvarint(b.buf, uint64(len(m.Properties)))
-		b.buf = appendProperties(b.buf, m.Properties)
+		if len(m.Properties) > 0 {
+			b.buf = appendProperties(b.buf, m.Properties)
+		}
 		b.buf = binary.AppendUvarint(b.buf, uint64(len(m.Body)))
 		b.buf = append(b.buf, m.Body...)
 	}
