@@ -277,10 +277,10 @@ func (q *Queue) Append(r Record) error {
 	}
 	seg := q.segs[len(q.segs)-1]
 	var ref uint32
-	if len(r.Skip) > 0 {
+	if needsSkipEntry(r) {
 		ref = uint32(seg.skipSize) + 1
 		before := len(q.pendSkip)
-		q.pendSkip = appendSkip(q.pendSkip, r.Skip)
+		q.pendSkip = appendSkip(q.pendSkip, r)
 		seg.skipSize += int64(len(q.pendSkip) - before)
 	}
 	var b [RecordLen]byte
@@ -440,6 +440,12 @@ func (q *Queue) search(seg *segment, pred func(Record) bool) (int, error) {
 	defer closeF()
 	var b [RecordLen]byte
 	var rerr error
+	var sf file // the skip file, opened for the first record whose count is there
+	defer func() {
+		if sf != nil {
+			sf.Close()
+		}
+	}()
 	i := sort.Search(seg.written, func(i int) bool {
 		if rerr != nil {
 			return true
@@ -448,7 +454,15 @@ func (q *Queue) search(seg *segment, pred func(Record) bool) (int, error) {
 			rerr = err
 			return true
 		}
-		r, _, err := seg.parseRecord(b[:])
+		r, ref, err := seg.parseRecord(b[:])
+		if err == nil && ref != 0 {
+			if sf == nil {
+				sf, _, err = q.s.fs.open(skipPath(seg.path))
+			}
+			if err == nil {
+				err = readSkip(sf, int64(ref-1), &r)
+			}
+		}
 		if err != nil {
 			rerr = fmt.Errorf("%s record %d: %w", seg.path, i, err)
 			return true
@@ -487,7 +501,7 @@ func (q *Queue) read(seg *segment, from, n int) ([]Record, error) {
 				}
 				defer sf.Close()
 			}
-			if r.Skip, err = readSkip(sf, int64(ref-1)); err != nil {
+			if err := readSkip(sf, int64(ref-1), &r); err != nil {
 				return nil, fmt.Errorf("%s record %d: %w", seg.path, from+i, err)
 			}
 		}

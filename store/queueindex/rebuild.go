@@ -89,7 +89,7 @@ func (q *Queue) scanFile(seg *segment, from, n int) []Scanned {
 				}
 				defer sf.Close()
 			}
-			if r.Skip, err = readSkip(sf, int64(ref-1)); err != nil {
+			if err = readSkip(sf, int64(ref-1), &r); err != nil {
 				continue
 			}
 		}
