@@ -20,9 +20,38 @@ const (
 	CmdMeta  CommandType = 2
 )
 
+// Batch formats. Both start with the command type, the version and a
+// CRC32C of every byte after the first six (the header's remaining bytes
+// included).
+//
+// Version 1: a 4-byte request count, then per request its producer id,
+// sequence, topic and message count, and per message its queue,
+// timestamp, key, tag, properties and body, each string and list with a
+// uvarint length.
+//
+// Version 2 has no request count (requests run to the end of the entry),
+// and a message starts with a flags byte that says whether a key, a tag
+// and properties follow, instead of a zero length for each that is absent:
+// 6 bytes fewer for a request of one plain message.
 const (
-	batchVersion   = 1
-	batchHeaderLen = 1 + 1 + 4 + 4 // type, version, crc32c, request count
+	batchVersion1    = 1
+	batchVersion2    = 2
+	batchHeaderLen   = 1 + 1 + 4 + 4 // version 1: type, version, crc32c, request count
+	batchV2HeaderLen = 1 + 1 + 4     // version 2: type, version, crc32c
+)
+
+// batchWriteVersion is the batch format this version writes. It reads
+// both; it writes version 2 only once no node of a group can run a version
+// that reads version 1 alone, since such a node stops applying at the first
+// entry it cannot decode (a rolling upgrade passes through such groups).
+const batchWriteVersion = batchVersion1
+
+// Flags of a version 2 message.
+const (
+	msgHasKey   = 1 << 0
+	msgHasTag   = 1 << 1
+	msgHasProps = 1 << 2
+	msgFlags    = msgHasKey | msgHasTag | msgHasProps
 )
 
 // Limits enforced by the decoder, so that a corrupt or hostile entry can never
@@ -63,16 +92,25 @@ type Request struct {
 // BatchBuilder encodes many requests into one Raft entry (group commit).
 // The zero value is not usable; call NewBatchBuilder.
 type BatchBuilder struct {
-	buf   []byte
-	count uint32
+	buf     []byte
+	count   uint32
+	version byte
 }
 
 // NewBatchBuilder returns a builder whose buffer starts with sizeHint bytes of
 // capacity.
 func NewBatchBuilder(sizeHint int) *BatchBuilder {
-	b := &BatchBuilder{buf: make([]byte, batchHeaderLen, batchHeaderLen+sizeHint)}
+	return newBatchBuilder(sizeHint, batchWriteVersion)
+}
+
+func newBatchBuilder(sizeHint int, version byte) *BatchBuilder {
+	hdr := batchHeaderLen
+	if version == batchVersion2 {
+		hdr = batchV2HeaderLen
+	}
+	b := &BatchBuilder{buf: make([]byte, hdr, hdr+sizeHint), version: version}
 	b.buf[0] = byte(CmdBatch)
-	b.buf[1] = batchVersion
+	b.buf[1] = version
 	return b
 }
 
@@ -84,32 +122,74 @@ func (b *BatchBuilder) Add(r *Request) {
 	b.buf = binary.AppendUvarint(b.buf, uint64(len(r.Messages)))
 	for i := range r.Messages {
 		m := &r.Messages[i]
+		if b.version == batchVersion2 {
+			b.buf = appendMessageV2(b.buf, m)
+			continue
+		}
 		b.buf = binary.AppendUvarint(b.buf, uint64(m.Queue))
 		b.buf = binary.AppendVarint(b.buf, m.Timestamp)
 		b.buf = appendString(b.buf, m.Key)
 		b.buf = appendString(b.buf, m.Tag)
 		b.buf = binary.AppendUvarint(b.buf, uint64(len(m.Properties)))
-		if len(m.Properties) == 1 {
-			for k, v := range m.Properties {
-				b.buf = appendString(b.buf, k)
-				b.buf = appendString(b.buf, v)
-			}
-		} else if len(m.Properties) > 1 {
-			// Sorted, so one request always encodes to the same bytes.
-			keys := make([]string, 0, len(m.Properties))
-			for k := range m.Properties {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				b.buf = appendString(b.buf, k)
-				b.buf = appendString(b.buf, m.Properties[k])
-			}
+		if len(m.Properties) > 0 {
+			b.buf = appendProperties(b.buf, m.Properties)
 		}
 		b.buf = binary.AppendUvarint(b.buf, uint64(len(m.Body)))
 		b.buf = append(b.buf, m.Body...)
 	}
 	b.count++
+}
+
+// appendMessageV2 appends m in the version 2 format.
+func appendMessageV2(buf []byte, m *Message) []byte {
+	var flags byte
+	if m.Key != "" {
+		flags |= msgHasKey
+	}
+	if m.Tag != "" {
+		flags |= msgHasTag
+	}
+	if len(m.Properties) > 0 {
+		flags |= msgHasProps
+	}
+	buf = append(buf, flags)
+	buf = binary.AppendUvarint(buf, uint64(m.Queue))
+	buf = binary.AppendVarint(buf, m.Timestamp)
+	if m.Key != "" {
+		buf = appendString(buf, m.Key)
+	}
+	if m.Tag != "" {
+		buf = appendString(buf, m.Tag)
+	}
+	if len(m.Properties) > 0 {
+		buf = binary.AppendUvarint(buf, uint64(len(m.Properties)))
+		buf = appendProperties(buf, m.Properties)
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(m.Body)))
+	return append(buf, m.Body...)
+}
+
+// appendProperties appends the key/value pairs of props (their count is
+// the caller's).
+func appendProperties(buf []byte, props map[string]string) []byte {
+	if len(props) == 1 {
+		for k, v := range props {
+			buf = appendString(buf, k)
+			buf = appendString(buf, v)
+		}
+		return buf
+	}
+	// Sorted, so one request always encodes to the same bytes.
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		buf = appendString(buf, k)
+		buf = appendString(buf, props[k])
+	}
+	return buf
 }
 
 // Len is the encoded size so far.
@@ -121,7 +201,9 @@ func (b *BatchBuilder) Count() int { return int(b.count) }
 // Finish seals the batch and returns the entry bytes. The builder must not be
 // used afterwards.
 func (b *BatchBuilder) Finish() []byte {
-	binary.BigEndian.PutUint32(b.buf[6:10], b.count)
+	if b.version == batchVersion1 {
+		binary.BigEndian.PutUint32(b.buf[6:10], b.count)
+	}
 	binary.BigEndian.PutUint32(b.buf[2:6], crc32.Checksum(b.buf[6:], castagnoli))
 	return b.buf
 }
@@ -144,7 +226,9 @@ func appendString(dst []byte, s string) []byte {
 // the entry bytes and copies nothing until asked.
 type Batch struct {
 	data  []byte
-	count int
+	count int  // requests, as a version 1 header says (0 for version 2)
+	body  int  // offset of the first request
+	v2    bool // version 2 format
 }
 
 // ParseBatch checks the header and CRC of a batch entry.
@@ -167,23 +251,29 @@ func ParseBatch(data []byte) (Batch, error) {
 // consumers read. Decoding stays bounds-checked, so a damaged entry gives
 // ErrCorrupt, never a crash.
 func ParseReadBatch(data []byte) (Batch, error) {
-	if len(data) < batchHeaderLen {
+	if len(data) < batchV2HeaderLen || (len(data) < batchHeaderLen && data[1] == batchVersion1) {
 		return Batch{}, fmt.Errorf("%w: %d bytes is shorter than the header", ErrCorrupt, len(data))
 	}
 	if CommandType(data[0]) != CmdBatch {
 		return Batch{}, fmt.Errorf("%w: command type %d is not a batch", ErrCorrupt, data[0])
 	}
-	if data[1] != batchVersion {
+	switch data[1] {
+	case batchVersion1:
+	case batchVersion2:
+		return Batch{data: data, body: batchV2HeaderLen, v2: true}, nil
+	default:
 		return Batch{}, fmt.Errorf("%w: unknown batch version %d", ErrCorrupt, data[1])
 	}
 	n := binary.BigEndian.Uint32(data[6:10])
 	if n > MaxRequestsBatch {
 		return Batch{}, fmt.Errorf("%w: %d requests", ErrCorrupt, n)
 	}
-	return Batch{data: data, count: int(n)}, nil
+	return Batch{data: data, count: int(n), body: batchHeaderLen}, nil
 }
 
-// Requests is the number of requests in the batch.
+// Requests is the number of requests the batch's header declares: 0 for
+// a version 2 batch, whose header does not count them (Each walks them
+// all). It sizes buffers; it is not a bound.
 func (b Batch) Requests() int { return b.count }
 
 // RequestView is one request inside a batch. Strings are copies; message
@@ -194,6 +284,7 @@ type RequestView struct {
 	Topic      string
 	Count      int
 	msgs       []byte
+	v2         bool
 }
 
 // MessageView is one message inside a batch. Body aliases the entry bytes;
@@ -227,9 +318,12 @@ func (m *MessageView) Properties() map[string]string {
 // a view; returning false stops the walk. The returned error reports
 // corruption found on the way.
 func (b Batch) Each(fn func(i int, r *RequestView) bool) error {
-	d := decoder{buf: b.data[batchHeaderLen:]}
-	var r RequestView
-	for i := 0; i < b.count; i++ {
+	d := decoder{buf: b.data[b.body:], base: b.body, v2: b.v2}
+	r := RequestView{v2: b.v2}
+	for i := 0; i < b.count || (b.v2 && d.off < len(d.buf)); i++ {
+		if i >= MaxRequestsBatch {
+			return fmt.Errorf("%w: more than %d requests", ErrCorrupt, MaxRequestsBatch)
+		}
 		r.ProducerID = string(d.bytes(MaxNameLen))
 		r.Seq = d.uvarint()
 		r.Topic = string(d.bytes(MaxNameLen))
@@ -261,7 +355,7 @@ func (b Batch) Each(fn func(i int, r *RequestView) bool) error {
 // Messages walks the messages of a request. The view passed to fn is reused
 // between calls. Returning false stops the walk.
 func (r *RequestView) Messages(fn func(j int, m *MessageView) bool) {
-	d := decoder{buf: r.msgs}
+	d := decoder{buf: r.msgs, v2: r.v2}
 	var m MessageView
 	for j := 0; j < r.Count; j++ {
 		if !d.message(&m) || !fn(j, &m) {
@@ -298,13 +392,15 @@ func DecodeBatch(data []byte) ([]Request, error) {
 }
 
 type decoder struct {
-	buf []byte
-	off int
-	err error
+	buf  []byte
+	off  int
+	err  error
+	base int  // offset of buf in the entry, for errors
+	v2   bool // messages in the version 2 format
 }
 
 func (d *decoder) wrap(req int) error {
-	return fmt.Errorf("%w: request %d at byte %d: %v", ErrCorrupt, req, d.off+batchHeaderLen, d.err)
+	return fmt.Errorf("%w: request %d at byte %d: %v", ErrCorrupt, req, d.off+d.base, d.err)
 }
 
 func (d *decoder) uvarint() uint64 {
@@ -348,6 +444,9 @@ func (d *decoder) bytes(max int) []byte {
 }
 
 func (d *decoder) message(m *MessageView) bool {
+	if d.v2 {
+		return d.messageV2(m)
+	}
 	q := d.uvarint()
 	if q > math.MaxUint32 {
 		d.err = fmt.Errorf("queue %d out of range", q)
@@ -369,6 +468,58 @@ func (d *decoder) message(m *MessageView) bool {
 	}
 	m.props = d.buf[start:d.off]
 	m.nprops = int(np)
+	m.Body = d.bytes(math.MaxInt32)
+	return d.err == nil
+}
+
+// messageV2 reads a version 2 message. A flag for an empty key, tag or
+// property list is refused, so that every message has one encoding.
+func (d *decoder) messageV2(m *MessageView) bool {
+	if d.err != nil {
+		return false
+	}
+	if d.off >= len(d.buf) {
+		d.err = errors.New("message flags missing")
+		return false
+	}
+	flags := d.buf[d.off]
+	d.off++
+	if flags&^msgFlags != 0 {
+		d.err = fmt.Errorf("message flags %#x", flags)
+		return false
+	}
+	q := d.uvarint()
+	if q > math.MaxUint32 {
+		d.err = fmt.Errorf("queue %d out of range", q)
+		return false
+	}
+	m.Queue = uint32(q)
+	m.Timestamp = d.varint()
+	m.Key, m.Tag, m.props, m.nprops = nil, nil, nil, 0
+	if flags&msgHasKey != 0 {
+		if m.Key = d.bytes(MaxKeyLen); d.err == nil && len(m.Key) == 0 {
+			d.err = errors.New("empty key flagged")
+		}
+	}
+	if flags&msgHasTag != 0 {
+		if m.Tag = d.bytes(MaxNameLen); d.err == nil && len(m.Tag) == 0 {
+			d.err = errors.New("empty tag flagged")
+		}
+	}
+	if flags&msgHasProps != 0 {
+		np := d.uvarint()
+		if d.err == nil && (np == 0 || np > MaxProperties) {
+			d.err = fmt.Errorf("%d properties", np)
+			return false
+		}
+		start := d.off
+		for i := uint64(0); i < np && d.err == nil; i++ {
+			d.bytes(MaxKeyLen)
+			d.bytes(math.MaxInt32)
+		}
+		m.props = d.buf[start:d.off]
+		m.nprops = int(np)
+	}
 	m.Body = d.bytes(math.MaxInt32)
 	return d.err == nil
 }

@@ -3,6 +3,7 @@ package raftlog
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -17,9 +18,28 @@ func sampleRequests() []*Request {
 	}
 }
 
+func encodeBatchVersion(version byte, reqs ...*Request) []byte {
+	b := newBatchBuilder(0, version)
+	for _, r := range reqs {
+		b.Add(r)
+	}
+	return b.Finish()
+}
+
+func encodeBatchV1(reqs ...*Request) []byte { return encodeBatchVersion(batchVersion1, reqs...) }
+func encodeBatchV2(reqs ...*Request) []byte { return encodeBatchVersion(batchVersion2, reqs...) }
+
+var batchEncoders = map[string]func(...*Request) []byte{"v1": encodeBatchV1, "v2": encodeBatchV2}
+
 func TestBatchRoundTrip(t *testing.T) {
+	for name, enc := range batchEncoders {
+		t.Run(name, func(t *testing.T) { testBatchRoundTrip(t, enc) })
+	}
+}
+
+func testBatchRoundTrip(t *testing.T, enc func(...*Request) []byte) {
 	reqs := sampleRequests()
-	data := EncodeBatch(reqs...)
+	data := enc(reqs...)
 	got, err := DecodeBatch(data)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +61,13 @@ func TestBatchRoundTrip(t *testing.T) {
 }
 
 func TestBatchDetectsCorruption(t *testing.T) {
-	data := EncodeBatch(sampleRequests()...)
+	for name, enc := range batchEncoders {
+		t.Run(name, func(t *testing.T) { testBatchDetectsCorruption(t, enc) })
+	}
+}
+
+func testBatchDetectsCorruption(t *testing.T, enc func(...*Request) []byte) {
+	data := enc(sampleRequests()...)
 	for _, pos := range []int{0, 1, 3, 8, 12, len(data) / 2, len(data) - 1} {
 		bad := append([]byte{}, data...)
 		bad[pos] ^= 0x40
@@ -70,6 +96,38 @@ func TestBatchBuilderIncremental(t *testing.T) {
 	}
 }
 
+// TestBatchV2Size pins what version 2 saves on a request of one plain
+// message: the request count and two of the three empty lengths.
+func TestBatchV2Size(t *testing.T) {
+	r := &Request{ProducerID: "p-b15d51d2ae0bb760", Seq: 8727, Topic: "bench",
+		Messages: []Message{{Queue: 1, Timestamp: 1796543585836, Body: make([]byte, 16)}}}
+	v1, v2 := encodeBatchV1(r), encodeBatchV2(r)
+	if len(v1) != 65 || len(v2) != 59 {
+		t.Fatalf("version 1 %d bytes, version 2 %d: want 65 and 59", len(v1), len(v2))
+	}
+}
+
+// TestDigestSameInBothVersions: a request has one digest whichever format
+// its entry has, so that a retry stored in the other format is still
+// recognised as the same request.
+func TestDigestSameInBothVersions(t *testing.T) {
+	reqs := append(sampleRequests(), &Request{Topic: "k", Messages: []Message{{Key: "only-key", Body: []byte("b")}, {Tag: "only-tag"}}})
+	digests := func(data []byte) []uint64 {
+		b, err := ParseBatch(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint64
+		if err := b.Each(func(_ int, rv *RequestView) bool { out = append(out, rv.Digest()); return true }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if d1, d2 := digests(encodeBatchV1(reqs...)), digests(encodeBatchV2(reqs...)); !reflect.DeepEqual(d1, d2) {
+		t.Fatalf("digests differ: version 1 %x, version 2 %x", d1, d2)
+	}
+}
+
 func TestMessageID(t *testing.T) {
 	if got := MessageID(0x1A, 0xB); got != "000000000000001A0000000B" {
 		t.Fatalf("got %s", got)
@@ -91,6 +149,9 @@ func FuzzParseBatch(f *testing.F) {
 	f.Add(EncodeBatch(sampleRequests()...))
 	f.Add(EncodeBatch(&Request{Topic: "t", Messages: []Message{{Body: []byte("x")}}}))
 	f.Add([]byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(encodeBatchV2(sampleRequests()...))
+	f.Add(encodeBatchV2(&Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: []Message{{Key: "k", Body: []byte("x")}}}))
+	f.Add([]byte{1, 2, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Also try the input with a correct CRC so that the fuzzer gets past it.
 		// ParseReadBatch trusts the CRC: decoding must still end in
@@ -122,6 +183,19 @@ func FuzzParseBatch(f *testing.F) {
 			if err != nil || len(again) != len(reqs) {
 				t.Fatalf("re-encode: %v (%d vs %d)", err, len(again), len(reqs))
 			}
+			// Both formats hold the same requests with the same digests.
+			v1, v2 := encodeBatchV1(ptrs...), encodeBatchV2(ptrs...)
+			if again2, err := DecodeBatch(v2); err != nil || !reflect.DeepEqual(again2, again) {
+				t.Fatalf("version 2 re-encode: %v\n got %+v\nwant %+v", err, again2, again)
+			}
+			b1, _ := ParseBatch(v1)
+			b2, _ := ParseBatch(v2)
+			var d1, d2 []uint64
+			b1.Each(func(_ int, rv *RequestView) bool { d1 = append(d1, rv.Digest()); return true })
+			b2.Each(func(_ int, rv *RequestView) bool { d2 = append(d2, rv.Digest()); return true })
+			if !reflect.DeepEqual(d1, d2) {
+				t.Fatalf("digests differ between the formats: %x, %x", d1, d2)
+			}
 		}
 	})
 }
@@ -131,8 +205,58 @@ func fixCRC(data []byte) []byte {
 		return data
 	}
 	out := append([]byte{}, data...)
-	out[0], out[1] = byte(CmdBatch), batchVersion
+	out[0] = byte(CmdBatch)
+	if out[1] != batchVersion2 {
+		out[1] = batchVersion1
+	}
 	c := crc32Of(out[6:])
 	out[2], out[3], out[4], out[5] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)
 	return out
+}
+
+// BenchmarkBatchVersions compares the two batch formats: encoding, and a
+// walk of every message with its digest as the state machine does.
+func BenchmarkBatchVersions(b *testing.B) {
+	shapes := []struct {
+		name       string
+		reqs, msgs int
+		body       int
+	}{{"1x1/16B", 1, 1, 16}, {"64x1/1024B", 64, 1, 1024}, {"1x64/100B", 1, 64, 100}}
+	for _, sh := range shapes {
+		var reqs []*Request
+		for i := range sh.reqs {
+			r := &Request{ProducerID: "p-b15d51d2ae0bb760", Seq: uint64(i), Topic: "bench"}
+			for range sh.msgs {
+				r.Messages = append(r.Messages, Message{Queue: uint32(i % 4), Timestamp: 1796543585836, Body: make([]byte, sh.body)})
+			}
+			reqs = append(reqs, r)
+		}
+		for _, v := range []byte{batchVersion1, batchVersion2} {
+			data := encodeBatchVersion(v, reqs...)
+			b.Run(fmt.Sprintf("v%d/encode/%s", v, sh.name), func(b *testing.B) {
+				b.SetBytes(int64(len(data)))
+				for b.Loop() {
+					bb := newBatchBuilder(len(data), v)
+					for _, r := range reqs {
+						bb.Add(r)
+					}
+					bb.Finish()
+				}
+			})
+			b.Run(fmt.Sprintf("v%d/apply/%s", v, sh.name), func(b *testing.B) {
+				b.SetBytes(int64(len(data)))
+				for b.Loop() {
+					batch, err := ParseBatch(data)
+					if err != nil {
+						b.Fatal(err)
+					}
+					batch.Each(func(_ int, rv *RequestView) bool {
+						rv.Digest()
+						rv.Messages(func(_ int, m *MessageView) bool { return true })
+						return true
+					})
+				}
+			})
+		}
+	}
 }

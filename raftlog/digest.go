@@ -22,16 +22,23 @@ import (
 // different request; it does not resist a producer that crafts a collision
 // against its own sequence.
 //
-// A request whose messages do not decode gives the digest of the bytes up to
-// the damage; Batch.Each has already refused such an entry.
+// A version 2 request gets the digest of its version 1 encoding. A request
+// whose messages do not decode gives the digest of the bytes up to the
+// damage; Batch.Each has already refused such an entry.
 func (r *RequestView) Digest() uint64 {
 	var d digest
 	// One allocation per request (crc32.Update keeps its argument from
-	// living on the stack), none per message.
-	head := make([]byte, 0, 2*binary.MaxVarintLen64+len(r.Topic))
+	// living on the stack), none per message: the request's head,
+	// and a version 2 request's length prefixes in the bytes after it
+	// (digestV2).
+	head := make([]byte, 0, 4*binary.MaxVarintLen64+3+len(r.Topic))
 	head = binary.AppendUvarint(head, uint64(len(r.Topic)))
 	head = append(head, r.Topic...)
-	d.add(binary.AppendUvarint(head, uint64(r.Count)))
+	head = binary.AppendUvarint(head, uint64(r.Count))
+	d.add(head)
+	if r.v2 {
+		return r.digestV2(d, head[len(head):])
+	}
 	dec := decoder{buf: r.msgs}
 	var m MessageView
 	for j := 0; j < r.Count; j++ {
@@ -46,6 +53,38 @@ func (r *RequestView) Digest() uint64 {
 		}
 		d.add(dec.buf[start:stamp])
 		d.add(dec.buf[rest:dec.off])
+	}
+	return uint64(d.c)<<32 | uint64(d.i)
+}
+
+// digestV2 goes on with the messages of a version 2 request, fed to the
+// digest as version 1 encodes them, so that a request has one digest
+// whichever format its entry has (a retry may be stored in the other one).
+// pre has room for two uvarints and three bytes: the length prefixes are
+// gathered there between the key, tag, properties and body, so that a
+// plain message costs two updates of the digest, as in version 1.
+func (r *RequestView) digestV2(d digest, pre []byte) uint64 {
+	dec := decoder{buf: r.msgs, v2: true}
+	var m MessageView
+	for j := 0; j < r.Count; j++ {
+		if !dec.message(&m) {
+			break
+		}
+		p := binary.AppendUvarint(pre[:0], uint64(m.Queue))
+		for _, part := range [...]struct {
+			n    int
+			data []byte
+		}{{len(m.Key), m.Key}, {len(m.Tag), m.Tag}, {m.nprops, m.props}, {len(m.Body), m.Body}} {
+			p = binary.AppendUvarint(p, uint64(part.n))
+			if len(part.data) > 0 {
+				d.add(p)
+				d.add(part.data)
+				p = pre[:0]
+			}
+		}
+		if len(p) > 0 {
+			d.add(p)
+		}
 	}
 	return uint64(d.c)<<32 | uint64(d.i)
 }

@@ -68,20 +68,22 @@ func TestDigestCoversContent(t *testing.T) {
 // TestDigestAllocatesOncePerRequest: one allocation for the request, none
 // per message.
 func TestDigestAllocatesOncePerRequest(t *testing.T) {
-	for _, n := range []int{1, 100} {
-		r := digestBase()
-		for len(r.Messages) < n {
-			r.Messages = append(r.Messages, r.Messages[0])
-		}
-		r.Messages = r.Messages[:n]
-		b, err := ParseBatch(EncodeBatch(r))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rv *RequestView
-		b.Each(func(_ int, r *RequestView) bool { rv = r; return true })
-		if got := testing.AllocsPerRun(100, func() { rv.Digest() }); got > 1 {
-			t.Errorf("Digest of %d messages allocates %.0f times, want 1", n, got)
+	for _, version := range []byte{batchVersion1, batchVersion2} {
+		for _, n := range []int{1, 100} {
+			r := digestBase()
+			for len(r.Messages) < n {
+				r.Messages = append(r.Messages, r.Messages[0])
+			}
+			r.Messages = r.Messages[:n]
+			b, err := ParseBatch(encodeBatchVersion(version, r))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rv *RequestView
+			b.Each(func(_ int, r *RequestView) bool { rv = r; return true })
+			if got := testing.AllocsPerRun(100, func() { rv.Digest() }); got > 1 {
+				t.Errorf("version %d: Digest of %d messages allocates %.0f times, want 1", version, n, got)
+			}
 		}
 	}
 }

@@ -16,24 +16,41 @@ const MaxEntryBytes = segment.MaxEntrySize - 1<<20
 
 // BatchOverhead is the size of a batch entry with no requests in it: an
 // entry of requests r1..rn is BatchOverhead + the sum of their
-// Request.EncodedSize.
-const BatchOverhead = batchHeaderLen
+// Request.EncodedSize. It is the header of the format written
+// (batchWriteVersion): 10 bytes for version 1, 6 for version 2.
+const BatchOverhead = batchHeaderLen - (batchWriteVersion-batchVersion1)*(batchHeaderLen-batchV2HeaderLen)
 
 // EncodedSize is the exact number of bytes BatchBuilder.Add appends for r.
-func (r *Request) EncodedSize() int {
+func (r *Request) EncodedSize() int { return r.encodedSize(batchWriteVersion) }
+
+func (r *Request) encodedSize(version byte) int {
 	n := stringSize(len(r.ProducerID)) + uvarintSize(r.Seq) + stringSize(len(r.Topic)) + uvarintSize(uint64(len(r.Messages)))
 	for i := range r.Messages {
-		n += r.Messages[i].EncodedSize()
+		n += r.Messages[i].encodedSize(version)
 	}
 	return n
 }
 
 // EncodedSize is the exact number of bytes one message takes in a batch.
-func (m *Message) EncodedSize() int {
-	n := uvarintSize(uint64(m.Queue)) + varintSize(m.Timestamp) + stringSize(len(m.Key)) + stringSize(len(m.Tag)) +
-		uvarintSize(uint64(len(m.Properties))) + stringSize(len(m.Body))
+func (m *Message) EncodedSize() int { return m.encodedSize(batchWriteVersion) }
+
+func (m *Message) encodedSize(version byte) int {
+	n := uvarintSize(uint64(m.Queue)) + varintSize(m.Timestamp) + stringSize(len(m.Body))
 	for k, v := range m.Properties {
 		n += stringSize(len(k)) + stringSize(len(v))
+	}
+	if version == batchVersion1 {
+		return n + stringSize(len(m.Key)) + stringSize(len(m.Tag)) + uvarintSize(uint64(len(m.Properties)))
+	}
+	n++ // flags
+	if m.Key != "" {
+		n += stringSize(len(m.Key))
+	}
+	if m.Tag != "" {
+		n += stringSize(len(m.Tag))
+	}
+	if len(m.Properties) > 0 {
+		n += uvarintSize(uint64(len(m.Properties)))
 	}
 	return n
 }

@@ -66,6 +66,14 @@ func checkEncodedSize(t *testing.T, i int, r *Request) {
 	if got, want := r.EncodedSize(), b.Len()-BatchOverhead; got != want {
 		t.Errorf("case %d: EncodedSize %d, BatchBuilder wrote %d", i, got, want)
 	}
+	if got := NewBatchBuilder(0).Len(); got != BatchOverhead {
+		t.Errorf("an empty batch is %d bytes, BatchOverhead says %d", got, BatchOverhead)
+	}
+	b2 := newBatchBuilder(0, batchVersion2)
+	b2.Add(r)
+	if got, want := r.encodedSize(batchVersion2), b2.Len()-batchV2HeaderLen; got != want {
+		t.Errorf("case %d: version 2 size %d, BatchBuilder wrote %d", i, got, want)
+	}
 }
 
 func FuzzEncodedSize(f *testing.F) {

@@ -126,11 +126,11 @@ func Open(dir string, opts Options) (*Stores, error) {
 	switch opts.Kind {
 	case KindWAL:
 		logDir := filepath.Join(dir, "log")
-		filer := wal.WithSegmentFiler(segment.NewFiler(logDir, fs.New()))
+		filer := segment.NewFiler(logDir, fs.New())
 		if vfs := chaosVFS(logDir); vfs != nil {
-			filer = wal.WithSegmentFiler(segment.NewFiler(logDir, vfs)) // fault injection only
+			filer = segment.NewFiler(logDir, vfs) // fault injection only
 		}
-		w, err := wal.Open(logDir, wal.WithSegmentSize(opts.SegmentSize), wal.WithLogger(opts.Logger.Named("wal")), filer)
+		w, err := openWAL(logDir, filer, opts.SegmentSize, opts.Logger.Named("wal"))
 		if errors.Is(err, os.ErrNotExist) {
 			// raft-wal recreates a missing tail segment by itself (the guard
 			// then notices lost entries); a sealed one it only fails to open.

@@ -1,8 +1,11 @@
 // Package queueindex is a node's on-disk index of its queues, in the shape
 // of RocketMQ's ConsumeQueue: per queue, one fixed-size record for every
 // Raft entry that holds messages of the queue (the queue offset of its first
-// message there, the entry's log index, the message count, a reference to
-// its skip list and a CRC32C), in files of a fixed number of records.
+// message there and the entry's log index, both as distances from the
+// file's first record, the message count or where the count and skip list
+// are in the skip file, and a CRC32C): 16 bytes, in files of a fixed number
+// of records named by their first record's offset and log index. Files of the earlier 28-byte format
+// are removed when their queue opens, and the queue is indexed anew.
 //
 // The index is derived state: every node writes it as its state machine
 // applies entries, and a restart replays the log from the last snapshot on.

@@ -17,18 +17,18 @@ func FuzzOpenQueue(f *testing.F) {
 	recs := fill(&testing.T{}, qs[0], 150)
 	s.Flush()
 	mem := s.fs.(*memFS)
-	seg := filepath.Join(s.topicDir(k), "0", segName(recs[100].Base))
-	f.Add(recs[100].Base, mem.files[seg].data, mem.files[skipPath(seg)].data, recs[120].Index)
-	f.Add(uint64(0), []byte{}, []byte{}, uint64(0))
-	f.Add(uint64(5), make([]byte, 3*RecordLen+7), []byte{1, 0, 0, 0}, uint64(1<<62))
+	seg := filepath.Join(s.topicDir(k), "0", segName(recs[100].Base, recs[100].Index))
+	f.Add(recs[100].Base, recs[100].Index, mem.files[seg].data, mem.files[skipPath(seg)].data, recs[120].Index)
+	f.Add(uint64(0), uint64(0), []byte{}, []byte{}, uint64(0))
+	f.Add(uint64(5), uint64(1<<40), make([]byte, 3*RecordLen+7), []byte{1, 0, 0, 0}, uint64(1<<62))
 
-	f.Fuzz(func(t *testing.T, base uint64, idx, skp []byte, maxIndex uint64) {
+	f.Fuzz(func(t *testing.T, base, first uint64, idx, skp []byte, maxIndex uint64) {
 		s, err := Open("", small)
 		if err != nil {
 			t.Fatal(err)
 		}
 		mem := s.fs.(*memFS)
-		path := filepath.Join(s.topicDir(k), "0", segName(base))
+		path := filepath.Join(s.topicDir(k), "0", segName(base, first))
 		mem.files[path] = &memFile{data: append([]byte(nil), idx...)}
 		mem.files[skipPath(path)] = &memFile{data: append([]byte(nil), skp...)}
 		qs, err := s.OpenTopic(k, 1)

@@ -27,8 +27,8 @@ type Queue struct {
 
 type segment struct {
 	path        string // .idx file; the skip lists are in the .skp beside it
-	base        uint64 // offset of its first record
-	first       uint64 // log index of its first record
+	base        uint64 // offset of its first record (in the file's name)
+	first       uint64 // log index of its first record (in the file's name)
 	n           int    // records, written or pending
 	written     int    // records in the file
 	skipSize    int64  // bytes of skip lists, written or pending
@@ -40,7 +40,28 @@ type segment struct {
 	sealed bool // set under Store.mu
 }
 
-func segName(base uint64) string { return fmt.Sprintf("%020d.idx", base) }
+// segName is the name of the file whose first record is at offset base
+// and log index first.
+func segName(base, first uint64) string { return fmt.Sprintf("%020d-%020d.idx", base, first) }
+
+// parseSegName reads a segName; old is set for the name of a file of the
+// earlier 28-byte records ("<base>.idx").
+func parseSegName(name string) (base, first uint64, old, ok bool) {
+	stem, isIdx := strings.CutSuffix(name, ".idx")
+	if !isIdx {
+		return 0, 0, false, false
+	}
+	b, f, cut := strings.Cut(stem, "-")
+	base, err := strconv.ParseUint(b, 10, 64)
+	if err != nil {
+		return 0, 0, false, false
+	}
+	if !cut {
+		return base, 0, true, true
+	}
+	first, err = strconv.ParseUint(f, 10, 64)
+	return base, first, false, err == nil
+}
 
 func skipPath(idx string) string { return strings.TrimSuffix(idx, ".idx") + ".skp" }
 
@@ -54,14 +75,25 @@ func (s *Store) openQueue(dir string) (*Queue, error) {
 		return nil, err
 	}
 	for _, n := range names {
-		if !strings.HasSuffix(n, ".idx") {
+		base, first, old, ok := parseSegName(n)
+		if !ok {
 			continue
 		}
-		base, err := strconv.ParseUint(strings.TrimSuffix(n, ".idx"), 10, 64)
-		if err != nil {
+		if old {
+			// A file of the earlier record format: the queue is indexed
+			// anew (the state machine finds it short of the snapshot and
+			// rebuilds it from the log).
+			p := filepath.Join(dir, n)
+			if err := s.fs.remove(p); err != nil {
+				return nil, err
+			}
+			if err := s.fs.remove(skipPath(p)); err != nil {
+				return nil, err
+			}
+			s.markDirDirty(dir)
 			continue
 		}
-		seg := &segment{path: filepath.Join(dir, n), base: base}
+		seg := &segment{path: filepath.Join(dir, n), base: base, first: first}
 		f, size, err := s.fs.open(seg.path)
 		if err != nil {
 			return nil, err
@@ -74,15 +106,13 @@ func (s *Store) openQueue(dir string) (*Queue, error) {
 		}
 		var r Record
 		if err == nil && seg.n > 0 {
-			r, _, err = parseRecord(b[:])
+			r, _, err = seg.parseRecord(b[:])
 		}
 		f.Close()
-		if seg.n == 0 || err != nil || r.Base != base {
+		if seg.n == 0 || err != nil || r.Base != base || r.Index != first {
 			// Torn or empty at its start: it and every later file hold
 			// nothing that survived; Truncate removes them.
 			seg.n, seg.written = 0, 0
-		} else {
-			seg.first = r.Index
 		}
 		q.segs = append(q.segs, seg)
 	}
@@ -169,7 +199,7 @@ func (q *Queue) lastAtOrBelow(seg *segment, maxIndex uint64) (int, error) {
 			return 0, fmt.Errorf("read %s: %w", seg.path, err)
 		}
 		for j := end - start - 1; j >= 0; j-- {
-			r, _, err := parseRecord(b[j*RecordLen:])
+			r, _, err := seg.parseRecord(b[j*RecordLen:])
 			if err == nil && r.Index <= maxIndex {
 				return start + j + 1, nil
 			}
@@ -240,21 +270,21 @@ func (q *Queue) Append(r Record) error {
 		return fmt.Errorf("%w: record of %d messages at offset %d, log index %d after offset %d, log index %d",
 			ErrCorrupt, r.Count, r.Base, r.Index, q.next, q.lastIndex)
 	}
-	if len(q.segs) == 0 || q.segs[len(q.segs)-1].n >= q.s.opts.RecordsPerFile {
+	if n := len(q.segs); n == 0 || q.segs[n-1].n >= q.s.opts.RecordsPerFile || !q.segs[n-1].fits(r) {
 		if err := q.roll(r); err != nil {
 			return err
 		}
 	}
 	seg := q.segs[len(q.segs)-1]
 	var ref uint32
-	if len(r.Skip) > 0 {
+	if needsSkipEntry(r) {
 		ref = uint32(seg.skipSize) + 1
 		before := len(q.pendSkip)
-		q.pendSkip = appendSkip(q.pendSkip, r.Skip)
+		q.pendSkip = appendSkip(q.pendSkip, r)
 		seg.skipSize += int64(len(q.pendSkip) - before)
 	}
 	var b [RecordLen]byte
-	putRecord(b[:], r, ref)
+	seg.putRecord(b[:], r, ref)
 	q.pend = append(q.pend, b[:]...)
 	seg.n++
 	q.next, q.lastIndex = r.End(), r.Index
@@ -283,7 +313,7 @@ func (q *Queue) roll(r Record) error {
 		q.s.dirty[q.segs[n-1]] = struct{}{}
 		q.s.mu.Unlock()
 	}
-	seg := &segment{path: filepath.Join(q.dir, segName(r.Base)), base: r.Base, first: r.Index}
+	seg := &segment{path: filepath.Join(q.dir, segName(r.Base, r.Index)), base: r.Base, first: r.Index}
 	f, size, err := q.s.fs.open(seg.path)
 	if err != nil {
 		return err
@@ -410,6 +440,12 @@ func (q *Queue) search(seg *segment, pred func(Record) bool) (int, error) {
 	defer closeF()
 	var b [RecordLen]byte
 	var rerr error
+	var sf file // the skip file, opened for the first record whose count is there
+	defer func() {
+		if sf != nil {
+			sf.Close()
+		}
+	}()
 	i := sort.Search(seg.written, func(i int) bool {
 		if rerr != nil {
 			return true
@@ -418,7 +454,15 @@ func (q *Queue) search(seg *segment, pred func(Record) bool) (int, error) {
 			rerr = err
 			return true
 		}
-		r, _, err := parseRecord(b[:])
+		r, ref, err := seg.parseRecord(b[:])
+		if err == nil && ref != 0 {
+			if sf == nil {
+				sf, _, err = q.s.fs.open(skipPath(seg.path))
+			}
+			if err == nil {
+				err = readSkip(sf, int64(ref-1), &r)
+			}
+		}
 		if err != nil {
 			rerr = fmt.Errorf("%s record %d: %w", seg.path, i, err)
 			return true
@@ -443,7 +487,7 @@ func (q *Queue) read(seg *segment, from, n int) ([]Record, error) {
 	out := make([]Record, n)
 	var sf file
 	for i := range out {
-		r, ref, err := parseRecord(b[i*RecordLen:])
+		r, ref, err := seg.parseRecord(b[i*RecordLen:])
 		if err != nil {
 			return nil, fmt.Errorf("%s record %d: %w", seg.path, from+i, err)
 		}
@@ -457,7 +501,7 @@ func (q *Queue) read(seg *segment, from, n int) ([]Record, error) {
 				}
 				defer sf.Close()
 			}
-			if r.Skip, err = readSkip(sf, int64(ref-1)); err != nil {
+			if err := readSkip(sf, int64(ref-1), &r); err != nil {
 				return nil, fmt.Errorf("%s record %d: %w", seg.path, from+i, err)
 			}
 		}

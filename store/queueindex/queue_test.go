@@ -103,7 +103,7 @@ func TestReopenTruncatesPastTheSnapshotAndTornRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A torn record at the end of the last file, as a crash leaves it.
-	last := filepath.Join(dir, k.dirName(), "0", segName(recs[200].Base))
+	last := filepath.Join(dir, k.dirName(), "0", segName(recs[200].Base, recs[200].Index))
 	f, err := os.OpenFile(last, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func TestCorruptRecordIsAnErrorOnRead(t *testing.T) {
 	qs, _ := s.CreateTopic(k, 1)
 	recs := fill(t, qs[0], 150)
 	s.Close()
-	p := filepath.Join(dir, k.dirName(), "0", segName(0))
+	p := filepath.Join(dir, k.dirName(), "0", segName(recs[0].Base, recs[0].Index))
 	f, _ := os.OpenFile(p, os.O_WRONLY, 0)
 	f.WriteAt([]byte{0xff}, 10*RecordLen+3)
 	f.Close()
@@ -390,5 +390,82 @@ func TestSyncAfterRemoveTopic(t *testing.T) {
 	}
 	if err := s.Sync(); err != nil {
 		t.Fatalf("sync after the topic was removed: %v", err)
+	}
+}
+
+// TestOldFormatFilesAreDropped: files of the earlier 28-byte records are
+// removed when their queue opens, so the queue reads as empty (its state
+// machine then indexes it anew) and appends go on in the current format.
+func TestOldFormatFilesAreDropped(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir, small)
+	k := TopicKey{Name: "t", Created: 1}
+	qdir := filepath.Join(dir, k.dirName(), "0")
+	if err := os.MkdirAll(qdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"00000000000000000000.idx", "00000000000000000000.skp", "00000000000000000100.idx"} {
+		if err := os.WriteFile(filepath.Join(qdir, n), make([]byte, 3*28), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	qs, err := s.OpenTopic(k, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qs[0].Truncate(1 << 40); err != nil {
+		t.Fatal(err)
+	}
+	if qs[0].Next() != 0 {
+		t.Fatalf("next %d after the old files, want 0", qs[0].Next())
+	}
+	if left, _ := filepath.Glob(filepath.Join(qdir, "*")); len(left) != 0 {
+		t.Fatalf("old files left: %v", left)
+	}
+	recs := fill(t, qs[0], 150)
+	s.Close()
+	s, _ = Open(dir, small)
+	defer s.Close()
+	qs, _ = s.OpenTopic(k, 1)
+	if err := qs[0].Truncate(recs[149].Index); err != nil {
+		t.Fatal(err)
+	}
+	checkAll(t, qs[0], recs, 0)
+}
+
+// TestRecordOutOfRangeStartsAFile: a record whose offset or log index is
+// more than 32 bits away from its file's first starts a new file.
+func TestRecordOutOfRangeStartsAFile(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := open()
+			defer s.Close()
+			qs, _ := s.CreateTopic(TopicKey{Name: "t", Created: 1}, 1)
+			q := qs[0]
+			recs := []Record{
+				{Base: 0, Index: 5, Count: 2},
+				{Base: 2, Index: 5 + 1<<32, Count: 1},             // log index too far
+				{Base: 3, Index: 6 + 1<<32, Count: 1<<32 - 2},     // still fits
+				{Base: 3 + 1<<32 - 2, Index: 7 + 1<<32, Count: 3}, // offset too far
+			}
+			for _, r := range recs {
+				if err := q.Append(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(q.segs) != 3 {
+				t.Fatalf("%d files, want 3", len(q.segs))
+			}
+			if err := s.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			q.tail = nil // read from the files
+			for _, r := range recs {
+				got, err := q.Find(r.Base, 1)
+				if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], r) {
+					t.Fatalf("Find(%d) = %v, %v; want %v", r.Base, got, err, r)
+				}
+			}
+		})
 	}
 }

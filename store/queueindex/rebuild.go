@@ -78,7 +78,7 @@ func (q *Queue) scanFile(seg *segment, from, n int) []Scanned {
 	got, _ := f.ReadAt(b, int64(from)*RecordLen)
 	var sf file
 	for i := 0; (i+1)*RecordLen <= got; i++ {
-		r, ref, err := parseRecord(b[i*RecordLen:])
+		r, ref, err := seg.parseRecord(b[i*RecordLen:])
 		if err != nil {
 			continue
 		}
@@ -89,7 +89,7 @@ func (q *Queue) scanFile(seg *segment, from, n int) []Scanned {
 				}
 				defer sf.Close()
 			}
-			if r.Skip, err = readSkip(sf, int64(ref-1)); err != nil {
+			if err = readSkip(sf, int64(ref-1), &r); err != nil {
 				continue
 			}
 		}

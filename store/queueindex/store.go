@@ -17,7 +17,7 @@ type Options struct {
 	Tail           int // records per queue kept in memory
 }
 
-// DefaultOptions: files of 64Ki records (1.75 MiB) and 256 records
+// DefaultOptions: files of 64Ki records (1 MiB) and 256 records
 // (12 KiB) per queue in memory.
 func DefaultOptions() Options { return Options{RecordsPerFile: 1 << 16, Tail: 256} }
 
