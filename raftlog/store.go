@@ -122,6 +122,11 @@ func Open(dir string, opts Options) (*Stores, error) {
 	}
 	s.Stable = stable
 	s.closers = append(s.closers, stable.Close)
+	if opts.Kind == KindWAL {
+		if err := startAfterSealedTail(filepath.Join(dir, "log"), opts.SegmentSize, opts.Logger.Named("wal")); err != nil {
+			return fail(fmt.Errorf("open raft-wal log in %s: %w", filepath.Join(dir, "log"), err))
+		}
+	}
 
 	switch opts.Kind {
 	case KindWAL:
