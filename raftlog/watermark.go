@@ -37,6 +37,11 @@ type guard struct {
 	grew    chan struct{} // buffered 1: an append since the last flush
 	stop    chan struct{}
 	done    chan struct{}
+
+	// synced, when set, returns once everything appended before the call
+	// is fsynced: appends return before their fsync (QuorumMemory).
+	synced func() error
+	cuts   atomic.Uint64 // tail deletions so far
 }
 
 const watermarkEvery = 100 * time.Millisecond
@@ -137,6 +142,7 @@ func (g *guard) DeleteRange(min, max uint64) error {
 			g.written.Store(keep)
 		}
 		g.stored.Store(keep)
+		g.cuts.Add(1)
 		g.mu.Unlock()
 		g.dropped(min)
 	}
@@ -173,10 +179,27 @@ func (g *guard) loop() {
 // flush writes the watermark when the log has grown since the last write.
 // A failed write is fatal like a failed append: the watermark would stop
 // rising, and a later loss of entries above it would go unnoticed.
+//
+// With synced set, it first waits until what was stored is fsynced, and
+// writes nothing if a tail deletion came meanwhile (the entries up to the
+// index may then be new ones, not yet synced): the next append wakes it.
 func (g *guard) flush() {
+	s, cuts := g.stored.Load(), g.cuts.Load()
+	if s <= g.written.Load() {
+		return
+	}
+	if g.synced != nil {
+		if err := g.synced(); err != nil {
+			g.failed("watermark write", fmt.Errorf("wait for the log's fsync: %w", err))
+			return
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if s := g.stored.Load(); s > g.written.Load() {
+	if g.cuts.Load() != cuts {
+		return
+	}
+	if s > g.written.Load() {
 		if err := writeWatermark(g.path, s); err != nil {
 			g.failed("watermark write", fmt.Errorf("write log watermark %s: %w", g.path, err))
 			return
