@@ -291,3 +291,52 @@ func TestWatermarkWaitsForTheFsync(t *testing.T) {
 	waitFor(t, 2*time.Second, "the watermark after the fsync", func() bool { w, _ := readWatermark(path); return w == 1 })
 	g.close()
 }
+
+// Raft cuts only uncommitted entries from a log's tail; a cut at or below
+// what the state machine applied means the group lost committed entries,
+// and is reported as damage at the cut. Clearing the whole log (after a
+// snapshot install) is not such a cut.
+func TestCutBelowAppliedIsDamage(t *testing.T) {
+	store := func(s *Stores, from, to uint64) {
+		t.Helper()
+		for i := from; i <= to; i++ {
+			data := EncodeBatch(&Request{ProducerID: "p", Seq: i, Topic: "t", Messages: []Message{{Body: []byte("b")}}})
+			if err := s.Log.StoreLogs([]*raft.Log{{Index: i, Term: 1, Type: raft.LogCommand, Data: data}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	store(s, 1, 10)
+	s.WatchApplied(func() uint64 { return 6 })
+	if err := s.Log.DeleteRange(8, 10); err != nil {
+		t.Fatal(err)
+	}
+	if idx, err := s.Damaged(); idx != 0 {
+		t.Fatalf("a cut above the applied index reported as damage at %d: %v", idx, err)
+	}
+	if err := s.Log.DeleteRange(5, 7); err != nil {
+		t.Fatal(err)
+	}
+	if idx, err := s.Damaged(); idx != 5 || !errors.Is(err, ErrCutBelowApplied) {
+		t.Fatalf("a cut below the applied index: damage %d %v, want 5 %v", idx, err, ErrCutBelowApplied)
+	}
+
+	whole, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close()
+	store(whole, 1, 10)
+	whole.WatchApplied(func() uint64 { return 10 })
+	if err := whole.Log.DeleteRange(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if idx, err := whole.Damaged(); idx != 0 {
+		t.Fatalf("clearing the whole log reported as damage at %d: %v", idx, err)
+	}
+}

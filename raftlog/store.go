@@ -223,6 +223,16 @@ func takeCleanMark(dir string) (unclean bool, err error) {
 	return false, nil
 }
 
+// WatchApplied gives the log the state machine's last applied index, to
+// report (as damage at that index, see Damaged) a tail deletion below it:
+// Raft cuts only entries never committed, so such a cut means the group
+// lost committed entries. Call it before raft starts.
+func (s *Stores) WatchApplied(applied func() uint64) {
+	if s.guard != nil {
+		s.guard.applied = applied
+	}
+}
+
 // Unclean reports whether the previous process using this directory ended
 // without closing its log cleanly while the log held entries. Its newest
 // entries may then be gone although it had acknowledged them, if the disk

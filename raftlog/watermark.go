@@ -42,12 +42,19 @@ type guard struct {
 	// is fsynced: appends return before their fsync (QuorumMemory).
 	synced func() error
 	cuts   atomic.Uint64 // tail deletions so far
+	// applied, when set, is the state machine's last applied index.
+	applied func() uint64
 }
 
 const watermarkEvery = 100 * time.Millisecond
 
 // ErrLostEntries is returned by Open when the log ends below its watermark.
 var ErrLostEntries = errors.New("log lost entries it had durably stored")
+
+// ErrCutBelowApplied is the damage reported when raft replaces entries of
+// this node's log that its state machine has applied: entries committed
+// once are gone from the group, and this node's state holds them.
+var ErrCutBelowApplied = errors.New("raft replaced log entries this node had applied")
 
 func newGuard(raw raft.LogStore, path string, dropped func(from uint64), fatal func(error)) (*guard, error) {
 	g := &guard{LogStore: raw, path: path, dropped: dropped, fatal: fatal, grew: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
@@ -132,6 +139,14 @@ func (g *guard) DeleteRange(min, max uint64) error {
 		keep := min - 1
 		if first, err := g.LogStore.FirstIndex(); err == nil && min <= first {
 			keep = 0 // the whole log goes (raft, after installing a snapshot)
+		} else if g.applied != nil {
+			// raft cuts a conflicting suffix, which Raft allows only for
+			// entries never committed: never below what was applied.
+			if applied := g.applied(); min <= applied {
+				g.damage.report(min, fmt.Errorf("%w: raft replaced the entries from index %d on with the leader's, but this node had applied up to %d: "+
+					"the group lost entries it had committed (a simultaneous crash of a majority with --durability quorum-memory, or disks that lost synced data) "+
+					"and this node's state holds entries the group does not: %w", ErrCutBelowApplied, min, applied, ErrCorrupt))
+			}
 		}
 		g.mu.Lock()
 		if g.written.Load() > keep {

@@ -315,6 +315,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	}
 	// A damaged queue index is rebuilt from this node's log.
 	fsm.StartRebuilds(s.stores)
+	s.stores.WatchApplied(fsm.Applied)
 	rc := cfg.Raft
 	rc.Logger = log.Named("election")
 	rc.TLS = s.tls
