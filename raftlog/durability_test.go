@@ -340,3 +340,38 @@ func TestCutBelowAppliedIsDamage(t *testing.T) {
 		t.Fatalf("clearing the whole log reported as damage at %d: %v", idx, err)
 	}
 }
+
+// Close does not wait out a long sync interval: it fsyncs at once, and the
+// log and its watermark hold every entry at the next open.
+func TestQuorumMemoryCloseIsPrompt(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Durability: DurabilityConfig{Mode: QuorumMemory, SyncInterval: time.Hour, SyncBytes: 1 << 30}}
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 3; i++ {
+		data := EncodeBatch(&Request{ProducerID: "p", Seq: i, Topic: "t", Messages: []Message{{Body: []byte("b")}}})
+		if err := s.Log.StoreLogs([]*raft.Log{{Index: i, Term: 1, Type: raft.LogCommand, Data: data}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Close took %s with an hour's sync interval", took)
+	}
+	if w, err := readWatermark(filepath.Join(dir, "LOG_WATERMARK")); err != nil || w != 3 {
+		t.Fatalf("watermark after Close: %d %v, want 3", w, err)
+	}
+	s, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.LastIndex() != 3 {
+		t.Fatalf("last index %d after reopen, want 3", s.LastIndex())
+	}
+}

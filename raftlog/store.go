@@ -361,6 +361,11 @@ func (s *Stores) Verify(checkMeta func(data []byte) error) (checked uint64, err 
 // Close closes every store; it is safe to call more than once.
 func (s *Stores) Close() error {
 	var errs []error
+	if s.syncer != nil && len(s.closers) > 0 {
+		// Now, not a sync interval from now: the watermark's last write
+		// below waits for it. A failure is the syncer's sticky error.
+		s.syncer.Flush()
+	}
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		if err := s.closers[i](); err != nil {
 			errs = append(errs, err)
