@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/segment"
 	bolt "go.etcd.io/bbolt"
 )
@@ -66,6 +65,8 @@ type Stores struct {
 	tailAtOpen   uint64                  // first index of raft-wal's tail segment (0: bolt)
 	crashed      bool                    // the previous process did not close the log
 	bg           atomic.Pointer[bgCheck] // the background check, once started
+
+	syncer *syncer // fsyncs the log in the background (QuorumMemory only)
 }
 
 // Options for Open.
@@ -75,6 +76,9 @@ type Options struct {
 	CacheSize   int    // recent entries kept in memory for raft; 0 = 256
 	CacheBytes  int    // and at most this many bytes of them; 0 = 32 MiB
 	ReadCache   int    // bytes of recently read entries kept for pulls; 0 = 32 MiB
+	// Durability says when an append counts as stored; the zero value is
+	// DefaultDurabilityConfig (QuorumFsync). QuorumMemory needs KindWAL.
+	Durability DurabilityConfig
 	// OnFatal is called (possibly many times) when the log store has failed
 	// in a way that only a restart repairs.
 	OnFatal func(error)
@@ -106,6 +110,12 @@ func Open(dir string, opts Options) (*Stores, error) {
 	if opts.ReadCache == 0 {
 		opts.ReadCache = 32 << 20
 	}
+	if opts.Durability == (DurabilityConfig{}) {
+		opts.Durability = DefaultDurabilityConfig()
+	}
+	if err := opts.Durability.Validate(); err != nil {
+		return nil, err
+	}
 	s := &Stores{dir: dir, snapDir: filepath.Join(dir, "snapshots", "snapshots")}
 	fail := func(err error) (*Stores, error) {
 		s.Close()
@@ -131,11 +141,12 @@ func Open(dir string, opts Options) (*Stores, error) {
 	switch opts.Kind {
 	case KindWAL:
 		logDir := filepath.Join(dir, "log")
-		filer := segment.NewFiler(logDir, fs.New())
-		if vfs := chaosVFS(logDir); vfs != nil {
-			filer = segment.NewFiler(logDir, vfs) // fault injection only
+		vfs, wrapMeta, sy := logFiles(logDir, opts.Durability, opts.OnFatal)
+		if sy != nil {
+			s.syncer = sy
+			s.closers = append(s.closers, sy.Close) // after raft-wal's Close
 		}
-		w, err := openWAL(logDir, filer, opts.SegmentSize, opts.Logger.Named("wal"))
+		w, err := openWAL(logDir, segment.NewFiler(logDir, vfs), wrapMeta, opts.SegmentSize, opts.Logger.Named("wal"))
 		if errors.Is(err, os.ErrNotExist) {
 			// raft-wal recreates a missing tail segment by itself (the guard
 			// then notices lost entries); a sealed one it only fails to open.
@@ -147,6 +158,9 @@ func Open(dir string, opts Options) (*Stores, error) {
 		s.raw, s.logDir = w, filepath.Join(dir, "log")
 		s.closers = append(s.closers, w.Close)
 	case KindBolt:
+		if opts.Durability.Mode == QuorumMemory {
+			return fail(fmt.Errorf("durability %s needs the %q log store, not %q", QuorumMemory, KindWAL, KindBolt))
+		}
 		b, err := openBolt(filepath.Join(dir, "log", "log.db"))
 		if err != nil {
 			return fail(fmt.Errorf("open bolt log in %s: %w", filepath.Join(dir, "log"), err))
@@ -167,6 +181,9 @@ func Open(dir string, opts Options) (*Stores, error) {
 		return fail(fmt.Errorf("open log in %s: %w", dir, err))
 	}
 	g.damage.notify = opts.OnDamaged
+	if s.syncer != nil {
+		g.synced = s.syncer.Wait // the watermark only ever names fsynced entries
+	}
 	s.guard = g
 	s.syncedAtOpen = g.written.Load()
 	if segs, err := s.Segments(); err == nil && len(segs) > 0 {
@@ -209,6 +226,16 @@ func takeCleanMark(dir string) (unclean bool, err error) {
 		return false, fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return false, nil
+}
+
+// WatchApplied gives the log the state machine's last applied index, to
+// report (as damage at that index, see Damaged) a tail deletion below it:
+// Raft cuts only entries never committed, so such a cut means the group
+// lost committed entries. Call it before raft starts.
+func (s *Stores) WatchApplied(applied func() uint64) {
+	if s.guard != nil {
+		s.guard.applied = applied
+	}
 }
 
 // Unclean reports whether the previous process using this directory ended
@@ -339,6 +366,11 @@ func (s *Stores) Verify(checkMeta func(data []byte) error) (checked uint64, err 
 // Close closes every store; it is safe to call more than once.
 func (s *Stores) Close() error {
 	var errs []error
+	if s.syncer != nil && len(s.closers) > 0 {
+		// Now, not a sync interval from now: the watermark's last write
+		// below waits for it. A failure is the syncer's sticky error.
+		s.syncer.Flush()
+	}
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		if err := s.closers[i](); err != nil {
 			errs = append(errs, err)

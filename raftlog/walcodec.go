@@ -237,11 +237,16 @@ func onDisk(info types.SegmentInfo) types.SegmentInfo {
 }
 
 // openWAL opens the raft-wal log in dir, read and written with walCodec,
-// over the segment filer sf.
-func openWAL(dir string, sf types.SegmentFiler, segmentSize int, logger hclog.Logger) (*wal.WAL, error) {
+// over the segment filer sf; wrapMeta, when not nil, wraps its metadata
+// store.
+func openWAL(dir string, sf types.SegmentFiler, wrapMeta func(types.MetaStore) types.MetaStore, segmentSize int, logger hclog.Logger) (*wal.WAL, error) {
+	var meta types.MetaStore = walCodecMeta{&metadb.BoltMetaDB{}}
+	if wrapMeta != nil {
+		meta = wrapMeta(meta)
+	}
 	return wal.Open(dir,
 		wal.WithCodec(walCodec{}),
-		wal.WithMetaStore(walCodecMeta{&metadb.BoltMetaDB{}}),
+		wal.WithMetaStore(meta),
 		wal.WithSegmentFiler(walCodecFiler{sf}),
 		wal.WithSegmentSize(segmentSize),
 		wal.WithLogger(logger))

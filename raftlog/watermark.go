@@ -37,12 +37,24 @@ type guard struct {
 	grew    chan struct{} // buffered 1: an append since the last flush
 	stop    chan struct{}
 	done    chan struct{}
+
+	// synced, when set, returns once everything appended before the call
+	// is fsynced: appends return before their fsync (QuorumMemory).
+	synced func() error
+	cuts   atomic.Uint64 // tail deletions so far
+	// applied, when set, is the state machine's last applied index.
+	applied func() uint64
 }
 
 const watermarkEvery = 100 * time.Millisecond
 
 // ErrLostEntries is returned by Open when the log ends below its watermark.
 var ErrLostEntries = errors.New("log lost entries it had durably stored")
+
+// ErrCutBelowApplied is the damage reported when raft replaces entries of
+// this node's log that its state machine has applied: entries committed
+// once are gone from the group, and this node's state holds them.
+var ErrCutBelowApplied = errors.New("raft replaced log entries this node had applied")
 
 func newGuard(raw raft.LogStore, path string, dropped func(from uint64), fatal func(error)) (*guard, error) {
 	g := &guard{LogStore: raw, path: path, dropped: dropped, fatal: fatal, grew: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
@@ -127,6 +139,14 @@ func (g *guard) DeleteRange(min, max uint64) error {
 		keep := min - 1
 		if first, err := g.LogStore.FirstIndex(); err == nil && min <= first {
 			keep = 0 // the whole log goes (raft, after installing a snapshot)
+		} else if g.applied != nil {
+			// raft cuts a conflicting suffix, which Raft allows only for
+			// entries never committed: never below what was applied.
+			if applied := g.applied(); min <= applied {
+				g.damage.report(min, fmt.Errorf("%w: raft replaced the entries from index %d on with the leader's, but this node had applied up to %d: "+
+					"the group lost entries it had committed (a simultaneous crash of a majority with --durability quorum-memory, or disks that lost synced data) "+
+					"and this node's state holds entries the group does not: %w", ErrCutBelowApplied, min, applied, ErrCorrupt))
+			}
 		}
 		g.mu.Lock()
 		if g.written.Load() > keep {
@@ -137,6 +157,7 @@ func (g *guard) DeleteRange(min, max uint64) error {
 			g.written.Store(keep)
 		}
 		g.stored.Store(keep)
+		g.cuts.Add(1)
 		g.mu.Unlock()
 		g.dropped(min)
 	}
@@ -173,10 +194,27 @@ func (g *guard) loop() {
 // flush writes the watermark when the log has grown since the last write.
 // A failed write is fatal like a failed append: the watermark would stop
 // rising, and a later loss of entries above it would go unnoticed.
+//
+// With synced set, it first waits until what was stored is fsynced, and
+// writes nothing if a tail deletion came meanwhile (the entries up to the
+// index may then be new ones, not yet synced): the next append wakes it.
 func (g *guard) flush() {
+	s, cuts := g.stored.Load(), g.cuts.Load()
+	if s <= g.written.Load() {
+		return
+	}
+	if g.synced != nil {
+		if err := g.synced(); err != nil {
+			g.failed("watermark write", fmt.Errorf("wait for the log's fsync: %w", err))
+			return
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if s := g.stored.Load(); s > g.written.Load() {
+	if g.cuts.Load() != cuts {
+		return
+	}
+	if s > g.written.Load() {
 		if err := writeWatermark(g.path, s); err != nil {
 			g.failed("watermark write", fmt.Errorf("write log watermark %s: %w", g.path, err))
 			return

@@ -66,6 +66,9 @@ type Config struct {
 	// VerifyLogMBps paces the background check, in MB (10^6 bytes) of log
 	// entries a second; 0: unpaced.
 	VerifyLogMBps int
+	// Durability says when this node's log appends count as stored
+	// (docs/durability.md); every node of a group should use the same.
+	Durability raftlog.DurabilityConfig
 	// LockTimeout is how long Start waits for another process to release
 	// the data directory's lock (one that is still exiting) before it
 	// refuses to start, naming that process.
@@ -95,7 +98,7 @@ type Config struct {
 // the node id, addresses, peers and data directory.
 func DefaultConfig() Config {
 	return Config{LogStore: raftlog.DefaultKind, Raft: election.DefaultConfig(), Broker: broker.DefaultConfig(), VerifyLog: VerifyBackground,
-		VerifyLogMBps: DefaultVerifyLogMBps, SegmentMB: 64,
+		VerifyLogMBps: DefaultVerifyLogMBps, SegmentMB: 64, Durability: raftlog.DefaultDurabilityConfig(),
 		LockTimeout: 3 * time.Second}
 }
 
@@ -204,6 +207,12 @@ func Start(cfg Config) (_ *Server, err error) {
 	if cfg.VerifyLogMBps < 0 {
 		return nil, fmt.Errorf("config VerifyLogMBps %d: want 0 (unpaced) or more", cfg.VerifyLogMBps)
 	}
+	if err := cfg.Durability.Validate(); err != nil {
+		return nil, fmt.Errorf("config Durability: %w", err)
+	}
+	if cfg.Durability.Mode == raftlog.QuorumMemory && cfg.LogStore != raftlog.KindWAL {
+		return nil, fmt.Errorf("config Durability %s: needs LogStore %q, not %q", cfg.Durability.Mode, raftlog.KindWAL, cfg.LogStore)
+	}
 	if cfg.Raft.NewGroup {
 		// Before anything creates the directory or files in it.
 		if ents, err := os.ReadDir(cfg.DataDir); err != nil || len(ents) == 0 {
@@ -286,7 +295,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		// a state period (broker/damage.go).
 		log.Error("damaged log entry: it is not served or replicated from this node", "index", index, "error", err)
 	}
-	s.stores, err = raftlog.Open(cfg.DataDir, raftlog.Options{Kind: cfg.LogStore, SegmentSize: cfg.SegmentMB << 20,
+	s.stores, err = raftlog.Open(cfg.DataDir, raftlog.Options{Kind: cfg.LogStore, SegmentSize: cfg.SegmentMB << 20, Durability: cfg.Durability,
 		Logger: log.Named("raftlog"), OnFatal: onFatal, OnDamaged: onDamaged})
 	if err != nil {
 		if raftlog.NeedsRepair(err) {
@@ -306,6 +315,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	}
 	// A damaged queue index is rebuilt from this node's log.
 	fsm.StartRebuilds(s.stores)
+	s.stores.WatchApplied(fsm.Applied)
 	rc := cfg.Raft
 	rc.Logger = log.Named("election")
 	rc.TLS = s.tls
@@ -411,7 +421,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		}
 	}
 	log.Info("node started", "id", cfg.Raft.ID, "raft", cfg.Raft.BindAddr, "client", bc.ClientAddr, "external", bc.ExternalAddr, "http", cfg.HTTP,
-		"remoting", cfg.Remoting, "data", cfg.DataDir, "log_store", cfg.LogStore, "tls", s.tls.Mode())
+		"remoting", cfg.Remoting, "data", cfg.DataDir, "log_store", cfg.LogStore, "durability", cfg.Durability.Mode, "tls", s.tls.Mode())
 	return s, nil
 }
 

@@ -86,6 +86,9 @@ func serverCommand() *cli.Command {
 			&cli.StringFlag{Name: "peer-dial", Hidden: true, Usage: "fault injection only: PEERADDR=ADDR,... dial ADDR for the node-to-node API calls to the peer whose API address is PEERADDR"},
 			&cli.StringFlag{Name: "verify-log", Value: string(d.VerifyLog), Usage: "check the log's checksums: background (before start the entries raft replays and the unsynced tail, the rest after start at --verify-log-mbps), sync (the whole log before start: start time grows with the log), off; true/false mean background/off. A damaged entry found before start refuses the start, one found later marks the node damaged"},
 			&cli.IntFlag{Name: "verify-log-mbps", Value: d.VerifyLogMBps, Usage: "pace of the background log check in MB/s (0: unpaced)"},
+			&cli.StringFlag{Name: "durability", Value: d.Durability.Mode, Usage: "when this node's log appends count as stored, so when a quorum of them acknowledges an entry: quorum-fsync (fsynced, the default) or quorum-memory (written to the log file, fsynced within --sync-interval or --sync-bytes; a simultaneous machine crash of a majority may lose what was acknowledged since, docs/durability.md). Give every node of a group the same; needs --log-store wal"},
+			&cli.DurationFlag{Name: "sync-interval", Value: d.Durability.SyncInterval, Usage: "with --durability quorum-memory: fsync the log at most this long after its first unsynced write"},
+			&cli.Int64Flag{Name: "sync-bytes", Value: d.Durability.SyncBytes, Usage: "with --durability quorum-memory: fsync the log as soon as this many bytes are unsynced (a write past it waits for that fsync)"},
 			&cli.IntFlag{Name: "segment-mb", Value: d.SegmentMB, Usage: "size of one raft-wal log segment file in MiB"},
 			&cli.IntFlag{Name: "memory-limit-mb", Value: defaultMemoryLimitMB, Usage: "soft memory limit of the Go heap in MiB: the garbage collector works harder near it (0: none; the GOMEMLIMIT environment variable overrides it)"},
 			&cli.StringFlag{Name: "remoting", Usage: "serve RocketMQ's remoting protocol on this address (RocketMQ's broker port is 10911; empty: off)"},
@@ -164,6 +167,19 @@ func runServer(c *cli.Context) error {
 	}
 	if cfg.VerifyLogMBps = c.Int("verify-log-mbps"); cfg.VerifyLogMBps < 0 {
 		return fmt.Errorf("--verify-log-mbps %d: want 0 (unpaced) or more", cfg.VerifyLogMBps)
+	}
+	if cfg.Durability.Mode, err = raftlog.ParseDurabilityMode(c.String("durability")); err != nil {
+		return fmt.Errorf("--durability: %w", err)
+	}
+	cfg.Durability.SyncInterval, cfg.Durability.SyncBytes = c.Duration("sync-interval"), c.Int64("sync-bytes")
+	if cfg.Durability.SyncInterval <= 0 {
+		return fmt.Errorf("--sync-interval %s: want more than 0", cfg.Durability.SyncInterval)
+	}
+	if cfg.Durability.SyncBytes <= 0 {
+		return fmt.Errorf("--sync-bytes %d: want more than 0", cfg.Durability.SyncBytes)
+	}
+	if cfg.Durability.Mode == raftlog.QuorumMemory && cfg.LogStore != raftlog.KindWAL {
+		return fmt.Errorf("--durability %s: needs --log-store wal", cfg.Durability.Mode)
 	}
 	if cfg.LockTimeout = c.Duration("lock-timeout"); cfg.LockTimeout < 0 {
 		return fmt.Errorf("--lock-timeout %s: want 0 (do not wait) or more", cfg.LockTimeout)
