@@ -120,7 +120,7 @@ func startAfterSealedTail(dir string, segmentSize int, logger hclog.Logger) erro
 		return fmt.Errorf("%w: segment %d (%s) is sealed with no entries: %w", errSealedTail, tail.ID, path, ErrCorrupt)
 	}
 
-	if err := syncFile(path); err != nil {
+	if err := fsyncPath(path); err != nil {
 		return fmt.Errorf("sync sealed log segment %d: %w", tail.ID, err)
 	}
 	sealedInfo := tail
@@ -242,8 +242,8 @@ func zeroAt(path string, off int64, n int) error {
 	return err
 }
 
-// syncFile fsyncs the file at path.
-func syncFile(path string) error {
+// fsyncPath fsyncs the file at path.
+func fsyncPath(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
