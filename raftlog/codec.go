@@ -461,15 +461,19 @@ func (d *decoder) message(m *MessageView) bool {
 		d.err = fmt.Errorf("%d properties", np)
 		return false
 	}
+	m.props, m.nprops = d.props(np)
+	m.Body = d.bytes(math.MaxInt32)
+	return d.err == nil
+}
+
+// props reads np encoded properties and returns their bytes.
+func (d *decoder) props(np uint64) ([]byte, int) {
 	start := d.off
 	for i := uint64(0); i < np && d.err == nil; i++ {
 		d.bytes(MaxKeyLen)
 		d.bytes(math.MaxInt32)
 	}
-	m.props = d.buf[start:d.off]
-	m.nprops = int(np)
-	m.Body = d.bytes(math.MaxInt32)
-	return d.err == nil
+	return d.buf[start:d.off], int(np)
 }
 
 // messageV2 reads a version 2 message. A flag for an empty key, tag or
@@ -512,13 +516,7 @@ func (d *decoder) messageV2(m *MessageView) bool {
 			d.err = fmt.Errorf("%d properties", np)
 			return false
 		}
-		start := d.off
-		for i := uint64(0); i < np && d.err == nil; i++ {
-			d.bytes(MaxKeyLen)
-			d.bytes(math.MaxInt32)
-		}
-		m.props = d.buf[start:d.off]
-		m.nprops = int(np)
+		m.props, m.nprops = d.props(np)
 	}
 	m.Body = d.bytes(math.MaxInt32)
 	return d.err == nil
