@@ -199,11 +199,12 @@ func TestRocketMQClient(t *testing.T) {
 	c, ns := rmqStartGroup(t)
 	leader := c.waitLeader("")
 
-	// The route: the leader as brokerId 0, the followers as 1 and 2.
-	waitRoute := func(leaderAddr string) *namesrv.GroupRoute {
+	// The route: the leader as brokerId 0 and at least minAddrs nodes
+	// (followers register once they know the leader).
+	waitRoute := func(leaderAddr string, minAddrs int) *namesrv.GroupRoute {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			if g := ns.Groups()["raftmq"]; g != nil && g.Addrs[0] == leaderAddr && len(g.Addrs) >= 2 {
+			if g := ns.Groups()["raftmq"]; g != nil && g.Addrs[0] == leaderAddr && len(g.Addrs) >= minAddrs {
 				return g
 			}
 			if time.Now().After(deadline) {
@@ -212,7 +213,7 @@ func TestRocketMQClient(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	g := waitRoute(leader.Remoting)
+	g := waitRoute(leader.Remoting, 3)
 	if len(g.Addrs) != 3 || g.Addrs[1] == "" || g.Addrs[2] == "" {
 		t.Fatalf("route %+v: want brokerIds 0, 1, 2", g.Addrs)
 	}
@@ -584,7 +585,7 @@ func TestRocketMQClient(t *testing.T) {
 	c.kill(leader.ID)
 	newLeader := c.waitLeader(leader.ID)
 	elected := time.Since(kill)
-	waitRoute(newLeader.Remoting)
+	waitRoute(newLeader.Remoting, 2)
 	routed := time.Since(kill)
 	deadline = time.Now().Add(60 * time.Second)
 	for firstAckAfter.Load() == 0 {
