@@ -239,6 +239,11 @@ func (p *Producer) withdraw(op *sendOp) bool {
 // dispatchLocked starts requests while fewer than MaxInflight are in flight,
 // each taking as many waiting operations of one topic as fit.
 func (p *Producer) dispatchLocked() {
+	if p.inflight >= p.cfg.MaxInflight {
+		// Nothing can start: ended operations are dropped when a request
+		// ends and one can, so a full window costs no scan per call.
+		return
+	}
 	p.dropEndedLocked()
 	for p.inflight < p.cfg.MaxInflight && len(p.queue) > 0 && p.windowOpenLocked() {
 		first := p.queue[0]
