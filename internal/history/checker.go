@@ -98,6 +98,19 @@ type Report struct {
 	// was told they were written), but worth knowing.
 	LateUnknown int `json:"late_unknown"`
 
+	// CrashLost counts acknowledged messages (and send-backs) missing
+	// after a majority crash of a QuorumMemory group, each acknowledged
+	// within that crash's window (History.MajorityCrashes): allowed, and
+	// reported. CrashLostFirst and CrashLostLast are the earliest and latest
+	// of their acknowledgements relative to the crash (negative: before).
+	CrashLost      int           `json:"crash_lost,omitempty"`
+	CrashLostFirst time.Duration `json:"crash_lost_first_ns,omitempty"`
+	CrashLostLast  time.Duration `json:"crash_lost_last_ns,omitempty"`
+	// CrashDeliveries counts deliveries during the run of entries such a
+	// crash removed (a node that kept them served them before the group
+	// replaced them): allowed, and reported.
+	CrashDeliveries int `json:"crash_deliveries,omitempty"`
+
 	// MaxAckGap is the longest time without any acknowledgement during the
 	// fault phase; Windows counts gaps longer than a second.
 	MaxAckGap     time.Duration `json:"max_ack_gap_ns"`
@@ -138,6 +151,18 @@ func (r *Report) Add(kind, format string, args ...any) {
 	}
 }
 
+// crashLoss counts a write acknowledged at ack that crash c lost.
+func (r *Report) crashLoss(c *MajorityCrash, ack time.Duration) {
+	rel := ack - c.At
+	if r.CrashLost == 0 || rel < r.CrashLostFirst {
+		r.CrashLostFirst = rel
+	}
+	if r.CrashLost == 0 || rel > r.CrashLostLast {
+		r.CrashLostLast = rel
+	}
+	r.CrashLost++
+}
+
 // Summary is one line: the figures and the violation counts.
 func (r *Report) Summary() string {
 	s := fmt.Sprintf("ops=%d acked=%d failed=%d unknown=%d (in log %d) messages=%d lost=%d duplicated=%d deliveries=%d (followers %d) max-ack-gap=%s windows=%d",
@@ -155,6 +180,10 @@ func (r *Report) Summary() string {
 	}
 	if r.TxnCommitted+r.TxnRolledBack > 0 {
 		s += fmt.Sprintf(" txn-committed=%d txn-rolled-back=%d txn-checks=%d", r.TxnCommitted, r.TxnRolledBack, r.TxnChecked)
+	}
+	if r.CrashLost > 0 || r.CrashDeliveries > 0 {
+		s += fmt.Sprintf(" lost-in-majority-crash=%d (acked %s..%s around the crash) crash-deliveries=%d",
+			r.CrashLost, r.CrashLostFirst.Round(time.Millisecond), r.CrashLostLast.Round(time.Millisecond), r.CrashDeliveries)
 	}
 	if r.OverLimit > 0 || r.AtLimit > 0 || r.RefusedReuse > 0 {
 		s += fmt.Sprintf(" over-limit=%d at-limit=%d refused-reuse=%d", r.OverLimit, r.AtLimit, r.RefusedReuse)
@@ -193,6 +222,11 @@ func sortedQueues(l QueueLog) []int32 {
 //   - no acknowledged message lost, and each sits where its ack said; with
 //     retention only messages of entries below the last announced cut
 //     (History.Cut) may be gone, whatever minimum the broker reports;
+//     under QuorumMemory (History.Durability) so may messages acknowledged
+//     within the window of a majority crash (History.MajorityCrashes:
+//     from its bound before the crash to the group's recovery), counted
+//     in CrashLost, and a consumer may have received such a message at a
+//     position the group has since given to another (CrashDeliveries);
 //   - nothing in the log that was never sent, nothing twice, body, key, tag
 //     and properties as sent;
 //   - at every acknowledged id the logs on disk hold that very message
@@ -282,7 +316,8 @@ func Check(h *History) *Report {
 	}
 
 	// Every op against the log.
-	retainedDelayed := 0 // delayed, acknowledged, and deleted by retention since
+	retainedDelayed := 0           // delayed, acknowledged, and deleted by retention since
+	crashLost := map[string]bool{} // acknowledged bodies a majority crash may have lost
 	for i, op := range h.Ops {
 		switch op.Outcome {
 		case OutcomeOK:
@@ -302,6 +337,11 @@ func Check(h *History) *Report {
 					continue
 				}
 				if len(ps) == 0 {
+					if c := h.crashAllows(op.Complete); c != nil {
+						r.crashLoss(c, op.Complete)
+						crashLost[m.Body] = true
+						continue
+					}
 					r.Lost++
 					where := ""
 					if j < len(op.Acks) {
@@ -382,7 +422,7 @@ func Check(h *History) *Report {
 
 	checkOrder(h, present, r)
 	checkNodes(h, r)
-	checkDisk(h, r)
+	checkDisk(h, r, crashLost)
 	checkSendBacks(h, sent, r)
 	checkTxn(h, sent, present, r)
 
@@ -423,6 +463,19 @@ func Check(h *History) *Report {
 			continue // deleted by retention since: nothing to compare with
 		}
 		e, ok := final[d.Queue][d.Offset]
+		if ref, sentOK := sent[d.Body]; sentOK && (!ok || e.ID != d.ID || e.Body != d.Body || e.Hash != d.Hash) {
+			// A node that kept an entry a majority crash removed from the
+			// group may have served it before the group replaced it.
+			op := &h.Ops[ref.op]
+			end := op.Complete
+			if op.Txn != nil {
+				end = max(end, op.Txn.CommitAt)
+			}
+			if h.crashOverlaps(op.Invoke, end) != nil {
+				r.CrashDeliveries++
+				continue
+			}
+		}
 		switch {
 		case !ok:
 			r.Add(VDelivery, "consumer %s received queue %d offset %d (body %q, served by %s, leader=%v) which is not in the final log",
@@ -642,8 +695,9 @@ func checkNodes(h *History, r *Report) {
 // checkDisk compares every acknowledged message with the message the
 // nodes' logs on disk hold at the id its ack named: same producer, body,
 // key, tag and properties. Nothing the broker serves is involved. A
-// message of an entry below the last retention cut may be gone.
-func checkDisk(h *History, r *Report) {
+// message of an entry below the last retention cut may be gone, and so may
+// one a majority crash lost (crashLost, by body).
+func checkDisk(h *History, r *Report, crashLost map[string]bool) {
 	if !h.DiskRead {
 		return
 	}
@@ -660,6 +714,9 @@ func checkDisk(h *History, r *Report) {
 				break
 			}
 			a := op.Acks[j]
+			if crashLost[m.Body] {
+				continue // the group has another entry (or none) at its id now
+			}
 			dm, ok := h.Disk[a.ID]
 			if !ok {
 				if !h.belowCut(a.ID) {

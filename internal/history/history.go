@@ -288,6 +288,53 @@ type History struct {
 	Nodes map[string]QueueLog `json:"nodes"`
 	// NodeErrors are problems reading a node's log (it then counts as divergent).
 	NodeErrors map[string]string `json:"node_errors,omitempty"`
+
+	// Durability is the --durability every node ran with ("" is
+	// raftlog.QuorumFsync). Under raftlog.QuorumMemory a simultaneous
+	// machine crash of a majority (MajorityCrashes) may lose what was
+	// acknowledged shortly before it; nothing else may be lost.
+	Durability string `json:"durability,omitempty"`
+	// MajorityCrashes are the simultaneous machine crashes of a majority of
+	// the group's nodes that the run applied (SIGKILL under the lazy file
+	// system: each node lost what it had not fsynced).
+	MajorityCrashes []MajorityCrash `json:"majority_crashes,omitempty"`
+}
+
+// MajorityCrash is one simultaneous machine crash of a majority of a
+// group's nodes, on the run's clock.
+type MajorityCrash struct {
+	Nodes []string      `json:"nodes"`
+	At    time.Duration `json:"at_ns"` // when they were killed
+	// Bound is how long before At a write may still have been unsynced on
+	// the crashed nodes: the sync interval, the longest an fsync took
+	// meanwhile, and a margin.
+	Bound time.Duration `json:"bound_ns"`
+	// Recovered is when the group had a leader again with the crashed
+	// nodes restarted: what was acknowledged after it is safe again.
+	Recovered time.Duration `json:"recovered_ns"`
+}
+
+// crashAllows returns the majority crash that may have lost a write
+// acknowledged at ack, under QuorumMemory: the one whose window
+// [At-Bound, Recovered] holds ack. Under QuorumFsync it returns nil.
+func (h *History) crashAllows(ack time.Duration) *MajorityCrash {
+	return h.crashOverlaps(ack, ack)
+}
+
+// crashOverlaps returns the majority crash of a QuorumMemory run whose
+// window overlaps [from, to] (a request's invocation to its answer), or
+// nil.
+func (h *History) crashOverlaps(from, to time.Duration) *MajorityCrash {
+	if h.Durability != raftlog.QuorumMemory {
+		return nil
+	}
+	for i := range h.MajorityCrashes {
+		c := &h.MajorityCrashes[i]
+		if to >= c.At-c.Bound && from <= c.Recovered {
+			return c
+		}
+	}
+	return nil
 }
 
 // BodyHash is the hash the history keeps of a message body.

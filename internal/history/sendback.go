@@ -53,6 +53,8 @@ func checkSendBacks(h *History, sent map[string]sentRef, r *Report) {
 			// the last retention cut, and a delivered copy lies after its
 			// staged entry: retention may have taken it.
 			r.Retained++
+		case !ok && h.crashAllows(sb.Complete) != nil:
+			r.crashLoss(h.crashAllows(sb.Complete), sb.Complete)
 		case !ok:
 			r.Add(VLost, "consumer %s sent back %s (body %q), acknowledged as copy %s in %s, which is not there", sb.Consumer, sb.ID, sb.Body, sb.CopyID, sb.CopyTopic)
 		case (c.topic == "dead-letter") != sb.DeadLettered:
