@@ -156,3 +156,45 @@ func TestChaosLazyFSUnderQuorumMemory(t *testing.T) {
 		t.Fatal("a flushed write is not in the file")
 	}
 }
+
+// A read that races the fsync moving a pending write into the file still
+// sees the write: the lazy file reads the file and its pending writes as
+// one.
+func TestChaosLazyFSReadDuringSync(t *testing.T) {
+	dir := t.TempDir()
+	logDir := filepath.Join(dir, "log")
+	os.MkdirAll(logDir, 0o755)
+	t.Setenv(chaosFSEnv, "1")
+	vfs := chaosVFS(logDir)
+	f, err := vfs.Create(logDir, "seg", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want := []byte("0123456789abcdef")
+	buf := make([]byte, len(want))
+	for i := 0; i < 2000; i++ {
+		off := int64(i * len(want))
+		if _, err := f.WriteAt(want, off); err != nil {
+			t.Fatal(err)
+		}
+		synced := make(chan error)
+		go func() { synced <- f.Sync() }()
+		for done := false; !done; {
+			select {
+			case err := <-synced:
+				if err != nil {
+					t.Fatal(err)
+				}
+				done = true
+			default:
+			}
+			if _, err := f.ReadAt(buf, off); err != nil {
+				t.Fatal(err)
+			}
+			if string(buf) != string(want) {
+				t.Fatalf("write %d read back as %q while it was being synced", i, buf)
+			}
+		}
+	}
+}
