@@ -38,6 +38,7 @@ const (
 	VEarly         = "early"          // a delayed message reached a consumer before its delivery time
 	VRolledBack    = "rolled-back"    // a message its client rolled back (or never committed) is in its topic, on disk or was delivered
 	VTxnEarly      = "txn-early"      // a transactional message reached a consumer before its client sent a commit
+	VDamaged       = "damaged"        // raft replaced log entries a node had applied (committed entries lost) where nothing allows it
 )
 
 // earlySlack is how much before its delivery time a delayed message may
@@ -316,8 +317,7 @@ func Check(h *History) *Report {
 	}
 
 	// Every op against the log.
-	retainedDelayed := 0           // delayed, acknowledged, and deleted by retention since
-	crashLost := map[string]bool{} // acknowledged bodies a majority crash may have lost
+	retainedDelayed := 0 // delayed, acknowledged, and deleted by retention since
 	for i, op := range h.Ops {
 		switch op.Outcome {
 		case OutcomeOK:
@@ -337,9 +337,13 @@ func Check(h *History) *Report {
 					continue
 				}
 				if len(ps) == 0 {
-					if c := h.crashAllows(op.Complete); c != nil {
-						r.crashLoss(c, op.Complete)
-						crashLost[m.Body] = true
+					// A delayed message is written again when it is due.
+					at := op.Complete
+					if c := h.crashAllows(at); c == nil && op.Delayed && j < len(op.Acks) && h.Start != 0 {
+						at = time.Duration(op.Acks[j].DeliverAt-h.Start) * time.Millisecond
+					}
+					if c := h.crashAllows(at); c != nil {
+						r.crashLoss(c, at)
 						continue
 					}
 					r.Lost++
@@ -422,7 +426,7 @@ func Check(h *History) *Report {
 
 	checkOrder(h, present, r)
 	checkNodes(h, r)
-	checkDisk(h, r, crashLost)
+	checkDisk(h, r)
 	checkSendBacks(h, sent, r)
 	checkTxn(h, sent, present, r)
 
@@ -463,15 +467,11 @@ func Check(h *History) *Report {
 			continue // deleted by retention since: nothing to compare with
 		}
 		e, ok := final[d.Queue][d.Offset]
-		if ref, sentOK := sent[d.Body]; sentOK && (!ok || e.ID != d.ID || e.Body != d.Body || e.Hash != d.Hash) {
-			// A node that kept an entry a majority crash removed from the
-			// group may have served it before the group replaced it.
-			op := &h.Ops[ref.op]
-			end := op.Complete
-			if op.Txn != nil {
-				end = max(end, op.Txn.CommitAt)
-			}
-			if h.crashOverlaps(op.Invoke, end) != nil {
+		if _, sentOK := sent[d.Body]; sentOK && (!ok || e.ID != d.ID || e.Body != d.Body || e.Hash != d.Hash) {
+			// An entry a majority crash removed was written within the
+			// crash's bound, and a node that kept it may have served it
+			// until the group replaced it, when it recovered.
+			if h.crashAllows(d.At) != nil {
 				r.CrashDeliveries++
 				continue
 			}
@@ -696,8 +696,8 @@ func checkNodes(h *History, r *Report) {
 // nodes' logs on disk hold at the id its ack named: same producer, body,
 // key, tag and properties. Nothing the broker serves is involved. A
 // message of an entry below the last retention cut may be gone, and so may
-// one a majority crash lost (crashLost, by body).
-func checkDisk(h *History, r *Report, crashLost map[string]bool) {
+// one acknowledged within a majority crash's window (crashAllows).
+func checkDisk(h *History, r *Report) {
 	if !h.DiskRead {
 		return
 	}
@@ -714,10 +714,10 @@ func checkDisk(h *History, r *Report, crashLost map[string]bool) {
 				break
 			}
 			a := op.Acks[j]
-			if crashLost[m.Body] {
-				continue // the group has another entry (or none) at its id now
-			}
 			dm, ok := h.Disk[a.ID]
+			if c := h.crashAllows(op.Complete); c != nil && (!ok || dm.Body != m.Body) {
+				continue // lost in the crash: Check counts it; another entry (or none) has its index now
+			}
 			if !ok {
 				if !h.belowCut(a.ID) {
 					r.Add(VAckContent, "body %q of op %d (%s)%s was acked as id %s, which no node's log on disk holds", m.Body, i, op.Worker, dup, a.ID)

@@ -20,6 +20,11 @@ func crashHistory(durability string, crashes ...MajorityCrash) *History {
 	for _, a := range last.Acks {
 		delete(h.Disk, a.ID)
 	}
+	for i := range h.Deliveries { // received just after the ack
+		if d := &h.Deliveries[i]; d.Queue == 1 && d.Offset >= uint64(len(h.Final[1])) {
+			d.At = last.Complete + 5*time.Millisecond
+		}
+	}
 	h.Durability = durability
 	h.MajorityCrashes = crashes
 	return h
