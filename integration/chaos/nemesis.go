@@ -213,6 +213,10 @@ type Nemesis struct {
 	damaged    map[string]bool // nodes whose restart may be refused (torn or corrupt data)
 	// Crashes are the simultaneous machine crashes of a majority applied.
 	Crashes []history.MajorityCrash
+	// What rebuildDamaged found: the cuts below a node's applied index
+	// in all, and per node those it has rebuilt the node for.
+	cuts    int
+	rebuilt map[string]int
 }
 
 // NewNemesis returns a nemesis for c.
@@ -842,27 +846,35 @@ func (nm *Nemesis) lostUnsyncedMajority(ctx context.Context, rng *rand.Rand, use
 	return nil
 }
 
-// rebuildDamaged counts the marks "raft replaced log entries this node had
-// applied" in the nodes' logs and rebuilds every node that logged one, as
-// docs/durability.md tells an operator to (member remove, wipe, start
+// rebuildDamaged finds the cuts below a node's applied index ("raft
+// replaced log entries this node had applied") that the nodes' logs
+// report since it last looked, and rebuilds every node that reported one,
+// as docs/durability.md tells an operator to (member remove, wipe, start
 // empty, member add): a restart would clear the mark but not a snapshot
 // holding entries the group lost. After a majority crash of a
-// quorum-memory group the mark is an expected outcome; otherwise committed
-// entries were lost, a violation. It returns the number of cuts reported
-// and of nodes rebuilt for them.
-func (nm *Nemesis) rebuildDamaged(ctx context.Context, durability string) (marks, nodes int) {
+// quorum-memory group such a cut is an expected outcome; otherwise
+// committed entries were lost, a violation. It returns the number of nodes
+// it rebuilt.
+func (nm *Nemesis) rebuildDamaged(ctx context.Context, durability string) int {
 	nm.mu.Lock()
 	crashes := len(nm.Crashes)
+	if nm.rebuilt == nil {
+		nm.rebuilt = map[string]int{}
+	}
 	nm.mu.Unlock()
 	rebuilt := 0
 	for _, n := range nm.C.Nodes {
 		b, _ := os.ReadFile(n.Log)
-		k := cutMarks(string(b))
-		if k == 0 {
+		nm.mu.Lock()
+		k := cutMarks(string(b)) - nm.rebuilt[n.ID]
+		if k > 0 {
+			nm.cuts += k
+			nm.rebuilt[n.ID] += k
+		}
+		nm.mu.Unlock()
+		if k <= 0 {
 			continue
 		}
-		marks += k
-		nodes++
 		if durability == raftlog.QuorumMemory && crashes > 0 {
 			nm.Rec.Event("damaged", "%s reported %d cut(s) below its applied index and marked itself damaged: raft replaced entries it had applied (a majority crash under %s); rebuilding it",
 				n.ID, k, durability)
@@ -885,7 +897,7 @@ func (nm *Nemesis) rebuildDamaged(ctx context.Context, durability string) (marks
 			nm.violation(history.VLiveness, "after rebuilding the damaged nodes: %v", err)
 		}
 	}
-	return marks, nodes
+	return rebuilt
 }
 
 // cutMarks counts the lines of a server log that report a cut below the

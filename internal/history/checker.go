@@ -715,7 +715,7 @@ func checkDisk(h *History, r *Report) {
 			}
 			a := op.Acks[j]
 			dm, ok := h.Disk[a.ID]
-			if c := h.crashAllows(op.Complete); c != nil && (!ok || dm.Body != m.Body) {
+			if c := h.crashAllows(ackedAt(&op)); c != nil && (!ok || dm.Body != m.Body) {
 				continue // lost in the crash: Check counts it; another entry (or none) has its index now
 			}
 			if !ok {

@@ -124,6 +124,10 @@ type TxnOp struct {
 	// commit or rollback (Local, or for unknown the check-back's answer,
 	// which the client decided before sending).
 	Final string `json:"final"`
+	// AckAt is when the half message's acknowledgement reached the client
+	// (the local transaction runs then); Op.Complete is after the decision
+	// was sent.
+	AckAt time.Duration `json:"ack_at_ns,omitempty"`
 	// CommitAt is when the local transaction answered commit, just before
 	// the decision was sent (0: it did not).
 	CommitAt time.Duration `json:"commit_at_ns,omitempty"`
@@ -312,6 +316,15 @@ type MajorityCrash struct {
 	// Recovered is when the group had a leader again with the crashed
 	// nodes restarted: what was acknowledged after it is safe again.
 	Recovered time.Duration `json:"recovered_ns"`
+}
+
+// ackedAt is when the client learned that op was acknowledged: for a
+// transaction, when its half message was.
+func ackedAt(op *Op) time.Duration {
+	if op.Txn != nil && op.Txn.AckAt > 0 {
+		return op.Txn.AckAt
+	}
+	return op.Complete
 }
 
 // crashAllows returns the majority crash that may have lost a write

@@ -70,8 +70,8 @@ func checkTxn(h *History, sent map[string]sentRef, present map[string][]place, r
 			case len(ps) == 0 && ack != nil && h.belowCut(ack.ID):
 				r.Retained++
 				retainedCommits++
-			case len(ps) == 0 && ack != nil && h.crashAllows(op.Complete) != nil:
-				r.crashLoss(h.crashAllows(op.Complete), op.Complete)
+			case len(ps) == 0 && ack != nil && h.crashAllows(ackedAt(op)) != nil:
+				r.crashLoss(h.crashAllows(ackedAt(op)), ackedAt(op))
 			case len(ps) == 0 && ack != nil && op.Txn.CommitAt > 0 && h.crashAllows(op.Txn.CommitAt) != nil:
 				r.crashLoss(h.crashAllows(op.Txn.CommitAt), op.Txn.CommitAt)
 			case len(ps) == 0 && ack != nil:
