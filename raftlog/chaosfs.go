@@ -95,11 +95,14 @@ func (f *lazyFile) WriteAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// ReadAt reads the file with the pending writes laid over it.
+// ReadAt reads the file with the pending writes laid over it. It holds
+// the lock that flush holds while it moves pending writes into the file,
+// so a read sees each write either in the file or pending, never in
+// neither.
 func (f *lazyFile) ReadAt(p []byte, off int64) (int, error) {
-	n, err := f.f.ReadAt(p, off)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	n, err := f.f.ReadAt(p, off)
 	end := off + int64(n)
 	for _, w := range f.pending {
 		lo, hi := max(off, w.off), min(off+int64(len(p)), w.off+int64(len(w.data)))

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/raftmq/raftmq/internal/testbin"
+	"github.com/raftmq/raftmq/raftlog"
 )
 
 var (
@@ -36,6 +37,7 @@ var (
 	flagReuseSeq  = flag.Bool("chaos.reuse-seq", true, "send requests that reuse a producer id and sequence with other content (each must be refused)")
 	flagShortFull = flag.Bool("chaos.short-full", false, "TestChaosShort: add a fifth schedule (seed 105, retention) with the faults only \"full\" has: corrupt-snapshot, corrupt-stable (and corrupt-running)")
 	flagGroups    = flag.Int("chaos.groups", 0, "TestChaosCampaign: run this many groups and a name server per run (RunGroups: faults in every group, the name server killed, a topic shared through the several-group client); 0 or 1: one group")
+	flagDurable   = flag.String("chaos.durability", raftlog.QuorumFsync, "every server's --durability: quorum-fsync (nothing acknowledged may be lost) or quorum-memory (a majority crash may lose what was acknowledged within its bound; all adds "+strings.Join(MemoryFaults, ",")+")")
 	flagReport    = flag.String("chaos.report", "", "TestChaosCampaign: write a markdown summary and per-run JSON lines to this path (and path.jsonl)")
 )
 
@@ -131,6 +133,12 @@ func runOne(t *testing.T, cfg RunConfig) *Result {
 		sort.Strings(outs)
 		t.Logf("outcomes: %s", strings.Join(outs, ", "))
 	}
+	if res.Report != nil && (res.Report.CrashLost > 0 || res.Report.CrashDeliveries > 0 || res.DamagedNodes > 0) {
+		t.Logf("majority crashes under %s: %d acknowledged message(s) lost, acknowledged %s..%s around the crash; %d delivered before the group replaced them; "+
+			"%d node(s) marked damaged (%d cut(s) below the applied index) and rebuilt",
+			res.Durability, res.Report.CrashLost, res.Report.CrashLostFirst.Round(time.Millisecond), res.Report.CrashLostLast.Round(time.Millisecond),
+			res.Report.CrashDeliveries, res.DamagedNodes, res.DamagedCuts)
+	}
 	if res.Report != nil && res.Report.MaxAckGap > 2*time.Second {
 		t.Logf("longest time without an ack began at %s; events around it:\n  %s",
 			res.Report.MaxAckGapFrom.Round(time.Millisecond), strings.Join(res.GapEvents, "\n  "))
@@ -142,8 +150,8 @@ func runOne(t *testing.T, cfg RunConfig) *Result {
 				vs = append(vs, "  "+v.String())
 			}
 		}
-		t.Errorf("chaos run seed=%d failed; reproduce with -chaos.seed=%d -chaos.runs=1 -chaos.faults=%s -chaos.duration=%s\n"+
-			"history, schedule and node logs: %s\n%s", cfg.Seed, cfg.Seed, strings.Join(cfg.Faults, ","), cfg.Duration, res.Dir, strings.Join(vs, "\n"))
+		t.Errorf("chaos run seed=%d failed; reproduce with -chaos.seed=%d -chaos.runs=1 -chaos.faults=%s -chaos.duration=%s -chaos.durability=%s\n"+
+			"history, schedule and node logs: %s\n%s", cfg.Seed, cfg.Seed, strings.Join(cfg.Faults, ","), cfg.Duration, res.Durability, res.Dir, strings.Join(vs, "\n"))
 	}
 	return res
 }
@@ -256,6 +264,47 @@ func TestChaosShort(t *testing.T) {
 	}
 }
 
+// TestChaosShortMemory is the fixed-schedule run CI does in quorum-memory:
+// one node's unsynced writes lost (nothing acknowledged may go), then
+// majority crashes, from lost-unsynced-majority and from a kill-leader+kill
+// episode (what they lose must have been acknowledged within the crash's
+// bound). -chaos.seed replaces its seed (106), and with it the workload's
+// and the episodes' choices.
+func TestChaosShortMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the chaos run takes about a minute")
+	}
+	dir, bin := setup(t)
+	seed := int64(106)
+	if *flagSeed != 0 {
+		seed = *flagSeed
+	}
+	p := Plan{Seed: seed, DiskNode: -1, LoadThreshold: "0.05", RunAll: true, Episodes: []Episode{
+		ep(seed*10+1, 0, FaultLostUnsynced),
+		ep(seed*10+2, 0, FaultLostUnsyncedMajority),
+		ep(seed*10+3, 1500*time.Millisecond, FaultKillLeader, FaultKill),
+		ep(seed*10+4, 0, FaultLostUnsyncedMajority),
+	}}
+	var kinds []string
+	for _, e := range p.Episodes {
+		kinds = append(kinds, e.Kinds...)
+	}
+	res := runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("short-memory-%d-%d", seed, time.Now().UnixNano())),
+		Seed: seed, Duration: 10 * time.Second, Faults: kinds, Plan: &p, Keep: *flagKeep, Logf: t.Logf,
+		Rich: *flagRich, Transactions: *flagTxn, Oddities: oddities(int(seed % int64(OddityShapes()))), Durability: raftlog.QuorumMemory})
+	if res.Report != nil && res.Report.Acked == 0 {
+		t.Errorf("no operation was acknowledged: the run proves nothing")
+	}
+	for _, k := range kinds {
+		if res.Applied[k] == 0 {
+			t.Errorf("fault %s was not applied (see the events above)", k)
+		}
+	}
+	for k, n := range res.NotCovered {
+		t.Errorf("fault %s failed to apply in %d episode(s): a fixed schedule must apply every episode", k, n)
+	}
+}
+
 // TestChaosCampaign runs -chaos.runs randomized runs (seed, seed+1, ...).
 //
 //	go test ./integration/chaos -run TestChaosCampaign -timeout 0 -v \
@@ -265,7 +314,7 @@ func TestChaosCampaign(t *testing.T) {
 		t.Skip("set -chaos.runs=N to run the campaign")
 	}
 	dir, bin := setup(t)
-	faults, err := ParseFaults(*flagFaults)
+	faults, err := ParseFaults(*flagFaults, *flagDurable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +345,7 @@ func TestChaosCampaign(t *testing.T) {
 			t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 				gr := runGroups(t, GroupsConfig{Groups: *flagGroups, NameServerFaults: true, RunConfig: RunConfig{Bin: bin,
 					Dir: filepath.Join(dir, fmt.Sprintf("run-%d", s)), Seed: s, Duration: *flagDuration, Faults: faults, NoTmpfs: noTmpfs,
-					Keep: *flagKeep, RetentionMB: *flagRetention, Rich: *flagRich, Transactions: *flagTxn,
+					Keep: *flagKeep, RetentionMB: *flagRetention, Rich: *flagRich, Transactions: *flagTxn, Durability: *flagDurable,
 					Oddities: oddities(int(s % int64(OddityShapes())))}})
 				for _, r := range gr.Runs {
 					agg.add(r)
@@ -308,7 +357,7 @@ func TestChaosCampaign(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 			res = runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("run-%d", s)), Seed: s,
 				Duration: *flagDuration, Faults: faults, NoTmpfs: noTmpfs, Keep: *flagKeep, RetentionMB: *flagRetention, Logf: t.Logf,
-				Rich: *flagRich, Transactions: *flagTxn, Oddities: oddities(int(s % int64(OddityShapes())))})
+				Rich: *flagRich, Transactions: *flagTxn, Durability: *flagDurable, Oddities: oddities(int(s % int64(OddityShapes())))})
 		})
 		agg.add(res)
 		if jsonl != nil {
@@ -345,6 +394,7 @@ type aggregate struct {
 	deliveries, followerDeliveries, windows   int
 	worstGap                                  time.Duration
 	worstGapSeed                              int64
+	crashLost, crashDeliveries, damagedNodes  int
 }
 
 func newAggregate() *aggregate {
@@ -372,10 +422,13 @@ func (a *aggregate) add(r *Result) {
 	for k, n := range r.NotCovered {
 		a.notCovered[k] += n
 	}
+	a.damagedNodes += r.DamagedNodes
 	rep := r.Report
 	if rep == nil {
 		return
 	}
+	a.crashLost += rep.CrashLost
+	a.crashDeliveries += rep.CrashDeliveries
 	for k, n := range rep.Counts {
 		a.violations[k] += n
 	}
@@ -421,6 +474,10 @@ func (a *aggregate) markdown(d, took time.Duration, seed int64) string {
 		a.ops, a.acked, a.failedOps, a.unknown, a.unknownIn)
 	fmt.Fprintf(&b, "| messages in the final logs | %d |\n| lost | %d |\n| duplicated | %d |\n| acknowledged messages verified on disk at their id | %d |\n",
 		a.messages, a.lost, a.duplicated, a.diskVerified)
+	if a.crashLost+a.crashDeliveries+a.damagedNodes > 0 {
+		fmt.Fprintf(&b, "| acknowledged messages lost in majority crashes (quorum-memory, within the bound) | %d (delivered before the group replaced them: %d; nodes marked damaged and rebuilt: %d) |\n",
+			a.crashLost, a.crashDeliveries, a.damagedNodes)
+	}
 	fmt.Fprintf(&b, "| consumed during faults | %d (served by followers: %d) |\n", a.deliveries, a.followerDeliveries)
 	fmt.Fprintf(&b, "| delayed messages delivered, once and not early | %d (latest after its time: %s) |\n| send-backs acknowledged, each copied once | %d |\n",
 		a.delayed, a.worstLateness.Round(time.Millisecond), a.sentBack)

@@ -26,7 +26,11 @@
 //   - Every server runs with --chaos-lazyfs (raftlog/chaosfs.go): raft-wal's
 //     writes reach the files at fsync only, so a SIGKILL loses what was not
 //     synced; DATA/CHAOS_FSYNC_DELAY slows every fsync (slow-disk,
-//     lost-unsynced).
+//     lost-unsynced). Every server also gets RunConfig.Durability
+//     (-chaos.durability); under quorum-memory a write reaches the file
+//     when the durability syncer fsyncs it, and the checker allows a
+//     majority crash (lost-unsynced-majority, kill-leader+kill) to lose
+//     what was acknowledged within its bound (MajorityCrashBound).
 //
 //   - Nemesis (nemesis.go): the fault kinds (AllFaults), a schedule drawn
 //     from a seed (NewPlan) and their application and healing.
@@ -65,7 +69,8 @@
 //     group; each group's Run checks its queues of that topic too.
 //
 // The runs are Go tests (chaos_test.go, groups_test.go): TestChaosShort, fixed schedules
-// that apply every fault kind of "all" (CI), and TestChaosCampaign, -chaos.runs
+// that apply every fault kind of "all" (CI), TestChaosShortMemory, one fixed
+// schedule of majority crashes under quorum-memory (CI), and TestChaosCampaign, -chaos.runs
 // randomized runs (make chaos). Regression tests for bugs the runs found are
 // in regress_test.go. docs/RELIABILITY.md has the method and the results.
 //

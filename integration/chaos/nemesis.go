@@ -16,6 +16,7 @@ import (
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/internal/faultproxy"
 	"github.com/raftmq/raftmq/internal/history"
+	"github.com/raftmq/raftmq/raftlog"
 )
 
 // Fault kinds.
@@ -39,7 +40,28 @@ const (
 	FaultCorruptSnapshot   = "corrupt-snapshot"   // flip a byte of a stopped follower's newest snapshot; observe; repair it
 	FaultCorruptRunning    = "corrupt-running"    // flip a committed body in the running leader's log, re-add a wiped follower (it gets the whole log), then restart the leader
 	FaultCorruptIndex      = "corrupt-index"      // flip, tear or delete a queue index file of a running node or of a stopped follower (then started); it serves nothing wrong
+	// FaultLostUnsyncedMajority is a simultaneous machine crash of a
+	// majority: the leader and a follower, their fsyncs slowed to 500 ms,
+	// SIGKILLed at the same moment (each loses what it wrote since its last
+	// fsync), then both restarted.
+	FaultLostUnsyncedMajority = "lost-unsynced-majority"
 )
+
+// unsyncedFsyncDelay is how slow the lost-unsynced faults make fsyncs.
+const unsyncedFsyncDelay = 500 * time.Millisecond
+
+// crashMargin is added to a majority crash's bound (MajorityCrashBound)
+// for what the schedule of the syncer and the loaded test machine add.
+const crashMargin = time.Second
+
+// MajorityCrashBound is how long before a majority crash a write may still
+// have been unsynced on the crashed nodes, under quorum-memory with the
+// given sync interval while the crashed nodes' fsyncs take slow each: a
+// write waits for the round in progress and then for its own round, each
+// an fsync, after at most the interval.
+func MajorityCrashBound(syncInterval, slow time.Duration) time.Duration {
+	return syncInterval + 2*slow + crashMargin
+}
 
 // AllFaults lists the fault kinds of "all" (-chaos.faults=all, the
 // default).
@@ -55,13 +77,20 @@ var AllFaults = []string{FaultKillLeader, FaultKill, FaultPause, FaultPartitionL
 // retention runs, so corrupt-snapshot is mostly not applied otherwise.
 var ExtraFaults = []string{FaultCorruptStable, FaultCorruptSnapshot}
 
+// MemoryFaults are the kinds "all" adds for quorum-memory runs. Under
+// quorum-fsync lost-unsynced-majority finds nothing that a kill-leader+kill
+// episode (two nodes SIGKILLed at once under the lazy file system) does
+// not, and adding a kind to "all" would change every seed's schedule; it
+// can still be named there.
+var MemoryFaults = []string{FaultLostUnsyncedMajority}
+
 // combinable faults may start together (on different nodes) in one episode.
 var combinable = map[string]bool{FaultKillLeader: true, FaultKill: true, FaultPause: true, FaultPartitionLeader: true,
 	FaultPartitionFollower: true, FaultPartitionOneWay: true, FaultDelay: true, FaultSlowDisk: true}
 
 var weights = map[string]int{FaultKillLeader: 3, FaultKill: 2, FaultPause: 2, FaultPartitionLeader: 3, FaultPartitionFollower: 2,
 	FaultPartitionOneWay: 3, FaultDelay: 1, FaultTransfer: 1, FaultMembership: 1, FaultTornWrite: 2, FaultCorrupt: 1, FaultDiskFull: 1,
-	FaultSlowDisk: 2, FaultLostUnsynced: 2, FaultCorruptMeta: 1, FaultCorruptStable: 1, FaultCorruptSnapshot: 1, FaultCorruptRunning: 1, FaultCorruptIndex: 1}
+	FaultSlowDisk: 2, FaultLostUnsynced: 2, FaultLostUnsyncedMajority: 2, FaultCorruptMeta: 1, FaultCorruptStable: 1, FaultCorruptSnapshot: 1, FaultCorruptRunning: 1, FaultCorruptIndex: 1}
 
 // Episode is one step of a schedule: wait Gap, apply Kinds, hold, heal.
 type Episode struct {
@@ -87,24 +116,29 @@ type Plan struct {
 	RunAll bool
 }
 
-// ParseFaults parses a comma-separated list of fault kinds: "all" (or "")
-// is AllFaults, "full" AllFaults and ExtraFaults.
-func ParseFaults(s string) ([]string, error) {
+// ParseFaults parses a comma-separated list of fault kinds for runs with
+// the given --durability: "all" (or "") is AllFaults (and MemoryFaults
+// under quorum-memory), "full" that and ExtraFaults.
+func ParseFaults(s, durability string) ([]string, error) {
+	all := append([]string(nil), AllFaults...)
+	if durability == raftlog.QuorumMemory {
+		all = append(all, MemoryFaults...)
+	}
 	if s == "" || s == "all" {
-		return append([]string(nil), AllFaults...), nil
+		return all, nil
 	}
 	if s == "full" {
-		return append(append([]string(nil), AllFaults...), ExtraFaults...), nil
+		return append(all, ExtraFaults...), nil
 	}
 	known := map[string]bool{}
-	for _, f := range append(append([]string(nil), AllFaults...), ExtraFaults...) {
+	for _, f := range append(append(append([]string(nil), AllFaults...), ExtraFaults...), MemoryFaults...) {
 		known[f] = true
 	}
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if !known[f] {
-			return nil, fmt.Errorf("fault %q: want all, full or some of %s,%s", f, strings.Join(AllFaults, ","), strings.Join(ExtraFaults, ","))
+			return nil, fmt.Errorf("fault %q: want all, full or some of %s,%s,%s", f, strings.Join(AllFaults, ","), strings.Join(ExtraFaults, ","), strings.Join(MemoryFaults, ","))
 		}
 		out = append(out, f)
 	}
@@ -167,6 +201,9 @@ type Nemesis struct {
 	// Retention: the group deletes old log segments; damage goes to the
 	// newest part of a log (the oldest may be deleted data no longer read).
 	Retention bool
+	// SyncInterval is the nodes' --sync-interval (quorum-memory): a
+	// majority crash's bound derives from it.
+	SyncInterval time.Duration
 
 	mu         sync.Mutex
 	Applied    map[string]int // kind -> episodes applied
@@ -174,6 +211,12 @@ type Nemesis struct {
 	Outcomes   map[string]int // e.g. "torn-write: recovered"
 	Violations []history.Violation
 	damaged    map[string]bool // nodes whose restart may be refused (torn or corrupt data)
+	// Crashes are the simultaneous machine crashes of a majority applied.
+	Crashes []history.MajorityCrash
+	// What rebuildDamaged found: the cuts below a node's applied index
+	// in all, and per node those it has rebuilt the node for.
+	cuts    int
+	rebuilt map[string]int
 }
 
 // NewNemesis returns a nemesis for c.
@@ -220,8 +263,14 @@ func (nm *Nemesis) episode(ctx context.Context, i int, e Episode) {
 	rng := rand.New(rand.NewSource(e.Seed))
 	used := map[string]bool{}
 	var heals []func(context.Context)
+	began := nm.Rec.Now()
+	var killed []string // nodes this episode's kill faults SIGKILLed
 	for _, k := range leaderFaultsFirst(e.Kinds) {
+		before := copySet(used)
 		heal, err := nm.apply(ctx, k, rng, used, e.Hold)
+		if err == nil && (k == FaultKill || k == FaultKillLeader) {
+			killed = append(killed, newIn(used, before)...)
+		}
 		if err != nil {
 			nm.Rec.Event("skip", "episode %d %s: %v", i, k, err)
 			nm.mu.Lock()
@@ -239,6 +288,14 @@ func (nm *Nemesis) episode(ctx context.Context, i int, e Episode) {
 	if len(heals) == 0 {
 		return
 	}
+	// Two of the three nodes SIGKILLed together under the lazy file system
+	// are a simultaneous machine crash of a majority.
+	var crash *history.MajorityCrash
+	if len(killed) >= 2 {
+		at := nm.Rec.Now()
+		crash = &history.MajorityCrash{Nodes: killed, At: at, Bound: MajorityCrashBound(nm.SyncInterval, 0) + (at - began)}
+		nm.Rec.Event("majority-crash", "%s SIGKILLed together: a machine crash of a majority", strings.Join(killed, ", "))
+	}
 	select {
 	case <-ctx.Done():
 	case <-time.After(e.Hold):
@@ -246,6 +303,44 @@ func (nm *Nemesis) episode(ctx context.Context, i int, e Episode) {
 	for j := len(heals) - 1; j >= 0; j-- {
 		heals[j](ctx)
 	}
+	if crash != nil {
+		nm.recovered(ctx, *crash)
+	}
+}
+
+// recovered waits for a leader after a majority crash whose nodes have
+// been restarted and records the crash with its recovery.
+func (nm *Nemesis) recovered(ctx context.Context, crash history.MajorityCrash) {
+	l := nm.C.WaitLeader(ctx, 30*time.Second)
+	crash.Recovered = nm.Rec.Now()
+	if l == nil {
+		nm.Rec.Event("majority-crash", "no leader 30 s after restarting %s", strings.Join(crash.Nodes, ", "))
+	} else {
+		nm.Rec.Event("majority-crash", "%s leads after the crash of %s: recovered", l.ID, strings.Join(crash.Nodes, ", "))
+	}
+	nm.mu.Lock()
+	nm.Crashes = append(nm.Crashes, crash)
+	nm.mu.Unlock()
+}
+
+func copySet(m map[string]bool) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// newIn returns the keys of now missing from before, sorted.
+func newIn(now, before map[string]bool) []string {
+	var out []string
+	for k := range now {
+		if !before[k] {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // leaderFaultsFirst orders an episode's faults so that those that must hit
@@ -594,7 +689,7 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 			return nil, errors.New("no node")
 		}
 		used[n.ID] = true
-		if err := setFsyncDelay(n, 500*time.Millisecond); err != nil {
+		if err := setFsyncDelay(n, unsyncedFsyncDelay); err != nil {
 			return nil, err
 		}
 		// Under load: the node has writes waiting for a slow fsync when it dies.
@@ -609,6 +704,9 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 			nm.outcome(FaultLostUnsynced + ": restarted and rejoined")
 		}
 		return nil, nil
+
+	case FaultLostUnsyncedMajority:
+		return nil, nm.lostUnsyncedMajority(ctx, rng, used)
 
 	case FaultCorruptMeta, FaultCorruptStable, FaultCorruptSnapshot:
 		damage := map[string]func(string, *rand.Rand) (string, error){
@@ -677,6 +775,142 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown fault %q", kind)
+}
+
+// lostUnsyncedMajority slows the fsyncs of the leader and one follower,
+// SIGKILLs both at the same moment while writes wait for those fsyncs (a
+// simultaneous machine crash of a majority: each loses what it had not
+// fsynced), restarts both and waits for a leader.
+func (nm *Nemesis) lostUnsyncedMajority(ctx context.Context, rng *rand.Rand, used map[string]bool) error {
+	c := nm.C
+	l := nm.leader(ctx)
+	if l == nil || used[l.ID] || !l.Running() {
+		return errors.New("no leader to crash")
+	}
+	used[l.ID] = true
+	f := pickNode(rng, c.Nodes, used)
+	if f == nil {
+		delete(used, l.ID)
+		return errors.New("no follower to crash with the leader")
+	}
+	used[f.ID] = true
+	victims := []*Node{l, f}
+	undelay := func() {
+		for _, n := range victims {
+			setFsyncDelay(n, 0)
+		}
+	}
+	for _, n := range victims {
+		if err := setFsyncDelay(n, unsyncedFsyncDelay); err != nil {
+			undelay()
+			return err
+		}
+	}
+	// Under load: both have writes waiting for a slow fsync when they die.
+	time.Sleep(time.Duration(700+rng.Intn(800)) * time.Millisecond)
+	at := nm.Rec.Now()
+	errs := make([]error, len(victims))
+	var wg sync.WaitGroup
+	for i, n := range victims {
+		wg.Add(1)
+		go func(i int, n *Node) {
+			defer wg.Done()
+			errs[i] = c.Kill(n)
+		}(i, n)
+	}
+	wg.Wait()
+	undelay()
+	if err := errors.Join(errs...); err != nil {
+		for _, n := range victims {
+			nm.restart(ctx, n, "after a failed majority crash")
+		}
+		return err
+	}
+	ids := []string{l.ID, f.ID}
+	nm.Rec.Event(FaultLostUnsyncedMajority, "SIGKILL %s (leader) and %s at once during %s fsyncs: both lost what they wrote since their last fsync",
+		l.ID, f.ID, unsyncedFsyncDelay)
+	for i, n := range victims {
+		wg.Add(1)
+		go func(i int, n *Node) {
+			defer wg.Done()
+			if nm.restart(ctx, n, "after a majority crash") != restartOK {
+				errs[i] = fmt.Errorf("%s did not restart", n.ID)
+			}
+		}(i, n)
+	}
+	wg.Wait()
+	if errors.Join(errs...) == nil {
+		nm.outcome(FaultLostUnsyncedMajority + ": both restarted")
+	}
+	nm.recovered(ctx, history.MajorityCrash{Nodes: ids, At: at, Bound: MajorityCrashBound(nm.SyncInterval, unsyncedFsyncDelay)})
+	return nil
+}
+
+// rebuildDamaged finds the cuts below a node's applied index ("raft
+// replaced log entries this node had applied") that the nodes' logs
+// report since it last looked, and rebuilds every node that reported one,
+// as docs/durability.md tells an operator to (member remove, wipe, start
+// empty, member add): a restart would clear the mark but not a snapshot
+// holding entries the group lost. After a majority crash of a
+// quorum-memory group such a cut is an expected outcome; otherwise
+// committed entries were lost, a violation. It returns the number of nodes
+// it rebuilt.
+func (nm *Nemesis) rebuildDamaged(ctx context.Context, durability string) int {
+	nm.mu.Lock()
+	crashes := len(nm.Crashes)
+	if nm.rebuilt == nil {
+		nm.rebuilt = map[string]int{}
+	}
+	nm.mu.Unlock()
+	rebuilt := 0
+	for _, n := range nm.C.Nodes {
+		b, _ := os.ReadFile(n.Log)
+		nm.mu.Lock()
+		k := cutMarks(string(b)) - nm.rebuilt[n.ID]
+		if k > 0 {
+			nm.cuts += k
+			nm.rebuilt[n.ID] += k
+		}
+		nm.mu.Unlock()
+		if k <= 0 {
+			continue
+		}
+		if durability == raftlog.QuorumMemory && crashes > 0 {
+			nm.Rec.Event("damaged", "%s reported %d cut(s) below its applied index and marked itself damaged: raft replaced entries it had applied (a majority crash under %s); rebuilding it",
+				n.ID, k, durability)
+			nm.mu.Lock()
+			nm.Outcomes["majority crash: node marked damaged, rebuilt"]++
+			nm.mu.Unlock()
+		} else {
+			nm.violation(history.VDamaged, "%s reported %d cut(s) below its applied index: raft replaced entries it had applied (durability %s, %d majority crash(es)): the group lost committed entries",
+				n.ID, k, durability, crashes)
+		}
+		if err := nm.C.Rejoin(ctx, n); err != nil {
+			nm.violation(history.VLiveness, "rebuild of the damaged %s failed: %v", n.ID, err)
+			continue
+		}
+		rebuilt++
+		nm.Rec.Event("repair", "%s rebuilt and a voter again", n.ID)
+	}
+	if rebuilt > 0 {
+		if err := nm.C.WaitSettled(ctx, 60*time.Second); err != nil {
+			nm.violation(history.VLiveness, "after rebuilding the damaged nodes: %v", err)
+		}
+	}
+	return rebuilt
+}
+
+// cutMarks counts the lines of a server log that report a cut below the
+// applied index (each cut is reported once as a damaged log entry; the
+// node's damaged mark names the first of them).
+func cutMarks(log string) int {
+	n := 0
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "damaged log entry: it is not served") && strings.Contains(l, raftlog.ErrCutBelowApplied.Error()) {
+			n++
+		}
+	}
+	return n
 }
 
 // pickMaybeLeader picks the leader half the time, else any running node

@@ -20,6 +20,7 @@ import (
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/internal/history"
 	"github.com/raftmq/raftmq/mq"
+	"github.com/raftmq/raftmq/raftlog"
 )
 
 // RunConfig configures one run.
@@ -55,6 +56,11 @@ type RunConfig struct {
 	// Part, when set, makes this run one group of a run over several
 	// groups (RunGroups).
 	Part *GroupPart
+	// Durability is every node's --durability ("": raftlog.QuorumFsync);
+	// SyncInterval its --sync-interval under quorum-memory (0: 50 ms).
+	// The checker judges losses by it (history.History.Durability).
+	Durability   string
+	SyncInterval time.Duration
 }
 
 // GroupPart is what a run over several groups (RunGroups) adds to one
@@ -84,6 +90,14 @@ type Result struct {
 	NotCovered map[string]int  `json:"not_covered,omitempty"`
 	Skipped    string          `json:"skipped,omitempty"`
 	Report     *history.Report `json:"report"`
+	// Durability is the nodes' --durability. DamagedCuts counts the cuts
+	// below a node's applied index the nodes reported ("raft replaced log
+	// entries this node had applied"), DamagedNodes the nodes that reported
+	// one, each then rebuilt: after a majority crash of a quorum-memory
+	// group an expected outcome, otherwise a violation.
+	Durability   string `json:"durability"`
+	DamagedCuts  int    `json:"damaged_cuts,omitempty"`
+	DamagedNodes int    `json:"damaged_nodes,omitempty"`
 	// GapEvents are the nemesis events around the longest time without an ack.
 	GapEvents []string      `json:"gap_events,omitempty"`
 	Elapsed   time.Duration `json:"elapsed_ns"`
@@ -109,7 +123,7 @@ func (r *Result) Line() string {
 		applied = append(applied, fmt.Sprintf("%s=%d", k, n))
 	}
 	sort.Strings(applied)
-	s := fmt.Sprintf("seed=%d faults=[%s]", r.Seed, strings.Join(applied, " "))
+	s := fmt.Sprintf("seed=%d durability=%s faults=[%s]", r.Seed, r.Durability, strings.Join(applied, " "))
 	if len(r.NotCovered) > 0 {
 		var nc []string
 		for k, n := range r.NotCovered {
@@ -120,6 +134,9 @@ func (r *Result) Line() string {
 	}
 	if r.Report != nil {
 		s += " " + r.Report.Summary()
+	}
+	if r.DamagedNodes > 0 {
+		s += fmt.Sprintf(" damaged-nodes=%d (cuts below applied %d, rebuilt)", r.DamagedNodes, r.DamagedCuts)
 	}
 	if r.Shared != nil {
 		s += " shared topic: " + r.Shared.Summary()
@@ -154,7 +171,13 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	res := &Result{Seed: cfg.Seed, Dir: cfg.Dir, Applied: map[string]int{}, known: cfg.Known}
+	if cfg.Durability == "" {
+		cfg.Durability = raftlog.QuorumFsync
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = raftlog.DefaultDurabilityConfig().SyncInterval
+	}
+	res := &Result{Seed: cfg.Seed, Dir: cfg.Dir, Applied: map[string]int{}, known: cfg.Known, Durability: cfg.Durability}
 	faults := cfg.Faults
 	if cfg.NoTmpfs != nil {
 		var keep []string
@@ -185,7 +208,8 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	for _, e := range plan.Episodes {
 		res.Plan = append(res.Plan, e.String())
 	}
-	h := &history.History{Seed: cfg.Seed, Topic: topicName, Queues: numQueues, Retention: cfg.RetentionMB > 0, FollowerReads: true}
+	h := &history.History{Seed: cfg.Seed, Topic: topicName, Queues: numQueues, Retention: cfg.RetentionMB > 0, FollowerReads: true,
+		Durability: cfg.Durability}
 	var nemesis *Nemesis
 	defer func() {
 		res.Elapsed = time.Since(start)
@@ -210,7 +234,13 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	// --chaos-lazyfs: every node's raft-wal writes reach its files only at
 	// fsync (a SIGKILL loses what was not synced yet, as a machine crash
 	// would) and the slow-disk faults can delay its fsyncs.
-	extra := []string{"--cold-read-bytes", "2048", "--load-threshold", plan.LoadThreshold, "--chaos-lazyfs"}
+	extra := []string{"--cold-read-bytes", "2048", "--load-threshold", plan.LoadThreshold, "--chaos-lazyfs",
+		"--durability", cfg.Durability}
+	if cfg.Durability == raftlog.QuorumMemory {
+		// Under the lazy file system a write reaches the file only when
+		// the durability syncer fsyncs it.
+		extra = append(extra, "--sync-interval", cfg.SyncInterval.String())
+	}
 	if cfg.RetentionMB > 0 {
 		// No grace period: followers that are killed or cut off fall behind
 		// cuts and rejoin through the leader's snapshot.
@@ -269,6 +299,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	}
 	nemesis = NewNemesis(c, rec, w, diskNode, cfg.Logf)
 	nemesis.Retention = cfg.RetentionMB > 0
+	nemesis.SyncInterval = cfg.SyncInterval
 
 	// Producers and consumers.
 	prodCtx, stopProducers := context.WithCancel(ctx)
@@ -356,7 +387,21 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	stopConsumers()
 	consWG.Wait()
 
-	if err := c.WaitSettled(ctx, 45*time.Second); err != nil {
+	// A node that kept entries a majority crash took from the group has
+	// applied more than the group holds and never settles: rebuild it
+	// first. The leader's first append after the crash cuts its log.
+	nemesis.mu.Lock()
+	crashed := len(nemesis.Crashes) > 0
+	nemesis.mu.Unlock()
+	if crashed {
+		time.Sleep(time.Second)
+	}
+	nemesis.rebuildDamaged(ctx, cfg.Durability)
+	settled := c.WaitSettled(ctx, 45*time.Second)
+	if settled != nil && nemesis.rebuildDamaged(ctx, cfg.Durability) > 0 {
+		settled = c.WaitSettled(ctx, 45*time.Second)
+	}
+	if err := settled; err != nil {
 		// Say why, then restart the nodes that are behind so the rest of
 		// the checks still run on a whole group.
 		stuck := c.Lagging(ctx)
@@ -396,6 +441,10 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			}
 		}
 	}
+	nemesis.rebuildDamaged(ctx, cfg.Durability)
+	nemesis.mu.Lock()
+	res.DamagedCuts, res.DamagedNodes = nemesis.cuts, len(nemesis.rebuilt)
+	nemesis.mu.Unlock()
 	// Transactions whose decision a fault lost are decided now, as their
 	// clients decided them: every node must hold what the final reads judge.
 	if w.Transactions > 0 {
@@ -502,6 +551,9 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	}
 	h.Final = final
 	rec.Fill(h)
+	nemesis.mu.Lock()
+	h.MajorityCrashes = append([]history.MajorityCrash(nil), nemesis.Crashes...)
+	nemesis.mu.Unlock()
 	if len(h.SendBacks) > 0 {
 		h.Retry, h.DeadLetters = readCopies(ctx, c.ClientAddrs(), w.SendBackGroup, cfg.Seed, res)
 	}
@@ -565,6 +617,15 @@ func checkShared(ctx context.Context, c *Cluster, cfg RunConfig, sh, own *histor
 		sh.Nodes[n.ID] = l
 	}
 	cfg.Part.Rec.Fill(sh)
+	// The group's majority crashes, on the several-group client's clock
+	// (millisecond precision, which the crash's margin covers).
+	sh.Durability = own.Durability
+	shift := time.Duration(own.Start-sh.Start) * time.Millisecond
+	for _, c := range own.MajorityCrashes {
+		c.At += shift
+		c.Recovered += shift
+		sh.MajorityCrashes = append(sh.MajorityCrashes, c)
+	}
 	rep := history.Check(sh)
 	if err != nil {
 		rep.Add(history.VLiveness, "final read of %s: %v", sh.Topic, err)

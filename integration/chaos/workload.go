@@ -810,6 +810,7 @@ func (w *Workload) RunTxnProducer(ctx context.Context, worker int, rng *rand.Ran
 		sctx, cancel := context.WithTimeout(context.Background(), timeout)
 		op.Invoke = rec.Now()
 		res, err := tp.SendInTransaction(sctx, w.Topic, m, func(context.Context, *api.Ack) client.TxnState {
+			tx.AckAt = rec.Now()
 			switch tx.Local {
 			case history.TxnCommit:
 				tx.CommitAt = rec.Now()

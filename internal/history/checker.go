@@ -38,6 +38,7 @@ const (
 	VEarly         = "early"          // a delayed message reached a consumer before its delivery time
 	VRolledBack    = "rolled-back"    // a message its client rolled back (or never committed) is in its topic, on disk or was delivered
 	VTxnEarly      = "txn-early"      // a transactional message reached a consumer before its client sent a commit
+	VDamaged       = "damaged"        // raft replaced log entries a node had applied (committed entries lost) where nothing allows it
 )
 
 // earlySlack is how much before its delivery time a delayed message may
@@ -98,6 +99,19 @@ type Report struct {
 	// was told they were written), but worth knowing.
 	LateUnknown int `json:"late_unknown"`
 
+	// CrashLost counts acknowledged messages (and send-backs) missing
+	// after a majority crash of a QuorumMemory group, each acknowledged
+	// within that crash's window (History.MajorityCrashes): allowed, and
+	// reported. CrashLostFirst and CrashLostLast are the earliest and latest
+	// of their acknowledgements relative to the crash (negative: before).
+	CrashLost      int           `json:"crash_lost,omitempty"`
+	CrashLostFirst time.Duration `json:"crash_lost_first_ns,omitempty"`
+	CrashLostLast  time.Duration `json:"crash_lost_last_ns,omitempty"`
+	// CrashDeliveries counts deliveries during the run of entries such a
+	// crash removed (a node that kept them served them before the group
+	// replaced them): allowed, and reported.
+	CrashDeliveries int `json:"crash_deliveries,omitempty"`
+
 	// MaxAckGap is the longest time without any acknowledgement during the
 	// fault phase; Windows counts gaps longer than a second.
 	MaxAckGap     time.Duration `json:"max_ack_gap_ns"`
@@ -138,6 +152,18 @@ func (r *Report) Add(kind, format string, args ...any) {
 	}
 }
 
+// crashLoss counts a write acknowledged at ack that crash c lost.
+func (r *Report) crashLoss(c *MajorityCrash, ack time.Duration) {
+	rel := ack - c.At
+	if r.CrashLost == 0 || rel < r.CrashLostFirst {
+		r.CrashLostFirst = rel
+	}
+	if r.CrashLost == 0 || rel > r.CrashLostLast {
+		r.CrashLostLast = rel
+	}
+	r.CrashLost++
+}
+
 // Summary is one line: the figures and the violation counts.
 func (r *Report) Summary() string {
 	s := fmt.Sprintf("ops=%d acked=%d failed=%d unknown=%d (in log %d) messages=%d lost=%d duplicated=%d deliveries=%d (followers %d) max-ack-gap=%s windows=%d",
@@ -155,6 +181,10 @@ func (r *Report) Summary() string {
 	}
 	if r.TxnCommitted+r.TxnRolledBack > 0 {
 		s += fmt.Sprintf(" txn-committed=%d txn-rolled-back=%d txn-checks=%d", r.TxnCommitted, r.TxnRolledBack, r.TxnChecked)
+	}
+	if r.CrashLost > 0 || r.CrashDeliveries > 0 {
+		s += fmt.Sprintf(" lost-in-majority-crash=%d (acked %s..%s around the crash) crash-deliveries=%d",
+			r.CrashLost, r.CrashLostFirst.Round(time.Millisecond), r.CrashLostLast.Round(time.Millisecond), r.CrashDeliveries)
 	}
 	if r.OverLimit > 0 || r.AtLimit > 0 || r.RefusedReuse > 0 {
 		s += fmt.Sprintf(" over-limit=%d at-limit=%d refused-reuse=%d", r.OverLimit, r.AtLimit, r.RefusedReuse)
@@ -193,6 +223,11 @@ func sortedQueues(l QueueLog) []int32 {
 //   - no acknowledged message lost, and each sits where its ack said; with
 //     retention only messages of entries below the last announced cut
 //     (History.Cut) may be gone, whatever minimum the broker reports;
+//     under QuorumMemory (History.Durability) so may messages acknowledged
+//     within the window of a majority crash (History.MajorityCrashes:
+//     from its bound before the crash to the group's recovery), counted
+//     in CrashLost, and a consumer may have received such a message at a
+//     position the group has since given to another (CrashDeliveries);
 //   - nothing in the log that was never sent, nothing twice, body, key, tag
 //     and properties as sent;
 //   - at every acknowledged id the logs on disk hold that very message
@@ -302,6 +337,15 @@ func Check(h *History) *Report {
 					continue
 				}
 				if len(ps) == 0 {
+					// A delayed message is written again when it is due.
+					at := op.Complete
+					if c := h.crashAllows(at); c == nil && op.Delayed && j < len(op.Acks) && h.Start != 0 {
+						at = time.Duration(op.Acks[j].DeliverAt-h.Start) * time.Millisecond
+					}
+					if c := h.crashAllows(at); c != nil {
+						r.crashLoss(c, at)
+						continue
+					}
 					r.Lost++
 					where := ""
 					if j < len(op.Acks) {
@@ -423,6 +467,15 @@ func Check(h *History) *Report {
 			continue // deleted by retention since: nothing to compare with
 		}
 		e, ok := final[d.Queue][d.Offset]
+		if _, sentOK := sent[d.Body]; sentOK && (!ok || e.ID != d.ID || e.Body != d.Body || e.Hash != d.Hash) {
+			// An entry a majority crash removed was written within the
+			// crash's bound, and a node that kept it may have served it
+			// until the group replaced it, when it recovered.
+			if h.crashAllows(d.At) != nil {
+				r.CrashDeliveries++
+				continue
+			}
+		}
 		switch {
 		case !ok:
 			r.Add(VDelivery, "consumer %s received queue %d offset %d (body %q, served by %s, leader=%v) which is not in the final log",
@@ -642,7 +695,8 @@ func checkNodes(h *History, r *Report) {
 // checkDisk compares every acknowledged message with the message the
 // nodes' logs on disk hold at the id its ack named: same producer, body,
 // key, tag and properties. Nothing the broker serves is involved. A
-// message of an entry below the last retention cut may be gone.
+// message of an entry below the last retention cut may be gone, and so may
+// one acknowledged within a majority crash's window (crashAllows).
 func checkDisk(h *History, r *Report) {
 	if !h.DiskRead {
 		return
@@ -661,6 +715,9 @@ func checkDisk(h *History, r *Report) {
 			}
 			a := op.Acks[j]
 			dm, ok := h.Disk[a.ID]
+			if c := h.crashAllows(ackedAt(&op)); c != nil && (!ok || dm.Body != m.Body) {
+				continue // lost in the crash: Check counts it; another entry (or none) has its index now
+			}
 			if !ok {
 				if !h.belowCut(a.ID) {
 					r.Add(VAckContent, "body %q of op %d (%s)%s was acked as id %s, which no node's log on disk holds", m.Body, i, op.Worker, dup, a.ID)

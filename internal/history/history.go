@@ -124,6 +124,10 @@ type TxnOp struct {
 	// commit or rollback (Local, or for unknown the check-back's answer,
 	// which the client decided before sending).
 	Final string `json:"final"`
+	// AckAt is when the half message's acknowledgement reached the client
+	// (the local transaction runs then); Op.Complete is after the decision
+	// was sent.
+	AckAt time.Duration `json:"ack_at_ns,omitempty"`
 	// CommitAt is when the local transaction answered commit, just before
 	// the decision was sent (0: it did not).
 	CommitAt time.Duration `json:"commit_at_ns,omitempty"`
@@ -288,6 +292,62 @@ type History struct {
 	Nodes map[string]QueueLog `json:"nodes"`
 	// NodeErrors are problems reading a node's log (it then counts as divergent).
 	NodeErrors map[string]string `json:"node_errors,omitempty"`
+
+	// Durability is the --durability every node ran with ("" is
+	// raftlog.QuorumFsync). Under raftlog.QuorumMemory a simultaneous
+	// machine crash of a majority (MajorityCrashes) may lose what was
+	// acknowledged shortly before it; nothing else may be lost.
+	Durability string `json:"durability,omitempty"`
+	// MajorityCrashes are the simultaneous machine crashes of a majority of
+	// the group's nodes that the run applied (SIGKILL under the lazy file
+	// system: each node lost what it had not fsynced).
+	MajorityCrashes []MajorityCrash `json:"majority_crashes,omitempty"`
+}
+
+// MajorityCrash is one simultaneous machine crash of a majority of a
+// group's nodes, on the run's clock.
+type MajorityCrash struct {
+	Nodes []string      `json:"nodes"`
+	At    time.Duration `json:"at_ns"` // when they were killed
+	// Bound is how long before At a write may still have been unsynced on
+	// the crashed nodes: the sync interval, the longest an fsync took
+	// meanwhile, and a margin.
+	Bound time.Duration `json:"bound_ns"`
+	// Recovered is when the group had a leader again with the crashed
+	// nodes restarted: what was acknowledged after it is safe again.
+	Recovered time.Duration `json:"recovered_ns"`
+}
+
+// ackedAt is when the client learned that op was acknowledged: for a
+// transaction, when its half message was.
+func ackedAt(op *Op) time.Duration {
+	if op.Txn != nil && op.Txn.AckAt > 0 {
+		return op.Txn.AckAt
+	}
+	return op.Complete
+}
+
+// crashAllows returns the majority crash that may have lost a write
+// acknowledged at ack, under QuorumMemory: the one whose window
+// [At-Bound, Recovered] holds ack. Under QuorumFsync it returns nil.
+func (h *History) crashAllows(ack time.Duration) *MajorityCrash {
+	return h.crashOverlaps(ack, ack)
+}
+
+// crashOverlaps returns the majority crash of a QuorumMemory run whose
+// window overlaps [from, to] (a request's invocation to its answer), or
+// nil.
+func (h *History) crashOverlaps(from, to time.Duration) *MajorityCrash {
+	if h.Durability != raftlog.QuorumMemory {
+		return nil
+	}
+	for i := range h.MajorityCrashes {
+		c := &h.MajorityCrashes[i]
+		if to >= c.At-c.Bound && from <= c.Recovered {
+			return c
+		}
+	}
+	return nil
 }
 
 // BodyHash is the hash the history keeps of a message body.

@@ -53,6 +53,9 @@ func checkSendBacks(h *History, sent map[string]sentRef, r *Report) {
 			// the last retention cut, and a delivered copy lies after its
 			// staged entry: retention may have taken it.
 			r.Retained++
+		case (!ok || c.e.Origin != sb.ID) && h.crashAllows(sb.Complete) != nil:
+			// Lost in the crash; another copy may have its index now.
+			r.crashLoss(h.crashAllows(sb.Complete), sb.Complete)
 		case !ok:
 			r.Add(VLost, "consumer %s sent back %s (body %q), acknowledged as copy %s in %s, which is not there", sb.Consumer, sb.ID, sb.Body, sb.CopyID, sb.CopyTopic)
 		case (c.topic == "dead-letter") != sb.DeadLettered:

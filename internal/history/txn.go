@@ -70,6 +70,10 @@ func checkTxn(h *History, sent map[string]sentRef, present map[string][]place, r
 			case len(ps) == 0 && ack != nil && h.belowCut(ack.ID):
 				r.Retained++
 				retainedCommits++
+			case len(ps) == 0 && ack != nil && h.crashAllows(ackedAt(op)) != nil:
+				r.crashLoss(h.crashAllows(ackedAt(op)), ackedAt(op))
+			case len(ps) == 0 && ack != nil && op.Txn.CommitAt > 0 && h.crashAllows(op.Txn.CommitAt) != nil:
+				r.crashLoss(h.crashAllows(op.Txn.CommitAt), op.Txn.CommitAt)
 			case len(ps) == 0 && ack != nil:
 				r.Lost++
 				r.Add(VLost, "transactional body %q of op %d (%s seq %d, local %s) was acknowledged as half message %s and committed by its client, but is not in the topic",
