@@ -440,12 +440,8 @@ func (q *Queue) search(seg *segment, pred func(Record) bool) (int, error) {
 	defer closeF()
 	var b [RecordLen]byte
 	var rerr error
-	var sf file // the skip file, opened for the first record whose count is there
-	defer func() {
-		if sf != nil {
-			sf.Close()
-		}
-	}()
+	sk := q.skips(seg)
+	defer sk.close()
 	i := sort.Search(seg.written, func(i int) bool {
 		if rerr != nil {
 			return true
@@ -456,12 +452,7 @@ func (q *Queue) search(seg *segment, pred func(Record) bool) (int, error) {
 		}
 		r, ref, err := seg.parseRecord(b[:])
 		if err == nil && ref != 0 {
-			if sf == nil {
-				sf, _, err = q.s.fs.open(skipPath(seg.path))
-			}
-			if err == nil {
-				err = readSkip(sf, int64(ref-1), &r)
-			}
+			err = sk.fill(ref, &r)
 		}
 		if err != nil {
 			rerr = fmt.Errorf("%s record %d: %w", seg.path, i, err)
@@ -485,7 +476,8 @@ func (q *Queue) read(seg *segment, from, n int) ([]Record, error) {
 		return nil, fmt.Errorf("%w: read %s: %w", ErrCorrupt, seg.path, err)
 	}
 	out := make([]Record, n)
-	var sf file
+	sk := q.skips(seg)
+	defer sk.close()
 	for i := range out {
 		r, ref, err := seg.parseRecord(b[i*RecordLen:])
 		if err != nil {
@@ -495,19 +487,43 @@ func (q *Queue) read(seg *segment, from, n int) ([]Record, error) {
 			return nil, fmt.Errorf("%w: %s record %d does not follow the one before", ErrCorrupt, seg.path, from+i)
 		}
 		if ref != 0 {
-			if sf == nil {
-				if sf, _, err = q.s.fs.open(skipPath(seg.path)); err != nil {
-					return nil, err
-				}
-				defer sf.Close()
-			}
-			if err := readSkip(sf, int64(ref-1), &r); err != nil {
+			if err := sk.fill(ref, &r); err != nil {
 				return nil, fmt.Errorf("%s record %d: %w", seg.path, from+i, err)
 			}
 		}
 		out[i] = r
 	}
 	return out, nil
+}
+
+// skipReader fills records from their entries in a segment's skip file,
+// which it opens at the first record that has one.
+type skipReader struct {
+	fs   fsys
+	path string
+	f    file
+}
+
+func (q *Queue) skips(seg *segment) *skipReader {
+	return &skipReader{fs: q.s.fs, path: skipPath(seg.path)}
+}
+
+// fill reads r's count and skip list from the skip entry ref names.
+func (sk *skipReader) fill(ref uint32, r *Record) error {
+	if sk.f == nil {
+		f, _, err := sk.fs.open(sk.path)
+		if err != nil {
+			return err
+		}
+		sk.f = f
+	}
+	return readSkip(sk.f, int64(ref-1), r)
+}
+
+func (sk *skipReader) close() {
+	if sk.f != nil {
+		sk.f.Close()
+	}
 }
 
 // reader is a file to read seg from: the writer's own for the segment being

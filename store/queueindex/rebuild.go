@@ -76,22 +76,15 @@ func (q *Queue) scanFile(seg *segment, from, n int) []Scanned {
 	defer closeF()
 	b := make([]byte, (written-from)*RecordLen)
 	got, _ := f.ReadAt(b, int64(from)*RecordLen)
-	var sf file
+	sk := q.skips(seg)
+	defer sk.close()
 	for i := 0; (i+1)*RecordLen <= got; i++ {
 		r, ref, err := seg.parseRecord(b[i*RecordLen:])
 		if err != nil {
 			continue
 		}
-		if ref != 0 {
-			if sf == nil {
-				if sf, _, err = q.s.fs.open(skipPath(seg.path)); err != nil {
-					continue
-				}
-				defer sf.Close()
-			}
-			if err = readSkip(sf, int64(ref-1), &r); err != nil {
-				continue
-			}
+		if ref != 0 && sk.fill(ref, &r) != nil {
+			continue
 		}
 		out[i] = Scanned{Record: r, OK: true}
 	}
