@@ -22,15 +22,16 @@ import (
 // has) is held instead of sent while the leader is quiet (no Apply for
 // quietAfter). The hold looks at raft every quietPoll, the commit timeout's
 // own pace, or every quietIdlePoll once no Apply came for quietIdleAfter (a
-// node at rest then wakes a fiftieth as often), and ends as soon as there is news: the log grew (raft's loop
-// then sends the new entries next) or the commit index moved past what the
-// request says, in which case the request is raised to it, never beyond its
-// previous entry (the follower's log matches the leader's up to there, so
+// node at rest then wakes a fiftieth as often), and ends as soon as there
+// is news: the log grew (raft's loop then sends the new entries next) or
+// the commit index moved past what the request says, in which case the
+// request is raised to it, never beyond its previous entry (the follower's log matches the leader's up to there, so
 // it may commit up to there). An Apply, a barrier or a membership change
 // ends every hold at once; so the slower look only delays a commit that
 // comes more than quietIdleAfter after its entry (a quorum lost for that
-// long), by up to quietIdlePoll. After quietHold the request is sent as it is. Nothing is answered that a
-// follower did not answer: the held request is sent, only later.
+// long), by up to quietIdlePoll. After quietHold the request is sent as it
+// is. Nothing is answered that a follower did not answer: the held request
+// is sent, only later.
 //
 // At rest (no Apply for quietIdleAfter) heartbeats are paced too: raft
 // sends them every heartbeat timeout / 10 to 2/10 (25-50 ms by default),
@@ -119,13 +120,13 @@ func (q *quiet) before(id raft.ServerID, req *raft.AppendEntriesRequest) {
 	if !ok || a.term != req.Term || a.prev != req.PrevLogEntry || req.LeaderCommitIndex > a.commit {
 		return
 	}
-	if time.Since(time.Unix(0, q.lastPut.Load())) < quietAfter {
+	if q.sinceApply() < quietAfter {
 		return
 	}
 	deadline := time.NewTimer(q.hold)
 	defer deadline.Stop()
 	poll := quietPoll
-	if time.Since(time.Unix(0, q.lastPut.Load())) >= quietIdleAfter {
+	if q.sinceApply() >= quietIdleAfter {
 		poll = quietIdlePoll
 	}
 	tick := time.NewTicker(poll)
@@ -150,6 +151,10 @@ func (q *quiet) before(id raft.ServerID, req *raft.AppendEntriesRequest) {
 	}
 }
 
+// sinceApply is the time since the last Apply (or barrier or membership
+// change): decades when none came yet, so a new node starts at rest.
+func (q *quiet) sinceApply() time.Duration { return time.Since(time.Unix(0, q.lastPut.Load())) }
+
 // paceBeat waits, at rest, until beatGap has passed since the last
 // heartbeat to follower id, and records when this one goes.
 func (q *quiet) paceBeat(id raft.ServerID) {
@@ -159,7 +164,7 @@ func (q *quiet) paceBeat(id raft.ServerID) {
 	last, wake := q.beats[id], q.wake
 	q.mu.Unlock()
 	wait := q.beatGap - time.Since(last)
-	if wait > 0 && time.Since(time.Unix(0, q.lastPut.Load())) >= quietIdleAfter {
+	if wait > 0 && q.sinceApply() >= quietIdleAfter {
 		t := time.NewTimer(wait)
 		select {
 		case <-q.stop:

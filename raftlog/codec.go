@@ -447,13 +447,9 @@ func (d *decoder) message(m *MessageView) bool {
 	if d.v2 {
 		return d.messageV2(m)
 	}
-	q := d.uvarint()
-	if q > math.MaxUint32 {
-		d.err = fmt.Errorf("queue %d out of range", q)
+	if !d.queueAndTime(m) {
 		return false
 	}
-	m.Queue = uint32(q)
-	m.Timestamp = d.varint()
 	m.Key = d.bytes(MaxKeyLen)
 	m.Tag = d.bytes(MaxNameLen)
 	np := d.uvarint()
@@ -463,6 +459,19 @@ func (d *decoder) message(m *MessageView) bool {
 	}
 	m.props, m.nprops = d.props(np)
 	m.Body = d.bytes(math.MaxInt32)
+	return d.err == nil
+}
+
+// queueAndTime reads the queue and timestamp that begin a message of
+// either version.
+func (d *decoder) queueAndTime(m *MessageView) bool {
+	q := d.uvarint()
+	if q > math.MaxUint32 {
+		d.err = fmt.Errorf("queue %d out of range", q)
+		return false
+	}
+	m.Queue = uint32(q)
+	m.Timestamp = d.varint()
 	return d.err == nil
 }
 
@@ -492,13 +501,9 @@ func (d *decoder) messageV2(m *MessageView) bool {
 		d.err = fmt.Errorf("message flags %#x", flags)
 		return false
 	}
-	q := d.uvarint()
-	if q > math.MaxUint32 {
-		d.err = fmt.Errorf("queue %d out of range", q)
+	if !d.queueAndTime(m) {
 		return false
 	}
-	m.Queue = uint32(q)
-	m.Timestamp = d.varint()
 	m.Key, m.Tag, m.props, m.nprops = nil, nil, nil, 0
 	if flags&msgHasKey != 0 {
 		if m.Key = d.bytes(MaxKeyLen); d.err == nil && len(m.Key) == 0 {

@@ -201,15 +201,23 @@ func (s *syncer) round() {
 
 	s.mu.Lock()
 	s.done++
-	first := err != nil && s.err == nil
-	if first {
-		s.err = err
-	}
+	first := err != nil && s.failLocked(err)
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	if first && s.fatal != nil {
 		s.fatal(err)
 	}
+}
+
+// failLocked records err as the store's sticky error unless one is
+// recorded already, and reports whether it is the first (the caller tells
+// fatal of it once s.mu is released, and wakes the waiters).
+func (s *syncer) failLocked(err error) bool {
+	if s.err != nil {
+		return false
+	}
+	s.err = err
+	return true
 }
 
 // admit waits, before a write of n bytes, for the round that syncs what is
@@ -369,10 +377,7 @@ func (f *syncFile) Close() error {
 		if err = f.WritableFile.Sync(); err != nil {
 			err = fmt.Errorf("fsync log segment %s: %w", f.name, err)
 			f.s.mu.Lock()
-			first := f.s.err == nil
-			if first {
-				f.s.err = err
-			}
+			first := f.s.failLocked(err)
 			f.s.cond.Broadcast()
 			f.s.mu.Unlock()
 			if first && f.s.fatal != nil {

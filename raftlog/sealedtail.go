@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -215,7 +214,7 @@ frames:
 		if _, err := f.ReadAt(buf, start); err != nil {
 			return segmentScan{}, fmt.Errorf("read the last commit of %s: %w", path, err)
 		}
-		if crc32.Checksum(buf, crc32.MakeTable(crc32.Castagnoli)) != final.crc {
+		if crc32Of(buf) != final.crc {
 			keep = prev
 		}
 	}
@@ -236,19 +235,6 @@ func zeroAt(path string, off int64, n int) error {
 	if err == nil {
 		err = f.Sync()
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// fsyncPath fsyncs the file at path.
-func fsyncPath(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

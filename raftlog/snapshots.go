@@ -184,18 +184,22 @@ func (s *Stores) moveAside(id string) (string, error) {
 		return "", fmt.Errorf("move damaged snapshot %s aside: %w", id, err)
 	}
 	for _, d := range []string{s.snapDir, damaged} {
-		if err := syncDir(d); err != nil {
+		if err := fsyncPath(d); err != nil {
 			return to, fmt.Errorf("move damaged snapshot %s aside: %w", id, err)
 		}
 	}
 	return to, nil
 }
 
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
+// fsyncPath fsyncs the file or directory at path.
+func fsyncPath(path string) error {
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	return f.Sync()
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -132,15 +132,13 @@ func Open(dir string, opts Options) (*Stores, error) {
 	}
 	s.Stable = stable
 	s.closers = append(s.closers, stable.Close)
-	if opts.Kind == KindWAL {
-		if err := startAfterSealedTail(filepath.Join(dir, "log"), opts.SegmentSize, opts.Logger.Named("wal")); err != nil {
-			return fail(fmt.Errorf("open raft-wal log in %s: %w", filepath.Join(dir, "log"), err))
-		}
-	}
 
 	switch opts.Kind {
 	case KindWAL:
 		logDir := filepath.Join(dir, "log")
+		if err := startAfterSealedTail(logDir, opts.SegmentSize, opts.Logger.Named("wal")); err != nil {
+			return fail(fmt.Errorf("open raft-wal log in %s: %w", logDir, err))
+		}
 		vfs, wrapMeta, sy := logFiles(logDir, opts.Durability, opts.OnFatal)
 		if sy != nil {
 			s.syncer = sy
@@ -222,7 +220,7 @@ func takeCleanMark(dir string) (unclean bool, err error) {
 	case err != nil:
 		return false, fmt.Errorf("remove %s: %w", p, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsyncPath(dir); err != nil {
 		return false, fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return false, nil
@@ -398,7 +396,7 @@ func markClean(dir string) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsyncPath(dir); err != nil {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
