@@ -9,4 +9,12 @@ const (
 	// sequence were already used by a request with other content. Nothing of
 	// the request was stored; resending it under that sequence fails again.
 	ReasonSequenceReused = "SEQUENCE_REUSED"
+	// ReasonOtherGroup (code FailedPrecondition): the call named, in
+	// GroupIDKey, another group's id than this node's. Nothing of it was
+	// done; the client's other addresses may still serve its group.
+	ReasonOtherGroup = "OTHER_GROUP"
 )
+
+// GroupIDKey is the metadata key of a call that names the id of the group
+// it is meant for (StatusResponse.group_id).
+const GroupIDKey = "raftmq-group-id"

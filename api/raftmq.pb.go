@@ -2771,6 +2771,11 @@ type StatusResponse struct {
 	Nodes         []*NodeStatus          `protobuf:"bytes,5,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	AnsweredBy    string                 `protobuf:"bytes,6,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
 	LeaderChanges uint64                 `protobuf:"varint,7,opt,name=leader_changes,json=leaderChanges,proto3" json:"leader_changes,omitempty"`
+	// group_id is the group's id, random and set once by its first leader
+	// (empty until then). A client sends it with every call in the
+	// raftmq-group-id metadata key; a node of another group refuses the call
+	// with FAILED_PRECONDITION and reason OTHER_GROUP, before acting on it.
+	GroupId       string `protobuf:"bytes,8,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2852,6 +2857,13 @@ func (x *StatusResponse) GetLeaderChanges() uint64 {
 		return x.LeaderChanges
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
 }
 
 type TransferLeaderRequest struct {
@@ -3201,6 +3213,11 @@ type NodeStateResponse struct {
 	// served to consumers since it started, as leader and as follower.
 	ServedAsLeader   uint64 `protobuf:"varint,14,opt,name=served_as_leader,json=servedAsLeader,proto3" json:"served_as_leader,omitempty"`
 	ServedAsFollower uint64 `protobuf:"varint,15,opt,name=served_as_follower,json=servedAsFollower,proto3" json:"served_as_follower,omitempty"`
+	// batch_read_version is the highest batch format of the Raft log this
+	// node reads (0: a node of a release before this field, which reads
+	// version 1 only). A leader writes a version only while every member
+	// of its group reads it.
+	BatchReadVersion uint32 `protobuf:"varint,16,opt,name=batch_read_version,json=batchReadVersion,proto3" json:"batch_read_version,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -3336,6 +3353,13 @@ func (x *NodeStateResponse) GetServedAsLeader() uint64 {
 func (x *NodeStateResponse) GetServedAsFollower() uint64 {
 	if x != nil {
 		return x.ServedAsFollower
+	}
+	return 0
+}
+
+func (x *NodeStateResponse) GetBatchReadVersion() uint32 {
+	if x != nil {
+		return x.BatchReadVersion
 	}
 	return 0
 }
@@ -5118,7 +5142,7 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\rdamaged_index\x18\x12 \x01(\x04R\fdamagedIndex\x12%\n" +
 	"\x0edamaged_reason\x18\x13 \x01(\tR\rdamagedReason\x12(\n" +
 	"\x10served_as_leader\x18\x14 \x01(\x04R\x0eservedAsLeader\x12,\n" +
-	"\x12served_as_follower\x18\x15 \x01(\x04R\x10servedAsFollower\"\xf3\x01\n" +
+	"\x12served_as_follower\x18\x15 \x01(\x04R\x10servedAsFollower\"\x8e\x02\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1b\n" +
@@ -5127,7 +5151,8 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x05nodes\x18\x05 \x03(\v2\x15.raftmq.v1.NodeStatusR\x05nodes\x12\x1f\n" +
 	"\vanswered_by\x18\x06 \x01(\tR\n" +
 	"answeredBy\x12%\n" +
-	"\x0eleader_changes\x18\a \x01(\x04R\rleaderChanges\"'\n" +
+	"\x0eleader_changes\x18\a \x01(\x04R\rleaderChanges\x12\x19\n" +
+	"\bgroup_id\x18\b \x01(\tR\agroupId\"'\n" +
 	"\x15TransferLeaderRequest\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\tR\x02to\"N\n" +
 	"\x16TransferLeaderResponse\x12\x1b\n" +
@@ -5143,7 +5168,7 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"\x16\n" +
 	"\x14RemoveMemberResponse\"+\n" +
 	"\x10NodeStateRequest\x12\x17\n" +
-	"\afrom_id\x18\x01 \x01(\tR\x06fromId\"\xda\x03\n" +
+	"\afrom_id\x18\x01 \x01(\tR\x06fromId\"\x88\x04\n" +
 	"\x11NodeStateResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
@@ -5162,7 +5187,8 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\rdamaged_index\x18\f \x01(\x04R\fdamagedIndex\x12%\n" +
 	"\x0edamaged_reason\x18\r \x01(\tR\rdamagedReason\x12(\n" +
 	"\x10served_as_leader\x18\x0e \x01(\x04R\x0eservedAsLeader\x12,\n" +
-	"\x12served_as_follower\x18\x0f \x01(\x04R\x10servedAsFollower\"\xb9\x01\n" +
+	"\x12served_as_follower\x18\x0f \x01(\x04R\x10servedAsFollower\x12,\n" +
+	"\x12batch_read_version\x18\x10 \x01(\rR\x10batchReadVersion\"\xb9\x01\n" +
 	"\x0fRegisterRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12%\n" +
 	"\x0eclient_address\x18\x02 \x01(\tR\rclientAddress\x12!\n" +

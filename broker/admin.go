@@ -80,6 +80,7 @@ type NodeStatus struct {
 // Status is the group as this node sees it.
 type Status struct {
 	Group         string
+	GroupID       string // "" until the group's first leader set one
 	Term          uint64
 	LeaderID      string
 	LeaderAddr    string
@@ -92,7 +93,7 @@ type Status struct {
 // from every other member.
 func (b *Broker) Status() (Status, error) {
 	st := b.node.Stats()
-	s := Status{Group: b.cfg.Group, Term: st.Term, LeaderID: st.LeaderID, AnsweredBy: b.cfg.NodeID, LeaderChanges: st.LeaderChanges}
+	s := Status{Group: b.cfg.Group, GroupID: b.GroupID(), Term: st.Term, LeaderID: st.LeaderID, AnsweredBy: b.cfg.NodeID, LeaderChanges: st.LeaderChanges}
 	if n, ok := b.fsm.Node(st.LeaderID); ok {
 		s.LeaderAddr = n.ClientAddr
 	}

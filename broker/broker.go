@@ -84,6 +84,11 @@ type Config struct {
 	// it, so that it keeps its log instead of installing a snapshot.
 	RetentionGrace time.Duration
 
+	// GroupIDFile is where this node records its group's id once it has
+	// applied it, so that it knows the id as soon as it restarts ("" keeps
+	// no record; see GroupID).
+	GroupIDFile string
+
 	// KeyIndexDir holds this node's key index (package lookup; "" keeps none);
 	// KeyIndexSlots and KeyIndexEntries shape its files (0: defaults).
 	KeyIndexDir     string
@@ -213,6 +218,8 @@ type Broker struct {
 	damage      atomic.Pointer[Damage] // set once: see damage.go
 	caughtUp    atomic.Bool            // set once: see CaughtUp
 	handingOver atomic.Bool
+	naming      atomic.Bool            // nameGroup runs
+	knownGroup  atomic.Pointer[string] // the group id in cfg.GroupIDFile
 	groups      *groups.Table
 	load        *load.Meter
 	keys        *lookup.Keys // nil without KeyIndexDir
@@ -220,6 +227,7 @@ type Broker struct {
 	sched       ScheduleState // nil: delayed messages are refused
 	txn         TxnStore      // nil: transactional messages are refused
 	scheduler   scheduler
+	lacking     lackingHandOver // handOverFor
 	delay       *delay.Scheduler
 	retry       *retry.Policy
 
@@ -284,6 +292,7 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 	b.retry = retry.New(b.fsm)
 	b.delay = b.newScheduler()
 	b.leader = newLeaderWatch(b.node.LeaderID()) // before the events, which then win
+	b.loadGroupID()
 	b.unlisten = b.node.OnChange(b.onRoleChange)
 	b.goFunc(b.batchLoop)
 	b.goFunc(b.completeLoop)
@@ -362,6 +371,7 @@ func (b *Broker) onRoleChange(ev election.Event) {
 	if ev.Role == election.Leader && ev.Ready {
 		b.groups.Reset(ev.Term)
 		b.goFunc(func() { b.registerSelf() })
+		b.goFunc(b.nameGroup)
 	}
 }
 

@@ -193,6 +193,26 @@ func TestCommitAndFetchOffsets(t *testing.T) {
 	}
 }
 
+// TestPullRefusedAtOnceOnDamage: once the log reports damage (raft
+// replaced entries this node applied), the next pull serves nothing from
+// this node, without waiting for the state loop's next round.
+func TestPullRefusedAtOnceOnDamage(t *testing.T) {
+	b, f := newFakeBroker(t)
+	ctx := context.Background()
+	produce(t, b, ProduceRequest{Topic: "t", Messages: inQueue(0, "m0", "m1")})
+	if res, err := b.Pull(ctx, PullRequest{Topic: "t", Queue: 0}); err != nil || len(res.Messages) != 2 {
+		t.Fatalf("pull before the damage: %+v %v", res, err)
+	}
+	f.damageAt(1)
+	res, err := b.Pull(ctx, PullRequest{Topic: "t", Queue: 0})
+	if err == nil && len(res.Messages) > 0 {
+		t.Fatalf("a pull right after the log reported damage was served %d messages", len(res.Messages))
+	}
+	if _, ok := b.Damaged(); !ok {
+		t.Fatal("the node is not marked damaged after the pull")
+	}
+}
+
 func TestPullServesWhatWasProduced(t *testing.T) {
 	b, _ := newFakeBroker(t)
 	ctx := context.Background()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/raftlog"
 )
 
 // TestCloseEndsCallsInFlight: Close returns at once while a long poll and a
@@ -77,5 +78,34 @@ func TestNoGoroutineAfterClose(t *testing.T) {
 	}
 	if err := b.ctx.Err(); !errors.Is(err, context.Canceled) {
 		t.Errorf("root context after Close: %v, want cancelled", err)
+	}
+}
+
+// TestSubmitAfterCloseDoesNotHang: a delivery handed to the batcher as the
+// broker closes (the scheduler's last round, a transaction decision) may
+// land in the batcher's queue after the batcher stopped, where nothing
+// answers it; its wait must end with the broker instead of hanging the
+// caller, and with it Close, which waits for the scheduler.
+func TestSubmitAfterCloseDoesNotHang(t *testing.T) {
+	b, _ := newFakeBroker(t)
+	b.Close()
+	for i := 0; i < 20; i++ { // a queued request and the closed stop race: each is picked about half the time
+		_, wait, err := b.submit(nil, raftlog.Request{Topic: "t", Messages: []raftlog.Message{{Queue: 0, Body: []byte("m")}}})
+		if err != nil {
+			if !errors.Is(err, ErrShutdown) {
+				t.Fatalf("submit after Close: %v, want ErrShutdown", err)
+			}
+			continue
+		}
+		done := make(chan error, 1)
+		go func() { _, err := wait(); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrUnknownOutcome) && !errors.Is(err, ErrShutdown) {
+				t.Fatalf("wait after Close: %v, want ErrUnknownOutcome or ErrShutdown", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a delivery queued after Close is still waiting for its answer 10s later")
+		}
 	}
 }

@@ -33,6 +33,9 @@ type fakeReplica struct {
 	nodes     map[string]store.NodeInfo
 	entries   map[uint64][]byte
 	last      uint64
+	batchMax  raftlog.BatchVersion
+	groupID   string
+	damaged   uint64                         // damageAt
 	seen      map[string]store.RequestResult // producer id/sequence -> first answer
 	changed   chan struct{}
 	listeners []*func(election.Event)
@@ -99,11 +102,25 @@ func (f *fakeReplica) writeErrLocked() error {
 // Writer.
 
 type fakeFuture struct {
-	res []store.RequestResult
-	err error
+	res   []store.RequestResult
+	err   error
+	bytes int
 }
 
 func (p fakeFuture) Wait() ([]store.RequestResult, error) { return p.res, p.err }
+func (p fakeFuture) Bytes() int                           { return p.bytes }
+
+func (f *fakeReplica) SetBatchVersion(v raftlog.BatchVersion) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.batchMax = v
+}
+
+func (f *fakeReplica) BatchVersion() raftlog.BatchVersion {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return max(f.batchMax, raftlog.BatchV1)
+}
 
 func (f *fakeReplica) Produce(reqs []*raftlog.Request, sizeHint int, _ time.Duration) store.ProduceFuture {
 	f.mu.Lock()
@@ -111,11 +128,12 @@ func (f *fakeReplica) Produce(reqs []*raftlog.Request, sizeHint int, _ time.Dura
 	if err := f.writeErrLocked(); err != nil {
 		return fakeFuture{err: err}
 	}
-	enc := raftlog.NewBatchBuilder(sizeHint)
+	enc := raftlog.NewBatchBuilder(sizeHint, raftlog.SmallestVersion(f.batchMax, reqs))
 	for _, r := range reqs {
 		enc.Add(r)
 	}
-	index := f.appendLocked(enc.Finish())
+	data := enc.Finish()
+	index := f.appendLocked(data)
 	type qkey struct {
 		topic string
 		q     uint32
@@ -165,7 +183,7 @@ func (f *fakeReplica) Produce(reqs []*raftlog.Request, sizeHint int, _ time.Dura
 		q := f.topics[k.topic][k.q]
 		q.locs = append(q.locs, *l)
 	}
-	return fakeFuture{res: out}
+	return fakeFuture{res: out, bytes: len(data)}
 }
 
 func (f *fakeReplica) CreateTopic(_ context.Context, name string, queues int32, ifNotExists bool) (store.TopicInfo, error) {
@@ -243,8 +261,24 @@ func (f *fakeReplica) Changed() <-chan struct{} {
 	return f.changed
 }
 
-func (f *fakeReplica) Damaged() (uint64, error) { return 0, nil } // State and Log
-func (f *fakeReplica) LogFloor() uint64         { return 0 }
+// Damaged is the State's and the Log's: damage set by damageAt.
+func (f *fakeReplica) Damaged() (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.damaged == 0 {
+		return 0, nil
+	}
+	return f.damaged, errors.New("fake damage")
+}
+
+// damageAt makes the log report damage at index, as raft replacing
+// entries this node applied does.
+func (f *fakeReplica) damageAt(index uint64) {
+	f.mu.Lock()
+	f.damaged = index
+	f.mu.Unlock()
+}
+func (f *fakeReplica) LogFloor() uint64 { return 0 }
 
 func (f *fakeReplica) Locate(topic string, q int32, offset uint64, limit int) ([]store.Location, store.QueueRange, error) {
 	f.mu.Lock()

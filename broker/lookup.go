@@ -94,9 +94,10 @@ func (b *Broker) notFound(id string, index uint64, err error) error {
 // holds it; the leader may.
 var errNotHere = lookup.ErrNotHere
 
-// lookupLeader reads a message by id on the leader (SendBack and
-// ResendDeadLetter, which run there): a message it does not hold is
-// ErrNotFound.
+// lookupLeader reads a message by id on the leader (SendBack,
+// ResendDeadLetter and transaction decisions, which run there): a message
+// it does not hold is ErrNotFound, and when it no longer holds the entry
+// it hands leadership to a node that does.
 func (b *Broker) lookupLeader(id string) (Message, error) {
 	index, ordinal, err := ParseMessageID(id)
 	if err != nil {
@@ -104,6 +105,9 @@ func (b *Broker) lookupLeader(id string) (Message, error) {
 	}
 	m, err := b.readMessage(id, index, ordinal)
 	if errors.Is(err, errNotHere) {
+		if index <= b.fsm.Applied() {
+			b.handOverFor(index)
+		}
 		return Message{}, b.notFound(id, index, err)
 	}
 	return m, err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/raftmq/raftmq/broker/route"
 	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/raftlog"
 )
 
 // NodeState is what nodes tell each other a few times a second, once a
@@ -37,6 +38,7 @@ func (b *Broker) NodeState() NodeState {
 
 		ServedAsLeader:   b.served.leader.Load(),
 		ServedAsFollower: b.served.follower.Load(),
+		BatchReadVersion: uint32(raftlog.ReadVersion),
 	}
 }
 

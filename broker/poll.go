@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/broker/load"
+	"github.com/raftmq/raftmq/election"
 )
 
 // brokersInProcess counts the live brokers of this process: they share its
@@ -22,9 +23,10 @@ func (b *Broker) produceQueueFill() float64 {
 // a hook for tests and for operators who want to push reads to followers.
 func (b *Broker) SetLoadOverride(v float64) { b.load.SetOverride(v) }
 
-// stateLoop polls the other nodes, keeps this node registered, samples load
-// and moves leadership to the preferred leader, every StatePeriod or, at
-// rest, more slowly (pace.go).
+// stateLoop polls the other nodes, chooses the batch version this node
+// writes by what they read (batchversion.go), keeps this node registered,
+// samples load and moves leadership to the preferred leader, every
+// StatePeriod or, at rest, more slowly (pace.go).
 func (b *Broker) stateLoop() {
 	t := time.NewTimer(b.cfg.StatePeriod)
 	defer t.Stop()
@@ -38,7 +40,19 @@ func (b *Broker) stateLoop() {
 		}
 		b.load.Sample(b.batch.InflightFill())
 		b.checkDamage()
-		peers := b.pollPeers()
+		// One read of the configuration serves the poll and the batch
+		// version: raft answers it on its main goroutine.
+		servers, err := b.node.Servers()
+		var peers []string
+		if err == nil {
+			peers = b.pollPeers(servers)
+		}
+		b.setBatchVersion(servers)
+		if b.fsm.GroupID() != "" {
+			b.recordGroupID()
+		} else if b.node.Ready() { // a ready leader names the group
+			b.goFunc(b.nameGroup)
+		}
 		b.sampleProgress()
 		t.Reset(b.pace.next(b.digests(peers), b.cfg.StatePeriod))
 		if time.Since(lastRegister) > 500*time.Millisecond && b.needsRegister() {
@@ -55,14 +69,11 @@ func (b *Broker) stateLoop() {
 	}
 }
 
-// pollPeers asks every other member for its NodeState at once, records the
-// answers in the view and tells the load meter how many of the group's
-// nodes share this host. It returns the ids of the members it asked.
-func (b *Broker) pollPeers() []string {
-	servers, err := b.node.Servers()
-	if err != nil {
-		return nil
-	}
+// pollPeers asks every other member of servers (the configuration) for
+// its NodeState at once, records the answers in the view and tells the load
+// meter how many of the group's nodes share this host. It returns the ids
+// of the members it asked.
+func (b *Broker) pollPeers(servers []election.Server) []string {
 	ids := map[string]bool{}
 	var others, asked []string
 	var wg sync.WaitGroup

@@ -188,6 +188,10 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 	var locs []store.Location
 	var rng store.QueueRange
 	var lerr error
+	// Damage the log or state machine found since the last state round
+	// counts at once: raft may just have replaced entries this node
+	// applied, which its index still names.
+	b.checkDamage()
 	if d, ok := b.Damaged(); ok {
 		local, why = route.LocalDamaged, damagedWhy(fmt.Sprintf("node %s is damaged at log index %d", b.cfg.NodeID, d.Index))
 	} else {

@@ -21,6 +21,10 @@ import (
 // to raft and returns a future so that the next batch forms meanwhile.
 type Writer interface {
 	Produce(reqs []*raftlog.Request, sizeHint int, timeout time.Duration) store.ProduceFuture
+	// SetBatchVersion and BatchVersion: the highest batch version Produce
+	// writes (batchversion.go sets it).
+	SetBatchVersion(v raftlog.BatchVersion)
+	BatchVersion() raftlog.BatchVersion
 	CreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (store.TopicInfo, error)
 	CommitOffsets(ctx context.Context, group string, offsets []store.OffsetEntry) error
 	RegisterNode(ctx context.Context, n store.NodeInfo) error
@@ -31,6 +35,8 @@ type Writer interface {
 	DeleteTopic(ctx context.Context, name string) error
 	DeleteGroup(ctx context.Context, group string, topics []string) error
 	SetMaxReconsumeTimes(ctx context.Context, group string, max int32) error
+	// SetGroupID names the group once (groupid.go).
+	SetGroupID(ctx context.Context, id string) error
 	// Orderly-consumption locks (locks.go).
 	LockQueues(ctx context.Context, group, member string, queues []store.QueueRef, now time.Time, lease time.Duration) ([]store.QueueRef, error)
 	UnlockQueues(ctx context.Context, group, member string, queues []store.QueueRef, now time.Time) error
@@ -56,6 +62,8 @@ type State interface {
 	// MaxReconsumeTimes and SettingsGroups serve retry (retry.go).
 	MaxReconsumeTimes(group string) (int32, bool)
 	SettingsGroups() []string
+	// GroupID is the group's id ("" until set).
+	GroupID() string
 	// IndexRebuilds counts the queue indexes this node rebuilt from its
 	// log and the damaged ranges it left to peers (metrics).
 	IndexRebuilds() (rebuilt, refused uint64)

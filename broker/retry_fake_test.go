@@ -96,3 +96,18 @@ func (f *fakeReplica) SettingsGroups() []string {
 	sort.Strings(out)
 	return out
 }
+
+func (f *fakeReplica) SetGroupID(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.groupID == "" {
+		f.groupID = id
+	}
+	return nil
+}
+
+func (f *fakeReplica) GroupID() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.groupID
+}

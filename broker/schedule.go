@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"time"
 
 	"github.com/raftmq/raftmq/broker/batch"
 	"github.com/raftmq/raftmq/broker/delay"
@@ -19,12 +18,10 @@ import (
 // starts it on each term's Ready event, stops it on any other role, and
 // gives it the batcher, the pull reader and leadership hand-over.
 
-// scheduler is the running scheduler's stop channel (nil when stopped) and
-// when it last handed leadership over.
+// scheduler is the running scheduler's stop channel (nil when stopped).
 type scheduler struct {
-	mu         sync.Mutex
-	stop       chan struct{}
-	handOverAt time.Time // last scheduleHandOver attempt
+	mu   sync.Mutex
+	stop chan struct{}
 }
 
 // newScheduler builds the delay scheduler and adds its figures to /metrics.
@@ -38,7 +35,6 @@ func (b *Broker) newScheduler() *delay.Scheduler {
 		Busy:       func() bool { return b.pending.Held() > b.cfg.MaxPendingBytes/2 },
 		Read:       b.readQueue,
 		Submit:     b.submit,
-		CannotRead: b.scheduleHandOver,
 		ReplicaErr: b.replicaErr,
 	})
 	b.m.reg.MustRegister(s.Collectors()...)
@@ -67,16 +63,24 @@ func (b *Broker) scheduleOnRoleChange(ev election.Event) {
 
 // submit hands one delivery to the batcher, the path every stored message
 // takes. It counts in the pending bytes but is never refused by them; wait
-// gives them back.
+// gives them back. wait returns ErrUnknownOutcome when stop closes or the
+// broker closes first: the delivery may still commit. A request queued
+// just as the broker closed is answered by no one (the batcher has
+// stopped), so wait must not count on an answer.
 func (b *Broker) submit(stop <-chan struct{}, req raftlog.Request) (int, func() (refused, err error), error) {
 	p := batch.NewPending(req)
 	b.pending.Take(p.Size, math.MaxInt)
 	select {
 	case b.batch.In() <- p:
 		return p.Size, func() (error, error) {
-			out := <-p.Done()
-			b.pending.Give(p.Size)
-			return out.Res.Err, out.Err
+			defer b.pending.Give(p.Size)
+			select {
+			case out := <-p.Done():
+				return out.Res.Err, out.Err
+			case <-stop:
+			case <-b.stop:
+			}
+			return nil, fmt.Errorf("%w: stopped waiting for the delivery's entry", ErrUnknownOutcome)
 		}, nil
 	case <-stop:
 	case <-b.stop:
@@ -86,9 +90,11 @@ func (b *Broker) submit(stop <-chan struct{}, req raftlog.Request) (int, func() 
 }
 
 // readQueue reads the messages of queue q of topic from offset out of locs
-// with pull's reader, for the scheduler and staged lookups. It stops early,
-// serving what it has, at an entry it cannot read; when that is the first,
-// the error is a *delay.NotServedError.
+// with pull's reader, for the scheduler, the transaction check-back and
+// staged lookups. It stops early, serving what it has, at an entry it
+// cannot read; when that is the first, the error is a *delay.NotServedError,
+// and a leader that no longer holds the entry hands leadership to a node
+// that does (handOverFor).
 func (b *Broker) readQueue(topic string, q int32, offset uint64, locs []store.Location, maxMessages, maxBytes int) ([]Message, uint64, error) {
 	pr := PullRequest{Topic: topic, Queue: q, Offset: offset, MaxMessages: maxMessages, MaxBytes: maxBytes}
 	res := PullResult{NextOffset: offset}
@@ -100,60 +106,11 @@ func (b *Broker) readQueue(topic string, q int32, offset uint64, locs []store.Lo
 		ns := &delay.NotServedError{Why: why}
 		if local == route.LocalNotHeld && len(locs) > 0 {
 			ns.NotHeld, ns.Index = true, locs[0].LogIndex
+			b.handOverFor(ns.Index)
 		}
 		return nil, 0, ns
 	}
 	return res.Messages, res.NextOffset, nil
-}
-
-// scheduleHandOverEvery spaces the hand-over attempts of scheduleHandOver.
-const scheduleHandOverEvery = 10 * time.Second
-
-// scheduleHandOver hands leadership to a healthy voter that holds log entry
-// index, when this leader cannot read a waiting message there: the other
-// node delivers it. With no such voter it does nothing (the messages wait).
-func (b *Broker) scheduleHandOver(index uint64) {
-	b.scheduler.mu.Lock()
-	if time.Since(b.scheduler.handOverAt) < scheduleHandOverEvery {
-		b.scheduler.mu.Unlock()
-		return
-	}
-	b.scheduler.handOverAt = time.Now()
-	b.scheduler.mu.Unlock()
-	to := b.holderVoter(index)
-	if to == "" {
-		b.log.Warn("scheduler: no healthy voter holds the entry of a waiting delayed message", "index", index)
-		return
-	}
-	if err := b.node.Transfer(to); err != nil {
-		b.log.Warn("scheduler: handing leadership to a node that holds waiting delayed messages failed", "to", to, "index", index, "error", err)
-		return
-	}
-	b.log.Info("scheduler: handed leadership to a node that holds waiting delayed messages", "to", to, "index", index)
-}
-
-// holderVoter is the voter (not this node) that answered recently, is not
-// damaged, holds the bodies of log entry index and has applied the most
-// ("" when none).
-func (b *Broker) holderVoter(index uint64) string {
-	servers, err := b.node.Servers()
-	if err != nil {
-		return ""
-	}
-	best, applied := "", uint64(0)
-	for _, s := range servers {
-		if !s.Voter || s.ID == b.cfg.NodeID {
-			continue
-		}
-		p, ok := b.view.Get(s.ID)
-		if !ok || time.Since(p.LastOK) > b.fresh() || p.State.Damaged || p.State.First == 0 || p.State.First > index || p.State.Applied < index {
-			continue
-		}
-		if best == "" || p.State.Applied > applied {
-			best, applied = s.ID, p.State.Applied
-		}
-	}
-	return best
 }
 
 // StagedLookup is what a lookup by id of a delayed message finds.

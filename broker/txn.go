@@ -177,16 +177,9 @@ func (b *Broker) EndTransaction(ctx context.Context, e TxnEnd) error {
 	return b.decide(ctx, &m, e.Decision)
 }
 
-// halfMessage reads the half message named by id.
+// halfMessage reads the half message named by id (lookupLeader).
 func (b *Broker) halfMessage(id string) (Message, error) {
-	index, ordinal, err := ParseMessageID(id)
-	if err != nil {
-		return Message{}, err
-	}
-	m, err := b.readMessage(id, index, ordinal)
-	if errors.Is(err, errNotHere) {
-		err = fmt.Errorf("%w: %w", ErrNotFound, err)
-	}
+	m, err := b.lookupLeader(id)
 	if err != nil {
 		return Message{}, err
 	}

@@ -69,6 +69,11 @@ type Config struct {
 	// Credentials, when set, sign every call (a node with --auth
 	// enforcing refuses calls without them).
 	Credentials *Credentials
+	// GroupID, when set, is the id of the group this client is for (as
+	// `raftmq status` shows it): its calls name it from the first, and a
+	// node of another group refuses them. Empty: the client pins the id of
+	// the first group that answers (group.go).
+	GroupID string
 }
 
 // DefaultConfig returns defaults for everything but Servers.
@@ -109,6 +114,8 @@ type Client struct {
 
 	viewMu sync.Mutex
 	view   *leaderView // the latest answer to "who leads, other than X"
+
+	group atomic.Pointer[string] // the pinned group id (group.go)
 }
 
 // leaderView is one round of asking nodes who leads, shared by the stalled
@@ -181,7 +188,11 @@ func New(cfg Config) (*Client, error) {
 	if cfg.StallTimeout <= 0 {
 		cfg.StallTimeout = d.StallTimeout
 	}
-	return &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}}, nil
+	c := &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}}
+	if id := cfg.GroupID; id != "" {
+		c.group.Store(&id)
+	}
+	return c, nil
 }
 
 // Close closes every connection.
@@ -214,7 +225,7 @@ func (c *Client) clientConn(addr string) (grpc.ClientConnInterface, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	var opts []grpc.DialOption
+	opts := c.groupOptions()
 	if c.cfg.TLS != nil {
 		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(c.cfg.TLS)))
 	}
@@ -235,6 +246,8 @@ func Retryable(err error) bool {
 	switch status.Code(err) {
 	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.Canceled:
 		return true
+	case codes.FailedPrecondition:
+		return otherGroup(err) // the group's other nodes may serve it
 	case codes.ResourceExhausted:
 		// A busy broker (retry), unless gRPC refused a message over its
 		// size limit, which no retry fixes.
@@ -308,6 +321,9 @@ func (c *Client) askLeader(ctx context.Context, addrs []string, grace time.Durat
 		case st = <-answers:
 		case <-graceC:
 			return best
+		}
+		if st != nil && !c.ofGroup(st) {
+			st = nil // another group's node at one of the addresses
 		}
 		if st != nil && st.LeaderAddress != "" && better(st, best) {
 			best = st
@@ -436,7 +452,7 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 		if errors.Is(err, errLeaderMoved) {
 			continue // the leader is known and was set: go there at once
 		}
-		if code := status.Code(err); code == codes.Unavailable || code == codes.DeadlineExceeded {
+		if code := status.Code(err); code == codes.Unavailable || code == codes.DeadlineExceeded || otherGroup(err) {
 			c.troubleAt.Store(time.Now().UnixNano())
 			c.setLeader("")
 			c.refreshLeader(ctx)

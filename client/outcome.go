@@ -72,6 +72,8 @@ func neverSent(err error) bool {
 		return false
 	}
 	switch st.Code() {
+	case codes.FailedPrecondition:
+		return otherGroup(err)
 	case codes.Unavailable:
 		return strings.Contains(st.Message(), "Error while dialing") || unreachable(err) != ""
 	case codes.DeadlineExceeded, codes.Canceled:

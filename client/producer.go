@@ -95,12 +95,18 @@ func (p *Producer) sendErr(seq uint64, err error) error {
 // sequenceReused reports whether err is the group's refusal of a reused
 // sequence (InvalidArgument with api.ReasonSequenceReused).
 func sequenceReused(err error) bool {
+	return hasReason(err, codes.InvalidArgument, api.ReasonSequenceReused)
+}
+
+// hasReason reports whether err is a status error with code and an
+// ErrorInfo of raftmq's domain naming reason.
+func hasReason(err error, code codes.Code, reason string) bool {
 	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.InvalidArgument {
+	if !ok || st.Code() != code {
 		return false
 	}
 	for _, d := range st.Details() {
-		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.Domain == api.ErrorDomain && ei.Reason == api.ReasonSequenceReused {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.Domain == api.ErrorDomain && ei.Reason == reason {
 			return true
 		}
 	}

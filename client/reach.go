@@ -79,6 +79,9 @@ func (r *reachability) waiting(addr string, last error) string {
 // or "" when err came from a node or may be passing (a timeout, a leader
 // change).
 func unreachable(err error) string {
+	if otherGroup(err) {
+		return "another raftmq group answers there now, or a node not caught up with this one: " + status.Convert(err).Message()
+	}
 	if err == nil || status.Code(err) != codes.Unavailable {
 		return ""
 	}

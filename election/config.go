@@ -130,6 +130,12 @@ type Config struct {
 	// again once it has heard from no leader for this long (recover.go);
 	// 0 means DefaultRecoveryTimeout.
 	RecoveryTimeout time.Duration
+	// CommitBound, when set, bounds the commit index this node sends its
+	// followers as leader: the last index its own log has fsynced, when
+	// the log returns a leader's appends before their fsync (raftlog's
+	// Stores.OverlapWhen and Stores.Stored). A follower then never applies
+	// an entry whose only copies beyond its own may still be lost.
+	CommitBound func() uint64
 
 	Logger hclog.Logger
 }
@@ -150,10 +156,16 @@ func DefaultConfig() Config {
 		// an idle group's CPU (docs/BENCHMARKS.md) but left followers
 		// behind long enough that a group under steady small writes was
 		// rarely seen with every node at the same index; kept at 5 ms.
-		CommitTimeout:     5 * time.Millisecond,
-		MaxAppendEntries:  128,
-		SnapshotThreshold: 32768,
-		SnapshotInterval:  30 * time.Second,
+		CommitTimeout:    5 * time.Millisecond,
+		MaxAppendEntries: 128,
+		// Snapshots hold metadata only, so they are cheap. One every
+		// 8,192 entries, looked for every 250-500 ms (so that a node
+		// restarted far behind its last snapshot takes one while it
+		// catches up), bounds what a restart reads and replays before the
+		// node is in sync: raft scans every entry after the snapshot for
+		// configuration changes, and the log's tail is verified.
+		SnapshotThreshold: 8192,
+		SnapshotInterval:  250 * time.Millisecond,
 	}
 }
 

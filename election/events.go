@@ -145,6 +145,11 @@ func (n *Node) ID() string { return n.cfg.ID }
 // Role is this node's current role.
 func (n *Node) Role() Role { return roleOf(n.raft.State()) }
 
+// Leads reports whether raft is the leader right now. Called from raft's
+// own goroutine (as raftlog does when raft appends), it tells whether that
+// append is one of the leader's own entries.
+func (n *Node) Leads() bool { return n.raft.State() == raft.Leader }
+
 // Ready is true on a leader whose barrier for the current term completed.
 func (n *Node) Ready() bool {
 	return n.raft.State() == raft.Leader && n.readyTerm.Load() == n.raft.CurrentTerm()

@@ -36,16 +36,7 @@ func TestNewGroupKeepsTheLog(t *testing.T) {
 		}
 		nodes[i] = n
 	}
-	leader := -1
-	waitUntil(t, 20*time.Second, "a ready leader", func() bool {
-		for i, n := range nodes {
-			if n.Ready() {
-				leader = i
-				return true
-			}
-		}
-		return false
-	})
+	leader := readyLeader(t, nodes, -1)
 	follower := (leader + 1) % 3
 	apply := func(from, to int) {
 		t.Helper()

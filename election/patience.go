@@ -85,9 +85,17 @@ func (p *patience) awaitReachable(addr string) {
 // AppendEntries sends an append; one that could not connect waits until
 // the node is reachable again before it fails (see patience above), and
 // one that repeats what the follower has waits while the leader is quiet
-// (quiet.go).
+// (quiet.go). Its commit index never passes the node's commit bound
+// (Config.CommitBound); raft's request is left as it is.
 func (t *gatedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	t.quiet.before(id, args)
+	if t.commitBound != nil {
+		if c := t.commitBound(); args.LeaderCommitIndex > c {
+			a := *args
+			a.LeaderCommitIndex = c
+			args = &a
+		}
+	}
 	err := t.Transport.AppendEntries(id, target, args, resp)
 	t.quiet.after(id, args, resp, err)
 	if addr, ok := dialFailed(err); ok && t.patience != nil {

@@ -46,16 +46,7 @@ func TestRestartedFollowerCatchesUpQuickly(t *testing.T) {
 	for i := range nodes {
 		start(i)
 	}
-	leader := -1
-	waitUntil(t, 20*time.Second, "a ready leader", func() bool {
-		for i, n := range nodes {
-			if n.Ready() {
-				leader = i
-				return true
-			}
-		}
-		return false
-	})
+	leader := readyLeader(t, nodes, -1)
 	// A leader with one follower down steps down when the other is
 	// unheard for a lease (a loaded machine): the write goes on with the
 	// next leader, as a client's would.

@@ -33,19 +33,10 @@ func (c *countingTransport) AppendEntries(id raft.ServerID, target raft.ServerAd
 func startQuietGroup(t *testing.T) ([]*Node, []*testFSM, []*countingTransport, int) {
 	t.Helper()
 	const n = 3
-	var peers []Peer
+	mesh, peers := inmemMesh(n, "inmem-q")
 	trans := make([]*countingTransport, n)
-	for i := range trans {
-		addr, tr := raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("inmem-q%d", i+1)))
+	for i, tr := range mesh {
 		trans[i] = &countingTransport{InmemTransport: tr}
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), Addr: string(addr)})
-	}
-	for i := range trans {
-		for j := range trans {
-			if i != j {
-				trans[i].Connect(trans[j].LocalAddr(), trans[j].InmemTransport)
-			}
-		}
 	}
 	nodes := make([]*Node, n)
 	fsms := make([]*testFSM, n)
@@ -67,16 +58,7 @@ func startQuietGroup(t *testing.T) ([]*Node, []*testFSM, []*countingTransport, i
 		}
 		nodes[i] = nd
 	}
-	leader := -1
-	waitUntil(t, 20*time.Second, "a ready leader", func() bool {
-		for i, nd := range nodes {
-			if nd.Ready() {
-				leader = i
-				return true
-			}
-		}
-		return false
-	})
+	leader := readyLeader(t, nodes, -1)
 	return nodes, fsms, trans, leader
 }
 

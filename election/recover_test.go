@@ -60,6 +60,23 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// readyLeader waits for a node of nodes, other than skip and not nil,
+// that leads and is ready, and returns its index.
+func readyLeader(t *testing.T, nodes []*Node, skip int) int {
+	t.Helper()
+	leader := -1
+	waitUntil(t, 20*time.Second, "a ready leader", func() bool {
+		for i, n := range nodes {
+			if i != skip && n != nil && n.Ready() {
+				leader = i
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
+
 // TestUncleanStartDoesNotElectWithoutLostEntry: a leader's disk loses an
 // entry that a quorum (the leader and one follower) had acknowledged, the
 // leader restarts uncleanly while that follower is down, and the third node,
@@ -103,16 +120,7 @@ func TestUncleanStartDoesNotElectWithoutLostEntry(t *testing.T) {
 	for i := range nodes {
 		start(i, false)
 	}
-	leader := -1
-	waitUntil(t, 20*time.Second, "a ready leader", func() bool {
-		for i, n := range nodes {
-			if n.Ready() {
-				leader = i
-				return true
-			}
-		}
-		return false
-	})
+	leader := readyLeader(t, nodes, -1)
 	lagging, holder := (leader+1)%3, (leader+2)%3
 
 	stop(lagging)
@@ -177,14 +185,7 @@ func TestUncleanStartAloneVotesAfterTimeout(t *testing.T) {
 		}
 		nodes[i] = n
 	}
-	waitUntil(t, 20*time.Second, "a ready leader", func() bool {
-		for _, n := range nodes {
-			if n.Ready() {
-				return true
-			}
-		}
-		return false
-	})
+	readyLeader(t, nodes, -1)
 	for _, n := range nodes {
 		waitUntil(t, 20*time.Second, "recovery to end", func() bool { return !n.Recovering() })
 	}

@@ -138,6 +138,7 @@ func Start(cfg Config, fsm StateMachine, st RaftStores) (_ *Node, err error) {
 	n := &Node{cfg: cfg, log: logger, stop: make(chan struct{}),
 		obsCh: make(chan raft.Observation, 64), fsm: fsm}
 	gt := newGatedTransport(trans, &n.noCampaign, &n.recovering, cfg.HeartbeatTimeout)
+	gt.commitBound = cfg.CommitBound
 	n.trans = gt
 	n.recovering.Store(st.Unclean)
 	if st.Unclean { // only then can a vote request need refusing
@@ -323,6 +324,8 @@ type gatedTransport struct {
 	rpcs       chan raft.RPC // after an unclean start: fed by recoveringVotes; else nil
 	patience   *patience     // appends to a node that is down wait for it (patience.go)
 	quiet      *quiet        // appends that repeat what a follower has wait while idle (quiet.go)
+	// commitBound bounds the commit index of appends (Config.CommitBound); nil: none.
+	commitBound func() uint64
 }
 
 // gatedPreVote is a gatedTransport over a transport that pre-votes.

@@ -12,16 +12,14 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// TestStartOnGivenTransport runs a 3-node group over raft's in-memory
-// transport: it elects a leader, replicates, elects another when the leader
-// is killed, and each node closes its transport when it stops.
-func TestStartOnGivenTransport(t *testing.T) {
-	const n = 3
+// inmemMesh returns n of raft's in-memory transports, each connected to
+// the others, at addresses prefix1..prefixN, and the peers n1..nN on them.
+func inmemMesh(n int, prefix string) ([]*raft.InmemTransport, []Peer) {
 	var peers []Peer
 	trans := make([]*raft.InmemTransport, n)
 	for i := range trans {
 		var addr raft.ServerAddress
-		addr, trans[i] = raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("inmem-n%d", i+1)))
+		addr, trans[i] = raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("%s%d", prefix, i+1)))
 		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), Addr: string(addr)})
 	}
 	for i := range trans {
@@ -31,6 +29,15 @@ func TestStartOnGivenTransport(t *testing.T) {
 			}
 		}
 	}
+	return trans, peers
+}
+
+// TestStartOnGivenTransport runs a 3-node group over raft's in-memory
+// transport: it elects a leader, replicates, elects another when the leader
+// is killed, and each node closes its transport when it stops.
+func TestStartOnGivenTransport(t *testing.T) {
+	const n = 3
+	trans, peers := inmemMesh(n, "inmem-n")
 	nodes := make([]*Node, n)
 	fsms := make([]*testFSM, n)
 	t.Cleanup(func() {
@@ -51,21 +58,7 @@ func TestStartOnGivenTransport(t *testing.T) {
 		}
 		nodes[i] = nd
 	}
-	leader := func(skip int) int {
-		t.Helper()
-		idx := -1
-		waitUntil(t, 20*time.Second, "a ready leader", func() bool {
-			for i, nd := range nodes {
-				if i != skip && nd != nil && nd.Ready() {
-					idx = i
-					return true
-				}
-			}
-			return false
-		})
-		return idx
-	}
-	first := leader(-1)
+	first := readyLeader(t, nodes, -1)
 	if err := nodes[first].Apply([]byte("t"), 10*time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +79,7 @@ func TestStartOnGivenTransport(t *testing.T) {
 	if !fsms[first].closed {
 		t.Error("Kill did not close the killed node's state machine")
 	}
-	second := leader(first)
+	second := readyLeader(t, nodes, first)
 	if err := nodes[second].Apply([]byte("u"), 10*time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -183,4 +176,45 @@ func (w *lockedWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
+}
+
+// captureAppends records the commit index of every append it is given.
+type captureAppends struct {
+	raft.Transport
+	commits []uint64
+}
+
+func (c *captureAppends) AppendEntries(_ raft.ServerID, _ raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	c.commits = append(c.commits, args.LeaderCommitIndex)
+	resp.Success = true
+	return nil
+}
+
+// TestCommitBoundLimitsAppends: the commit index an append carries never
+// passes the node's commit bound (what a leader's log has fsynced), and
+// raft's own request is left as it was.
+func TestCommitBoundLimitsAppends(t *testing.T) {
+	var no, rec atomic.Bool
+	_, inmem := raft.NewInmemTransport("")
+	c := &captureAppends{Transport: inmem}
+	gt := newGatedTransport(c, &no, &rec, time.Second)
+	var bound atomic.Uint64
+	gt.commitBound = bound.Load
+	bound.Store(5)
+	var resp raft.AppendEntriesResponse
+	req := &raft.AppendEntriesRequest{Term: 2, PrevLogEntry: 9, PrevLogTerm: 2, LeaderCommitIndex: 9,
+		Entries: []*raft.Log{{Index: 10, Term: 2}}}
+	if err := gt.AppendEntries("f", "f", req, &resp); err != nil {
+		t.Fatal(err)
+	}
+	bound.Store(20)
+	if err := gt.AppendEntries("f", "f", req, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.commits) != 2 || c.commits[0] != 5 || c.commits[1] != 9 {
+		t.Fatalf("commit indexes sent %v, want [5 9]", c.commits)
+	}
+	if req.LeaderCommitIndex != 9 {
+		t.Fatalf("raft's request changed to commit %d", req.LeaderCommitIndex)
+	}
 }

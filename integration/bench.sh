@@ -19,7 +19,9 @@
 # replace, default "suite"; e.g. "suite-relaxed" for a second configuration),
 # BENCH_KEEP=1 keeps the data directory and server logs, BENCH_CASES (the
 # cases to run, default "a b c e d1 d2 d3"), BENCH_RESULTS (a directory
-# that receives each case's JSON, for integration/bench-compare.sh).
+# that receives each case's JSON, for integration/bench-compare.sh),
+# BENCH_BIN (run this raftmq binary instead of building bin/raftmq: an A/B
+# alternates the builds of two commits, e.g. /tmp/raftmq-old and -new).
 # Needs: go, jq, curl. The whole suite takes about 3 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,13 +30,18 @@ DUR=${BENCH_DURATION:-20s}
 SYNC_DUR=${BENCH_SYNC_DURATION:-15s}
 OUT=${BENCH_OUT:-docs/BENCHMARKS.md}
 SECTION_NAME=${BENCH_SECTION:-suite}
-BIN=bin/raftmq
+BIN=${BENCH_BIN:-bin/raftmq}
 for tool in go jq curl; do
   command -v "$tool" >/dev/null || { echo "bench: $tool is missing (apt-get install -y $tool)" >&2; exit 1; }
 done
 
-echo "== build" >&2
-CGO_ENABLED=0 go build -o "$BIN" ./cmd/raftmq
+if [[ -n "${BENCH_BIN:-}" ]]; then
+  [[ -x "$BIN" ]] || { echo "bench: BENCH_BIN $BIN is not an executable" >&2; exit 1; }
+  echo "== using $BIN ($("$BIN" version 2>/dev/null | head -1 || true))" >&2
+else
+  echo "== build" >&2
+  CGO_ENABLED=0 go build -o "$BIN" ./cmd/raftmq
+fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/raftmq-bench.XXXXXX")
 PIDS=()

@@ -32,7 +32,8 @@ const (
 // Version 2 has no request count (requests run to the end of the entry),
 // and a message starts with a flags byte that says whether a key, a tag
 // and properties follow, instead of a zero length for each that is absent:
-// 6 bytes fewer for a request of one plain message.
+// 6 bytes fewer for a request of one plain message, 1 byte more for a
+// message with all three (SmallestVersion).
 const (
 	batchVersion1    = 1
 	batchVersion2    = 2
@@ -40,11 +41,36 @@ const (
 	batchV2HeaderLen = 1 + 1 + 4     // version 2: type, version, crc32c
 )
 
-// batchWriteVersion is the batch format this version writes. It reads
-// both; it writes version 2 only once no node of a group can run a version
-// that reads version 1 alone, since such a node stops applying at the first
-// entry it cannot decode (a rolling upgrade passes through such groups).
-const batchWriteVersion = batchVersion1
+// BatchVersion is a batch entry's format: its second byte.
+type BatchVersion uint8
+
+// The batch versions this build writes. Every node reads version 1; a node
+// stops applying at the first entry it cannot decode, so version 2 may be
+// written only once every member of the group reads it (a rolling upgrade
+// passes through groups where some do not): the caller decides that, with
+// ReadByAll.
+const (
+	BatchV1 BatchVersion = batchVersion1
+	BatchV2 BatchVersion = batchVersion2
+)
+
+// ReadVersion is the highest batch version this build reads; it reads every
+// version from BatchV1 up to it.
+const ReadVersion = BatchV2
+
+// ReadByAll is the highest batch version this build writes that every
+// member reads, given the highest version each reads (0: a member that has
+// not said, which reads version 1 only).
+func ReadByAll(reads []uint32) BatchVersion {
+	v := uint32(ReadVersion)
+	for _, r := range reads {
+		v = min(v, r)
+	}
+	if v < batchVersion2 {
+		return BatchV1
+	}
+	return BatchV2
+}
 
 // Flags of a version 2 message.
 const (
@@ -97,20 +123,22 @@ type BatchBuilder struct {
 	version byte
 }
 
-// NewBatchBuilder returns a builder whose buffer starts with sizeHint bytes of
-// capacity.
-func NewBatchBuilder(sizeHint int) *BatchBuilder {
-	return newBatchBuilder(sizeHint, batchWriteVersion)
-}
-
-func newBatchBuilder(sizeHint int, version byte) *BatchBuilder {
-	hdr := batchHeaderLen
-	if version == batchVersion2 {
+// NewBatchBuilder returns a builder of a batch in version v whose buffer
+// starts with sizeHint bytes of capacity. It panics on a version this build
+// does not write: such an entry would stop every node at it.
+func NewBatchBuilder(sizeHint int, v BatchVersion) *BatchBuilder {
+	var hdr int
+	switch v {
+	case BatchV1:
+		hdr = batchHeaderLen
+	case BatchV2:
 		hdr = batchV2HeaderLen
+	default:
+		panic(fmt.Sprintf("raftlog: batch version %d is not one this build writes", v))
 	}
-	b := &BatchBuilder{buf: make([]byte, hdr, hdr+sizeHint), version: version}
+	b := &BatchBuilder{buf: make([]byte, hdr, hdr+sizeHint), version: byte(v)}
 	b.buf[0] = byte(CmdBatch)
-	b.buf[1] = version
+	b.buf[1] = byte(v)
 	return b
 }
 
@@ -208,9 +236,10 @@ func (b *BatchBuilder) Finish() []byte {
 	return b.buf
 }
 
-// EncodeBatch is a convenience for a batch of the given requests.
+// EncodeBatch is a convenience for a batch of the given requests, in
+// version 1.
 func EncodeBatch(reqs ...*Request) []byte {
-	b := NewBatchBuilder(0)
+	b := NewBatchBuilder(0, BatchV1)
 	for _, r := range reqs {
 		b.Add(r)
 	}

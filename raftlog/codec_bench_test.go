@@ -54,7 +54,7 @@ func BenchmarkBatchEncode(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				enc := raftlog.NewBatchBuilder(hint)
+				enc := raftlog.NewBatchBuilder(hint, raftlog.BatchV1)
 				for _, r := range reqs {
 					enc.Add(r)
 				}

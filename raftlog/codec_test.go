@@ -19,7 +19,7 @@ func sampleRequests() []*Request {
 }
 
 func encodeBatchVersion(version byte, reqs ...*Request) []byte {
-	b := newBatchBuilder(0, version)
+	b := NewBatchBuilder(0, BatchVersion(version))
 	for _, r := range reqs {
 		b.Add(r)
 	}
@@ -84,7 +84,7 @@ func testBatchDetectsCorruption(t *testing.T, enc func(...*Request) []byte) {
 }
 
 func TestBatchBuilderIncremental(t *testing.T) {
-	b := NewBatchBuilder(16)
+	b := NewBatchBuilder(16, BatchV1)
 	for _, r := range sampleRequests() {
 		b.Add(r)
 	}
@@ -236,7 +236,7 @@ func BenchmarkBatchVersions(b *testing.B) {
 			b.Run(fmt.Sprintf("v%d/encode/%s", v, sh.name), func(b *testing.B) {
 				b.SetBytes(int64(len(data)))
 				for b.Loop() {
-					bb := newBatchBuilder(len(data), v)
+					bb := NewBatchBuilder(len(data), BatchVersion(v))
 					for _, r := range reqs {
 						bb.Add(r)
 					}

@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -70,28 +71,28 @@ func ParseDurabilityMode(v string) (string, error) {
 }
 
 // logFiles returns raft-wal's file system for the log directory logDir
-// and a wrapper of its metadata store: the plain file system (or the fault
-// suite's lazy one) and none for QuorumFsync; for QuorumMemory ones that
-// sync through the returned syncer, which the caller closes after raft-wal.
+// and a wrapper of its metadata store, both syncing through the returned
+// syncer, which the caller closes after raft-wal. Over the plain file
+// system (or the fault suite's lazy one).
 func logFiles(logDir string, d DurabilityConfig, onFatal func(error)) (types.VFS, func(types.MetaStore) types.MetaStore, *syncer) {
 	var vfs types.VFS = fs.New()
 	if chaos := chaosVFS(logDir); chaos != nil {
 		vfs = chaos // fault injection only
 	}
-	if d.Mode != QuorumMemory {
-		return vfs, nil, nil
-	}
 	sy := newSyncer(d, func(err error) {
 		if onFatal != nil {
-			onFatal(fmt.Errorf("log store fsync failed (durability %s), restart the node: %w", QuorumMemory, err))
+			onFatal(fmt.Errorf("log store fsync failed (durability %s), restart the node: %w", d.Mode, err))
 		}
 	})
 	wrap := func(m types.MetaStore) types.MetaStore { return &syncedMeta{MetaStore: m, s: sy} }
 	return &syncVFS{VFS: vfs, s: sy}, wrap, sy
 }
 
-// syncer fsyncs the log's dirty segment files in the background, for
-// QuorumMemory. A segment file's Sync only reports the syncer's sticky
+// errStoredStopped is Stored's error when its stop channel closed first.
+var errStoredStopped = errors.New("stopped waiting for the log's fsync")
+
+// syncer fsyncs the log's dirty segment files. In QuorumMemory it does so
+// in the background: a segment file's Sync only reports the syncer's sticky
 // error; its writes are counted, and a round of fsyncs runs SyncInterval
 // after the first unsynced write, at once when a write would pass
 // SyncBytes (the writer waits for that round), and on Flush and Close.
@@ -102,14 +103,31 @@ func logFiles(logDir string, d DurabilityConfig, onFatal func(error)) (types.VFS
 // may drop the dirty pages it could not write). Only a restart, which reads
 // back what the disk holds, is safe then.
 //
-// It runs one goroutine (run), from newSyncer until Close.
+// In QuorumFsync (fsync set) a segment file's Sync runs a round on the
+// caller's goroutine and returns once it ended, as raft-wal's own Sync
+// does, except for an append made with overlap set (the leader's own
+// appends, see guard.StoreLogs): its Sync starts a round on the syncer's
+// goroutine and returns at once, and the round reports the appended index
+// as stored (storedAfter, Stored) once it ended.
+//
+// It runs one goroutine (run), from newSyncer until Close. Rounds never
+// overlap (roundMu): a round that ended covers every write made before it
+// took the dirty files.
 type syncer struct {
 	interval time.Duration
 	maxBytes int64
 	fatal    func(error)
+	fsync    bool        // QuorumFsync: Sync waits for a round unless overlap
+	overlap  atomic.Bool // the append being made returns before its fsync
+	roundMu  sync.Mutex  // held for a whole round
 
-	mu       sync.Mutex
-	cond     *sync.Cond // broadcast when a round ends
+	stored  atomic.Uint64 // appended index known fsynced (QuorumFsync)
+	pending []pendingIdx  // under mu: appends waiting for a round, ascending
+
+	mu sync.Mutex
+	// changed is closed, and replaced, when a round ends, stored rises,
+	// an fsync fails or Close ends: every waiter looks again.
+	changed  chan struct{}
 	dirty    map[*syncFile]struct{}
 	unsynced int64     // bytes written since the last round took the dirty files
 	since    time.Time // the first of those writes
@@ -118,15 +136,20 @@ type syncer struct {
 	now      bool      // a round is wanted without waiting for the interval
 	err      error     // the first failed fsync
 	closed   bool
+	ended    bool // Close returned: Stored waits no more
 
 	wake    chan struct{} // buffered 1: the state above changed
 	stopped chan struct{}
 }
 
+// pendingIdx is an appended index that is fsynced once round has ended.
+type pendingIdx struct {
+	index, round uint64
+}
+
 func newSyncer(c DurabilityConfig, fatal func(error)) *syncer {
-	s := &syncer{interval: c.SyncInterval, maxBytes: c.SyncBytes, fatal: fatal,
-		dirty: map[*syncFile]struct{}{}, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
-	s.cond = sync.NewCond(&s.mu)
+	s := &syncer{interval: c.SyncInterval, maxBytes: c.SyncBytes, fatal: fatal, fsync: c.Mode == QuorumFsync,
+		dirty: map[*syncFile]struct{}{}, wake: make(chan struct{}, 1), stopped: make(chan struct{}), changed: make(chan struct{})}
 	go s.run()
 	return s
 }
@@ -182,6 +205,8 @@ func (s *syncer) dueLocked() (bool, time.Duration) {
 
 // round fsyncs every file dirty when it starts.
 func (s *syncer) round() {
+	s.roundMu.Lock()
+	defer s.roundMu.Unlock()
 	s.mu.Lock()
 	files := make([]*syncFile, 0, len(s.dirty))
 	for f := range s.dirty {
@@ -202,10 +227,134 @@ func (s *syncer) round() {
 	s.mu.Lock()
 	s.done++
 	first := err != nil && s.failLocked(err)
-	s.cond.Broadcast()
+	if err == nil {
+		s.resolveLocked()
+	}
+	s.broadcastLocked()
 	s.mu.Unlock()
 	if first && s.fatal != nil {
 		s.fatal(err)
+	}
+}
+
+// resolveLocked raises stored to the appends whose round has ended.
+func (s *syncer) resolveLocked() {
+	n := 0
+	for n < len(s.pending) && s.pending[n].round <= s.done {
+		n++
+	}
+	if n > 0 {
+		s.raiseLocked(s.pending[n-1].index)
+		s.pending = append(s.pending[:0], s.pending[n:]...)
+	}
+}
+
+// raiseLocked records idx as fsynced and wakes the Stored waiters.
+func (s *syncer) raiseLocked(idx uint64) {
+	if idx > s.stored.Load() {
+		s.stored.Store(idx)
+		s.broadcastLocked()
+	}
+}
+
+// broadcastLocked wakes every waiter (Stored, waitLocked) to look again.
+func (s *syncer) broadcastLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// storedAfter records that the append of idx, just written with overlap
+// set, is fsynced once the round that takes its file has ended, and asks
+// for that round unless it runs already. Without overlap the append was
+// fsynced before its Sync returned, and idx is stored at once.
+func (s *syncer) storedAfter(idx uint64, overlap bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !overlap {
+		s.raiseLocked(idx)
+		return
+	}
+	if t := s.targetLocked(); t > s.done {
+		s.pending = append(s.pending, pendingIdx{index: idx, round: t})
+		if t > s.started { // written after the Sync that asked for a round
+			s.now = true
+			s.kick()
+		}
+		return
+	}
+	s.raiseLocked(idx)
+}
+
+// cut forgets what it knew of the appends from index from on: raft deletes
+// them (a tail deletion), and the entries stored there next are new ones.
+func (s *syncer) cut(from uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if from > 0 && s.stored.Load() >= from {
+		s.stored.Store(from - 1)
+	}
+	keep := s.pending[:0]
+	for _, p := range s.pending {
+		if p.index < from {
+			keep = append(keep, p)
+		}
+	}
+	s.pending = keep
+}
+
+// Stored waits until the log's entries up to idx are fsynced on this node,
+// or stop closes or the syncer is closed (errStoredStopped: the caller is
+// shutting down), or an fsync failed (the sticky error).
+func (s *syncer) Stored(idx uint64, stop <-chan struct{}) error {
+	for {
+		if s.stored.Load() >= idx {
+			return nil
+		}
+		s.mu.Lock()
+		if s.stored.Load() >= idx {
+			s.mu.Unlock()
+			return nil
+		}
+		if s.err != nil {
+			err := s.err
+			s.mu.Unlock()
+			return err
+		}
+		if s.ended {
+			s.mu.Unlock()
+			return errStoredStopped
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-stop:
+			return errStoredStopped
+		}
+	}
+}
+
+// syncHere runs a round on the caller's goroutine and returns the sticky
+// error: QuorumFsync's Sync of an append without overlap.
+func (s *syncer) syncHere() error {
+	s.round()
+	return s.stickyErr()
+}
+
+// syncSoon asks for a round now without waiting for it.
+func (s *syncer) syncSoon() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.roundNowLocked()
+	return s.err
+}
+
+// roundNowLocked asks for a round at once, without waiting for the
+// interval, when anything is written and not yet taken by a round.
+func (s *syncer) roundNowLocked() {
+	if len(s.dirty) > 0 {
+		s.now = true
+		s.kick()
 	}
 }
 
@@ -241,7 +390,7 @@ func (s *syncer) wrote(f *syncFile, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dirty[f] = struct{}{}
-	if s.unsynced == 0 {
+	if s.unsynced == 0 && !s.fsync { // QuorumFsync: Sync asks for the round
 		s.since = time.Now()
 		s.kick()
 	}
@@ -257,7 +406,10 @@ func (s *syncer) stickyErr() error {
 // waitLocked waits until round target has ended (or an fsync failed).
 func (s *syncer) waitLocked(target uint64) {
 	for s.done < target && s.err == nil {
-		s.cond.Wait()
+		ch := s.changed
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
 	}
 }
 
@@ -282,10 +434,7 @@ func (s *syncer) Wait() error {
 func (s *syncer) Flush() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.dirty) > 0 {
-		s.now = true
-		s.kick()
-	}
+	s.roundNowLocked()
 	s.waitLocked(s.targetLocked())
 	return s.err
 }
@@ -298,6 +447,11 @@ func (s *syncer) Close() error {
 	s.mu.Unlock()
 	s.kick()
 	<-s.stopped
+	// The last round has ended: what it did not store never will be.
+	s.mu.Lock()
+	s.ended = true
+	s.broadcastLocked()
+	s.mu.Unlock()
 	return s.stickyErr()
 }
 
@@ -324,7 +478,14 @@ func (v *syncVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &syncFile{WritableFile: f, s: v.s, name: name}, nil
+	sf := &syncFile{WritableFile: f, s: v.s, name: name}
+	if v.s.fsync {
+		// raft-wal opens its tail segment for writing at open: the next
+		// round fsyncs what an earlier process may have left unsynced.
+		sf.wrote.Store(true)
+		v.s.wrote(sf, 0)
+	}
+	return sf, nil
 }
 
 // syncFile is a segment file whose Sync returns at once: the syncer
@@ -349,9 +510,20 @@ func (f *syncFile) WriteAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// Sync returns the store's sticky fsync error, if any: the writes are
-// fsynced by the syncer.
-func (f *syncFile) Sync() error { return f.s.stickyErr() }
+// Sync returns the store's sticky fsync error, if any: in QuorumMemory
+// the writes are fsynced by the syncer later. In QuorumFsync it fsyncs
+// every dirty file before it returns, or with overlap set asks the syncer
+// to do so now.
+func (f *syncFile) Sync() error {
+	switch {
+	case !f.s.fsync:
+		return f.s.stickyErr()
+	case f.s.overlap.Load():
+		return f.s.syncSoon()
+	default:
+		return f.s.syncHere()
+	}
+}
 
 // syncNow fsyncs the file unless it has been closed (Close synced it).
 func (f *syncFile) syncNow() error {
@@ -378,7 +550,7 @@ func (f *syncFile) Close() error {
 			err = fmt.Errorf("fsync log segment %s: %w", f.name, err)
 			f.s.mu.Lock()
 			first := f.s.failLocked(err)
-			f.s.cond.Broadcast()
+			f.s.broadcastLocked()
 			f.s.mu.Unlock()
 			if first && f.s.fatal != nil {
 				f.s.fatal(err)

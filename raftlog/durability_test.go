@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -192,8 +193,42 @@ func TestQuorumMemoryFsyncErrorIsSticky(t *testing.T) {
 	if _, err := v.Create(dir, "next", 4096); err == nil {
 		t.Fatal("a new segment after a failed fsync: no error")
 	}
+	// The round that failed tells fatal after it woke its waiters.
+	for deadline := time.Now().Add(10 * time.Second); fatal.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if n := fatal.Load(); n != 1 {
 		t.Fatalf("fatal called %d times, want 1", n)
+	}
+}
+
+// A leader's append waiting for its fsync (Stored: the state machine's
+// gate) learns of a failed fsync at once, instead of waiting for a round
+// that will never store it.
+func TestStoredReturnsAFailedFsync(t *testing.T) {
+	gate := make(chan struct{})
+	v, cv, sy, _ := newTestSyncVFS(t, DurabilityConfig{Mode: QuorumFsync, SyncInterval: time.Hour, SyncBytes: 1 << 20}, gate)
+	f, _ := v.Create(t.TempDir(), "seg", 4096)
+	defer f.Close()
+	cv.fail.Store(true)
+	sy.overlap.Store(true)
+	if _, err := f.WriteAt([]byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil { // asks for the round, returns at once
+		t.Fatal(err)
+	}
+	sy.storedAfter(1, true)
+	got := make(chan error, 1)
+	go func() { got <- sy.Stored(1, nil) }()
+	close(gate) // the fsync runs, and fails
+	select {
+	case err := <-got:
+		if err == nil || !strings.Contains(err.Error(), "injected fsync failure") {
+			t.Fatalf("Stored after a failed fsync: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stored still waits 10 s after the fsync failed")
 	}
 }
 
@@ -373,5 +408,201 @@ func TestQuorumMemoryCloseIsPrompt(t *testing.T) {
 	defer s.Close()
 	if s.LastIndex() != 3 {
 		t.Fatalf("last index %d after reopen, want 3", s.LastIndex())
+	}
+}
+
+// openSlowFsync opens a log whose fsyncs take delay (the fault suite's
+// slow disk) and closes it at the test's end.
+func openSlowFsync(t *testing.T, delay time.Duration) *Stores {
+	t.Helper()
+	t.Setenv(chaosFSEnv, "1")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, chaosDelayFile), []byte(delay.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// In quorum-fsync a leader's own append returns before its fsync, which
+// runs meanwhile; AwaitStored (the state machine's gate) and Stored (the
+// commit index a leader sends) name it only once the fsync has ended. A
+// follower's append returns once fsynced, and so do the leader's earlier
+// appends with it. The fsync is slowed to 300 ms (the fault suite's slow
+// disk) so that the order shows.
+func TestLeaderAppendOverlapsItsFsync(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	s := openSlowFsync(t, delay)
+	var leads atomic.Bool
+	s.OverlapWhen(leads.Load)
+	entry := func(i uint64) []*raft.Log {
+		data := EncodeBatch(&Request{ProducerID: "p", Seq: i, Topic: "t", Messages: []Message{{Body: []byte("x")}}})
+		return []*raft.Log{{Index: i, Term: 1, Type: raft.LogCommand, Data: data}}
+	}
+
+	start := time.Now()
+	if err := s.Log.StoreLogs(entry(1)); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < delay {
+		t.Fatalf("a follower's append returned after %s, before its fsync (%s)", took, delay)
+	}
+	if got := s.Stored(); got != 1 {
+		t.Fatalf("stored %d after a follower's append, want 1", got)
+	}
+
+	leads.Store(true)
+	start = time.Now()
+	if err := s.Log.StoreLogs(entry(2)); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= delay {
+		t.Fatalf("the leader's append took %s: it waited for its fsync", took)
+	}
+	if got := s.Stored(); got != 1 {
+		t.Fatalf("stored %d right after the leader's append, want 1 until its fsync ends", got)
+	}
+	stop := make(chan struct{})
+	close(stop)
+	if err := s.AwaitStored(2, stop); !errors.Is(err, errStoredStopped) {
+		t.Fatalf("AwaitStored with stop closed: %v", err)
+	}
+	if err := s.AwaitStored(2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < delay {
+		t.Fatalf("AwaitStored returned after %s, before the fsync (%s)", took, delay)
+	}
+	if got := s.Stored(); got != 2 {
+		t.Fatalf("stored %d after the fsync, want 2", got)
+	}
+
+	// A leader's unsynced append, then a follower's: the follower's
+	// append returns only once both are fsynced.
+	if err := s.Log.StoreLogs(entry(3)); err != nil {
+		t.Fatal(err)
+	}
+	leads.Store(false)
+	if err := s.Log.StoreLogs(entry(4)); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stored(); got != 4 {
+		t.Fatalf("stored %d after a follower's append, want 4", got)
+	}
+
+	// A tail deletion takes back what was stored there.
+	if err := s.Log.DeleteRange(4, 4); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stored(); got != 3 {
+		t.Fatalf("stored %d after deleting 4, want 3", got)
+	}
+}
+
+// A leader that steps down with its own appends not yet fsynced answers
+// the next leader's append of those entries after reading them back,
+// without storing them again (raft's appendEntries): the read waits for
+// the fsync, so that the answer never counts an unsynced copy as stored.
+// Reads while it leads do not wait.
+func TestSteppedDownLeaderReadsOnlyStoredEntries(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	s := openSlowFsync(t, delay)
+	var leads atomic.Bool
+	leads.Store(true)
+	s.OverlapWhen(leads.Load)
+	data := EncodeBatch(&Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: []Message{{Body: []byte("x")}}})
+
+	start := time.Now()
+	if err := s.Log.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: data}}); err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := s.Log.GetLog(1, &l); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= delay {
+		t.Fatalf("the leader's read of its own entry took %s: it waited for the fsync", took)
+	}
+	if got := s.Stored(); got != 0 {
+		t.Fatalf("stored %d before the fsync ended, want 0", got)
+	}
+
+	leads.Store(false)
+	if err := s.Log.GetLog(1, &l); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stored(); got != 1 {
+		t.Fatalf("a read after stepping down returned with stored %d: the entry it read back may still be lost", got)
+	}
+	if took := time.Since(start); took < delay {
+		t.Fatalf("the read after stepping down returned after %s, before the fsync (%s)", took, delay)
+	}
+}
+
+// In quorum-memory nothing waits for an fsync before it applies: the
+// mode acknowledges what is written.
+func TestQuorumMemoryNeverAwaitsStored(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{Durability: DurabilityConfig{Mode: QuorumMemory, SyncInterval: time.Hour, SyncBytes: 1 << 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.OverlapWhen(func() bool { return true })
+	data := EncodeBatch(&Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: []Message{{Body: []byte("x")}}})
+	if err := s.Log.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: data}}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	close(stop)
+	if err := s.AwaitStored(1, stop); err != nil {
+		t.Fatalf("AwaitStored in %s: %v", QuorumMemory, err)
+	}
+	if got := s.Stored(); got != 1 {
+		t.Fatalf("stored %d, want 1", got)
+	}
+}
+
+// A leader's appends across segment rotations are each reported stored
+// (no append waits for a round that nobody asked for), and reopening
+// finds them all.
+func TestLeaderAppendsAcrossSegmentsAreStored(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentSize: 64 << 10}
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.OverlapWhen(func() bool { return true })
+	body := make([]byte, 1000)
+	const n = 300 // about 5 segments
+	for i := uint64(1); i <= n; i++ {
+		data := EncodeBatch(&Request{ProducerID: "p", Seq: i, Topic: "t", Messages: []Message{{Body: body}}})
+		if err := s.Log.StoreLogs([]*raft.Log{{Index: i, Term: 1, Type: raft.LogCommand, Data: data}}); err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		timer := time.AfterFunc(5*time.Second, func() { close(stop) })
+		if err := s.AwaitStored(i, stop); err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		timer.Stop()
+	}
+	if segs, _ := filepath.Glob(filepath.Join(dir, "log", "*.wal")); len(segs) < 3 {
+		t.Fatalf("%d segment files, want several", len(segs))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.LastIndex() != n || s.Stored() != n {
+		t.Fatalf("after reopen: last %d, stored %d; want %d", s.LastIndex(), s.Stored(), n)
 	}
 }

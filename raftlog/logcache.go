@@ -16,6 +16,9 @@ type logCache struct {
 	raft.LogStore
 	maxEntries, maxBytes int
 
+	// settle, when set, runs before every read (guard.settle).
+	settle func() error
+
 	mu    sync.RWMutex
 	byIdx map[uint64]*raft.Log
 	order []uint64 // cached indexes, oldest first
@@ -27,6 +30,11 @@ func newLogCache(store raft.LogStore, maxEntries, maxBytes int) *logCache {
 }
 
 func (c *logCache) GetLog(idx uint64, out *raft.Log) error {
+	if c.settle != nil {
+		if err := c.settle(); err != nil {
+			return err
+		}
+	}
 	c.mu.RLock()
 	l := c.byIdx[idx]
 	c.mu.RUnlock()

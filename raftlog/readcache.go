@@ -16,6 +16,9 @@ type readCache struct {
 	size  int
 	items map[uint64]*list.Element
 	lru   list.List // of *cached, most recently used at the front
+	// cuts counts dropFrom calls: a read that began before a cut must not
+	// put what it read after it (put's gen).
+	cuts uint64
 }
 
 type cached struct {
@@ -38,12 +41,26 @@ func (c *readCache) get(idx uint64) ([]byte, bool) {
 	return e.Value.(*cached).data, true
 }
 
-func (c *readCache) put(idx uint64, data []byte) {
+// gen is the cache's generation, to hand to put after a read from the
+// store.
+func (c *readCache) gen() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cuts
+}
+
+// put caches data as entry idx, read from the store after gen returned g;
+// a cut since then (dropFrom) may have replaced the entry, so it keeps
+// nothing.
+func (c *readCache) put(idx uint64, data []byte, g uint64) {
 	if len(data) > c.max/4 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.cuts != g {
+		return
+	}
 	if _, ok := c.items[idx]; ok {
 		return
 	}
@@ -62,6 +79,7 @@ func (c *readCache) put(idx uint64, data []byte) {
 func (c *readCache) dropFrom(idx uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.cuts++
 	for i, e := range c.items {
 		if i >= idx {
 			c.size -= len(e.Value.(*cached).data)

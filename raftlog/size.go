@@ -14,14 +14,50 @@ import (
 // is far above it, so one bound serves both log stores.
 const MaxEntryBytes = segment.MaxEntrySize - 1<<20
 
-// BatchOverhead is the size of a batch entry with no requests in it: an
-// entry of requests r1..rn is BatchOverhead + the sum of their
-// Request.EncodedSize. It is the header of the format written
-// (batchWriteVersion): 10 bytes for version 1, 6 for version 2.
-const BatchOverhead = batchHeaderLen - (batchWriteVersion-batchVersion1)*(batchHeaderLen-batchV2HeaderLen)
+// BatchOverhead is the size of a version 1 batch entry with no requests in
+// it: an entry of requests r1..rn is BatchOverhead + the sum of their
+// Request.EncodedSize in version 1, and at most that in the version
+// SmallestVersion picks.
+const BatchOverhead = batchHeaderLen
 
-// EncodedSize is the exact number of bytes BatchBuilder.Add appends for r.
-func (r *Request) EncodedSize() int { return r.encodedSize(batchWriteVersion) }
+// EncodedSize is the exact number of bytes BatchBuilder.Add appends for r
+// in version 1. Version 2 takes one byte more for a message with a key, a
+// tag and properties, so BatchOverhead plus the sum of EncodedSize bounds a
+// batch only in the version SmallestVersion chose for it.
+func (r *Request) EncodedSize() int { return r.encodedSize(batchVersion1) }
+
+// SmallestVersion is the version, of those up to max, in which reqs encode
+// to the fewest bytes (version 2 on a tie): never more than BatchOverhead +
+// the sum of their EncodedSize. It costs a step per message, not an
+// encoding.
+func SmallestVersion(max BatchVersion, reqs []*Request) BatchVersion {
+	if max < BatchV2 {
+		return BatchV1
+	}
+	// Version 2 has no request count, and per message one flags byte in
+	// place of a zero length for each of a key, a tag and properties that
+	// is absent.
+	diff := batchV2HeaderLen - batchHeaderLen
+	for _, r := range reqs {
+		for i := range r.Messages {
+			m := &r.Messages[i]
+			diff++
+			if m.Key == "" {
+				diff--
+			}
+			if m.Tag == "" {
+				diff--
+			}
+			if len(m.Properties) == 0 {
+				diff--
+			}
+		}
+	}
+	if diff > 0 {
+		return BatchV1
+	}
+	return BatchV2
+}
 
 func (r *Request) encodedSize(version byte) int {
 	n := stringSize(len(r.ProducerID)) + uvarintSize(r.Seq) + stringSize(len(r.Topic)) + uvarintSize(uint64(len(r.Messages)))
@@ -31,8 +67,9 @@ func (r *Request) encodedSize(version byte) int {
 	return n
 }
 
-// EncodedSize is the exact number of bytes one message takes in a batch.
-func (m *Message) EncodedSize() int { return m.encodedSize(batchWriteVersion) }
+// EncodedSize is the exact number of bytes one message takes in a version 1
+// batch (see Request.EncodedSize).
+func (m *Message) EncodedSize() int { return m.encodedSize(batchVersion1) }
 
 func (m *Message) encodedSize(version byte) int {
 	n := uvarintSize(uint64(m.Queue)) + varintSize(m.Timestamp) + stringSize(len(m.Body))

@@ -61,18 +61,79 @@ func repeatMsg(m Message, n int) []Message {
 
 func checkEncodedSize(t *testing.T, i int, r *Request) {
 	t.Helper()
-	b := NewBatchBuilder(0)
+	b := NewBatchBuilder(0, BatchV1)
 	b.Add(r)
 	if got, want := r.EncodedSize(), b.Len()-BatchOverhead; got != want {
 		t.Errorf("case %d: EncodedSize %d, BatchBuilder wrote %d", i, got, want)
 	}
-	if got := NewBatchBuilder(0).Len(); got != BatchOverhead {
+	if got := NewBatchBuilder(0, BatchV1).Len(); got != BatchOverhead {
 		t.Errorf("an empty batch is %d bytes, BatchOverhead says %d", got, BatchOverhead)
 	}
-	b2 := newBatchBuilder(0, batchVersion2)
+	b2 := NewBatchBuilder(0, BatchV2)
 	b2.Add(r)
 	if got, want := r.encodedSize(batchVersion2), b2.Len()-batchV2HeaderLen; got != want {
 		t.Errorf("case %d: version 2 size %d, BatchBuilder wrote %d", i, got, want)
+	}
+	checkSmallestVersion(t, i, []*Request{r})
+}
+
+// checkSmallestVersion: SmallestVersion picks the version of fewer bytes
+// (version 2 on a tie), within the bound of BatchOverhead and EncodedSize,
+// and version 1 when version 2 may not be written.
+func checkSmallestVersion(t *testing.T, i int, reqs []*Request) {
+	t.Helper()
+	v1, v2 := len(encodeBatchV1(reqs...)), len(encodeBatchV2(reqs...))
+	want := BatchV2
+	if v2 > v1 {
+		want = BatchV1
+	}
+	if got := SmallestVersion(BatchV2, reqs); got != want {
+		t.Errorf("case %d: SmallestVersion %d, but version 1 is %d bytes and version 2 %d", i, got, v1, v2)
+	}
+	bound := BatchOverhead
+	for _, r := range reqs {
+		bound += r.EncodedSize()
+	}
+	if n := len(encodeBatchVersion(byte(SmallestVersion(BatchV2, reqs)), reqs...)); n > bound {
+		t.Errorf("case %d: the smallest version is %d bytes, above the bound of %d", i, n, bound)
+	}
+	if got := SmallestVersion(BatchV1, reqs); got != BatchV1 {
+		t.Errorf("case %d: SmallestVersion(BatchV1) is %d", i, got)
+	}
+}
+
+// TestSmallestVersionWhenVersion2IsLarger: version 2 takes a byte more than
+// version 1 for a message with a key, a tag and properties, so a batch of
+// enough of them stays in version 1.
+func TestSmallestVersionWhenVersion2IsLarger(t *testing.T) {
+	full := Message{Key: "k", Tag: "t", Properties: map[string]string{"a": "b"}, Body: []byte("x")}
+	for n, want := range map[int]BatchVersion{1: BatchV2, 4: BatchV2, 5: BatchV1, 50: BatchV1} {
+		reqs := []*Request{{Topic: "t", Messages: repeatMsg(full, n)}}
+		if got := SmallestVersion(BatchV2, reqs); got != want {
+			t.Errorf("%d messages with key, tag and properties: version %d, want %d", n, got, want)
+		}
+		checkSmallestVersion(t, n, reqs)
+	}
+	plain := []*Request{{Topic: "t", Messages: repeatMsg(Message{Body: []byte("x")}, 3)}, {Topic: "u", Messages: []Message{{Key: "k"}}}}
+	checkSmallestVersion(t, 0, plain)
+	checkSmallestVersion(t, 1, append(plain, &Request{Topic: "t", Messages: repeatMsg(full, 40)}))
+}
+
+func TestReadByAll(t *testing.T) {
+	for _, c := range []struct {
+		reads []uint32
+		want  BatchVersion
+	}{
+		{nil, BatchV2},
+		{[]uint32{2, 2, 2}, BatchV2},
+		{[]uint32{2, 3, 7}, BatchV2},
+		{[]uint32{2, 0, 2}, BatchV1},
+		{[]uint32{1, 2}, BatchV1},
+		{[]uint32{0}, BatchV1},
+	} {
+		if got := ReadByAll(c.reads); got != c.want {
+			t.Errorf("ReadByAll(%v) = %d, want %d", c.reads, got, c.want)
+		}
 	}
 }
 

@@ -66,7 +66,7 @@ type Stores struct {
 	crashed      bool                    // the previous process did not close the log
 	bg           atomic.Pointer[bgCheck] // the background check, once started
 
-	syncer *syncer // fsyncs the log in the background (QuorumMemory only)
+	syncer *syncer // fsyncs the log's segment files (raft-wal only)
 }
 
 // Options for Open.
@@ -181,6 +181,16 @@ func Open(dir string, opts Options) (*Stores, error) {
 	g.damage.notify = opts.OnDamaged
 	if s.syncer != nil {
 		g.synced = s.syncer.Wait // the watermark only ever names fsynced entries
+		if s.syncer.fsync {
+			// What the log holds at open may have been written and not
+			// fsynced by the previous process: fsync it before any of it
+			// counts as stored (AwaitStored).
+			if err := s.syncer.syncHere(); err != nil {
+				return fail(fmt.Errorf("fsync log in %s: %w", dir, err))
+			}
+			s.syncer.storedAfter(g.stored.Load(), false)
+			g.sy = s.syncer
+		}
 	}
 	s.guard = g
 	s.syncedAtOpen = g.written.Load()
@@ -188,7 +198,11 @@ func Open(dir string, opts Options) (*Stores, error) {
 		s.tailAtOpen = segs[len(segs)-1].Base
 	}
 	s.closers = append(s.closers, func() error { g.close(); return nil })
-	s.Log = newLogCache(g, opts.CacheSize, opts.CacheBytes)
+	lc := newLogCache(g, opts.CacheSize, opts.CacheBytes)
+	if g.sy != nil {
+		lc.settle = g.settle
+	}
+	s.Log = lc
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(dir, "snapshots"), 2, opts.Logger.Named("snapshots"))
 	if err != nil {
 		return fail(fmt.Errorf("open snapshot store: %w", err))
@@ -234,6 +248,41 @@ func (s *Stores) WatchApplied(applied func() uint64) {
 	if s.guard != nil {
 		s.guard.applied = applied
 	}
+}
+
+// OverlapWhen gives the log the node's role: while leads reports true,
+// the node's own appends return before their fsync, which runs while raft
+// replicates them (see guard.StoreLogs for why that is safe). Only in
+// QuorumFsync over raft-wal; call it once raft runs. Until then, and in
+// every other configuration, appends return once fsynced (QuorumFsync) or
+// as before (QuorumMemory).
+func (s *Stores) OverlapWhen(leads func() bool) {
+	if s.guard != nil && s.guard.sy != nil {
+		s.guard.leads.Store(&leads)
+	}
+}
+
+// AwaitStored returns once the log's entries up to idx are fsynced on this
+// node, when appends may return before their fsync (OverlapWhen); at once
+// otherwise. It returns an error when an fsync failed (the node is
+// restarting: Options.OnFatal was told) or stop closed first.
+func (s *Stores) AwaitStored(idx uint64, stop <-chan struct{}) error {
+	if s.guard == nil || s.guard.sy == nil {
+		return nil
+	}
+	return s.guard.sy.Stored(idx, stop)
+}
+
+// Stored is the last index known fsynced on this node when appends may
+// return before their fsync (OverlapWhen), and the last index otherwise.
+func (s *Stores) Stored() uint64 {
+	if s.guard == nil {
+		return 0
+	}
+	if s.guard.sy == nil {
+		return s.guard.stored.Load()
+	}
+	return s.guard.sy.stored.Load()
 }
 
 // Unclean reports whether the previous process using this directory ended
@@ -309,6 +358,7 @@ func (s *Stores) Read(idx uint64) ([]byte, error) {
 	if data, ok := s.reads.get(idx); ok {
 		return data, nil
 	}
+	g := s.reads.gen()
 	var l raft.Log
 	if err := s.Log.GetLog(idx, &l); err != nil {
 		if errors.Is(err, raft.ErrLogNotFound) {
@@ -327,7 +377,7 @@ func (s *Stores) Read(idx uint64) ([]byte, error) {
 			return nil, err
 		}
 	}
-	s.reads.put(idx, l.Data)
+	s.reads.put(idx, l.Data, g)
 	return l.Data, nil
 }
 

@@ -44,6 +44,12 @@ type guard struct {
 	cuts   atomic.Uint64 // tail deletions so far
 	// applied, when set, is the state machine's last applied index.
 	applied func() uint64
+
+	// sy, in QuorumFsync over raft-wal, fsyncs the appends and knows which
+	// are fsynced; leads, once set, tells whether this node leads: its own
+	// appends then return before their fsync (see StoreLogs).
+	sy    *syncer
+	leads atomic.Pointer[func() bool]
 }
 
 const watermarkEvery = 100 * time.Millisecond
@@ -76,13 +82,45 @@ func newGuard(raw raft.LogStore, path string, dropped func(from uint64), fatal f
 	return g, nil
 }
 
+// StoreLogs appends logs. In QuorumFsync over raft-wal a leader's own
+// appends return once written and their fsync runs meanwhile on the
+// syncer's goroutine (overlap), so that raft replicates them while the
+// leader's disk syncs: hashicorp/raft writes the leader's log before it
+// hands the entries to the replicators. Every other append (a follower's:
+// its answer tells the leader the entries are stored) returns once fsynced.
+//
+// That is safe because nothing that depends on an entry being committed
+// happens before the leader's own copy is fsynced: the state machine
+// applies an entry (and so answers its client) only once Stores.AwaitStored
+// returns for it, and the commit index sent to followers never passes what
+// the leader has fsynced (election's Config.CommitBound). raft's commit
+// index counts a leader's entry as soon as it is written; with those two
+// gates an entry counts as committed only once it is fsynced on the leader
+// and on enough followers for a majority, as without the overlap. A leader
+// that loses power before its fsync loses entries that no client was told
+// are stored and no follower applied; a follower that holds one fsynced
+// keeps it or a new leader overwrites it, both allowed for an entry that
+// never committed (docs/durability.md).
 func (g *guard) StoreLogs(logs []*raft.Log) error {
+	overlap := false
+	if g.sy != nil {
+		// raft appends on its main goroutine, which also sets its role: a
+		// leader's append is one of its own entries, never a follower's.
+		if leads := g.leads.Load(); leads != nil && (*leads)() {
+			overlap = true
+		}
+		g.sy.overlap.Store(overlap)
+	}
 	for len(logs) > 0 {
 		n := appendChunk(logs, maxAppendBytes)
 		if err := g.LogStore.StoreLogs(logs[:n]); err != nil {
 			return g.failed("append", err)
 		}
-		g.stored.Store(logs[n-1].Index)
+		last := logs[n-1].Index
+		g.stored.Store(last)
+		if g.sy != nil {
+			g.sy.storedAfter(last, overlap)
+		}
 		logs = logs[n:]
 	}
 	select {
@@ -128,6 +166,27 @@ func (g *guard) failed(op string, err error) error {
 	return err
 }
 
+// settle waits, on a node that stopped leading, until what it appended
+// as leader without waiting for the fsync (StoreLogs) is fsynced. Such a
+// node answers a new leader's append of entries it holds already without
+// storing them again, after reading each of them back to compare terms
+// (raft's appendEntries): its answer tells the new leader they are stored,
+// so the read must not return before they are. A leader's own reads, and
+// every read while nothing waits for an fsync, return at once.
+func (g *guard) settle() error {
+	if g.sy == nil {
+		return nil
+	}
+	w := g.stored.Load()
+	if g.sy.stored.Load() >= w {
+		return nil
+	}
+	if leads := g.leads.Load(); leads == nil || (*leads)() {
+		return nil
+	}
+	return g.sy.Stored(w, nil)
+}
+
 func (g *guard) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l}) }
 
 func (g *guard) DeleteRange(min, max uint64) error {
@@ -135,7 +194,8 @@ func (g *guard) DeleteRange(min, max uint64) error {
 	if err != nil {
 		return err
 	}
-	if max >= last && min > 0 { // tail (or everything): lower the watermark first
+	tail := max >= last && min > 0
+	if tail { // tail (or everything): lower the watermark first
 		keep := min - 1
 		if first, err := g.LogStore.FirstIndex(); err == nil && min <= first {
 			keep = 0 // the whole log goes (raft, after installing a snapshot)
@@ -157,12 +217,19 @@ func (g *guard) DeleteRange(min, max uint64) error {
 			g.written.Store(keep)
 		}
 		g.stored.Store(keep)
+		if g.sy != nil {
+			g.sy.cut(min)
+		}
 		g.cuts.Add(1)
 		g.mu.Unlock()
-		g.dropped(min)
 	}
 	if err := g.LogStore.DeleteRange(min, max); err != nil {
 		return g.failed("delete", err)
+	}
+	if tail {
+		// After the store's cut: a read that began before it then keeps
+		// nothing of what it read (readCache.put).
+		g.dropped(min)
 	}
 	return nil
 }

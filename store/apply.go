@@ -33,32 +33,55 @@ type ProduceFuture interface {
 	// (nothing was appended), ErrUnknownOutcome, ErrShutdown, ErrTooLarge
 	// (refused before raft), ErrDamaged.
 	Wait() ([]RequestResult, error)
+	// Bytes is the size of the entry the batch encoded to, handed to raft
+	// or refused.
+	Bytes() int
+}
+
+// SetBatchVersion sets the highest batch version Produce writes from now
+// on. A node stops applying at the first entry it cannot decode, so the
+// caller sets raftlog.BatchV2 only while every member of the group reads it
+// (raftlog.ReadByAll); until the first call Produce writes version 1.
+func (s *Store) SetBatchVersion(v raftlog.BatchVersion) { s.batchMax.Store(uint32(v)) }
+
+// BatchVersion is the highest batch version Produce writes now.
+func (s *Store) BatchVersion() raftlog.BatchVersion {
+	if v := raftlog.BatchVersion(s.batchMax.Load()); v > raftlog.BatchV1 {
+		return v
+	}
+	return raftlog.BatchV1
 }
 
 // Produce encodes reqs as one Raft entry (a batch: the group commit) and
 // hands it to raft without waiting; sizeHint is the sum of the requests'
-// EncodedSize. raft keeps the order of entries, so futures complete in the
-// order they were handed over. An entry larger than the log store reads
-// back (raftlog.MaxEntryBytes) is refused, never written: it would stop
-// every later write.
+// EncodedSize. The entry is in the smaller of the batch versions up to
+// BatchVersion (raftlog.SmallestVersion), so it is never larger than
+// raftlog.BatchOverhead + sizeHint. raft keeps the order of entries, so
+// futures complete in the order they were handed over. An entry larger
+// than the log store reads back (raftlog.MaxEntryBytes) is refused, never
+// written: it would stop every later write.
 func (s *Store) Produce(reqs []*raftlog.Request, sizeHint int, timeout time.Duration) ProduceFuture {
-	enc := raftlog.NewBatchBuilder(sizeHint)
+	enc := raftlog.NewBatchBuilder(sizeHint, raftlog.SmallestVersion(s.BatchVersion(), reqs))
 	for _, r := range reqs {
 		enc.Add(r)
 	}
 	if enc.Len() > raftlog.MaxEntryBytes {
 		s.log.Error("refused an oversized entry", "requests", len(reqs), "bytes", enc.Len())
-		return &produceFuture{err: fmt.Errorf("%w: a batch of %d requests would encode to %d bytes, above the %d bytes the log store reads back; nothing was written",
+		return &produceFuture{bytes: enc.Len(), err: fmt.Errorf("%w: a batch of %d requests would encode to %d bytes, above the %d bytes the log store reads back; nothing was written",
 			ErrTooLarge, len(reqs), enc.Len(), raftlog.MaxEntryBytes)}
 	}
-	return &produceFuture{f: s.node.Apply(enc.Finish(), timeout), reqs: reqs}
+	data := enc.Finish()
+	return &produceFuture{f: s.node.Apply(data, timeout), reqs: reqs, bytes: len(data)}
 }
 
 type produceFuture struct {
-	f    election.ApplyFuture
-	reqs []*raftlog.Request
-	err  error // refused before raft
+	f     election.ApplyFuture
+	reqs  []*raftlog.Request
+	bytes int
+	err   error // refused before raft
 }
+
+func (p *produceFuture) Bytes() int { return p.bytes }
 
 func (p *produceFuture) Wait() ([]RequestResult, error) {
 	if p.err != nil {
@@ -132,10 +155,12 @@ func (s *Store) ForgetNode(ctx context.Context, id string) error {
 }
 
 // Retain drops every message stored in a log entry below index below: each
-// queue's minimum offset moves past them, and every node may then delete
-// that part of its log once a snapshot covers it (LogFloor).
+// queue's minimum offset moves past them, to where this node's index puts
+// it (FSM.RetainMins: the command carries the minimums, so that every node
+// moves them alike), and every node may then delete that part of its log
+// once a snapshot covers it (LogFloor).
 func (s *Store) Retain(ctx context.Context, below uint64) error {
-	if err := s.applyMeta(ctx, EncodeRetain(below)); err != nil {
+	if err := s.applyMeta(ctx, EncodeRetainMins(below, s.fsm.RetainMins(below))); err != nil {
 		return fmt.Errorf("retain below %d: %w", below, err)
 	}
 	return nil

@@ -37,6 +37,9 @@ type metaCmd struct {
 	Below       uint64        `json:"below,omitempty"`
 	Perm        uint32        `json:"perm,omitempty"`   // update_topic
 	Topics      []string      `json:"topics,omitempty"` // delete_group: the group's own topics
+	// Mins: opRetain: the queues' new minimums (nil in a retain of an
+	// older version: each node's index tells them).
+	Mins *RetainMins `json:"mins,omitempty"`
 	// MaxReconsume: opSetMaxReconsume (groupsettings.go).
 	MaxReconsume *int32 `json:"max_reconsume,omitempty"`
 	// Term: opLockTerm (locks.go).
@@ -52,6 +55,8 @@ type metaCmd struct {
 	Secret   []byte `json:"secret,omitempty"`
 	Resource string `json:"resource,omitempty"`
 	Actions  uint32 `json:"actions,omitempty"`
+	// GroupID: opSetGroupID (groupid.go).
+	GroupID string `json:"group_id,omitempty"`
 }
 
 func encodeMeta(c *metaCmd) []byte {
@@ -82,6 +87,13 @@ func decodeMeta(data []byte) (*metaCmd, error) {
 	if c.Op == opLock && c.Lease <= 0 {
 		return nil, fmt.Errorf("%w: lock with lease %d", ErrCorruptCommand, c.Lease)
 	}
+	if c.Mins != nil {
+		for _, tm := range c.Mins.Topics {
+			if len(tm.Mins) > MaxQueues {
+				return nil, fmt.Errorf("%w: retain lists %d queues of topic %q, at most %d", ErrCorruptCommand, len(tm.Mins), tm.Topic, MaxQueues)
+			}
+		}
+	}
 	return &c, nil
 }
 
@@ -107,7 +119,18 @@ func EncodeForgetNode(id string) []byte {
 
 // EncodeRetain encodes a command that drops every message stored in a log entry
 // below index below: each queue's minimum offset moves past them, and every
-// node may then delete that part of its log (retention).
+// node may then delete that part of its log (retention). Each node takes
+// the minimums from its own index, as older versions did; Store.Retain
+// writes EncodeRetainMins.
 func EncodeRetain(below uint64) []byte {
 	return encodeMeta(&metaCmd{Op: opRetain, Below: below})
+}
+
+// EncodeRetainMins encodes a retention cut below index below that moves
+// the queues' minimums to mins (FSM.RetainMins) on every node alike.
+func EncodeRetainMins(below uint64, mins *RetainMins) []byte {
+	if mins == nil {
+		mins = &RetainMins{}
+	}
+	return encodeMeta(&metaCmd{Op: opRetain, Below: below, Mins: mins})
 }

@@ -87,7 +87,7 @@ func TestDamagedFramingStopsFSM(t *testing.T) {
 	h := newHarness(t)
 	h.mustMeta(EncodeCreateTopic("t", 1, false))
 	// A valid CRC over a request that walks past the end of the entry.
-	malformed := raftlog.NewBatchBuilder(0)
+	malformed := raftlog.NewBatchBuilder(0, raftlog.BatchV1)
 	malformed.Add(&raftlog.Request{Topic: "t", Messages: msgs(0, "a")})
 	data := malformed.Finish()
 	data = refreshBatchCRC(data[:len(data)-1]) // the last body byte is missing

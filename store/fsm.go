@@ -41,11 +41,17 @@ type FSM struct {
 	maxReconsume map[string]int32
 	locks        map[string]map[QueueRef]lockHolder // group -> queue -> holder (locks.go)
 	users        map[string]*User                   // the user table (users.go)
+	// groupID is the group's id (groupid.go), written under mu and read
+	// without it: every client call checks it.
+	groupID atomic.Pointer[string]
 
-	applied  atomic.Uint64
-	damage   fsmDamage
-	notifyMu sync.Mutex
-	notify   chan struct{}
+	applied atomic.Uint64
+	damage  fsmDamage
+	// awaitStored, when set, returns once the log's entries up to an index
+	// are fsynced on this node (AwaitStoredBy).
+	awaitStored func(idx uint64) error
+	notifyMu    sync.Mutex
+	notify      chan struct{}
 
 	// appliedMu is the last entry applied to the state under mu (applied
 	// is stored once mu is released): a rebuild reads it with the state.
@@ -89,6 +95,7 @@ func (f *FSM) reset() {
 	f.maxReconsume = map[string]int32{}
 	f.locks = map[string]map[QueueRef]lockHolder{}
 	f.users = map[string]*User{}
+	f.groupID.Store(nil)
 }
 
 // Applied is the index of the last entry applied to the FSM.
@@ -109,6 +116,13 @@ func (f *FSM) wake() {
 	f.notifyMu.Unlock()
 }
 
+// AwaitStoredBy makes ApplyBatch first wait until await returns for the
+// batch's last index: the log's entries are then fsynced on this node
+// (raftlog's Stores.AwaitStored, when a leader's appends return before
+// their fsync). An error stops the FSM there as a damaged entry would.
+// Call it before raft starts.
+func (f *FSM) AwaitStoredBy(await func(idx uint64) error) { f.awaitStored = await }
+
 // Apply applies one committed entry.
 func (f *FSM) Apply(l *raft.Log) interface{} {
 	return f.ApplyBatch([]*raft.Log{l})[0]
@@ -127,7 +141,16 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	var last uint64
+	var unstored error
+	if await := f.awaitStored; await != nil && len(logs) > 0 {
+		unstored = await(logs[len(logs)-1].Index)
+	}
 	f.mu.Lock()
+	if unstored != nil && f.damage.at.Load() == 0 {
+		// The log's fsync failed (the node is restarting): applying would
+		// answer entries this node may not hold.
+		f.markDamagedLocked(logs[0].Index, unstored)
+	}
 	for i, l := range logs {
 		if at := f.damage.at.Load(); at != 0 {
 			out[i] = fmt.Errorf("entry %d: %w (entry %d)", l.Index, ErrDamaged, at)
@@ -272,10 +295,12 @@ func (f *FSM) applyMetaLocked(index uint64, c *metaCmd) interface{} {
 		delete(f.nodes, c.Node.ID)
 		return nil
 	case opRetain:
-		f.retainLocked(c.Below)
+		f.retainLocked(c.Below, c.Mins)
 		return nil
 	case opSetMaxReconsume:
 		return f.applySetMaxReconsumeLocked(c)
+	case opSetGroupID:
+		return f.applySetGroupIDLocked(c)
 	case opTxnRollback:
 		return f.applyTxnRollbackLocked(c)
 	default:

@@ -79,6 +79,8 @@ func FuzzCheckCommand(f *testing.F) {
 	f.Add(EncodeCommitOffsets("g", []OffsetEntry{{Topic: "t", Queue: 1, Offset: 9}}))
 	f.Add(EncodeRegisterNode(NodeInfo{ID: "n", ClientAddr: "x:1"}))
 	f.Add(EncodeRetain(3))
+	f.Add(EncodeRetainMins(3, &RetainMins{At: 1, Topics: []TopicMins{{Topic: "t", Mins: []uint64{0, 2, 9, 1, 4}}, {Topic: "u", Mins: []uint64{1}}}}))
+	f.Add(EncodeRetainMins(3, nil))
 	f.Add(EncodeLock("g", "m", []QueueRef{{Topic: "t", Queue: 1}}, time.Unix(1000, 0), time.Minute))
 	f.Add(EncodeUnlock("g", "m", []QueueRef{{Topic: "t", Queue: 1}}, time.Unix(1000, 0)))
 	f.Add(EncodeLockTerm(2))
@@ -95,4 +97,40 @@ func FuzzCheckCommand(f *testing.F) {
 			}
 		}
 	})
+}
+
+// With AwaitStoredBy set, an entry is applied (and so answered) only once
+// the log has it fsynced on this node; a failed fsync stops the state
+// machine there, as a damaged entry does, instead of applying it.
+func TestApplyWaitsForTheStoredEntry(t *testing.T) {
+	h := newHarness(t)
+	stored := make(chan struct{})
+	var asked uint64
+	h.f.AwaitStoredBy(func(idx uint64) error { asked = idx; <-stored; return nil })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.mustMeta(EncodeCreateTopic("t", 1, false))
+	}()
+	select {
+	case <-done:
+		t.Fatal("applied before the log had the entry fsynced")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if h.f.Applied() != 0 {
+		t.Fatalf("applied %d before the fsync", h.f.Applied())
+	}
+	close(stored)
+	<-done
+	if asked != 1 || h.f.Applied() != 1 {
+		t.Fatalf("asked for %d, applied %d; want 1 and 1", asked, h.f.Applied())
+	}
+
+	h.f.AwaitStoredBy(func(uint64) error { return errors.New("injected fsync failure") })
+	if err, _ := h.apply(EncodeCreateTopic("u", 1, false)).(error); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("after a failed fsync: %v, want ErrDamaged", err)
+	}
+	if h.f.Applied() != 1 {
+		t.Fatalf("applied %d after a failed fsync, want 1", h.f.Applied())
+	}
 }

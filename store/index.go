@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"sort"
 	"sync/atomic"
 
 	"github.com/raftmq/raftmq/raftlog"
@@ -17,6 +18,15 @@ type queue struct {
 	// rebuilding: its index was found damaged and is being rebuilt from
 	// the log (rebuild.go); this node serves none of it meanwhile.
 	rebuilding atomic.Bool
+	// heldAbove: the index holds every message stored in an entry above
+	// this log index that retention has not dropped (0: not known), set
+	// where the index restarts at an offset (a restore, a rebuild). Like
+	// ix, it is this node's.
+	heldAbove uint64
+	// headLater: a rebuild left the index's head to peers because this
+	// node's log started above it; retention moving the log floor may
+	// bring the head within the log (retryHeadLocked).
+	headLater atomic.Bool
 }
 
 type topic struct {
@@ -165,14 +175,37 @@ type Location struct {
 	Skip     []uint32 // request numbers in the entry that were not appended
 }
 
-// retainLocked drops the index records of every entry below index below
-// and moves each queue's minimum offset to its first remaining message (to
-// its end when none remains).
-func (f *FSM) retainLocked(below uint64) {
+// retainLocked drops this node's index records of every entry below index
+// below and moves each queue's minimum offset: to the minimum mins lists
+// for it, or where mins is nil (a command of an older version), to the
+// queue's first remaining message in this node's index (to its end when
+// none remains). Either way never past the queue's end, never down.
+//
+// A node's index may lack its head (it was damaged, or the node installed
+// a snapshot and indexes from its end on); its first remaining record is
+// then above the queue's true minimum, and the minimum, which is
+// replicated state, would differ from its peers'. So the leader decides the
+// minimums once, from its own index (RetainMins), and every node applies
+// them alike. A queue it could not tell keeps its minimum: one too low is
+// moved by a later cut, one too high would hide messages.
+func (f *FSM) retainLocked(below uint64, mins *RetainMins) {
 	if below <= f.logFloor {
 		return
 	}
 	f.logFloor = below
+	var listed map[*queue]uint64
+	if mins != nil {
+		listed = map[*queue]uint64{}
+		for _, tm := range mins.Topics {
+			t := f.topics[tm.Topic]
+			if t == nil || t.created > mins.At {
+				continue // deleted, or created since the leader looked: not the topic it listed
+			}
+			for i, m := range tm.Mins[:min(len(tm.Mins), len(t.queues))] {
+				listed[t.queues[i]] = m
+			}
+		}
+	}
 	for _, t := range f.topics {
 		for i, q := range t.queues {
 			floor, err := q.ix.DropBelowIndex(below)
@@ -181,9 +214,106 @@ func (f *FSM) retainLocked(below uint64) {
 				// minimum below moves all the same.
 				f.log.Warn("retention: dropping queue index files failed", "topic", t.name, "queue", i, "error", err)
 			}
+			if mins != nil {
+				floor = listed[q] // 0 when not listed: the minimum stays
+			}
 			q.min = max(q.min, min(floor, q.next))
+			f.retryHeadLocked(t, i)
 		}
 	}
+}
+
+// TopicMins are the minimum offsets of a topic's queues after a retention
+// cut, in queue order; 0 keeps a queue's minimum as it is.
+type TopicMins struct {
+	Topic string   `json:"t"`
+	Mins  []uint64 `json:"m"`
+}
+
+// RetainMins are the minimums a retention cut moves the queues to, as the
+// leader's index told them when it had applied log index At. A topic
+// created after At is not the one listed under its name, and is left out.
+type RetainMins struct {
+	At     uint64      `json:"at"`
+	Topics []TopicMins `json:"topics,omitempty"`
+}
+
+// maxRetainMinsBytes bounds the minimums one retain command carries; the
+// topics past it are left out of that cut (their minimums stay, for a
+// later cut to move).
+const maxRetainMinsBytes = 4 << 20
+
+// RetainMins returns the queues' minimums once the messages of the log
+// entries below index below are dropped, as this node's index tells them:
+// the base of the first record at or above below, or the queue's end when
+// none is. Only queues whose minimum moves are listed, and only those this
+// node's index can tell (minAtLocked). The topics are taken from a point
+// that moves with below, so that a cut that cannot list every topic leaves
+// out others at the next one.
+func (f *FSM) RetainMins(below uint64) *RetainMins {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	rm := &RetainMins{At: f.appliedMu}
+	names := make([]string, 0, len(f.topics))
+	for name := range f.topics {
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return rm
+	}
+	sort.Strings(names)
+	size, start := 0, int(below%uint64(len(names)))
+	for k := range names {
+		t := f.topics[names[(start+k)%len(names)]]
+		mins := make([]uint64, len(t.queues))
+		moves := false
+		for i, q := range t.queues {
+			if m, ok := f.minAtLocked(t, i, below); ok && m > q.min {
+				mins[i], moves = m, true
+			}
+		}
+		if !moves {
+			continue
+		}
+		if size += len(t.name) + 16 + 21*len(mins); size > maxRetainMinsBytes {
+			f.log.Warn("retention: the cut moves the minimums of more queues than one command carries; the rest move at a later cut", "below", below, "topics_listed", len(rm.Topics))
+			break
+		}
+		rm.Topics = append(rm.Topics, TopicMins{Topic: t.name, Mins: mins})
+	}
+	return rm
+}
+
+// minAtLocked is queue n of t's minimum once the messages of the entries
+// below log index below are dropped, from this node's index; false when
+// the index cannot tell: it is being rebuilt or cannot be read, or it lacks
+// the queue's head (its floor is above the minimum) and may lack records
+// at or above below too (it holds none at or below below, nor every
+// message of the entries from below on: heldAbove).
+func (f *FSM) minAtLocked(t *topic, n int, below uint64) (uint64, bool) {
+	q := t.queues[n]
+	if q.rebuilding.Load() {
+		return 0, false
+	}
+	if floor := q.ix.Floor(); floor > q.min && (q.heldAbove == 0 || q.heldAbove >= below) {
+		recs, err := q.ix.Find(floor, 1)
+		if err != nil {
+			f.requestRebuildLocked(t, n, false, fmt.Errorf("%w: topic %q queue %d offset %d: %w", ErrIndexDamaged, t.name, n, floor, err))
+			return 0, false
+		}
+		// Records are dense in offsets and in log index order: when the
+		// first held one is of an entry at or below below, so is every
+		// record before the first at or above below, and that one is held.
+		if len(recs) == 0 || recs[0].Index > below {
+			return 0, false
+		}
+	}
+	m, err := q.ix.FloorAt(below)
+	if err != nil {
+		f.requestRebuildLocked(t, n, false, fmt.Errorf("%w: topic %q queue %d at log index %d: %w", ErrIndexDamaged, t.name, n, below, err))
+		return 0, false
+	}
+	return min(m, q.next), true
 }
 
 // LogFloor is the log index below which retention has dropped every message

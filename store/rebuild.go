@@ -34,8 +34,13 @@ const (
 // shorter than what was written to them, or gone.
 var checkIndexEvery = 10 * time.Second
 
+// rebuildGroupMax is how many queues a group rebuilds together (each
+// holds its new index's files open meanwhile).
+const rebuildGroupMax = 64
+
 // rebuilds is the goroutine that rebuilds damaged queue indexes from the log
-// (StartRebuilds), one queue at a time, and what it waits for.
+// (StartRebuilds), the queues waiting together (rebuildGroup), and what it
+// waits for.
 type rebuilds struct {
 	log  LogReader
 	kick chan struct{}
@@ -44,8 +49,8 @@ type rebuilds struct {
 	once sync.Once
 
 	mu   sync.Mutex
-	want []rebuildReq // oldest first
-	busy *queue       // being rebuilt
+	want []rebuildReq    // oldest first
+	busy map[*queue]bool // being rebuilt
 
 	rebuilt, refused atomic.Uint64
 }
@@ -114,7 +119,7 @@ func (f *FSM) requestRebuildLocked(t *topic, n int, below bool, why error) {
 		q.rebuilding.Store(true)
 	}
 	rb.mu.Lock()
-	dup := rb.busy == q
+	dup := rb.busy[q]
 	for _, r := range rb.want {
 		dup = dup || r.q == q
 	}
@@ -161,20 +166,7 @@ func (f *FSM) runRebuilds(rb *rebuilds) {
 		case <-tick.C:
 			f.checkIndexFiles()
 		}
-		for {
-			rb.mu.Lock()
-			if len(rb.want) == 0 {
-				rb.mu.Unlock()
-				break
-			}
-			req := rb.want[0]
-			rb.want = rb.want[1:]
-			rb.busy = req.q
-			rb.mu.Unlock()
-			f.rebuild(rb, req)
-			rb.mu.Lock()
-			rb.busy = nil
-			rb.mu.Unlock()
+		for f.rebuildWaiting(rb) {
 			select {
 			case <-rb.stop:
 				return
@@ -182,6 +174,33 @@ func (f *FSM) runRebuilds(rb *rebuilds) {
 			}
 		}
 	}
+}
+
+// rebuildWaiting rebuilds the queues waiting for a rebuild (up to
+// rebuildGroupMax of them, oldest first) together; false when none waits.
+// It takes them under f.mu for reading: a restore asks for all the queues
+// it restarted under the write lock, so they are taken as one group.
+func (f *FSM) rebuildWaiting(rb *rebuilds) bool {
+	f.mu.RLock()
+	rb.mu.Lock()
+	reqs := rb.want[:min(len(rb.want), rebuildGroupMax)]
+	rb.want = rb.want[len(reqs):]
+	if rb.busy == nil {
+		rb.busy = map[*queue]bool{}
+	}
+	for _, r := range reqs {
+		rb.busy[r.q] = true
+	}
+	rb.mu.Unlock()
+	f.mu.RUnlock()
+	if len(reqs) == 0 {
+		return false
+	}
+	f.rebuildGroup(rb, reqs)
+	rb.mu.Lock()
+	clear(rb.busy)
+	rb.mu.Unlock()
+	return true
 }
 
 // checkIndexFiles asks for a rebuild of every queue whose index files are
@@ -231,6 +250,9 @@ type queueRebuild struct {
 	rb  *rebuilds
 	req rebuildReq
 	t   *topic
+	// m: the rebuild's place in a group that reads the log once for all
+	// (nil: it reads the log itself).
+	m *groupMember
 	// queues: the topic's queue count (fixed for the topic's life).
 	queues int
 	nq     *queueindex.Queue
@@ -238,6 +260,12 @@ type queueRebuild struct {
 
 	headOK bool // what lies below the first intact record may come from the log
 	locked bool // f.mu is held for writing (the last step): rlock does nothing
+	// headLater: the head was not rebuilt because the log starts above it
+	// (headFromLogLocked).
+	headLater bool
+	// heldAbove: nq holds every message stored in an entry above this log
+	// index (set where nq restarts at an offset; 0: not known).
+	heldAbove uint64
 
 	have bool   // nq starts somewhere (a record, or a start after a refused range)
 	last uint64 // log index of nq's last record (or below which the next gap starts)
@@ -283,14 +311,19 @@ func (b *queueRebuild) valid() bool {
 	return t != nil && t == b.t && b.req.n < len(t.queues) && t.queues[b.req.n] == b.req.q
 }
 
-func (f *FSM) rebuild(rb *rebuilds, req rebuildReq) {
+// rebuild rebuilds the queue req names; m is its place in a group
+// (rebuildGroup), nil when it is rebuilt alone.
+func (f *FSM) rebuild(rb *rebuilds, req rebuildReq, m *groupMember) {
 	start := time.Now()
-	b := &queueRebuild{f: f, rb: rb, req: req}
+	b := &queueRebuild{f: f, rb: rb, req: req, m: m}
 	f.mu.RLock()
 	b.t = f.topics[req.topic]
 	ok := b.valid()
 	if ok {
 		b.queues = len(b.t.queues)
+		if m != nil {
+			m.queues = b.queues
+		}
 		// The index held the queue from its minimum (its head may be
 		// damaged); an index that starts above it never held what lies
 		// below (the node installed a snapshot), and its log there may
@@ -300,7 +333,8 @@ func (f *FSM) rebuild(rb *rebuilds, req rebuildReq) {
 	var err error
 	if ok && req.below && !b.headFromLogLocked() {
 		f.log.Warn("queue index: not rebuilt below its floor: this node does not hold those entries; peers serve them",
-			"topic", req.topic, "queue", req.n, "floor", req.q.ix.Floor())
+			"topic", req.topic, "queue", req.n, "floor", req.q.ix.Floor(), "log_first", rb.log.FirstIndex(), "log_floor", f.logFloor)
+		req.q.headLater.Store(b.headLater)
 		ok = false
 	}
 	if ok {
@@ -327,6 +361,12 @@ func (f *FSM) rebuild(rb *rebuilds, req rebuildReq) {
 	}
 	if err == nil {
 		err = b.finishLocked()
+	}
+	if err == nil {
+		if b.heldAbove != 0 { // else nq holds whatever the old index held
+			q.heldAbove = b.heldAbove
+		}
+		q.headLater.Store(b.headLater)
 	}
 	if err == nil && b.fromIndex+b.fromLog == 0 && b.refused > 0 {
 		// Every range was refused and no record kept: the index starts
@@ -355,6 +395,7 @@ func (f *FSM) rebuild(rb *rebuilds, req rebuildReq) {
 	if rerr := q.ix.Reset(q.next); rerr != nil {
 		f.indexFailedLocked(f.appliedMu+1, fmt.Errorf("queue index of %s/%d: %w", req.topic, req.n, rerr))
 	}
+	q.heldAbove = f.appliedMu
 	q.rebuilding.Store(false)
 }
 
@@ -468,7 +509,7 @@ func (b *queueRebuild) startAt(r queueindex.Record, floor uint64) error {
 	b.have = true
 	if r.Base > floor {
 		b.rlock()
-		ok, from := b.headFromLogLocked(), b.headIndexLocked()
+		ok, from := b.headFromLogLocked(), b.f.headIndexLocked(b.t)
 		b.runlock()
 		if ok {
 			if err := b.reset(floor); err != nil {
@@ -483,22 +524,53 @@ func (b *queueRebuild) startAt(r queueindex.Record, floor uint64) error {
 }
 
 // headFromLogLocked tells whether the log holds the queue from its minimum
-// on: its entries from headIndexLocked on. A schedule or half queue's
+// on: its entries from FSM.headIndexLocked on. A schedule or half queue's
 // minimum follows its cursor, not a log index, so theirs is never rebuilt
-// from the log.
+// from the log. When only the log's start stands in the way, it notes
+// headLater: the log floor may move up to the log's start.
 func (b *queueRebuild) headFromLogLocked() bool {
 	if !b.headOK || b.t.created == 0 || b.t.name == ScheduleTopic || b.t.name == TxnHalfTopic {
 		return false
 	}
-	first := b.rb.log.FirstIndex()
-	return first != 0 && first <= b.headIndexLocked()
+	if b.f.logHoldsHeadLocked(b.rb, b.t) {
+		return true
+	}
+	b.headLater = true
+	return false
+}
+
+// retryHeadLocked asks again for the head of queue n of t to be rebuilt
+// from the log when a rebuild left it to peers because this node's log
+// started above it, and the log floor has since moved to where the log
+// holds the queue's minimum (the node restarted from a snapshot older
+// than the last cut, whose log is deleted up to it). f.mu is held for
+// writing.
+func (f *FSM) retryHeadLocked(t *topic, n int) {
+	q := t.queues[n]
+	if f.rb == nil || !q.headLater.Load() {
+		return
+	}
+	if q.ix.Floor() <= q.min {
+		q.headLater.Store(false) // the index holds the head (a cut moved the minimum up to it)
+		return
+	}
+	if !f.logHoldsHeadLocked(f.rb, t) {
+		return
+	}
+	q.headLater.Store(false)
+	f.requestRebuildLocked(t, n, true, fmt.Errorf("the log floor moved to %d, and this node's log starts at %d", f.logFloor, f.rb.log.FirstIndex()))
 }
 
 // headIndexLocked is the first log index that may hold the message at the
-// queue's minimum: after the topic's creation and at or above the log
-// floor retention moved the minimum to.
-func (b *queueRebuild) headIndexLocked() uint64 {
-	return max(b.t.created+1, b.f.logFloor)
+// minimum of a queue of t: after the topic's creation and at or above the
+// log floor retention moved the minimum to.
+func (f *FSM) headIndexLocked(t *topic) uint64 { return max(t.created+1, f.logFloor) }
+
+// logHoldsHeadLocked tells whether this node's log (rb's) holds the
+// entries of t from headIndexLocked on.
+func (f *FSM) logHoldsHeadLocked(rb *rebuilds, t *topic) bool {
+	first := rb.log.FirstIndex()
+	return first != 0 && first <= f.headIndexLocked(t)
 }
 
 // fillTo fills nq from the log up to the queue's end (offset end, reached
@@ -507,11 +579,12 @@ func (b *queueRebuild) fillTo(end, applied uint64) error {
 	if !b.have {
 		b.have = true
 		b.rlock()
-		from, ok := b.headIndexLocked(), b.headFromLogLocked()
+		from, ok := b.f.headIndexLocked(b.t), b.headFromLogLocked()
 		floor := b.req.q.min
 		b.runlock()
 		if !ok {
 			b.last = applied
+			b.heldAbove = applied
 			return b.reset(end)
 		}
 		if err := b.reset(floor); err != nil {
@@ -570,6 +643,7 @@ func (b *queueRebuild) fill(lo, hi, end uint64) error {
 	b.f.log.Warn("queue index: a damaged range cannot be rebuilt from this node's log; peers serve it and what lies below",
 		"topic", b.req.topic, "queue", b.req.n, "offsets_from", base, "offsets_to", end, "log_from", lo+1, "log_to", hi-1, "error", err)
 	b.last = hi - 1
+	b.heldAbove = hi - 1
 	return b.reset(end)
 }
 
@@ -607,7 +681,7 @@ func (b *queueRebuild) pass(lo, hi, end uint64, careful bool) error {
 			}
 		}
 		var err error
-		if cands, err = b.entryCandidates(idx, cands[:0]); err != nil {
+		if cands, err = b.entryCandidates(idx, hi, cands[:0]); err != nil {
 			return err
 		}
 		if len(cands) == 0 {
@@ -658,10 +732,21 @@ type candidate struct {
 }
 
 // entryCandidates appends to cands the requests of entry idx with messages
-// of the queue (none for a metadata entry).
-func (b *queueRebuild) entryCandidates(idx uint64, cands []candidate) ([]candidate, error) {
-	data, err := b.rb.log.ReadUncached(idx)
+// of the queue (none for a metadata entry). hi bounds the entries the
+// caller reads next (a group reads ahead up to it).
+func (b *queueRebuild) entryCandidates(idx, hi uint64, cands []candidate) ([]candidate, error) {
 	b.entries++
+	if b.m != nil && !b.locked {
+		// Under the write lock (the last step) the group is not waited
+		// for: the others may wait for the lock.
+		if out, ok, err := b.m.candidates(idx, hi, cands); ok {
+			return out, err
+		}
+	}
+	data, err := b.rb.log.ReadUncached(idx)
+	if b.m != nil {
+		b.m.g.read++
+	}
 	if err != nil {
 		return cands, err
 	}
@@ -670,13 +755,15 @@ func (b *queueRebuild) entryCandidates(idx uint64, cands []candidate) ([]candida
 	}
 	batch, err := raftlog.ParseReadBatch(data)
 	if err == nil {
+		var counts []uint32
 		err = batch.Each(func(i int, rv *raftlog.RequestView) bool {
 			if rv.Topic != b.t.name {
 				return true
 			}
-			if c, ok := requestInQueue(rv, b.queues, uint32(b.req.n)); ok {
-				c.req = uint32(i)
-				cands = append(cands, c)
+			var top uint32
+			counts, top = queueCounts(rv, counts)
+			if n := inQueue(counts, top, b.queues, b.req.n); n > 0 {
+				cands = append(cands, requestCandidate(rv, i, n))
 			}
 			return true
 		})
@@ -750,7 +837,7 @@ func (b *queueRebuild) sequencesBefore(from uint64, win *retryWindow) error {
 	var cands []candidate
 	for idx := lo; idx < from; idx++ {
 		var err error
-		if cands, err = b.entryCandidates(idx, cands[:0]); err != nil {
+		if cands, err = b.entryCandidates(idx, from, cands[:0]); err != nil {
 			return err
 		}
 		for _, c := range cands {
@@ -762,32 +849,48 @@ func (b *queueRebuild) sequencesBefore(from uint64, win *retryWindow) error {
 	return nil
 }
 
-// requestInQueue counts rv's messages in queue q of a topic of queues
-// queues; false when it has none, or when apply refuses it for a queue out
-// of range.
-func requestInQueue(rv *raftlog.RequestView, queues int, q uint32) (candidate, bool) {
-	var n uint32
-	bad := false
+// queueCounts counts rv's messages per queue into counts (reused, and
+// grown to the highest queue named) and returns the highest queue named.
+// Apply refuses a request naming a queue at or above its topic's queue
+// count: it has no messages in any queue.
+func queueCounts(rv *raftlog.RequestView, counts []uint32) ([]uint32, uint32) {
+	clear(counts)
+	var top uint32
 	rv.Messages(func(_ int, m *raftlog.MessageView) bool {
-		if int(m.Queue) >= queues {
-			bad = true
-			return false
+		if int(m.Queue) >= len(counts) {
+			if int(m.Queue) >= MaxQueues { // no topic has that many
+				top = m.Queue
+				return false
+			}
+			counts = append(counts, make([]uint32, int(m.Queue)+1-len(counts))...)
 		}
-		if m.Queue == q {
-			n++
-		}
+		top = max(top, m.Queue)
+		counts[m.Queue]++
 		return true
 	})
-	if bad || n == 0 {
-		return candidate{}, false
+	return counts, top
+}
+
+// inQueue is what queueCounts counted in queue n of a topic of queues
+// queues (0 when the request names a queue out of range: apply refuses
+// it).
+func inQueue(counts []uint32, top uint32, queues, n int) uint32 {
+	if int(top) >= queues || n >= len(counts) {
+		return 0
 	}
-	c := candidate{count: n}
+	return counts[n]
+}
+
+// requestCandidate is request i, rv, of an entry with count messages in
+// the rebuilt queue.
+func requestCandidate(rv *raftlog.RequestView, i int, count uint32) candidate {
+	c := candidate{req: uint32(i), count: count}
 	_, delivery := parseScheduleProducer(rv.ProducerID)
 	_, commit := parseTxnProducer(rv.ProducerID)
 	if !delivery && !commit {
 		c.producer, c.seq = rv.ProducerID, rv.Seq
 	}
-	return c, true
+	return c
 }
 
 // IndexRebuilds is FSM.IndexRebuilds of this node.

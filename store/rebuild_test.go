@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,6 +56,34 @@ type logged struct {
 }
 
 var rebuildOpts = queueindex.Options{RecordsPerFile: 100, Tail: 64}
+
+// rebuildHere makes f's index rebuilds run on the caller's goroutine,
+// reading log (rebuildWaiting runs them), instead of on a goroutine of
+// their own.
+func rebuildHere(f *FSM, log LogReader) *rebuilds {
+	rb := &rebuilds{log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	close(rb.done)
+	f.rb = rb
+	return rb
+}
+
+// loseEveryIndex cuts every queue index file of l to nothing, lets the
+// FSM find it and runs the rebuilds rb then waits for; it returns the
+// files it cut.
+func (l *logged) loseEveryIndex(t *testing.T, rb *rebuilds) []string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(l.dir, "*", "*", "*.idx"))
+	for _, f := range files {
+		if err := os.Truncate(f, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.f.checkIndexFiles()
+	if !l.f.rebuildWaiting(rb) {
+		t.Fatal("no rebuild waiting after every index file was cut")
+	}
+	return files
+}
 
 func newLogged(t *testing.T) *logged {
 	dir := t.TempDir()
@@ -107,15 +136,21 @@ func (l *logged) fill(n int, seq *uint64) {
 	}
 }
 
-// locations is every location of queue q, offset by offset, and the range.
+// locations is every location of queue q of "t", offset by offset, and
+// the range.
 func (l *logged) locations(q int32) ([]Location, QueueRange, error) {
-	_, rng, err := l.f.Locate("t", q, 0, 1)
+	return l.locationsOf("t", q)
+}
+
+// locationsOf is locations of queue q of topic.
+func (l *logged) locationsOf(topic string, q int32) ([]Location, QueueRange, error) {
+	_, rng, err := l.f.Locate(topic, q, 0, 1)
 	if err != nil {
 		return nil, rng, err
 	}
 	var out []Location
 	for off := rng.Held; off < rng.Max; off++ {
-		locs, _, err := l.f.Locate("t", q, off, 1)
+		locs, _, err := l.f.Locate(topic, q, off, 1)
 		if err != nil {
 			return nil, rng, err
 		}
@@ -453,16 +488,22 @@ func TestRebuildKnowsARetryFromTheDedupeTable(t *testing.T) {
 // topic or closes is dropped: nothing of it is left behind, the restore or
 // the delete goes through, and Close waits for it.
 func TestRebuildDroppedByRestoreAndClose(t *testing.T) {
-	for _, then := range []string{"restore", "delete", "close"} {
-		t.Run(then, func(t *testing.T) {
+	for _, tc := range []struct {
+		then   string
+		queues int // damaged: more than one are rebuilt together
+	}{{"restore", 1}, {"delete", 1}, {"close", 1}, {"restore", 3}, {"delete", 3}, {"close", 3}} {
+		then := tc.then
+		t.Run(fmt.Sprintf("%s/%d", then, tc.queues), func(t *testing.T) {
 			l := newLogged(t)
 			l.f.StartRebuilds(l.log)
 			l.apply(EncodeCreateTopic("t", 3, false))
 			var seq uint64
 			l.fill(3000, &seq)
 			sink := persistSnapshot(t, l.f)
-			for _, f := range l.files(0) {
-				os.Truncate(f, 0)
+			for q := range tc.queues {
+				for _, f := range l.files(q) {
+					os.Truncate(f, 0)
+				}
 			}
 			l.f.checkIndexFiles()
 			switch then {
@@ -519,5 +560,246 @@ func TestNoRebuildBelowAnInstalledSnapshot(t *testing.T) {
 	}
 	if _, rng, _ := l.locations(0); rng.Held != rng.Max {
 		t.Fatalf("range %+v: want held from its end", rng)
+	}
+}
+
+// readCounter counts the reads of each entry of a LogReader.
+type readCounter struct {
+	LogReader
+	mu    sync.Mutex
+	reads map[uint64]int
+}
+
+func newReadCounter(log LogReader) *readCounter {
+	return &readCounter{LogReader: log, reads: map[uint64]int{}}
+}
+
+func (c *readCounter) ReadUncached(idx uint64) ([]byte, error) {
+	c.mu.Lock()
+	c.reads[idx]++
+	c.mu.Unlock()
+	return c.LogReader.ReadUncached(idx)
+}
+
+// check fails t unless each of entries from..to was read, and no entry
+// was read twice or below from.
+func (c *readCounter) check(t *testing.T, from, to uint64) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	total, in := 0, 0
+	for idx, n := range c.reads {
+		total += n
+		if idx < from {
+			t.Errorf("entry %d read, below %d", idx, from)
+		}
+		if n != 1 {
+			t.Errorf("entry %d read %d times", idx, n)
+		}
+		if idx >= from && idx <= to {
+			in++
+		}
+	}
+	if in != int(to-from+1) {
+		t.Errorf("%d entries of %d..%d read", in, from, to)
+	}
+	t.Logf("%d reads of %d entries", total, len(c.reads))
+}
+
+// fillQueues applies n entries to topics "t" (8 queues) and "u" (2), with
+// no retries: entries of one to three requests with or without a producer
+// id, over one or more queues of a topic.
+func (l *logged) fillQueues(n int, seq *uint64) {
+	for i := range n {
+		*seq++
+		reqs := []*raftlog.Request{{ProducerID: "p", Seq: *seq, Topic: "t", Messages: msgs(uint32(i%8), "a")}}
+		switch i % 4 {
+		case 1:
+			reqs[0].Messages = append(reqs[0].Messages, msgs(uint32((i+3)%8), "b", "c")...)
+		case 2:
+			reqs = append(reqs, &raftlog.Request{Topic: "u", Messages: msgs(uint32(i%2), "d")})
+		case 3:
+			reqs = append(reqs, &raftlog.Request{Topic: "t", Messages: msgs(7, "e")},
+				&raftlog.Request{ProducerID: "q", Seq: *seq, Topic: "u", Messages: append(msgs(0, "f"), msgs(1, "g")...)})
+		}
+		if _, ok := l.apply(raftlog.EncodeBatch(reqs...)).([]*ProduceResult); !ok {
+			l.t.Fatalf("entry %d not applied", l.idx)
+		}
+	}
+}
+
+// every is the locations of every queue of "t" and "u".
+func (l *logged) every() map[string][]Location {
+	l.t.Helper()
+	out := map[string][]Location{}
+	for _, tq := range []struct {
+		topic  string
+		queues int32
+	}{{"t", 8}, {"u", 2}} {
+		for q := range tq.queues {
+			locs, rng, err := l.locationsOf(tq.topic, q)
+			if err != nil {
+				l.t.Fatalf("%s/%d: %v", tq.topic, q, err)
+			}
+			if rng.Held != rng.Min || len(locs) == 0 {
+				l.t.Fatalf("%s/%d: range %+v, %d locations", tq.topic, q, rng, len(locs))
+			}
+			out[fmt.Sprintf("%s/%d", tq.topic, q)] = locs
+		}
+	}
+	return out
+}
+
+// The queues whose indexes are lost together (every index file cut to
+// nothing) are rebuilt together: each entry of the log is read once, not
+// once per queue, and every queue holds each offset where it was.
+func TestQueuesDroppedTogetherAreRebuiltInOneRead(t *testing.T) {
+	l := newLogged(t)
+	reads := newReadCounter(l.log)
+	rb := rebuildHere(l.f, reads)
+	l.apply(EncodeCreateTopic("t", 8, false))
+	l.apply(EncodeCreateTopic("u", 2, false))
+	var seq uint64
+	l.fillQueues(1500, &seq)
+	if err := l.f.idx.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := l.every()
+	if files := l.loseEveryIndex(t, rb); len(files) < 20 {
+		t.Fatalf("index files %v, want 2 or more per queue", files)
+	}
+	if rebuilt, refused := l.f.IndexRebuilds(); rebuilt != 10 || refused != 0 {
+		t.Fatalf("%d queues rebuilt, %d ranges refused; want 10, 0", rebuilt, refused)
+	}
+	// From topic t's first entry on (the rebuilds of u start one entry
+	// later and join when the read reaches it).
+	reads.check(t, 2, l.idx)
+	if after := l.every(); !reflect.DeepEqual(after, before) {
+		for k := range before {
+			if !reflect.DeepEqual(after[k], before[k]) {
+				t.Errorf("%s after the rebuild differs from before", k)
+			}
+		}
+	}
+	if l.f.rebuildWaiting(rb) {
+		t.Fatal("a rebuild still waiting")
+	}
+}
+
+// A restart over an index directory that lost every file (the queues'
+// indexes restart at their ends) rebuilds what lies below in one read of
+// the log, while entries after the snapshot are applied.
+func TestRestartRebuildsEveryLostQueueInOneRead(t *testing.T) {
+	l := newLogged(t)
+	l.apply(EncodeCreateTopic("t", 8, false))
+	l.apply(EncodeCreateTopic("u", 2, false))
+	var seq uint64
+	l.fillQueues(800, &seq)
+	before := l.every()
+	sink := persistSnapshot(t, l.f)
+	if err := l.f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(l.dir); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := queueindex.Open(l.dir, rebuildOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := l.idx
+	l.f = newFSM(l.f.log, ix)
+	l.f.startSnap = snap // OpenFSM: the newest snapshot on disk
+	reads := newReadCounter(l.log)
+	l.f.StartRebuilds(reads)
+	if err := l.f.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	l.fill(50, &seq)
+	l.waitRebuilt(10)
+	if _, refused := l.f.IndexRebuilds(); refused != 0 {
+		t.Fatalf("%d ranges refused", refused)
+	}
+	// Up to the snapshot at least: a queue's rebuild reads up to its
+	// first record after it.
+	reads.check(t, 2, snap)
+	after := l.every()
+	for k, locs := range before {
+		if !reflect.DeepEqual(after[k][:len(locs)], locs) {
+			t.Errorf("%s after the rebuild differs from before the restart", k)
+		}
+	}
+}
+
+// Queues rebuilt together from a log that holds retries (a first pass
+// that does not add up, so each passes over its range again, carefully)
+// and from indexes that keep most of their records (gaps at different log
+// indexes) hold each offset where it was.
+func TestQueuesRebuiltTogetherOverRetriesAndPartialDamage(t *testing.T) {
+	for _, damage := range []string{"every file", "second file"} {
+		t.Run(damage, func(t *testing.T) {
+			l := newLogged(t)
+			rb := rebuildHere(l.f, l.log)
+			l.apply(EncodeCreateTopic("t", 3, false))
+			var seq uint64
+			l.fill(1000, &seq)
+			if err := l.f.idx.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			var before [3][]Location
+			for q := range before {
+				var err error
+				if before[q], _, err = l.locations(int32(q)); err != nil {
+					t.Fatal(err)
+				}
+				files := l.files(q)
+				if damage == "second file" {
+					files = files[1:2]
+				}
+				for _, f := range files {
+					os.Truncate(f, 0)
+				}
+			}
+			l.f.checkIndexFiles()
+			l.f.rebuildWaiting(rb)
+			if rebuilt, refused := l.f.IndexRebuilds(); rebuilt != 3 || refused != 0 {
+				t.Fatalf("%d queues rebuilt, %d ranges refused; want 3, 0", rebuilt, refused)
+			}
+			for q := range before {
+				after, _, err := l.locations(int32(q))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(after, before[q]) {
+					t.Errorf("queue %d after the rebuild differs from before", q)
+				}
+			}
+		})
+	}
+}
+
+// A group's rebuild logs its progress every checkIndexEvery and its end
+// once, with the queues and the entries read.
+func TestRebuildOfAGroupLogsProgressAndEnd(t *testing.T) {
+	every := checkIndexEvery
+	checkIndexEvery = 0 // after every window
+	t.Cleanup(func() { checkIndexEvery = every })
+	l := newLogged(t)
+	var out bytes.Buffer
+	l.f.log = hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(&out, testWriter{t}), Level: hclog.Info})
+	rb := rebuildHere(l.f, l.log)
+	l.apply(EncodeCreateTopic("t", 8, false))
+	l.apply(EncodeCreateTopic("u", 2, false))
+	var seq uint64
+	l.fillQueues(3000, &seq)
+	if err := l.f.idx.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	l.loseEveryIndex(t, rb)
+	if n := strings.Count(out.String(), "queue indexes: rebuilding from the log: queues=10"); n < 2 {
+		t.Errorf("%d progress lines, want one per window of %d entries", n, groupWindow)
+	}
+	if n := strings.Count(out.String(), "queue indexes: rebuild of a group ended: queues=10 rebuilt=10 entries_read=3001 "); n != 1 {
+		t.Errorf("%d end lines with 10 queues rebuilt from 3,001 entries read, want 1", n)
 	}
 }

@@ -20,7 +20,7 @@ import (
 // queues, groups and producers, not on how many messages are kept.
 //
 // Fields added without a new format (LogFloor, Schedule, MaxReconsume,
-// Locks) are absent from older snapshots and restore empty; a field that
+// Locks, GroupID) are absent from older snapshots and restore empty; a field that
 // older versions wrote and this one no longer has (LockTerm) is skipped
 // by the decoder.
 //
@@ -96,6 +96,9 @@ type snapState struct {
 	// Users: the user table with sealed secrets (format 5; absent in
 	// older snapshots, which restore an empty table).
 	Users []User
+	// GroupID: the group's id (absent in older snapshots: the next ready
+	// leader sets one).
+	GroupID string
 }
 
 // captured is a cheap copy made under the read lock; the encoding happens in
@@ -113,6 +116,7 @@ type captured struct {
 	maxReconsume map[string]int32
 	locks        []snapLock
 	users        []User
+	groupID      string
 }
 
 type capturedTopic struct {
@@ -191,6 +195,7 @@ func (f *FSM) captureLocked() *captured {
 	}
 	c.locks = f.captureLocksLocked()
 	c.users = f.captureUsersLocked()
+	c.groupID = f.GroupID()
 	c.maxReconsume = make(map[string]int32, len(f.maxReconsume))
 	for g, n := range f.maxReconsume {
 		c.maxReconsume[g] = n
@@ -255,6 +260,7 @@ func (f *FSM) loadLocked(st *snapState) error {
 	}
 	f.loadLocksLocked(st.Locks)
 	f.loadUsersLocked(st.Users)
+	f.setGroupIDLocked(st.GroupID)
 	return nil
 }
 
@@ -300,6 +306,7 @@ func (f *FSM) loadIndexLocked(t *topic, i int, sq snapQueue, applied uint64) err
 	if err := ix.Reset(sq.Next); err != nil {
 		return err
 	}
+	t.queues[i].heldAbove = applied // what the entries after the snapshot store is indexed as they apply
 	if sq.Next != sq.Min {
 		f.requestRebuildBelowLocked(t, i, applied, fmt.Errorf("the index ended at offset %d, the snapshot at %d", end, sq.Next))
 	}
@@ -331,7 +338,7 @@ func writeSnapshot(w io.Writer, c *captured) error {
 	st.Schedule = c.sched.snap()
 	st.Txn = c.txn.snap()
 	st.MaxReconsume, st.Locks = c.maxReconsume, c.locks
-	st.Users = c.users
+	st.Users, st.GroupID = c.users, c.groupID
 	for _, ct := range c.topics {
 		st.Topics = append(st.Topics, ct.snapTopic)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -16,6 +17,9 @@ type Store struct {
 	fsm  *FSM
 	node *election.Node
 	log  hclog.Logger
+	// batchMax is the highest batch version Produce may write
+	// (SetBatchVersion); 0 until set, which writes version 1.
+	batchMax atomic.Uint32
 }
 
 // New is the store over fsm, writing through node (which was started over

@@ -25,7 +25,8 @@ type Config struct {
 
 // Hooks are the broker's parts the batcher reports to.
 type Hooks struct {
-	// Batched is told of every entry: its requests and its encoded bytes.
+	// Batched is told of every entry: its requests and its encoded bytes
+	// (in the batch version the writer chose).
 	Batched func(requests, bytes int)
 	// ReplicaErr maps an error of the replica to the broker's.
 	ReplicaErr func(error) error
@@ -34,7 +35,7 @@ type Hooks struct {
 // Pending is one request waiting for its entry to commit.
 type Pending struct {
 	Req  raftlog.Request
-	Size int // the bytes Req adds to its entry
+	Size int // the bytes Req adds to its entry, at most (raftlog.Request.EncodedSize)
 	done chan Outcome
 }
 
@@ -113,8 +114,8 @@ func (bt *Batcher) RunBatch(stop <-chan struct{}) {
 		for i, p := range batch {
 			reqs[i] = &p.Req
 		}
-		bt.hooks.Batched(len(batch), size+raftlog.BatchOverhead) // exact: see raftlog.BatchOverhead
 		ie := inflightEntry{f: bt.w.Produce(reqs, size, bt.cfg.WriteTimeout), batch: batch}
+		bt.hooks.Batched(len(batch), ie.f.Bytes())
 		select {
 		case bt.inflight <- ie: // bounded: this blocks when MaxInflight entries are in raft
 		case <-stop:

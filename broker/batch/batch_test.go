@@ -27,7 +27,8 @@ func pendingOf(t *testing.T, seq uint64, size int, body []byte) *Pending {
 // TestBatcherNeverBuildsOversizedEntry: with the largest bounds Validate
 // allows (requests and batches of MaxRequestLimit), a mix of requests near
 // those bounds is cut into batches that each encode to at most
-// raftlog.MaxEntryBytes, exactly as collect counted, in order, with
+// raftlog.MaxEntryBytes, exactly as collect counted in version 1 and at
+// most that in the version the store picks, in order, with
 // none lost; a request larger than MaxBatchBytes goes alone.
 func TestBatcherNeverBuildsOversizedEntry(t *testing.T) {
 	body := make([]byte, MaxRequestLimit)
@@ -49,13 +50,24 @@ func TestBatcherNeverBuildsOversizedEntry(t *testing.T) {
 			}
 			batch, size, left := collect(first, ch, maxBatch)
 			next = left
-			enc := raftlog.NewBatchBuilder(0)
-			for _, p := range batch {
-				enc.Add(&p.Req)
+			reqs := make([]*raftlog.Request, len(batch))
+			for i, p := range batch {
+				reqs[i] = &p.Req
 				seqs = append(seqs, p.Req.Seq)
+			}
+			enc := raftlog.NewBatchBuilder(0, raftlog.BatchV1)
+			for _, r := range reqs {
+				enc.Add(r)
 			}
 			if got := enc.Len(); got != size+raftlog.BatchOverhead {
 				t.Fatalf("max batch %d: batch of %d requests encodes to %d bytes, collect counted %d+%d", maxBatch, len(batch), got, size, raftlog.BatchOverhead)
+			}
+			v2 := raftlog.NewBatchBuilder(0, raftlog.SmallestVersion(raftlog.BatchV2, reqs))
+			for _, r := range reqs {
+				v2.Add(r)
+			}
+			if got := v2.Len(); got > enc.Len() {
+				t.Fatalf("max batch %d: batch of %d requests encodes to %d bytes in the smallest version, above version 1's %d", maxBatch, len(batch), got, enc.Len())
 			}
 			if enc.Len() > raftlog.MaxEntryBytes {
 				t.Fatalf("max batch %d: built an entry of %d bytes, over raftlog.MaxEntryBytes %d", maxBatch, enc.Len(), raftlog.MaxEntryBytes)

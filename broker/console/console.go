@@ -103,6 +103,7 @@ type Snapshot struct {
 	Time          time.Time `json:"time"`
 	AnsweredBy    string    `json:"answeredBy"`
 	Group         string    `json:"group"`
+	GroupID       string    `json:"groupId"` // "" until the group is named
 	Term          uint64    `json:"term"`
 	Leader        string    `json:"leader"`
 	LeaderChanges uint64    `json:"leaderChanges"`
@@ -404,7 +405,7 @@ func (c *Console) snapshot(ctx context.Context, view, user string) Snapshot {
 	if err != nil {
 		snap.Error = err.Error()
 	}
-	snap.AnsweredBy, snap.Group, snap.Term, snap.Leader, snap.LeaderChanges = st.AnsweredBy, st.Group, st.Term, st.LeaderID, st.LeaderChanges
+	snap.AnsweredBy, snap.Group, snap.GroupID, snap.Term, snap.Leader, snap.LeaderChanges = st.AnsweredBy, st.Group, st.GroupID, st.Term, st.LeaderID, st.LeaderChanges
 	snap.Nodes = nodesOf(st, snap.Nodes)
 	if len(snap.Nodes) > 0 {
 		snap.GroupReads = groupReads(snap.Nodes)

@@ -20,7 +20,7 @@ import (
 )
 
 func fakeStatus() (broker.Status, error) {
-	return broker.Status{Group: "g1", Term: 4, LeaderID: "n1", AnsweredBy: "n2", Nodes: []broker.NodeStatus{
+	return broker.Status{Group: "g1", GroupID: "5c0e9d2a41f3b87e", Term: 4, LeaderID: "n1", AnsweredBy: "n2", Nodes: []broker.NodeStatus{
 		{ID: "n1", Role: "leader", Healthy: true, Term: 4, Applied: 10, Commit: 10, Last: 10, HTTPAddr: "127.0.0.1:1"},
 		{ID: "n2", Role: "follower", Healthy: true, Term: 4, Applied: 7, Commit: 10, Last: 10, Lag: 3, HTTPAddr: "127.0.0.1:2"},
 	}}, nil
@@ -82,7 +82,7 @@ func TestConsoleEvents(t *testing.T) {
 	}
 	r := bufio.NewReader(resp.Body)
 	s := readEvent(t, r)
-	if s.Group != "g1" || s.Leader != "n1" || s.AnsweredBy != "n2" || len(s.Nodes) != 2 || s.Nodes[1].Lag != 3 || s.Nodes[0].HTTPAddr != "127.0.0.1:1" {
+	if s.Group != "g1" || s.GroupID != "5c0e9d2a41f3b87e" || s.Leader != "n1" || s.AnsweredBy != "n2" || len(s.Nodes) != 2 || s.Nodes[1].Lag != 3 || s.Nodes[0].HTTPAddr != "127.0.0.1:1" {
 		t.Fatalf("first snapshot %+v", s)
 	}
 	waitStreams(t, c, 1)

@@ -87,9 +87,6 @@ type Hooks struct {
 	// wait blocks until it is applied and returns the state machine's
 	// answer for the request (refused) or the write's error (err).
 	Submit func(stop <-chan struct{}, req raftlog.Request) (size int, wait func() (refused, err error), err error)
-	// CannotRead is told that this leader lacks the body of a waiting
-	// message at log index: another node should deliver it.
-	CannotRead func(index uint64)
 	// ReplicaErr maps an error of the state to the broker's.
 	ReplicaErr func(error) error
 }
@@ -246,10 +243,6 @@ func (s *Scheduler) round(stop <-chan struct{}, heads map[uint32]head, first uin
 		reqs, due, err := s.dueRequests(q, c, now)
 		if err != nil {
 			s.log.Warn("scheduler: cannot read schedule queue", "queue", q, "offset", c, "error", err)
-			var ns *NotServedError
-			if errors.As(err, &ns) && ns.NotHeld {
-				s.hooks.CannotRead(ns.Index)
-			}
 			earliest(now.Add(scheduleRetry))
 			continue
 		}

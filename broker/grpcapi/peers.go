@@ -121,7 +121,7 @@ func (p *Peers) NodeState(ctx context.Context, addr string) (broker.NodeState, e
 	return broker.NodeState{ID: r.Id, Role: r.Role, Term: r.Term, Applied: r.AppliedIndex, Commit: r.CommitIndex,
 		Last: r.LastIndex, First: r.FirstIndex, Load: r.Load, Loaded: r.Loaded, LeaderID: r.LeaderId,
 		Damaged: r.Damaged, DamagedIndex: r.DamagedIndex, DamagedReason: r.DamagedReason,
-		ServedAsLeader: r.ServedAsLeader, ServedAsFollower: r.ServedAsFollower}, nil
+		ServedAsLeader: r.ServedAsLeader, ServedAsFollower: r.ServedAsFollower, BatchReadVersion: r.BatchReadVersion}, nil
 }
 
 // GroupStatus asks the node at addr, of this group or another, for its

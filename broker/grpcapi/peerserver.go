@@ -32,7 +32,7 @@ func (s *PeerServer) NodeState(ctx context.Context, req *api.NodeStateRequest) (
 	return &api.NodeStateResponse{Id: st.ID, Role: st.Role, Term: st.Term, AppliedIndex: st.Applied, CommitIndex: st.Commit,
 		LastIndex: st.Last, FirstIndex: st.First, Load: st.Load, Loaded: st.Loaded, LeaderId: st.LeaderID,
 		Damaged: st.Damaged, DamagedIndex: st.DamagedIndex, DamagedReason: st.DamagedReason,
-		ServedAsLeader: st.ServedAsLeader, ServedAsFollower: st.ServedAsFollower}, nil
+		ServedAsLeader: st.ServedAsLeader, ServedAsFollower: st.ServedAsFollower, BatchReadVersion: st.BatchReadVersion}, nil
 }
 
 // Register records a node's addresses.

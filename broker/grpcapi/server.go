@@ -11,6 +11,7 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -70,7 +71,7 @@ func ServerOptions(b *broker.Broker) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(RecvLimit(b.Config().MaxRequestBytes)),
 		grpc.MaxSendMsgSize(MaxMessageSize),
-		grpc.InTapHandle(admitProduce(b.AdmitProduce)),
+		grpc.InTapHandle(admit(b)),
 		grpc.UnknownServiceHandler(legacyHandler(NewPeerServer(b, nil))),
 	}
 }
@@ -113,17 +114,47 @@ func isPeerMethod(m string) bool {
 		m == api.UsersCallMethod // without enforced authentication, user management is for holders of a cluster certificate
 }
 
-// admitProduce refuses produce calls, before their request is read, while
-// admit reports an error.
-func admitProduce(admit func() error) tap.ServerInHandle {
+// admission is what admit asks of the broker.
+type admission interface {
+	AdmitProduce() error
+	GroupID() string
+	Config() broker.Config
+}
+
+// admit refuses, before its request is read, a call that names another
+// group than b's (sameGroup), and a produce call while b.AdmitProduce
+// reports an error.
+func admit(b admission) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if err := sameGroup(b, info.Header); err != nil {
+			return ctx, err
+		}
 		if info.FullMethodName == api.Broker_Produce_FullMethodName {
-			if err := admit(); err != nil {
+			if err := b.AdmitProduce(); err != nil {
 				return ctx, toStatus(err)
 			}
 		}
 		return ctx, nil
 	}
+}
+
+// sameGroup refuses a call whose api.GroupIDKey names another group id
+// than the one b knows: the client knew this address as a node of that
+// group, and another group answers here now. A call that names none
+// passes, and so does every call while b knows no id (a group not named
+// yet, or a node started empty that has not caught up with its group).
+func sameGroup(b admission, md metadata.MD) error {
+	v := md.Get(api.GroupIDKey)
+	if len(v) == 0 || v[0] == "" {
+		return nil
+	}
+	own := b.GroupID()
+	if own == "" || own == v[0] {
+		return nil
+	}
+	cfg := b.Config()
+	return reasonError(codes.FailedPrecondition, api.ReasonOtherGroup,
+		fmt.Sprintf("node %s belongs to group %q (id %s), not to the group with id %s this call is for", cfg.NodeID, cfg.Group, own, v[0]))
 }
 
 // toStatus answers err with the gRPC code broker.CodeOf gives it. Clients
@@ -146,8 +177,14 @@ func toStatus(err error) error {
 // that a client tells it from other invalid requests without reading the
 // message: the request was refused for good and nothing of it was stored.
 func sequenceReused(err error) error {
-	st := status.New(codes.InvalidArgument, err.Error())
-	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Domain: api.ErrorDomain, Reason: api.ReasonSequenceReused}); derr == nil {
+	return reasonError(codes.InvalidArgument, api.ReasonSequenceReused, err.Error())
+}
+
+// reasonError is a status error with code and msg that carries an
+// ErrorInfo of raftmq's domain naming reason (api/errors.go).
+func reasonError(code codes.Code, reason, msg string) error {
+	st := status.New(code, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Domain: api.ErrorDomain, Reason: reason}); err == nil {
 		st = d
 	}
 	return st.Err()
@@ -494,7 +531,7 @@ func (s *Server) Status(ctx context.Context, req *api.StatusRequest) (*api.Statu
 }
 
 func statusResponse(st *broker.Status) *api.StatusResponse {
-	out := &api.StatusResponse{Group: st.Group, Term: st.Term, LeaderId: st.LeaderID, LeaderAddress: st.LeaderAddr,
+	out := &api.StatusResponse{Group: st.Group, GroupId: st.GroupID, Term: st.Term, LeaderId: st.LeaderID, LeaderAddress: st.LeaderAddr,
 		AnsweredBy: st.AnsweredBy, LeaderChanges: st.LeaderChanges}
 	for _, n := range st.Nodes {
 		ns := &api.NodeStatus{Id: n.ID, Role: n.Role, RaftAddress: n.RaftAddr, ClientAddress: n.ClientAddr, HttpAddress: n.HTTPAddr,

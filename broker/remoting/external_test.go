@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/client/cluster"
 	"github.com/raftmq/raftmq/internal/servertest"
@@ -68,10 +69,13 @@ func TestNodesRegisterInternalAndExternalAddresses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := gcl.Status(ctx)
-		if err != nil {
-			t.Fatalf("%s: status: %v", tc.name, err)
-		}
+		// The leader's addresses are known once its registration is
+		// applied, which may come after the name server has its entry.
+		var st *api.StatusResponse
+		waitUntil(t, tc.name+" status naming the leader's address", func() bool {
+			st, err = gcl.Status(ctx)
+			return err == nil && st.LeaderAddress != ""
+		})
 		if st.LeaderAddress != tc.client {
 			t.Errorf("%s: status names the leader at %s, want %s", tc.name, st.LeaderAddress, tc.client)
 		}

@@ -32,6 +32,10 @@ type NodeState struct {
 	// to consumers since it started, as leader and as follower.
 	ServedAsLeader   uint64
 	ServedAsFollower uint64
+	// BatchReadVersion is the highest batch version of the Raft log the
+	// node reads (0: a node of a release that does not say, which reads
+	// version 1 only).
+	BatchReadVersion uint32
 }
 
 // Peer is what a node last heard from another: its latest state, when

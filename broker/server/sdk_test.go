@@ -113,8 +113,14 @@ func TestSendAsync(t *testing.T) {
 func TestBusyLeaderHoldsProducersBack(t *testing.T) {
 	c := newCluster(t, 3, func(_ int, cfg *server.Config) { cfg.Broker.MaxPendingBytes = 1 << 20 })
 	l := c.Leader()
-	ctx := ctxT(t, 90*time.Second)
-	cl := c.Client(t)
+	ctx := ctxT(t, 4*time.Minute)
+	// 24 MiB through a 1 MiB budget under -race on a loaded machine: the
+	// sends may retry for longer than the SDK's default 30 s.
+	cl, err := client.New(client.Config{Servers: c.Addrs(), RetryTimeout: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
 	if _, err := cl.CreateTopic(ctx, "busy", 2, false); err != nil {
 		t.Fatal(err)
 	}

@@ -261,6 +261,9 @@ func Start(cfg Config) (_ *Server, err error) {
 		bc.ClientAddr = s.lis.Addr().String()
 	}
 	bc.Logger = log.Named("broker")
+	if bc.GroupIDFile == "" {
+		bc.GroupIDFile = filepath.Join(cfg.DataDir, "GROUP_ID")
+	}
 	if bc.KeyIndexDir == "" {
 		bc.KeyIndexDir = filepath.Join(cfg.DataDir, "keyindex")
 	}
@@ -316,7 +319,12 @@ func Start(cfg Config) (_ *Server, err error) {
 	// A damaged queue index is rebuilt from this node's log.
 	fsm.StartRebuilds(s.stores)
 	s.stores.WatchApplied(fsm.Applied)
+	// A leader's own appends return before their fsync (raftlog's
+	// OverlapWhen, below): its state machine applies, and its followers
+	// learn as committed, only what its log has fsynced.
+	fsm.AwaitStoredBy(func(idx uint64) error { return s.stores.AwaitStored(idx, nil) })
 	rc := cfg.Raft
+	rc.CommitBound = s.stores.Stored
 	rc.Logger = log.Named("election")
 	rc.TLS = s.tls
 	// The node closes fsm from here on, also when it fails to start.
@@ -339,6 +347,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		}
 	}
 	cleanup = append(cleanup, func() { s.node.Kill() })
+	s.stores.OverlapWhen(s.node.Leads)
 	s.store = store.New(fsm, s.node)
 	s.peers = grpcapi.NewPeers(cfg.PeerDial, s.tls)
 	cleanup = append(cleanup, func() { s.peers.Close() })

@@ -191,7 +191,7 @@ func flagString(f cli.Flag) string {
 // sharedEnv are the flags that mean the same to every command that has
 // them (where the group or its name servers are, how long to try): they
 // read RAFTMQ_<FLAG> everywhere.
-var sharedEnv = map[string]bool{"servers": true, "timeout": true, "namesrv": true,
+var sharedEnv = map[string]bool{"servers": true, "timeout": true, "namesrv": true, "group-id": true,
 	"tls-ca": true, "tls-cert": true, "tls-key": true, "tls-server-name": true,
 	"access-key": true, "secret-key-file": true}
 
@@ -257,6 +257,8 @@ func clientFlags(extra ...cli.Flag) []cli.Flag {
 			Usage: "comma list of client API addresses of any nodes of the group"},
 		&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second,
 			Usage: "give up on a request (after retries across leader changes) after this long"},
+		&cli.StringFlag{Name: "group-id",
+			Usage: "the `ID` of the group meant, as raftmq status shows it: a node of another group at one of the addresses refuses the calls (default: the first group that answers)"},
 	}, append(clientTLSFlags(), extra...)...)
 }
 
@@ -318,6 +320,7 @@ func newClient(c *cli.Context) (*client.Client, error) {
 		return nil, err
 	}
 	cfg.RetryTimeout = c.Duration("timeout")
+	cfg.GroupID = c.String("group-id")
 	// A command pointed at a wrong or dead address says so after a moment
 	// and stops once every address has refused for a while; a consumer that
 	// follows the topic keeps waiting, as it would through a group restart.

@@ -184,7 +184,7 @@ func statusCommand() *cli.Command {
 			if leader == "" {
 				leader = "(none)"
 			}
-			fmt.Fprintf(w, "group %s   term %d   leader %s %s   (answered by %s)\n\n", st.Group, st.Term, leader, st.LeaderAddress, st.AnsweredBy)
+			fmt.Fprintf(w, "group %s (id %s)   term %d   leader %s %s   (answered by %s)\n\n", st.Group, orDash(st.GroupId), st.Term, leader, st.LeaderAddress, st.AnsweredBy)
 			fmt.Fprintln(w, "ID\tROLE\tTERM\tHEALTHY\tCLIENT\tRAFT\tFIRST\tAPPLIED\tCOMMIT\tLAST\tLAG\tLOAD\tVOTER")
 			for _, n := range st.Nodes {
 				if n.Role == mq.RoleDown || n.Role == mq.RoleUnknown {
@@ -302,6 +302,7 @@ func settleLeader(st *api.StatusResponse) (stale map[string]bool) {
 
 type statusOut struct {
 	Group         string     `json:"group"`
+	GroupID       string     `json:"group_id"`
 	Term          uint64     `json:"term"`
 	LeaderID      string     `json:"leader_id"`
 	LeaderAddress string     `json:"leader_address"`
@@ -310,9 +311,17 @@ type statusOut struct {
 	Nodes         []nodeJSON `json:"nodes"`
 }
 
+// orDash is s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 func statusJSON(st *api.StatusResponse) statusOut {
 	stale := settleLeader(st)
-	out := statusOut{Group: st.Group, Term: st.Term, LeaderID: st.LeaderId, LeaderAddress: st.LeaderAddress,
+	out := statusOut{Group: st.Group, GroupID: st.GroupId, Term: st.Term, LeaderID: st.LeaderId, LeaderAddress: st.LeaderAddress,
 		AnsweredBy: st.AnsweredBy, LeaderChanges: st.LeaderChanges, Nodes: []nodeJSON{}}
 	for _, n := range st.Nodes {
 		out.Nodes = append(out.Nodes, nodeJSON{ID: n.Id, Role: n.Role, RaftAddress: n.RaftAddress, ClientAddress: n.ClientAddress,
@@ -531,6 +540,21 @@ type ackJSON struct {
 	Transaction string `json:"transaction,omitempty"`
 }
 
+// unanswered is the error every message of a produce fails with, unsent,
+// when its topic probe got no answer within --timeout (nil when it got
+// one): the sends would only wait as long again for the same silence.
+// Whether the probe's last attempt may have reached a node does not
+// matter, the messages are not sent at all.
+func unanswered(probeErr error) error {
+	switch {
+	case errors.Is(probeErr, client.ErrNoConnection):
+		return probeErr
+	case errors.Is(probeErr, context.DeadlineExceeded), status.Code(probeErr) == codes.DeadlineExceeded:
+		return fmt.Errorf("%w: %w: %w", client.ErrNotSent, client.ErrNoConnection, probeErr)
+	}
+	return nil
+}
+
 func runProduce(c *cli.Context) error {
 	topic := c.String("topic")
 	if topic == "" {
@@ -610,12 +634,7 @@ func runProduce(c *cli.Context) error {
 	_, derr := cl.DescribeTopic(dctx, topic)
 	dcancel()
 	missing := status.Code(derr) == codes.NotFound
-	// No node answered within --timeout: sending would only wait as long
-	// again for the same answer, so every message fails with it unsent.
-	var noNode error
-	if errors.Is(derr, client.ErrNoConnection) {
-		noNode = derr
-	}
+	noNode := unanswered(derr)
 
 	// The input is read in batches numbered by their first line (or
 	// argument); reading stops at the interrupt, and no batch is sent

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -12,8 +14,11 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/client"
 )
 
 func runCLI(args ...string) (stdout, stderr string, code int) {
@@ -256,6 +261,28 @@ func TestJSONBodyKeepsBinary(t *testing.T) {
 // An address that accepts connections and never answers (a paused process,
 // a blackhole) fails within about --timeout, naming it; before, produce
 // waited out --timeout twice.
+// TestUnansweredProbeFailsEveryMessageUnsent: a topic probe that got no
+// answer in time, whether or not the SDK could tell its attempts never
+// reached a node, fails every message as not stored without sending it;
+// any answer, even an error, lets the sends go.
+func TestUnansweredProbeFailsEveryMessageUnsent(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("%w: %w: %w (last error ...)", client.ErrNotSent, client.ErrNoConnection, context.DeadlineExceeded),
+		fmt.Errorf("%w (last error, from 127.0.0.1:1: context deadline exceeded)", context.DeadlineExceeded),
+		status.Error(codes.DeadlineExceeded, "context deadline exceeded"),
+	} {
+		got := unanswered(err)
+		if got == nil || client.Classify(got) != client.Failed || !errors.Is(got, client.ErrNoConnection) {
+			t.Errorf("probe error %q: messages fail with %v (%v), want failed, not sent", err, got, client.Classify(got))
+		}
+	}
+	for _, err := range []error{nil, status.Error(codes.NotFound, "no topic x"), status.Error(codes.PermissionDenied, "denied")} {
+		if got := unanswered(err); got != nil {
+			t.Errorf("probe error %v: messages fail unsent with %v, want them sent", err, got)
+		}
+	}
+}
+
 func TestProduceToSilentAddressFailsWithinTimeout(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0") // never accepted: the kernel completes connections
 	if err != nil {

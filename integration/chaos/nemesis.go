@@ -627,10 +627,10 @@ func (nm *Nemesis) apply(ctx context.Context, kind string, rng *rand.Rand, used 
 		if err := c.Stop(n, 10*time.Second); err != nil {
 			return nil, err
 		}
-		desc, err := FlipByte(n.Data, variant, bodies, rng, nm.Retention)
+		desc, _, err := FlipByte(n.Data, variant, bodies, rng, nm.Retention)
 		if err != nil && variant == FlipBody {
 			variant = FlipFrame
-			desc, err = FlipByte(n.Data, variant, nil, rng, nm.Retention)
+			desc, _, err = FlipByte(n.Data, variant, nil, rng, nm.Retention)
 		}
 		if err != nil {
 			nm.Rec.Event(kind, "%s: cannot corrupt (%v); restarting it as is", n.ID, err)
@@ -906,11 +906,44 @@ func (nm *Nemesis) rebuildDamaged(ctx context.Context, durability string) int {
 func cutMarks(log string) int {
 	n := 0
 	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, "damaged log entry: it is not served") && strings.Contains(l, raftlog.ErrCutBelowApplied.Error()) {
+		if isCutMark(l) {
 			n++
 		}
 	}
 	return n
+}
+
+func isCutMark(line string) bool {
+	return strings.Contains(line, "damaged log entry: it is not served") && strings.Contains(line, raftlog.ErrCutBelowApplied.Error())
+}
+
+// cutTimes are the times, since start, of the lines of a server log that
+// report a cut below the applied index (each line begins with its time).
+func cutTimes(log string, start time.Time) []time.Duration {
+	var out []time.Duration
+	for _, l := range strings.Split(log, "\n") {
+		if !isCutMark(l) {
+			continue
+		}
+		stamp, _, _ := strings.Cut(l, " ")
+		if t, err := time.Parse(time.RFC3339Nano, stamp); err == nil {
+			out = append(out, t.Sub(start))
+		}
+	}
+	return out
+}
+
+// nodeCuts are the cuts below the applied index that every node's log
+// reports, on the clock that began at start.
+func nodeCuts(nodes []*Node, start time.Time) []history.NodeCut {
+	var out []history.NodeCut
+	for _, n := range nodes {
+		b, _ := os.ReadFile(n.Log)
+		for _, at := range cutTimes(string(b), start) {
+			out = append(out, history.NodeCut{Node: n.ID, At: at})
+		}
+	}
+	return out
 }
 
 // pickMaybeLeader picks the leader half the time, else any running node
@@ -1078,7 +1111,7 @@ func (nm *Nemesis) corruptRunning(ctx context.Context, rng *rand.Rand, used map[
 			bodies = nm.Rec.AckedBodiesIn(rng, 50, lo+(hi-lo)/2, hi)
 		}
 	}
-	desc, err := FlipByte(l.Data, FlipBody, bodies, rng, nm.Retention)
+	desc, file, err := FlipByte(l.Data, FlipBody, bodies, rng, nm.Retention)
 	if err != nil {
 		return err
 	}
@@ -1100,7 +1133,17 @@ func (nm *Nemesis) corruptRunning(ctx context.Context, rng *rand.Rand, used map[
 		nm.judgeRunningDamage(ctx, l)
 		c.Stop(l, 10*time.Second)
 	}
-	if nm.restart(ctx, l, "after its running log was damaged") == restartOK {
+	// Retention may have deleted the damaged segment while the node ran:
+	// then it restarts without the damage.
+	_, statErr := os.Stat(file)
+	if errors.Is(statErr, os.ErrNotExist) {
+		nm.Rec.Event(FaultCorruptRunning, "%s: retention deleted the damaged segment %s before the restart", l.ID, filepath.Base(file))
+		nm.outcome(FaultCorruptRunning + ": damaged segment deleted by retention")
+		nm.mu.Lock()
+		delete(nm.damaged, l.ID)
+		nm.mu.Unlock()
+		nm.restart(ctx, l, "after retention deleted its damaged segment")
+	} else if nm.restart(ctx, l, "after its running log was damaged") == restartOK {
 		nm.violation(history.VNemesis, "%s restarted with a damaged log (%s): it must refuse", l.ID, desc)
 	}
 	// A follower that did not catch up from the damaged leader gets another
@@ -1197,12 +1240,30 @@ func (nm *Nemesis) awaitStart(ctx context.Context, n *Node) (restartResult, stri
 			}
 			return restartRefused, log
 		}
-		if _, err := nm.C.StatusOf(ctx, n); err == nil {
-			return restartOK, ""
+		if st, err := nm.C.StatusOf(ctx, n); err == nil && answeredBy(st, n) {
+			if _, exited := nm.C.WaitExit(n, 0); !exited {
+				return restartOK, ""
+			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	return restartStuck, n.LogSinceStart()
+}
+
+// answeredBy reports whether st is node n's own answer: its id and its
+// Raft address. Another process may hold n's client address while n is
+// down (the port is free then), a raftmq node of another group among
+// them, and its answer must not pass for n's start.
+func answeredBy(st *api.StatusResponse, n *Node) bool {
+	if st.GetAnsweredBy() != n.ID {
+		return false
+	}
+	for _, ns := range st.GetNodes() {
+		if ns.GetId() == n.ID {
+			return ns.GetRaftAddress() == n.Raft
+		}
+	}
+	return false
 }
 
 // restart starts a stopped node. A node that refuses to start is repaired

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/raftmq/raftmq/api"
+	"github.com/raftmq/raftmq/internal/localgroup"
 )
 
 // Regression tests for bugs the chaos runs found. Each is named after its
@@ -139,7 +140,7 @@ func TestRegressionDamagedLogRefusalPanics(t *testing.T) {
 	if err := c.Stop(n, 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	desc, err := FlipByte(n.Data, FlipBody, bodies[5:6], rand.New(rand.NewSource(1)), false)
+	desc, _, err := FlipByte(n.Data, FlipBody, bodies[5:6], rand.New(rand.NewSource(1)), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,5 +232,48 @@ func TestRegressionWALStuckAfterDiskFull(t *testing.T) {
 			t.Fatalf("30s after space was freed the node is up and still refuses writes: %v (%d \"segment is sealed\" errors in its log)", err, sealed)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestAnsweredByKnowsANodeFromAStranger: a restart counts only once the
+// node itself answers. While it is down its client port is free, and a
+// raftmq node of another group that took the port (same id, its own Raft
+// address) must not pass for it: such a stranger acknowledged writes of a
+// run once, which the checker then found lost.
+func TestAnsweredByKnowsANodeFromAStranger(t *testing.T) {
+	n := &Node{Node: &localgroup.Node{ID: "n3", Raft: "127.0.0.1:28859"}}
+	status := func(by, raft string) *api.StatusResponse {
+		return &api.StatusResponse{AnsweredBy: by, Nodes: []*api.NodeStatus{{Id: "n1", RaftAddress: "127.0.0.1:1"}, {Id: by, RaftAddress: raft}}}
+	}
+	for _, c := range []struct {
+		st   *api.StatusResponse
+		want bool
+	}{
+		{status("n3", "127.0.0.1:28859"), true},
+		{status("n3", "127.0.0.1:40001"), false}, // another group's n3
+		{status("n2", "127.0.0.1:28859"), false},
+		{&api.StatusResponse{AnsweredBy: "n3"}, false}, // lists no node
+	} {
+		if got := answeredBy(c.st, n); got != c.want {
+			t.Errorf("answeredBy(%v) = %v, want %v", c.st, got, c.want)
+		}
+	}
+}
+
+// TestCutTimes reads when a node reported a cut below its applied index
+// from the lines of its log, on the run's clock, and nothing else.
+func TestCutTimes(t *testing.T) {
+	start := time.Date(2026, 12, 6, 15, 16, 22, 477e6, time.UTC)
+	log := `2026-12-06T15:16:23.000Z [INFO]  n1: raft: entering follower state
+2026-12-06T15:16:29.944Z [ERROR] n1: damaged log entry: it is not served or replicated from this node: index=1046 error="raft replaced log entries this node had applied: raft replaced the entries from index 1046 on with the leader's, but this node had applied up to 1065"
+2026-12-06T15:16:30.100Z [ERROR] n1: damaged log entry: it is not served or replicated from this node: index=7 error="checksum mismatch"
+2026-12-06T15:16:31.500Z [ERROR] n1: damaged log entry: it is not served or replicated from this node: index=1100 error="raft replaced log entries this node had applied: ..."`
+	got := cutTimes(log, start)
+	want := []time.Duration{7467 * time.Millisecond, 9023 * time.Millisecond}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("cut times %v, want %v", got, want)
+	}
+	if n := cutMarks(log); n != len(want) {
+		t.Fatalf("cutMarks counts %d, cutTimes finds %d", n, len(want))
 	}
 }

@@ -234,8 +234,15 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	// --chaos-lazyfs: every node's raft-wal writes reach its files only at
 	// fsync (a SIGKILL loses what was not synced yet, as a machine crash
 	// would) and the slow-disk faults can delay its fsyncs.
+	//
+	// --verify-log sync: the corrupt faults damage an entry of a stopped
+	// node and require it to refuse to start. By default a node checks
+	// before it starts only what it replays after its last snapshot and
+	// its unsynced tail; older entries are checked in the background and
+	// by every read (broker/server TestOldLogDamageFoundInTheBackground),
+	// so an older damaged entry would not refuse the start.
 	extra := []string{"--cold-read-bytes", "2048", "--load-threshold", plan.LoadThreshold, "--chaos-lazyfs",
-		"--durability", cfg.Durability}
+		"--durability", cfg.Durability, "--verify-log", "sync"}
 	if cfg.Durability == raftlog.QuorumMemory {
 		// Under the lazy file system a write reaches the file only when
 		// the durability syncer fsyncs it.
@@ -554,6 +561,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 	nemesis.mu.Lock()
 	h.MajorityCrashes = append([]history.MajorityCrash(nil), nemesis.Crashes...)
 	nemesis.mu.Unlock()
+	h.Cuts = nodeCuts(c.Nodes, time.UnixMilli(h.Start))
 	if len(h.SendBacks) > 0 {
 		h.Retry, h.DeadLetters = readCopies(ctx, c.ClientAddrs(), w.SendBackGroup, cfg.Seed, res)
 	}
@@ -625,6 +633,10 @@ func checkShared(ctx context.Context, c *Cluster, cfg RunConfig, sh, own *histor
 		c.At += shift
 		c.Recovered += shift
 		sh.MajorityCrashes = append(sh.MajorityCrashes, c)
+	}
+	for _, c := range own.Cuts {
+		c.At += shift
+		sh.Cuts = append(sh.Cuts, c)
 	}
 	rep := history.Check(sh)
 	if err != nil {

@@ -150,11 +150,11 @@ const (
 // where the old part of the log, or of its oldest segment, may be deleted
 // already and no longer read) it searches the newest segments first, and
 // FlipFrame damages an entry in the last quarter of the newest segment that
-// holds 8 entries or more.
-func FlipByte(dataDir, variant string, bodies []string, rng *rand.Rand, newest bool) (string, error) {
+// holds 8 entries or more. It returns what it did and the segment file.
+func FlipByte(dataDir, variant string, bodies []string, rng *rand.Rand, newest bool) (desc, file string, err error) {
 	files, err := segmentFiles(dataDir)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if newest {
 		for i, j := 0, len(files)-1; i < j; i, j = i+1, j-1 {
@@ -166,7 +166,7 @@ func FlipByte(dataDir, variant string, bodies []string, rng *rand.Rand, newest b
 		for _, f := range files {
 			b, err := os.ReadFile(f)
 			if err != nil {
-				return "", fmt.Errorf("read segment: %w", err)
+				return "", "", fmt.Errorf("read segment: %w", err)
 			}
 			for _, body := range bodies {
 				// Bodies are "name" or "name|padding": match the name and
@@ -178,20 +178,20 @@ func FlipByte(dataDir, variant string, bodies []string, rng *rand.Rand, newest b
 					}
 					pos := int64(i + len(body)/2)
 					if err := flipAt(f, pos); err != nil {
-						return "", err
+						return "", "", err
 					}
-					return fmt.Sprintf("flipped byte %d of %s (inside body %q; %d segment(s))", pos, filepath.Base(f), body, len(files)), nil
+					return fmt.Sprintf("flipped byte %d of %s (inside body %q; %d segment(s))", pos, filepath.Base(f), body, len(files)), f, nil
 				}
 			}
 		}
-		return "", errors.New("none of the given bodies was found in the log")
+		return "", "", errors.New("none of the given bodies was found in the log")
 	case FlipFrame:
 		var f string
 		var entries []walFrame
 		for _, f = range files {
 			s, err := readSegment(f)
 			if err != nil {
-				return "", err
+				return "", "", err
 			}
 			entries = entries[:0]
 			for _, fr := range s.frames {
@@ -204,7 +204,7 @@ func FlipByte(dataDir, variant string, bodies []string, rng *rand.Rand, newest b
 			}
 		}
 		if len(entries) < 8 {
-			return "", fmt.Errorf("segment %s holds only %d entries", filepath.Base(f), len(entries))
+			return "", "", fmt.Errorf("segment %s holds only %d entries", filepath.Base(f), len(entries))
 		}
 		// Well inside stored data: the second quarter, or with newest the
 		// last quarter but the last two entries.
@@ -214,12 +214,12 @@ func FlipByte(dataDir, variant string, bodies []string, rng *rand.Rand, newest b
 		}
 		fr := entries[first+rng.Intn(len(entries)/4)]
 		if err := flipAt(f, fr.off); err != nil {
-			return "", err
+			return "", "", err
 		}
 		return fmt.Sprintf("flipped the type byte of the entry frame at byte %d of %s (of %d entries; %d segment(s))",
-			fr.off, filepath.Base(f), len(entries), len(files)), nil
+			fr.off, filepath.Base(f), len(entries), len(files)), f, nil
 	}
-	return "", fmt.Errorf("flip variant %q: want %s or %s", variant, FlipBody, FlipFrame)
+	return "", "", fmt.Errorf("flip variant %q: want %s or %s", variant, FlipBody, FlipFrame)
 }
 
 func flipAt(path string, pos int64) error {

@@ -326,9 +326,12 @@ func (w *Workload) RunConsumer(ctx context.Context, name string, cfg client.Cons
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		recs, err := cons.Poll(pctx)
 		cancel()
+		// Every record of a poll was served when it returned; a send-back
+		// below may wait out a leader election before the next is looked at.
+		at := rec.Now()
 		for _, r := range recs {
 			rec.AddDelivery(history.Delivery{Consumer: name, Queue: r.Queue, Offset: r.Offset, ID: r.Id, Body: history.BodyName(r.Body),
-				Hash: history.BodyHash(r.Body), ServedBy: r.ServedBy, ServedByLeader: r.ServedByLeader, At: rec.Now()})
+				Hash: history.BodyHash(r.Body), ServedBy: r.ServedBy, ServedByLeader: r.ServedByLeader, At: at})
 			if sendBacks && rng.Intn(25) == 0 {
 				w.sendBack(ctx, cl, name, cfg.Group, r.Message, rng.Intn(4) == 0, rec)
 			}

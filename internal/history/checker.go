@@ -470,8 +470,8 @@ func Check(h *History) *Report {
 		if _, sentOK := sent[d.Body]; sentOK && (!ok || e.ID != d.ID || e.Body != d.Body || e.Hash != d.Hash) {
 			// An entry a majority crash removed was written within the
 			// crash's bound, and a node that kept it may have served it
-			// until the group replaced it, when it recovered.
-			if h.crashAllows(d.At) != nil {
+			// until the group replaced it there (crashServed).
+			if h.crashServed(&d) {
 				r.CrashDeliveries++
 				continue
 			}

@@ -105,3 +105,43 @@ func TestCheckMajorityCrashExcusesNoMisplacedOrDuplicate(t *testing.T) {
 		t.Fatalf("a misplaced message after a majority crash passed: %s", r.Summary())
 	}
 }
+
+// A node that kept entries a majority crash took from the group may serve
+// them after the group recovered, until it reports that raft replaced
+// them; after that report, or from a node that reported none, such a
+// delivery is a violation.
+func TestCheckCrashDeliveriesUntilTheServingNodesCut(t *testing.T) {
+	c := MajorityCrash{Nodes: []string{"n1", "n2"}, At: time.Second, Bound: 200 * time.Millisecond, Recovered: 1500 * time.Millisecond}
+	for _, tc := range []struct {
+		name string
+		cuts []NodeCut
+		ok   bool
+	}{
+		{"served before the serving node reported its cut", []NodeCut{{Node: "n3", At: 3 * time.Second}}, true},
+		{"served after the serving node reported its cut", []NodeCut{{Node: "n3", At: 1800 * time.Millisecond}}, false},
+		{"served by a node that reported no cut", []NodeCut{{Node: "n1", At: 3 * time.Second}}, false},
+		{"served by a node whose only cut came before the crash", []NodeCut{{Node: "n3", At: 500 * time.Millisecond}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := crashHistory(raftlog.QuorumMemory, c)
+			h.Cuts = tc.cuts
+			late := 0
+			for i := range h.Deliveries {
+				if d := &h.Deliveries[i]; d.Queue == 1 && d.Offset >= uint64(len(h.Final[1])) {
+					d.At, d.ServedBy, d.ServedByLeader = 2*time.Second, "n3", false
+					late++
+				}
+			}
+			if late == 0 {
+				t.Fatal("the history has no delivery of the lost entries")
+			}
+			r := Check(h)
+			if r.OK() != tc.ok {
+				t.Fatalf("OK=%v, want %v: %s %v", r.OK(), tc.ok, r.Summary(), r.Violations)
+			}
+			if !tc.ok && r.Counts[VDelivery] != late {
+				t.Fatalf("want %d delivery violations: %s", late, r.Summary())
+			}
+		})
+	}
+}

@@ -302,6 +302,17 @@ type History struct {
 	// the group's nodes that the run applied (SIGKILL under the lazy file
 	// system: each node lost what it had not fsynced).
 	MajorityCrashes []MajorityCrash `json:"majority_crashes,omitempty"`
+	// Cuts are the times a node reported, in its own log, that raft
+	// replaced log entries it had applied: until then, a node that kept
+	// entries a majority crash took from the group may serve them.
+	Cuts []NodeCut `json:"cuts,omitempty"`
+}
+
+// NodeCut is a node's report that raft replaced entries it had applied,
+// on the run's clock.
+type NodeCut struct {
+	Node string        `json:"node"`
+	At   time.Duration `json:"at_ns"`
 }
 
 // MajorityCrash is one simultaneous machine crash of a majority of a
@@ -348,6 +359,42 @@ func (h *History) crashOverlaps(from, to time.Duration) *MajorityCrash {
 		}
 	}
 	return nil
+}
+
+// crashServed reports whether delivery d, of an entry the final log does
+// not hold, may be of one a majority crash took from the group under
+// QuorumMemory: served no earlier than the first write the crash may have
+// lost, and before the serving node held the group's log again: until the
+// crash's recovery, or, on a node that had applied entries the crash
+// removed, until it reported their cut.
+func (h *History) crashServed(d *Delivery) bool {
+	if h.crashAllows(d.At) != nil {
+		return true
+	}
+	if h.Durability != raftlog.QuorumMemory {
+		return false
+	}
+	for _, c := range h.MajorityCrashes {
+		if d.At < c.At-c.Bound {
+			continue
+		}
+		if cut, ok := h.firstCut(d.ServedBy, c.At); ok && d.At <= cut {
+			return true
+		}
+	}
+	return false
+}
+
+// firstCut is when node first reported a cut at or after from.
+func (h *History) firstCut(node string, from time.Duration) (time.Duration, bool) {
+	var first time.Duration
+	found := false
+	for _, c := range h.Cuts {
+		if c.Node == node && c.At >= from && (!found || c.At < first) {
+			first, found = c.At, true
+		}
+	}
+	return first, found
 }
 
 // BodyHash is the hash the history keeps of a message body.

@@ -561,21 +561,38 @@ func (q *Queue) DropBelowIndex(below uint64) (uint64, error) {
 	return q.floor, nil
 }
 
+// FloorAt is the floor DropBelowIndex(below) would leave, without dropping
+// anything: the first offset of a record of log index below or above
+// (never below Floor), or Next when none is.
+func (q *Queue) FloorAt(below uint64) (uint64, error) {
+	if q.lastIndex == 0 || q.lastIndex < below {
+		return q.next, nil
+	}
+	first, err := q.firstAtOrAbove(below)
+	if err != nil {
+		return q.floor, err
+	}
+	return max(q.floor, first), nil
+}
+
 // firstAtOrAbove is the offset of the first record of log index below or
-// above, when the first file holds one or the records after it do.
+// above, the queue holding one (lastIndex >= below).
 func (q *Queue) firstAtOrAbove(below uint64) (uint64, error) {
 	if n := len(q.tail); n > 0 && below >= q.tail[0].Index {
 		return q.tail[sort.Search(n, func(i int) bool { return q.tail[i].Index >= below })].Base, nil
 	}
-	seg := q.segs[0]
+	// The last file whose first record is at or below below (the first
+	// file when none is).
+	si := max(0, sort.Search(len(q.segs), func(i int) bool { return q.segs[i].first > below })-1)
+	seg := q.segs[si]
 	i, err := q.search(seg, func(r Record) bool { return r.Index >= below })
 	if err != nil {
 		return 0, err
 	}
 	switch {
 	case i < seg.written:
-	case len(q.segs) > 1: // the next file starts at or above below
-		return q.segs[1].base, nil
+	case si+1 < len(q.segs): // the next file starts at or above below
+		return q.segs[si+1].base, nil
 	case i == 0: // every record of the only file is pending
 		return seg.base, nil
 	default: // the first pending record follows the last written one

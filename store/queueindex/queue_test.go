@@ -155,6 +155,23 @@ func TestDropBelow(t *testing.T) {
 			qs, _ := s.CreateTopic(TopicKey{Name: "t", Created: 1}, 1)
 			q := qs[0]
 			recs := fill(t, q, 350)
+			// FloorAt tells each floor DropBelowIndex would leave, from
+			// any file, and drops nothing.
+			for _, i := range []int{0, 57, 99, 100, 101, 220, 299, 300, 349} {
+				for _, below := range []uint64{recs[i].Index - 1, recs[i].Index} {
+					want := recs[i].Base
+					if below < recs[0].Index {
+						want = recs[0].Base
+					}
+					if got, err := q.FloorAt(below); err != nil || got != want {
+						t.Fatalf("FloorAt(%d) = %d, %v; want %d", below, got, err, want)
+					}
+				}
+			}
+			if got, err := q.FloorAt(recs[349].Index + 1); err != nil || got != q.Next() {
+				t.Fatalf("FloorAt past the last record = %d, %v; want next %d", got, err, q.Next())
+			}
+			checkAll(t, q, recs, 0)
 			floor, err := q.DropBelowIndex(recs[220].Index)
 			if err != nil || floor != recs[220].Base {
 				t.Fatalf("DropBelowIndex = %d, %v; want %d", floor, err, recs[220].Base)
@@ -169,6 +186,9 @@ func TestDropBelow(t *testing.T) {
 				t.Error("FindIndex found a record below the floor")
 			}
 			checkAll(t, q, recs, 220)
+			if got, _ := q.FloorAt(recs[100].Index); got != recs[220].Base {
+				t.Errorf("FloorAt below the floor = %d, want the floor %d", got, recs[220].Base)
+			}
 			// Between two entries: the floor is the next one's.
 			if floor, _ := q.DropBelowIndex(recs[230].Index - 1); floor != recs[230].Base {
 				t.Errorf("floor %d, want %d", floor, recs[230].Base)

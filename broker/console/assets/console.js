@@ -17,6 +17,7 @@
 
   function render(s) {
     text("group", s.group + (s.error ? " (" + s.error + ")" : ""));
+    document.getElementById("group").title = s.groupId ? "group id " + s.groupId : "";
     text("leader", s.leader || "none");
     text("term", s.term);
     text("changes", s.leaderChanges);
