@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -130,14 +131,8 @@ type TransactionProducer struct {
 // NewTransactionProducer returns a producer of cfg.Group and starts its
 // check-back.
 func (c *Client) NewTransactionProducer(cfg TransactionConfig) (*TransactionProducer, error) {
-	if cfg.Group == "" {
-		return nil, errors.New("transaction producer: no producer group (TransactionConfig.Group)")
-	}
-	if cfg.Check == nil {
-		return nil, errors.New("transaction producer: no check-back callback (TransactionConfig.Check)")
-	}
-	if cfg.Timeout < 0 || cfg.CheckInterval < 0 {
-		return nil, fmt.Errorf("transaction producer: timeout %v and check interval %v may not be negative", cfg.Timeout, cfg.CheckInterval)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTxnTimeout
@@ -148,13 +143,35 @@ func (c *Client) NewTransactionProducer(cfg TransactionConfig) (*TransactionProd
 	tp := &TransactionProducer{c: c, p: c.NewProducerWith(cfg.Producer), cfg: cfg,
 		topics: map[string]bool{}, local: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
 	for _, t := range cfg.Topics {
-		if t == "" {
-			return nil, errors.New("transaction producer: an empty topic in TransactionConfig.Topics")
-		}
 		tp.topics[t] = true
 	}
 	go tp.checkLoop()
 	return tp, nil
+}
+
+// Validate reports what in cfg a transaction producer cannot run with.
+func (cfg *TransactionConfig) Validate() error {
+	if cfg.Group == "" {
+		return errors.New("transaction producer: no producer group (TransactionConfig.Group)")
+	}
+	if cfg.Check == nil {
+		return errors.New("transaction producer: no check-back callback (TransactionConfig.Check)")
+	}
+	if cfg.Timeout < 0 || cfg.CheckInterval < 0 {
+		return fmt.Errorf("transaction producer: timeout %v and check interval %v may not be negative", cfg.Timeout, cfg.CheckInterval)
+	}
+	if slices.Contains(cfg.Topics, "") {
+		return errors.New("transaction producer: an empty topic in TransactionConfig.Topics")
+	}
+	return nil
+}
+
+// CheckTopic adds topic to the topics the check-back asks about (a topic
+// this producer sends to is added by the send).
+func (tp *TransactionProducer) CheckTopic(topic string) {
+	tp.mu.Lock()
+	tp.topics[topic] = true
+	tp.mu.Unlock()
 }
 
 // ID is the producer id the half messages are sent under.
@@ -188,9 +205,7 @@ func (tp *TransactionProducer) SendInTransaction(ctx context.Context, topic stri
 	props[mq.PropTransactionPrepared] = "true"
 	props[mq.PropProducerGroup] = tp.cfg.Group
 	msg.Properties = props
-	tp.mu.Lock()
-	tp.topics[topic] = true
-	tp.mu.Unlock()
+	tp.CheckTopic(topic)
 	acks, err := tp.p.Send(ctx, topic, msg)
 	if err != nil {
 		return TxnResult{}, err
