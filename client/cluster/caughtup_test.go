@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -14,18 +13,8 @@ import (
 // groups' messages, even when one group's poller joins its consumer group
 // later than the other's: `consume --namesrv` stops at CaughtUp.
 func TestCaughtUpWaitsForEveryGroup(t *testing.T) {
-	ns, _ := twoGroups(t)
-	c := newCluster(t, ns.Addr())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	waitFor(t, "both groups registered with a leader", func() bool {
-		gs, err := c.Refresh(ctx)
-		return err == nil && len(gs) == 2 && gs["ga"].Leader != "" && gs["gb"].Leader != ""
-	})
-	if _, err := c.CreateTopic(ctx, "t", 2, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the route", func() bool { r, err := c.Route(ctx, "t"); return err == nil && len(r.Queues) == 2 })
+	c, _, ctx := twoGroupCluster(t)
+	createTopic(ctx, t, c, "t", 2)
 	p := c.NewProducer(client.DefaultProducerConfig())
 	defer p.Close()
 	for _, g := range []string{"ga", "gb"} {

@@ -51,6 +51,34 @@ func newCluster(t *testing.T, nameServers ...string) *cluster.Cluster {
 	return c
 }
 
+// twoGroupCluster is twoGroups with a cluster client that has seen both
+// groups led, and a context that bounds the test.
+func twoGroupCluster(t *testing.T) (*cluster.Cluster, map[string]*servertest.Cluster, context.Context) {
+	t.Helper()
+	ns, groups := twoGroups(t)
+	c := newCluster(t, ns.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	waitFor(t, "both groups registered with a leader", func() bool {
+		gs, err := c.Refresh(ctx)
+		return err == nil && len(gs) == 2 && gs["ga"].Leader != "" && gs["gb"].Leader != ""
+	})
+	return c, groups, ctx
+}
+
+// createTopic creates topic with queues spread over the groups and waits
+// until its route lists them all.
+func createTopic(ctx context.Context, t *testing.T, c *cluster.Cluster, topic string, queues int) {
+	t.Helper()
+	if _, err := c.CreateTopic(ctx, topic, queues, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the route of "+topic, func() bool {
+		r, err := c.Route(ctx, topic)
+		return err == nil && len(r.Queues) == queues
+	})
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -63,14 +91,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestTopicAcrossTwoGroups(t *testing.T) {
-	ns, _ := twoGroups(t)
-	c := newCluster(t, ns.Addr())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	waitFor(t, "both groups registered with a leader", func() bool {
-		gs, err := c.Refresh(ctx)
-		return err == nil && len(gs) == 2 && gs["ga"].Leader != "" && gs["gb"].Leader != ""
-	})
+	c, _, ctx := twoGroupCluster(t)
 
 	// 5 queues over 2 groups: 3 + 2.
 	made, err := c.CreateTopic(ctx, "orders", 5, nil, false)
@@ -217,10 +238,7 @@ func TestUnpinnedWritesLeaveADeadGroup(t *testing.T) {
 		gs, err := c.Refresh(ctx)
 		return err == nil && len(gs) == 2 && gs["ga"].Leader != "" && gs["gb"].Leader != ""
 	})
-	if _, err := c.CreateTopic(ctx, "t", 4, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the route", func() bool { r, err := c.Route(ctx, "t"); return err == nil && len(r.Queues) == 4 })
+	createTopic(ctx, t, c, "t", 4)
 	p := c.NewProducer(client.DefaultProducerConfig())
 	defer p.Close()
 	for i := 0; i < 8; i++ {

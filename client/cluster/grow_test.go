@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -17,14 +16,7 @@ import (
 // server lists it or as it answers itself) is refused before anything is
 // created.
 func TestGrowTopicOntoAnotherGroup(t *testing.T) {
-	ns, groups := twoGroups(t)
-	c := newCluster(t, ns.Addr())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	waitFor(t, "both groups registered with a leader", func() bool {
-		gs, err := c.Refresh(ctx)
-		return err == nil && len(gs) == 2 && gs["ga"].Leader != "" && gs["gb"].Leader != ""
-	})
+	c, groups, ctx := twoGroupCluster(t)
 	if _, err := c.GrowTopic(ctx, "orders", 2, []string{"gb"}); !errors.Is(err, cluster.ErrTopicNotFound) {
 		t.Fatalf("grow a missing topic: %v", err)
 	}

@@ -1,10 +1,8 @@
 package cluster_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/client/cluster"
@@ -14,21 +12,8 @@ import (
 // every group, one queue after the other, as one group's producer spreads
 // them over its queues; the acks keep the messages' order.
 func TestOneSendSpreadsOverEveryGroup(t *testing.T) {
-	ns, _ := twoGroups(t)
-	c := newCluster(t, ns.Addr())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	waitFor(t, "both groups registered with a leader", func() bool {
-		gs, err := c.Refresh(ctx)
-		return err == nil && len(gs) == 2 && gs["ga"].Leader != "" && gs["gb"].Leader != ""
-	})
-	if _, err := c.CreateTopic(ctx, "spread", 4, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the route of spread", func() bool {
-		r, err := c.Route(ctx, "spread")
-		return err == nil && len(r.Queues) == 4
-	})
+	c, _, ctx := twoGroupCluster(t)
+	createTopic(ctx, t, c, "spread", 4)
 	p := c.NewProducer(client.DefaultProducerConfig())
 	defer p.Close()
 	msgs := make([]cluster.Message, 8)

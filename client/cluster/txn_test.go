@@ -20,21 +20,8 @@ import (
 // producer group that names the topic, in whichever group holds it, and
 // only that is asked about.
 func TestTransactionsAcrossGroups(t *testing.T) {
-	ns, _ := twoGroups(t)
-	c := newCluster(t, ns.Addr())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	waitFor(t, "both groups registered with a leader", func() bool {
-		gs, err := c.Refresh(ctx)
-		return err == nil && len(gs) == 2 && gs["ga"].Leader != "" && gs["gb"].Leader != ""
-	})
-	if _, err := c.CreateTopic(ctx, "pay", 4, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the route of pay", func() bool {
-		r, err := c.Route(ctx, "pay")
-		return err == nil && len(r.Queues) == 4
-	})
+	c, _, ctx := twoGroupCluster(t)
+	createTopic(ctx, t, c, "pay", 4)
 
 	never := func(context.Context, client.HalfMessage) client.TxnState { return client.TxnUnknown }
 	tp1, err := c.NewTransactionProducer(ctx, client.TransactionConfig{Group: "pg", Check: never, CheckInterval: time.Hour})
