@@ -163,4 +163,12 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 	if total["ga"] < 2+200 || total["gb"] != 3 {
 		t.Fatalf("messages per group after the run: %v, want ga at least 202, gb 3", total)
 	}
+
+	// topic delete through the name server: on both groups at once.
+	out = ga.mustCLI("", "topic", "delete", "spread", "--namesrv", nsa)
+	for _, g := range []string{"ga", "gb"} {
+		if !strings.Contains(out, "deleted topic spread on group "+g) {
+			t.Errorf("topic delete --namesrv: %q, want it deleted on %s", out, g)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -217,21 +218,9 @@ func holds(ctx context.Context, cl *client.Client, group, topic string) error {
 // returns each group's answer; the error joins a *GroupError per group
 // that failed.
 func (c *Cluster) UpdateTopic(ctx context.Context, topic string, perm uint32, groups []string) (map[string]*api.TopicInfo, error) {
-	all, err := c.Refresh(ctx)
+	groups, err := c.holders(ctx, topic, groups)
 	if err != nil {
 		return nil, err
-	}
-	r := routeOf(topic, all)
-	if len(r.Groups) == 0 {
-		return nil, fmt.Errorf("topic %s: %w", topic, ErrTopicNotFound)
-	}
-	if len(groups) == 0 {
-		groups = sortedNames(r.Groups)
-	}
-	for _, g := range groups {
-		if _, ok := r.Groups[g]; !ok {
-			return nil, &GroupError{Group: g, Err: fmt.Errorf("topic %s: %w here (held by %s)", topic, ErrTopicNotFound, strings.Join(sortedNames(r.Groups), ", "))}
-		}
 	}
 	var mu sync.Mutex
 	out := map[string]*api.TopicInfo{}
@@ -246,6 +235,55 @@ func (c *Cluster) UpdateTopic(ctx context.Context, topic string, perm uint32, gr
 		return nil
 	})
 	return out, err
+}
+
+// DeleteTopic deletes topic on every group that holds it, or on the
+// groups named (each must hold it, else ErrTopicNotFound before anything
+// is deleted); force deletes it while consumers of it are connected
+// (client.Client.DeleteTopic). It returns the groups it was deleted on;
+// the error joins a *GroupError per group that refused or failed, where
+// the topic is left as it was.
+func (c *Cluster) DeleteTopic(ctx context.Context, topic string, force bool, groups []string) ([]string, error) {
+	groups, err := c.holders(ctx, topic, groups)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	var deleted []string
+	err = c.eachGroup(ctx, groups, func(g string, cl *client.Client) error {
+		if err := cl.DeleteTopic(ctx, topic, force); err != nil {
+			return err
+		}
+		mu.Lock()
+		deleted = append(deleted, g)
+		mu.Unlock()
+		return nil
+	})
+	slices.Sort(deleted)
+	return deleted, err
+}
+
+// holders is the groups an admin change of topic applies to: those named,
+// each of which must hold topic as the name servers list it now, or else
+// every group that holds it (ErrTopicNotFound when none does).
+func (c *Cluster) holders(ctx context.Context, topic string, groups []string) ([]string, error) {
+	all, err := c.Refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := routeOf(topic, all)
+	if len(r.Groups) == 0 {
+		return nil, fmt.Errorf("topic %s: %w", topic, ErrTopicNotFound)
+	}
+	if len(groups) == 0 {
+		return sortedNames(r.Groups), nil
+	}
+	for _, g := range groups {
+		if _, ok := r.Groups[g]; !ok {
+			return nil, &GroupError{Group: g, Err: fmt.Errorf("topic %s: %w here (held by %s)", topic, ErrTopicNotFound, strings.Join(sortedNames(r.Groups), ", "))}
+		}
+	}
+	return groups, nil
 }
 
 // eachGroup calls f for every group named, at once, and joins their

@@ -351,6 +351,19 @@ func runTopicPermCluster(c *cli.Context, perm uint32) error {
 	})
 }
 
+// runTopicDeleteCluster is topic delete through the name servers: on
+// every group that holds the topic, or on those --groups names.
+func runTopicDeleteCluster(c *cli.Context) error {
+	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
+		topic := c.Args().First()
+		deleted, err := cl.DeleteTopic(ctx, topic, c.Bool("force"), groupsArg(c))
+		for _, g := range deleted {
+			fmt.Fprintf(c.App.Writer, "deleted topic %s on group %s\n", topic, g)
+		}
+		return clean(err)
+	})
+}
+
 // groupTopicJSON is a topic on one group of a cluster.
 type groupTopicJSON struct {
 	Group string `json:"group"`

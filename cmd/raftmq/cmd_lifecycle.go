@@ -29,11 +29,25 @@ func topicDeleteCommand() *cli.Command {
 		ArgsUsage: "NAME",
 		Description: "Refused while members of consumer groups subscribed to the topic are connected, unless --force.\n" +
 			"The messages stay on disk until retention deletes their log segments. A topic created again\n" +
-			"under the name starts empty (with auto-create on, the next produce creates it).",
-		Flags: clientFlags(&cli.BoolFlag{Name: "force", Usage: "delete even while consumers of the topic are connected"}),
+			"under the name starts empty (with auto-create on, the next produce creates it).\n" +
+			"With --namesrv: on every group that holds the topic (or the --groups named), each on its own: a\n" +
+			"group that refuses keeps the topic, and the command says which did and exits 1.",
+		Flags: clientFlags(&cli.BoolFlag{Name: "force", Usage: "delete even while consumers of the topic are connected"},
+			namesrvFlag(),
+			&cli.StringFlag{Name: "groups", Usage: "with --namesrv: the groups G1,G2 to delete it on (each must hold it)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usageError(c, "want exactly one NAME")
+			}
+			ns, err := viaNamesrv(c)
+			if err != nil {
+				return err
+			}
+			if ns {
+				return runTopicDeleteCluster(c)
+			}
+			if c.String("groups") != "" {
+				return usageError(c, "--groups names groups of a cluster: it needs --namesrv")
 			}
 			return withClient(c, func(ctx context.Context, cl *client.Client) error {
 				if err := cl.DeleteTopic(ctx, c.Args().First(), c.Bool("force")); err != nil {
