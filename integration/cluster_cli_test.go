@@ -135,6 +135,15 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 	if out := ga.mustCLI("", "group", "list", "--namesrv", nsa, "--broker-name", "ga"); strings.Contains(out, "cg1") {
 		t.Fatalf("group list of ga: %q, cg1 consumed from gb only", out)
 	}
+	// group describe through the name server: every group that knows cg1.
+	var cg []struct {
+		BrokerName string `json:"broker_name"`
+		Group      string `json:"group"`
+	}
+	if err := json.Unmarshal([]byte(ga.mustCLI("", "group", "describe", "cg1", "--namesrv", nsa, "--json")), &cg); err != nil ||
+		len(cg) != 1 || cg[0].BrokerName != "gb" || cg[0].Group != "cg1" {
+		t.Fatalf("group describe cg1 --namesrv: %+v (%v), want cg1 on gb only", cg, err)
+	}
 
 	// bench of one group.
 	var b struct {

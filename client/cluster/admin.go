@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
 )
@@ -334,6 +337,36 @@ func (c *Cluster) ListTopics(ctx context.Context) (map[string][]*api.TopicInfo, 
 		}
 		return err
 	})
+	return out, err
+}
+
+// DescribeConsumerGroup describes the consumer group on every registered
+// group that knows it (its members, queues, committed offsets and lag
+// there), as each group answers; ErrConsumerGroupNotFound when none does.
+// Groups that fail are left out; the error joins a *GroupError for each.
+func (c *Cluster) DescribeConsumerGroup(ctx context.Context, group string) (map[string]*api.DescribeGroupResponse, error) {
+	all, err := c.Refresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	out := map[string]*api.DescribeGroupResponse{}
+	err = c.eachGroup(ctx, sortedNames(all), func(g string, cl *client.Client) error {
+		d, err := cl.DescribeGroup(ctx, group)
+		switch {
+		case status.Code(err) == codes.NotFound:
+			return nil
+		case err != nil:
+			return err
+		}
+		mu.Lock()
+		out[g] = d
+		mu.Unlock()
+		return nil
+	})
+	if len(out) == 0 && err == nil {
+		return nil, fmt.Errorf("consumer group %s: %w", group, ErrConsumerGroupNotFound)
+	}
 	return out, err
 }
 

@@ -28,6 +28,9 @@ var (
 	ErrUnknownGroup = errors.New("no such group registered")
 	// ErrNoWritableGroup: every group of the topic refuses writes.
 	ErrNoWritableGroup = errors.New("no group of the topic takes writes")
+	// ErrConsumerGroupNotFound: no registered group knows the consumer
+	// group.
+	ErrConsumerGroupNotFound = errors.New("no group knows the consumer group")
 )
 
 // GroupError is a failure of one group; the others may have succeeded.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -361,6 +362,61 @@ func runTopicDeleteCluster(c *cli.Context) error {
 			fmt.Fprintf(c.App.Writer, "deleted topic %s on group %s\n", topic, g)
 		}
 		return clean(err)
+	})
+}
+
+// brokerGroupJSON is a consumer group on one group (broker name) of a
+// cluster.
+type brokerGroupJSON struct {
+	BrokerName string `json:"broker_name"`
+	groupOut
+}
+
+// runGroupDescribeCluster is group describe through the name servers: the
+// consumer group's queues, offsets and lag on every group that knows it.
+// A group that does not answer is reported and the exit status is
+// non-zero; the others are shown.
+func runGroupDescribeCluster(c *cli.Context) error {
+	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
+		byGroup, derr := cl.DescribeConsumerGroup(ctx, c.Args().First())
+		if byGroup == nil {
+			return clean(derr)
+		}
+		groups := sortedKeys(byGroup)
+		if c.Bool("json") {
+			rows := []brokerGroupJSON{}
+			for _, g := range groups {
+				rows = append(rows, brokerGroupJSON{BrokerName: g, groupOut: groupJSON(byGroup[g])})
+			}
+			if err := printJSON(c.App.Writer, rows); err != nil {
+				return err
+			}
+			return clean(derr)
+		}
+		var lag uint64
+		var members []string
+		for _, g := range groups {
+			for _, q := range byGroup[g].Queues {
+				lag += q.Lag
+			}
+			members = append(members, fmt.Sprintf("%s %d", g, len(byGroup[g].Members)))
+		}
+		w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(w, "consumer group %s on %s, total lag %d; members: %s\n", c.Args().First(), plural(len(groups), "group"), lag, strings.Join(members, ", "))
+		fmt.Fprintln(w, "GROUP\tTOPIC\tQUEUE\tCOMMITTED\tMAX\tLAG\tMEMBER")
+		for _, g := range groups {
+			for _, q := range byGroup[g].Queues {
+				committed := "-"
+				if q.Committed >= 0 {
+					committed = strconv.FormatInt(q.Committed, 10)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%d\t%s\n", g, q.Topic, q.Queue, committed, q.MaxOffset, q.Lag, q.MemberId)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		return clean(derr)
 	})
 }
 

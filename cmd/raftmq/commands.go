@@ -1179,12 +1179,18 @@ func groupCommand() *cli.Command {
 			},
 			{
 				Name:      "describe",
-				Usage:     "show a group's members, assigned queues, committed offsets and lag",
+				Usage:     "show a group's members, assigned queues, committed offsets and lag (with --namesrv: on every broker group that knows it)",
 				ArgsUsage: "GROUP",
-				Flags:     clientFlags(jsonFlag()),
+				Flags:     clientFlags(jsonFlag(), namesrvFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return usageError(c, "want exactly one GROUP")
+					}
+					if ok, err := viaNamesrv(c); err != nil || ok {
+						if err != nil {
+							return err
+						}
+						return runGroupDescribeCluster(c)
 					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						g, err := cl.DescribeGroup(ctx, c.Args().First())
