@@ -28,11 +28,12 @@ const (
 	methodRead        = api.Broker_ListTopics_FullMethodName
 	methodCreateTopic = api.Broker_CreateTopic_FullMethodName
 	methodDeleteTopic = api.Broker_DeleteTopic_FullMethodName
+	methodUpdateTopic = api.Broker_UpdateTopic_FullMethodName
 )
 
 var clusterAdmin = auth.Need{Action: auth.Admin, Resource: auth.ClusterResource}
 
-// topicAdmin is what creating or deleting a topic needs, as on the gRPC API.
+// topicAdmin is what creating, changing or deleting a topic needs, as on the gRPC API.
 func topicAdmin(topic string) []auth.Need {
 	return []auth.Need{{Action: auth.Admin, Resource: auth.Topic(topic)}}
 }
@@ -95,7 +96,7 @@ func (c *Console) guard(w http.ResponseWriter, r *http.Request) bool {
 		w.Header().Set("Vary", "Origin")
 	}
 	if r.Method == http.MethodOptions {
-		w.Header().Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+		w.Header().Set("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE")
 		w.Header().Set("Access-Control-Allow-Headers", CredentialHeader+", Content-Type")
 		w.Header().Set("Access-Control-Max-Age", "600")
 		w.WriteHeader(http.StatusNoContent)

@@ -22,6 +22,7 @@ type Broker interface {
 	Topics() []store.TopicInfo
 	ClientCreateTopic(ctx context.Context, name string, queues int32, ifNotExists bool) (store.TopicInfo, error)
 	DeleteTopic(ctx context.Context, name string, force bool) error
+	UpdateTopic(ctx context.Context, name string, perm *uint32) (store.TopicInfo, error)
 	ListGroups(ctx context.Context) ([]string, error)
 	DescribeGroup(ctx context.Context, group string) (broker.GroupInfo, error)
 	ResetGroup(ctx context.Context, req broker.ResetRequest) ([]store.OffsetEntry, error)
@@ -159,8 +160,34 @@ func DecodeCreateTopic(r io.Reader) (CreateTopic, error) {
 	return req, nil
 }
 
+// UpdateTopic is the body of PATCH /console/api/topics: the topic's new
+// permission, RocketMQ's bits (6 read and write, 4 read only, 2 write
+// only), as `raftmq topic update --perm` sets it.
+type UpdateTopic struct {
+	Name string `json:"name"`
+	Perm uint32 `json:"perm"`
+}
+
+// DecodeUpdateTopic reads and checks an UpdateTopic.
+func DecodeUpdateTopic(r io.Reader) (UpdateTopic, error) {
+	var req UpdateTopic
+	if err := decodeJSON(r, &req); err != nil {
+		return UpdateTopic{}, err
+	}
+	if err := store.ValidateName("topic", req.Name); err != nil {
+		return UpdateTopic{}, fmt.Errorf("%w: %w", errBadRequest, err)
+	}
+	switch req.Perm {
+	case store.PermRead, store.PermWrite, store.PermRead | store.PermWrite:
+	default:
+		return UpdateTopic{}, fmt.Errorf("%w: perm %d: want 6 (read and write), 4 (read only) or 2 (write only)", errBadRequest, req.Perm)
+	}
+	return req, nil
+}
+
 // topicsAPI serves /console/api/topics: GET lists (as the stream's topics
-// view does), POST creates, DELETE ?name=&force= deletes.
+// view does), POST creates, PATCH sets a permission, DELETE ?name=&force=
+// deletes.
 func (c *Console) topicsAPI(w http.ResponseWriter, r *http.Request) {
 	if !c.guard(w, r) {
 		return
@@ -189,6 +216,22 @@ func (c *Console) topicsAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusCreated, map[string]any{"name": ti.Name, "queues": len(ti.Queues)})
+	case http.MethodPatch:
+		req, err := DecodeUpdateTopic(r.Body)
+		if err != nil {
+			c.fail(w, err)
+			return
+		}
+		if err := c.checkCall(cred, methodUpdateTopic, topicAdmin(req.Name), r); err != nil {
+			c.fail(w, err)
+			return
+		}
+		ti, err := c.cfg.Broker.UpdateTopic(r.Context(), req.Name, &req.Perm)
+		if err != nil {
+			c.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"name": ti.Name, "perm": ti.Perm})
 	case http.MethodDelete:
 		name := r.URL.Query().Get("name")
 		if err := store.ValidateName("topic", name); err != nil {
@@ -210,7 +253,7 @@ func (c *Console) topicsAPI(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"deleted": name})
 	default:
-		methodNotAllowed(w, "GET", "POST", "DELETE")
+		methodNotAllowed(w, "GET", "POST", "PATCH", "DELETE")
 	}
 }
 

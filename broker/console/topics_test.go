@@ -23,6 +23,7 @@ import (
 // as a follower does.
 type fakeBroker struct {
 	topics    map[string]int32
+	perms     map[string]uint32
 	notLeader bool
 	resets    []broker.ResetRequest
 }
@@ -30,7 +31,7 @@ type fakeBroker struct {
 func (f *fakeBroker) Topics() []store.TopicInfo {
 	var out []store.TopicInfo
 	for name, n := range f.topics {
-		ti := store.TopicInfo{Name: name, Queues: make([]store.QueueRange, n)}
+		ti := store.TopicInfo{Name: name, Perm: f.perms[name], Queues: make([]store.QueueRange, n)}
 		for i := range ti.Queues {
 			ti.Queues[i] = store.QueueRange{Min: 1, Max: 5}
 		}
@@ -59,6 +60,65 @@ func (f *fakeBroker) DeleteTopic(_ context.Context, name string, _ bool) error {
 	}
 	delete(f.topics, name)
 	return nil
+}
+
+func (f *fakeBroker) UpdateTopic(_ context.Context, name string, perm *uint32) (store.TopicInfo, error) {
+	if _, ok := f.topics[name]; !ok {
+		return store.TopicInfo{}, fmt.Errorf("%w: topic %q", broker.ErrNotFound, name)
+	}
+	if f.perms == nil {
+		f.perms = map[string]uint32{}
+	}
+	f.perms[name] = *perm
+	return store.TopicInfo{Name: name, Perm: *perm}, nil
+}
+
+func TestDecodeUpdateTopic(t *testing.T) {
+	for _, tc := range []struct {
+		body, err string
+		want      UpdateTopic
+	}{
+		{body: `{"name":"orders","perm":6}`, want: UpdateTopic{Name: "orders", Perm: 6}},
+		{body: `{"name":"orders","perm":4}`, want: UpdateTopic{Name: "orders", Perm: 4}},
+		{body: `{"name":"orders","perm":2}`, want: UpdateTopic{Name: "orders", Perm: 2}},
+		{body: `{"name":"orders"}`, err: "perm 0: want 6"},
+		{body: `{"name":"orders","perm":7}`, err: "perm 7"},
+		{body: `{"name":"orders","perm":-1}`, err: "request body"},
+		{body: `{"name":"orders","perm":"6"}`, err: "request body"},
+		{body: `{"name":"bad name!","perm":6}`, err: "topic"},
+		{body: `{"name":"orders","perm":6,"force":true}`, err: "unknown field"},
+		{body: `{"name":"orders","perm":6} 1`, err: "data after"},
+		{body: `{"name":"` + strings.Repeat("a", 5000) + `","perm":6}`, err: "over 4096 bytes"},
+	} {
+		got, err := DecodeUpdateTopic(strings.NewReader(tc.body))
+		if tc.err == "" {
+			if err != nil || got != tc.want {
+				t.Errorf("%.60s: got %+v, %v; want %+v", tc.body, got, err, tc.want)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, broker.ErrInvalidArgument) {
+			t.Errorf("%.60s: error %v, want one with %q", tc.body, err, tc.err)
+		}
+	}
+}
+
+func FuzzDecodeUpdateTopic(f *testing.F) {
+	for _, s := range []string{`{"name":"orders","perm":6}`, `{"name":"a","perm":2}`, `{"perm":1e99}`, `[]`, `{"name":"x","perm":4}{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, err := DecodeUpdateTopic(bytes.NewReader(b))
+		if err != nil {
+			if !errors.Is(err, broker.ErrInvalidArgument) {
+				t.Fatalf("error %v is no invalid argument", err)
+			}
+			return
+		}
+		if store.ValidateName("topic", req.Name) != nil || (req.Perm != 2 && req.Perm != 4 && req.Perm != 6) {
+			t.Fatalf("accepted %+v", req)
+		}
+	})
 }
 
 func TestDecodeCreateTopic(t *testing.T) {
@@ -154,6 +214,10 @@ func TestTopicsAPI(t *testing.T) {
 		{"POST", "/console/api/topics", `{`, nil, 400, "request body"},
 		{"POST", "/console/api/topics", `{"name":"t3"}`, map[string]string{"Origin": "http://evil.example"}, 403, "another site"},
 		{"POST", "/console/api/topics", `{"name":"t3"}`, map[string]string{"Origin": "http://127.0.0.1:2"}, 201, ""}, // another node of the group
+		{"PATCH", "/console/api/topics", `{"name":"t1","perm":4}`, nil, 200, ""},
+		{"PATCH", "/console/api/topics", `{"name":"t1","perm":5}`, nil, 400, "perm 5"},
+		{"PATCH", "/console/api/topics", `{"name":"nope","perm":6}`, nil, 404, "not found"},
+		{"PATCH", "/console/api/topics", `{"name":"t1","perm":6}`, map[string]string{"Origin": "http://evil.example"}, 403, "another site"},
 		{"DELETE", "/console/api/topics?name=nope", "", nil, 404, "not found"},
 		{"DELETE", "/console/api/topics?name=t1&force=maybe", "", nil, 400, "force"},
 		{"DELETE", "/console/api/topics?name=", "", nil, 400, "topic"},
@@ -170,6 +234,9 @@ func TestTopicsAPI(t *testing.T) {
 	}
 	if _, ok := fb.topics["t1"]; ok {
 		t.Error("t1 not deleted")
+	}
+	if fb.perms["t1"] != store.PermRead {
+		t.Errorf("t1's perm %d, want the 4 the PATCH set (and nothing else)", fb.perms["t1"])
 	}
 	fb.notLeader = true
 	code, out := do(t, h, "POST", "/console/api/topics", `{"name":"t4"}`, nil)
@@ -215,6 +282,9 @@ func TestTopicsAPIAuth(t *testing.T) {
 		{"POST", "/console/api/topics", `{"name":"t1"}`, cred("reader", methodCreateTopic), 403, "may not"},
 		{"POST", "/console/api/topics", `{"name":"t1"}`, cred("admin", methodDeleteTopic), 401, "does not verify"}, // signed for another call
 		{"POST", "/console/api/topics", `{"name":"t1"}`, cred("admin", methodCreateTopic), 201, "t1"},
+		{"PATCH", "/console/api/topics", `{"name":"t1","perm":4}`, cred("reader", methodUpdateTopic), 403, "may not"},
+		{"PATCH", "/console/api/topics", `{"name":"t1","perm":4}`, cred("admin", methodDeleteTopic), 401, "does not verify"},
+		{"PATCH", "/console/api/topics", `{"name":"t1","perm":4}`, cred("admin", methodUpdateTopic), 200, `"perm":4`},
 		{"DELETE", "/console/api/topics?name=t1", "", cred("reader", methodDeleteTopic), 403, "may not"},
 		{"DELETE", "/console/api/topics?name=t1", "", cred("admin", methodDeleteTopic), 200, "t1"},
 	} {

@@ -201,7 +201,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	close(stopProducing)
 	t.Logf("page showed %.1f msg/s produced (%d requests of 20 sent)", v.ProduceRate, <-produced)
 
-	checkTopicsPage(ctx, t, page)
+	checkTopicsPage(ctx, t, page, b)
 	checkGroupsPage(ctx, t, page, b)
 	checkMessagesPage(ctx, t, page, b)
 
@@ -286,15 +286,19 @@ func TestConsoleInBrowser(t *testing.T) {
 
 // topicRow is one row of the topics page.
 type topicRow struct {
+	Perm     string `json:"perm"`
 	Queues   int    `json:"queues"`
 	Messages uint64 `json:"messages"`
 	Max      string `json:"max"`
+	Del      string `json:"del"` // the delete button's text
 }
 
 const readTopics = `(() => {
   const rows = {};
   document.querySelectorAll("#topics tbody tr").forEach(tr => {
-    rows[tr.dataset.name] = {queues: +tr.dataset.queues, messages: +tr.dataset.messages, max: tr.cells[4].textContent};
+    const del = tr.querySelector("button.del");
+    rows[tr.dataset.name] = {perm: tr.cells[1].textContent, queues: +tr.dataset.queues, messages: +tr.dataset.messages,
+      max: tr.cells[4].textContent, del: del ? del.textContent : ""};
   });
   const m = document.getElementById("topics-msg");
   return {rows: rows, msg: m.hidden ? "" : m.textContent, bad: m.classList.contains("bad"),
@@ -303,9 +307,10 @@ const readTopics = `(() => {
 
 // checkTopicsPage opens the topics page of the open console: it lists the
 // topic "orders" with the messages produced into it, creates a topic
-// through the page's form, refuses a bad name with the node's error, and
-// deletes the new topic with its two clicks.
-func checkTopicsPage(ctx context.Context, t *testing.T, page *headless.Page) {
+// through the page's form, refuses a bad name with the node's error, sets
+// the new topic read-only, and deletes it: refused while a consumer group
+// member reads it, then with a third click (Delete anyway?) forced.
+func checkTopicsPage(ctx context.Context, t *testing.T, page *headless.Page, b *broker.Broker) {
 	t.Helper()
 	type topicsView struct {
 		Rows      map[string]topicRow `json:"rows"`
@@ -354,14 +359,31 @@ func checkTopicsPage(ctx context.Context, t *testing.T, page *headless.Page) {
 	})
 	t.Logf("a bad name: %s", tv.Msg)
 	screenshot(ctx, t, page, "topics.png")
+	eval(`document.querySelector("#topics button.perm[data-topic='console-made'][data-perm='4']").click()`)
+	waitFor(t, 20*time.Second, "the page to make console-made read-only", func() bool {
+		tv = read()
+		return tv.Rows["console-made"].Perm == "r- (4)" && strings.Contains(tv.Msg, "Topic console-made: permission 4")
+	})
+	if _, err := b.JoinGroup(ctx, "console-readers", "m1", []string{"console-made"}); err != nil {
+		t.Fatal(err)
+	}
 	del := `document.querySelector("#topics button.del[data-topic='console-made']").click()`
 	eval(del)
+	eval(del)
+	waitFor(t, 20*time.Second, "the page to show the refusal for a connected consumer", func() bool {
+		tv = read()
+		return tv.Bad && strings.Contains(tv.Msg, "console-readers") && tv.Rows["console-made"].Del == "Delete anyway?"
+	})
+	t.Logf("delete with a consumer connected: %s", tv.Msg)
 	eval(del)
 	waitFor(t, 20*time.Second, "the page to delete console-made", func() bool {
 		tv = read()
 		_, listed := tv.Rows["console-made"]
 		return !listed && strings.Contains(tv.Msg, "Deleted topic console-made")
 	})
+	if err := b.LeaveGroup(ctx, "console-readers", "m1"); err != nil {
+		t.Fatal(err)
+	}
 	eval(`location.hash = "#overview"`)
 }
 

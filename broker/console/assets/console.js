@@ -6,7 +6,7 @@
 (function () {
   var STALE_MS = 3500; // no snapshot for this long: the node is taken as gone
   var state = { served: {}, es: null, timer: 0, switchedAt: 0, originName: "", addr: location.host, origin: location.host, nodes: [], lastAt: 0, servedBy: "",
-    page: "overview", cred: null, session: { auth: "disabled", admin: true }, leader: "", confirm: "", gen: 0 };
+    page: "overview", cred: null, session: { auth: "disabled", admin: true }, leader: "", confirm: "", force: "", gen: 0 };
   var PAGES = ["overview", "topics", "groups", "messages"], READ = "/raftmq.v1.Broker/ListTopics";
   var $ = function (id) { return document.getElementById(id); };
 
@@ -117,9 +117,15 @@
       cell(tr, t.messages, "num"); cell(tr, rate(t.rate), "num");
       var td = cell(tr, "", "change");
       if (!t.system) {
+        [[6, "rw"], [4, "r"], [2, "w"]].forEach(function (p) {
+          var pb = document.createElement("button");
+          pb.className = "perm"; pb.type = "button"; pb.dataset.topic = t.name; pb.dataset.perm = p[0];
+          pb.textContent = p[1]; pb.title = "set the permission to " + p[0]; pb.disabled = t.perm === p[0];
+          td.appendChild(pb);
+        });
         var b = document.createElement("button");
         b.className = "del"; b.type = "button"; b.dataset.topic = t.name;
-        b.textContent = state.confirm === t.name ? "Really delete?" : "Delete";
+        b.textContent = state.force === t.name ? "Delete anyway?" : state.confirm === t.name ? "Really delete?" : "Delete";
         td.appendChild(b);
       }
       rows.appendChild(tr);
@@ -324,14 +330,27 @@
       $("new-topic").value = "";
     }, function (e) { note("topics-msg", "Create " + JSON.stringify(name) + ": " + e.message, true); });
   });
+  // A topic's buttons: a permission (one click), and Delete (two; after a
+  // refusal for connected consumers a third, Delete anyway?, forces it).
   $("topics").addEventListener("click", function (ev) {
-    var name = ev.target.dataset && ev.target.dataset.topic;
+    var d = ev.target.dataset || {}, name = d.topic;
     if (!name) return;
-    if (state.confirm !== name) { state.confirm = name; ev.target.textContent = "Really delete?"; return; }
-    state.confirm = "";
-    call("/raftmq.v1.Broker/DeleteTopic", "DELETE", "/console/api/topics?name=" + encodeURIComponent(name), null, leaderAddr()).then(function () {
+    if (d.perm) {
+      call("/raftmq.v1.Broker/UpdateTopic", "PATCH", "/console/api/topics", { name: name, perm: Number(d.perm) }, leaderAddr()).then(function (r) {
+        note("topics-msg", "Topic " + r.name + ": permission " + r.perm + ".");
+      }, function (e) { note("topics-msg", "Permission of " + JSON.stringify(name) + ": " + e.message, true); });
+      return;
+    }
+    var force = state.force === name;
+    if (!force && state.confirm !== name) { state.confirm = name; state.force = ""; ev.target.textContent = "Really delete?"; return; }
+    state.confirm = ""; state.force = "";
+    call("/raftmq.v1.Broker/DeleteTopic", "DELETE", "/console/api/topics?name=" + encodeURIComponent(name) + (force ? "&force=true" : ""), null, leaderAddr()).then(function () {
       note("topics-msg", "Deleted topic " + name + ".");
-    }, function (e) { note("topics-msg", "Delete " + JSON.stringify(name) + ": " + e.message, true); });
+    }, function (e) {
+      var busy = /--force/.test(e.message);
+      if (busy) { state.force = name; ev.target.textContent = "Delete anyway?"; }
+      note("topics-msg", "Delete " + JSON.stringify(name) + ": " + e.message + (busy ? "; click Delete anyway? to delete it while they read." : ""), true);
+    });
   });
   var resetReq = null;
   function resetBody(dry) {
