@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,5 +58,83 @@ func TestClusterThroughTheNameServerWithAuth(t *testing.T) {
 	}
 	if out := must(append([]string{"status", "--namesrv", ns.Addr(), "--broker-name", "ga"}, root...)...); !strings.Contains(out, "group ga") {
 		t.Fatalf("status --namesrv --broker-name ga: %s", out)
+	}
+}
+
+// Users and grants are kept per group: user add, acl grant, user list and
+// user remove through --namesrv (without --broker-name) run on every group
+// in turn, so a user added once can then produce through the name server
+// to a topic spread over both groups, and is gone from both once removed.
+func TestUsersOnEveryGroupThroughTheNameServer(t *testing.T) {
+	procRequire(t)
+	dir := t.TempDir()
+	keyFile, adminFile, u1File := filepath.Join(dir, "auth.key"), filepath.Join(dir, "admin.secret"), filepath.Join(dir, "u1.secret")
+	for f, s := range map[string]string{keyFile: strings.Repeat("0123456789abcdef", 4), adminFile: "root-secret\n", u1File: "u1-secret\n"} {
+		if err := os.WriteFile(f, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	var ga *procCluster
+	for _, name := range []string{"ga", "gb"} {
+		g := procStartGroup(t, localgroup.Config{Nodes: 1, ServerArgs: []string{"--broker-name", name, "--cluster", "c1", "--namesrv", ns.Addr(),
+			"--register-period", "1s", "--auth", "enforcing", "--auth-key-file", keyFile, "--auth-admin-user", "root", "--auth-admin-secret-file", adminFile}})
+		if ga == nil {
+			ga = g
+		}
+	}
+	env := []string{"RAFTMQ_CONFIG=" + filepath.Join(dir, "contexts.json")}
+	root := []string{"--access-key", "root", "--secret-key-file", adminFile}
+	u1 := []string{"--access-key", "u1", "--secret-key-file", u1File}
+	must := func(args ...string) string {
+		t.Helper()
+		out, errOut, err := ga.cliEnv(env, "", args...)
+		if err != nil {
+			t.Fatalf("raftmq %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
+		}
+		return out
+	}
+	with := func(cred []string, args ...string) []string {
+		return append(append(args, "--namesrv", ns.Addr()), cred...)
+	}
+	must("cluster", "health", "--namesrv", ns.Addr(), "--wait", "60s", "--groups", "2")
+	must(with(root, "topic", "create", "orders", "--queues", "2")...)
+
+	out := must(with(root, "user", "add", "u1", "--secret-file", u1File)...)
+	if strings.Count(out, "user u1 added") != 2 || !strings.Contains(out, "group ga:") || !strings.Contains(out, "group gb:") {
+		t.Fatalf("user add --namesrv: %q, want u1 added on ga and gb", out)
+	}
+	must(with(root, "acl", "grant", "u1", "topic:orders", "publish")...)
+	var byGroup map[string][]struct {
+		Name   string `json:"name"`
+		Grants []struct {
+			Resource string `json:"resource"`
+		} `json:"grants"`
+	}
+	if err := json.Unmarshal([]byte(must(with(root, "user", "list", "--json")...)), &byGroup); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"ga", "gb"} {
+		found := false
+		for _, u := range byGroup[g] {
+			found = found || u.Name == "u1" && len(u.Grants) == 1 && u.Grants[0].Resource == "topic:orders"
+		}
+		if !found {
+			t.Errorf("user list --json --namesrv: group %s lacks u1 with its grant: %+v", g, byGroup)
+		}
+	}
+	// u1 produces through the name server: one message lands on each group.
+	out = must(with(u1, "produce", "-t", "orders", "--format", "json", "m1", "m2")...)
+	if !strings.Contains(out, `"group":"ga"`) || !strings.Contains(out, `"group":"gb"`) {
+		t.Fatalf("u1's produce --namesrv: %s, want an ack from each group", out)
+	}
+
+	must(with(root, "user", "remove", "u1")...)
+	if _, errOut, err := ga.cliEnv(env, "", with(u1, "produce", "-t", "orders", "--timeout", "5s", "m3")...); err == nil {
+		t.Fatalf("u1 produced after its removal from every group: %s", errOut)
 	}
 }

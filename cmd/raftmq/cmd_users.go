@@ -11,6 +11,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/client/cluster"
 )
 
 // readSecret reads a secret from a file ("-": standard input), dropping
@@ -38,14 +39,62 @@ func readSecret(c *cli.Context) (string, error) {
 	return s, nil
 }
 
-func usersCall(c *cli.Context, call api.UsersCall, done func(api.UsersReply) error) error {
-	return withClient(c, func(ctx context.Context, cl *client.Client) error {
-		r, err := cl.Users(ctx, call)
+// usersCall sends call to the group of -s (or of --namesrv with
+// --broker-name) and hands its reply to done, with the group "". Through
+// --namesrv without --broker-name it goes to every registered group in
+// turn, done told each group's name, its output under a "group G:" line
+// (none with --json): users and grants are kept per group, and
+// a client of the cluster needs its user on every group it reaches. A
+// group that refuses or does not answer is reported and the others go on;
+// the command then exits non-zero.
+func usersCall(c *cli.Context, call api.UsersCall, done func(group string, r api.UsersReply) error) error {
+	all, err := viaNamesrv(c)
+	if err != nil {
+		return err
+	}
+	if !all {
+		return withClient(c, func(ctx context.Context, cl *client.Client) error {
+			r, err := cl.Users(ctx, call)
+			if err != nil {
+				return clean(err)
+			}
+			return done("", r)
+		})
+	}
+	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
+		groups, err := cl.Groups(ctx)
 		if err != nil {
-			return clean(err)
+			return &exitError{3, err}
 		}
-		return done(r)
+		var errs []error
+		for _, g := range sortedKeys(groups) {
+			if !c.Bool("json") {
+				fmt.Fprintf(c.App.Writer, "group %s:\n", g)
+			}
+			gcl, err := cl.Client(ctx, g)
+			var r api.UsersReply
+			if err == nil {
+				r, err = gcl.Users(ctx, call)
+			}
+			if err == nil {
+				err = done(g, r)
+			}
+			if err != nil {
+				err = fmt.Errorf("group %s: %w", g, clean(err))
+				fmt.Fprintf(c.App.ErrWriter, "raftmq: %v\n", err)
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) > 0 {
+			return &exitError{1, fmt.Errorf("%d of %d groups failed", len(errs), len(groups))}
+		}
+		return nil
 	})
+}
+
+// usersNamesrvFlag is --namesrv of the user and acl commands.
+func usersNamesrvFlag() cli.Flag {
+	return &cli.StringFlag{Name: "namesrv", Usage: "name servers ADDR[;ADDR...]: run on every group of the cluster in turn (with --broker-name: on that group only)"}
 }
 
 func userCommand() *cli.Command {
@@ -59,7 +108,7 @@ func userCommand() *cli.Command {
 	// withSecret is a subcommand that sends op for USER with the secret
 	// read from --secret-file, and prints done about the user.
 	withSecret := func(name, usage, op, done string) *cli.Command {
-		return &cli.Command{Name: name, Usage: usage, ArgsUsage: "USER", Flags: clientFlags(secretFlag),
+		return &cli.Command{Name: name, Usage: usage, ArgsUsage: "USER", Flags: clientFlags(secretFlag, usersNamesrvFlag()),
 			Action: func(c *cli.Context) error {
 				u, err := oneUser(c)
 				if err != nil {
@@ -69,7 +118,7 @@ func userCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				return usersCall(c, api.UsersCall{Op: op, User: u, Secret: secret}, func(api.UsersReply) error {
+				return usersCall(c, api.UsersCall{Op: op, User: u, Secret: secret}, func(string, api.UsersReply) error {
 					fmt.Fprintf(c.App.Writer, done, u)
 					return nil
 				})
@@ -82,33 +131,40 @@ func userCommand() *cli.Command {
 			withSecret("add", "add a user with a secret key", api.UsersAdd, "user %s added (no grants yet: raftmq acl grant)\n"),
 			withSecret("passwd", "replace a user's secret key", api.UsersPasswd, "user %s: secret changed\n"),
 			{
-				Name: "remove", Usage: "remove a user and its grants", ArgsUsage: "USER", Flags: clientFlags(),
+				Name: "remove", Usage: "remove a user and its grants", ArgsUsage: "USER", Flags: clientFlags(usersNamesrvFlag()),
 				Action: func(c *cli.Context) error {
 					u, err := oneUser(c)
 					if err != nil {
 						return err
 					}
-					return usersCall(c, api.UsersCall{Op: api.UsersRemove, User: u}, func(api.UsersReply) error {
+					return usersCall(c, api.UsersCall{Op: api.UsersRemove, User: u}, func(string, api.UsersReply) error {
 						fmt.Fprintf(c.App.Writer, "user %s removed\n", u)
 						return nil
 					})
 				},
 			},
 			{
-				Name: "list", Usage: "list users and their grants (never their secrets)", Flags: clientFlags(jsonFlag()),
+				Name: "list", Usage: "list users and their grants (never their secrets)", Flags: clientFlags(jsonFlag(), usersNamesrvFlag()),
 				Action: func(c *cli.Context) error { return listUsers(c, "") },
 			},
 		},
 	}
 }
 
+// listUsers lists the users (only: that one) and their grants; with
+// --json through --namesrv, one object of every group's list by group.
 func listUsers(c *cli.Context, only string) error {
-	return usersCall(c, api.UsersCall{Op: api.UsersList}, func(r api.UsersReply) error {
+	byGroup := map[string][]api.UserInfo{}
+	err := usersCall(c, api.UsersCall{Op: api.UsersList}, func(group string, r api.UsersReply) error {
 		users := []api.UserInfo{}
 		for _, u := range r.Users {
 			if only == "" || u.Name == only {
 				users = append(users, u)
 			}
+		}
+		if c.Bool("json") && group != "" {
+			byGroup[group] = users
+			return nil
 		}
 		if c.Bool("json") {
 			return printJSON(c.App.Writer, users)
@@ -123,6 +179,12 @@ func listUsers(c *cli.Context, only string) error {
 		}
 		return nil
 	})
+	if len(byGroup) > 0 {
+		if perr := printJSON(c.App.Writer, byGroup); perr != nil {
+			return perr
+		}
+	}
+	return err
 }
 
 func aclCommand() *cli.Command {
@@ -133,7 +195,7 @@ func aclCommand() *cli.Command {
 			}
 			a := c.Args()
 			call := api.UsersCall{Op: op, User: a.Get(0), Resource: a.Get(1), Actions: a.Get(2)}
-			return usersCall(c, call, func(api.UsersReply) error {
+			return usersCall(c, call, func(string, api.UsersReply) error {
 				fmt.Fprintf(c.App.Writer, "user %s: %s %s on %s\n", call.User, verb, call.Actions, call.Resource)
 				return nil
 			})
@@ -146,10 +208,10 @@ func aclCommand() *cli.Command {
 		Usage: "grant, revoke and list users' permissions (replicated; docs/security.md)",
 		Subcommands: []*cli.Command{
 			{Name: "grant", Usage: "allow a user actions on a resource", ArgsUsage: "USER RESOURCE ACTIONS", Description: resources,
-				Flags: clientFlags(), Action: change(api.UsersGrant, "granted")},
+				Flags: clientFlags(usersNamesrvFlag()), Action: change(api.UsersGrant, "granted")},
 			{Name: "revoke", Usage: "take actions on a resource from a user", ArgsUsage: "USER RESOURCE ACTIONS", Description: resources,
-				Flags: clientFlags(), Action: change(api.UsersRevoke, "revoked")},
-			{Name: "list", Usage: "list grants (of one USER, or all)", ArgsUsage: "[USER]", Flags: clientFlags(jsonFlag()),
+				Flags: clientFlags(usersNamesrvFlag()), Action: change(api.UsersRevoke, "revoked")},
+			{Name: "list", Usage: "list grants (of one USER, or all)", ArgsUsage: "[USER]", Flags: clientFlags(jsonFlag(), usersNamesrvFlag()),
 				Action: func(c *cli.Context) error { return listUsers(c, c.Args().First()) }},
 		},
 	}
