@@ -135,6 +135,15 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 	if out := ga.mustCLI("", "group", "list", "--namesrv", nsa, "--broker-name", "ga"); strings.Contains(out, "cg1") {
 		t.Fatalf("group list of ga: %q, cg1 consumed from gb only", out)
 	}
+	// group list through the name server: cg1 on gb only.
+	var gl []struct {
+		BrokerName string `json:"broker_name"`
+		Group      string `json:"group"`
+	}
+	if err := json.Unmarshal([]byte(ga.mustCLI("", "group", "list", "--namesrv", nsa, "--json")), &gl); err != nil ||
+		len(gl) != 1 || gl[0].BrokerName != "gb" || gl[0].Group != "cg1" {
+		t.Fatalf("group list --namesrv: %+v (%v), want cg1 on gb only", gl, err)
+	}
 	// group describe through the name server: every group that knows cg1.
 	var cg []struct {
 		BrokerName string `json:"broker_name"`

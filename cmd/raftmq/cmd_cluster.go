@@ -372,6 +372,57 @@ type brokerGroupJSON struct {
 	groupOut
 }
 
+// runGroupListCluster is group list through the name servers: every
+// group's consumer groups, one row per consumer group and group. A group
+// that does not answer is reported and the exit status is non-zero; the
+// others are listed.
+func runGroupListCluster(c *cli.Context) error {
+	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
+		groups, err := cl.Groups(ctx)
+		if err != nil {
+			return &exitError{3, err}
+		}
+		rows := []brokerGroupRow{}
+		var errs []error
+		for _, g := range sortedKeys(groups) {
+			gcl, err := cl.Client(ctx, g)
+			var gr []consumerGroupRow
+			if err == nil {
+				gr, err = consumerGroupRows(ctx, gcl)
+			}
+			if err != nil {
+				errs = append(errs, &cluster.GroupError{Group: g, Err: err})
+				continue
+			}
+			for _, r := range gr {
+				rows = append(rows, brokerGroupRow{BrokerName: g, consumerGroupRow: r})
+			}
+		}
+		sort.SliceStable(rows, func(i, j int) bool { return rows[i].Group < rows[j].Group })
+		if c.Bool("json") {
+			if err := printJSON(c.App.Writer, rows); err != nil {
+				return err
+			}
+		} else {
+			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "CONSUMER GROUP\tGROUP\tMEMBERS\tLAG\tTOPICS")
+			for _, r := range rows {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.Group, r.BrokerName, r.Members, r.Lag, strings.Join(r.Topics, ","))
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+		return clean(errors.Join(errs...))
+	})
+}
+
+// brokerGroupRow is a consumer group on one group of a cluster.
+type brokerGroupRow struct {
+	BrokerName string `json:"broker_name"`
+	consumerGroupRow
+}
+
 // runGroupDescribeCluster is group describe through the name servers: the
 // consumer group's queues, offsets and lag on every group that knows it.
 // A group that does not answer is reported and the exit status is

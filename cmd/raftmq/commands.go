@@ -1128,6 +1128,38 @@ func groupJSON(g *api.DescribeGroupResponse) groupOut {
 	return out
 }
 
+// consumerGroupRow is a consumer group as group list shows it.
+type consumerGroupRow struct {
+	Group   string   `json:"group"`
+	Members int      `json:"members"`
+	Topics  []string `json:"topics"`
+	Lag     int64    `json:"lag"`
+}
+
+// consumerGroupRows lists the consumer groups cl's group knows, each with
+// its members, topics and total lag (-1: it vanished while listed).
+func consumerGroupRows(ctx context.Context, cl *client.Client) ([]consumerGroupRow, error) {
+	gs, err := cl.ListGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows := []consumerGroupRow{}
+	for _, name := range gs {
+		r := consumerGroupRow{Group: name, Topics: []string{}}
+		if g, err := cl.DescribeGroup(ctx, name); err == nil {
+			r.Members = len(g.Members)
+			r.Topics = append(r.Topics, groupTopics(g)...)
+			for _, q := range g.Queues {
+				r.Lag += int64(q.Lag)
+			}
+		} else {
+			r.Lag = -1
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
 func groupCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "group",
@@ -1137,33 +1169,19 @@ func groupCommand() *cli.Command {
 			groupDeleteCommand(),
 			{
 				Name:  "list",
-				Usage: "list consumer groups with their members and total lag",
-				Flags: clientFlags(jsonFlag()),
+				Usage: "list consumer groups with their members and total lag (with --namesrv: every group's, one row per consumer group and group)",
+				Flags: clientFlags(jsonFlag(), namesrvFlag()),
 				Action: func(c *cli.Context) error {
+					if ok, err := viaNamesrv(c); err != nil || ok {
+						if err != nil {
+							return err
+						}
+						return runGroupListCluster(c)
+					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
-						gs, err := cl.ListGroups(ctx)
+						rows, err := consumerGroupRows(ctx, cl)
 						if err != nil {
 							return clean(err)
-						}
-						type row struct {
-							Group   string   `json:"group"`
-							Members int      `json:"members"`
-							Topics  []string `json:"topics"`
-							Lag     int64    `json:"lag"`
-						}
-						rows := []row{}
-						for _, name := range gs {
-							r := row{Group: name, Topics: []string{}}
-							if g, err := cl.DescribeGroup(ctx, name); err == nil {
-								r.Members = len(g.Members)
-								r.Topics = append(r.Topics, groupTopics(g)...)
-								for _, q := range g.Queues {
-									r.Lag += int64(q.Lag)
-								}
-							} else {
-								r.Lag = -1 // not known: the group vanished meanwhile
-							}
-							rows = append(rows, r)
 						}
 						if c.Bool("json") {
 							return printJSON(c.App.Writer, rows)
