@@ -145,13 +145,36 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 		t.Fatalf("group list --namesrv: %+v (%v), want cg1 on gb only", gl, err)
 	}
 	// group describe through the name server: every group that knows cg1.
-	var cg []struct {
+	type described struct {
 		BrokerName string `json:"broker_name"`
 		Group      string `json:"group"`
+		Queues     []struct {
+			Queue     int32 `json:"queue"`
+			Committed int64 `json:"committed"`
+		} `json:"queues"`
 	}
+	var cg []described
 	if err := json.Unmarshal([]byte(ga.mustCLI("", "group", "describe", "cg1", "--namesrv", nsa, "--json")), &cg); err != nil ||
 		len(cg) != 1 || cg[0].BrokerName != "gb" || cg[0].Group != "cg1" {
 		t.Fatalf("group describe cg1 --namesrv: %+v (%v), want cg1 on gb only", cg, err)
+	}
+	// group reset through the name server: on every group of the topic; a
+	// dry run first changes nothing.
+	out = ga.mustCLI("", "group", "reset", "cg1", "--namesrv", nsa, "--to", "earliest", "--dry-run")
+	if !strings.Contains(out, "group ga:") || !strings.Contains(out, "group gb:") || !strings.Contains(out, "spread queue 1: 2 -> 0 (dry run") {
+		t.Fatalf("group reset --dry-run --namesrv: %q, want both groups and gb's queue 1 from 2 to 0", out)
+	}
+	ga.mustCLI("", "group", "reset", "cg1", "--namesrv", nsa, "--to", "earliest")
+	cg = nil
+	if err := json.Unmarshal([]byte(ga.mustCLI("", "group", "describe", "cg1", "--namesrv", nsa, "--json")), &cg); err != nil || len(cg) != 2 {
+		t.Fatalf("group describe cg1 --namesrv after the reset: %+v (%v), want ga and gb", cg, err)
+	}
+	for _, d := range cg {
+		for _, q := range d.Queues {
+			if q.Committed != 0 {
+				t.Errorf("after the reset to earliest: %s queue %d committed %d, want 0", d.BrokerName, q.Queue, q.Committed)
+			}
+		}
 	}
 
 	// bench of one group.

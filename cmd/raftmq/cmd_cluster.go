@@ -417,6 +417,53 @@ func runGroupListCluster(c *cli.Context) error {
 	})
 }
 
+// runGroupResetCluster is group reset through the name servers: req on
+// every group that holds its topic (without --topic: the one topic the
+// consumer group has offsets of on any group), one group after the other.
+func runGroupResetCluster(c *cli.Context, req *api.ResetGroupRequest) error {
+	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
+		if req.Topic == "" {
+			byGroup, err := cl.DescribeConsumerGroup(ctx, req.Group)
+			if byGroup == nil {
+				return clean(err)
+			}
+			topics := map[string]bool{}
+			for _, g := range byGroup {
+				for _, t := range groupTopics(g) {
+					topics[t] = true
+				}
+			}
+			if len(topics) != 1 {
+				return usageError(c, "group %s has offsets of %s (%s): name one with --topic", req.Group, plural(len(topics), "topic"), strings.Join(sortedKeys(topics), ", "))
+			}
+			req.Topic = sortedKeys(topics)[0]
+		}
+		r, err := cl.Route(ctx, req.Topic)
+		if err != nil {
+			return clean(err)
+		}
+		var failed []string
+		for _, g := range sortedKeys(r.Groups) {
+			fmt.Fprintf(c.App.Writer, "group %s:\n", g)
+			gcl, err := cl.Client(ctx, g)
+			if err == nil {
+				err = resetGroupOn(ctx, c.App.Writer, gcl, req)
+			}
+			if err != nil {
+				fmt.Fprintf(c.App.ErrWriter, "raftmq: group %s: %v\n", g, clean(err))
+				failed = append(failed, g)
+			}
+		}
+		if len(failed) > 0 && req.DryRun {
+			return &exitError{1, fmt.Errorf("the dry run failed on %s", strings.Join(failed, ", "))}
+		}
+		if len(failed) > 0 {
+			return &exitError{1, fmt.Errorf("the reset failed on %s (the other groups of %s were reset)", strings.Join(failed, ", "), req.Topic)}
+		}
+		return nil
+	})
+}
+
 // brokerGroupRow is a consumer group on one group of a cluster.
 type brokerGroupRow struct {
 	BrokerName string `json:"broker_name"`

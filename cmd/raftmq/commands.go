@@ -1235,18 +1235,30 @@ func groupCommand() *cli.Command {
 			},
 			{
 				Name:      "reset",
-				Usage:     "move a group's offsets (only while it has no members)",
+				Usage:     "move a group's offsets (only while it has no members; with --namesrv: on every group that holds the topic)",
 				ArgsUsage: "GROUP",
+				Description: "With --namesrv (and no --broker-name) the reset runs on every group that holds the topic, one\n" +
+					"after the other, each group's offsets under a \"group G:\" line; a group that refuses (members still\n" +
+					"connected there) is reported, the others are still reset, and the command exits 1. --dry-run first\n" +
+					"shows what every group would do.",
 				Flags: clientFlags(&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (default: the one topic the group has offsets of)"},
 					&cli.StringFlag{Name: "to", Value: "earliest", Usage: "earliest, latest, an offset, or @TIME: the first message stored at or after it (@2026-12-04T10:00:00Z, @-1h for an hour ago, @<unix ms>)"},
 					&cli.IntSliceFlag{Name: "queue", Aliases: []string{"q"}, Usage: "reset only this queue (repeatable; default: every queue)"},
-					&cli.BoolFlag{Name: "dry-run", Usage: "show the offsets the reset would set and change nothing"}),
+					&cli.BoolFlag{Name: "dry-run", Usage: "show the offsets the reset would set and change nothing"},
+					namesrvFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return usageError(c, "want exactly one GROUP")
 					}
+					all, err := viaNamesrv(c)
+					if err != nil {
+						return err
+					}
+					if all && len(c.IntSlice("queue")) > 0 {
+						return usageError(c, "--queue numbers one group's queues: name the group with --broker-name")
+					}
 					topic := c.String("topic")
-					if topic == "" {
+					if topic == "" && !all {
 						// A group that reads one topic needs no --topic.
 						var err error
 						if topic, err = groupsOnlyTopic(c, c.Args().First()); err != nil {
@@ -1265,39 +1277,48 @@ func groupCommand() *cli.Command {
 					for _, q := range c.IntSlice("queue") {
 						req.Queues = append(req.Queues, int32(q))
 					}
+					if all {
+						return runGroupResetCluster(c, req)
+					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
-						var before map[int32]int64
-						if req.DryRun {
-							if g, err := cl.DescribeGroup(ctx, req.Group); err == nil {
-								before = map[int32]int64{}
-								for _, q := range g.Queues {
-									if q.Topic == req.Topic {
-										before[q.Queue] = q.Committed
-									}
-								}
-							}
-						}
-						offs, err := cl.ResetGroup(ctx, req)
-						if err != nil {
-							return clean(err)
-						}
-						for _, o := range offs {
-							if req.DryRun {
-								from := "none"
-								if b, ok := before[o.Queue]; ok && b >= 0 {
-									from = strconv.FormatInt(b, 10)
-								}
-								fmt.Fprintf(c.App.Writer, "%s queue %d: %s -> %d (dry run: not changed)\n", o.Topic, o.Queue, from, o.Offset)
-								continue
-							}
-							fmt.Fprintf(c.App.Writer, "%s queue %d -> %d\n", o.Topic, o.Queue, o.Offset)
-						}
-						return nil
+						return clean(resetGroupOn(ctx, c.App.Writer, cl, req))
 					})
 				},
 			},
 		},
 	}
+}
+
+// resetGroupOn runs req on cl's group and prints the offsets it set (or,
+// for a dry run, would set, from the committed ones).
+func resetGroupOn(ctx context.Context, w io.Writer, cl *client.Client, req *api.ResetGroupRequest) error {
+	var before map[int32]int64
+	if req.DryRun {
+		if g, err := cl.DescribeGroup(ctx, req.Group); err == nil {
+			before = map[int32]int64{}
+			for _, q := range g.Queues {
+				if q.Topic == req.Topic {
+					before[q.Queue] = q.Committed
+				}
+			}
+		}
+	}
+	offs, err := cl.ResetGroup(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, o := range offs {
+		if req.DryRun {
+			from := "none"
+			if b, ok := before[o.Queue]; ok && b >= 0 {
+				from = strconv.FormatInt(b, 10)
+			}
+			fmt.Fprintf(w, "%s queue %d: %s -> %d (dry run: not changed)\n", o.Topic, o.Queue, from, o.Offset)
+			continue
+		}
+		fmt.Fprintf(w, "%s queue %d -> %d\n", o.Topic, o.Queue, o.Offset)
+	}
+	return nil
 }
 
 // groupsOnlyTopic is the topic of a group that has offsets of exactly one;
