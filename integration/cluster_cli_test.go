@@ -176,6 +176,16 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 			}
 		}
 	}
+	// group update and delete through the name server: every group.
+	if out := ga.mustCLI("", "group", "update", "cg1", "--max-reconsume", "3", "--namesrv", nsa); strings.Count(out, "max reconsume times 3") != 2 {
+		t.Fatalf("group update --namesrv: %q, want it set on both groups", out)
+	}
+	if out := ga.mustCLI("", "group", "delete", "cg1", "--namesrv", nsa); strings.Count(out, "deleted consumer group cg1") != 2 {
+		t.Fatalf("group delete --namesrv: %q, want it deleted on both groups", out)
+	}
+	if out := ga.mustCLI("", "group", "delete", "cg1", "--namesrv", nsa); strings.Count(out, "no consumer group cg1 here") != 2 {
+		t.Fatalf("group delete --namesrv of a deleted group: %q, want both groups to say it is not there", out)
+	}
 
 	// bench of one group.
 	var b struct {

@@ -417,15 +417,64 @@ func runGroupListCluster(c *cli.Context) error {
 	})
 }
 
-// runGroupResetCluster is group reset through the name servers: req on
-// every group that holds its topic (without --topic: the one topic the
-// consumer group has offsets of on any group), one group after the other.
-func runGroupResetCluster(c *cli.Context, req *api.ResetGroupRequest) error {
+// onGroups runs f on the group of -s (or of --namesrv with --broker-name),
+// with the group name "". Through --namesrv without --broker-name it runs
+// f on each group pick names (nil pick: every registered group), one after
+// the other, each group's output under a "group G:" line (none with
+// --json); a group that fails is reported and the others go on, and the
+// command then exits 1 naming the groups that failed.
+func onGroups(c *cli.Context, pick func(context.Context, *cluster.Cluster) ([]string, error), f func(ctx context.Context, group string, cl *client.Client) error) error {
+	all, err := viaNamesrv(c)
+	if err != nil {
+		return err
+	}
+	if !all {
+		return withClient(c, func(ctx context.Context, cl *client.Client) error { return clean(f(ctx, "", cl)) })
+	}
 	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
+		var groups []string
+		if pick != nil {
+			groups, err = pick(ctx, cl)
+			if err != nil {
+				return err
+			}
+		} else {
+			registered, err := cl.Groups(ctx)
+			if err != nil {
+				return &exitError{3, err}
+			}
+			groups = sortedKeys(registered)
+		}
+		var failed []string
+		for _, g := range groups {
+			if !c.Bool("json") {
+				fmt.Fprintf(c.App.Writer, "group %s:\n", g)
+			}
+			gcl, err := cl.Client(ctx, g)
+			if err == nil {
+				err = f(ctx, g, gcl)
+			}
+			if err != nil {
+				fmt.Fprintf(c.App.ErrWriter, "raftmq: group %s: %v\n", g, clean(err))
+				failed = append(failed, g)
+			}
+		}
+		if len(failed) > 0 {
+			return &exitError{1, fmt.Errorf("failed on %s of %s; the others went through", strings.Join(failed, ", "), plural(len(groups), "group"))}
+		}
+		return nil
+	})
+}
+
+// resetGroups are the groups group reset through the name servers runs on:
+// those that hold req's topic (without --topic: the one topic the consumer
+// group has offsets of on any group, which it sets in req).
+func resetGroups(c *cli.Context, req *api.ResetGroupRequest) func(context.Context, *cluster.Cluster) ([]string, error) {
+	return func(ctx context.Context, cl *cluster.Cluster) ([]string, error) {
 		if req.Topic == "" {
 			byGroup, err := cl.DescribeConsumerGroup(ctx, req.Group)
 			if byGroup == nil {
-				return clean(err)
+				return nil, clean(err)
 			}
 			topics := map[string]bool{}
 			for _, g := range byGroup {
@@ -434,34 +483,16 @@ func runGroupResetCluster(c *cli.Context, req *api.ResetGroupRequest) error {
 				}
 			}
 			if len(topics) != 1 {
-				return usageError(c, "group %s has offsets of %s (%s): name one with --topic", req.Group, plural(len(topics), "topic"), strings.Join(sortedKeys(topics), ", "))
+				return nil, usageError(c, "group %s has offsets of %s (%s): name one with --topic", req.Group, plural(len(topics), "topic"), strings.Join(sortedKeys(topics), ", "))
 			}
 			req.Topic = sortedKeys(topics)[0]
 		}
 		r, err := cl.Route(ctx, req.Topic)
 		if err != nil {
-			return clean(err)
+			return nil, clean(err)
 		}
-		var failed []string
-		for _, g := range sortedKeys(r.Groups) {
-			fmt.Fprintf(c.App.Writer, "group %s:\n", g)
-			gcl, err := cl.Client(ctx, g)
-			if err == nil {
-				err = resetGroupOn(ctx, c.App.Writer, gcl, req)
-			}
-			if err != nil {
-				fmt.Fprintf(c.App.ErrWriter, "raftmq: group %s: %v\n", g, clean(err))
-				failed = append(failed, g)
-			}
-		}
-		if len(failed) > 0 && req.DryRun {
-			return &exitError{1, fmt.Errorf("the dry run failed on %s", strings.Join(failed, ", "))}
-		}
-		if len(failed) > 0 {
-			return &exitError{1, fmt.Errorf("the reset failed on %s (the other groups of %s were reset)", strings.Join(failed, ", "), req.Topic)}
-		}
-		return nil
-	})
+		return sortedKeys(r.Groups), nil
+	}
 }
 
 // brokerGroupRow is a consumer group on one group of a cluster.

@@ -13,10 +13,11 @@ import (
 func groupUpdateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "update",
-		Usage:     "change a group's settings (replicated)",
+		Usage:     "change a group's settings (replicated; with --namesrv: on every group of the cluster)",
 		ArgsUsage: "GROUP",
 		Flags: clientFlags(&cli.IntFlag{Name: "max-reconsume", Value: -1,
-			Usage: fmt.Sprintf("how often a message is retried before it goes to %%DLQ%%<group>: 0..%d (RocketMQ's default %d)", mq.MaxMaxReconsumeTimes, mq.DefaultMaxReconsume)}),
+			Usage: fmt.Sprintf("how often a message is retried before it goes to %%DLQ%%<group>: 0..%d (RocketMQ's default %d)", mq.MaxMaxReconsumeTimes, mq.DefaultMaxReconsume)},
+			everyGroupFlag()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usageError(c, "want exactly one GROUP")
@@ -24,10 +25,10 @@ func groupUpdateCommand() *cli.Command {
 			if !c.IsSet("max-reconsume") {
 				return usageError(c, "nothing to change (--max-reconsume N)")
 			}
-			return withClient(c, func(ctx context.Context, cl *client.Client) error {
+			return onGroups(c, nil, func(ctx context.Context, _ string, cl *client.Client) error {
 				s, err := cl.SetMaxReconsumeTimes(ctx, c.Args().First(), int32(c.Int("max-reconsume")))
 				if err != nil {
-					return clean(err)
+					return err
 				}
 				fmt.Fprintf(c.App.Writer, "group %s: max reconsume times %d\n", c.Args().First(), s.GetMaxReconsumeTimes())
 				return nil

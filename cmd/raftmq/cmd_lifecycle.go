@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/urfave/cli/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/raftmq/raftmq/client"
 )
@@ -117,14 +119,21 @@ func groupDeleteCommand() *cli.Command {
 		Name:      "delete",
 		Usage:     "delete a consumer group: its committed offsets, its broadcasting members' offsets and its retry and dead-letter topics",
 		ArgsUsage: "GROUP",
-		Flags:     clientFlags(&cli.BoolFlag{Name: "force", Usage: "delete even while members are connected"}),
+		Description: "With --namesrv (and no --broker-name): on every group of the cluster in turn; a group that\n" +
+			"does not know the consumer group says so and counts as done.",
+		Flags: clientFlags(&cli.BoolFlag{Name: "force", Usage: "delete even while members are connected"}, everyGroupFlag()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usageError(c, "want exactly one GROUP")
 			}
-			return withClient(c, func(ctx context.Context, cl *client.Client) error {
-				if err := cl.DeleteGroup(ctx, c.Args().First(), c.Bool("force")); err != nil {
-					return clean(err)
+			return onGroups(c, nil, func(ctx context.Context, group string, cl *client.Client) error {
+				err := cl.DeleteGroup(ctx, c.Args().First(), c.Bool("force"))
+				if group != "" && status.Code(err) == codes.NotFound {
+					fmt.Fprintf(c.App.Writer, "no consumer group %s here\n", c.Args().First())
+					return nil
+				}
+				if err != nil {
+					return err
 				}
 				fmt.Fprintf(c.App.Writer, "deleted consumer group %s\n", c.Args().First())
 				return nil

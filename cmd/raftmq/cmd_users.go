@@ -11,7 +11,6 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/client/cluster"
 )
 
 // readSecret reads a secret from a file ("-": standard input), dropping
@@ -39,61 +38,23 @@ func readSecret(c *cli.Context) (string, error) {
 	return s, nil
 }
 
-// usersCall sends call to the group of -s (or of --namesrv with
-// --broker-name) and hands its reply to done, with the group "". Through
-// --namesrv without --broker-name it goes to every registered group in
-// turn, done told each group's name, its output under a "group G:" line
-// (none with --json): users and grants are kept per group, and
-// a client of the cluster needs its user on every group it reaches. A
-// group that refuses or does not answer is reported and the others go on;
-// the command then exits non-zero.
+// usersCall sends call to the group of -s, or through --namesrv to every
+// group (onGroups), and hands each reply to done with its group's name:
+// users and grants are kept per group, and a client of the cluster needs
+// its user on every group it reaches.
 func usersCall(c *cli.Context, call api.UsersCall, done func(group string, r api.UsersReply) error) error {
-	all, err := viaNamesrv(c)
-	if err != nil {
-		return err
-	}
-	if !all {
-		return withClient(c, func(ctx context.Context, cl *client.Client) error {
-			r, err := cl.Users(ctx, call)
-			if err != nil {
-				return clean(err)
-			}
-			return done("", r)
-		})
-	}
-	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
-		groups, err := cl.Groups(ctx)
+	return onGroups(c, nil, func(ctx context.Context, group string, cl *client.Client) error {
+		r, err := cl.Users(ctx, call)
 		if err != nil {
-			return &exitError{3, err}
+			return err
 		}
-		var errs []error
-		for _, g := range sortedKeys(groups) {
-			if !c.Bool("json") {
-				fmt.Fprintf(c.App.Writer, "group %s:\n", g)
-			}
-			gcl, err := cl.Client(ctx, g)
-			var r api.UsersReply
-			if err == nil {
-				r, err = gcl.Users(ctx, call)
-			}
-			if err == nil {
-				err = done(g, r)
-			}
-			if err != nil {
-				err = fmt.Errorf("group %s: %w", g, clean(err))
-				fmt.Fprintf(c.App.ErrWriter, "raftmq: %v\n", err)
-				errs = append(errs, err)
-			}
-		}
-		if len(errs) > 0 {
-			return &exitError{1, fmt.Errorf("%d of %d groups failed", len(errs), len(groups))}
-		}
-		return nil
+		return done(group, r)
 	})
 }
 
-// usersNamesrvFlag is --namesrv of the user and acl commands.
-func usersNamesrvFlag() cli.Flag {
+// everyGroupFlag is --namesrv of the commands that run on every group of
+// a cluster in turn (onGroups).
+func everyGroupFlag() cli.Flag {
 	return &cli.StringFlag{Name: "namesrv", Usage: "name servers ADDR[;ADDR...]: run on every group of the cluster in turn (with --broker-name: on that group only)"}
 }
 
@@ -108,7 +69,7 @@ func userCommand() *cli.Command {
 	// withSecret is a subcommand that sends op for USER with the secret
 	// read from --secret-file, and prints done about the user.
 	withSecret := func(name, usage, op, done string) *cli.Command {
-		return &cli.Command{Name: name, Usage: usage, ArgsUsage: "USER", Flags: clientFlags(secretFlag, usersNamesrvFlag()),
+		return &cli.Command{Name: name, Usage: usage, ArgsUsage: "USER", Flags: clientFlags(secretFlag, everyGroupFlag()),
 			Action: func(c *cli.Context) error {
 				u, err := oneUser(c)
 				if err != nil {
@@ -131,7 +92,7 @@ func userCommand() *cli.Command {
 			withSecret("add", "add a user with a secret key", api.UsersAdd, "user %s added (no grants yet: raftmq acl grant)\n"),
 			withSecret("passwd", "replace a user's secret key", api.UsersPasswd, "user %s: secret changed\n"),
 			{
-				Name: "remove", Usage: "remove a user and its grants", ArgsUsage: "USER", Flags: clientFlags(usersNamesrvFlag()),
+				Name: "remove", Usage: "remove a user and its grants", ArgsUsage: "USER", Flags: clientFlags(everyGroupFlag()),
 				Action: func(c *cli.Context) error {
 					u, err := oneUser(c)
 					if err != nil {
@@ -144,7 +105,7 @@ func userCommand() *cli.Command {
 				},
 			},
 			{
-				Name: "list", Usage: "list users and their grants (never their secrets)", Flags: clientFlags(jsonFlag(), usersNamesrvFlag()),
+				Name: "list", Usage: "list users and their grants (never their secrets)", Flags: clientFlags(jsonFlag(), everyGroupFlag()),
 				Action: func(c *cli.Context) error { return listUsers(c, "") },
 			},
 		},
@@ -208,10 +169,10 @@ func aclCommand() *cli.Command {
 		Usage: "grant, revoke and list users' permissions (replicated; docs/security.md)",
 		Subcommands: []*cli.Command{
 			{Name: "grant", Usage: "allow a user actions on a resource", ArgsUsage: "USER RESOURCE ACTIONS", Description: resources,
-				Flags: clientFlags(usersNamesrvFlag()), Action: change(api.UsersGrant, "granted")},
+				Flags: clientFlags(everyGroupFlag()), Action: change(api.UsersGrant, "granted")},
 			{Name: "revoke", Usage: "take actions on a resource from a user", ArgsUsage: "USER RESOURCE ACTIONS", Description: resources,
-				Flags: clientFlags(usersNamesrvFlag()), Action: change(api.UsersRevoke, "revoked")},
-			{Name: "list", Usage: "list grants (of one USER, or all)", ArgsUsage: "[USER]", Flags: clientFlags(jsonFlag(), usersNamesrvFlag()),
+				Flags: clientFlags(everyGroupFlag()), Action: change(api.UsersRevoke, "revoked")},
+			{Name: "list", Usage: "list grants (of one USER, or all)", ArgsUsage: "[USER]", Flags: clientFlags(jsonFlag(), everyGroupFlag()),
 				Action: func(c *cli.Context) error { return listUsers(c, c.Args().First()) }},
 		},
 	}

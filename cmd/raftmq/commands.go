@@ -21,6 +21,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/client/cluster"
 	"github.com/raftmq/raftmq/mq"
 )
 
@@ -1277,11 +1278,12 @@ func groupCommand() *cli.Command {
 					for _, q := range c.IntSlice("queue") {
 						req.Queues = append(req.Queues, int32(q))
 					}
+					var pick func(context.Context, *cluster.Cluster) ([]string, error)
 					if all {
-						return runGroupResetCluster(c, req)
+						pick = resetGroups(c, req)
 					}
-					return withClient(c, func(ctx context.Context, cl *client.Client) error {
-						return clean(resetGroupOn(ctx, c.App.Writer, cl, req))
+					return onGroups(c, pick, func(ctx context.Context, _ string, cl *client.Client) error {
+						return resetGroupOn(ctx, c.App.Writer, cl, req)
 					})
 				},
 			},
