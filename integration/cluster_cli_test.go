@@ -215,6 +215,22 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 		t.Fatalf("messages per group after the run: %v, want ga at least 202, gb 3", total)
 	}
 
+	// message find through the name server: the key's message, in the
+	// group it went to.
+	ga.mustCLI("", "produce", "-t", "spread", "--namesrv", nsa, "--key", "k7", "keyed")
+	type foundMsg struct {
+		Group string `json:"group"`
+		Body  string `json:"body"`
+	}
+	var found []foundMsg
+	procWaitFor(t, 30*time.Second, "message find --namesrv to find the keyed message", func() (bool, string) {
+		found = procJSONLines[foundMsg](t, ga.mustCLI("", "message", "find", "-t", "spread", "-k", "k7", "--namesrv", nsa, "--format", "json"))
+		return len(found) == 1, fmt.Sprint(found)
+	})
+	if found[0].Body != "keyed" || (found[0].Group != "ga" && found[0].Group != "gb") {
+		t.Fatalf("message find --namesrv: %+v, want the keyed message with its group", found)
+	}
+
 	// topic delete through the name server: on both groups at once.
 	out = ga.mustCLI("", "topic", "delete", "spread", "--namesrv", nsa)
 	for _, g := range []string{"ga", "gb"} {

@@ -420,8 +420,8 @@ func runGroupListCluster(c *cli.Context) error {
 // onGroups runs f on the group of -s (or of --namesrv with --broker-name),
 // with the group name "". Through --namesrv without --broker-name it runs
 // f on each group pick names (nil pick: every registered group), one after
-// the other, each group's output under a "group G:" line (none with
-// --json); a group that fails is reported and the others go on, and the
+// the other, each group's output under a "group G:" line (none with --json
+// or --format json); a group that fails is reported and the others go on, and the
 // command then exits 1 naming the groups that failed.
 func onGroups(c *cli.Context, pick func(context.Context, *cluster.Cluster) ([]string, error), f func(ctx context.Context, group string, cl *client.Client) error) error {
 	all, err := viaNamesrv(c)
@@ -447,7 +447,7 @@ func onGroups(c *cli.Context, pick func(context.Context, *cluster.Cluster) ([]st
 		}
 		var failed []string
 		for _, g := range groups {
-			if !c.Bool("json") {
+			if !c.Bool("json") && c.String("format") != "json" {
 				fmt.Fprintf(c.App.Writer, "group %s:\n", g)
 			}
 			gcl, err := cl.Client(ctx, g)
@@ -464,6 +464,17 @@ func onGroups(c *cli.Context, pick func(context.Context, *cluster.Cluster) ([]st
 		}
 		return nil
 	})
+}
+
+// holdersOf is the groups that hold topic, as the name servers list them.
+func holdersOf(topic string) func(context.Context, *cluster.Cluster) ([]string, error) {
+	return func(ctx context.Context, cl *cluster.Cluster) ([]string, error) {
+		r, err := cl.Route(ctx, topic)
+		if err != nil {
+			return nil, clean(err)
+		}
+		return sortedKeys(r.Groups), nil
+	}
 }
 
 // resetGroups are the groups group reset through the name servers runs on:
@@ -487,11 +498,7 @@ func resetGroups(c *cli.Context, req *api.ResetGroupRequest) func(context.Contex
 			}
 			req.Topic = sortedKeys(topics)[0]
 		}
-		r, err := cl.Route(ctx, req.Topic)
-		if err != nil {
-			return nil, clean(err)
-		}
-		return sortedKeys(r.Groups), nil
+		return holdersOf(req.Topic)(ctx, cl)
 	}
 }
 

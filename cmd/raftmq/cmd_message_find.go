@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/client/cluster"
 )
 
 // messageFindCommand is `message find`.
@@ -18,7 +19,9 @@ func messageFindCommand() *cli.Command {
 		Name:  "find",
 		Usage: "find a topic's messages by key (a word of the message key, or its UNIQ_KEY), newest first, with the node that served them",
 		Description: "Every node indexes the keys of its own log on disk; the answer comes from one node.\n" +
-			"--begin and --end (RFC 3339 or a duration back from now, e.g. 1h) bound the messages' timestamps.",
+			"--begin and --end (RFC 3339 or a duration back from now, e.g. 1h) bound the messages' timestamps.\n" +
+			"With --namesrv (and no --broker-name): in every group that holds the topic, each group's answer\n" +
+			"under a \"group G:\" line (in JSON, each message's \"group\").",
 		Flags: clientFlags(
 			&cli.StringFlag{Name: "topic", Aliases: []string{"t"}, Usage: "topic (required)"},
 			&cli.StringFlag{Name: "key", Aliases: []string{"k"}, Usage: "key (required)"},
@@ -26,6 +29,7 @@ func messageFindCommand() *cli.Command {
 			&cli.StringFlag{Name: "begin", Usage: "only messages at or after this time"},
 			&cli.StringFlag{Name: "end", Usage: "only messages at or before this time"},
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json (one object per message)"},
+			everyGroupFlag(),
 		),
 		Action: func(c *cli.Context) error {
 			if c.String("topic") == "" || c.String("key") == "" {
@@ -42,16 +46,24 @@ func messageFindCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return withClient(c, func(ctx context.Context, cl *client.Client) error {
+			all, err := viaNamesrv(c)
+			if err != nil {
+				return err
+			}
+			var pick func(context.Context, *cluster.Cluster) ([]string, error)
+			if all {
+				pick = holdersOf(c.String("topic"))
+			}
+			return onGroups(c, pick, func(ctx context.Context, group string, cl *client.Client) error {
 				r, err := cl.FindMessages(ctx, c.String("topic"), c.String("key"), uint32(c.Uint("max")), begin, end)
 				if err != nil {
-					return clean(err)
+					return err
 				}
 				for _, m := range r.Messages {
 					if c.String("format") == "json" {
 						body, enc := jsonBody(c, m.Body)
 						b, _ := json.Marshal(msgJSON{Topic: m.Topic, Queue: m.Queue, Offset: m.Offset, ID: m.Id, Key: m.Key, Tag: m.Tag,
-							Properties: m.Properties, Body: body, BodyEncoding: enc, Timestamp: m.TimestampMs, Node: r.ServedBy})
+							Properties: m.Properties, Body: body, BodyEncoding: enc, Timestamp: m.TimestampMs, Node: r.ServedBy, Group: group})
 						fmt.Fprintln(c.App.Writer, string(b))
 						continue
 					}

@@ -851,7 +851,8 @@ type msgJSON struct {
 	// or a body that is not valid UTF-8); empty: Body is the text.
 	BodyEncoding string `json:"body_encoding,omitempty"`
 	Timestamp    int64  `json:"timestamp_ms"`
-	Node         string `json:"node"` // the node that served it
+	Node         string `json:"node"`            // the node that served it
+	Group        string `json:"group,omitempty"` // its group, when found through the name servers
 	// Next and Reason: where the broker sent the next pull of this queue,
 	// and why (the enum of /metrics raftmq_pull_suggestions_total{reason}).
 	Next   string `json:"next_node,omitempty"`
