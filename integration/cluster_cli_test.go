@@ -231,6 +231,11 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 		t.Fatalf("message find --namesrv: %+v, want the keyed message with its group", found)
 	}
 
+	// dlq list through the name server: every group, none has any.
+	if out := ga.mustCLI("", "dlq", "list", "cg1", "--namesrv", nsa); !strings.Contains(out, "group ga:") || !strings.Contains(out, "group gb:") {
+		t.Fatalf("dlq list --namesrv: %q, want both groups listed", out)
+	}
+
 	// topic delete through the name server: on both groups at once.
 	out = ga.mustCLI("", "topic", "delete", "spread", "--namesrv", nsa)
 	for _, g := range []string{"ga", "gb"} {

@@ -23,7 +23,9 @@ func dlqCommand() *cli.Command {
 				Name:      "list",
 				Usage:     "list a group's dead letters: id, original topic, reconsume count, reason, born time",
 				ArgsUsage: "GROUP",
-				Flags:     clientFlags(formatFlag(), &cli.IntFlag{Name: "max", Aliases: []string{"n"}, Usage: "list at most this many (0: all)"}),
+				Description: "With --namesrv (and no --broker-name): every group's, each under a \"group G:\" line (in JSON,\n" +
+					"each dead letter's \"group\"); ids are a group's own, so show and resend take --broker-name.",
+				Flags: clientFlags(formatFlag(), &cli.IntFlag{Name: "max", Aliases: []string{"n"}, Usage: "list at most this many (0: all; per group)"}, everyGroupFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return usageError(c, "want exactly one GROUP")
@@ -32,14 +34,16 @@ func dlqCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					return withClient(c, func(ctx context.Context, cl *client.Client) error {
+					return onGroups(c, nil, func(ctx context.Context, group string, cl *client.Client) error {
 						msgs, err := cl.ListDeadLetters(ctx, c.Args().First(), c.Int("max"))
 						if err != nil {
-							return clean(err)
+							return err
 						}
 						if format == "json" {
 							for _, m := range msgs {
-								if err := printJSON(c.App.Writer, deadLetterJSON(c, m)); err != nil {
+								d := deadLetterJSON(c, m)
+								d.Group = group
+								if err := printJSON(c.App.Writer, d); err != nil {
 									return err
 								}
 							}
@@ -142,6 +146,7 @@ type deadLetter struct {
 	Key          string `json:"key,omitempty"`
 	Body         string `json:"body"`
 	BodyEncoding string `json:"body_encoding,omitempty"` // base64 for a body that is not valid UTF-8
+	Group        string `json:"group,omitempty"`         // its group, when listed through the name servers
 }
 
 func deadLetterJSON(c *cli.Context, m *api.Message) deadLetter {
