@@ -21,18 +21,9 @@ func TestClusterThroughTheNameServerWithAuth(t *testing.T) {
 	procRequire(t)
 	dir := t.TempDir()
 	keyFile, adminFile := filepath.Join(dir, "auth.key"), filepath.Join(dir, "admin.secret")
-	for f, s := range map[string]string{keyFile: strings.Repeat("0123456789abcdef", 4), adminFile: "root-secret\n"} {
-		if err := os.WriteFile(f, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	g := procStartGroup(t, localgroup.Config{Nodes: 1, ServerArgs: []string{"--broker-name", "ga", "--cluster", "c1", "--namesrv", ns.Addr(),
-		"--register-period", "1s", "--auth", "enforcing", "--auth-key-file", keyFile, "--auth-admin-user", "root", "--auth-admin-secret-file", adminFile}})
+	writeFiles(t, map[string]string{keyFile: strings.Repeat("0123456789abcdef", 4), adminFile: "root-secret\n"})
+	ns := startNamesrv(t)
+	g := enforcingGroup(t, ns.Addr(), "ga", keyFile, adminFile)
 	env := []string{"RAFTMQ_CONFIG=" + filepath.Join(dir, "contexts.json")}
 	root := []string{"--access-key", "root", "--secret-key-file", adminFile}
 	must := func(args ...string) string {
@@ -69,24 +60,10 @@ func TestUsersOnEveryGroupThroughTheNameServer(t *testing.T) {
 	procRequire(t)
 	dir := t.TempDir()
 	keyFile, adminFile, u1File := filepath.Join(dir, "auth.key"), filepath.Join(dir, "admin.secret"), filepath.Join(dir, "u1.secret")
-	for f, s := range map[string]string{keyFile: strings.Repeat("0123456789abcdef", 4), adminFile: "root-secret\n", u1File: "u1-secret\n"} {
-		if err := os.WriteFile(f, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	var ga *procCluster
-	for _, name := range []string{"ga", "gb"} {
-		g := procStartGroup(t, localgroup.Config{Nodes: 1, ServerArgs: []string{"--broker-name", name, "--cluster", "c1", "--namesrv", ns.Addr(),
-			"--register-period", "1s", "--auth", "enforcing", "--auth-key-file", keyFile, "--auth-admin-user", "root", "--auth-admin-secret-file", adminFile}})
-		if ga == nil {
-			ga = g
-		}
-	}
+	writeFiles(t, map[string]string{keyFile: strings.Repeat("0123456789abcdef", 4), adminFile: "root-secret\n", u1File: "u1-secret\n"})
+	ns := startNamesrv(t)
+	ga := enforcingGroup(t, ns.Addr(), "ga", keyFile, adminFile)
+	enforcingGroup(t, ns.Addr(), "gb", keyFile, adminFile)
 	env := []string{"RAFTMQ_CONFIG=" + filepath.Join(dir, "contexts.json")}
 	root := []string{"--access-key", "root", "--secret-key-file", adminFile}
 	u1 := []string{"--access-key", "u1", "--secret-key-file", u1File}
@@ -137,4 +114,33 @@ func TestUsersOnEveryGroupThroughTheNameServer(t *testing.T) {
 	if _, errOut, err := ga.cliEnv(env, "", with(u1, "produce", "-t", "orders", "--timeout", "5s", "m3")...); err == nil {
 		t.Fatalf("u1 produced after its removal from every group: %s", errOut)
 	}
+}
+
+// writeFiles writes each file with its content, readable by its owner only.
+func writeFiles(t *testing.T, files map[string]string) {
+	t.Helper()
+	for f, s := range files {
+		if err := os.WriteFile(f, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startNamesrv starts an in-process name server, closed when t ends.
+func startNamesrv(t *testing.T) *namesrv.Server {
+	t.Helper()
+	ns, err := namesrv.Start(namesrv.Config{Listen: "127.0.0.1:0", Expiry: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	return ns
+}
+
+// enforcingGroup starts a one-node group named name, with --auth enforcing
+// and root as its first admin, registered with the name server at ns.
+func enforcingGroup(t *testing.T, ns, name, keyFile, adminFile string) *procCluster {
+	t.Helper()
+	return procStartGroup(t, localgroup.Config{Nodes: 1, ServerArgs: []string{"--broker-name", name, "--cluster", "c1", "--namesrv", ns,
+		"--register-period", "1s", "--auth", "enforcing", "--auth-key-file", keyFile, "--auth-admin-user", "root", "--auth-admin-secret-file", adminFile}})
 }
