@@ -417,6 +417,12 @@ func runGroupListCluster(c *cli.Context) error {
 	})
 }
 
+// everyGroupFlag is --namesrv of the commands that run on every group of
+// a cluster in turn (onGroups).
+func everyGroupFlag() cli.Flag {
+	return &cli.StringFlag{Name: "namesrv", Usage: "name servers ADDR[;ADDR...]: run on every group of the cluster in turn (with --broker-name: on that group only)"}
+}
+
 // onGroups runs f on the group of -s (or of --namesrv with --broker-name),
 // with the group name "". Through --namesrv without --broker-name it runs
 // f on each group pick names (nil pick: every registered group), one after

@@ -52,12 +52,6 @@ func usersCall(c *cli.Context, call api.UsersCall, done func(group string, r api
 	})
 }
 
-// everyGroupFlag is --namesrv of the commands that run on every group of
-// a cluster in turn (onGroups).
-func everyGroupFlag() cli.Flag {
-	return &cli.StringFlag{Name: "namesrv", Usage: "name servers ADDR[;ADDR...]: run on every group of the cluster in turn (with --broker-name: on that group only)"}
-}
-
 func userCommand() *cli.Command {
 	secretFlag := &cli.StringFlag{Name: "secret-file", Usage: "file holding the secret key (- : standard input); a trailing newline is dropped"}
 	oneUser := func(c *cli.Context) (string, error) {
