@@ -264,11 +264,15 @@ func TestNotReadyWhenLeaderCannotReplicate(t *testing.T) {
 	})
 	// Either reason is right: the leader cannot commit the entry, and once
 	// raft reads it back to replicate it finds it damaged (the read fails).
-	if !strings.Contains(body, "cannot commit") && !strings.Contains(body, "damaged") {
-		t.Errorf("/readyz of the stuck leader: %q, want the reason", body)
+	// On a loaded machine the followers may elect another leader while the
+	// entry is sent; the node that stepped down is then not ready for want
+	// of a leader, which is right too.
+	steppedDown := c.Node(li).Node().Role() != "leader"
+	if steppedDown {
+		t.Logf("node %d is no longer leader: /readyz %q", li, body)
 	}
-	if c.Node(li).Node().Role() != "leader" {
-		t.Logf("node %d is no longer leader", li)
+	if !steppedDown && !strings.Contains(body, "cannot commit") && !strings.Contains(body, "damaged") {
+		t.Errorf("/readyz of the stuck leader: %q, want the reason", body)
 	}
 	cl := c.Client(t)
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -278,7 +282,7 @@ func TestNotReadyWhenLeaderCannotReplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range st.Nodes {
-		if n.Id == st.AnsweredBy && (n.Healthy || !strings.Contains(n.Error, "cannot commit") && !n.Damaged) {
+		if n.Id == st.AnsweredBy && (n.Healthy || !steppedDown && !strings.Contains(n.Error, "cannot commit") && !n.Damaged) {
 			t.Errorf("status of the stuck leader about itself: healthy %v, error %q, damaged %v; `raftmq health` reads these", n.Healthy, n.Error, n.Damaged)
 		}
 	}
