@@ -91,15 +91,7 @@ func TestDecodeUpdateTopic(t *testing.T) {
 		{body: `{"name":"` + strings.Repeat("a", 5000) + `","perm":6}`, err: "over 4096 bytes"},
 	} {
 		got, err := DecodeUpdateTopic(strings.NewReader(tc.body))
-		if tc.err == "" {
-			if err != nil || got != tc.want {
-				t.Errorf("%.60s: got %+v, %v; want %+v", tc.body, got, err, tc.want)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, broker.ErrInvalidArgument) {
-			t.Errorf("%.60s: error %v, want one with %q", tc.body, err, tc.err)
-		}
+		checkDecoded(t, tc.body, got, err, tc.want, tc.err)
 	}
 }
 
@@ -142,15 +134,22 @@ func TestDecodeCreateTopic(t *testing.T) {
 		{body: `{"name":"` + strings.Repeat("a", 5000) + `"}`, err: "over 4096 bytes"},
 	} {
 		got, err := DecodeCreateTopic(strings.NewReader(tc.body))
-		if tc.err == "" {
-			if err != nil || got != tc.want {
-				t.Errorf("%.60s: got %+v, %v; want %+v", tc.body, got, err, tc.want)
-			}
-			continue
+		checkDecoded(t, tc.body, got, err, tc.want, tc.err)
+	}
+}
+
+// checkDecoded checks one case of a decoder's table: the value wanted, or
+// an invalid-argument error that says wantErr.
+func checkDecoded[T comparable](t *testing.T, body string, got T, err error, want T, wantErr string) {
+	t.Helper()
+	if wantErr == "" {
+		if err != nil || got != want {
+			t.Errorf("%.60s: got %+v, %v; want %+v", body, got, err, want)
 		}
-		if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, broker.ErrInvalidArgument) {
-			t.Errorf("%.60s: error %v, want one with %q", tc.body, err, tc.err)
-		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), wantErr) || !errors.Is(err, broker.ErrInvalidArgument) {
+		t.Errorf("%.60s: error %v, want one with %q", body, err, wantErr)
 	}
 }
 
