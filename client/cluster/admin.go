@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -225,19 +224,10 @@ func (c *Cluster) UpdateTopic(ctx context.Context, topic string, perm uint32, gr
 	if err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex
-	out := map[string]*api.TopicInfo{}
-	err = c.eachGroup(ctx, groups, func(g string, cl *client.Client) error {
+	return answers(ctx, c, groups, func(cl *client.Client) (*api.TopicInfo, bool, error) {
 		ti, err := cl.UpdateTopic(ctx, topic, perm)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		out[g] = ti
-		mu.Unlock()
-		return nil
+		return ti, true, err
 	})
-	return out, err
 }
 
 // DeleteTopic deletes topic on every group that holds it, or on the
@@ -251,19 +241,10 @@ func (c *Cluster) DeleteTopic(ctx context.Context, topic string, force bool, gro
 	if err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex
-	var deleted []string
-	err = c.eachGroup(ctx, groups, func(g string, cl *client.Client) error {
-		if err := cl.DeleteTopic(ctx, topic, force); err != nil {
-			return err
-		}
-		mu.Lock()
-		deleted = append(deleted, g)
-		mu.Unlock()
-		return nil
+	deleted, err := answers(ctx, c, groups, func(cl *client.Client) (struct{}, bool, error) {
+		return struct{}{}, true, cl.DeleteTopic(ctx, topic, force)
 	})
-	slices.Sort(deleted)
-	return deleted, err
+	return sortedNames(deleted), err
 }
 
 // holders is the groups an admin change of topic applies to: those named,
@@ -318,6 +299,25 @@ func (c *Cluster) eachGroup(ctx context.Context, groups []string, f func(g strin
 	return errors.Join(errs...)
 }
 
+// answers asks each of groups at once and gathers the answers by group.
+// A group whose ask fails is left out and the error joins a *GroupError
+// for it; one whose ask finds nothing there (false) is left out silently.
+func answers[T any](ctx context.Context, c *Cluster, groups []string, ask func(cl *client.Client) (T, bool, error)) (map[string]T, error) {
+	var mu sync.Mutex
+	out := map[string]T{}
+	err := c.eachGroup(ctx, groups, func(g string, cl *client.Client) error {
+		v, there, err := ask(cl)
+		if err != nil || !there {
+			return err
+		}
+		mu.Lock()
+		out[g] = v
+		mu.Unlock()
+		return nil
+	})
+	return out, err
+}
+
 // ListTopics lists every registered group's topics, as each group itself
 // answers (with queue offsets). Groups that fail are left out of the map;
 // the error joins a *GroupError for each.
@@ -326,18 +326,10 @@ func (c *Cluster) ListTopics(ctx context.Context) (map[string][]*api.TopicInfo, 
 	if err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex
-	out := map[string][]*api.TopicInfo{}
-	err = c.eachGroup(ctx, sortedNames(all), func(g string, cl *client.Client) error {
+	return answers(ctx, c, sortedNames(all), func(cl *client.Client) ([]*api.TopicInfo, bool, error) {
 		ts, err := cl.ListTopics(ctx)
-		if err == nil {
-			mu.Lock()
-			out[g] = ts
-			mu.Unlock()
-		}
-		return err
+		return ts, true, err
 	})
-	return out, err
 }
 
 // DescribeConsumerGroup describes the consumer group on every registered
@@ -349,20 +341,12 @@ func (c *Cluster) DescribeConsumerGroup(ctx context.Context, group string) (map[
 	if err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex
-	out := map[string]*api.DescribeGroupResponse{}
-	err = c.eachGroup(ctx, sortedNames(all), func(g string, cl *client.Client) error {
+	out, err := answers(ctx, c, sortedNames(all), func(cl *client.Client) (*api.DescribeGroupResponse, bool, error) {
 		d, err := cl.DescribeGroup(ctx, group)
-		switch {
-		case status.Code(err) == codes.NotFound:
-			return nil
-		case err != nil:
-			return err
+		if status.Code(err) == codes.NotFound {
+			return nil, false, nil
 		}
-		mu.Lock()
-		out[g] = d
-		mu.Unlock()
-		return nil
+		return d, true, err
 	})
 	if len(out) == 0 && err == nil {
 		return nil, fmt.Errorf("consumer group %s: %w", group, ErrConsumerGroupNotFound)
@@ -379,16 +363,8 @@ func (c *Cluster) DescribeTopic(ctx context.Context, topic string) (map[string]*
 	if err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex
-	out := map[string]*api.TopicInfo{}
-	err = c.eachGroup(ctx, sortedNames(r.Groups), func(g string, cl *client.Client) error {
+	return answers(ctx, c, sortedNames(r.Groups), func(cl *client.Client) (*api.TopicInfo, bool, error) {
 		ti, err := cl.DescribeTopic(ctx, topic)
-		if err == nil {
-			mu.Lock()
-			out[g] = ti
-			mu.Unlock()
-		}
-		return err
+		return ti, true, err
 	})
-	return out, err
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -425,7 +424,8 @@ func everyGroupFlag() cli.Flag {
 
 // onGroups runs f on the group of -s (or of --namesrv with --broker-name),
 // with the group name "". Through --namesrv without --broker-name it runs
-// f on each group pick names (nil pick: every registered group), one after
+// f on each group pick names (only then is pick called; nil pick: every
+// registered group), one after
 // the other, each group's output under a "group G:" line (none with --json
 // or --format json); a group that fails is reported and the others go on, and the
 // command then exits 1 naming the groups that failed.
@@ -440,8 +440,8 @@ func onGroups(c *cli.Context, pick func(context.Context, *cluster.Cluster) ([]st
 	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
 		var groups []string
 		if pick != nil {
-			groups, err = pick(ctx, cl)
-			if err != nil {
+			var err error
+			if groups, err = pick(ctx, cl); err != nil {
 				return err
 			}
 		} else {
@@ -493,16 +493,15 @@ func resetGroups(c *cli.Context, req *api.ResetGroupRequest) func(context.Contex
 			if byGroup == nil {
 				return nil, clean(err)
 			}
-			topics := map[string]bool{}
+			seen := map[string]bool{}
 			for _, g := range byGroup {
 				for _, t := range groupTopics(g) {
-					topics[t] = true
+					seen[t] = true
 				}
 			}
-			if len(topics) != 1 {
-				return nil, usageError(c, "group %s has offsets of %s (%s): name one with --topic", req.Group, plural(len(topics), "topic"), strings.Join(sortedKeys(topics), ", "))
+			if req.Topic, err = onlyTopic(c, req.Group, sortedKeys(seen)); err != nil {
+				return nil, err
 			}
-			req.Topic = sortedKeys(topics)[0]
 		}
 		return holdersOf(req.Topic)(ctx, cl)
 	}
@@ -548,11 +547,7 @@ func runGroupDescribeCluster(c *cli.Context) error {
 		fmt.Fprintln(w, "GROUP\tTOPIC\tQUEUE\tCOMMITTED\tMAX\tLAG\tMEMBER")
 		for _, g := range groups {
 			for _, q := range byGroup[g].Queues {
-				committed := "-"
-				if q.Committed >= 0 {
-					committed = strconv.FormatInt(q.Committed, 10)
-				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%d\t%s\n", g, q.Topic, q.Queue, committed, q.MaxOffset, q.Lag, q.MemberId)
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%d\t%s\n", g, q.Topic, q.Queue, committedCell(q.Committed), q.MaxOffset, q.Lag, q.MemberId)
 			}
 		}
 		if err := w.Flush(); err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/client/cluster"
 )
 
 // messageFindCommand is `message find`.
@@ -46,15 +45,7 @@ func messageFindCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			all, err := viaNamesrv(c)
-			if err != nil {
-				return err
-			}
-			var pick func(context.Context, *cluster.Cluster) ([]string, error)
-			if all {
-				pick = holdersOf(c.String("topic"))
-			}
-			return onGroups(c, pick, func(ctx context.Context, group string, cl *client.Client) error {
+			return onGroups(c, holdersOf(c.String("topic")), func(ctx context.Context, group string, cl *client.Client) error {
 				r, err := cl.FindMessages(ctx, c.String("topic"), c.String("key"), uint32(c.Uint("max")), begin, end)
 				if err != nil {
 					return err

@@ -21,7 +21,6 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/client/cluster"
 	"github.com/raftmq/raftmq/mq"
 )
 
@@ -1225,11 +1224,7 @@ func groupCommand() *cli.Command {
 						fmt.Fprintf(w, "max reconsume times %d\n", g.GetSettings().GetMaxReconsumeTimes())
 						fmt.Fprintln(w, "TOPIC\tQUEUE\tCOMMITTED\tMAX\tLAG\tMEMBER")
 						for _, q := range g.Queues {
-							committed := "-"
-							if q.Committed >= 0 {
-								committed = strconv.FormatInt(q.Committed, 10)
-							}
-							fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%s\n", q.Topic, q.Queue, committed, q.MaxOffset, q.Lag, q.MemberId)
+							fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%s\n", q.Topic, q.Queue, committedCell(q.Committed), q.MaxOffset, q.Lag, q.MemberId)
 						}
 						return w.Flush()
 					})
@@ -1279,11 +1274,7 @@ func groupCommand() *cli.Command {
 					for _, q := range c.IntSlice("queue") {
 						req.Queues = append(req.Queues, int32(q))
 					}
-					var pick func(context.Context, *cluster.Cluster) ([]string, error)
-					if all {
-						pick = resetGroups(c, req)
-					}
-					return onGroups(c, pick, func(ctx context.Context, _ string, cl *client.Client) error {
+					return onGroups(c, resetGroups(c, req), func(ctx context.Context, _ string, cl *client.Client) error {
 						return resetGroupOn(ctx, c.App.Writer, cl, req)
 					})
 				},
@@ -1336,16 +1327,31 @@ func groupsOnlyTopic(c *cli.Context, group string) (string, error) {
 		topics = groupTopics(g)
 		return nil
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		return "", err
-	case len(topics) == 1:
+	}
+	return onlyTopic(c, group, topics)
+}
+
+// onlyTopic is the one topic of topics (a consumer group's, without
+// repeats); otherwise a usage error naming them.
+func onlyTopic(c *cli.Context, group string, topics []string) (string, error) {
+	switch len(topics) {
+	case 1:
 		return topics[0], nil
-	case len(topics) == 0:
+	case 0:
 		return "", usageError(c, "group %s has no offsets of any topic: give --topic", group)
 	}
 	sort.Strings(topics)
 	return "", usageError(c, "group %s reads %s: give --topic", group, strings.Join(topics, ", "))
+}
+
+// committedCell is how a table shows a committed offset (-1: none yet).
+func committedCell(committed int64) string {
+	if committed < 0 {
+		return "-"
+	}
+	return strconv.FormatInt(committed, 10)
 }
 
 // groupTopics are the topics of a group's queues, in the order they come.
