@@ -490,27 +490,34 @@ func (e *leaderMovedError) Is(target error) bool { return target == errLeaderMov
 func (c *Client) attempt(ctx context.Context, addr string, timeout, patience time.Duration, call func(context.Context) error) error {
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- call(actx) }()
-	check := time.NewTimer(patience)
-	defer check.Stop()
-	checked := make(chan string, 1)
-	for {
-		select {
-		case err := <-done:
-			return err
-		case <-check.C:
-			go func() { checked <- c.leaderElsewhere(actx, addr) }()
-		case l := <-checked:
-			if l != "" {
+	// The call runs on this goroutine; the watcher starts only once it has
+	// gone unanswered for patience.
+	var moved atomic.Pointer[string]
+	ended := make(chan struct{})
+	watch := time.AfterFunc(patience, func() {
+		for {
+			if l := c.leaderElsewhere(actx, addr); l != "" {
+				moved.Store(&l)
 				cancel()
-				<-done
-				c.setLeader(l)
-				return &leaderMovedError{from: addr, to: l}
+				return
 			}
-			check.Reset(stallCheckEvery)
+			select {
+			case <-ended:
+				return
+			case <-actx.Done():
+				return
+			case <-time.After(stallCheckEvery):
+			}
 		}
+	})
+	err := call(actx)
+	watch.Stop()
+	close(ended)
+	if l := moved.Load(); err != nil && l != nil {
+		c.setLeader(*l)
+		return &leaderMovedError{from: addr, to: *l}
 	}
+	return err
 }
 
 // leaderElsewhere asks the nodes other than addr who leads and returns that
