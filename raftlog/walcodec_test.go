@@ -255,3 +255,54 @@ func BenchmarkWALCodec(b *testing.B) {
 		}
 	}
 }
+
+// TestWALRecordsDoNotShareBuffers reads, after a restart (nothing cached),
+// entries on both sides of the size up to which raft-wal reads records into
+// its pooled buffers, keeps what each read returned, reads every entry
+// again many times (the pool's buffers go round), and checks that nothing
+// kept changed: dataOf may keep raft-wal's buffer only where raft-wal
+// never reuses it.
+func TestWALRecordsDoNotShareBuffers(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Kind: KindWAL, SegmentSize: 8 << 20}
+	sizes := []int{100, walPooledMax - 64, walPooledMax - 8, walPooledMax + 1, walPooledMax + 64, 300 << 10, 1 << 10}
+	// Configuration entries, whose data the store does not check.
+	body := func(i int) []byte { return bytes.Repeat([]byte{byte(i + 1)}, sizes[i]) }
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sizes {
+		l := &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogConfiguration, Data: body(i), AppendedAt: time.Now()}
+		if err := s.Log.StoreLogs([]*raft.Log{l}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	kept := make([][]byte, len(sizes))
+	for round := 0; round < 20; round++ {
+		for i := range sizes {
+			var l raft.Log
+			if err := s.Log.GetLog(uint64(i+1), &l); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(l.Data, body(i)) {
+				t.Fatalf("round %d: entry %d (%d bytes) read back wrong", round, i+1, sizes[i])
+			}
+			if round == 0 {
+				kept[i] = l.Data
+			}
+		}
+	}
+	for i := range sizes {
+		if !bytes.Equal(kept[i], body(i)) {
+			t.Fatalf("entry %d (%d bytes): what the first read returned changed under later reads", i+1, sizes[i])
+		}
+	}
+}
