@@ -305,15 +305,21 @@ func ParseReadBatch(data []byte) (Batch, error) {
 // all). It sizes buffers; it is not a bound.
 func (b Batch) Requests() int { return b.count }
 
-// RequestView is one request inside a batch. Strings are copies; message
-// bodies returned by Messages alias the entry.
-type RequestView struct {
+// RequestHeader is what a request says before its messages. Strings are
+// copies.
+type RequestHeader struct {
 	ProducerID string
 	Seq        uint64
 	Topic      string
-	Count      int
-	msgs       []byte
-	v2         bool
+	Count      int // messages
+}
+
+// RequestView is one request inside a batch; message bodies returned by
+// Messages alias the entry.
+type RequestView struct {
+	RequestHeader
+	msgs []byte
+	v2   bool
 }
 
 // MessageView is one message inside a batch. Body aliases the entry bytes;
@@ -349,36 +355,82 @@ func (m *MessageView) Properties() map[string]string {
 func (b Batch) Each(fn func(i int, r *RequestView) bool) error {
 	d := decoder{buf: b.data[b.body:], base: b.body, v2: b.v2}
 	r := RequestView{v2: b.v2}
-	for i := 0; i < b.count || (b.v2 && d.off < len(d.buf)); i++ {
-		if i >= MaxRequestsBatch {
-			return fmt.Errorf("%w: more than %d requests", ErrCorrupt, MaxRequestsBatch)
-		}
-		r.ProducerID = string(d.bytes(MaxNameLen))
-		r.Seq = d.uvarint()
-		r.Topic = string(d.bytes(MaxNameLen))
-		n := d.uvarint()
-		if d.err != nil {
+	var m MessageView
+	for i := 0; b.more(i, &d); i++ {
+		if !d.header(i, &r.RequestHeader) {
 			return d.wrap(i)
 		}
 		start := d.off
 		// Skip over the messages so that the next request can be found; the
 		// walk doubles as validation of every length on the way.
-		for j := uint64(0); j < n; j++ {
-			var m MessageView
+		for j := 0; j < r.Count; j++ {
 			if !d.message(&m) {
 				return d.wrap(i)
 			}
 		}
-		r.Count = int(n)
 		r.msgs = d.buf[start:d.off]
 		if !fn(i, &r) {
 			return nil
 		}
 	}
+	return b.end(&d)
+}
+
+// Walk visits the requests in order and, in the same pass, the messages of
+// each request that visit returns true for: each message is decoded once,
+// where Each and RequestView.Messages decode it twice. msg gets the
+// message's number in its request; returning false stops the walk. The
+// header and the view are reused between calls.
+func (b Batch) Walk(visit func(i int, h *RequestHeader) bool, msg func(j int, m *MessageView) bool) error {
+	d := decoder{buf: b.data[b.body:], base: b.body, v2: b.v2}
+	var h RequestHeader
+	var m MessageView
+	for i := 0; b.more(i, &d); i++ {
+		if !d.header(i, &h) {
+			return d.wrap(i)
+		}
+		want := visit(i, &h)
+		for j := 0; j < h.Count; j++ {
+			if !d.message(&m) {
+				return d.wrap(i)
+			}
+			if want && !msg(j, &m) {
+				return nil
+			}
+		}
+	}
+	return b.end(&d)
+}
+
+// more reports whether request i follows: a version 1 batch counts its
+// requests, a version 2 one runs to the end of the entry.
+func (b Batch) more(i int, d *decoder) bool {
+	return i < b.count || (b.v2 && d.off < len(d.buf))
+}
+
+// end checks that a walk that read every request ended with the entry.
+func (b Batch) end(d *decoder) error {
 	if d.off != len(d.buf) {
 		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.buf)-d.off)
 	}
 	return nil
+}
+
+// header reads the header of request i.
+func (d *decoder) header(i int, h *RequestHeader) bool {
+	if i >= MaxRequestsBatch {
+		d.err = fmt.Errorf("more than %d requests", MaxRequestsBatch)
+		return false
+	}
+	h.ProducerID = string(d.bytes(MaxNameLen))
+	h.Seq = d.uvarint()
+	h.Topic = string(d.bytes(MaxNameLen))
+	n := d.uvarint()
+	if d.err == nil && n > math.MaxInt32 {
+		d.err = fmt.Errorf("%d messages", n)
+	}
+	h.Count = int(n)
+	return d.err == nil
 }
 
 // Messages walks the messages of a request. The view passed to fn is reused

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -157,12 +158,13 @@ func FuzzParseBatch(f *testing.F) {
 		// ParseReadBatch trusts the CRC: decoding must still end in
 		// ErrCorrupt or success on any input, never panic.
 		if b, err := ParseReadBatch(data); err == nil {
-			err = b.Each(func(i int, rv *RequestView) bool {
-				rv.Messages(func(j int, m *MessageView) bool { m.Properties(); return true })
-				return true
-			})
+			each, err := eachTrace(b, nil)
 			if err != nil && !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("ParseReadBatch: error not ErrCorrupt: %v", err)
+			}
+			walk, werr := walkTrace(b, nil)
+			if (err == nil) != (werr == nil) || (err == nil && walk != each) {
+				t.Fatalf("Walk and Each differ:\n%v: %s\n%v: %s", werr, walk, err, each)
 			}
 		} else if !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("ParseReadBatch: error not ErrCorrupt: %v", err)
@@ -257,6 +259,63 @@ func BenchmarkBatchVersions(b *testing.B) {
 					})
 				}
 			})
+		}
+	}
+}
+
+// eachTrace lists what Each and RequestView.Messages show of b, the
+// messages of the requests that want picks (nil: all).
+func eachTrace(b Batch, want func(i int) bool) (string, error) {
+	var out strings.Builder
+	err := b.Each(func(i int, rv *RequestView) bool {
+		fmt.Fprintf(&out, "r%d %q %d %q %d;", i, rv.ProducerID, rv.Seq, rv.Topic, rv.Count)
+		if want == nil || want(i) {
+			rv.Messages(func(j int, m *MessageView) bool { traceMessage(&out, j, m); return true })
+		}
+		return true
+	})
+	return out.String(), err
+}
+
+// walkTrace is eachTrace through Walk.
+func walkTrace(b Batch, want func(i int) bool) (string, error) {
+	var out strings.Builder
+	err := b.Walk(func(i int, h *RequestHeader) bool {
+		fmt.Fprintf(&out, "r%d %q %d %q %d;", i, h.ProducerID, h.Seq, h.Topic, h.Count)
+		return want == nil || want(i)
+	}, func(j int, m *MessageView) bool { traceMessage(&out, j, m); return true })
+	return out.String(), err
+}
+
+func traceMessage(out *strings.Builder, j int, m *MessageView) {
+	fmt.Fprintf(out, " m%d q%d t%d %q %q %v %q;", j, m.Queue, m.Timestamp, m.Key, m.Tag, m.Properties(), m.Body)
+}
+
+func TestWalkDecodesAsEach(t *testing.T) {
+	reqs := sampleRequests()
+	odd := func(i int) bool { return i%2 == 1 }
+	for _, data := range [][]byte{encodeBatchV1(reqs...), encodeBatchV2(reqs...)} {
+		b, err := ParseBatch(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []func(int) bool{nil, odd} {
+			each, err := eachTrace(b, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			walk, err := walkTrace(b, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if walk != each || !strings.Contains(each, " m0 ") {
+				t.Fatalf("Walk shows\n%s\nEach shows\n%s", walk, each)
+			}
+		}
+		// msg returning false ends the walk.
+		n := 0
+		if err := b.Walk(func(int, *RequestHeader) bool { return true }, func(int, *MessageView) bool { n++; return n < 2 }); err != nil || n != 2 {
+			t.Fatalf("walk stopped after %d messages (%v), want 2", n, err)
 		}
 	}
 }

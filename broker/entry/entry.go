@@ -42,33 +42,27 @@ func Read(data []byte, topic string, q int32, loc store.Location, fn func(Stored
 	}
 	skip := 0
 	offset := loc.Base
-	var ordinal uint32
+	var ordinal, first uint32
+	var req int
 	stopped := false
-	err = batch.Each(func(i int, rv *raftlog.RequestView) bool {
-		first := ordinal
-		ordinal += uint32(rv.Count)
+	err = batch.Walk(func(i int, h *raftlog.RequestHeader) bool {
+		first, req = ordinal, i
+		ordinal += uint32(h.Count)
 		for skip < len(loc.Skip) && loc.Skip[skip] < uint32(i) {
 			skip++
 		}
 		if skip < len(loc.Skip) && loc.Skip[skip] == uint32(i) {
 			skip++
+			return false
+		}
+		return h.Topic == topic
+	}, func(j int, m *raftlog.MessageView) bool {
+		if m.Queue != uint32(q) {
 			return true
 		}
-		if rv.Topic != topic {
-			return true
-		}
-		rv.Messages(func(j int, m *raftlog.MessageView) bool {
-			if m.Queue != uint32(q) {
-				return true
-			}
-			s := Stored{Offset: offset, Ordinal: first + uint32(j), Request: i, View: m}
-			offset++
-			if !fn(s) {
-				stopped = true
-				return false
-			}
-			return true
-		})
+		s := Stored{Offset: offset, Ordinal: first + uint32(j), Request: req, View: m}
+		offset++
+		stopped = !fn(s)
 		return !stopped
 	})
 	if err == nil && !stopped && offset != loc.Base+uint64(loc.Count) {
@@ -89,16 +83,15 @@ func Each(data []byte, fn func(request int, topic string, ordinal uint32, v *raf
 	if err != nil {
 		return err
 	}
-	var next uint32 // ordinal of the request's first message
-	stopped := false
-	return batch.Each(func(i int, rv *raftlog.RequestView) bool {
-		first := next
-		next += uint32(rv.Count)
-		rv.Messages(func(j int, v *raftlog.MessageView) bool {
-			stopped = !fn(i, rv.Topic, first+uint32(j), v)
-			return !stopped
-		})
-		return !stopped
+	var next, first uint32 // ordinals of the requests' first messages
+	var req int
+	var topic string
+	return batch.Walk(func(i int, h *raftlog.RequestHeader) bool {
+		first, req, topic = next, i, h.Topic
+		next += uint32(h.Count)
+		return true
+	}, func(j int, v *raftlog.MessageView) bool {
+		return fn(req, topic, first+uint32(j), v)
 	})
 }
 
