@@ -184,10 +184,9 @@ func (s *Scheduler) Run(stop, done <-chan struct{}) {
 		select {
 		case <-t.C:
 		case <-changed:
-			// Applies come fast under load: space the rounds they wake.
-			if d := scheduleSpacing - time.Since(lastRound); d > 0 {
-				time.Sleep(d)
-			}
+			// Let the apply's answers go out first; applies come fast
+			// under load: space the rounds they wake.
+			time.Sleep(max(scheduleSpacing-time.Since(lastRound), scheduleSpacing/4))
 		case <-stop:
 		case <-done:
 		}

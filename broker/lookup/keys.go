@@ -30,6 +30,7 @@ const (
 	maxFindBytes  = 16 << 20 // bodies of one answer, past its first message
 	keyIndexBatch = 4096     // entries indexed before the loop looks up again
 	keyIndexFlush = time.Second
+	keyIndexDelay = 2 * time.Millisecond // from an apply to the round that indexes it
 )
 
 // FindRequest looks messages of a topic up by key.
@@ -116,6 +117,13 @@ func (k *Keys) Run(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-changed:
+			// Let the apply's answers go out first, and take the
+			// entries of the next few milliseconds in the same round.
+			select {
+			case <-stop:
+				return
+			case <-time.After(keyIndexDelay):
+			}
 		case <-flush.C:
 			if err := k.x.Flush(); err != nil {
 				k.log.Warn("key index: flush", "error", err)
