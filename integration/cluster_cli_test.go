@@ -243,4 +243,25 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 			t.Errorf("topic delete --namesrv: %q, want it deleted on %s", out, g)
 		}
 	}
+
+	// bench produce through the name server: a topic it creates with 2
+	// queues on each group, every message acknowledged, both groups
+	// taking a share, and --purge deleting it everywhere.
+	var res struct {
+		Queues   int               `json:"queues"`
+		Messages uint64            `json:"messages"`
+		Errors   uint64            `json:"errors"`
+		Groups   map[string]uint64 `json:"groups"`
+	}
+	if err := json.Unmarshal([]byte(ga.mustCLI("", "bench", "produce", "--namesrv", nsa, "-t", "wide", "--queues", "2",
+		"--producers", "2", "--window", "8", "--count", "2000", "--size", "64", "--purge", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Queues != 4 || res.Messages != 2000 || res.Errors != 0 || res.Groups["ga"]+res.Groups["gb"] != 2000 ||
+		res.Groups["ga"] == 0 || res.Groups["gb"] == 0 {
+		t.Fatalf("bench produce --namesrv: %+v; want 4 queues and 2000 messages acknowledged, by both groups", res)
+	}
+	if out := ga.mustCLI("", "topic", "list", "--namesrv", nsa); strings.Contains(out, "wide") {
+		t.Fatalf("bench produce --namesrv --purge left the topic:\n%s", out)
+	}
 }

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
 )
 
@@ -27,6 +26,12 @@ const MaxWindow = 512
 type ProduceConfig struct {
 	// Servers are client API addresses of any nodes of the group.
 	Servers []string
+	// NameServers, when set, run the benchmark over every group the name
+	// servers register instead of one group (Servers is then unused): each
+	// producer is a cluster producer (package client/cluster), which
+	// spreads the messages over the topic's queues in every group, and a
+	// run that creates the topic gives each group Queues queues.
+	NameServers []string
 	// TLS, when set, is every client's client.Config.TLS.
 	TLS *tls.Config
 	// Credentials, when set, are every client's client.Config.Credentials.
@@ -89,9 +94,13 @@ type ProduceResult struct {
 	// Latency is per Send call, from Send to ack (commit on a quorum and
 	// apply on the leader), including the SDK's coalescing and retries.
 	Latency Summary `json:"latency"`
-	// Elections is how many Raft terms began during the run (0 when the
-	// leader held on throughout; -1 when the term could not be read).
+	// Elections is how many Raft terms began during the run, in every
+	// group (0 when the leaders held on throughout; -1 when a term could
+	// not be read).
 	Elections int64 `json:"elections"`
+	// Groups is how many messages each group acknowledged, when the run
+	// went through name servers.
+	Groups map[string]uint64 `json:"groups,omitempty"`
 	// ClientCPUSeconds is the CPU time (user + system) this process used
 	// during the run.
 	ClientCPUSeconds float64 `json:"client_cpu_seconds"`
@@ -192,44 +201,35 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 	}
 	res := &ProduceResult{Topic: cfg.Topic, Size: cfg.Size, Producers: cfg.Producers, Window: cfg.Window, Batch: cfg.Batch}
 
-	clients := make([]*client.Client, cfg.Producers)
-	defer func() {
-		for _, c := range clients {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}()
-	for i := range clients {
-		c, err := newClient(cfg.Servers, cfg.Timeout, cfg.TLS, cfg.Credentials)
-		if err != nil {
-			return nil, err
-		}
-		clients[i] = c
-	}
-	setupCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-	nq, err := ensureTopic(setupCtx, clients[0], cfg.Topic, cfg.Queues)
-	if err != nil {
-		return nil, err
-	}
-	res.Queues = nq
-
 	body := make([]byte, cfg.Size)
 	rand.Read(body)
 	msgs := make([]client.Message, cfg.Batch)
 	for i := range msgs {
 		msgs[i] = client.Message{Body: body} // read-only: shared by every request
 	}
-	producers := make([]*client.Producer, cfg.Producers)
-	for i, c := range clients {
-		// Learn the leader first: the SDK otherwise sends to the first
-		// server of the list, and a follower there forwards every request.
-		c.Status(setupCtx)
-		producers[i] = c.NewProducer()
-		// Warm up outside the clock: find the leader, dial it.
-		if _, err := producers[i].Send(setupCtx, cfg.Topic, msgs[0]); err != nil {
-			return nil, fmt.Errorf("warm-up send: %w", err)
+	setupCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	open := openGroup
+	if len(cfg.NameServers) > 0 {
+		open = openCluster
+	}
+	ps, err := open(setupCtx, &cfg, msgs[0])
+	if ps != nil {
+		defer ps.close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.Queues = ps.queues
+	var gmu sync.Mutex
+	countGroups := func(groups []string) {
+		gmu.Lock()
+		defer gmu.Unlock()
+		if res.Groups == nil {
+			res.Groups = map[string]uint64{}
+		}
+		for _, g := range groups {
+			res.Groups[g]++
 		}
 	}
 
@@ -268,7 +268,7 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 	// SendAsync: a goroutine per in-flight Send cost the client more CPU
 	// than the coalesced requests themselves (a third of the bench's CPU
 	// at 4 x 256 in flight).
-	worker := func(p *client.Producer) {
+	worker := func(send sendFunc) {
 		window := make(chan struct{}, cfg.Window)
 		defer func() { // wait for the Sends in flight
 			for i := 0; i < cfg.Window; i++ {
@@ -293,13 +293,16 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 			t0 := time.Now()
 			// A Send still queued in the SDK when the run is interrupted is
 			// never sent (ErrNotSent).
-			p.SendAsyncContext(runCtx, cfg.Topic, msgs[:k], func(_ []*api.Ack, err error) {
+			send(runCtx, msgs[:k], func(groups []string, err error) {
 				lat := time.Since(t0)
 				switch client.Classify(err) {
 				case client.Acknowledged:
 					hist.Record(lat)
 					acked.Add(uint64(k))
 					requests.Add(1)
+					if groups != nil {
+						countGroups(groups)
+					}
 				case client.Failed:
 					notSent.Add(uint64(k))
 				default:
@@ -313,8 +316,8 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 		}
 	}
 
-	term0 := term(ctx, clients[0])
-	elapsed, cpu := runWorkers(ctx, len(producers), func(i int) { worker(producers[i]) }, cfg.Duration, &stop,
+	term0 := ps.term(ctx)
+	elapsed, cpu := runWorkers(ctx, len(ps.sends), func(i int) { worker(ps.sends[i]) }, cfg.Duration, &stop,
 		cfg.ProgressInterval, cfg.Progress, &acked, &failed)
 	res.ClientCPUSeconds = cpu
 
@@ -326,7 +329,7 @@ func RunProduce(ctx context.Context, cfg ProduceConfig) (*ProduceResult, error) 
 		res.MBPerSec = float64(res.Messages) * float64(cfg.Size) / 1e6 / res.Seconds
 	}
 	res.Latency = hist.Summary()
-	res.Elections = elections(term0, term(context.Background(), clients[0]))
+	res.Elections = elections(term0, ps.term(context.Background()))
 	if fatal != nil {
 		return res, fmt.Errorf("produce: %w", fatal)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/client/bench"
+	"github.com/raftmq/raftmq/client/cluster"
 	"github.com/raftmq/raftmq/internal/localgroup"
 )
 
@@ -63,12 +64,16 @@ func benchCommand() *cli.Command {
 					"send --batch messages per Send and wait for the ack (--window 1: synchronous); the SDK\n" +
 					"coalesces concurrent Sends of a producer into shared requests. The run ends at --count\n" +
 					"messages or after --duration, whichever comes first. Latency is per Send, from the call to\n" +
-					"the ack (quorum fsync and apply on the leader), including coalescing and retries.",
+					"the ack (quorum fsync and apply on the leader), including coalescing and retries. With\n" +
+					"--namesrv and no --broker-name the run covers every group of the cluster: each producer\n" +
+					"spreads its messages over the topic's queues in all of them (the topic is created on every\n" +
+					"group when none holds it), and the result counts what each group acknowledged.",
 				Flags: benchFlags(200000,
 					&cli.IntFlag{Name: "producers", Aliases: []string{"P"}, Value: 4, Usage: "producers (each its own connection)"},
 					&cli.IntFlag{Name: "window", Aliases: []string{"w"}, Value: 256, Usage: "Sends in flight per producer (1 = synchronous)"},
 					&cli.IntFlag{Name: "batch", Aliases: []string{"b"}, Value: 1, Usage: "messages per Send"},
-					&cli.IntFlag{Name: "queues", Value: 4, Usage: "queues of the topic when the run creates it"},
+					&cli.IntFlag{Name: "queues", Value: 4, Usage: "queues of the topic when the run creates it (through --namesrv: of each group)"},
+					namesrvFlag(),
 				),
 				Action: runBenchProduce,
 			},
@@ -108,12 +113,14 @@ func benchCommand() *cli.Command {
 	}
 }
 
-// benchTarget is where a bench runs: the -s servers, or a local group.
+// benchTarget is where a bench runs: the -s servers, every group behind
+// the name servers, or a local group.
 type benchTarget struct {
-	servers []string
-	tls     *tls.Config         // -s with --tls-ca: TLS; nil: plaintext
-	creds   *client.Credentials // -s with --access-key (or the context's): signed calls
-	group   *localgroup.Group
+	servers     []string
+	nameServers []string            // every group registered with them (bench produce)
+	tls         *tls.Config         // -s with --tls-ca: TLS; nil: plaintext
+	creds       *client.Credentials // -s with --access-key (or the context's): signed calls
+	group       *localgroup.Group
 }
 
 func startBenchTarget(c *cli.Context) (*benchTarget, error) {
@@ -219,19 +226,51 @@ func procMemory(pid int) (peak, cur uint64, err error) {
 	return 0, 0, fmt.Errorf("read memory of pid %d: %w", pid, err)
 }
 
-// purgeTopic deletes the bench topic after a run with --purge.
-func purgeTopic(c *cli.Context, servers []string, tc *tls.Config, creds *client.Credentials, topic string) error {
+// clusterBenchTarget is every group registered with --namesrv, reached
+// with -s's TLS and credentials.
+func clusterBenchTarget(c *cli.Context) (*benchTarget, error) {
+	if c.Bool("local") {
+		return nil, usageError(c, "--local starts its own group: drop --namesrv")
+	}
+	if c.IsSet("server-flag") || c.IsSet("local-dir") {
+		return nil, errors.New("--server-flag and --local-dir need --local")
+	}
+	tc, err := clientTLS(c)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := clientCredentials(c)
+	if err != nil {
+		return nil, err
+	}
+	return &benchTarget{nameServers: []string{c.String("namesrv")}, tls: tc, creds: creds}, nil
+}
+
+// purgeTopic deletes the bench topic after a run with --purge, on every
+// group that holds it when t is the name servers' cluster.
+func purgeTopic(c *cli.Context, t *benchTarget, topic string) error {
 	if !c.Bool("purge") {
 		return nil
 	}
-	cl, err := client.New(client.Config{Servers: servers, RetryTimeout: 30 * time.Second, TLS: tc, Credentials: creds})
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := cl.DeleteTopic(ctx, topic, true); err != nil {
+	var err error
+	if len(t.nameServers) > 0 {
+		var cl *cluster.Cluster
+		if cl, err = newCluster(c); err != nil {
+			return err
+		}
+		defer cl.Close()
+		_, err = cl.DeleteTopic(ctx, topic, true, nil)
+	} else {
+		var cl *client.Client
+		if cl, err = client.New(client.Config{Servers: t.servers, RetryTimeout: 30 * time.Second, TLS: t.tls, Credentials: t.creds}); err != nil {
+			return err
+		}
+		defer cl.Close()
+		err = cl.DeleteTopic(ctx, topic, true)
+	}
+	if err != nil {
 		return fmt.Errorf("--purge: delete topic %s: %w", topic, err)
 	}
 	fmt.Fprintf(c.App.ErrWriter, "deleted topic %s\n", topic)
@@ -266,21 +305,34 @@ func runBenchProduce(c *cli.Context) error {
 		return fmt.Errorf("bench produce takes no arguments, got %q", c.Args().Slice())
 	}
 	count := c.Int64("count")
-	t, err := startBenchTarget(c)
+	wide, err := viaNamesrv(c)
+	if err != nil {
+		return err
+	}
+	var t *benchTarget
+	if wide {
+		t, err = clusterBenchTarget(c)
+	} else {
+		t, err = startBenchTarget(c)
+	}
 	if err != nil {
 		return err
 	}
 	cfg := bench.ProduceConfig{
-		Servers: t.servers, TLS: t.tls, Credentials: t.creds, Topic: c.String("topic"), Queues: int32(c.Int("queues")), Size: c.Int("size"),
+		Servers: t.servers, NameServers: t.nameServers, TLS: t.tls, Credentials: t.creds, Topic: c.String("topic"), Queues: int32(c.Int("queues")), Size: c.Int("size"),
 		Producers: c.Int("producers"), Window: c.Int("window"), Batch: c.Int("batch"),
 		Count: count, Duration: c.Duration("duration"), Timeout: c.Duration("timeout"),
 		Progress: benchProgress(c.App.ErrWriter, "acked"),
 	}
+	against := strings.Join(cfg.Servers, ",")
+	if wide {
+		against = "every group registered with " + strings.Join(cfg.NameServers, ";")
+	}
 	fmt.Fprintf(c.App.ErrWriter, "bench produce: topic %s, %d B messages, %d producers x %d requests in flight x %d messages, %s, against %s\n",
-		cfg.Topic, cfg.Size, cfg.Producers, cfg.Window, cfg.Batch, benchBound(cfg.Count, cfg.Duration), strings.Join(cfg.Servers, ","))
+		cfg.Topic, cfg.Size, cfg.Producers, cfg.Window, cfg.Batch, benchBound(cfg.Count, cfg.Duration), against)
 	res, nodes, runErr := profiled(c, t, func() (*bench.ProduceResult, error) {
 		res, err := bench.RunProduce(c.Context, cfg)
-		return res, errors.Join(err, purgeTopic(c, cfg.Servers, cfg.TLS, cfg.Credentials, cfg.Topic))
+		return res, errors.Join(err, purgeTopic(c, t, cfg.Topic))
 	})
 	if res == nil {
 		return clean(runErr)
@@ -362,7 +414,7 @@ func runBenchConsume(c *cli.Context) error {
 		cfg.Topic, cfg.Consumers, cfg.FollowerReads, benchBound(cfg.Count, cfg.Duration), strings.Join(cfg.Servers, ","))
 	res, nodes, runErr := profiled(c, t, func() (*bench.ConsumeResult, error) {
 		res, err := bench.RunConsume(c.Context, cfg)
-		return res, errors.Join(err, purgeTopic(c, cfg.Servers, cfg.TLS, cfg.Credentials, cfg.Topic))
+		return res, errors.Join(err, purgeTopic(c, t, cfg.Topic))
 	})
 	if res == nil {
 		return clean(runErr)
@@ -415,7 +467,7 @@ func runBenchE2E(c *cli.Context) error {
 		var perr error
 		out.Produce, perr = bench.RunProduce(c.Context, pcfg)
 		<-done
-		return &out, errors.Join(perr, cerr, purgeTopic(c, t.servers, t.tls, t.creds, pcfg.Topic))
+		return &out, errors.Join(perr, cerr, purgeTopic(c, t, pcfg.Topic))
 	})
 	if res == nil {
 		return clean(runErr)
@@ -454,6 +506,13 @@ func printProduce(w io.Writer, r *bench.ProduceResult) {
 	l := r.Latency
 	fmt.Fprintf(w, "  latency     send→ack per Send: p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (mean %s, %s Sends)\n",
 		msString(l.P50), msString(l.P90), msString(l.P99), msString(l.P999), msString(l.Max), msString(l.Mean), groupDigits(l.Count))
+	if len(r.Groups) > 0 {
+		fmt.Fprint(w, "  groups      acknowledged by")
+		for _, g := range sortedKeys(r.Groups) {
+			fmt.Fprintf(w, " %s %s", g, groupDigits(r.Groups[g]))
+		}
+		fmt.Fprintln(w)
+	}
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "  first error %s\n", r.FirstError)
 	}
