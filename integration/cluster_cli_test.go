@@ -245,23 +245,50 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 	}
 
 	// bench produce through the name server: a topic it creates with 2
-	// queues on each group, every message acknowledged, both groups
-	// taking a share, and --purge deleting it everywhere.
-	var res struct {
+	// queues on each group, every message acknowledged, both groups taking
+	// a share. bench consume then reads it all from both groups (the 2,000
+	// and one warm-up message per producer), one consumer per group, and
+	// --purge deletes the topic everywhere.
+	var prod struct {
 		Queues   int               `json:"queues"`
 		Messages uint64            `json:"messages"`
 		Errors   uint64            `json:"errors"`
 		Groups   map[string]uint64 `json:"groups"`
 	}
 	if err := json.Unmarshal([]byte(ga.mustCLI("", "bench", "produce", "--namesrv", nsa, "-t", "wide", "--queues", "2",
-		"--producers", "2", "--window", "8", "--count", "2000", "--size", "64", "--purge", "--json")), &res); err != nil {
+		"--producers", "2", "--window", "8", "--count", "2000", "--size", "64", "--json")), &prod); err != nil {
 		t.Fatal(err)
 	}
-	if res.Queues != 4 || res.Messages != 2000 || res.Errors != 0 || res.Groups["ga"]+res.Groups["gb"] != 2000 ||
-		res.Groups["ga"] == 0 || res.Groups["gb"] == 0 {
-		t.Fatalf("bench produce --namesrv: %+v; want 4 queues and 2000 messages acknowledged, by both groups", res)
+	if prod.Queues != 4 || prod.Messages != 2000 || prod.Errors != 0 || prod.Groups["ga"]+prod.Groups["gb"] != 2000 ||
+		prod.Groups["ga"] == 0 || prod.Groups["gb"] == 0 {
+		t.Fatalf("bench produce --namesrv: %+v; want 4 queues and 2000 messages acknowledged, by both groups", prod)
+	}
+	var cons struct {
+		Queues    int               `json:"queues"`
+		Consumers int               `json:"consumers"`
+		Available uint64            `json:"available"`
+		Messages  uint64            `json:"messages"`
+		Complete  bool              `json:"complete"`
+		ServedBy  map[string]uint64 `json:"served_by"`
+	}
+	if err := json.Unmarshal([]byte(ga.mustCLI("", "bench", "consume", "--namesrv", nsa, "-t", "wide", "--consumers", "3",
+		"--purge", "--json")), &cons); err != nil {
+		t.Fatal(err)
+	}
+	var fromA, fromB uint64
+	for node, n := range cons.ServedBy {
+		switch {
+		case strings.HasPrefix(node, "ga/"):
+			fromA += n
+		case strings.HasPrefix(node, "gb/"):
+			fromB += n
+		}
+	}
+	if cons.Queues != 4 || cons.Consumers != 2 || cons.Available != 2002 || cons.Messages != 2002 || !cons.Complete ||
+		fromA != prod.Groups["ga"]+1 && fromA != prod.Groups["ga"]+2 && fromA != prod.Groups["ga"] || fromA+fromB != 2002 {
+		t.Fatalf("bench consume --namesrv: %+v; want the 2002 messages of both groups read by 2 consumers (ga acknowledged %d)", cons, prod.Groups["ga"])
 	}
 	if out := ga.mustCLI("", "topic", "list", "--namesrv", nsa); strings.Contains(out, "wide") {
-		t.Fatalf("bench produce --namesrv --purge left the topic:\n%s", out)
+		t.Fatalf("bench consume --namesrv --purge left the topic:\n%s", out)
 	}
 }

@@ -19,7 +19,12 @@ import (
 // earliest retained offsets up to the end offsets seen at the start.
 type ConsumeConfig struct {
 	Servers []string
-	TLS     *tls.Config // every client's client.Config.TLS; nil: plaintext
+	// NameServers, when set, run the benchmark over every group that holds
+	// the topic instead of one group (Servers is then unused): consumer i
+	// reads groups i, i+n, ... of them, through a cluster consumer
+	// (package client/cluster). More consumers than groups are not started.
+	NameServers []string
+	TLS         *tls.Config // every client's client.Config.TLS; nil: plaintext
 	// Credentials, when set, are every client's client.Config.Credentials.
 	Credentials *client.Credentials
 	Topic       string
@@ -109,67 +114,22 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 		cfg.Group = "bench-" + hex.EncodeToString(b[:])
 	}
 
-	admin, err := newClient(cfg.Servers, cfg.Timeout, cfg.TLS, cfg.Credentials)
+	setupCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	res := &ConsumeResult{Topic: cfg.Topic, FollowerReads: cfg.FollowerReads, ServedBy: map[string]uint64{}}
+	open := openGroupReaders
+	if len(cfg.NameServers) > 0 {
+		open = openClusterReaders
+	}
+	rs, err := open(setupCtx, &cfg, res)
+	if rs != nil {
+		defer rs.close()
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer admin.Close()
-	setupCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-	ti, err := admin.DescribeTopic(setupCtx, cfg.Topic)
-	if err != nil {
-		return nil, fmt.Errorf("describe topic %s: %w", cfg.Topic, err)
-	}
-	end := map[int32]uint64{}
-	res := &ConsumeResult{Topic: cfg.Topic, Queues: len(ti.QueueInfo), FollowerReads: cfg.FollowerReads, ServedBy: map[string]uint64{}}
-	for _, q := range ti.QueueInfo {
-		end[q.Queue] = q.MaxOffset
-		res.Available += q.MaxOffset - q.MinOffset
-	}
-	n := min(cfg.Consumers, len(ti.QueueInfo))
+	n := len(rs.readers)
 	res.Consumers = n
-
-	type member struct {
-		cl   *client.Client
-		cons *client.Consumer
-		end  map[int32]uint64
-	}
-	members := make([]*member, n)
-	defer func() {
-		for _, m := range members {
-			if m != nil {
-				m.cl.Close()
-			}
-		}
-	}()
-	for i := range members {
-		cl, err := newClient(cfg.Servers, cfg.Timeout, cfg.TLS, cfg.Credentials)
-		if err != nil {
-			return nil, err
-		}
-		m := &member{cl: cl, end: map[int32]uint64{}}
-		members[i] = m
-		// Learn the leader: without it "leader only" pulls go to the first
-		// server of the list, whatever its role.
-		cl.Status(setupCtx)
-		cc := client.DefaultConsumerConfig(cfg.Topic, cfg.Group)
-		cc.FollowerReads = cfg.FollowerReads
-		cc.MaxMessages = cfg.MaxMessages
-		cc.MaxBytes = 16 << 20
-		cc.Wait = 100 * time.Millisecond
-		cc.CommitInterval = 0 // commit nothing: a bench group is throwaway
-		if cfg.Live {
-			cc.From = "latest"
-		}
-		for q := i; q < len(ti.QueueInfo); q += n {
-			qi := ti.QueueInfo[q].Queue
-			cc.Queues = append(cc.Queues, qi)
-			m.end[qi] = end[qi]
-		}
-		if m.cons, err = cl.NewConsumer(cc); err != nil {
-			return nil, err
-		}
-	}
 
 	if cfg.Live && cfg.Count == 0 && cfg.Duration == 0 {
 		return nil, errors.New("a live run needs a count or a duration")
@@ -186,22 +146,14 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 	)
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
-	worker := func(m *member) {
-		caughtUp := func() bool {
-			for _, e := range m.end {
-				if e > 0 {
-					return m.cons.CaughtUp(m.end)
-				}
-			}
-			return true // nothing to read
-		}
+	worker := func(m reader) {
 		for !stop.Load() && runCtx.Err() == nil {
-			if !cfg.Live && caughtUp() {
+			if !cfg.Live && m.caughtUp() {
 				complete.Add(1)
 				return
 			}
 			t0 := time.Now()
-			recs, err := m.cons.Poll(runCtx)
+			recs, err := m.poll(runCtx)
 			lat := time.Since(t0)
 			if err != nil {
 				if runCtx.Err() != nil {
@@ -243,8 +195,8 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 		}
 	}
 
-	term0 := term(ctx, admin)
-	elapsed, cpu := runWorkers(ctx, len(members), func(i int) { worker(members[i]) }, cfg.Duration, &stop,
+	term0 := rs.term(ctx)
+	elapsed, cpu := runWorkers(ctx, n, func(i int) { worker(rs.readers[i]) }, cfg.Duration, &stop,
 		cfg.ProgressInterval, cfg.Progress, &msgs, &failed)
 	res.ClientCPUSeconds = cpu
 
@@ -265,9 +217,9 @@ func RunConsume(ctx context.Context, cfg ConsumeConfig) (*ConsumeResult, error) 
 		sum := e2e.Summary()
 		res.EndToEnd = &sum
 	}
-	res.Elections = elections(term0, term(context.Background(), admin))
-	for _, m := range members {
-		for node, c := range m.cons.ServedBy() {
+	res.Elections = elections(term0, rs.term(context.Background()))
+	for _, m := range rs.readers {
+		for node, c := range m.servedBy() {
 			res.ServedBy[node] += uint64(c)
 		}
 	}

@@ -157,21 +157,6 @@ func openCluster(ctx context.Context, cfg *ProduceConfig, warm client.Message) (
 			}()
 		})
 	}
-	ps.term = func(ctx context.Context) uint64 {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		st, err := cl.Status(ctx)
-		if err != nil {
-			return 0
-		}
-		var sum uint64
-		for _, g := range st {
-			if g.Status == nil {
-				return 0
-			}
-			sum += g.Status.Term
-		}
-		return sum
-	}
+	ps.term = clusterTerm(cl)
 	return ps, nil
 }

@@ -83,13 +83,16 @@ func benchCommand() *cli.Command {
 				Description: "Consumers pin the topic's queues between them (consumer i reads queues i, i+n, ...) under a\n" +
 					"fresh group, read from the earliest offsets to the end offsets seen at the start (or\n" +
 					"--count, or --duration) and commit nothing. With --local the new group is empty, so the run\n" +
-					"first fills the topic with --fill messages of --size bytes (not timed).",
+					"first fills the topic with --fill messages of --size bytes (not timed). With --namesrv and\n" +
+					"no --broker-name the run reads every group that holds the topic: consumer i reads groups\n" +
+					"i, i+n, ... of them (not more consumers than groups).",
 				Flags: benchFlags(0,
 					&cli.IntFlag{Name: "consumers", Aliases: []string{"c"}, Value: 1, Usage: "consumers (each its own connection)"},
 					&cli.BoolFlag{Name: "follower-reads", Value: true, Usage: "follow the group's suggestion of which node to pull from (false: leader only)"},
 					&cli.IntFlag{Name: "max-messages", Value: 1024, Usage: "messages per pull of one queue"},
 					&cli.Int64Flag{Name: "fill", Value: 200000, Usage: "with --local: messages to produce before consuming"},
 					&cli.IntFlag{Name: "queues", Value: 4, Usage: "with --local: queues of the filled topic"},
+					namesrvFlag(),
 				),
 				Action: runBenchConsume,
 			},
@@ -226,6 +229,27 @@ func procMemory(pid int) (peak, cur uint64, err error) {
 	return 0, 0, fmt.Errorf("read memory of pid %d: %w", pid, err)
 }
 
+// benchTargetOf is where bench produce and consume run: with --namesrv and
+// no --broker-name every group of the cluster, else startBenchTarget's.
+func benchTargetOf(c *cli.Context) (*benchTarget, error) {
+	wide, err := viaNamesrv(c)
+	if err != nil {
+		return nil, err
+	}
+	if wide {
+		return clusterBenchTarget(c)
+	}
+	return startBenchTarget(c)
+}
+
+// String names the target for the run's first line.
+func (t *benchTarget) String() string {
+	if len(t.nameServers) > 0 {
+		return "every group registered with " + strings.Join(t.nameServers, ";")
+	}
+	return strings.Join(t.servers, ",")
+}
+
 // clusterBenchTarget is every group registered with --namesrv, reached
 // with -s's TLS and credentials.
 func clusterBenchTarget(c *cli.Context) (*benchTarget, error) {
@@ -305,16 +329,7 @@ func runBenchProduce(c *cli.Context) error {
 		return fmt.Errorf("bench produce takes no arguments, got %q", c.Args().Slice())
 	}
 	count := c.Int64("count")
-	wide, err := viaNamesrv(c)
-	if err != nil {
-		return err
-	}
-	var t *benchTarget
-	if wide {
-		t, err = clusterBenchTarget(c)
-	} else {
-		t, err = startBenchTarget(c)
-	}
+	t, err := benchTargetOf(c)
 	if err != nil {
 		return err
 	}
@@ -324,12 +339,8 @@ func runBenchProduce(c *cli.Context) error {
 		Count: count, Duration: c.Duration("duration"), Timeout: c.Duration("timeout"),
 		Progress: benchProgress(c.App.ErrWriter, "acked"),
 	}
-	against := strings.Join(cfg.Servers, ",")
-	if wide {
-		against = "every group registered with " + strings.Join(cfg.NameServers, ";")
-	}
 	fmt.Fprintf(c.App.ErrWriter, "bench produce: topic %s, %d B messages, %d producers x %d requests in flight x %d messages, %s, against %s\n",
-		cfg.Topic, cfg.Size, cfg.Producers, cfg.Window, cfg.Batch, benchBound(cfg.Count, cfg.Duration), against)
+		cfg.Topic, cfg.Size, cfg.Producers, cfg.Window, cfg.Batch, benchBound(cfg.Count, cfg.Duration), t)
 	res, nodes, runErr := profiled(c, t, func() (*bench.ProduceResult, error) {
 		res, err := bench.RunProduce(c.Context, cfg)
 		return res, errors.Join(err, purgeTopic(c, t, cfg.Topic))
@@ -391,7 +402,7 @@ func runBenchConsume(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return fmt.Errorf("bench consume takes no arguments, got %q", c.Args().Slice())
 	}
-	t, err := startBenchTarget(c)
+	t, err := benchTargetOf(c)
 	if err != nil {
 		return err
 	}
@@ -406,12 +417,12 @@ func runBenchConsume(c *cli.Context) error {
 		}
 	}
 	cfg := bench.ConsumeConfig{
-		Servers: t.servers, TLS: t.tls, Credentials: t.creds, Topic: c.String("topic"), Consumers: c.Int("consumers"), FollowerReads: c.Bool("follower-reads"),
+		Servers: t.servers, NameServers: t.nameServers, TLS: t.tls, Credentials: t.creds, Topic: c.String("topic"), Consumers: c.Int("consumers"), FollowerReads: c.Bool("follower-reads"),
 		MaxMessages: uint32(max(c.Int("max-messages"), 0)), Count: c.Int64("count"), Duration: c.Duration("duration"),
 		Timeout: c.Duration("timeout"), Progress: benchProgress(c.App.ErrWriter, "read"),
 	}
 	fmt.Fprintf(c.App.ErrWriter, "bench consume: topic %s, %d consumers, follower reads %v, %s, against %s\n",
-		cfg.Topic, cfg.Consumers, cfg.FollowerReads, benchBound(cfg.Count, cfg.Duration), strings.Join(cfg.Servers, ","))
+		cfg.Topic, cfg.Consumers, cfg.FollowerReads, benchBound(cfg.Count, cfg.Duration), t.String())
 	res, nodes, runErr := profiled(c, t, func() (*bench.ConsumeResult, error) {
 		res, err := bench.RunConsume(c.Context, cfg)
 		return res, errors.Join(err, purgeTopic(c, t, cfg.Topic))
