@@ -120,13 +120,19 @@ func benchCommand() *cli.Command {
 // the name servers, or a local group.
 type benchTarget struct {
 	servers     []string
-	nameServers []string            // every group registered with them (bench produce)
+	nameServers []string            // every group registered with them (bench produce and consume)
 	tls         *tls.Config         // -s with --tls-ca: TLS; nil: plaintext
 	creds       *client.Credentials // -s with --access-key (or the context's): signed calls
 	group       *localgroup.Group
 }
 
-func startBenchTarget(c *cli.Context) (*benchTarget, error) {
+// startBenchTarget is the -s servers (or --broker-name's behind
+// --namesrv), every group registered with --namesrv when wide, or with
+// --local a local group it starts.
+func startBenchTarget(c *cli.Context, wide bool) (*benchTarget, error) {
+	if wide && c.Bool("local") {
+		return nil, usageError(c, "--local starts its own group: drop --namesrv")
+	}
 	if !c.Bool("local") {
 		if c.IsSet("server-flag") || c.IsSet("local-dir") {
 			return nil, errors.New("--server-flag and --local-dir need --local")
@@ -138,6 +144,9 @@ func startBenchTarget(c *cli.Context) (*benchTarget, error) {
 		creds, err := clientCredentials(c)
 		if err != nil {
 			return nil, err
+		}
+		if wide {
+			return &benchTarget{nameServers: []string{c.String("namesrv")}, tls: tc, creds: creds}, nil
 		}
 		servers, err := groupServers(c)
 		if err != nil {
@@ -230,16 +239,13 @@ func procMemory(pid int) (peak, cur uint64, err error) {
 }
 
 // benchTargetOf is where bench produce and consume run: with --namesrv and
-// no --broker-name every group of the cluster, else startBenchTarget's.
+// no --broker-name every group of the cluster.
 func benchTargetOf(c *cli.Context) (*benchTarget, error) {
 	wide, err := viaNamesrv(c)
 	if err != nil {
 		return nil, err
 	}
-	if wide {
-		return clusterBenchTarget(c)
-	}
-	return startBenchTarget(c)
+	return startBenchTarget(c, wide)
 }
 
 // String names the target for the run's first line.
@@ -248,26 +254,6 @@ func (t *benchTarget) String() string {
 		return "every group registered with " + strings.Join(t.nameServers, ";")
 	}
 	return strings.Join(t.servers, ",")
-}
-
-// clusterBenchTarget is every group registered with --namesrv, reached
-// with -s's TLS and credentials.
-func clusterBenchTarget(c *cli.Context) (*benchTarget, error) {
-	if c.Bool("local") {
-		return nil, usageError(c, "--local starts its own group: drop --namesrv")
-	}
-	if c.IsSet("server-flag") || c.IsSet("local-dir") {
-		return nil, errors.New("--server-flag and --local-dir need --local")
-	}
-	tc, err := clientTLS(c)
-	if err != nil {
-		return nil, err
-	}
-	creds, err := clientCredentials(c)
-	if err != nil {
-		return nil, err
-	}
-	return &benchTarget{nameServers: []string{c.String("namesrv")}, tls: tc, creds: creds}, nil
 }
 
 // purgeTopic deletes the bench topic after a run with --purge, on every
@@ -441,7 +427,7 @@ func runBenchE2E(c *cli.Context) error {
 	if c.Duration("duration") <= 0 {
 		return usageError(c, "--duration must be above 0: the run produces and consumes for that long")
 	}
-	t, err := startBenchTarget(c)
+	t, err := startBenchTarget(c, false)
 	if err != nil {
 		return err
 	}
