@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/client/cluster"
 )
 
 // MaxWindow bounds requests in flight per producer: the group remembers the
@@ -187,6 +188,15 @@ func newClient(servers []string, timeout time.Duration, tc *tls.Config, creds *c
 	cfg.Credentials = creds
 	cfg.RetryTimeout = timeout
 	return client.New(cfg)
+}
+
+// newClusterClient returns an SDK cluster client through nameServers whose
+// groups' clients have timeout as their overall retry bound.
+func newClusterClient(nameServers []string, timeout time.Duration, tc *tls.Config, creds *client.Credentials) (*cluster.Cluster, error) {
+	cfg := cluster.DefaultConfig()
+	cfg.NameServers = nameServers
+	cfg.Client.TLS, cfg.Client.Credentials, cfg.Client.RetryTimeout = tc, creds, timeout
+	return cluster.New(cfg)
 }
 
 // RunProduce runs a produce benchmark. Before the clock starts, each

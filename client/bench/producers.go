@@ -83,10 +83,7 @@ func openCluster(ctx context.Context, cfg *ProduceConfig, warm client.Message) (
 		}
 	}}
 	for i := 0; i < cfg.Producers; i++ {
-		ccfg := cluster.DefaultConfig()
-		ccfg.NameServers = cfg.NameServers
-		ccfg.Client.TLS, ccfg.Client.Credentials, ccfg.Client.RetryTimeout = cfg.TLS, cfg.Credentials, cfg.Timeout
-		c, err := cluster.New(ccfg)
+		c, err := newClusterClient(cfg.NameServers, cfg.Timeout, cfg.TLS, cfg.Credentials)
 		if err != nil {
 			return ps, err
 		}

@@ -52,13 +52,16 @@ type groupReader struct {
 func (r *groupReader) poll(ctx context.Context) ([]client.Record, error) { return r.cons.Poll(ctx) }
 func (r *groupReader) servedBy() map[string]int                          { return r.cons.ServedBy() }
 
-func (r *groupReader) caughtUp() bool {
-	for _, e := range r.end {
+func (r *groupReader) caughtUp() bool { return !anyToRead(r.end) || r.cons.CaughtUp(r.end) }
+
+// anyToRead reports whether some queue of end has messages.
+func anyToRead[Q comparable](end map[Q]uint64) bool {
+	for _, e := range end {
 		if e > 0 {
-			return r.cons.CaughtUp(r.end)
+			return true
 		}
 	}
-	return true // nothing to read
+	return false
 }
 
 // openGroupReaders describes the topic on the group at cfg.Servers into
@@ -137,14 +140,7 @@ func (r *clusterReader) poll(ctx context.Context) ([]client.Record, error) {
 // servedBy is read once the reader's worker has returned.
 func (r *clusterReader) servedBy() map[string]int { return r.served }
 
-func (r *clusterReader) caughtUp() bool {
-	for _, e := range r.end {
-		if e > 0 {
-			return r.cons.CaughtUp(r.end)
-		}
-	}
-	return true // nothing to read
-}
+func (r *clusterReader) caughtUp() bool { return !anyToRead(r.end) || r.cons.CaughtUp(r.end) }
 
 // openClusterReaders describes the topic on every group that holds it into
 // res and makes the readers: consumer i reads groups i, i+n, ... of them
@@ -163,10 +159,7 @@ func openClusterReaders(ctx context.Context, cfg *ConsumeConfig, res *ConsumeRes
 		}
 	}}
 	newCluster := func() (*cluster.Cluster, error) {
-		ccfg := cluster.DefaultConfig()
-		ccfg.NameServers = cfg.NameServers
-		ccfg.Client.TLS, ccfg.Client.Credentials, ccfg.Client.RetryTimeout = cfg.TLS, cfg.Credentials, cfg.Timeout
-		c, err := cluster.New(ccfg)
+		c, err := newClusterClient(cfg.NameServers, cfg.Timeout, cfg.TLS, cfg.Credentials)
 		if err == nil {
 			clusters = append(clusters, c)
 		}
