@@ -177,10 +177,8 @@ func DecodeUpdateTopic(r io.Reader) (UpdateTopic, error) {
 	if err := store.ValidateName("topic", req.Name); err != nil {
 		return UpdateTopic{}, fmt.Errorf("%w: %w", errBadRequest, err)
 	}
-	switch req.Perm {
-	case store.PermRead, store.PermWrite, store.PermRead | store.PermWrite:
-	default:
-		return UpdateTopic{}, fmt.Errorf("%w: perm %d: want 6 (read and write), 4 (read only) or 2 (write only)", errBadRequest, req.Perm)
+	if err := store.ValidatePerm(req.Perm); err != nil {
+		return UpdateTopic{}, fmt.Errorf("%w: %w", errBadRequest, err)
 	}
 	return req, nil
 }

@@ -81,7 +81,7 @@ func TestDecodeUpdateTopic(t *testing.T) {
 		{body: `{"name":"orders","perm":6}`, want: UpdateTopic{Name: "orders", Perm: 6}},
 		{body: `{"name":"orders","perm":4}`, want: UpdateTopic{Name: "orders", Perm: 4}},
 		{body: `{"name":"orders","perm":2}`, want: UpdateTopic{Name: "orders", Perm: 2}},
-		{body: `{"name":"orders"}`, err: "perm 0: want 6"},
+		{body: `{"name":"orders"}`, err: "perm 0: want 2 (write only), 4 (read only) or 6 (read and write)"},
 		{body: `{"name":"orders","perm":7}`, err: "perm 7"},
 		{body: `{"name":"orders","perm":-1}`, err: "request body"},
 		{body: `{"name":"orders","perm":"6"}`, err: "request body"},
