@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -199,10 +200,8 @@ func openClusterReaders(ctx context.Context, cfg *ConsumeConfig, res *ConsumeRes
 			mine = append(mine, groups[k])
 		}
 		for q, e := range end {
-			for _, g := range mine {
-				if q.Group == g {
-					r.end[q] = e
-				}
+			if slices.Contains(mine, q.Group) {
+				r.end[q] = e
 			}
 		}
 		if r.cons, err = cl.NewConsumer(ctx, cluster.ConsumerConfig{Consumer: consumerConfig(cfg), Groups: mine}); err != nil {
