@@ -26,14 +26,7 @@ func TestClusterThroughTheNameServerWithAuth(t *testing.T) {
 	g := enforcingGroup(t, ns.Addr(), "ga", keyFile, adminFile)
 	env := []string{"RAFTMQ_CONFIG=" + filepath.Join(dir, "contexts.json")}
 	root := []string{"--access-key", "root", "--secret-key-file", adminFile}
-	must := func(args ...string) string {
-		t.Helper()
-		out, errOut, err := g.cliEnv(env, "", args...)
-		if err != nil {
-			t.Fatalf("raftmq %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
-		}
-		return out
-	}
+	must := func(args ...string) string { t.Helper(); return g.mustCLIEnv(env, args...) }
 	must("cluster", "health", "--namesrv", ns.Addr(), "--wait", "60s", "--groups", "1")
 	must(append([]string{"topic", "create", "orders", "--queues", "2", "--namesrv", ns.Addr()}, root...)...)
 	if _, errOut, err := g.cliEnv(env, "", "produce", "-t", "orders", "--namesrv", ns.Addr(), "--timeout", "5s", "x"); err == nil {
@@ -67,14 +60,7 @@ func TestUsersOnEveryGroupThroughTheNameServer(t *testing.T) {
 	env := []string{"RAFTMQ_CONFIG=" + filepath.Join(dir, "contexts.json")}
 	root := []string{"--access-key", "root", "--secret-key-file", adminFile}
 	u1 := []string{"--access-key", "u1", "--secret-key-file", u1File}
-	must := func(args ...string) string {
-		t.Helper()
-		out, errOut, err := ga.cliEnv(env, "", args...)
-		if err != nil {
-			t.Fatalf("raftmq %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
-		}
-		return out
-	}
+	must := func(args ...string) string { t.Helper(); return ga.mustCLIEnv(env, args...) }
 	with := func(cred []string, args ...string) []string {
 		return append(append(args, "--namesrv", ns.Addr()), cred...)
 	}

@@ -42,6 +42,17 @@ func (c *procCluster) cliEnv(env []string, stdin string, args ...string) (string
 	return out.String(), errb.String(), err
 }
 
+// mustCLIEnv is cliEnv without stdin, failing the test when the command
+// fails.
+func (c *procCluster) mustCLIEnv(env []string, args ...string) string {
+	c.t.Helper()
+	out, errOut, err := c.cliEnv(env, "", args...)
+	if err != nil {
+		c.t.Fatalf("raftmq %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
+	}
+	return out
+}
+
 func TestAPIAuthProcessEnforcing(t *testing.T) {
 	dir := t.TempDir()
 	keyFile, adminFile, u1File, wrongFile := filepath.Join(dir, "auth.key"), filepath.Join(dir, "admin.secret"),
