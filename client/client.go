@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -790,4 +791,14 @@ func randomID(prefix string) string {
 	var b [8]byte
 	rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// newProducerID is a fresh producer id: 64 random bits in 11 characters
+// of URL-safe base64. Every request carries it into the log, so it is kept
+// short: against 18 characters of prefixed hex it saves 7 bytes of every
+// entry (an eighth of a small message's record).
+func newProducerID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }

@@ -146,7 +146,7 @@ func (c *Client) NewProducerWith(cfg ProducerConfig) *Producer {
 		cfg.RequestLimit = d.RequestLimit
 	}
 	cfg.MaxRequestBytes = min(cfg.MaxRequestBytes, cfg.RequestLimit)
-	return &Producer{c: c, id: randomID("p-"), cfg: cfg, outstanding: map[uint64]bool{}}
+	return &Producer{c: c, id: newProducerID(), cfg: cfg, outstanding: map[uint64]bool{}}
 }
 
 // ID is the producer id.

@@ -36,3 +36,19 @@ func TestSendSaysWhyItWasRetrying(t *testing.T) {
 		t.Fatalf("error does not say what failed: %v", err)
 	}
 }
+
+// TestProducerIDs: a producer id is 11 URL-safe characters (64 random
+// bits), and fresh producers never share one.
+func TestProducerIDs(t *testing.T) {
+	seen := map[string]bool{}
+	for range 10000 {
+		id := newProducerID()
+		if len(id) != 11 || strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+			t.Fatalf("producer id %q: want 11 URL-safe base64 characters", id)
+		}
+		if seen[id] {
+			t.Fatalf("producer id %q twice", id)
+		}
+		seen[id] = true
+	}
+}
