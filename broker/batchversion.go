@@ -11,11 +11,10 @@ import (
 // never heard from reads version 1 only), and version 1 when servers is
 // empty (the configuration could not be read). A node stops applying at
 // the first entry it cannot decode, so a member that reads less, added or
-// restarted on an older release, brings the writes back to version 1 at
-// the state loop's next round. It
-// cannot make the version 2 entries the log already holds readable to
-// that member: once a group wrote version 2, it takes only members that
-// read it. The state loop is its only caller, every round on every node,
+// restarted on an older release, brings the writes back to the version it
+// reads at the state loop's next round. It cannot make the later entries
+// the log already holds readable to that member: once a group wrote a
+// version, it takes only members that read it. The state loop is its only caller, every round on every node,
 // so a node that becomes leader writes by what it heard as a follower.
 func (b *Broker) setBatchVersion(servers []election.Server) {
 	v := raftlog.BatchV1

@@ -173,9 +173,9 @@ func (c *Config) Validate() error {
 // Log is how the broker reads message bodies back out of the Raft log and
 // deletes its head (retention). *raftlog.Stores implements it.
 type Log interface {
-	Read(index uint64) ([]byte, error)
+	Read(index uint64) (raftlog.Entry, error)
 	// ReadUncached is Read without the read cache (the key index).
-	ReadUncached(index uint64) ([]byte, error)
+	ReadUncached(index uint64) (raftlog.Entry, error)
 	FirstIndex() uint64
 	LastIndex() uint64
 	Segments() ([]raftlog.Segment, error)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
 
@@ -66,4 +67,4 @@ func (f *fakeReplica) LocateEntry(topic string, q int32, logIndex uint64) (store
 	return store.Location{}, false
 }
 
-func (f *fakeReplica) ReadUncached(index uint64) ([]byte, error) { return f.Read(index) }
+func (f *fakeReplica) ReadUncached(index uint64) (raftlog.Entry, error) { return f.Read(index) }

@@ -440,13 +440,13 @@ func (f *fakeReplica) LastSnapshotIndex() uint64 { return 0 }
 
 // Log: the entries Produce and the metadata calls appended.
 
-func (f *fakeReplica) Read(index uint64) ([]byte, error) {
+func (f *fakeReplica) Read(index uint64) (raftlog.Entry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if d, ok := f.entries[index]; ok {
-		return d, nil
+		return raftlog.Entry{Data: d, At: time.Now().UnixMilli()}, nil
 	}
-	return nil, fmt.Errorf("entry %d: %w", index, raftlog.ErrBelowFloor)
+	return raftlog.Entry{}, fmt.Errorf("entry %d: %w", index, raftlog.ErrBelowFloor)
 }
 
 func (f *fakeReplica) FirstIndex() uint64 { return 1 }

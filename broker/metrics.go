@@ -77,7 +77,7 @@ func newMetrics(b *Broker) *metrics {
 	gauge("raftmq_commit_index", "Raft commit index.", func() float64 { return float64(b.node.Stats().CommitIndex) })
 	gauge("raftmq_last_index", "Last log index stored.", func() float64 { return float64(b.node.Stats().LastIndex) })
 	gauge("raftmq_first_index", "Lowest log index whose message bodies this node holds.", func() float64 { return float64(b.rlog.FirstIndex()) })
-	gauge("raftmq_batch_version", "Highest batch format version this node writes as leader: 2 once every member of the group reads it, else 1.",
+	gauge("raftmq_batch_version", "Highest batch format version this node writes as leader: the highest every member of the group reads (3 in this release).",
 		func() float64 { return float64(b.w.BatchVersion()) })
 	gauge("raftmq_log_floor", "Log index below which retention has dropped every message.", func() float64 { return float64(b.fsm.LogFloor()) })
 	gauge("raftmq_damaged", "1 when this node met a damaged log entry: it serves no reads, does not lead and must be repaired.", func() float64 {

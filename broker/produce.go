@@ -20,7 +20,7 @@ type ProduceMessage struct {
 	Body       []byte
 	Queue      int32 // used when HasQueue
 	HasQueue   bool
-	Timestamp  int64 // unix ms; 0 = now
+	Timestamp  int64 // unix ms; 0: when its entry is appended (the leader's clock)
 	// Delayed delivery, at most one (package delay): DelayLevel 1..18, or
 	// DeliverAt in unix ms. A DELAY or TIMER_DELIVER_MS property sets them.
 	DelayLevel int
@@ -92,7 +92,6 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		nq = b.fsm.QueueCount(req.Topic)
 	}
 	lr := raftlog.Request{ProducerID: req.ProducerID, Seq: req.Seq, Topic: req.Topic, Messages: make([]raftlog.Message, len(req.Messages))}
-	now := time.Now().UnixMilli()
 	rr := b.roundRobinBase(&req)
 	for i := range req.Messages {
 		m := &req.Messages[i]
@@ -101,11 +100,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 			b.m.produceErrors.WithLabelValues("invalid").Inc()
 			return ProduceResult{}, err
 		}
-		ts := m.Timestamp
-		if ts == 0 {
-			ts = now
-		}
-		lr.Messages[i] = raftlog.Message{Queue: q, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
+		lr.Messages[i] = raftlog.Message{Queue: q, Timestamp: m.Timestamp, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
 	}
 	delayed := isDelayed(&req.Messages[0])
 	if delayed {
@@ -211,7 +206,6 @@ func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 	// number in place of the one the leader will pick, so that it bounds
 	// the entry bytes whatever the queue.
 	size := (&raftlog.Request{ProducerID: req.ProducerID, Seq: req.Seq, Topic: req.Topic}).EncodedSize()
-	now := time.Now().UnixMilli()
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		if len(m.Body) > cfg.MaxMessageBytes {
@@ -231,11 +225,7 @@ func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 				return invalid("message %d property %q: empty name or longer than %d bytes", i, k, maxPropertyBytes)
 			}
 		}
-		ts := m.Timestamp
-		if ts == 0 {
-			ts = now
-		}
-		lm := raftlog.Message{Queue: store.MaxQueues - 1, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
+		lm := raftlog.Message{Queue: store.MaxQueues - 1, Timestamp: m.Timestamp, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
 		size += lm.EncodedSize()
 	}
 	size += 10 // the message count's varint at its widest

@@ -257,7 +257,7 @@ func (b *Broker) pullOnce(req *PullRequest, isLeader bool) (PullResult, error) {
 func (b *Broker) read(locs []store.Location, req *PullRequest, res *PullResult) (route.Local, string, error) {
 	bytes := 0
 	for _, loc := range locs {
-		data, err := b.rlog.Read(loc.LogIndex)
+		e, err := b.rlog.Read(loc.LogIndex)
 		if err != nil {
 			if res.NextOffset > req.Offset { // delivered or filtered some: serve that
 				break
@@ -276,7 +276,7 @@ func (b *Broker) read(locs []store.Location, req *PullRequest, res *PullResult) 
 			}
 			return route.LocalServed, "", fmt.Errorf("read log entry %d: %w", loc.LogIndex, err)
 		}
-		full, err := collect(data, loc, req, res, &bytes)
+		full, err := collect(e, loc, req, res, &bytes)
 		if err != nil {
 			b.log.Error("corrupt log entry", "index", loc.LogIndex, "error", err)
 			if res.NextOffset > req.Offset {
@@ -352,11 +352,11 @@ func (b *Broker) routeInput(req *PullRequest, isLeader bool, local route.Local, 
 	return in
 }
 
-// collect appends the messages of loc at or after res.NextOffset. It reports
+// collect appends the messages of loc in e at or after res.NextOffset. It reports
 // whether a limit was reached.
-func collect(data []byte, loc store.Location, req *PullRequest, res *PullResult, bytes *int) (bool, error) {
+func collect(e raftlog.Entry, loc store.Location, req *PullRequest, res *PullResult, bytes *int) (bool, error) {
 	full := false
-	err := entry.Read(data, req.Topic, req.Queue, loc, func(s entry.Stored) bool {
+	err := entry.Read(e, req.Topic, req.Queue, loc, func(s entry.Stored) bool {
 		m := s.View
 		if s.Offset < res.NextOffset {
 			return true

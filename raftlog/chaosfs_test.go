@@ -77,7 +77,7 @@ func TestChaosLazyFSStoreRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if got, err := s.Read(1); err != nil || string(got) != string(data) {
+	if got, err := s.Read(1); err != nil || string(got.Data) != string(data) {
 		t.Fatalf("entry after reopen: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math"
 	"sort"
+	"time"
 )
 
 // CommandType is the first byte of every Raft log entry written by raftmq.
@@ -34,11 +35,18 @@ const (
 // and properties follow, instead of a zero length for each that is absent:
 // 6 bytes fewer for a request of one plain message, 1 byte more for a
 // message with all three (SmallestVersion).
+//
+// Version 3 is version 2 with one more message flag: the message's
+// timestamp is the time its entry was appended (raft's AppendedAt, in
+// milliseconds), and none follows. A producer that leaves the timestamp
+// to the broker (Message.Timestamp 0) costs 6 bytes less per message; a
+// reader passes the entry's time to ParseBatch.
 const (
 	batchVersion1    = 1
 	batchVersion2    = 2
+	batchVersion3    = 3
 	batchHeaderLen   = 1 + 1 + 4 + 4 // version 1: type, version, crc32c, request count
-	batchV2HeaderLen = 1 + 1 + 4     // version 2: type, version, crc32c
+	batchV2HeaderLen = 1 + 1 + 4     // versions 2 and 3: type, version, crc32c
 )
 
 // BatchVersion is a batch entry's format: its second byte.
@@ -48,15 +56,16 @@ type BatchVersion uint8
 // stops applying at the first entry it cannot decode, so version 2 may be
 // written only once every member of the group reads it (a rolling upgrade
 // passes through groups where some do not): the caller decides that, with
-// ReadByAll.
+// ReadByAll. The same holds for version 3.
 const (
 	BatchV1 BatchVersion = batchVersion1
 	BatchV2 BatchVersion = batchVersion2
+	BatchV3 BatchVersion = batchVersion3
 )
 
 // ReadVersion is the highest batch version this build reads; it reads every
 // version from BatchV1 up to it.
-const ReadVersion = BatchV2
+const ReadVersion = BatchV3
 
 // ReadByAll is the highest batch version this build writes that every
 // member reads, given the highest version each reads (0: a member that has
@@ -66,18 +75,17 @@ func ReadByAll(reads []uint32) BatchVersion {
 	for _, r := range reads {
 		v = min(v, r)
 	}
-	if v < batchVersion2 {
-		return BatchV1
-	}
-	return BatchV2
+	return BatchVersion(max(v, batchVersion1))
 }
 
-// Flags of a version 2 message.
+// Flags of a version 2 and 3 message.
 const (
-	msgHasKey   = 1 << 0
-	msgHasTag   = 1 << 1
-	msgHasProps = 1 << 2
-	msgFlags    = msgHasKey | msgHasTag | msgHasProps
+	msgHasKey    = 1 << 0
+	msgHasTag    = 1 << 1
+	msgHasProps  = 1 << 2
+	msgEntryTime = 1 << 3 // version 3: the timestamp is the entry's, none follows
+	msgFlagsV2   = msgHasKey | msgHasTag | msgHasProps
+	msgFlagsV3   = msgFlagsV2 | msgEntryTime
 )
 
 // Limits enforced by the decoder, so that a corrupt or hostile entry can never
@@ -98,8 +106,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Message is one message as a producer hands it to the log. Queue is already
 // chosen by the leader.
 type Message struct {
-	Queue      uint32
-	Timestamp  int64 // unix milliseconds
+	Queue uint32
+	// Timestamp is in unix milliseconds; 0 stamps the message with the
+	// time its entry is appended (version 3 stores no timestamp for it,
+	// versions 1 and 2 the builder's clock).
+	Timestamp  int64
 	Key        string
 	Tag        string
 	Properties map[string]string
@@ -121,6 +132,7 @@ type BatchBuilder struct {
 	buf     []byte
 	count   uint32
 	version byte
+	now     int64 // versions 1 and 2: the stamp of messages without one
 }
 
 // NewBatchBuilder returns a builder of a batch in version v whose buffer
@@ -131,12 +143,15 @@ func NewBatchBuilder(sizeHint int, v BatchVersion) *BatchBuilder {
 	switch v {
 	case BatchV1:
 		hdr = batchHeaderLen
-	case BatchV2:
+	case BatchV2, BatchV3:
 		hdr = batchV2HeaderLen
 	default:
 		panic(fmt.Sprintf("raftlog: batch version %d is not one this build writes", v))
 	}
 	b := &BatchBuilder{buf: make([]byte, hdr, hdr+sizeHint), version: byte(v)}
+	if v < BatchV3 {
+		b.now = time.Now().UnixMilli()
+	}
 	b.buf[0] = byte(CmdBatch)
 	b.buf[1] = byte(v)
 	return b
@@ -150,12 +165,12 @@ func (b *BatchBuilder) Add(r *Request) {
 	b.buf = binary.AppendUvarint(b.buf, uint64(len(r.Messages)))
 	for i := range r.Messages {
 		m := &r.Messages[i]
-		if b.version == batchVersion2 {
-			b.buf = appendMessageV2(b.buf, m)
+		if b.version != batchVersion1 {
+			b.buf = b.appendMessageV2(b.buf, m)
 			continue
 		}
 		b.buf = binary.AppendUvarint(b.buf, uint64(m.Queue))
-		b.buf = binary.AppendVarint(b.buf, m.Timestamp)
+		b.buf = binary.AppendVarint(b.buf, b.stamp(m.Timestamp))
 		b.buf = appendString(b.buf, m.Key)
 		b.buf = appendString(b.buf, m.Tag)
 		b.buf = binary.AppendUvarint(b.buf, uint64(len(m.Properties)))
@@ -168,8 +183,16 @@ func (b *BatchBuilder) Add(r *Request) {
 	b.count++
 }
 
-// appendMessageV2 appends m in the version 2 format.
-func appendMessageV2(buf []byte, m *Message) []byte {
+// stamp is the timestamp a version 1 or 2 message is written with.
+func (b *BatchBuilder) stamp(ts int64) int64 {
+	if ts == 0 {
+		return b.now
+	}
+	return ts
+}
+
+// appendMessageV2 appends m in the version 2 or 3 format.
+func (b *BatchBuilder) appendMessageV2(buf []byte, m *Message) []byte {
 	var flags byte
 	if m.Key != "" {
 		flags |= msgHasKey
@@ -180,9 +203,15 @@ func appendMessageV2(buf []byte, m *Message) []byte {
 	if len(m.Properties) > 0 {
 		flags |= msgHasProps
 	}
+	entryTime := b.version == batchVersion3 && m.Timestamp == 0
+	if entryTime {
+		flags |= msgEntryTime
+	}
 	buf = append(buf, flags)
 	buf = binary.AppendUvarint(buf, uint64(m.Queue))
-	buf = binary.AppendVarint(buf, m.Timestamp)
+	if !entryTime {
+		buf = binary.AppendVarint(buf, b.stamp(m.Timestamp))
+	}
 	if m.Key != "" {
 		buf = appendString(buf, m.Key)
 	}
@@ -254,15 +283,18 @@ func appendString(dst []byte, s string) []byte {
 // Batch is a verified, lazily decoded view of a batch entry. It references
 // the entry bytes and copies nothing until asked.
 type Batch struct {
-	data  []byte
-	count int  // requests, as a version 1 header says (0 for version 2)
-	body  int  // offset of the first request
-	v2    bool // version 2 format
+	data    []byte
+	count   int // requests, as a version 1 header says (0 for versions 2 and 3)
+	body    int // offset of the first request
+	version byte
+	at      int64 // the entry's time: the timestamp of version 3 messages stamped with it
 }
 
-// ParseBatch checks the header and CRC of a batch entry.
-func ParseBatch(data []byte) (Batch, error) {
-	b, err := ParseReadBatch(data)
+// ParseBatch checks the header and CRC of a batch entry. at is the entry's
+// time (EntryTime): the timestamp of the messages stamped with it. A
+// caller that reads no timestamps may pass 0.
+func ParseBatch(data []byte, at int64) (Batch, error) {
+	b, err := ParseReadBatch(data, at)
 	if err != nil {
 		return Batch{}, err
 	}
@@ -279,7 +311,7 @@ func ParseBatch(data []byte) (Batch, error) {
 // checking 23 KiB of CRC each time cost a tenth of the leader's CPU while
 // consumers read. Decoding stays bounds-checked, so a damaged entry gives
 // ErrCorrupt, never a crash.
-func ParseReadBatch(data []byte) (Batch, error) {
+func ParseReadBatch(data []byte, at int64) (Batch, error) {
 	if len(data) < batchV2HeaderLen || (len(data) < batchHeaderLen && data[1] == batchVersion1) {
 		return Batch{}, fmt.Errorf("%w: %d bytes is shorter than the header", ErrCorrupt, len(data))
 	}
@@ -288,8 +320,8 @@ func ParseReadBatch(data []byte) (Batch, error) {
 	}
 	switch data[1] {
 	case batchVersion1:
-	case batchVersion2:
-		return Batch{data: data, body: batchV2HeaderLen, v2: true}, nil
+	case batchVersion2, batchVersion3:
+		return Batch{data: data, body: batchV2HeaderLen, version: data[1], at: at}, nil
 	default:
 		return Batch{}, fmt.Errorf("%w: unknown batch version %d", ErrCorrupt, data[1])
 	}
@@ -297,12 +329,12 @@ func ParseReadBatch(data []byte) (Batch, error) {
 	if n > MaxRequestsBatch {
 		return Batch{}, fmt.Errorf("%w: %d requests", ErrCorrupt, n)
 	}
-	return Batch{data: data, count: int(n), body: batchHeaderLen}, nil
+	return Batch{data: data, count: int(n), body: batchHeaderLen, version: batchVersion1, at: at}, nil
 }
 
 // Requests is the number of requests the batch's header declares: 0 for
-// a version 2 batch, whose header does not count them (Each walks them
-// all). It sizes buffers; it is not a bound.
+// a version 2 or 3 batch, whose header does not count them (Each walks
+// them all). It sizes buffers; it is not a bound.
 func (b Batch) Requests() int { return b.count }
 
 // RequestHeader is what a request says before its messages. Strings are
@@ -318,8 +350,9 @@ type RequestHeader struct {
 // Messages alias the entry.
 type RequestView struct {
 	RequestHeader
-	msgs []byte
-	v2   bool
+	msgs    []byte
+	version byte
+	at      int64
 }
 
 // MessageView is one message inside a batch. Body aliases the entry bytes;
@@ -353,8 +386,8 @@ func (m *MessageView) Properties() map[string]string {
 // a view; returning false stops the walk. The returned error reports
 // corruption found on the way.
 func (b Batch) Each(fn func(i int, r *RequestView) bool) error {
-	d := decoder{buf: b.data[b.body:], base: b.body, v2: b.v2}
-	r := RequestView{v2: b.v2}
+	d := b.decoder()
+	r := RequestView{version: b.version, at: b.at}
 	var m MessageView
 	for i := 0; b.more(i, &d); i++ {
 		if !d.header(i, &r.RequestHeader) {
@@ -382,7 +415,7 @@ func (b Batch) Each(fn func(i int, r *RequestView) bool) error {
 // message's number in its request; returning false stops the walk. The
 // header and the view are reused between calls.
 func (b Batch) Walk(visit func(i int, h *RequestHeader) bool, msg func(j int, m *MessageView) bool) error {
-	d := decoder{buf: b.data[b.body:], base: b.body, v2: b.v2}
+	d := b.decoder()
 	var h RequestHeader
 	var m MessageView
 	for i := 0; b.more(i, &d); i++ {
@@ -402,10 +435,15 @@ func (b Batch) Walk(visit func(i int, h *RequestHeader) bool, msg func(j int, m 
 	return b.end(&d)
 }
 
+// decoder is a decoder of the batch's requests.
+func (b *Batch) decoder() decoder {
+	return decoder{buf: b.data[b.body:], base: b.body, version: b.version, at: b.at}
+}
+
 // more reports whether request i follows: a version 1 batch counts its
-// requests, a version 2 one runs to the end of the entry.
+// requests, a version 2 or 3 one runs to the end of the entry.
 func (b Batch) more(i int, d *decoder) bool {
-	return i < b.count || (b.v2 && d.off < len(d.buf))
+	return i < b.count || (b.version != batchVersion1 && d.off < len(d.buf))
 }
 
 // end checks that a walk that read every request ended with the entry.
@@ -436,7 +474,7 @@ func (d *decoder) header(i int, h *RequestHeader) bool {
 // Messages walks the messages of a request. The view passed to fn is reused
 // between calls. Returning false stops the walk.
 func (r *RequestView) Messages(fn func(j int, m *MessageView) bool) {
-	d := decoder{buf: r.msgs, v2: r.v2}
+	d := r.decoder()
 	var m MessageView
 	for j := 0; j < r.Count; j++ {
 		if !d.message(&m) || !fn(j, &m) {
@@ -445,10 +483,16 @@ func (r *RequestView) Messages(fn func(j int, m *MessageView) bool) {
 	}
 }
 
+// decoder is a decoder of the request's messages.
+func (r *RequestView) decoder() decoder {
+	return decoder{buf: r.msgs, version: r.version, at: r.at}
+}
+
 // DecodeBatch fully decodes a batch into requests, copying everything. It is
-// meant for tests and tools; the broker uses the lazy views.
-func DecodeBatch(data []byte) ([]Request, error) {
-	b, err := ParseBatch(data)
+// meant for tests and tools; the broker uses the lazy views. at is the
+// entry's time, as ParseBatch takes it.
+func DecodeBatch(data []byte, at int64) ([]Request, error) {
+	b, err := ParseBatch(data, at)
 	if err != nil {
 		return nil, err
 	}
@@ -473,11 +517,12 @@ func DecodeBatch(data []byte) ([]Request, error) {
 }
 
 type decoder struct {
-	buf  []byte
-	off  int
-	err  error
-	base int  // offset of buf in the entry, for errors
-	v2   bool // messages in the version 2 format
+	buf     []byte
+	off     int
+	err     error
+	base    int  // offset of buf in the entry, for errors
+	version byte // of the batch
+	at      int64
 }
 
 func (d *decoder) wrap(req int) error {
@@ -525,10 +570,10 @@ func (d *decoder) bytes(max int) []byte {
 }
 
 func (d *decoder) message(m *MessageView) bool {
-	if d.v2 {
+	if d.version != batchVersion1 {
 		return d.messageV2(m)
 	}
-	if !d.queueAndTime(m) {
+	if !d.queueAndTime(m, false) {
 		return false
 	}
 	m.Key = d.bytes(MaxKeyLen)
@@ -544,15 +589,19 @@ func (d *decoder) message(m *MessageView) bool {
 }
 
 // queueAndTime reads the queue and timestamp that begin a message of
-// either version.
-func (d *decoder) queueAndTime(m *MessageView) bool {
+// any version; entryTime: the message has none, it is the entry's.
+func (d *decoder) queueAndTime(m *MessageView, entryTime bool) bool {
 	q := d.uvarint()
 	if q > math.MaxUint32 {
 		d.err = fmt.Errorf("queue %d out of range", q)
 		return false
 	}
 	m.Queue = uint32(q)
-	m.Timestamp = d.varint()
+	if entryTime {
+		m.Timestamp = d.at
+	} else {
+		m.Timestamp = d.varint()
+	}
 	return d.err == nil
 }
 
@@ -566,8 +615,8 @@ func (d *decoder) props(np uint64) ([]byte, int) {
 	return d.buf[start:d.off], int(np)
 }
 
-// messageV2 reads a version 2 message. A flag for an empty key, tag or
-// property list is refused, so that every message has one encoding.
+// messageV2 reads a version 2 or 3 message. A flag for an empty key, tag
+// or property list is refused, so that every message has one encoding.
 func (d *decoder) messageV2(m *MessageView) bool {
 	if d.err != nil {
 		return false
@@ -578,11 +627,15 @@ func (d *decoder) messageV2(m *MessageView) bool {
 	}
 	flags := d.buf[d.off]
 	d.off++
-	if flags&^msgFlags != 0 {
+	allowed := byte(msgFlagsV2)
+	if d.version == batchVersion3 {
+		allowed = msgFlagsV3
+	}
+	if flags&^allowed != 0 {
 		d.err = fmt.Errorf("message flags %#x", flags)
 		return false
 	}
-	if !d.queueAndTime(m) {
+	if !d.queueAndTime(m, flags&msgEntryTime != 0) {
 		return false
 	}
 	m.Key, m.Tag, m.props, m.nprops = nil, nil, nil, 0

@@ -77,7 +77,7 @@ func BenchmarkBatchDecodeViews(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				batch, err := raftlog.ParseBatch(data)
+				batch, err := raftlog.ParseBatch(data, 0)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -105,7 +105,7 @@ func BenchmarkBatchParse(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := raftlog.ParseBatch(data); err != nil {
+		if _, err := raftlog.ParseBatch(data, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -120,7 +120,7 @@ func BenchmarkBatchDecodeCopy(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				reqs, err := raftlog.DecodeBatch(data)
+				reqs, err := raftlog.DecodeBatch(data, 0)
 				if err != nil || len(reqs) != s.reqs {
 					b.Fatalf("decode: %v, %d requests", err, len(reqs))
 				}

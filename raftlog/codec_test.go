@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func sampleRequests() []*Request {
@@ -29,8 +31,12 @@ func encodeBatchVersion(version byte, reqs ...*Request) []byte {
 
 func encodeBatchV1(reqs ...*Request) []byte { return encodeBatchVersion(batchVersion1, reqs...) }
 func encodeBatchV2(reqs ...*Request) []byte { return encodeBatchVersion(batchVersion2, reqs...) }
+func encodeBatchV3(reqs ...*Request) []byte { return encodeBatchVersion(batchVersion3, reqs...) }
 
-var batchEncoders = map[string]func(...*Request) []byte{"v1": encodeBatchV1, "v2": encodeBatchV2}
+var batchEncoders = map[string]func(...*Request) []byte{"v1": encodeBatchV1, "v2": encodeBatchV2, "v3": encodeBatchV3}
+
+// testEntryAt is the entry time the tests decode with.
+const testEntryAt = 1_800_000_000_123
 
 func TestBatchRoundTrip(t *testing.T) {
 	for name, enc := range batchEncoders {
@@ -38,10 +44,14 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 }
 
+// testBatchRoundTrip: what was encoded decodes, and a message without a
+// timestamp gets the entry's (version 3) or the builder's clock.
 func testBatchRoundTrip(t *testing.T, enc func(...*Request) []byte) {
 	reqs := sampleRequests()
+	before := time.Now().UnixMilli()
 	data := enc(reqs...)
-	got, err := DecodeBatch(data)
+	after := time.Now().UnixMilli()
+	got, err := DecodeBatch(data, testEntryAt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +60,19 @@ func testBatchRoundTrip(t *testing.T, enc func(...*Request) []byte) {
 	}
 	for i := range reqs {
 		want := *reqs[i]
+		want.Messages = slices.Clone(want.Messages)
 		for j := range want.Messages {
 			if len(want.Messages[j].Properties) == 0 {
 				want.Messages[j].Properties = nil
+			}
+			if want.Messages[j].Timestamp != 0 || j >= len(got[i].Messages) {
+				continue
+			}
+			switch ts := got[i].Messages[j].Timestamp; {
+			case data[1] == batchVersion3:
+				want.Messages[j].Timestamp = testEntryAt
+			case ts >= before && ts <= after:
+				want.Messages[j].Timestamp = ts
 			}
 		}
 		if !reflect.DeepEqual(got[i], want) {
@@ -72,14 +92,14 @@ func testBatchDetectsCorruption(t *testing.T, enc func(...*Request) []byte) {
 	for _, pos := range []int{0, 1, 3, 8, 12, len(data) / 2, len(data) - 1} {
 		bad := append([]byte{}, data...)
 		bad[pos] ^= 0x40
-		if _, err := DecodeBatch(bad); !errors.Is(err, ErrCorrupt) {
+		if _, err := DecodeBatch(bad, 0); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("flip at %d: err %v, want ErrCorrupt", pos, err)
 		}
 	}
-	if _, err := DecodeBatch(data[:len(data)-1]); !errors.Is(err, ErrCorrupt) {
+	if _, err := DecodeBatch(data[:len(data)-1], 0); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("truncated: err %v, want ErrCorrupt", err)
 	}
-	if _, err := DecodeBatch(nil); !errors.Is(err, ErrCorrupt) {
+	if _, err := DecodeBatch(nil, 0); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("empty: err %v", err)
 	}
 }
@@ -108,13 +128,25 @@ func TestBatchV2Size(t *testing.T) {
 	}
 }
 
+// TestBatchV3Size pins what version 3 saves on the SDK's request of one
+// 16-byte message, which the broker stamps: the 6-byte timestamp (and its
+// 11-character producer id).
+func TestBatchV3Size(t *testing.T) {
+	r := &Request{ProducerID: "sTIGpA3xqaQ", Seq: 8727, Topic: "bench",
+		Messages: []Message{{Queue: 1, Body: make([]byte, 16)}}}
+	v2, v3 := encodeBatchV2(r), encodeBatchV3(r)
+	if len(v2) != 52 || len(v3) != 46 {
+		t.Fatalf("version 2 %d bytes, version 3 %d: want 52 and 46", len(v2), len(v3))
+	}
+}
+
 // TestDigestSameInBothVersions: a request has one digest whichever format
 // its entry has, so that a retry stored in the other format is still
 // recognised as the same request.
 func TestDigestSameInBothVersions(t *testing.T) {
 	reqs := append(sampleRequests(), &Request{Topic: "k", Messages: []Message{{Key: "only-key", Body: []byte("b")}, {Tag: "only-tag"}}})
 	digests := func(data []byte) []uint64 {
-		b, err := ParseBatch(data)
+		b, err := ParseBatch(data, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,8 +156,12 @@ func TestDigestSameInBothVersions(t *testing.T) {
 		}
 		return out
 	}
-	if d1, d2 := digests(encodeBatchV1(reqs...)), digests(encodeBatchV2(reqs...)); !reflect.DeepEqual(d1, d2) {
+	d1 := digests(encodeBatchV1(reqs...))
+	if d2 := digests(encodeBatchV2(reqs...)); !reflect.DeepEqual(d1, d2) {
 		t.Fatalf("digests differ: version 1 %x, version 2 %x", d1, d2)
+	}
+	if d3 := digests(encodeBatchV3(reqs...)); !reflect.DeepEqual(d1, d3) {
+		t.Fatalf("digests differ: version 1 %x, version 3 %x", d1, d3)
 	}
 }
 
@@ -153,11 +189,13 @@ func FuzzParseBatch(f *testing.F) {
 	f.Add(encodeBatchV2(sampleRequests()...))
 	f.Add(encodeBatchV2(&Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: []Message{{Key: "k", Body: []byte("x")}}}))
 	f.Add([]byte{1, 2, 0, 0, 0, 0})
+	f.Add(encodeBatchV3(sampleRequests()...))
+	f.Add(encodeBatchV3(&Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: []Message{{Tag: "g", Body: []byte("x")}, {Timestamp: 5}}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Also try the input with a correct CRC so that the fuzzer gets past it.
 		// ParseReadBatch trusts the CRC: decoding must still end in
 		// ErrCorrupt or success on any input, never panic.
-		if b, err := ParseReadBatch(data); err == nil {
+		if b, err := ParseReadBatch(data, testEntryAt); err == nil {
 			each, err := eachTrace(b, nil)
 			if err != nil && !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("ParseReadBatch: error not ErrCorrupt: %v", err)
@@ -170,7 +208,7 @@ func FuzzParseBatch(f *testing.F) {
 			t.Fatalf("ParseReadBatch: error not ErrCorrupt: %v", err)
 		}
 		for _, in := range [][]byte{data, fixCRC(data)} {
-			reqs, err := DecodeBatch(in)
+			reqs, err := DecodeBatch(in, testEntryAt)
 			if err != nil {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("error not ErrCorrupt: %v", err)
@@ -180,23 +218,30 @@ func FuzzParseBatch(f *testing.F) {
 			ptrs := make([]*Request, len(reqs))
 			for i := range reqs {
 				ptrs[i] = &reqs[i]
+				for j := range reqs[i].Messages {
+					if m := &reqs[i].Messages[j]; m.Timestamp == 0 {
+						m.Timestamp = 1 // a timestamp of its own: re-encoded the same in every version
+					}
+				}
 			}
-			again, err := DecodeBatch(EncodeBatch(ptrs...))
+			again, err := DecodeBatch(EncodeBatch(ptrs...), 0)
 			if err != nil || len(again) != len(reqs) {
 				t.Fatalf("re-encode: %v (%d vs %d)", err, len(again), len(reqs))
 			}
-			// Both formats hold the same requests with the same digests.
-			v1, v2 := encodeBatchV1(ptrs...), encodeBatchV2(ptrs...)
-			if again2, err := DecodeBatch(v2); err != nil || !reflect.DeepEqual(again2, again) {
-				t.Fatalf("version 2 re-encode: %v\n got %+v\nwant %+v", err, again2, again)
-			}
-			b1, _ := ParseBatch(v1)
-			b2, _ := ParseBatch(v2)
-			var d1, d2 []uint64
-			b1.Each(func(_ int, rv *RequestView) bool { d1 = append(d1, rv.Digest()); return true })
-			b2.Each(func(_ int, rv *RequestView) bool { d2 = append(d2, rv.Digest()); return true })
-			if !reflect.DeepEqual(d1, d2) {
-				t.Fatalf("digests differ between the formats: %x, %x", d1, d2)
+			// Every format holds the same requests with the same digests.
+			var digests [][]uint64
+			for _, v := range []byte{batchVersion1, batchVersion2, batchVersion3} {
+				enc := encodeBatchVersion(v, ptrs...)
+				if again2, err := DecodeBatch(enc, testEntryAt); err != nil || !reflect.DeepEqual(again2, again) {
+					t.Fatalf("version %d re-encode: %v\n got %+v\nwant %+v", v, err, again2, again)
+				}
+				b, _ := ParseBatch(enc, 0)
+				var d []uint64
+				b.Each(func(_ int, rv *RequestView) bool { d = append(d, rv.Digest()); return true })
+				if len(digests) > 0 && !reflect.DeepEqual(d, digests[0]) {
+					t.Fatalf("digests differ between the formats: version 1 %x, version %d %x", digests[0], v, d)
+				}
+				digests = append(digests, d)
 			}
 		}
 	})
@@ -208,7 +253,7 @@ func fixCRC(data []byte) []byte {
 	}
 	out := append([]byte{}, data...)
 	out[0] = byte(CmdBatch)
-	if out[1] != batchVersion2 {
+	if out[1] != batchVersion2 && out[1] != batchVersion3 {
 		out[1] = batchVersion1
 	}
 	c := crc32Of(out[6:])
@@ -248,7 +293,7 @@ func BenchmarkBatchVersions(b *testing.B) {
 			b.Run(fmt.Sprintf("v%d/apply/%s", v, sh.name), func(b *testing.B) {
 				b.SetBytes(int64(len(data)))
 				for b.Loop() {
-					batch, err := ParseBatch(data)
+					batch, err := ParseBatch(data, 0)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -295,7 +340,7 @@ func TestWalkDecodesAsEach(t *testing.T) {
 	reqs := sampleRequests()
 	odd := func(i int) bool { return i%2 == 1 }
 	for _, data := range [][]byte{encodeBatchV1(reqs...), encodeBatchV2(reqs...)} {
-		b, err := ParseBatch(data)
+		b, err := ParseBatch(data, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

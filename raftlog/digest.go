@@ -22,7 +22,7 @@ import (
 // different request; it does not resist a producer that crafts a collision
 // against its own sequence.
 //
-// A version 2 request gets the digest of its version 1 encoding. A request
+// A version 2 or 3 request gets the digest of its version 1 encoding. A request
 // whose messages do not decode gives the digest of the bytes up to the
 // damage; Batch.Each has already refused such an entry.
 func (r *RequestView) Digest() uint64 {
@@ -36,10 +36,10 @@ func (r *RequestView) Digest() uint64 {
 	head = append(head, r.Topic...)
 	head = binary.AppendUvarint(head, uint64(r.Count))
 	d.add(head)
-	if r.v2 {
+	if r.version != batchVersion1 {
 		return r.digestV2(d, head[len(head):])
 	}
-	dec := decoder{buf: r.msgs}
+	dec := decoder{buf: r.msgs, version: batchVersion1}
 	var m MessageView
 	for j := 0; j < r.Count; j++ {
 		start := dec.off
@@ -57,14 +57,14 @@ func (r *RequestView) Digest() uint64 {
 	return uint64(d.c)<<32 | uint64(d.i)
 }
 
-// digestV2 goes on with the messages of a version 2 request, fed to the
+// digestV2 goes on with the messages of a version 2 or 3 request, fed to the
 // digest as version 1 encodes them, so that a request has one digest
 // whichever format its entry has (a retry may be stored in the other one).
 // pre has room for two uvarints and three bytes: the length prefixes are
 // gathered there between the key, tag, properties and body, so that a
 // plain message costs two updates of the digest, as in version 1.
 func (r *RequestView) digestV2(d digest, pre []byte) uint64 {
-	dec := decoder{buf: r.msgs, v2: true}
+	dec := r.decoder()
 	var m MessageView
 	for j := 0; j < r.Count; j++ {
 		if !dec.message(&m) {

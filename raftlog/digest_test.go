@@ -6,7 +6,7 @@ import (
 
 func digestOf(t *testing.T, r *Request) uint64 {
 	t.Helper()
-	b, err := ParseBatch(EncodeBatch(r))
+	b, err := ParseBatch(EncodeBatch(r), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestDigestAllocatesOncePerRequest(t *testing.T) {
 				r.Messages = append(r.Messages, r.Messages[0])
 			}
 			r.Messages = r.Messages[:n]
-			b, err := ParseBatch(encodeBatchVersion(version, r))
+			b, err := ParseBatch(encodeBatchVersion(version, r), 0)
 			if err != nil {
 				t.Fatal(err)
 			}

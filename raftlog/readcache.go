@@ -23,22 +23,22 @@ type readCache struct {
 
 type cached struct {
 	index uint64
-	data  []byte
+	Entry
 }
 
 func newReadCache(maxBytes int) *readCache {
 	return &readCache{max: maxBytes, items: map[uint64]*list.Element{}}
 }
 
-func (c *readCache) get(idx uint64) ([]byte, bool) {
+func (c *readCache) get(idx uint64) (Entry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.items[idx]
 	if !ok {
-		return nil, false
+		return Entry{}, false
 	}
 	c.lru.MoveToFront(e)
-	return e.Value.(*cached).data, true
+	return e.Value.(*cached).Entry, true
 }
 
 // gen is the cache's generation, to hand to put after a read from the
@@ -49,10 +49,10 @@ func (c *readCache) gen() uint64 {
 	return c.cuts
 }
 
-// put caches data as entry idx, read from the store after gen returned g;
-// a cut since then (dropFrom) may have replaced the entry, so it keeps
-// nothing.
-func (c *readCache) put(idx uint64, data []byte, g uint64) {
+// put caches entry idx, read from the store after gen returned g; a cut
+// since then (dropFrom) may have replaced the entry, so it keeps nothing.
+func (c *readCache) put(idx uint64, e Entry, g uint64) {
+	data := e.Data
 	if len(data) > c.max/4 {
 		return
 	}
@@ -64,14 +64,14 @@ func (c *readCache) put(idx uint64, data []byte, g uint64) {
 	if _, ok := c.items[idx]; ok {
 		return
 	}
-	c.items[idx] = c.lru.PushFront(&cached{idx, data})
+	c.items[idx] = c.lru.PushFront(&cached{idx, e})
 	c.size += len(data)
 	for c.size > c.max {
 		e := c.lru.Back()
 		old := e.Value.(*cached)
 		c.lru.Remove(e)
 		delete(c.items, old.index)
-		c.size -= len(old.data)
+		c.size -= len(old.Data)
 	}
 }
 
@@ -82,7 +82,7 @@ func (c *readCache) dropFrom(idx uint64) {
 	c.cuts++
 	for i, e := range c.items {
 		if i >= idx {
-			c.size -= len(e.Value.(*cached).data)
+			c.size -= len(e.Value.(*cached).Data)
 			c.lru.Remove(e)
 			delete(c.items, i)
 		}

@@ -11,22 +11,22 @@ import (
 // it read in the cache: the entry it read may be replaced already.
 func TestReadCacheKeepsNothingReadAcrossACut(t *testing.T) {
 	c := newReadCache(1 << 20)
-	c.put(3, []byte("three"), c.gen())
-	c.put(7, []byte("old seven"), c.gen())
+	c.put(3, Entry{Data: []byte("three")}, c.gen())
+	c.put(7, Entry{Data: []byte("old seven")}, c.gen())
 	g := c.gen() // a read of entry 6 begins
 	c.dropFrom(5)
-	c.put(6, []byte("old six"), g) // ... and ends after the cut
+	c.put(6, Entry{Data: []byte("old six")}, g) // ... and ends after the cut
 	if _, ok := c.get(6); ok {
 		t.Fatal("an entry read before a cut was cached after it")
 	}
 	if _, ok := c.get(7); ok {
 		t.Fatal("an entry above the cut stayed cached")
 	}
-	if d, ok := c.get(3); !ok || string(d) != "three" {
+	if d, ok := c.get(3); !ok || string(d.Data) != "three" {
 		t.Fatal("an entry below the cut was forgotten")
 	}
-	c.put(6, []byte("new six"), c.gen())
-	if d, ok := c.get(6); !ok || string(d) != "new six" {
+	c.put(6, Entry{Data: []byte("new six")}, c.gen())
+	if d, ok := c.get(6); !ok || string(d.Data) != "new six" {
 		t.Fatal("a read after the cut was not cached")
 	}
 }
@@ -60,7 +60,7 @@ func TestReadAfterATailCutReturnsTheNewEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, entry(8, "new")) {
+	if !bytes.Equal(got.Data, entry(8, "new")) {
 		t.Fatal("a read after the tail was replaced returned the old entry")
 	}
 }

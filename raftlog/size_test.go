@@ -69,36 +69,40 @@ func checkEncodedSize(t *testing.T, i int, r *Request) {
 	if got := NewBatchBuilder(0, BatchV1).Len(); got != BatchOverhead {
 		t.Errorf("an empty batch is %d bytes, BatchOverhead says %d", got, BatchOverhead)
 	}
-	b2 := NewBatchBuilder(0, BatchV2)
-	b2.Add(r)
-	if got, want := r.encodedSize(batchVersion2), b2.Len()-batchV2HeaderLen; got != want {
-		t.Errorf("case %d: version 2 size %d, BatchBuilder wrote %d", i, got, want)
+	for _, v := range []byte{batchVersion2, batchVersion3} {
+		b := NewBatchBuilder(0, BatchVersion(v))
+		b.Add(r)
+		if got, want := r.encodedSize(v), b.Len()-batchV2HeaderLen; got != want {
+			t.Errorf("case %d: version %d size %d, BatchBuilder wrote %d", i, v, got, want)
+		}
 	}
 	checkSmallestVersion(t, i, []*Request{r})
 }
 
 // checkSmallestVersion: SmallestVersion picks the version of fewer bytes
-// (version 2 on a tie), within the bound of BatchOverhead and EncodedSize,
-// and version 1 when version 2 may not be written.
+// (the later one on a tie) of those it may write, within the bound of
+// BatchOverhead and EncodedSize.
 func checkSmallestVersion(t *testing.T, i int, reqs []*Request) {
 	t.Helper()
-	v1, v2 := len(encodeBatchV1(reqs...)), len(encodeBatchV2(reqs...))
-	want := BatchV2
-	if v2 > v1 {
-		want = BatchV1
-	}
-	if got := SmallestVersion(BatchV2, reqs); got != want {
-		t.Errorf("case %d: SmallestVersion %d, but version 1 is %d bytes and version 2 %d", i, got, v1, v2)
-	}
+	sizes := map[BatchVersion]int{BatchV1: len(encodeBatchV1(reqs...)), BatchV2: len(encodeBatchV2(reqs...)), BatchV3: len(encodeBatchV3(reqs...))}
 	bound := BatchOverhead
 	for _, r := range reqs {
 		bound += r.EncodedSize()
 	}
-	if n := len(encodeBatchVersion(byte(SmallestVersion(BatchV2, reqs)), reqs...)); n > bound {
-		t.Errorf("case %d: the smallest version is %d bytes, above the bound of %d", i, n, bound)
-	}
-	if got := SmallestVersion(BatchV1, reqs); got != BatchV1 {
-		t.Errorf("case %d: SmallestVersion(BatchV1) is %d", i, got)
+	for _, max := range []BatchVersion{BatchV1, BatchV2, BatchV3} {
+		want := BatchV1
+		for v := BatchV2; v <= max; v++ {
+			if sizes[v] <= sizes[want] {
+				want = v
+			}
+		}
+		got := SmallestVersion(max, reqs)
+		if got != want {
+			t.Errorf("case %d: SmallestVersion(%d) %d, but the versions take %v bytes", i, max, got, sizes)
+		}
+		if sizes[got] > bound {
+			t.Errorf("case %d: version %d is %d bytes, above the bound of %d", i, got, sizes[got], bound)
+		}
 	}
 }
 
@@ -124,7 +128,9 @@ func TestReadByAll(t *testing.T) {
 		reads []uint32
 		want  BatchVersion
 	}{
-		{nil, BatchV2},
+		{nil, BatchV3},
+		{[]uint32{3, 3, 3}, BatchV3},
+		{[]uint32{3, 4, 7}, BatchV3},
 		{[]uint32{2, 2, 2}, BatchV2},
 		{[]uint32{2, 3, 7}, BatchV2},
 		{[]uint32{2, 0, 2}, BatchV1},

@@ -347,38 +347,60 @@ func (s *Stores) SetFloor(idx uint64) {
 // Floor is the lowest index Read serves.
 func (s *Stores) Floor() uint64 { return s.floor.Load() }
 
-// Read returns the data of the command entry at idx. The returned slice is
-// shared with raft's cache and must not be modified. A batch entry's CRC
-// has been checked (ErrCorrupt otherwise), so callers parse it with
-// ParseReadBatch.
-func (s *Stores) Read(idx uint64) ([]byte, error) {
-	if idx < s.floor.Load() {
-		return nil, fmt.Errorf("read index %d: %w (floor %d)", idx, ErrBelowFloor, s.floor.Load())
+// Entry is a command entry as Read returns it.
+type Entry struct {
+	Data []byte
+	At   int64 // when it was appended (EntryTime): ParseReadBatch's at
+}
+
+// EntryTime is the time l was appended in unix milliseconds, as ParseBatch
+// takes it: 0 for an entry without one.
+func EntryTime(l *raft.Log) int64 {
+	if l.AppendedAt.IsZero() {
+		return 0
 	}
-	if data, ok := s.reads.get(idx); ok {
-		return data, nil
+	return l.AppendedAt.UnixMilli()
+}
+
+// Read returns the command entry at idx. Its Data is shared with raft's
+// cache and must not be modified. A batch entry's CRC has been checked
+// (ErrCorrupt otherwise), so callers parse it with ParseReadBatch.
+func (s *Stores) Read(idx uint64) (Entry, error) {
+	if idx < s.floor.Load() {
+		return Entry{}, fmt.Errorf("read index %d: %w (floor %d)", idx, ErrBelowFloor, s.floor.Load())
+	}
+	if e, ok := s.reads.get(idx); ok {
+		return e, nil
 	}
 	g := s.reads.gen()
+	e, err := s.readChecked(idx)
+	if err != nil {
+		return Entry{}, err
+	}
+	s.reads.put(idx, e, g)
+	return e, nil
+}
+
+// readChecked reads entry idx from the log store and checks a batch's CRC,
+// once, as it comes from there: the read cache then holds only verified
+// entries (see ParseReadBatch). (GetLog checked it too when the entry came
+// from disk, not from raft's cache.)
+func (s *Stores) readChecked(idx uint64) (Entry, error) {
 	var l raft.Log
 	if err := s.Log.GetLog(idx, &l); err != nil {
 		if errors.Is(err, raft.ErrLogNotFound) {
-			return nil, fmt.Errorf("read index %d: %w", idx, ErrBelowFloor)
+			return Entry{}, fmt.Errorf("read index %d: %w", idx, ErrBelowFloor)
 		}
-		return nil, fmt.Errorf("read index %d: %w", idx, err)
+		return Entry{}, fmt.Errorf("read index %d: %w", idx, err)
 	}
-	// Check a batch's CRC once, here, as it comes from the log store; the
-	// read cache then holds only verified entries (see ParseReadBatch).
-	// (GetLog checked it too when the entry came from disk, not from
-	// raft's cache.)
 	if len(l.Data) > 0 && CommandType(l.Data[0]) == CmdBatch {
-		if _, err := ParseBatch(l.Data); err != nil {
+		if _, err := ParseBatch(l.Data, 0); err != nil {
 			err = fmt.Errorf("read index %d: %w", idx, err)
 			s.guard.damage.report(idx, err)
-			return nil, err
+			return Entry{}, err
 		}
 	}
-	s.reads.put(idx, l.Data, g)
-	return l.Data, nil
+	return Entry{Data: l.Data, At: EntryTime(&l)}, nil
 }
 
 // FirstIndex is the first index held by the log store (0 when empty).

@@ -22,7 +22,7 @@ func TestReadUncached(t *testing.T) {
 		{Index: 2, Term: 1, Type: raft.LogCommand, Data: bad}}); err != nil {
 		t.Fatal(err)
 	}
-	if data, err := s.ReadUncached(1); err != nil || string(data) != string(good) {
+	if data, err := s.ReadUncached(1); err != nil || string(data.Data) != string(good) {
 		t.Fatalf("good entry: %v", err)
 	}
 	if _, ok := s.reads.get(1); ok {

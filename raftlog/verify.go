@@ -53,7 +53,7 @@ func CheckEntry(idx uint64, l *raft.Log) error {
 	}
 	switch CommandType(l.Data[0]) {
 	case CmdBatch:
-		_, err := ParseBatch(l.Data)
+		_, err := ParseBatch(l.Data, 0)
 		return err
 	case CmdMeta:
 		return CheckMeta(l.Data)

@@ -81,7 +81,7 @@ func (s *Stores) checkEntry(i uint64, l *raft.Log, checkMeta func(data []byte) e
 	}
 	switch CommandType(l.Data[0]) {
 	case CmdBatch:
-		b, err := ParseReadBatch(l.Data) // CRC checked by check
+		b, err := ParseReadBatch(l.Data, 0) // CRC checked by check; no timestamps read
 		if err == nil {
 			err = b.Each(func(int, *RequestView) bool { return true })
 		}

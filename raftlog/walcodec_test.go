@@ -108,7 +108,7 @@ func TestWALOpensBinaryV1Log(t *testing.T) {
 	const old = 59
 	entry := func(i uint64) *raft.Log {
 		return &raft.Log{Index: i, Term: 1 + i/50, Type: raft.LogCommand,
-			Data:       EncodeBatch(&Request{ProducerID: "p", Seq: i, Topic: "t", Messages: []Message{{Body: bytes.Repeat([]byte{byte(i)}, 300)}}}),
+			Data:       EncodeBatch(&Request{ProducerID: "p", Seq: i, Topic: "t", Messages: []Message{{Timestamp: int64(i), Body: bytes.Repeat([]byte{byte(i)}, 300)}}}),
 			AppendedAt: time.UnixMilli(1_800_000_000_000 + int64(i)).Add(123 * time.Microsecond)}
 	}
 	if err := os.MkdirAll(logDir, 0o755); err != nil {

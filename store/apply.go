@@ -40,8 +40,9 @@ type ProduceFuture interface {
 
 // SetBatchVersion sets the highest batch version Produce writes from now
 // on. A node stops applying at the first entry it cannot decode, so the
-// caller sets raftlog.BatchV2 only while every member of the group reads it
-// (raftlog.ReadByAll); until the first call Produce writes version 1.
+// caller sets a version above raftlog.BatchV1 only while every member of
+// the group reads it (raftlog.ReadByAll); until the first call Produce
+// writes version 1.
 func (s *Store) SetBatchVersion(v raftlog.BatchVersion) { s.batchMax.Store(uint32(v)) }
 
 // BatchVersion is the highest batch version Produce writes now.

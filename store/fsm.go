@@ -221,7 +221,7 @@ func CheckCommand(data []byte) error {
 	}
 	switch raftlog.CommandType(data[0]) {
 	case raftlog.CmdBatch:
-		b, err := raftlog.ParseBatch(data)
+		b, err := raftlog.ParseBatch(data, 0) // a check: no timestamp is read
 		if err == nil {
 			err = b.Each(func(int, *raftlog.RequestView) bool { return true })
 		}

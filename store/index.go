@@ -43,7 +43,7 @@ func (t *topic) key() queueindex.TopicKey {
 // applyBatchLocked assigns offsets to every request of the entry and records
 // one index record per queue touched.
 func (f *FSM) applyBatchLocked(index uint64, data []byte) interface{} {
-	b, err := raftlog.ParseBatch(data)
+	b, err := raftlog.ParseBatch(data, 0) // offsets and the index need no timestamps
 	if err != nil {
 		return f.markDamagedLocked(index, err)
 	}

@@ -14,9 +14,9 @@ import (
 // LogReader reads this node's Raft log: what a damaged queue index is
 // rebuilt from (*raftlog.Stores).
 type LogReader interface {
-	// ReadUncached returns the data of entry idx, checked
+	// ReadUncached returns entry idx, checked
 	// (raftlog.ErrBelowFloor when this node no longer holds it).
-	ReadUncached(idx uint64) ([]byte, error)
+	ReadUncached(idx uint64) (raftlog.Entry, error)
 	// FirstIndex is the first entry this node holds (0: none).
 	FirstIndex() uint64
 }
@@ -743,7 +743,8 @@ func (b *queueRebuild) entryCandidates(idx, hi uint64, cands []candidate) ([]can
 			return out, err
 		}
 	}
-	data, err := b.rb.log.ReadUncached(idx)
+	e, err := b.rb.log.ReadUncached(idx)
+	data := e.Data
 	if b.m != nil {
 		b.m.g.read++
 	}
@@ -753,7 +754,7 @@ func (b *queueRebuild) entryCandidates(idx, hi uint64, cands []candidate) ([]can
 	if len(data) == 0 || raftlog.CommandType(data[0]) != raftlog.CmdBatch {
 		return cands, nil
 	}
-	batch, err := raftlog.ParseReadBatch(data)
+	batch, err := raftlog.ParseReadBatch(data, e.At)
 	if err == nil {
 		var counts []uint32
 		err = batch.Each(func(i int, rv *raftlog.RequestView) bool {

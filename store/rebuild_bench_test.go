@@ -119,7 +119,7 @@ type countingLog struct {
 	reads atomic.Uint64
 }
 
-func (c *countingLog) ReadUncached(idx uint64) ([]byte, error) {
+func (c *countingLog) ReadUncached(idx uint64) (raftlog.Entry, error) {
 	c.reads.Add(1)
 	return c.LogReader.ReadUncached(idx)
 }

@@ -29,14 +29,14 @@ type memLog struct {
 	first uint64
 }
 
-func (l *memLog) ReadUncached(idx uint64) ([]byte, error) {
+func (l *memLog) ReadUncached(idx uint64) (raftlog.Entry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	d, ok := l.data[idx]
 	if !ok || idx < l.first {
-		return nil, fmt.Errorf("read index %d: %w", idx, raftlog.ErrBelowFloor)
+		return raftlog.Entry{}, fmt.Errorf("read index %d: %w", idx, raftlog.ErrBelowFloor)
 	}
-	return d, nil
+	return raftlog.Entry{Data: d}, nil
 }
 
 func (l *memLog) FirstIndex() uint64 {
@@ -173,7 +173,7 @@ func (l *logged) norm(loc Location, q int32) Location {
 	l.log.mu.Lock()
 	data := l.log.data[loc.LogIndex]
 	l.log.mu.Unlock()
-	reqs, err := raftlog.DecodeBatch(data)
+	reqs, err := raftlog.DecodeBatch(data, 0)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -574,7 +574,7 @@ func newReadCounter(log LogReader) *readCounter {
 	return &readCounter{LogReader: log, reads: map[uint64]int{}}
 }
 
-func (c *readCounter) ReadUncached(idx uint64) ([]byte, error) {
+func (c *readCounter) ReadUncached(idx uint64) (raftlog.Entry, error) {
 	c.mu.Lock()
 	c.reads[idx]++
 	c.mu.Unlock()

@@ -130,11 +130,11 @@ func (g *rebuildGroup) load(waiting []*groupMember) {
 	var counts []uint32
 	for idx := lo; idx < hi; idx++ {
 		i := idx - lo
-		data, err := g.log.ReadUncached(idx)
+		e, err := g.log.ReadUncached(idx)
 		g.read++
-		if err == nil && len(data) > 0 && raftlog.CommandType(data[0]) == raftlog.CmdBatch {
+		if data := e.Data; err == nil && len(data) > 0 && raftlog.CommandType(data[0]) == raftlog.CmdBatch {
 			var batch raftlog.Batch
-			if batch, err = raftlog.ParseReadBatch(data); err == nil {
+			if batch, err = raftlog.ParseReadBatch(data, e.At); err == nil {
 				err = batch.Each(func(r int, rv *raftlog.RequestView) bool {
 					counted := false
 					var top uint32

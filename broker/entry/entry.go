@@ -29,14 +29,14 @@ type Stored struct {
 	View *raftlog.MessageView
 }
 
-// Read walks the stored messages of queue q of topic in the log entry data,
+// Read walks the stored messages of queue q of topic in the log entry e,
 // in order, as loc (the entry's index record of that queue) describes them:
 // requests loc.Skip lists (refused, or duplicates) stored nothing and are
 // passed over; every other message of the queue has the next offset from
 // loc.Base. fn returning false stops the walk. A walk that reaches the end
 // checks that the entry holds the loc.Count messages the index says.
-func Read(data []byte, topic string, q int32, loc store.Location, fn func(Stored) bool) error {
-	batch, err := raftlog.ParseReadBatch(data)
+func Read(e raftlog.Entry, topic string, q int32, loc store.Location, fn func(Stored) bool) error {
+	batch, err := raftlog.ParseReadBatch(e.Data, e.At)
 	if err != nil {
 		return err
 	}
@@ -71,15 +71,15 @@ func Read(data []byte, topic string, q int32, loc store.Location, fn func(Stored
 	return err
 }
 
-// Each walks every message of the log entry data in order, with the number
+// Each walks every message of the log entry e in order, with the number
 // of its request, its topic and its ordinal in the entry (raftlog.MessageID);
-// the view is reused between calls and its Body aliases data. fn returning
+// the view is reused between calls and its Body aliases e.Data. fn returning
 // false stops the walk. An entry that holds no batch has no messages.
-func Each(data []byte, fn func(request int, topic string, ordinal uint32, v *raftlog.MessageView) bool) error {
-	if len(data) == 0 || raftlog.CommandType(data[0]) != raftlog.CmdBatch {
+func Each(e raftlog.Entry, fn func(request int, topic string, ordinal uint32, v *raftlog.MessageView) bool) error {
+	if len(e.Data) == 0 || raftlog.CommandType(e.Data[0]) != raftlog.CmdBatch {
 		return nil
 	}
-	batch, err := raftlog.ParseReadBatch(data)
+	batch, err := raftlog.ParseReadBatch(e.Data, e.At)
 	if err != nil {
 		return err
 	}
@@ -95,12 +95,12 @@ func Each(data []byte, fn func(request int, topic string, ordinal uint32, v *raf
 	})
 }
 
-// At returns message ordinal of the log entry data at index, with its
+// At returns message ordinal of the log entry e at index, with its
 // topic, queue and id but no offset (OffsetOf gives that), and the number
 // of its request; ok is false when the entry holds no such message. The
-// message's Body aliases data.
-func At(index uint64, data []byte, ordinal uint32) (m Message, request int, ok bool, err error) {
-	err = Each(data, func(i int, topic string, o uint32, v *raftlog.MessageView) bool {
+// message's Body aliases e.Data.
+func At(index uint64, e raftlog.Entry, ordinal uint32) (m Message, request int, ok bool, err error) {
+	err = Each(e, func(i int, topic string, o uint32, v *raftlog.MessageView) bool {
 		if o < ordinal {
 			return true
 		}
@@ -118,8 +118,8 @@ func At(index uint64, data []byte, ordinal uint32) (m Message, request int, ok b
 // OffsetOf is the queue offset of message ordinal, which loc (the index
 // record of its topic and queue in the entry) describes; ok is false when
 // its request stored nothing.
-func OffsetOf(data []byte, topic string, q int32, loc store.Location, ordinal uint32) (offset uint64, ok bool, err error) {
-	err = Read(data, topic, q, loc, func(s Stored) bool {
+func OffsetOf(e raftlog.Entry, topic string, q int32, loc store.Location, ordinal uint32) (offset uint64, ok bool, err error) {
+	err = Read(e, topic, q, loc, func(s Stored) bool {
 		if s.Ordinal < ordinal {
 			return true
 		}

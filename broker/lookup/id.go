@@ -29,9 +29,9 @@ type State interface {
 
 // Log is this node's Raft log as lookups read it.
 type Log interface {
-	Read(index uint64) ([]byte, error)
+	Read(index uint64) (raftlog.Entry, error)
 	// ReadUncached is Read without the read cache (the key index).
-	ReadUncached(index uint64) ([]byte, error)
+	ReadUncached(index uint64) (raftlog.Entry, error)
 	FirstIndex() uint64
 }
 
@@ -83,7 +83,7 @@ func (r *Reader) Message(id string, index uint64, ordinal uint32) (entry.Message
 	if floor := r.fsm.LogFloor(); index < floor {
 		return entry.Message{}, fmt.Errorf("%w: message %s (log entry %d) was deleted by retention (the log starts at %d)", brokererr.ErrNotFound, id, index, floor)
 	}
-	data, err := r.rlog.Read(index)
+	e, err := r.rlog.Read(index)
 	switch {
 	case errors.Is(err, raftlog.ErrBelowFloor):
 		return entry.Message{}, fmt.Errorf("message %s: node %s no longer holds log entry %d: %w", id, r.node, index, ErrNotHere)
@@ -93,7 +93,7 @@ func (r *Reader) Message(id string, index uint64, ordinal uint32) (entry.Message
 		return entry.Message{}, fmt.Errorf("message %s: read log entry %d: %w", id, index, err)
 	}
 	noSuch := fmt.Errorf("%w: no message has id %s (log entry %d holds no stored message with ordinal %d)", brokererr.ErrNotFound, id, index, ordinal)
-	out, _, found, err := entry.At(index, data, ordinal)
+	out, _, found, err := entry.At(index, e, ordinal)
 	if err != nil {
 		return entry.Message{}, fmt.Errorf("message %s: log entry %d on node %s: %w", id, index, r.node, err)
 	}
@@ -118,7 +118,7 @@ func (r *Reader) Message(id string, index uint64, ordinal uint32) (entry.Message
 	}
 	// Its offset is its record's base plus the messages of its queue that
 	// the requests before it stored in the same entry.
-	off, stored, err := entry.OffsetOf(data, out.Topic, out.Queue, loc, ordinal)
+	off, stored, err := entry.OffsetOf(e, out.Topic, out.Queue, loc, ordinal)
 	if err != nil {
 		return entry.Message{}, fmt.Errorf("message %s: log entry %d on node %s: %w", id, index, r.node, err)
 	}

@@ -148,7 +148,7 @@ func (k *Keys) indexKeys() bool {
 		if n == keyIndexBatch {
 			return true
 		}
-		data, err := k.rlog.ReadUncached(next)
+		e, err := k.rlog.ReadUncached(next)
 		switch {
 		case errors.Is(err, raftlog.ErrBelowFloor):
 			k.x.Done(next)
@@ -157,7 +157,7 @@ func (k *Keys) indexKeys() bool {
 			k.log.Warn("key index: cannot read the log; trying again later", "index", next, "error", err)
 			return false
 		}
-		if err := k.indexEntry(next, data); err != nil {
+		if err := k.indexEntry(next, e); err != nil {
 			k.log.Warn("key index: entry not indexed", "index", next, "error", err)
 		}
 		k.x.Done(next)
@@ -165,9 +165,9 @@ func (k *Keys) indexKeys() bool {
 	return false
 }
 
-func (k *Keys) indexEntry(index uint64, data []byte) error {
+func (k *Keys) indexEntry(index uint64, e raftlog.Entry) error {
 	var addErr error
-	err := entry.Each(data, func(_ int, topic string, ordinal uint32, m *raftlog.MessageView) bool {
+	err := entry.Each(e, func(_ int, topic string, ordinal uint32, m *raftlog.MessageView) bool {
 		for _, key := range messageKeys(string(m.Key), m.Properties()[UniqKeyProperty]) {
 			if addErr = k.x.Add(index, ordinal, topic, key); addErr != nil {
 				return false
@@ -206,11 +206,11 @@ func messageKeys(key, uniq string) []string {
 // storedMessage reads an index hit and returns its message when it is a
 // stored, retained message of the topic with the key, in the time window.
 func (k *Keys) storedMessage(ti store.TopicInfo, h keyindex.Hit, req FindRequest) (entry.Message, bool) {
-	data, err := k.rlog.Read(h.LogIndex)
+	e, err := k.rlog.Read(h.LogIndex)
 	if err != nil {
 		return entry.Message{}, false
 	}
-	m, _, ok, err := entry.At(h.LogIndex, data, h.Ordinal)
+	m, _, ok, err := entry.At(h.LogIndex, e, h.Ordinal)
 	if err != nil || !ok || m.Topic != req.Topic || !hasKey(m, req.Key) ||
 		(req.BeginMS > 0 && m.Timestamp < req.BeginMS) || (req.EndMS > 0 && m.Timestamp > req.EndMS) ||
 		int(m.Queue) >= len(ti.Queues) {
@@ -221,7 +221,7 @@ func (k *Keys) storedMessage(ti store.TopicInfo, h keyindex.Hit, req FindRequest
 	if !held {
 		return entry.Message{}, false // a deleted (or re-created) topic, or dropped by retention
 	}
-	off, stored, err := entry.OffsetOf(data, req.Topic, m.Queue, loc, h.Ordinal)
+	off, stored, err := entry.OffsetOf(e, req.Topic, m.Queue, loc, h.Ordinal)
 	if err != nil || !stored {
 		return entry.Message{}, false // a duplicate or refused request
 	}

@@ -17,24 +17,29 @@ import (
 	"github.com/raftmq/raftmq/store"
 )
 
-// oldPeer answers NodeState as a node of a release before batch version 2
-// does: without batch_read_version.
+// oldPeer answers NodeState as a node of an earlier release does: with
+// batch_read_version reads, or without it (0: a release before batch
+// version 2).
 type oldPeer struct {
 	api.UnimplementedPeerServer
 	asked atomic.Int32
+	reads atomic.Uint32
 }
 
 func (p *oldPeer) NodeState(context.Context, *api.NodeStateRequest) (*api.NodeStateResponse, error) {
 	p.asked.Add(1)
-	return &api.NodeStateResponse{Id: "old", Role: "Follower"}, nil
+	return &api.NodeStateResponse{Id: "old", Role: "Follower", BatchReadVersion: p.reads.Load()}, nil
 }
 
 // TestBatchVersionFollowsWhatEveryMemberReads: a group of nodes that all
-// read batch version 2 writes its produced entries in version 2, as a
-// follower's log holds them; a member that says nothing of the batch
-// version (a node of an older release) brings the writes back to version
-// 1, and its removal to version 2 again.
+// read batch version 3 writes its produced entries in version 3, as a
+// follower's log holds them; a member of an older release brings the
+// writes back to the highest version it reads (2, or 1 when it says
+// nothing of the batch version), and its removal to version 3 again. Every
+// node serves the messages of all versions alike, with the broker's
+// timestamps.
 func TestBatchVersionFollowsWhatEveryMemberReads(t *testing.T) {
+	start := time.Now().UnixMilli()
 	c := newCluster(t, 3, nil)
 	l := c.Leader()
 	lead := c.Node(l)
@@ -61,7 +66,8 @@ func TestBatchVersionFollowsWhatEveryMemberReads(t *testing.T) {
 		waitFor(t, 10*time.Second, "the follower to apply", func() bool { return c.Node(f).Store().Applied() >= to })
 		var versions []byte
 		for i := from; i <= to; i++ {
-			data, err := c.Node(f).RaftLog().Read(i)
+			e, err := c.Node(f).RaftLog().Read(i)
+			data := e.Data
 			if err != nil {
 				t.Fatalf("follower's entry %d: %v", i, err)
 			}
@@ -92,13 +98,15 @@ func TestBatchVersionFollowsWhatEveryMemberReads(t *testing.T) {
 		}
 	}
 
-	waitVersion(raftlog.BatchV2)
-	expect(produce(20), raftlog.BatchV2)
+	waitVersion(raftlog.BatchV3)
+	expect(produce(20), raftlog.BatchV3)
 
 	// A member of an older release: a non-voter whose raft address
 	// answers nothing (it never catches up, which a non-voter may) and
-	// whose peer address answers NodeState without the read version.
+	// whose peer address answers NodeState with read version 2, then
+	// without one.
 	peer := &oldPeer{}
+	peer.reads.Store(2)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +121,9 @@ func TestBatchVersionFollowsWhatEveryMemberReads(t *testing.T) {
 	if err := lead.Node().AddNonvoter("old", freeAddr(t)); err != nil {
 		t.Fatal(err)
 	}
+	waitVersion(raftlog.BatchV2)
+	expect(produce(20), raftlog.BatchV2)
+	peer.reads.Store(0)
 	waitVersion(raftlog.BatchV1)
 	waitFor(t, 10*time.Second, "the leader to poll the old member twice", func() bool { return peer.asked.Load() >= 2 })
 	if v := lead.Store().BatchVersion(); v != raftlog.BatchV1 {
@@ -123,10 +134,11 @@ func TestBatchVersionFollowsWhatEveryMemberReads(t *testing.T) {
 	if err := lead.Node().Remove("old", false); err != nil {
 		t.Fatal(err)
 	}
-	waitVersion(raftlog.BatchV2)
-	expect(produce(20), raftlog.BatchV2)
+	waitVersion(raftlog.BatchV3)
+	expect(produce(20), raftlog.BatchV3)
+	end := time.Now().UnixMilli()
 
-	// Every node serves the messages of both versions alike.
+	// Every node serves the messages of every version alike.
 	for i, s := range c.Nodes() {
 		waitFor(t, 10*time.Second, "every node to apply", func() bool { return s.Store().Applied() >= lead.Store().Applied() })
 		bodies := map[string]bool{}
@@ -140,6 +152,9 @@ func TestBatchVersionFollowsWhatEveryMemberReads(t *testing.T) {
 					t.Fatalf("node %d queue %d: message %d at offset %d", i, q, j, m.Offset)
 				}
 				bodies[string(m.Body)] = true
+				if m.Timestamp < start || m.Timestamp > end {
+					t.Fatalf("node %d queue %d: message %s stamped %d, outside the run (%d-%d)", i, q, m.Body, m.Timestamp, start, end)
+				}
 			}
 		}
 		for n := uint64(1); n <= seq; n++ {

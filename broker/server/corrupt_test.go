@@ -206,7 +206,7 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 		}
 		return locs[0].LogIndex
 	}
-	if data, err := c.Node(f).RaftLog().Read(idx(f)); err != nil || !bytes.Contains(data, []byte(bodies[bad])) {
+	if e, err := c.Node(f).RaftLog().Read(idx(f)); err != nil || !bytes.Contains(e.Data, []byte(bodies[bad])) {
 		t.Fatalf("re-added follower's entry for offset %d: %v", bad, err)
 	}
 	if _, err := c.Node(l).RaftLog().Read(idx(l)); !errors.Is(err, raftlog.ErrCorrupt) {

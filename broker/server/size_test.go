@@ -64,8 +64,8 @@ func groupStillWorks(t *testing.T, c *cluster, topic string) {
 			t.Errorf("node %d: log unreadable after %d entries: %v", i, n, err)
 		}
 		for idx := s.RaftLog().FirstIndex(); idx <= s.RaftLog().LastIndex(); idx++ {
-			if data, err := s.RaftLog().Read(idx); err == nil && len(data) > raftlog.MaxEntryBytes {
-				t.Errorf("node %d: entry %d is %d bytes, over raftlog.MaxEntryBytes", i, idx, len(data))
+			if e, err := s.RaftLog().Read(idx); err == nil && len(e.Data) > raftlog.MaxEntryBytes {
+				t.Errorf("node %d: entry %d is %d bytes, over raftlog.MaxEntryBytes", i, idx, len(e.Data))
 			}
 		}
 	}

@@ -231,7 +231,7 @@ func (s *DiskScan) visit(node string, l *raft.Log) {
 			s.Cuts = append(s.Cuts, c.Below)
 		}
 	case raftlog.CmdBatch:
-		b, err := raftlog.ParseBatch(l.Data)
+		b, err := raftlog.ParseBatch(l.Data, raftlog.EntryTime(l))
 		if err != nil {
 			s.bad(history.VDisk, "%s: batch entry %d: %v", node, l.Index, err)
 			return
