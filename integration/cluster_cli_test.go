@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,23 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 	out = ga.mustCLI("", "message", "show", "--namesrv", nsa, "--broker-name", "gb", gbAck.ID)
 	if !strings.Contains(out, gbAck.Body) {
 		t.Fatalf("message show %s in gb: %s", gbAck.ID, out)
+	}
+	// ... and without --broker-name: every group is asked (an id is a
+	// group's own, so ga may hold a message under it too).
+	type shownMsg struct {
+		Group string `json:"group"`
+		Body  string `json:"body"`
+		Topic string `json:"topic"`
+	}
+	shown := procJSONLines[shownMsg](t, ga.mustCLI("", "message", "show", "--namesrv", nsa, gbAck.ID, "--format", "json"))
+	if !slices.Contains(shown, shownMsg{"gb", gbAck.Body, "spread"}) {
+		t.Fatalf("message show %s through the name server: %+v, want gb's %q among them", gbAck.ID, shown, gbAck.Body)
+	}
+	if _, errOut, err := ga.cli("", "message", "show", "--namesrv", nsa, "00000000FFFFFFFF00000000"); err == nil || !strings.Contains(errOut, "no group of 2 groups holds message") {
+		t.Fatalf("message show of an id no group holds: %v, %q", err, errOut)
+	}
+	if _, errOut, err := ga.cli("", "dlq", "show", "cg1", gbAck.ID, "--namesrv", nsa); err == nil || !strings.Contains(errOut, "a dead letter of consumer group cg1") {
+		t.Fatalf("dlq show of a message that is no dead letter: %v, %q", err, errOut)
 	}
 
 	// produce and consume of one group: --queue pins a queue of gb.
@@ -234,6 +252,32 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 	// dlq list through the name server: every group, none has any.
 	if out := ga.mustCLI("", "dlq", "list", "cg1", "--namesrv", nsa); !strings.Contains(out, "group ga:") || !strings.Contains(out, "group gb:") {
 		t.Fatalf("dlq list --namesrv: %q, want both groups listed", out)
+	}
+
+	// A dead letter through the name server: consumer group dlg gives up
+	// on the one message of topic dl, which only gb holds; dlq show and
+	// dlq resend find it on gb without --broker-name.
+	ga.mustCLI("", "topic", "create", "dl", "--queues", "1", "--namesrv", nsa, "--broker-name", "gb")
+	ga.mustCLI("", "group", "update", "dlg", "--max-reconsume", "1", "--namesrv", nsa, "--broker-name", "gb")
+	procWaitFor(t, 30*time.Second, "the name server to route dl", func() (bool, string) {
+		_, errOut, err := ga.cli("", "produce", "-t", "dl", "--namesrv", nsa, "doomed")
+		return err == nil, errOut
+	})
+	type dead struct {
+		ID    string `json:"id"`
+		Topic string `json:"topic"`
+	}
+	var dl []dead
+	procWaitFor(t, procCLITimeout, "a dead letter of dlg", func() (bool, string) {
+		out := ga.mustCLI("", "consume", "-t", "dl", "-g", "dlg", "--namesrv", nsa, "--broker-name", "gb", "--retry-every", "1", "--retry-delay-level", "1", "--idle", "4s", "--format", "json")
+		dl = procJSONLines[dead](t, ga.mustCLI("", "dlq", "list", "dlg", "--namesrv", nsa, "--broker-name", "gb", "--format", "json"))
+		return len(dl) == 1, out
+	})
+	if out := ga.mustCLI("", "dlq", "show", "dlg", dl[0].ID, "--namesrv", nsa); !strings.Contains(out, "group gb:") || !strings.Contains(out, "doomed") {
+		t.Fatalf("dlq show --namesrv: %q, want gb's dead letter", out)
+	}
+	if out := ga.mustCLI("", "dlq", "resend", "dlg", dl[0].ID, "--namesrv", nsa); !strings.Contains(out, "group gb: "+dl[0].ID+" -> dl ") {
+		t.Fatalf("dlq resend --namesrv: %q, want it resent to dl on gb", out)
 	}
 
 	// topic delete through the name server: on both groups at once.

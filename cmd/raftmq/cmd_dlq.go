@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/client/cluster"
 	"github.com/raftmq/raftmq/mq"
 )
 
@@ -24,7 +26,7 @@ func dlqCommand() *cli.Command {
 				Usage:     "list a group's dead letters: id, original topic, reconsume count, reason, born time",
 				ArgsUsage: "GROUP",
 				Description: "With --namesrv (and no --broker-name): every group's, each under a \"group G:\" line (in JSON,\n" +
-					"each dead letter's \"group\"); ids are a group's own, so show and resend take --broker-name.",
+					"each dead letter's \"group\").",
 				Flags: clientFlags(formatFlag(), &cli.IntFlag{Name: "max", Aliases: []string{"n"}, Usage: "list at most this many (0: all; per group)"}, everyGroupFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
@@ -69,7 +71,9 @@ func dlqCommand() *cli.Command {
 				Name:      "show",
 				Usage:     "show one dead letter of a group",
 				ArgsUsage: "GROUP ID",
-				Flags:     clientFlags(formatFlag()),
+				Description: "With --namesrv (and no --broker-name) every group is asked: an id is a group's own, so each\n" +
+					"group that holds a dead letter of GROUP under it shows it, under a \"group G:\" line.",
+				Flags: clientFlags(formatFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 2 {
 						return usageError(c, "want GROUP and ID")
@@ -79,6 +83,20 @@ func dlqCommand() *cli.Command {
 						return err
 					}
 					group, id := c.Args().Get(0), c.Args().Get(1)
+					if all, err := viaNamesrv(c); err != nil {
+						return err
+					} else if all {
+						return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
+							l, err := lookupEveryGroup(ctx, c, cl, id, deadLetterOf(group))
+							if err != nil {
+								return err
+							}
+							if len(l.hits) == 0 {
+								return l.none(id, "a dead letter of consumer group "+group+" with id")
+							}
+							return showHits(c, format, l.hits)
+						})
+					}
 					return withClient(c, func(ctx context.Context, cl *client.Client) error {
 						r, err := cl.LookupMessage(ctx, id)
 						if err != nil {
@@ -100,7 +118,10 @@ func dlqCommand() *cli.Command {
 				Name:      "resend",
 				Usage:     "send dead letters back to their original topic, with the retry properties cleared",
 				ArgsUsage: "GROUP ID...",
-				Flags:     clientFlags(formatFlag()),
+				Description: "With --namesrv (and no --broker-name) each id is looked up on every group and resent on the\n" +
+					"one that holds a dead letter of GROUP under it (an id is a group's own; when several do, name\n" +
+					"the group with --broker-name).",
+				Flags: clientFlags(formatFlag()),
 				Action: func(c *cli.Context) error {
 					if c.NArg() < 2 {
 						return usageError(c, "want GROUP and at least one ID")
@@ -109,31 +130,82 @@ func dlqCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					group := c.Args().First()
-					return withClient(c, func(ctx context.Context, cl *client.Client) error {
+					group, ids := c.Args().First(), c.Args().Slice()[1:]
+					all, err := viaNamesrv(c)
+					if err != nil {
+						return err
+					}
+					// resend resends each id on the group its client reaches, and
+					// reports how many failed.
+					resend := func(ctx context.Context, clientOf func(ctx context.Context, id string) (string, *client.Client, error)) error {
 						var failed int
-						for _, id := range c.Args().Slice()[1:] {
-							r, err := cl.ResendDeadLetter(ctx, group, id)
+						for _, id := range ids {
+							g, cl, err := clientOf(ctx, id)
+							var r *api.ResendDeadLetterResponse
+							if err == nil {
+								r, err = cl.ResendDeadLetter(ctx, group, id)
+							}
 							if err != nil {
 								failed++
 								fmt.Fprintf(c.App.ErrWriter, "raftmq: resend %s: %v\n", id, clean(err))
 								continue
 							}
-							if format == "json" {
-								printJSON(c.App.Writer, map[string]any{"dead_letter": id, "topic": r.Topic, "id": r.Ack.Id, "queue": r.Ack.Queue, "offset": r.Ack.Offset})
-							} else {
-								fmt.Fprintf(c.App.Writer, "%s -> %s %d:%d id %s\n", id, r.Topic, r.Ack.Queue, r.Ack.Offset, r.Ack.Id)
-							}
+							printResent(c, format, g, id, r)
 						}
 						if failed > 0 {
-							return fmt.Errorf("%d of %d dead letters not resent", failed, c.NArg()-1)
+							return fmt.Errorf("%d of %d dead letters not resent", failed, len(ids))
 						}
 						return nil
+					}
+					if all {
+						return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
+							return resend(ctx, func(ctx context.Context, id string) (string, *client.Client, error) {
+								l, err := lookupEveryGroup(ctx, c, cl, id, deadLetterOf(group))
+								switch {
+								case err != nil:
+									return "", nil, err
+								case len(l.hits) == 0:
+									return "", nil, l.none(id, "a dead letter of consumer group "+group+" with id")
+								case len(l.hits) > 1:
+									var gs []string
+									for _, h := range l.hits {
+										gs = append(gs, h.group)
+									}
+									return "", nil, fmt.Errorf("groups %s each hold a dead letter of %s under this id (an id is a group's own): name one with --broker-name", strings.Join(gs, ", "), group)
+								}
+								return l.hits[0].group, l.hits[0].cl, nil
+							})
+						})
+					}
+					return withClient(c, func(ctx context.Context, cl *client.Client) error {
+						return resend(ctx, func(context.Context, string) (string, *client.Client, error) { return "", cl, nil })
 					})
 				},
 			},
 		},
 	}
+}
+
+// deadLetterOf accepts the dead letters of consumer group group.
+func deadLetterOf(group string) func(*api.Message) bool {
+	return func(m *api.Message) bool { return m.Topic == mq.DeadLetterTopic(group) }
+}
+
+// printResent reports dead letter id resent as r (group: its group, when
+// found through the name servers).
+func printResent(c *cli.Context, format, group, id string, r *api.ResendDeadLetterResponse) {
+	if format == "json" {
+		out := map[string]any{"dead_letter": id, "topic": r.Topic, "id": r.Ack.Id, "queue": r.Ack.Queue, "offset": r.Ack.Offset}
+		if group != "" {
+			out["group"] = group
+		}
+		printJSON(c.App.Writer, out)
+		return
+	}
+	if group != "" {
+		fmt.Fprintf(c.App.Writer, "group %s: ", group)
+	}
+	fmt.Fprintf(c.App.Writer, "%s -> %s %d:%d id %s\n", id, r.Topic, r.Ack.Queue, r.Ack.Offset, r.Ack.Id)
 }
 
 type deadLetter struct {

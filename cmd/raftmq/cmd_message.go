@@ -12,6 +12,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
+	"github.com/raftmq/raftmq/client/cluster"
 )
 
 func formatFlag() cli.Flag {
@@ -36,7 +37,9 @@ func messageCommand() *cli.Command {
 			ArgsUsage: "ID",
 			Description: "The id (24 hex digits, from a produce ack or a consume) names the log entry that stored the\n" +
 				"message, so any node that holds that entry answers; a node that does not passes the request to\n" +
-				"the leader.",
+				"the leader. With --namesrv (and no --broker-name) every group is asked: an id is a group's own,\n" +
+				"so each group that holds a message under it shows it, under a \"group G:\" line (in JSON, its\n" +
+				"\"group\").",
 			Flags: clientFlags(formatFlag()),
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
@@ -45,6 +48,21 @@ func messageCommand() *cli.Command {
 				format, err := checkFormat(c)
 				if err != nil {
 					return err
+				}
+				id := c.Args().First()
+				if all, err := viaNamesrv(c); err != nil {
+					return err
+				} else if all {
+					return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
+						l, err := lookupEveryGroup(ctx, c, cl, id, nil)
+						if err != nil {
+							return err
+						}
+						if len(l.hits) == 0 {
+							return l.none(id, "message")
+						}
+						return showHits(c, format, l.hits)
+					})
 				}
 				return withClient(c, func(ctx context.Context, cl *client.Client) error {
 					r, err := cl.LookupMessage(ctx, c.Args().First())
@@ -75,7 +93,8 @@ type shownMessage struct {
 	// BodyEncoding: base64 for a body that is not valid UTF-8.
 	BodyEncoding string `json:"body_encoding,omitempty"`
 	Timestamp    int64  `json:"timestamp_ms"`
-	Node         string `json:"node,omitempty"` // the node that served it
+	Node         string `json:"node,omitempty"`  // the node that served it
+	Group        string `json:"group,omitempty"` // its group, when looked up through the name servers
 }
 
 func shownJSON(c *cli.Context, m *api.Message, servedBy string) shownMessage {
