@@ -9,11 +9,9 @@ package integration
 // and counted in /metrics.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,22 +23,7 @@ import (
 
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
-	"github.com/raftmq/raftmq/internal/localgroup"
 )
-
-// cliEnv is cli with extra environment variables.
-func (c *procCluster) cliEnv(env []string, stdin string, args ...string) (string, string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), procCLITimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, procBinary(c.t), args...)
-	cmd.Env = append(localgroup.Env(), env...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	return out.String(), errb.String(), err
-}
 
 // mustCLIEnv is cliEnv without stdin, failing the test when the command
 // fails.

@@ -336,10 +336,15 @@ func (c *procCluster) client() *client.Client {
 // cli runs the raftmq binary with args (and stdin) and returns stdout,
 // stderr and the error of a non-zero exit.
 func (c *procCluster) cli(stdin string, args ...string) (string, string, error) {
+	return c.cliEnv(nil, stdin, args...)
+}
+
+// cliEnv is cli with extra environment variables.
+func (c *procCluster) cliEnv(env []string, stdin string, args ...string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), procCLITimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, procBinary(c.t), args...)
-	cmd.Env = localgroup.Env()
+	cmd.Env = append(localgroup.Env(), env...)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
