@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -334,5 +335,39 @@ func TestClusterCLIThroughTheNameServer(t *testing.T) {
 	}
 	if out := ga.mustCLI("", "topic", "list", "--namesrv", nsa); strings.Contains(out, "wide") {
 		t.Fatalf("bench consume --namesrv --purge left the topic:\n%s", out)
+	}
+
+	// bench e2e through the name server: producers over both groups,
+	// a live consumer on each, end-to-end latency measured. The consumers
+	// also read each producer's warm-up message, which the produce side
+	// does not count.
+	var e2e struct {
+		Produce struct {
+			Messages uint64            `json:"messages"`
+			Errors   uint64            `json:"errors"`
+			Groups   map[string]uint64 `json:"groups"`
+		} `json:"produce"`
+		Consume struct {
+			Consumers int               `json:"consumers"`
+			Messages  uint64            `json:"messages"`
+			ServedBy  map[string]uint64 `json:"served_by"`
+			EndToEnd  *struct {
+				Count uint64 `json:"count"`
+			} `json:"end_to_end_latency"`
+		} `json:"consume"`
+	}
+	if err := json.Unmarshal([]byte(ga.mustCLI("", "bench", "e2e", "--namesrv", nsa, "-t", "live", "--queues", "2",
+		"--producers", "2", "--window", "4", "--size", "64", "--duration", "2s", "--consumers", "2", "--purge", "--json")), &e2e); err != nil {
+		t.Fatal(err)
+	}
+	p, cs := e2e.Produce, e2e.Consume
+	if p.Messages == 0 || p.Errors != 0 || p.Groups["ga"] == 0 || p.Groups["gb"] == 0 || cs.Consumers != 2 ||
+		cs.Messages < p.Messages*9/10 || cs.Messages > p.Messages+2 || cs.EndToEnd == nil || cs.EndToEnd.Count != cs.Messages {
+		t.Fatalf("bench e2e --namesrv: %+v (latencies %+v); want messages acknowledged by both groups and (nearly) all of them read, with their latencies", e2e, cs.EndToEnd)
+	}
+	for _, g := range []string{"ga/", "gb/"} {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(cs.ServedBy)), func(n string) bool { return strings.HasPrefix(n, g) }) {
+			t.Fatalf("bench e2e --namesrv: served by %v, want a node of %s", cs.ServedBy, g)
+		}
 	}
 }

@@ -101,14 +101,17 @@ func benchCommand() *cli.Command {
 				Usage: "produce and consume at once; report both rates and the end-to-end latency",
 				Description: "Consumers (as bench consume, starting at the topic's end) read what the producers (as bench\n" +
 					"produce) send during --duration. End-to-end latency is from a message's store time on the\n" +
-					"leader to its arrival at a consumer, at the millisecond resolution of store times.",
+					"leader to its arrival at a consumer, at the millisecond resolution of store times. With\n" +
+					"--namesrv and no --broker-name the run covers every group of the cluster, as bench produce\n" +
+					"and bench consume do.",
 				Flags: benchFlags(0,
 					&cli.IntFlag{Name: "producers", Aliases: []string{"P"}, Value: 4, Usage: "producers (each its own connection)"},
 					&cli.IntFlag{Name: "window", Aliases: []string{"w"}, Value: 16, Usage: "Sends in flight per producer (1 = synchronous)"},
 					&cli.IntFlag{Name: "batch", Aliases: []string{"b"}, Value: 1, Usage: "messages per Send"},
-					&cli.IntFlag{Name: "queues", Value: 4, Usage: "queues of the topic when the run creates it"},
+					&cli.IntFlag{Name: "queues", Value: 4, Usage: "queues of the topic when the run creates it (through --namesrv: of each group)"},
 					&cli.IntFlag{Name: "consumers", Aliases: []string{"c"}, Value: 2, Usage: "consumers (each its own connection)"},
 					&cli.BoolFlag{Name: "follower-reads", Value: true, Usage: "follow the group's suggestion of which node to pull from (false: leader only)"},
+					namesrvFlag(),
 				),
 				Action: runBenchE2E,
 			},
@@ -238,7 +241,7 @@ func procMemory(pid int) (peak, cur uint64, err error) {
 	return 0, 0, fmt.Errorf("read memory of pid %d: %w", pid, err)
 }
 
-// benchTargetOf is where bench produce and consume run: with --namesrv and
+// benchTargetOf is where bench produce, consume and e2e run: with --namesrv and
 // no --broker-name every group of the cluster.
 func benchTargetOf(c *cli.Context) (*benchTarget, error) {
 	wide, err := viaNamesrv(c)
@@ -427,30 +430,30 @@ func runBenchE2E(c *cli.Context) error {
 	if c.Duration("duration") <= 0 {
 		return usageError(c, "--duration must be above 0: the run produces and consumes for that long")
 	}
-	t, err := startBenchTarget(c, false)
+	t, err := benchTargetOf(c)
 	if err != nil {
 		return err
 	}
 	pcfg := bench.ProduceConfig{
-		Servers: t.servers, TLS: t.tls, Credentials: t.creds, Topic: c.String("topic"), Queues: int32(c.Int("queues")), Size: c.Int("size"),
+		Servers: t.servers, NameServers: t.nameServers, TLS: t.tls, Credentials: t.creds, Topic: c.String("topic"), Queues: int32(c.Int("queues")), Size: c.Int("size"),
 		Producers: c.Int("producers"), Window: c.Int("window"), Batch: c.Int("batch"),
 		Count: c.Int64("count"), Duration: c.Duration("duration"), Timeout: c.Duration("timeout"),
 	}
 	ccfg := bench.ConsumeConfig{
-		Servers: t.servers, TLS: t.tls, Credentials: t.creds, Topic: pcfg.Topic, Consumers: c.Int("consumers"), FollowerReads: c.Bool("follower-reads"),
+		Servers: t.servers, NameServers: t.nameServers, TLS: t.tls, Credentials: t.creds, Topic: pcfg.Topic, Consumers: c.Int("consumers"), FollowerReads: c.Bool("follower-reads"),
 		Duration: pcfg.Duration + 2*time.Second, Timeout: pcfg.Timeout, Live: true,
 		Progress: benchProgress(c.App.ErrWriter, "read"),
 	}
 	fmt.Fprintf(c.App.ErrWriter, "bench e2e: topic %s, %d B messages, %d producers x %d in flight, %d consumers, follower reads %v, for %s, against %s\n",
-		pcfg.Topic, pcfg.Size, pcfg.Producers, pcfg.Window, ccfg.Consumers, ccfg.FollowerReads, pcfg.Duration, strings.Join(t.servers, ","))
+		pcfg.Topic, pcfg.Size, pcfg.Producers, pcfg.Window, ccfg.Consumers, ccfg.FollowerReads, pcfg.Duration, t)
 	type both struct {
 		Produce *bench.ProduceResult `json:"produce"`
 		Consume *bench.ConsumeResult `json:"consume"`
 	}
 	res, nodes, runErr := profiled(c, t, func() (*both, error) {
 		// The topic must exist before the consumers describe it.
-		if _, err := bench.RunProduce(c.Context, bench.ProduceConfig{Servers: pcfg.Servers, TLS: pcfg.TLS, Credentials: pcfg.Credentials, Topic: pcfg.Topic, Queues: pcfg.Queues,
-			Size: 1, Producers: 1, Window: 1, Count: 1, Timeout: pcfg.Timeout}); err != nil {
+		if _, err := bench.RunProduce(c.Context, bench.ProduceConfig{Servers: pcfg.Servers, NameServers: pcfg.NameServers, TLS: pcfg.TLS, Credentials: pcfg.Credentials,
+			Topic: pcfg.Topic, Queues: pcfg.Queues, Size: 1, Producers: 1, Window: 1, Count: 1, Timeout: pcfg.Timeout}); err != nil {
 			return nil, err
 		}
 		var out both
