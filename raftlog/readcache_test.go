@@ -40,7 +40,7 @@ func TestReadAfterATailCutReturnsTheNewEntry(t *testing.T) {
 	}
 	defer s.Close()
 	entry := func(i uint64, body string) []byte {
-		return EncodeBatch(&Request{ProducerID: "p", Seq: i, Topic: "t", Messages: []Message{{Body: []byte(body)}}})
+		return EncodeBatch(&Request{ProducerID: "p", Seq: i, Topic: "t", Messages: []Message{{Timestamp: 1, Body: []byte(body)}}})
 	}
 	for i := uint64(1); i <= 10; i++ {
 		if err := s.Log.StoreLogs([]*raft.Log{{Index: i, Term: 1, Type: raft.LogCommand, Data: entry(i, "old")}}); err != nil {
