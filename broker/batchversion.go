@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"slices"
+
 	"github.com/raftmq/raftmq/election"
 	"github.com/raftmq/raftmq/raftlog"
 )
@@ -18,9 +20,13 @@ import (
 // so a node that becomes leader writes by what it heard as a follower.
 func (b *Broker) setBatchVersion(servers []election.Server) {
 	v := raftlog.BatchV1
+	unheard := len(servers) == 0
 	if len(servers) > 0 {
-		v = raftlog.ReadByAll(b.batchReadVersions(servers))
+		reads := b.batchReadVersions(servers)
+		v = raftlog.ReadByAll(reads)
+		unheard = slices.Contains(reads, 0)
 	}
+	b.batchUnheard.Store(unheard)
 	if prev := b.w.BatchVersion(); prev != v {
 		b.log.Info("batch version written changes", "from", prev, "to", v)
 		b.w.SetBatchVersion(v)

@@ -212,24 +212,27 @@ type Broker struct {
 	progress progress       // raft indexes over time, for Readiness
 	rr       atomic.Uint64  // round-robin queue choice
 
-	view        *route.View
-	pace        *pace // the state loop's pace (pace.go)
-	retention   *retention.Manager
-	damage      atomic.Pointer[Damage] // set once: see damage.go
-	caughtUp    atomic.Bool            // set once: see CaughtUp
-	handingOver atomic.Bool
-	naming      atomic.Bool            // nameGroup runs
-	knownGroup  atomic.Pointer[string] // the group id in cfg.GroupIDFile
-	groups      *groups.Table
-	load        *load.Meter
-	keys        *lookup.Keys // nil without KeyIndexDir
-	ids         *lookup.Reader
-	sched       ScheduleState // nil: delayed messages are refused
-	txn         TxnStore      // nil: transactional messages are refused
-	scheduler   scheduler
-	lacking     lackingHandOver // handOverFor
-	delay       *delay.Scheduler
-	retry       *retry.Policy
+	view *route.View
+	pace *pace // the state loop's pace (pace.go)
+	// batchUnheard: at the state loop's last round some member of the
+	// group had not said which batch versions it reads (batchversion.go).
+	batchUnheard atomic.Bool
+	retention    *retention.Manager
+	damage       atomic.Pointer[Damage] // set once: see damage.go
+	caughtUp     atomic.Bool            // set once: see CaughtUp
+	handingOver  atomic.Bool
+	naming       atomic.Bool            // nameGroup runs
+	knownGroup   atomic.Pointer[string] // the group id in cfg.GroupIDFile
+	groups       *groups.Table
+	load         *load.Meter
+	keys         *lookup.Keys // nil without KeyIndexDir
+	ids          *lookup.Reader
+	sched        ScheduleState // nil: delayed messages are refused
+	txn          TxnStore      // nil: transactional messages are refused
+	scheduler    scheduler
+	lacking      lackingHandOver // handOverFor
+	delay        *delay.Scheduler
+	retry        *retry.Policy
 
 	// ctx ends when Close begins; every call's wait and every call to a
 	// peer derives from it (callCtx), so none outlasts Close.
@@ -284,6 +287,7 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 		})
 	b.view = route.NewView()
 	b.pace = newPace()
+	b.batchUnheard.Store(true) // until the state loop has asked the members
 	b.ids = lookup.NewReader(cfg.NodeID, b.fsm, b.rlog)
 	b.load = load.New(cfg.CPUBudget, b.produceQueueFill, func() int { return int(brokersInProcess.Load()) })
 	b.groups = groups.New(b.fsm, b.log, cfg.SessionTimeout)

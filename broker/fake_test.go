@@ -23,23 +23,24 @@ import (
 type fakeReplica struct {
 	id string
 
-	mu        sync.Mutex
-	role      election.Role
-	ready     bool
-	leaderID  string
-	failWrite error // every write fails with it (a raft error: nothing applied)
-	topics    map[string][]*fakeQueue
-	offsets   map[string]map[string]map[int32]uint64
-	nodes     map[string]store.NodeInfo
-	entries   map[uint64][]byte
-	last      uint64
-	batchMax  raftlog.BatchVersion
-	groupID   string
-	damaged   uint64                         // damageAt
-	seen      map[string]store.RequestResult // producer id/sequence -> first answer
-	changed   chan struct{}
-	listeners []*func(election.Event)
-	retry     fakeRetry // retry_fake_test.go
+	mu              sync.Mutex
+	role            election.Role
+	ready           bool
+	leaderID        string
+	failWrite       error // every write fails with it (a raft error: nothing applied)
+	topics          map[string][]*fakeQueue
+	offsets         map[string]map[string]map[int32]uint64
+	nodes           map[string]store.NodeInfo
+	entries         map[uint64][]byte
+	last            uint64
+	batchMax        raftlog.BatchVersion
+	groupID         string
+	producerNumbers uint64
+	damaged         uint64                         // damageAt
+	seen            map[string]store.RequestResult // producer id/sequence -> first answer
+	changed         chan struct{}
+	listeners       []*func(election.Event)
+	retry           fakeRetry // retry_fake_test.go
 }
 
 type fakeQueue struct {

@@ -37,6 +37,8 @@ type Writer interface {
 	SetMaxReconsumeTimes(ctx context.Context, group string, max int32) error
 	// SetGroupID names the group once (groupid.go).
 	SetGroupID(ctx context.Context, id string) error
+	// NumberProducer hands out the group's next producer number.
+	NumberProducer(ctx context.Context) (uint64, error)
 	// Orderly-consumption locks (locks.go).
 	LockQueues(ctx context.Context, group, member string, queues []store.QueueRef, now time.Time, lease time.Duration) ([]store.QueueRef, error)
 	UnlockQueues(ctx context.Context, group, member string, queues []store.QueueRef, now time.Time) error

@@ -106,6 +106,13 @@ func (f *fakeReplica) SetGroupID(_ context.Context, id string) error {
 	return nil
 }
 
+func (f *fakeReplica) NumberProducer(context.Context) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.producerNumbers++
+	return f.producerNumbers - 1, nil
+}
+
 func (f *fakeReplica) GroupID() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,10 +67,11 @@ func DefaultProducerConfig() ProducerConfig {
 // goroutine sending large batches does. Messages of one Send stay together
 // and in order; a goroutine that waits for each Send keeps its order.
 type Producer struct {
-	c   *Client
-	id  string
-	cfg ProducerConfig
-	seq atomic.Uint64
+	c      *Client
+	id     string // decided by idOnce (producerID)
+	idOnce sync.Once
+	cfg    ProducerConfig
+	seq    atomic.Uint64
 
 	mu          sync.Mutex
 	queue       []*sendOp // waiting to be sent, in arrival order
@@ -87,7 +89,7 @@ var ErrSequenceReused = errors.New("producer sequence reused")
 // sendErr classifies the error of a request that the SDK stopped retrying.
 func (p *Producer) sendErr(seq uint64, err error) error {
 	if sequenceReused(err) {
-		return fmt.Errorf("%w: producer %s sequence %d; nothing of this request was stored: %w", ErrSequenceReused, p.id, seq, err)
+		return fmt.Errorf("%w: producer %s sequence %d; nothing of this request was stored: %w", ErrSequenceReused, p.producerID(), seq, err)
 	}
 	return err
 }
@@ -149,8 +151,33 @@ func (c *Client) NewProducerWith(cfg ProducerConfig) *Producer {
 	return &Producer{c: c, id: newProducerID(), cfg: cfg, outstanding: map[uint64]bool{}}
 }
 
-// ID is the producer id.
-func (p *Producer) ID() string { return p.id }
+// ID is the producer id its requests carry. A producer asks its group for
+// a number when it first sends (or is first asked its id) and then sends
+// as "#<number>", which the group's log stores in two or three bytes; a
+// group that does not hand numbers out (an earlier release, or one not
+// reached within a few seconds) leaves it its random id. Either way the id
+// never changes afterwards.
+func (p *Producer) ID() string { return p.producerID() }
+
+// producerNumberTimeout bounds the wait for a producer number: past it the
+// producer keeps its random id.
+const producerNumberTimeout = 5 * time.Second
+
+// producerID decides the producer's id once: "#<n>" when the group hands
+// out number n within producerNumberTimeout, else its random id.
+func (p *Producer) producerID() string {
+	p.idOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), min(producerNumberTimeout, p.c.cfg.RetryTimeout))
+		defer cancel()
+		r, err := call(ctx, p.c, func(ctx context.Context, cl api.BrokerClient) (*api.NumberProducerResponse, error) {
+			return cl.NumberProducer(ctx, &api.NumberProducerRequest{})
+		})
+		if err == nil {
+			p.id = "#" + strconv.FormatUint(r.GetNumber(), 10)
+		}
+	})
+	return p.id
+}
 
 // Send appends msgs to topic atomically and returns one ack per message,
 // retrying across leader changes. If ctx has ended before the messages'
@@ -217,7 +244,7 @@ func (p *Producer) sendAsync(ctx context.Context, topic string, msgs []Message, 
 	for i := range msgs {
 		op.size += messageSize(&msgs[i])
 	}
-	if n := requestOverhead(p.id, topic) + op.size; n > p.cfg.RequestLimit {
+	if n := requestOverhead(topic) + op.size; n > p.cfg.RequestLimit {
 		done(nil, tooLarge(len(msgs), n, p.cfg.RequestLimit))
 		return nil
 	}
@@ -254,7 +281,7 @@ func (p *Producer) dispatchLocked() {
 	for p.inflight < p.cfg.MaxInflight && len(p.queue) > 0 && p.windowOpenLocked() {
 		first := p.queue[0]
 		batch := []*sendOp{first}
-		n, size := len(first.msgs), requestOverhead(p.id, first.topic)+first.size
+		n, size := len(first.msgs), requestOverhead(first.topic)+first.size
 		rest := p.queue[:0:0]
 		for _, op := range p.queue[1:] {
 			// size bounds the request as the broker's log encodes it, so a
@@ -305,7 +332,7 @@ func (p *Producer) windowOpenLocked() bool {
 }
 
 func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
-	req := &api.ProduceRequest{Topic: batch[0].topic, ProducerId: p.id, Sequence: seq, Messages: make([]*api.ProduceMessage, 0, n)}
+	req := &api.ProduceRequest{Topic: batch[0].topic, ProducerId: p.producerID(), Sequence: seq, Messages: make([]*api.ProduceMessage, 0, n)}
 	pms := make([]api.ProduceMessage, n) // one allocation for the request's messages
 	for _, op := range batch {
 		for _, m := range op.msgs {

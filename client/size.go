@@ -37,9 +37,13 @@ func messageSize(m *Message) int {
 
 // requestOverhead bounds the bytes of a request's own fields (producer id,
 // sequence, topic, message count).
-func requestOverhead(producerID, topic string) int {
-	return stringSize(len(producerID)) + maxVarint + stringSize(len(topic)) + maxVarint
+func requestOverhead(topic string) int {
+	return stringSize(maxProducerIDLen) + maxVarint + stringSize(len(topic)) + maxVarint
 }
+
+// maxProducerIDLen bounds a producer id of the SDK: "#" and a uint64, or
+// 11 random characters.
+const maxProducerIDLen = 21
 
 func stringSize(n int) int {
 	s := 1

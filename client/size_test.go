@@ -33,8 +33,8 @@ func TestMessageSizeBoundsLogEncoding(t *testing.T) {
 		if got, exact := messageSize(&m), lm.EncodedSize(); got < exact {
 			t.Fatalf("message %d: SDK size %d below the log's %d", i, got, exact)
 		}
-		r := raftlog.Request{ProducerID: str(255), Seq: rng.Uint64(), Topic: str(255) + "t"}
-		if got, exact := requestOverhead(r.ProducerID, r.Topic), r.EncodedSize()+9; got < exact {
+		r := raftlog.Request{ProducerID: str(maxProducerIDLen), Seq: rng.Uint64(), Topic: str(255) + "t"}
+		if got, exact := requestOverhead(r.Topic), r.EncodedSize()+9; got < exact {
 			t.Fatalf("request %d: SDK overhead %d below the log's %d (with a 10-byte count)", i, got, exact)
 		}
 	}

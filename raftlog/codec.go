@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -40,7 +41,10 @@ const (
 // timestamp is the time its entry was appended (raft's AppendedAt, in
 // milliseconds), and none follows. A producer that leaves the timestamp
 // to the broker (Message.Timestamp 0) costs 6 bytes less per message; a
-// reader passes the entry's time to ParseBatch.
+// reader passes the entry's time to ParseBatch. And a producer id of the
+// form "#<n>" (n in decimal, without leading zeros: a number the group
+// handed out) is stored as the uvarint 256+n where other ids have their
+// length (at most 255): two or three bytes.
 const (
 	batchVersion1    = 1
 	batchVersion2    = 2
@@ -159,7 +163,11 @@ func NewBatchBuilder(sizeHint int, v BatchVersion) *BatchBuilder {
 
 // Add appends one request.
 func (b *BatchBuilder) Add(r *Request) {
-	b.buf = appendString(b.buf, r.ProducerID)
+	if n, ok := producerNumber(r.ProducerID); ok && b.version == batchVersion3 {
+		b.buf = binary.AppendUvarint(b.buf, numberedProducer+n)
+	} else {
+		b.buf = appendString(b.buf, r.ProducerID)
+	}
 	b.buf = binary.AppendUvarint(b.buf, r.Seq)
 	b.buf = appendString(b.buf, r.Topic)
 	b.buf = binary.AppendUvarint(b.buf, uint64(len(r.Messages)))
@@ -273,6 +281,26 @@ func EncodeBatch(reqs ...*Request) []byte {
 		b.Add(r)
 	}
 	return b.Finish()
+}
+
+// numberedProducer is what a version 3 batch adds to a producer's number
+// in place of the length of its id: a length is at most MaxNameLen.
+const numberedProducer = MaxNameLen + 1
+
+// producerNumber is n for a producer id "#<n>" written as version 3
+// stores it (decimal, no leading zero, no sign), and ok false for any
+// other id: those are stored as they are.
+func producerNumber(id string) (n uint64, ok bool) {
+	if len(id) < 2 || len(id) > 21 || id[0] != '#' || (id[1] == '0' && len(id) > 2) {
+		return 0, false
+	}
+	for i := 1; i < len(id); i++ {
+		if id[i] < '0' || id[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(id[1:], 10, 64)
+	return n, err == nil && n <= math.MaxUint64-numberedProducer
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -460,7 +488,7 @@ func (d *decoder) header(i int, h *RequestHeader) bool {
 		d.err = fmt.Errorf("more than %d requests", MaxRequestsBatch)
 		return false
 	}
-	h.ProducerID = string(d.bytes(MaxNameLen))
+	h.ProducerID = d.producer()
 	h.Seq = d.uvarint()
 	h.Topic = string(d.bytes(MaxNameLen))
 	n := d.uvarint()
@@ -553,6 +581,20 @@ func (d *decoder) varint() int64 {
 	}
 	d.off += n
 	return v
+}
+
+// producer reads a request's producer id: its length and bytes, or in
+// version 3 a producer's number.
+func (d *decoder) producer() string {
+	if d.version != batchVersion3 {
+		return string(d.bytes(MaxNameLen))
+	}
+	start := d.off
+	if x := d.uvarint(); d.err == nil && x >= numberedProducer {
+		return "#" + strconv.FormatUint(x-numberedProducer, 10)
+	}
+	d.off = start
+	return string(d.bytes(MaxNameLen))
 }
 
 func (d *decoder) bytes(max int) []byte {

@@ -2,8 +2,10 @@ package raftlog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -142,6 +144,43 @@ func TestBatchV3Size(t *testing.T) {
 	}
 }
 
+// TestNumberedProducers: version 3 stores a producer id "#<n>" as the
+// number (two bytes for n below 16128) and reads back the same id; any
+// other id, and every id in the other versions, as its characters.
+func TestNumberedProducers(t *testing.T) {
+	maxN := fmt.Sprint(uint64(math.MaxUint64 - numberedProducer))
+	for _, c := range []struct {
+		id       string
+		numbered bool
+	}{
+		{"#0", true}, {"#5", true}, {"#16127", true}, {"#16128", true}, {"#" + maxN, true},
+		{"#007", false}, {"#", false}, {"#-1", false}, {"#+1", false}, {"#12a", false}, {"x#1", false}, {"", false},
+		{"#18446744073709551615", false}, {"#99999999999999999999", false}, {"sTIGpA3xqaQ", false},
+	} {
+		n, ok := producerNumber(c.id)
+		if ok != c.numbered {
+			t.Errorf("%q: numbered %v, want %v", c.id, ok, c.numbered)
+		}
+		r := &Request{ProducerID: c.id, Seq: 3, Topic: "t", Messages: []Message{{Timestamp: 9, Body: []byte("b")}}}
+		for _, v := range []byte{batchVersion1, batchVersion2, batchVersion3} {
+			got, err := DecodeBatch(encodeBatchVersion(v, r), 0)
+			if err != nil || len(got) != 1 || got[0].ProducerID != c.id {
+				t.Errorf("%q in version %d: read back %+v, %v", c.id, v, got, err)
+			}
+		}
+		want := 0 // bytes version 3 saves
+		if c.numbered {
+			want = 1 + len(c.id) - len(binary.AppendUvarint(nil, numberedProducer+n))
+		}
+		if v2, v3 := len(encodeBatchV2(r)), len(encodeBatchV3(r)); v2-v3 != want {
+			t.Errorf("%q: version 3 is %d bytes, version 2 %d: want %d fewer", c.id, v3, v2, want)
+		}
+	}
+	if n := len(encodeBatchV3(&Request{ProducerID: "#16127", Topic: "t"})) - len(encodeBatchV3(&Request{ProducerID: "", Topic: "t"})); n != 1 {
+		t.Errorf("producer #16127 takes %d bytes more than an empty id, want 1 (a 2-byte number)", n)
+	}
+}
+
 // TestDigestSameInBothVersions: a request has one digest whichever format
 // its entry has, so that a retry stored in the other format is still
 // recognised as the same request.
@@ -193,6 +232,7 @@ func FuzzParseBatch(f *testing.F) {
 	f.Add([]byte{1, 2, 0, 0, 0, 0})
 	f.Add(encodeBatchV3(sampleRequests()...))
 	f.Add(encodeBatchV3(&Request{ProducerID: "p", Seq: 1, Topic: "t", Messages: []Message{{Tag: "g", Body: []byte("x")}, {Timestamp: 5}}}))
+	f.Add(encodeBatchV3(&Request{ProducerID: "#42", Seq: 2, Topic: "t", Messages: []Message{{Body: []byte("x")}}}, &Request{ProducerID: "#0", Topic: "u"}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Also try the input with a correct CRC so that the fuzzer gets past it.
 		// ParseReadBatch trusts the CRC: decoding must still end in

@@ -39,10 +39,12 @@ func SmallestVersion(max BatchVersion, reqs []*Request) BatchVersion {
 	// Version 2 has no request count, and per message one flags byte in
 	// place of a zero length for each of a key, a tag and properties that
 	// is absent. Version 3 is version 2 less the timestamp of every
-	// message stamped with its entry's time.
+	// message stamped with its entry's time, and less what a numbered
+	// producer's id takes beyond its number.
 	diff := batchV2HeaderLen - batchHeaderLen
 	saved, now := 0, 0 // bytes version 3 saves over version 2; nowSize
 	for _, r := range reqs {
+		saved += r.producerSize(batchVersion2) - r.producerSize(batchVersion3)
 		for i := range r.Messages {
 			m := &r.Messages[i]
 			diff++
@@ -76,12 +78,20 @@ func SmallestVersion(max BatchVersion, reqs []*Request) BatchVersion {
 }
 
 func (r *Request) encodedSize(version byte) int {
-	n := stringSize(len(r.ProducerID)) + uvarintSize(r.Seq) + stringSize(len(r.Topic)) + uvarintSize(uint64(len(r.Messages)))
+	n := r.producerSize(version) + uvarintSize(r.Seq) + stringSize(len(r.Topic)) + uvarintSize(uint64(len(r.Messages)))
 	now := nowSize()
 	for i := range r.Messages {
 		n += r.Messages[i].encodedSize(version, now)
 	}
 	return n
+}
+
+// producerSize is the size of r's producer id in a batch of version.
+func (r *Request) producerSize(version byte) int {
+	if n, ok := producerNumber(r.ProducerID); ok && version == batchVersion3 {
+		return uvarintSize(numberedProducer + n)
+	}
+	return stringSize(len(r.ProducerID))
 }
 
 // EncodedSize is the exact number of bytes one message takes in a version 1

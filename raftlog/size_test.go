@@ -146,6 +146,7 @@ func TestReadByAll(t *testing.T) {
 func FuzzEncodedSize(f *testing.F) {
 	f.Add("p", uint64(1), "topic", uint32(3), int64(1780000000000), "key", "tag", "pk", "pv", 3, []byte("body"))
 	f.Add("", uint64(0), "", uint32(0), int64(-1), "", "", "", "", 0, []byte{})
+	f.Add("#42", uint64(7), "t", uint32(1), int64(0), "", "", "", "", 0, []byte("b"))
 	f.Fuzz(func(t *testing.T, pid string, seq uint64, topic string, q uint32, ts int64, key, tag, pk, pv string, nprops int, body []byte) {
 		m := Message{Queue: q, Timestamp: ts, Key: key, Tag: tag, Body: body}
 		if nprops = nprops % 8; nprops < 0 {

@@ -41,6 +41,9 @@ type FSM struct {
 	maxReconsume map[string]int32
 	locks        map[string]map[QueueRef]lockHolder // group -> queue -> holder (locks.go)
 	users        map[string]*User                   // the user table (users.go)
+	// producerNumbers is how many producer numbers the group has handed
+	// out (producernumbers.go).
+	producerNumbers uint64
 	// groupID is the group's id (groupid.go), written under mu and read
 	// without it: every client call checks it.
 	groupID atomic.Pointer[string]
@@ -301,6 +304,8 @@ func (f *FSM) applyMetaLocked(index uint64, c *metaCmd) interface{} {
 		return f.applySetMaxReconsumeLocked(c)
 	case opSetGroupID:
 		return f.applySetGroupIDLocked(c)
+	case opNumberProducer:
+		return f.applyNumberProducerLocked()
 	case opTxnRollback:
 		return f.applyTxnRollbackLocked(c)
 	default:

@@ -20,7 +20,7 @@ import (
 // queues, groups and producers, not on how many messages are kept.
 //
 // Fields added without a new format (LogFloor, Schedule, MaxReconsume,
-// Locks, GroupID) are absent from older snapshots and restore empty; a field that
+// Locks, GroupID, ProducerNumbers) are absent from older snapshots and restore empty; a field that
 // older versions wrote and this one no longer has (LockTerm) is skipped
 // by the decoder.
 //
@@ -99,6 +99,9 @@ type snapState struct {
 	// GroupID: the group's id (absent in older snapshots: the next ready
 	// leader sets one).
 	GroupID string
+	// ProducerNumbers: how many producer numbers the group handed out
+	// (absent in older snapshots, written before any was).
+	ProducerNumbers uint64
 }
 
 // captured is a cheap copy made under the read lock; the encoding happens in
@@ -117,6 +120,8 @@ type captured struct {
 	locks        []snapLock
 	users        []User
 	groupID      string
+
+	producerNumbers uint64
 }
 
 type capturedTopic struct {
@@ -196,6 +201,7 @@ func (f *FSM) captureLocked() *captured {
 	c.locks = f.captureLocksLocked()
 	c.users = f.captureUsersLocked()
 	c.groupID = f.GroupID()
+	c.producerNumbers = f.producerNumbers
 	c.maxReconsume = make(map[string]int32, len(f.maxReconsume))
 	for g, n := range f.maxReconsume {
 		c.maxReconsume[g] = n
@@ -261,6 +267,7 @@ func (f *FSM) loadLocked(st *snapState) error {
 	f.loadLocksLocked(st.Locks)
 	f.loadUsersLocked(st.Users)
 	f.setGroupIDLocked(st.GroupID)
+	f.producerNumbers = st.ProducerNumbers
 	return nil
 }
 
@@ -338,7 +345,7 @@ func writeSnapshot(w io.Writer, c *captured) error {
 	st.Schedule = c.sched.snap()
 	st.Txn = c.txn.snap()
 	st.MaxReconsume, st.Locks = c.maxReconsume, c.locks
-	st.Users, st.GroupID = c.users, c.groupID
+	st.Users, st.GroupID, st.ProducerNumbers = c.users, c.groupID, c.producerNumbers
 	for _, ct := range c.topics {
 		st.Topics = append(st.Topics, ct.snapTopic)
 	}

@@ -103,9 +103,12 @@ var methodTable = map[string]methodAuth{
 		req := as[api.FetchOffsetsRequest](r)
 		return queueNeeds(req.GetGroup(), req.GetTopic())
 	}},
-	api.Broker_CreateTopic_FullMethodName:   topicAction(auth.Admin, func(r any) string { return as[api.CreateTopicRequest](r).GetName() }),
-	api.Broker_ListTopics_FullMethodName:    anyUser,
-	api.Broker_DescribeTopic_FullMethodName: anyUser, // producers read a topic's queues
+	api.Broker_CreateTopic_FullMethodName: topicAction(auth.Admin, func(r any) string { return as[api.CreateTopicRequest](r).GetName() }),
+	api.Broker_ListTopics_FullMethodName:  anyUser,
+	// A number for a producer id: it grants nothing (the id is any
+	// producer's to choose); a user sending its first request asks.
+	api.Broker_NumberProducer_FullMethodName: anyUser,
+	api.Broker_DescribeTopic_FullMethodName:  anyUser, // producers read a topic's queues
 	api.Broker_JoinGroup_FullMethodName: {needs: func(r any) []auth.Need {
 		req := as[api.JoinGroupRequest](r)
 		return queueNeeds(req.GetGroup(), req.GetTopics()...)

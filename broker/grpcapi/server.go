@@ -381,6 +381,19 @@ func (s *Server) CreateTopic(ctx context.Context, req *api.CreateTopicRequest) (
 	})
 }
 
+// NumberProducer hands out the group's next producer number.
+func (s *Server) NumberProducer(ctx context.Context, req *api.NumberProducerRequest) (*api.NumberProducerResponse, error) {
+	return call(ctx, s, func() (*api.NumberProducerResponse, error) {
+		n, err := s.b.NumberProducer(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &api.NumberProducerResponse{Number: n}, nil
+	}, func(ctx context.Context, c api.BrokerClient) (*api.NumberProducerResponse, error) {
+		return c.NumberProducer(ctx, req)
+	})
+}
+
 // ListTopics lists the topics.
 func (s *Server) ListTopics(ctx context.Context, req *api.ListTopicsRequest) (*api.ListTopicsResponse, error) {
 	return call(ctx, s, func() (*api.ListTopicsResponse, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
+	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/raftlog"
 	"github.com/raftmq/raftmq/store"
 )
@@ -123,6 +125,16 @@ func TestBatchVersionFollowsWhatEveryMemberReads(t *testing.T) {
 	}
 	waitVersion(raftlog.BatchV2)
 	expect(produce(20), raftlog.BatchV2)
+	// Such a group numbers no producer: the SDK's keeps its random id.
+	cl, err := client.New(client.Config{Servers: c.Addrs(), RetryTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	p := cl.NewProducer()
+	if _, err := p.Send(ctx, "t", client.Message{Body: []byte("unnumbered")}); err != nil || strings.HasPrefix(p.ID(), "#") {
+		t.Fatalf("a producer of a group writing version 2: %v, id %q; want a random id", err, p.ID())
+	}
 	peer.reads.Store(0)
 	waitVersion(raftlog.BatchV1)
 	waitFor(t, 10*time.Second, "the leader to poll the old member twice", func() bool { return peer.asked.Load() >= 2 })

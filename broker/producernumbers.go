@@ -1,0 +1,46 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/raftmq/raftmq/raftlog"
+)
+
+// numberWait bounds NumberProducer's wait for every member to say which
+// batch versions it reads: a few rounds of the state loop.
+const numberWait = 2 * time.Second
+
+// NumberProducer hands out the group's next producer number (the leader
+// replicates it; store/producernumbers.go). A producer that sends
+// store.ProducerIDOf(n) as its id then costs two or three bytes of log per
+// request. Only a group whose every member reads batch version 3 numbers
+// producers: a member of an earlier release would neither apply the
+// command nor gain from the number. While some member has not said yet
+// (a group just started), it waits up to numberWait for them to.
+func (b *Broker) NumberProducer(ctx context.Context) (uint64, error) {
+	if err := b.awaitLeader(ctx); err != nil {
+		return 0, err
+	}
+	wait := time.NewTimer(numberWait)
+	defer wait.Stop()
+	for v := b.w.BatchVersion(); v < raftlog.BatchV3; v = b.w.BatchVersion() {
+		refuse := fmt.Errorf("%w: producers are numbered once every member of the group runs a release that reads batch version 3 (the group writes version %d)", ErrFailedPrecondition, v)
+		if !b.batchUnheard.Load() {
+			return 0, refuse
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-wait.C:
+			return 0, refuse
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	n, err := b.w.NumberProducer(ctx)
+	if err != nil {
+		return 0, b.replicaErr(err)
+	}
+	return n, nil
+}
