@@ -13,9 +13,8 @@ import (
 const numberWait = 2 * time.Second
 
 // NumberProducer hands out the group's next producer number (the leader
-// replicates it; store/producernumbers.go). A producer that sends
-// store.ProducerIDOf(n) as its id then costs two or three bytes of log per
-// request. Only a group whose every member reads batch version 3 numbers
+// replicates it; store/producernumbers.go). A producer that sends "#<n>"
+// as its id then costs two or three bytes of log per request. Only a group whose every member reads batch version 3 numbers
 // producers: a member of an earlier release would neither apply the
 // command nor gain from the number. While some member has not said yet
 // (a group just started), it waits up to numberWait for them to.

@@ -129,7 +129,8 @@ type sendOp struct {
 	done  func([]*api.Ack, error)
 }
 
-// NewProducer returns a producer with a fresh random id and default config.
+// NewProducer returns a producer with default config. Its id is a number
+// its group hands out or else a fresh random one (ID).
 func (c *Client) NewProducer() *Producer { return c.NewProducerWith(DefaultProducerConfig()) }
 
 // NewProducerWith returns a producer with the given config.

@@ -3,12 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
-	"strconv"
 )
 
-// Producer numbers. A producer may ask its group for a number and send as
-// producer id "#<n>" (ProducerIDOf), which batch version 3 stores in two or
-// three bytes instead of the id's characters. The group hands the numbers
+// Producer numbers. A producer may ask its group for a number n and send
+// as producer id "#<n>" (n in decimal), which batch version 3 stores in
+// two or three bytes instead of the id's characters. The group hands the numbers
 // out in apply order from a replicated counter, kept in the snapshot, so no
 // two producers of a group are given the same one. Nothing else is tied to
 // a number: "#<n>" is a producer id like any other, deduplicated and
@@ -26,9 +25,6 @@ func (f *FSM) applyNumberProducerLocked() interface{} {
 	f.producerNumbers++
 	return n
 }
-
-// ProducerIDOf is the producer id of producer number n.
-func ProducerIDOf(n uint64) string { return "#" + strconv.FormatUint(n, 10) }
 
 // NumberProducer replicates the handing out of a producer number and
 // returns it.

@@ -17,7 +17,4 @@ func TestProducerNumbersHandedOutOnceAndSnapshotted(t *testing.T) {
 	if got, ok := h.apply(EncodeNumberProducer()).(uint64); !ok || got != 3 {
 		t.Fatalf("after restore: number %v, want 3", got)
 	}
-	if id := ProducerIDOf(3); id != "#3" {
-		t.Fatalf("ProducerIDOf(3) = %q", id)
-	}
 }
