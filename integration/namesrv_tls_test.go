@@ -26,6 +26,7 @@ import (
 )
 
 func TestNamesrvTLSEnforcing(t *testing.T) {
+	t.Cleanup(plaintextRocketMQ)
 	procRequire(t)
 	dir := t.TempDir()
 	keyFile, adminFile := filepath.Join(dir, "auth.key"), filepath.Join(dir, "admin.secret")
@@ -130,4 +131,12 @@ func TestNamesrvTLSEnforcing(t *testing.T) {
 			t.Fatalf("consumed over TLS %d of %d: %v", len(seen), len(sent), seen)
 		}
 	}
+}
+
+// plaintextRocketMQ leaves the RocketMQ Go client plaintext for the tests
+// that follow: its WithTls sets a default that every client of the
+// process shares (its client options all point at one remoting config).
+// A producer is made, and never started, only to apply WithTls(false).
+func plaintextRocketMQ() {
+	producer.NewDefaultProducer(producer.WithNameServer([]string{"127.0.0.1:1"}), producer.WithInstanceName("tls-reset"), producer.WithTls(false))
 }
