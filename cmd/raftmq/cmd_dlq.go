@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -161,19 +160,11 @@ func dlqCommand() *cli.Command {
 						return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
 							return resend(ctx, func(ctx context.Context, id string) (string, *client.Client, error) {
 								l, err := lookupEveryGroup(ctx, c, cl, id, deadLetterOf(group))
-								switch {
-								case err != nil:
+								if err != nil {
 									return "", nil, err
-								case len(l.hits) == 0:
-									return "", nil, l.none(id, "a dead letter of consumer group "+group+" with id")
-								case len(l.hits) > 1:
-									var gs []string
-									for _, h := range l.hits {
-										gs = append(gs, h.group)
-									}
-									return "", nil, fmt.Errorf("groups %s each hold a dead letter of %s under this id (an id is a group's own): name one with --broker-name", strings.Join(gs, ", "), group)
 								}
-								return l.hits[0].group, l.hits[0].cl, nil
+								h, err := l.only(id, "a dead letter of consumer group "+group+" with id")
+								return h.group, h.cl, err
 							})
 						})
 					}

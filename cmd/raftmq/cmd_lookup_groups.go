@@ -72,6 +72,22 @@ func (l groupLookup) none(id, what string) error {
 	return fmt.Errorf("no group of %s holds %s %s", plural(l.groups, "group"), what, id)
 }
 
+// only is the one hit, or an error when there is none or several (then
+// the group must be named).
+func (l groupLookup) only(id, what string) (groupHit, error) {
+	switch len(l.hits) {
+	case 0:
+		return groupHit{}, l.none(id, what)
+	case 1:
+		return l.hits[0], nil
+	}
+	var gs []string
+	for _, h := range l.hits {
+		gs = append(gs, h.group)
+	}
+	return groupHit{}, fmt.Errorf("groups %s each hold %s %s (an id is a group's own): name one with --broker-name", strings.Join(gs, ", "), what, id)
+}
+
 // showHits prints the messages found, each under its group (in JSON,
 // with a "group" field).
 func showHits(c *cli.Context, format string, hits []groupHit) error {
