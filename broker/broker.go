@@ -217,6 +217,7 @@ type Broker struct {
 	// batchUnheard: at the state loop's last round some member of the
 	// group had not said which batch versions it reads (batchversion.go).
 	batchUnheard atomic.Bool
+	created      time.Time
 	retention    *retention.Manager
 	damage       atomic.Pointer[Damage] // set once: see damage.go
 	caughtUp     atomic.Bool            // set once: see CaughtUp
@@ -288,6 +289,7 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 	b.view = route.NewView()
 	b.pace = newPace()
 	b.batchUnheard.Store(true) // until the state loop has asked the members
+	b.created = time.Now()
 	b.ids = lookup.NewReader(cfg.NodeID, b.fsm, b.rlog)
 	b.load = load.New(cfg.CPUBudget, b.produceQueueFill, func() int { return int(brokersInProcess.Load()) })
 	b.groups = groups.New(b.fsm, b.log, cfg.SessionTimeout)

@@ -9,15 +9,24 @@ import (
 )
 
 // numberWait bounds NumberProducer's wait for every member to say which
-// batch versions it reads: a few rounds of the state loop.
-const numberWait = 2 * time.Second
+// batch versions it reads: a few rounds of the state loop. A node waits
+// only in its first youngNode: later, a member that has never answered is
+// down (or of another release), and the wait would only delay every new
+// producer's first send.
+const (
+	numberWait = 2 * time.Second
+	youngNode  = 10 * time.Second
+)
 
 // NumberProducer hands out the group's next producer number (the leader
 // replicates it; store/producernumbers.go). A producer that sends "#<n>"
-// as its id then costs two or three bytes of log per request. Only a group whose every member reads batch version 3 numbers
-// producers: a member of an earlier release would neither apply the
-// command nor gain from the number. While some member has not said yet
-// (a group just started), it waits up to numberWait for them to.
+// as its id then costs two or three bytes of log per request. Only a
+// group whose every member reads batch version 3 numbers producers: a
+// member of an earlier release would not apply the command, and its
+// counter, once it runs this release, would be behind the others' (two
+// producers could get one number). While some member has not said yet
+// what it reads and this node has just started (a group starting), it
+// waits up to numberWait for them to.
 func (b *Broker) NumberProducer(ctx context.Context) (uint64, error) {
 	if err := b.awaitLeader(ctx); err != nil {
 		return 0, err
@@ -26,7 +35,7 @@ func (b *Broker) NumberProducer(ctx context.Context) (uint64, error) {
 	defer wait.Stop()
 	for v := b.w.BatchVersion(); v < raftlog.BatchV3; v = b.w.BatchVersion() {
 		refuse := fmt.Errorf("%w: producers are numbered once every member of the group runs a release that reads batch version 3 (the group writes version %d)", ErrFailedPrecondition, v)
-		if !b.batchUnheard.Load() {
+		if !b.batchUnheard.Load() || time.Since(b.created) > youngNode {
 			return 0, refuse
 		}
 		select {
