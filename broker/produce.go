@@ -206,6 +206,7 @@ func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 	// number in place of the one the leader will pick, so that it bounds
 	// the entry bytes whatever the queue.
 	size := (&raftlog.Request{ProducerID: req.ProducerID, Seq: req.Seq, Topic: req.Topic}).EncodedSize()
+	now := time.Now().UnixMilli() // the stamp of a message without one, for its size: read once
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		if len(m.Body) > cfg.MaxMessageBytes {
@@ -225,7 +226,11 @@ func ValidateProduce(cfg *Config, req *ProduceRequest) error {
 				return invalid("message %d property %q: empty name or longer than %d bytes", i, k, maxPropertyBytes)
 			}
 		}
-		lm := raftlog.Message{Queue: store.MaxQueues - 1, Timestamp: m.Timestamp, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
+		ts := m.Timestamp
+		if ts == 0 {
+			ts = now
+		}
+		lm := raftlog.Message{Queue: store.MaxQueues - 1, Timestamp: ts, Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body}
 		size += lm.EncodedSize()
 	}
 	size += 10 // the message count's varint at its widest

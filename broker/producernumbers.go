@@ -34,15 +34,14 @@ func (b *Broker) NumberProducer(ctx context.Context) (uint64, error) {
 	wait := time.NewTimer(numberWait)
 	defer wait.Stop()
 	for v := b.w.BatchVersion(); v < raftlog.BatchV3; v = b.w.BatchVersion() {
-		refuse := fmt.Errorf("%w: producers are numbered once every member of the group runs a release that reads batch version 3 (the group writes version %d)", ErrFailedPrecondition, v)
 		if !b.batchUnheard.Load() || time.Since(b.created) > youngNode {
-			return 0, refuse
+			return 0, notNumbered(v)
 		}
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-wait.C:
-			return 0, refuse
+			return 0, notNumbered(v)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -51,4 +50,10 @@ func (b *Broker) NumberProducer(ctx context.Context) (uint64, error) {
 		return 0, b.replicaErr(err)
 	}
 	return n, nil
+}
+
+// notNumbered is NumberProducer's refusal in a group that writes batch
+// version v.
+func notNumbered(v raftlog.BatchVersion) error {
+	return fmt.Errorf("%w: producers are numbered once every member of the group runs a release that reads batch version 3 (the group writes version %d)", ErrFailedPrecondition, v)
 }

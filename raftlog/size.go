@@ -79,16 +79,23 @@ func SmallestVersion(max BatchVersion, reqs []*Request) BatchVersion {
 
 func (r *Request) encodedSize(version byte) int {
 	n := r.producerSize(version) + uvarintSize(r.Seq) + stringSize(len(r.Topic)) + uvarintSize(uint64(len(r.Messages)))
-	now := nowSize()
+	now := 0 // nowSize, read once the first message needs it
 	for i := range r.Messages {
-		n += r.Messages[i].encodedSize(version, now)
+		m := &r.Messages[i]
+		if now == 0 && m.Timestamp == 0 && version != batchVersion3 {
+			now = nowSize()
+		}
+		n += m.encodedSize(version, now)
 	}
 	return n
 }
 
 // producerSize is the size of r's producer id in a batch of version.
 func (r *Request) producerSize(version byte) int {
-	if n, ok := producerNumber(r.ProducerID); ok && version == batchVersion3 {
+	if version != batchVersion3 {
+		return stringSize(len(r.ProducerID))
+	}
+	if n, ok := producerNumber(r.ProducerID); ok {
 		return uvarintSize(numberedProducer + n)
 	}
 	return stringSize(len(r.ProducerID))
@@ -96,7 +103,13 @@ func (r *Request) producerSize(version byte) int {
 
 // EncodedSize is the exact number of bytes one message takes in a version 1
 // batch (see Request.EncodedSize).
-func (m *Message) EncodedSize() int { return m.encodedSize(batchVersion1, nowSize()) }
+func (m *Message) EncodedSize() int {
+	now := 0
+	if m.Timestamp == 0 {
+		now = nowSize()
+	}
+	return m.encodedSize(batchVersion1, now)
+}
 
 // nowSize is the size of the timestamp a version 1 or 2 builder gives a
 // message without one.
