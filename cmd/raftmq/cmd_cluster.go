@@ -377,13 +377,13 @@ type brokerGroupJSON struct {
 // others are listed.
 func runGroupListCluster(c *cli.Context) error {
 	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
-		groups, err := cl.Groups(ctx)
+		groups, err := registeredGroups(ctx, cl)
 		if err != nil {
-			return &exitError{3, err}
+			return err
 		}
 		rows := []brokerGroupRow{}
 		var errs []error
-		for _, g := range sortedKeys(groups) {
+		for _, g := range groups {
 			gcl, err := cl.Client(ctx, g)
 			var gr []consumerGroupRow
 			if err == nil {
@@ -437,19 +437,13 @@ func onGroups(c *cli.Context, pick func(context.Context, *cluster.Cluster) ([]st
 	if !all {
 		return withClient(c, func(ctx context.Context, cl *client.Client) error { return clean(f(ctx, "", cl)) })
 	}
+	if pick == nil {
+		pick = registeredGroups
+	}
 	return withCluster(c, func(ctx context.Context, cl *cluster.Cluster) error {
-		var groups []string
-		if pick != nil {
-			var err error
-			if groups, err = pick(ctx, cl); err != nil {
-				return err
-			}
-		} else {
-			registered, err := cl.Groups(ctx)
-			if err != nil {
-				return &exitError{3, err}
-			}
-			groups = sortedKeys(registered)
+		groups, err := pick(ctx, cl)
+		if err != nil {
+			return err
 		}
 		var failed []string
 		for _, g := range groups {
@@ -470,6 +464,16 @@ func onGroups(c *cli.Context, pick func(context.Context, *cluster.Cluster) ([]st
 		}
 		return nil
 	})
+}
+
+// registeredGroups is every group registered with the name servers, in
+// name order.
+func registeredGroups(ctx context.Context, cl *cluster.Cluster) ([]string, error) {
+	groups, err := cl.Groups(ctx)
+	if err != nil {
+		return nil, &exitError{3, err}
+	}
+	return sortedKeys(groups), nil
 }
 
 // holdersOf is the groups that hold topic, as the name servers list them.

@@ -36,12 +36,12 @@ type groupLookup struct {
 // error at once.
 func lookupEveryGroup(ctx context.Context, c *cli.Context, cl *cluster.Cluster, id string, want func(*api.Message) bool) (groupLookup, error) {
 	var l groupLookup
-	registered, err := cl.Groups(ctx)
+	groups, err := registeredGroups(ctx, cl)
 	if err != nil {
-		return l, &exitError{3, err}
+		return l, err
 	}
-	l.groups = len(registered)
-	for _, g := range sortedKeys(registered) {
+	l.groups = len(groups)
+	for _, g := range groups {
 		gcl, err := cl.Client(ctx, g)
 		var r *api.LookupMessageResponse
 		if err == nil {
