@@ -793,10 +793,9 @@ func randomID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// newProducerID is a fresh producer id: 64 random bits in 11 characters
-// of URL-safe base64. Every request carries it into the log, so it is kept
-// short: against 18 characters of prefixed hex it saves 7 bytes of every
-// entry (an eighth of a small message's record).
+// newProducerID is a fresh random producer id, for a producer its group
+// gives no number: 64 random bits in 11 characters of URL-safe base64,
+// short because every request carries it into the log.
 func newProducerID() string {
 	var b [8]byte
 	rand.Read(b[:])
