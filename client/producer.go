@@ -377,7 +377,7 @@ func (p *Producer) windowOpenLocked() bool {
 // send makes one produce request of batch (n messages, sequence seq) and
 // calls back each of its operations.
 func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
-	req := &api.ProduceRequest{Topic: batch[0].topic, ProducerId: p.producerID(), Sequence: seq, Messages: make([]*api.ProduceMessage, 0, n)}
+	req := &api.ProduceRequest{Topic: batch[0].topic, ProducerId: p.producerID(), Sequence: seq, Messages: make([]*api.ProduceMessage, 0, n), PackedAcks: true}
 	pms := make([]api.ProduceMessage, n) // one allocation for the request's messages
 	for _, op := range batch {
 		for _, m := range op.msgs {
@@ -391,11 +391,11 @@ func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
 	for _, op := range batch {
 		size += op.size
 	}
-	var acks []*api.Ack
+	var resp *api.ProduceResponse
 	err := p.c.doSized(context.Background(), size, 0, func(ctx context.Context, cl api.BrokerClient) error {
 		r, err := cl.Produce(ctx, req)
 		if err == nil {
-			acks = r.Acks
+			resp = r
 		}
 		return err
 	})
@@ -403,8 +403,9 @@ func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
 	if err != nil {
 		err = p.sendErr(seq, err)
 	}
-	if err == nil && len(acks) != n {
-		err = errors.New("broker answered a different number of acks than messages sent")
+	var acks []*api.Ack
+	if err == nil {
+		acks, err = responseAcks(resp, n)
 	}
 	off := 0
 	for _, op := range batch {
@@ -415,4 +416,19 @@ func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
 			off += len(op.msgs)
 		}
 	}
+}
+
+// responseAcks are the n acks of a produce response, packed or not.
+func responseAcks(r *api.ProduceResponse, n int) ([]*api.Ack, error) {
+	if r.PackedAcks != nil {
+		acks, err := r.PackedAcks.Unpack(n)
+		if err != nil {
+			return nil, fmt.Errorf("broker answered %w", err)
+		}
+		return acks, nil
+	}
+	if len(r.Acks) != n {
+		return nil, fmt.Errorf("broker answered %d acks for %d messages", len(r.Acks), n)
+	}
+	return r.Acks, nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftmq/raftmq/api"
 )
 
 // TestSendSaysWhyItWasRetrying: when the caller's context ends while the
@@ -50,5 +52,23 @@ func TestProducerIDs(t *testing.T) {
 			t.Fatalf("producer id %q twice", id)
 		}
 		seen[id] = true
+	}
+}
+
+// A node that does not pack acks answers them one by one, and the producer
+// takes either form; a count that does not match the messages is an error.
+func TestResponseAcks(t *testing.T) {
+	plain := &api.ProduceResponse{Acks: []*api.Ack{{Queue: 1, Offset: 4, Id: "000000000000000900000000"}}}
+	if acks, err := responseAcks(plain, 1); err != nil || acks[0] != plain.Acks[0] {
+		t.Errorf("plain acks: %v, %v", acks, err)
+	}
+	packed := &api.ProduceResponse{PackedAcks: &api.PackedAcks{EntryIndex: 9, Queues: []uint32{1}, OffsetDeltas: []int64{4}}}
+	if acks, err := responseAcks(packed, 1); err != nil || acks[0].Id != plain.Acks[0].Id || acks[0].Offset != 4 || acks[0].Queue != 1 {
+		t.Errorf("packed acks: %v, %v", acks, err)
+	}
+	for _, r := range []*api.ProduceResponse{plain, packed, {}} {
+		if _, err := responseAcks(r, 2); err == nil {
+			t.Errorf("%v for 2 messages: no error", r)
+		}
 	}
 }

@@ -15,6 +15,8 @@ import (
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/segment"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/raftmq/raftmq/mq"
 )
 
 // Log store kinds accepted by Open.
@@ -475,25 +477,15 @@ func markClean(dir string) error {
 }
 
 // MessageID names one message: the log index of its entry and its ordinal
-// inside the entry. It is the same on every node.
+// inside the entry (mq.AppendMessageID). It is the same on every node.
 func MessageID(logIndex uint64, ordinal uint32) string {
-	const hexdigits = "0123456789ABCDEF"
-	var b [24]byte
-	for i := 15; i >= 0; i-- {
-		b[i] = hexdigits[logIndex&0xF]
-		logIndex >>= 4
-	}
-	o := ordinal
-	for i := 23; i >= 16; i-- {
-		b[i] = hexdigits[o&0xF]
-		o >>= 4
-	}
-	return string(b[:])
+	var b [mq.MessageIDLen]byte
+	return string(mq.AppendMessageID(b[:0], logIndex, ordinal))
 }
 
 // MessageIndex is the log index of the entry a message id (MessageID) names.
 func MessageIndex(id string) (uint64, error) {
-	if len(id) != 24 {
+	if len(id) != mq.MessageIDLen {
 		return 0, fmt.Errorf("message id %q: want 24 hex digits", id)
 	}
 	idx, err := strconv.ParseUint(id[:16], 16, 64)

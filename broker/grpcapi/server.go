@@ -276,7 +276,12 @@ func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.Pro
 		if err != nil {
 			return nil, err
 		}
-		out := &api.ProduceResponse{Duplicate: res.Duplicate, NodeId: s.b.ID(), Acks: make([]*api.Ack, len(res.Acks))}
+		out := &api.ProduceResponse{Duplicate: res.Duplicate, NodeId: s.b.ID()}
+		if req.PackedAcks {
+			out.PackedAcks = packAcks(&res)
+			return out, nil
+		}
+		out.Acks = make([]*api.Ack, len(res.Acks))
 		acks := make([]api.Ack, len(res.Acks)) // one allocation for all acks
 		for i, a := range res.Acks {
 			acks[i].Queue, acks[i].Offset, acks[i].Id = int32(a.Queue), a.Offset, a.ID
@@ -289,6 +294,20 @@ func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.Pro
 	}, func(ctx context.Context, c api.BrokerClient) (*api.ProduceResponse, error) {
 		return c.Produce(ctx, req)
 	})
+}
+
+// packAcks is res's acks as PackedAcks: queues, offsets as differences
+// from the previous message's, and the delivery times of a delayed request.
+func packAcks(res *broker.ProduceResult) *api.PackedAcks {
+	p := &api.PackedAcks{EntryIndex: res.LogIndex, FirstOrdinal: res.Ordinal, DeliverAtMs: res.DeliverAt,
+		Queues: make([]uint32, len(res.Acks)), OffsetDeltas: make([]int64, len(res.Acks))}
+	var prev uint64
+	for i, a := range res.Acks {
+		p.Queues[i] = a.Queue
+		p.OffsetDeltas[i] = int64(a.Offset - prev)
+		prev = a.Offset
+	}
+	return p
 }
 
 // Pull reads one queue.

@@ -1,0 +1,36 @@
+package api
+
+import (
+	"fmt"
+
+	"github.com/raftmq/raftmq/mq"
+)
+
+// Unpack expands the packed acks of a request of n messages into one Ack
+// each. It allocates three times, however many messages there are: the acks,
+// the slice of pointers, and one string the ids are slices of. It fails when
+// the acks are not for n messages.
+func (p *PackedAcks) Unpack(n int) ([]*Ack, error) {
+	if len(p.GetQueues()) != n || len(p.GetOffsetDeltas()) != n || (len(p.GetDeliverAtMs()) != 0 && len(p.GetDeliverAtMs()) != n) {
+		return nil, fmt.Errorf("packed acks for %d queues, %d offsets and %d delivery times: the request had %d messages",
+			len(p.GetQueues()), len(p.GetOffsetDeltas()), len(p.GetDeliverAtMs()), n)
+	}
+	buf := make([]byte, 0, n*mq.MessageIDLen)
+	for i := range n {
+		buf = mq.AppendMessageID(buf, p.EntryIndex, p.FirstOrdinal+uint32(i))
+	}
+	ids := string(buf)
+	acks := make([]Ack, n)
+	out := make([]*Ack, n)
+	var off uint64
+	for i := range acks {
+		off += uint64(p.OffsetDeltas[i])
+		a := &acks[i]
+		a.Queue, a.Offset, a.Id = int32(p.Queues[i]), off, ids[i*mq.MessageIDLen:(i+1)*mq.MessageIDLen]
+		if len(p.DeliverAtMs) != 0 {
+			a.DeliverAtMs = p.DeliverAtMs[i]
+		}
+		out[i] = a
+	}
+	return out, nil
+}
