@@ -41,12 +41,12 @@ func TestProduceAcksOffsetsPerQueue(t *testing.T) {
 		t.Fatalf("acks %v, want %d", first.Acks, len(want))
 	}
 	for i, a := range first.Acks {
-		if a.Queue != want[i].Queue || a.Offset != want[i].Offset || a.ID == "" {
+		if a.Queue != want[i].Queue || a.Offset != want[i].Offset || a.ID() == "" {
 			t.Errorf("ack %d: %+v, want queue %d offset %d and an id", i, a, want[i].Queue, want[i].Offset)
 		}
 	}
-	if first.Acks[0].ID == first.Acks[1].ID {
-		t.Errorf("two messages share id %s", first.Acks[0].ID)
+	if first.Acks[0].ID() == first.Acks[1].ID() {
+		t.Errorf("two messages share id %s", first.Acks[0].ID())
 	}
 	second := produce(t, b, ProduceRequest{Topic: "t", Messages: inQueue(0, "d")})
 	if a := second.Acks[0]; a.Queue != 0 || a.Offset != 2 {

@@ -169,7 +169,7 @@ func (f *fakeReplica) Produce(reqs []*raftlog.Request, sizeHint int, _ time.Dura
 				locs[k] = l
 				order = append(order, k)
 			}
-			acks[j] = store.Ack{Queue: m.Queue, Offset: qs[m.Queue].next, ID: raftlog.MessageID(index, first+uint32(j))}
+			acks[j] = store.Ack{Queue: m.Queue, Offset: qs[m.Queue].next, Index: index, Ordinal: first + uint32(j)}
 			qs[m.Queue].next++
 			l.Count++
 		}

@@ -40,10 +40,6 @@ type ProduceRequest struct {
 type ProduceResult struct {
 	Acks      []store.Ack
 	Duplicate bool
-	// LogIndex and Ordinal name the acks' messages: ack i is message
-	// Ordinal+i of the entry at LogIndex (its ID says the same).
-	LogIndex uint64
-	Ordinal  uint32
 	// DeliverAt holds, for a delayed request, each message's delivery time
 	// (unix ms); its acks name the message's queue and offset 0.
 	DeliverAt []int64
@@ -158,7 +154,7 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	b.m.ops.produced(req.Topic, len(req.Messages))
 	b.m.produceBytes.Add(float64(p.Size))
 	b.m.produceLatency.Observe(time.Since(start).Seconds())
-	res := ProduceResult{Acks: out.Res.Acks, Duplicate: out.Res.Duplicate, LogIndex: out.Res.LogIndex, Ordinal: out.Res.Ordinal}
+	res := ProduceResult{Acks: out.Res.Acks, Duplicate: out.Res.Duplicate}
 	if delayed {
 		res.DeliverAt = b.stagedAcks(&req, &lr, res.Acks)
 	}

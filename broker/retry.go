@@ -91,13 +91,13 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 	if err != nil {
 		return SendBackResult{}, err
 	}
-	out := SendBackResult{ID: ack.ID, Topic: c.Topic, DeadLettered: c.DeadLettered, ReconsumeTimes: c.ReconsumeTimes, DeliverAt: deliverAt}
+	out := SendBackResult{ID: ack.ID(), Topic: c.Topic, DeadLettered: c.DeadLettered, ReconsumeTimes: c.ReconsumeTimes, DeliverAt: deliverAt}
 	b.m.ops.sentBack(c.DeadLettered)
 	if !c.DeadLettered && out.DeliverAt == 0 {
 		d, _ := mq.LevelDelay(c.DelayLevel)
 		out.DeliverAt = now.Add(d).UnixMilli()
 	}
-	b.log.Debug("sent back", "group", req.Group, "id", req.ID, "copy", ack.ID, "topic", c.Topic, "reconsume", c.ReconsumeTimes)
+	b.log.Debug("sent back", "group", req.Group, "id", req.ID, "copy", ack.ID(), "topic", c.Topic, "reconsume", c.ReconsumeTimes)
 	return out, nil
 }
 

@@ -26,9 +26,9 @@ func TestLookupOffsetsWithSkippedRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range first.Acks {
-		r, err := b.LookupMessage(ctx, a.ID)
+		r, err := b.LookupMessage(ctx, a.ID())
 		if err != nil || r.Message.Offset != a.Offset || r.Message.Queue != int32(a.Queue) || r.ServedBy != b.ID() {
-			t.Fatalf("lookup %s: %+v %v, want %d/%d", a.ID, r, err, a.Queue, a.Offset)
+			t.Fatalf("lookup %s: %+v %v, want %d/%d", a.ID(), r, err, a.Queue, a.Offset)
 		}
 	}
 	// One entry: a retry of the first request (skipped) and a new one.
@@ -123,7 +123,7 @@ func TestSendBackHonoursMessageLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := b.SendBack(ctx, SendBackRequest{Group: "g", ID: res.Acks[0].ID})
+	r, err := b.SendBack(ctx, SendBackRequest{Group: "g", ID: res.Acks[0].ID()})
 	if err != nil || !r.DeadLettered || r.Topic != "%DLQ%g" {
 		t.Fatalf("send back of a message at its own limit: %+v %v", r, err)
 	}
@@ -133,7 +133,7 @@ func TestSendBackHonoursMessageLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err = b.SendBack(ctx, SendBackRequest{Group: "g", ID: res.Acks[0].ID, MaxReconsumeTimes: 2})
+	r, err = b.SendBack(ctx, SendBackRequest{Group: "g", ID: res.Acks[0].ID(), MaxReconsumeTimes: 2})
 	if err != nil || !r.DeadLettered || r.Topic != "%DLQ%g" || r.ReconsumeTimes != 3 {
 		t.Fatalf("send back with an override: %+v %v", r, err)
 	}

@@ -19,10 +19,6 @@ type RequestResult struct {
 	// Duplicate: the request is a retry of one already stored under its
 	// (producer id, sequence); Acks are the first attempt's.
 	Duplicate bool
-	// LogIndex and Ordinal name the acks' messages: ack i is message
-	// Ordinal+i of the entry at LogIndex.
-	LogIndex uint64
-	Ordinal  uint32
 	// Err: the request was refused and nothing of it was stored
 	// (ErrUnknownTopic, ErrInvalidQueue, ErrStaleSequence,
 	// ErrSequenceReused, ErrMismatchedRetry, ErrDamaged).
@@ -107,7 +103,7 @@ func (p *produceFuture) Wait() ([]RequestResult, error) {
 				continue
 			}
 			acks, err := r.Acks(queuesOf(p.reqs[i]))
-			out[i] = RequestResult{Acks: acks, Duplicate: r.Duplicate, LogIndex: r.LogIndex, Ordinal: r.Ordinal, Err: err}
+			out[i] = RequestResult{Acks: acks, Duplicate: r.Duplicate, Err: err}
 		}
 		return out, nil
 	case error:

@@ -40,7 +40,7 @@ func TestProduceFutureTypesTheAnswer(t *testing.T) {
 	if len(res) != 2 {
 		t.Fatalf("%d results for 2 requests", len(res))
 	}
-	want := []Ack{{Queue: 1, Offset: 10, ID: raftlog.MessageID(7, 0)}, {Queue: 0, Offset: 4, ID: raftlog.MessageID(7, 1)}, {Queue: 1, Offset: 11, ID: raftlog.MessageID(7, 2)}}
+	want := []Ack{{Queue: 1, Offset: 10, Index: 7, Ordinal: 0}, {Queue: 0, Offset: 4, Index: 7, Ordinal: 1}, {Queue: 1, Offset: 11, Index: 7, Ordinal: 2}}
 	if fmt.Sprint(res[0].Acks) != fmt.Sprint(want) || res[0].Err != nil {
 		t.Errorf("request 0: %+v, want acks %v", res[0], want)
 	}

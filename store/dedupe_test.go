@@ -195,7 +195,7 @@ func TestRestoreFormat1Snapshot(t *testing.T) {
 			t.Fatalf("retry of a format-1 result: %+v", res)
 		}
 		if a := mustAcks(t, res, queuesOf(p1)); fmt.Sprint(a) != fmt.Sprint([]Ack{
-			{0, 0, raftlog.MessageID(2, 0)}, {1, 0, raftlog.MessageID(2, 1)}, {1, 1, raftlog.MessageID(2, 2)}}) {
+			{Queue: 0, Offset: 0, Index: 2, Ordinal: 0}, {Queue: 1, Offset: 0, Index: 2, Ordinal: 1}, {Queue: 1, Offset: 1, Index: 2, Ordinal: 2}}) {
 			t.Fatalf("acks %v", a)
 		}
 		for _, r := range []*raftlog.Request{

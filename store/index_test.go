@@ -23,7 +23,7 @@ func TestApplyAssignsDenseOffsetsPerQueue(t *testing.T) {
 	if acks[0].Offset != 0 || acks[1].Offset != 1 || acks[2].Offset != 0 {
 		t.Fatalf("acks %+v", acks)
 	}
-	if a, _ := res[1].Acks([]uint32{0}); a[0].Offset != 2 || a[0].ID != raftlog.MessageID(2, 3) {
+	if a, _ := res[1].Acks([]uint32{0}); a[0].Offset != 2 || a[0].ID() != raftlog.MessageID(2, 3) {
 		t.Fatalf("second request ack %+v", a)
 	}
 	ti, _ := h.f.Topic("t")

@@ -31,12 +31,17 @@ type ProduceResult struct {
 	Bases    []QueueBase
 }
 
-// Ack is the acknowledgement of one message.
+// Ack is the acknowledgement of one message: its queue and offset, and
+// the entry and ordinal that name it.
 type Ack struct {
-	Queue  uint32
-	Offset uint64
-	ID     string
+	Queue   uint32
+	Ordinal uint32 // in the entry at Index
+	Offset  uint64
+	Index   uint64 // log index of the message's entry
 }
+
+// ID is the message's id (raftlog.MessageID).
+func (a Ack) ID() string { return raftlog.MessageID(a.Index, a.Ordinal) }
 
 // Acks turns a result into one ack per message, given each message's queue in
 // request order. It refuses, rather than naming an offset that holds another
@@ -66,7 +71,7 @@ func (r *ProduceResult) Acks(queues []uint32) ([]Ack, error) {
 			}
 			left[bi]--
 		}
-		acks[i] = Ack{Queue: q, Offset: off[bi], ID: raftlog.MessageID(r.LogIndex, r.Ordinal+uint32(i))}
+		acks[i] = Ack{Queue: q, Offset: off[bi], Index: r.LogIndex, Ordinal: r.Ordinal + uint32(i)}
 		off[bi]++
 	}
 	return acks, nil

@@ -335,7 +335,7 @@ func (c *Console) deadLettersAPI(w http.ResponseWriter, r *http.Request) {
 			c.fail(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"topic": res.Topic, "queue": res.Ack.Queue, "offset": res.Ack.Offset, "id": res.Ack.ID, "duplicate": res.Duplicate})
+		writeJSON(w, http.StatusOK, map[string]any{"topic": res.Topic, "queue": res.Ack.Queue, "offset": res.Ack.Offset, "id": res.Ack.ID(), "duplicate": res.Duplicate})
 	default:
 		methodNotAllowed(w, "GET", "POST")
 	}

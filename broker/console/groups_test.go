@@ -39,7 +39,7 @@ func (f *fakeBroker) ResetGroup(_ context.Context, req broker.ResetRequest) ([]s
 }
 
 func (f *fakeBroker) ResendDeadLetter(_ context.Context, group, id string) (broker.ResendResult, error) {
-	return broker.ResendResult{Topic: "orders", Ack: store.Ack{Queue: 1, Offset: 9, ID: "x"}}, nil
+	return broker.ResendResult{Topic: "orders", Ack: store.Ack{Queue: 1, Offset: 9, Index: 5, Ordinal: 2}}, nil
 }
 
 func (f *fakeBroker) Pull(_ context.Context, req broker.PullRequest) (broker.PullResult, error) {

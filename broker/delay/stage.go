@@ -133,15 +133,14 @@ func Acks(waits []Wait, lr *raftlog.Request, acks []store.Ack, appendedAt func(u
 		}
 		d, _ := mq.LevelDelay(w.Level)
 		at[i] = time.Now().Add(d).UnixMilli()
-		if idx, err := raftlog.MessageIndex(acks[i].ID); err == nil {
-			t, ok := appended[idx]
-			if !ok {
-				t, _ = appendedAt(idx)
-				appended[idx] = t
-			}
-			if !t.IsZero() {
-				at[i] = t.Add(d).UnixMilli()
-			}
+		idx := acks[i].Index
+		t, ok := appended[idx]
+		if !ok {
+			t, _ = appendedAt(idx)
+			appended[idx] = t
+		}
+		if !t.IsZero() {
+			at[i] = t.Add(d).UnixMilli()
 		}
 	}
 	return at

@@ -18,9 +18,9 @@ func TestPackedAcksRoundTrip(t *testing.T) {
 	queues := []uint32{3, 0, 3, 1023, 0, 3}
 	offsets := []uint64{900, 12, 901, 1 << 40, 13, 902}
 	for _, delayed := range []bool{false, true} {
-		res := broker.ProduceResult{LogIndex: index, Ordinal: ordinal}
+		var res broker.ProduceResult
 		for i := range queues {
-			res.Acks = append(res.Acks, store.Ack{Queue: queues[i], Offset: offsets[i], ID: raftlog.MessageID(index, ordinal+uint32(i))})
+			res.Acks = append(res.Acks, store.Ack{Queue: queues[i], Offset: offsets[i], Index: index, Ordinal: ordinal + uint32(i)})
 			if delayed {
 				res.DeliverAt = append(res.DeliverAt, 1_800_000_000_000+int64(i))
 			}
@@ -39,7 +39,7 @@ func TestPackedAcksRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, a := range acks {
-			want := &api.Ack{Queue: int32(queues[i]), Offset: offsets[i], Id: res.Acks[i].ID}
+			want := &api.Ack{Queue: int32(queues[i]), Offset: offsets[i], Id: raftlog.MessageID(index, ordinal+uint32(i))}
 			if delayed {
 				want.DeliverAtMs = res.DeliverAt[i]
 			}
@@ -53,15 +53,29 @@ func TestPackedAcksRoundTrip(t *testing.T) {
 	}
 }
 
+// Acks that do not name consecutive messages of one entry cannot be packed:
+// the node answers them one by one.
+func TestPackAcksRefusesWhatItCannotSay(t *testing.T) {
+	for _, acks := range [][]store.Ack{
+		nil,
+		{{Index: 5, Ordinal: 0}, {Index: 5, Ordinal: 2}},
+		{{Index: 5, Ordinal: 0}, {Index: 6, Ordinal: 1}},
+	} {
+		if p := packAcks(&broker.ProduceResult{Acks: acks}); p != nil {
+			t.Errorf("%v packed as %v", acks, p)
+		}
+	}
+}
+
 // Packed acks cost a few bytes a message where plain acks cost about 35.
 func TestPackedAcksSize(t *testing.T) {
 	const n = 1000
-	res := broker.ProduceResult{LogIndex: 1 << 30, Ordinal: 0}
+	var res broker.ProduceResult
 	plain := &api.ProduceResponse{}
 	for i := range n {
-		a := store.Ack{Queue: uint32(i % 8), Offset: 5_000_000 + uint64(i/8), ID: raftlog.MessageID(1<<30, uint32(i))}
+		a := store.Ack{Queue: uint32(i % 8), Offset: 5_000_000 + uint64(i/8), Index: 1 << 30, Ordinal: uint32(i)}
 		res.Acks = append(res.Acks, a)
-		plain.Acks = append(plain.Acks, &api.Ack{Queue: int32(a.Queue), Offset: a.Offset, Id: a.ID})
+		plain.Acks = append(plain.Acks, &api.Ack{Queue: int32(a.Queue), Offset: a.Offset, Id: a.ID()})
 	}
 	packed := proto.Size(&api.ProduceResponse{PackedAcks: packAcks(&res)})
 	if full := proto.Size(plain); packed*10 > full {

@@ -49,7 +49,7 @@ func (s *Server) ResendDeadLetter(ctx context.Context, req *api.ResendDeadLetter
 		if err != nil {
 			return nil, err
 		}
-		return &api.ResendDeadLetterResponse{Topic: r.Topic, Ack: &api.Ack{Queue: int32(r.Ack.Queue), Offset: r.Ack.Offset, Id: r.Ack.ID}}, nil
+		return &api.ResendDeadLetterResponse{Topic: r.Topic, Ack: &api.Ack{Queue: int32(r.Ack.Queue), Offset: r.Ack.Offset, Id: r.Ack.ID()}}, nil
 	}, func(ctx context.Context, c api.BrokerClient) (*api.ResendDeadLetterResponse, error) {
 		return c.ResendDeadLetter(ctx, req)
 	})

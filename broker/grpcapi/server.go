@@ -278,13 +278,14 @@ func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.Pro
 		}
 		out := &api.ProduceResponse{Duplicate: res.Duplicate, NodeId: s.b.ID()}
 		if req.PackedAcks {
-			out.PackedAcks = packAcks(&res)
-			return out, nil
+			if out.PackedAcks = packAcks(&res); out.PackedAcks != nil {
+				return out, nil
+			}
 		}
 		out.Acks = make([]*api.Ack, len(res.Acks))
 		acks := make([]api.Ack, len(res.Acks)) // one allocation for all acks
 		for i, a := range res.Acks {
-			acks[i].Queue, acks[i].Offset, acks[i].Id = int32(a.Queue), a.Offset, a.ID
+			acks[i].Queue, acks[i].Offset, acks[i].Id = int32(a.Queue), a.Offset, a.ID()
 			if res.DeliverAt != nil {
 				acks[i].DeliverAtMs = res.DeliverAt[i]
 			}
@@ -297,12 +298,21 @@ func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.Pro
 }
 
 // packAcks is res's acks as PackedAcks: queues, offsets as differences
-// from the previous message's, and the delivery times of a delayed request.
+// from the previous message's, and the delivery times of a delayed
+// request. It is nil when the acks do not name consecutive messages of one
+// entry, which PackedAcks cannot say (a request's acks always do).
 func packAcks(res *broker.ProduceResult) *api.PackedAcks {
-	p := &api.PackedAcks{EntryIndex: res.LogIndex, FirstOrdinal: res.Ordinal, DeliverAtMs: res.DeliverAt,
+	if len(res.Acks) == 0 {
+		return nil
+	}
+	first := res.Acks[0]
+	p := &api.PackedAcks{EntryIndex: first.Index, FirstOrdinal: first.Ordinal, DeliverAtMs: res.DeliverAt,
 		Queues: make([]uint32, len(res.Acks)), OffsetDeltas: make([]int64, len(res.Acks))}
 	var prev uint64
 	for i, a := range res.Acks {
+		if a.Index != first.Index || a.Ordinal != first.Ordinal+uint32(i) {
+			return nil
+		}
 		p.Queues[i] = a.Queue
 		p.OffsetDeltas[i] = int64(a.Offset - prev)
 		prev = a.Offset

@@ -259,7 +259,7 @@ func (a *Adapter) produce(ctx context.Context, preq broker.ProduceRequest) ([]ac
 		if err == nil {
 			out = make([]ack, len(res.Acks))
 			for i, x := range res.Acks {
-				out[i] = ack{int32(x.Queue), x.Offset, x.ID}
+				out[i] = ack{int32(x.Queue), x.Offset, x.ID()}
 			}
 		}
 		return err

@@ -418,7 +418,7 @@ func checkGroupsPage(ctx context.Context, t *testing.T, page *headless.Page, b *
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadID := res.Acks[0].ID
+	deadID := res.Acks[0].ID()
 	type groupView struct {
 		Lag       uint64           `json:"lag"`
 		Dead      uint64           `json:"dead"`
@@ -492,7 +492,7 @@ func checkMessagesPage(ctx context.Context, t *testing.T, page *headless.Page, b
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := res.Acks[0].ID
+	id := res.Acks[0].ID()
 	type row struct{ ID, ServedBy, Body string }
 	var mv struct {
 		Msg  string `json:"msg"`

@@ -42,7 +42,7 @@ func (c *cluster) checkAcksHold(ctx context.Context, t *testing.T, i int, topic 
 	t.Helper()
 	for j, a := range acks {
 		r, err := c.Node(i).Broker().Pull(ctx, broker.PullRequest{Topic: topic, Queue: int32(a.Queue), Offset: a.Offset, MaxMessages: 1})
-		if err != nil || len(r.Messages) != 1 || string(r.Messages[0].Body) != want[j] || r.Messages[0].ID != a.ID {
+		if err != nil || len(r.Messages) != 1 || string(r.Messages[0].Body) != want[j] || r.Messages[0].ID != a.ID() {
 			t.Fatalf("node %d: ack %+v does not hold %q: %+v %v", i, a, want[j], r.Messages, err)
 		}
 	}

@@ -430,7 +430,7 @@ func TestDelayedBadInput(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "the DELAY=1 message", func() bool {
 		r, err := b.Pull(ctx, broker.PullRequest{Topic: "db"})
-		return err == nil && len(r.Messages) == 1 && r.Messages[0].Properties["user"] == "u" && r.Messages[0].Properties[mq.PropStagedID] == res.Acks[0].ID
+		return err == nil && len(r.Messages) == 1 && r.Messages[0].Properties["user"] == "u" && r.Messages[0].Properties[mq.PropStagedID] == res.Acks[0].ID()
 	})
 	res, err = b.Produce(ctx, one(broker.ProduceMessage{Body: []byte("x"), Properties: map[string]string{mq.PropDelay: "40"}}))
 	if err != nil || time.Until(time.UnixMilli(res.DeliverAt[0])) < time.Hour {

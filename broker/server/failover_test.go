@@ -467,7 +467,7 @@ func TestRetryOnNewLeaderGetsSameAcks(t *testing.T) {
 	// And the acks point at the messages.
 	for i, a := range first.Acks {
 		r, err := c.Node(nl).Broker().Pull(ctx, broker.PullRequest{Topic: "rr", Queue: int32(a.Queue), Offset: a.Offset, MaxMessages: 1})
-		if err != nil || len(r.Messages) != 1 || string(r.Messages[0].Body) != fmt.Sprintf("m%d", i) || r.Messages[0].ID != a.ID {
+		if err != nil || len(r.Messages) != 1 || string(r.Messages[0].Body) != fmt.Sprintf("m%d", i) || r.Messages[0].ID != a.ID() {
 			t.Fatalf("ack %d %+v does not point at m%d: %+v %v", i, a, i, r.Messages, err)
 		}
 	}
