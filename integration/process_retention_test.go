@@ -118,14 +118,34 @@ func (g *retentionGroup) settled(ctx context.Context) *api.TopicInfo {
 	return ti
 }
 
-// waitCaughtUp waits until nd runs and has applied what the others have.
+// waitCaughtUp waits until nd runs and has applied what the others had
+// applied when the wait began. A producer may still be writing: the others
+// move on meanwhile, and all nodes at one index may never be seen at once.
 func (g *retentionGroup) waitCaughtUp(nd *procNode) {
 	g.t.Helper()
+	var want uint64
+	procWaitFor(g.t, 60*time.Second, "the nodes beside "+nd.ID+" to answer", func() (bool, string) {
+		want = 0
+		for _, o := range g.runningNodes() {
+			if o == nd {
+				continue
+			}
+			st, err := procStatusOf(o.Client, time.Second)
+			if err != nil {
+				return false, o.ID + ": " + err.Error()
+			}
+			self := procSelf(st)
+			if self == nil {
+				return false, o.ID + " does not list itself"
+			}
+			want = max(want, self.AppliedIndex)
+		}
+		return true, ""
+	})
 	procWaitFor(g.t, 60*time.Second, nd.ID+" to catch up", func() (bool, string) {
 		if !nd.Running() {
 			g.t.Fatalf("%s exited after rejoining: %v\n%s", nd.ID, nd.WaitErr(), nd.LogTail(20))
 		}
-		want := g.waitConverged(60 * time.Second)
 		st, err := procStatusOf(nd.Client, time.Second)
 		if err != nil {
 			return false, err.Error()
