@@ -3,6 +3,7 @@ package raftlog
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"sync"
 )
 
 // Digest is a 64-bit fingerprint of a request's content: its topic, its
@@ -26,18 +27,13 @@ import (
 // whose messages do not decode gives the digest of the bytes up to the
 // damage; Batch.Each has already refused such an entry.
 func (r *RequestView) Digest() uint64 {
-	var d digest
-	// One allocation per request (crc32.Update keeps its argument from
-	// living on the stack), none per message: the request's head,
-	// and a version 2 request's length prefixes in the bytes after it
-	// (digestV2).
-	head := make([]byte, 0, 4*binary.MaxVarintLen64+3+len(r.Topic))
-	head = binary.AppendUvarint(head, uint64(len(r.Topic)))
-	head = append(head, r.Topic...)
-	head = binary.AppendUvarint(head, uint64(r.Count))
-	d.add(head)
+	w := newDigestWriter()
+	defer w.release()
+	w.uvarint(uint64(len(r.Topic)))
+	w.writeString(r.Topic)
+	w.uvarint(uint64(r.Count))
 	if r.version != batchVersion1 {
-		return r.digestV2(d, head[len(head):])
+		return r.digestV2(w)
 	}
 	dec := decoder{buf: r.msgs, version: batchVersion1}
 	var m MessageView
@@ -51,42 +47,103 @@ func (r *RequestView) Digest() uint64 {
 		if !dec.message(&m) {
 			break
 		}
-		d.add(dec.buf[start:stamp])
-		d.add(dec.buf[rest:dec.off])
+		w.write(dec.buf[start:stamp])
+		w.write(dec.buf[rest:dec.off])
 	}
-	return uint64(d.c)<<32 | uint64(d.i)
+	return w.sum()
 }
 
 // digestV2 goes on with the messages of a version 2 or 3 request, fed to the
 // digest as version 1 encodes them, so that a request has one digest
 // whichever format its entry has (a retry may be stored in the other one).
-// pre has room for two uvarints and three bytes: the length prefixes are
-// gathered there between the key, tag, properties and body, so that a
-// plain message costs two updates of the digest, as in version 1.
-func (r *RequestView) digestV2(d digest, pre []byte) uint64 {
+func (r *RequestView) digestV2(w *digestWriter) uint64 {
 	dec := r.decoder()
 	var m MessageView
 	for j := 0; j < r.Count; j++ {
 		if !dec.message(&m) {
 			break
 		}
-		p := binary.AppendUvarint(pre[:0], uint64(m.Queue))
-		for _, part := range [...]struct {
-			n    int
-			data []byte
-		}{{len(m.Key), m.Key}, {len(m.Tag), m.Tag}, {m.nprops, m.props}, {len(m.Body), m.Body}} {
-			p = binary.AppendUvarint(p, uint64(part.n))
-			if len(part.data) > 0 {
-				d.add(p)
-				d.add(part.data)
-				p = pre[:0]
-			}
-		}
-		if len(p) > 0 {
-			d.add(p)
-		}
+		w.uvarint(uint64(m.Queue))
+		w.uvarint(uint64(len(m.Key)))
+		w.write(m.Key)
+		w.uvarint(uint64(len(m.Tag)))
+		w.write(m.Tag)
+		w.uvarint(uint64(m.nprops))
+		w.write(m.props)
+		w.uvarint(uint64(len(m.Body)))
+		w.write(m.Body)
 	}
-	return uint64(d.c)<<32 | uint64(d.i)
+	return w.sum()
+}
+
+// digestWriter feeds a digest through a buffer: the short pieces of a
+// message (its lengths, key, tag) and short bodies reach the CRCs one
+// buffer at a time instead of two updates each (a CRC over pieces in turn
+// equals the CRC over them joined). Pieces longer than digestDirect go
+// straight through: copying them would cost more than the updates saved.
+type digestWriter struct {
+	d   digest
+	buf []byte
+}
+
+const (
+	digestBufSize = 4 << 10
+	digestDirect  = 256
+)
+
+var digestBufs = sync.Pool{New: func() any { b := make([]byte, 0, digestBufSize); return &b }}
+
+func newDigestWriter() *digestWriter {
+	return &digestWriter{buf: (*digestBufs.Get().(*[]byte))[:0]}
+}
+
+// release gives the buffer back; w is not used after.
+func (w *digestWriter) release() {
+	b := w.buf[:0]
+	digestBufs.Put(&b)
+}
+
+func (w *digestWriter) write(p []byte) {
+	if len(p) > digestDirect {
+		w.flush()
+		w.d.add(p)
+		return
+	}
+	if len(w.buf)+len(p) > cap(w.buf) {
+		w.flush()
+	}
+	w.buf = append(w.buf, p...)
+}
+
+func (w *digestWriter) writeString(s string) {
+	if len(s) > digestDirect {
+		w.flush()
+		w.d.add([]byte(s))
+		return
+	}
+	if len(w.buf)+len(s) > cap(w.buf) {
+		w.flush()
+	}
+	w.buf = append(w.buf, s...)
+}
+
+func (w *digestWriter) uvarint(x uint64) {
+	if cap(w.buf)-len(w.buf) < binary.MaxVarintLen64 {
+		w.flush()
+	}
+	w.buf = binary.AppendUvarint(w.buf, x)
+}
+
+func (w *digestWriter) flush() {
+	if len(w.buf) > 0 {
+		w.d.add(w.buf)
+		w.buf = w.buf[:0]
+	}
+}
+
+func (w *digestWriter) sum() uint64 {
+	w.flush()
+	return uint64(w.d.c)<<32 | uint64(w.d.i)
 }
 
 type digest struct{ c, i uint32 }
