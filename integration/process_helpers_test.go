@@ -289,18 +289,14 @@ func (c *procCluster) waitConverged(timeout time.Duration) uint64 {
 		same := true
 		var first uint64
 		for i, nd := range c.runningNodes() {
-			st, err := procStatusOf(nd.Client, time.Second)
+			applied, err := procApplied(nd)
 			if err != nil {
-				return false, nd.ID + " does not answer: " + err.Error()
+				return false, err.Error()
 			}
-			self := procSelf(st)
-			if self == nil {
-				return false, nd.ID + " does not list itself"
-			}
-			parts = append(parts, fmt.Sprintf("%s %d", nd.ID, self.AppliedIndex))
+			parts = append(parts, fmt.Sprintf("%s %d", nd.ID, applied))
 			if i == 0 {
-				first = self.AppliedIndex
-			} else if self.AppliedIndex != first {
+				first = applied
+			} else if applied != first {
 				same = false
 			}
 		}
@@ -308,6 +304,19 @@ func (c *procCluster) waitConverged(timeout time.Duration) uint64 {
 		return same, "applied: " + strings.Join(parts, ", ")
 	})
 	return idx
+}
+
+// procApplied is the index node nd says it has applied.
+func procApplied(nd *procNode) (uint64, error) {
+	st, err := procStatusOf(nd.Client, time.Second)
+	if err != nil {
+		return 0, fmt.Errorf("%s does not answer: %w", nd.ID, err)
+	}
+	self := procSelf(st)
+	if self == nil {
+		return 0, fmt.Errorf("%s does not list itself", nd.ID)
+	}
+	return self.AppliedIndex, nil
 }
 
 func (c *procCluster) runningNodes() []*procNode {
