@@ -11,9 +11,9 @@ import (
 // the slice of pointers, and one string the ids are slices of. It fails when
 // the acks are not for n messages.
 func (p *PackedAcks) Unpack(n int) ([]*Ack, error) {
-	if len(p.GetQueues()) != n || len(p.GetOffsetDeltas()) != n || (len(p.GetDeliverAtMs()) != 0 && len(p.GetDeliverAtMs()) != n) {
+	if len(p.Queues) != n || len(p.OffsetDeltas) != n || (len(p.DeliverAtMs) != 0 && len(p.DeliverAtMs) != n) {
 		return nil, fmt.Errorf("packed acks for %d queues, %d offsets and %d delivery times: the request had %d messages",
-			len(p.GetQueues()), len(p.GetOffsetDeltas()), len(p.GetDeliverAtMs()), n)
+			len(p.Queues), len(p.OffsetDeltas), len(p.DeliverAtMs), n)
 	}
 	buf := make([]byte, 0, n*mq.MessageIDLen)
 	for i := range n {

@@ -331,7 +331,7 @@ func (p *Producer) nextLocked() (request, bool) {
 // spent about 5 % of a loaded producer's CPU growing its stack).
 func (p *Producer) run(r request) {
 	for {
-		p.send(r.ops, r.n, r.seq)
+		p.send(r)
 		p.mu.Lock()
 		p.inflight--
 		delete(p.outstanding, r.seq)
@@ -374,9 +374,9 @@ func (p *Producer) windowOpenLocked() bool {
 	return true
 }
 
-// send makes one produce request of batch (n messages, sequence seq) and
-// calls back each of its operations.
-func (p *Producer) send(batch []*sendOp, n int, seq uint64) {
+// send makes produce request r and calls back each of its operations.
+func (p *Producer) send(r request) {
+	batch, n, seq := r.ops, r.n, r.seq
 	req := &api.ProduceRequest{Topic: batch[0].topic, ProducerId: p.producerID(), Sequence: seq, Messages: make([]*api.ProduceMessage, 0, n), PackedAcks: true}
 	pms := make([]api.ProduceMessage, n) // one allocation for the request's messages
 	for _, op := range batch {

@@ -58,7 +58,7 @@ func NewReader(node string, fsm State, rlog Log) *Reader {
 
 // ParseMessageID splits a message id into its log index and ordinal.
 func ParseMessageID(id string) (index uint64, ordinal uint32, err error) {
-	if len(id) != 24 {
+	if len(id) != mq.MessageIDLen {
 		return 0, 0, brokererr.Invalid("message id %q: want 24 hex digits (16 of log index, 8 of ordinal), got %d characters", id, len(id))
 	}
 	index, err = strconv.ParseUint(id[:16], 16, 64)

@@ -309,7 +309,7 @@ func produceProto(r broker.ProduceRequest) *api.ProduceRequest {
 // stored message, so a client that hands it back (send-back, view by id)
 // names that message.
 func physicalOffset(id string) int64 {
-	if len(id) != 24 {
+	if len(id) != mq.MessageIDLen {
 		return 0
 	}
 	index, err1 := strconv.ParseUint(id[:16], 16, 64)
@@ -322,5 +322,5 @@ func physicalOffset(id string) int64 {
 
 // messageID is the inverse of physicalOffset.
 func messageID(phys int64) string {
-	return fmt.Sprintf("%016X%08X", uint64(phys)>>24, uint64(phys)&(1<<24-1))
+	return string(mq.AppendMessageID(nil, uint64(phys)>>24, uint32(phys&(1<<24-1))))
 }
