@@ -1,5 +1,10 @@
 package api
 
+import (
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/status"
+)
+
 // A status error of the Broker service may carry a
 // google.rpc.ErrorInfo detail with ErrorDomain and one of these reasons when
 // the gRPC code alone does not tell a client what to do.
@@ -18,3 +23,17 @@ const (
 // GroupIDKey is the metadata key of a call that names the id of the group
 // it is meant for (StatusResponse.group_id).
 const GroupIDKey = "raftmq-group-id"
+
+// CallStatusOf is err as the status a unary call would fail with.
+func CallStatusOf(err error) *CallStatus {
+	st := status.Convert(err).Proto()
+	return &CallStatus{Code: st.GetCode(), Message: st.GetMessage(), Details: st.GetDetails()}
+}
+
+// Err is the status error s describes (nil for a nil s or code OK).
+func (s *CallStatus) Err() error {
+	if s == nil {
+		return nil
+	}
+	return status.ErrorProto(&spb.Status{Code: s.Code, Message: s.Message, Details: s.Details})
+}

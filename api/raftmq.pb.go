@@ -18,6 +18,7 @@ package api
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	anypb "google.golang.org/protobuf/types/known/anypb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -658,6 +659,195 @@ func (x *Ack) GetDeliverAtMs() int64 {
 	return 0
 }
 
+// ProduceCall is one Produce call on a ProduceStream.
+type ProduceCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the caller's number for the call; its reply carries it back.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// timeout_ms is how long the caller waits for the reply (a unary call's
+	// deadline); 0: no bound beyond the stream's.
+	TimeoutMs     int64           `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Request       *ProduceRequest `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProduceCall) Reset() {
+	*x = ProduceCall{}
+	mi := &file_api_raftmq_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProduceCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProduceCall) ProtoMessage() {}
+
+func (x *ProduceCall) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProduceCall.ProtoReflect.Descriptor instead.
+func (*ProduceCall) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ProduceCall) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ProduceCall) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *ProduceCall) GetRequest() *ProduceRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+// ProduceReply answers the ProduceCall with the same id: response when it
+// succeeded, error otherwise.
+type ProduceReply struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Response *ProduceResponse       `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	// error is the gRPC status Produce would have failed with, in the layout
+	// of google.rpc.Status (code, message, details).
+	Error         *CallStatus `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProduceReply) Reset() {
+	*x = ProduceReply{}
+	mi := &file_api_raftmq_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProduceReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProduceReply) ProtoMessage() {}
+
+func (x *ProduceReply) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProduceReply.ProtoReflect.Descriptor instead.
+func (*ProduceReply) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ProduceReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ProduceReply) GetResponse() *ProduceResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *ProduceReply) GetError() *CallStatus {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// CallStatus is google.rpc.Status: the same fields and numbers.
+type CallStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          int32                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Details       []*anypb.Any           `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallStatus) Reset() {
+	*x = CallStatus{}
+	mi := &file_api_raftmq_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallStatus) ProtoMessage() {}
+
+func (x *CallStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_api_raftmq_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallStatus.ProtoReflect.Descriptor instead.
+func (*CallStatus) Descriptor() ([]byte, []int) {
+	return file_api_raftmq_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CallStatus) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *CallStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *CallStatus) GetDetails() []*anypb.Any {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
 type ProduceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Acks  []*Ack                 `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
@@ -672,7 +862,7 @@ type ProduceResponse struct {
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[6]
+	mi := &file_api_raftmq_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +874,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[6]
+	mi := &file_api_raftmq_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,7 +887,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{6}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProduceResponse) GetAcks() []*Ack {
@@ -745,7 +935,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_api_raftmq_proto_msgTypes[7]
+	mi := &file_api_raftmq_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +947,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[7]
+	mi := &file_api_raftmq_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +960,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{7}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Message) GetTopic() string {
@@ -857,7 +1047,7 @@ type PullRequest struct {
 
 func (x *PullRequest) Reset() {
 	*x = PullRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[8]
+	mi := &file_api_raftmq_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +1059,7 @@ func (x *PullRequest) String() string {
 func (*PullRequest) ProtoMessage() {}
 
 func (x *PullRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[8]
+	mi := &file_api_raftmq_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +1072,7 @@ func (x *PullRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
 func (*PullRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{8}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PullRequest) GetTopic() string {
@@ -961,7 +1151,7 @@ type Suggestion struct {
 
 func (x *Suggestion) Reset() {
 	*x = Suggestion{}
-	mi := &file_api_raftmq_proto_msgTypes[9]
+	mi := &file_api_raftmq_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1163,7 @@ func (x *Suggestion) String() string {
 func (*Suggestion) ProtoMessage() {}
 
 func (x *Suggestion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[9]
+	mi := &file_api_raftmq_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1176,7 @@ func (x *Suggestion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Suggestion.ProtoReflect.Descriptor instead.
 func (*Suggestion) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{9}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Suggestion) GetNodeId() string {
@@ -1036,7 +1226,7 @@ type PullResponse struct {
 
 func (x *PullResponse) Reset() {
 	*x = PullResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[10]
+	mi := &file_api_raftmq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1238,7 @@ func (x *PullResponse) String() string {
 func (*PullResponse) ProtoMessage() {}
 
 func (x *PullResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[10]
+	mi := &file_api_raftmq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1251,7 @@ func (x *PullResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullResponse.ProtoReflect.Descriptor instead.
 func (*PullResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{10}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PullResponse) GetStatus() PullStatus {
@@ -1138,7 +1328,7 @@ type QueueOffset struct {
 
 func (x *QueueOffset) Reset() {
 	*x = QueueOffset{}
-	mi := &file_api_raftmq_proto_msgTypes[11]
+	mi := &file_api_raftmq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1340,7 @@ func (x *QueueOffset) String() string {
 func (*QueueOffset) ProtoMessage() {}
 
 func (x *QueueOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[11]
+	mi := &file_api_raftmq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1353,7 @@ func (x *QueueOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueOffset.ProtoReflect.Descriptor instead.
 func (*QueueOffset) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{11}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *QueueOffset) GetTopic() string {
@@ -1200,7 +1390,7 @@ type CommitOffsetsRequest struct {
 
 func (x *CommitOffsetsRequest) Reset() {
 	*x = CommitOffsetsRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[12]
+	mi := &file_api_raftmq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1402,7 @@ func (x *CommitOffsetsRequest) String() string {
 func (*CommitOffsetsRequest) ProtoMessage() {}
 
 func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[12]
+	mi := &file_api_raftmq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1415,7 @@ func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{12}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CommitOffsetsRequest) GetGroup() string {
@@ -1257,7 +1447,7 @@ type CommitOffsetsResponse struct {
 
 func (x *CommitOffsetsResponse) Reset() {
 	*x = CommitOffsetsResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[13]
+	mi := &file_api_raftmq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1459,7 @@ func (x *CommitOffsetsResponse) String() string {
 func (*CommitOffsetsResponse) ProtoMessage() {}
 
 func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[13]
+	mi := &file_api_raftmq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1472,7 @@ func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{13}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{16}
 }
 
 type FetchOffsetsRequest struct {
@@ -1297,7 +1487,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[14]
+	mi := &file_api_raftmq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1499,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[14]
+	mi := &file_api_raftmq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1512,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{14}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -1356,7 +1546,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[15]
+	mi := &file_api_raftmq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1558,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[15]
+	mi := &file_api_raftmq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1571,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{15}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*QueueOffset {
@@ -1403,7 +1593,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[16]
+	mi := &file_api_raftmq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1605,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[16]
+	mi := &file_api_raftmq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1618,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{16}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -1461,7 +1651,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[17]
+	mi := &file_api_raftmq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1663,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[17]
+	mi := &file_api_raftmq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1676,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{17}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicInfo {
@@ -1504,7 +1694,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[18]
+	mi := &file_api_raftmq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1706,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[18]
+	mi := &file_api_raftmq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1719,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{18}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{21}
 }
 
 type ListTopicsResponse struct {
@@ -1541,7 +1731,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[19]
+	mi := &file_api_raftmq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1743,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[19]
+	mi := &file_api_raftmq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1756,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{19}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicInfo {
@@ -1585,7 +1775,7 @@ type DescribeTopicRequest struct {
 
 func (x *DescribeTopicRequest) Reset() {
 	*x = DescribeTopicRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[20]
+	mi := &file_api_raftmq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1787,7 @@ func (x *DescribeTopicRequest) String() string {
 func (*DescribeTopicRequest) ProtoMessage() {}
 
 func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[20]
+	mi := &file_api_raftmq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1800,7 @@ func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{20}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeTopicRequest) GetName() string {
@@ -1629,7 +1819,7 @@ type DescribeTopicResponse struct {
 
 func (x *DescribeTopicResponse) Reset() {
 	*x = DescribeTopicResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[21]
+	mi := &file_api_raftmq_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1831,7 @@ func (x *DescribeTopicResponse) String() string {
 func (*DescribeTopicResponse) ProtoMessage() {}
 
 func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[21]
+	mi := &file_api_raftmq_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1844,7 @@ func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{21}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeTopicResponse) GetTopic() *TopicInfo {
@@ -1676,7 +1866,7 @@ type QueueInfo struct {
 
 func (x *QueueInfo) Reset() {
 	*x = QueueInfo{}
-	mi := &file_api_raftmq_proto_msgTypes[22]
+	mi := &file_api_raftmq_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +1878,7 @@ func (x *QueueInfo) String() string {
 func (*QueueInfo) ProtoMessage() {}
 
 func (x *QueueInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[22]
+	mi := &file_api_raftmq_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +1891,7 @@ func (x *QueueInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueInfo.ProtoReflect.Descriptor instead.
 func (*QueueInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{22}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *QueueInfo) GetQueue() int32 {
@@ -1738,7 +1928,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_api_raftmq_proto_msgTypes[23]
+	mi := &file_api_raftmq_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1940,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[23]
+	mi := &file_api_raftmq_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +1953,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{23}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TopicInfo) GetName() string {
@@ -1808,7 +1998,7 @@ type JoinGroupRequest struct {
 
 func (x *JoinGroupRequest) Reset() {
 	*x = JoinGroupRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[24]
+	mi := &file_api_raftmq_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +2010,7 @@ func (x *JoinGroupRequest) String() string {
 func (*JoinGroupRequest) ProtoMessage() {}
 
 func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[24]
+	mi := &file_api_raftmq_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +2023,7 @@ func (x *JoinGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupRequest.ProtoReflect.Descriptor instead.
 func (*JoinGroupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{24}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *JoinGroupRequest) GetGroup() string {
@@ -1874,7 +2064,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_api_raftmq_proto_msgTypes[25]
+	mi := &file_api_raftmq_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +2076,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[25]
+	mi := &file_api_raftmq_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2089,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{25}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Assignment) GetTopic() string {
@@ -1928,7 +2118,7 @@ type JoinGroupResponse struct {
 
 func (x *JoinGroupResponse) Reset() {
 	*x = JoinGroupResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[26]
+	mi := &file_api_raftmq_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2130,7 @@ func (x *JoinGroupResponse) String() string {
 func (*JoinGroupResponse) ProtoMessage() {}
 
 func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[26]
+	mi := &file_api_raftmq_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2143,7 @@ func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupResponse.ProtoReflect.Descriptor instead.
 func (*JoinGroupResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{26}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JoinGroupResponse) GetGeneration() uint64 {
@@ -1994,7 +2184,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[27]
+	mi := &file_api_raftmq_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2196,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[27]
+	mi := &file_api_raftmq_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2209,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{27}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -2044,7 +2234,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[28]
+	mi := &file_api_raftmq_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2246,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[28]
+	mi := &file_api_raftmq_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2259,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{28}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{31}
 }
 
 type ListGroupsRequest struct {
@@ -2080,7 +2270,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[29]
+	mi := &file_api_raftmq_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2282,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[29]
+	mi := &file_api_raftmq_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2295,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{29}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{32}
 }
 
 type ListGroupsResponse struct {
@@ -2117,7 +2307,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[30]
+	mi := &file_api_raftmq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2319,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[30]
+	mi := &file_api_raftmq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2332,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{30}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListGroupsResponse) GetGroups() []string {
@@ -2161,7 +2351,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[31]
+	mi := &file_api_raftmq_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2363,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[31]
+	mi := &file_api_raftmq_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2376,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{31}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -2207,7 +2397,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_api_raftmq_proto_msgTypes[32]
+	mi := &file_api_raftmq_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2409,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[32]
+	mi := &file_api_raftmq_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2422,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{32}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -2271,7 +2461,7 @@ type GroupQueue struct {
 
 func (x *GroupQueue) Reset() {
 	*x = GroupQueue{}
-	mi := &file_api_raftmq_proto_msgTypes[33]
+	mi := &file_api_raftmq_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2473,7 @@ func (x *GroupQueue) String() string {
 func (*GroupQueue) ProtoMessage() {}
 
 func (x *GroupQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[33]
+	mi := &file_api_raftmq_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2486,7 @@ func (x *GroupQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupQueue.ProtoReflect.Descriptor instead.
 func (*GroupQueue) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{33}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GroupQueue) GetTopic() string {
@@ -2354,7 +2544,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[34]
+	mi := &file_api_raftmq_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2366,7 +2556,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[34]
+	mi := &file_api_raftmq_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2379,7 +2569,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{34}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -2429,7 +2619,7 @@ type GroupSettings struct {
 
 func (x *GroupSettings) Reset() {
 	*x = GroupSettings{}
-	mi := &file_api_raftmq_proto_msgTypes[35]
+	mi := &file_api_raftmq_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2631,7 @@ func (x *GroupSettings) String() string {
 func (*GroupSettings) ProtoMessage() {}
 
 func (x *GroupSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[35]
+	mi := &file_api_raftmq_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2644,7 @@ func (x *GroupSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSettings.ProtoReflect.Descriptor instead.
 func (*GroupSettings) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{35}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GroupSettings) GetMaxReconsumeTimes() int32 {
@@ -2488,7 +2678,7 @@ type ResetGroupRequest struct {
 
 func (x *ResetGroupRequest) Reset() {
 	*x = ResetGroupRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[36]
+	mi := &file_api_raftmq_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +2690,7 @@ func (x *ResetGroupRequest) String() string {
 func (*ResetGroupRequest) ProtoMessage() {}
 
 func (x *ResetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[36]
+	mi := &file_api_raftmq_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +2703,7 @@ func (x *ResetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetGroupRequest.ProtoReflect.Descriptor instead.
 func (*ResetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{36}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResetGroupRequest) GetGroup() string {
@@ -2563,7 +2753,7 @@ type SearchOffsetsRequest struct {
 
 func (x *SearchOffsetsRequest) Reset() {
 	*x = SearchOffsetsRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[37]
+	mi := &file_api_raftmq_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2765,7 @@ func (x *SearchOffsetsRequest) String() string {
 func (*SearchOffsetsRequest) ProtoMessage() {}
 
 func (x *SearchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[37]
+	mi := &file_api_raftmq_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2778,7 @@ func (x *SearchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*SearchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{37}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SearchOffsetsRequest) GetTopic() string {
@@ -2621,7 +2811,7 @@ type SearchOffsetsResponse struct {
 
 func (x *SearchOffsetsResponse) Reset() {
 	*x = SearchOffsetsResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[38]
+	mi := &file_api_raftmq_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2633,7 +2823,7 @@ func (x *SearchOffsetsResponse) String() string {
 func (*SearchOffsetsResponse) ProtoMessage() {}
 
 func (x *SearchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[38]
+	mi := &file_api_raftmq_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2646,7 +2836,7 @@ func (x *SearchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*SearchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{38}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SearchOffsetsResponse) GetOffsets() []*QueueOffset {
@@ -2665,7 +2855,7 @@ type ResetGroupResponse struct {
 
 func (x *ResetGroupResponse) Reset() {
 	*x = ResetGroupResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[39]
+	mi := &file_api_raftmq_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +2867,7 @@ func (x *ResetGroupResponse) String() string {
 func (*ResetGroupResponse) ProtoMessage() {}
 
 func (x *ResetGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[39]
+	mi := &file_api_raftmq_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +2880,7 @@ func (x *ResetGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetGroupResponse.ProtoReflect.Descriptor instead.
 func (*ResetGroupResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{39}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResetGroupResponse) GetOffsets() []*QueueOffset {
@@ -2708,7 +2898,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[40]
+	mi := &file_api_raftmq_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2910,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[40]
+	mi := &file_api_raftmq_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2923,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{40}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{43}
 }
 
 type NodeStatus struct {
@@ -2772,7 +2962,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_api_raftmq_proto_msgTypes[41]
+	mi := &file_api_raftmq_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2974,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[41]
+	mi := &file_api_raftmq_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2987,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{41}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodeStatus) GetId() string {
@@ -2967,7 +3157,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[42]
+	mi := &file_api_raftmq_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3169,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[42]
+	mi := &file_api_raftmq_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3182,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{42}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StatusResponse) GetGroup() string {
@@ -3061,7 +3251,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[43]
+	mi := &file_api_raftmq_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3073,7 +3263,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[43]
+	mi := &file_api_raftmq_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3086,7 +3276,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{43}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TransferLeaderRequest) GetTo() string {
@@ -3106,7 +3296,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[44]
+	mi := &file_api_raftmq_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3118,7 +3308,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[44]
+	mi := &file_api_raftmq_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3131,7 +3321,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{44}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TransferLeaderResponse) GetLeaderId() string {
@@ -3158,7 +3348,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[45]
+	mi := &file_api_raftmq_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3360,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[45]
+	mi := &file_api_raftmq_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3373,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{45}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AddMemberRequest) GetId() string {
@@ -3209,7 +3399,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[46]
+	mi := &file_api_raftmq_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3221,7 +3411,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[46]
+	mi := &file_api_raftmq_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3234,7 +3424,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{46}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AddMemberResponse) GetVoter() bool {
@@ -3254,7 +3444,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[47]
+	mi := &file_api_raftmq_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3456,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[47]
+	mi := &file_api_raftmq_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3469,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{47}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -3304,7 +3494,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[48]
+	mi := &file_api_raftmq_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3316,7 +3506,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[48]
+	mi := &file_api_raftmq_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3329,7 +3519,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{48}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{51}
 }
 
 type NodeStateRequest struct {
@@ -3341,7 +3531,7 @@ type NodeStateRequest struct {
 
 func (x *NodeStateRequest) Reset() {
 	*x = NodeStateRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[49]
+	mi := &file_api_raftmq_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3353,7 +3543,7 @@ func (x *NodeStateRequest) String() string {
 func (*NodeStateRequest) ProtoMessage() {}
 
 func (x *NodeStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[49]
+	mi := &file_api_raftmq_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3366,7 +3556,7 @@ func (x *NodeStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStateRequest.ProtoReflect.Descriptor instead.
 func (*NodeStateRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{49}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *NodeStateRequest) GetFromId() string {
@@ -3409,7 +3599,7 @@ type NodeStateResponse struct {
 
 func (x *NodeStateResponse) Reset() {
 	*x = NodeStateResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[50]
+	mi := &file_api_raftmq_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3421,7 +3611,7 @@ func (x *NodeStateResponse) String() string {
 func (*NodeStateResponse) ProtoMessage() {}
 
 func (x *NodeStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[50]
+	mi := &file_api_raftmq_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3434,7 +3624,7 @@ func (x *NodeStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStateResponse.ProtoReflect.Descriptor instead.
 func (*NodeStateResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{50}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *NodeStateResponse) GetId() string {
@@ -3565,7 +3755,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[51]
+	mi := &file_api_raftmq_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3577,7 +3767,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[51]
+	mi := &file_api_raftmq_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3590,7 +3780,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{51}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RegisterRequest) GetId() string {
@@ -3636,7 +3826,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[52]
+	mi := &file_api_raftmq_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3648,7 +3838,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[52]
+	mi := &file_api_raftmq_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3661,7 +3851,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{52}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{55}
 }
 
 type SendBackRequest struct {
@@ -3680,7 +3870,7 @@ type SendBackRequest struct {
 
 func (x *SendBackRequest) Reset() {
 	*x = SendBackRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[53]
+	mi := &file_api_raftmq_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3692,7 +3882,7 @@ func (x *SendBackRequest) String() string {
 func (*SendBackRequest) ProtoMessage() {}
 
 func (x *SendBackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[53]
+	mi := &file_api_raftmq_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3705,7 +3895,7 @@ func (x *SendBackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBackRequest.ProtoReflect.Descriptor instead.
 func (*SendBackRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{53}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SendBackRequest) GetGroup() string {
@@ -3750,7 +3940,7 @@ type SendBackResponse struct {
 
 func (x *SendBackResponse) Reset() {
 	*x = SendBackResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[54]
+	mi := &file_api_raftmq_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3762,7 +3952,7 @@ func (x *SendBackResponse) String() string {
 func (*SendBackResponse) ProtoMessage() {}
 
 func (x *SendBackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[54]
+	mi := &file_api_raftmq_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3775,7 +3965,7 @@ func (x *SendBackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBackResponse.ProtoReflect.Descriptor instead.
 func (*SendBackResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{54}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SendBackResponse) GetId() string {
@@ -3822,7 +4012,7 @@ type LookupMessageRequest struct {
 
 func (x *LookupMessageRequest) Reset() {
 	*x = LookupMessageRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[55]
+	mi := &file_api_raftmq_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3834,7 +4024,7 @@ func (x *LookupMessageRequest) String() string {
 func (*LookupMessageRequest) ProtoMessage() {}
 
 func (x *LookupMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[55]
+	mi := &file_api_raftmq_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3847,7 +4037,7 @@ func (x *LookupMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupMessageRequest.ProtoReflect.Descriptor instead.
 func (*LookupMessageRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{55}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *LookupMessageRequest) GetId() string {
@@ -3871,7 +4061,7 @@ type LookupMessageResponse struct {
 
 func (x *LookupMessageResponse) Reset() {
 	*x = LookupMessageResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[56]
+	mi := &file_api_raftmq_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3883,7 +4073,7 @@ func (x *LookupMessageResponse) String() string {
 func (*LookupMessageResponse) ProtoMessage() {}
 
 func (x *LookupMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[56]
+	mi := &file_api_raftmq_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3896,7 +4086,7 @@ func (x *LookupMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupMessageResponse.ProtoReflect.Descriptor instead.
 func (*LookupMessageResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{56}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LookupMessageResponse) GetMessage() *Message {
@@ -3941,7 +4131,7 @@ type FindMessagesRequest struct {
 
 func (x *FindMessagesRequest) Reset() {
 	*x = FindMessagesRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[57]
+	mi := &file_api_raftmq_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3953,7 +4143,7 @@ func (x *FindMessagesRequest) String() string {
 func (*FindMessagesRequest) ProtoMessage() {}
 
 func (x *FindMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[57]
+	mi := &file_api_raftmq_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3966,7 +4156,7 @@ func (x *FindMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindMessagesRequest.ProtoReflect.Descriptor instead.
 func (*FindMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{57}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *FindMessagesRequest) GetTopic() string {
@@ -4014,7 +4204,7 @@ type FindMessagesResponse struct {
 
 func (x *FindMessagesResponse) Reset() {
 	*x = FindMessagesResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[58]
+	mi := &file_api_raftmq_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4026,7 +4216,7 @@ func (x *FindMessagesResponse) String() string {
 func (*FindMessagesResponse) ProtoMessage() {}
 
 func (x *FindMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[58]
+	mi := &file_api_raftmq_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4039,7 +4229,7 @@ func (x *FindMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindMessagesResponse.ProtoReflect.Descriptor instead.
 func (*FindMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{58}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *FindMessagesResponse) GetMessages() []*Message {
@@ -4066,7 +4256,7 @@ type ResendDeadLetterRequest struct {
 
 func (x *ResendDeadLetterRequest) Reset() {
 	*x = ResendDeadLetterRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[59]
+	mi := &file_api_raftmq_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4078,7 +4268,7 @@ func (x *ResendDeadLetterRequest) String() string {
 func (*ResendDeadLetterRequest) ProtoMessage() {}
 
 func (x *ResendDeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[59]
+	mi := &file_api_raftmq_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4091,7 +4281,7 @@ func (x *ResendDeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResendDeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*ResendDeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{59}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ResendDeadLetterRequest) GetGroup() string {
@@ -4118,7 +4308,7 @@ type ResendDeadLetterResponse struct {
 
 func (x *ResendDeadLetterResponse) Reset() {
 	*x = ResendDeadLetterResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[60]
+	mi := &file_api_raftmq_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4130,7 +4320,7 @@ func (x *ResendDeadLetterResponse) String() string {
 func (*ResendDeadLetterResponse) ProtoMessage() {}
 
 func (x *ResendDeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[60]
+	mi := &file_api_raftmq_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4143,7 +4333,7 @@ func (x *ResendDeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResendDeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*ResendDeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{60}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ResendDeadLetterResponse) GetTopic() string {
@@ -4170,7 +4360,7 @@ type UpdateTopicRequest struct {
 
 func (x *UpdateTopicRequest) Reset() {
 	*x = UpdateTopicRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[61]
+	mi := &file_api_raftmq_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4182,7 +4372,7 @@ func (x *UpdateTopicRequest) String() string {
 func (*UpdateTopicRequest) ProtoMessage() {}
 
 func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[61]
+	mi := &file_api_raftmq_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4195,7 +4385,7 @@ func (x *UpdateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTopicRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{61}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *UpdateTopicRequest) GetName() string {
@@ -4221,7 +4411,7 @@ type UpdateTopicResponse struct {
 
 func (x *UpdateTopicResponse) Reset() {
 	*x = UpdateTopicResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[62]
+	mi := &file_api_raftmq_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4233,7 +4423,7 @@ func (x *UpdateTopicResponse) String() string {
 func (*UpdateTopicResponse) ProtoMessage() {}
 
 func (x *UpdateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[62]
+	mi := &file_api_raftmq_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4246,7 +4436,7 @@ func (x *UpdateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTopicResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{62}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *UpdateTopicResponse) GetTopic() *TopicInfo {
@@ -4267,7 +4457,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[63]
+	mi := &file_api_raftmq_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4279,7 +4469,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[63]
+	mi := &file_api_raftmq_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4292,7 +4482,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{63}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -4317,7 +4507,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[64]
+	mi := &file_api_raftmq_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4329,7 +4519,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[64]
+	mi := &file_api_raftmq_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4342,7 +4532,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{64}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{67}
 }
 
 type UpdateGroupRequest struct {
@@ -4355,7 +4545,7 @@ type UpdateGroupRequest struct {
 
 func (x *UpdateGroupRequest) Reset() {
 	*x = UpdateGroupRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[65]
+	mi := &file_api_raftmq_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4367,7 +4557,7 @@ func (x *UpdateGroupRequest) String() string {
 func (*UpdateGroupRequest) ProtoMessage() {}
 
 func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[65]
+	mi := &file_api_raftmq_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4380,7 +4570,7 @@ func (x *UpdateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupRequest.ProtoReflect.Descriptor instead.
 func (*UpdateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{65}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *UpdateGroupRequest) GetGroup() string {
@@ -4406,7 +4596,7 @@ type UpdateGroupResponse struct {
 
 func (x *UpdateGroupResponse) Reset() {
 	*x = UpdateGroupResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[66]
+	mi := &file_api_raftmq_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4418,7 +4608,7 @@ func (x *UpdateGroupResponse) String() string {
 func (*UpdateGroupResponse) ProtoMessage() {}
 
 func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[66]
+	mi := &file_api_raftmq_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4431,7 +4621,7 @@ func (x *UpdateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGroupResponse.ProtoReflect.Descriptor instead.
 func (*UpdateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{66}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *UpdateGroupResponse) GetSettings() *GroupSettings {
@@ -4452,7 +4642,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[67]
+	mi := &file_api_raftmq_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4464,7 +4654,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[67]
+	mi := &file_api_raftmq_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4477,7 +4667,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{67}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *DeleteGroupRequest) GetGroup() string {
@@ -4502,7 +4692,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[68]
+	mi := &file_api_raftmq_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4514,7 +4704,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[68]
+	mi := &file_api_raftmq_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4527,7 +4717,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{68}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{71}
 }
 
 type QueueRef struct {
@@ -4540,7 +4730,7 @@ type QueueRef struct {
 
 func (x *QueueRef) Reset() {
 	*x = QueueRef{}
-	mi := &file_api_raftmq_proto_msgTypes[69]
+	mi := &file_api_raftmq_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4552,7 +4742,7 @@ func (x *QueueRef) String() string {
 func (*QueueRef) ProtoMessage() {}
 
 func (x *QueueRef) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[69]
+	mi := &file_api_raftmq_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4565,7 +4755,7 @@ func (x *QueueRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRef.ProtoReflect.Descriptor instead.
 func (*QueueRef) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{69}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *QueueRef) GetTopic() string {
@@ -4593,7 +4783,7 @@ type LockQueuesRequest struct {
 
 func (x *LockQueuesRequest) Reset() {
 	*x = LockQueuesRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[70]
+	mi := &file_api_raftmq_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4605,7 +4795,7 @@ func (x *LockQueuesRequest) String() string {
 func (*LockQueuesRequest) ProtoMessage() {}
 
 func (x *LockQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[70]
+	mi := &file_api_raftmq_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4618,7 +4808,7 @@ func (x *LockQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockQueuesRequest.ProtoReflect.Descriptor instead.
 func (*LockQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{70}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *LockQueuesRequest) GetGroup() string {
@@ -4653,7 +4843,7 @@ type LockQueuesResponse struct {
 
 func (x *LockQueuesResponse) Reset() {
 	*x = LockQueuesResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[71]
+	mi := &file_api_raftmq_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4665,7 +4855,7 @@ func (x *LockQueuesResponse) String() string {
 func (*LockQueuesResponse) ProtoMessage() {}
 
 func (x *LockQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[71]
+	mi := &file_api_raftmq_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4678,7 +4868,7 @@ func (x *LockQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockQueuesResponse.ProtoReflect.Descriptor instead.
 func (*LockQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{71}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *LockQueuesResponse) GetLocked() []*QueueRef {
@@ -4706,7 +4896,7 @@ type UnlockQueuesRequest struct {
 
 func (x *UnlockQueuesRequest) Reset() {
 	*x = UnlockQueuesRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[72]
+	mi := &file_api_raftmq_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4718,7 +4908,7 @@ func (x *UnlockQueuesRequest) String() string {
 func (*UnlockQueuesRequest) ProtoMessage() {}
 
 func (x *UnlockQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[72]
+	mi := &file_api_raftmq_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4731,7 +4921,7 @@ func (x *UnlockQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockQueuesRequest.ProtoReflect.Descriptor instead.
 func (*UnlockQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{72}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *UnlockQueuesRequest) GetGroup() string {
@@ -4763,7 +4953,7 @@ type UnlockQueuesResponse struct {
 
 func (x *UnlockQueuesResponse) Reset() {
 	*x = UnlockQueuesResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[73]
+	mi := &file_api_raftmq_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4775,7 +4965,7 @@ func (x *UnlockQueuesResponse) String() string {
 func (*UnlockQueuesResponse) ProtoMessage() {}
 
 func (x *UnlockQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[73]
+	mi := &file_api_raftmq_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4788,7 +4978,7 @@ func (x *UnlockQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockQueuesResponse.ProtoReflect.Descriptor instead.
 func (*UnlockQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{73}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{76}
 }
 
 type EndTransactionRequest struct {
@@ -4809,7 +4999,7 @@ type EndTransactionRequest struct {
 
 func (x *EndTransactionRequest) Reset() {
 	*x = EndTransactionRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[74]
+	mi := &file_api_raftmq_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4821,7 +5011,7 @@ func (x *EndTransactionRequest) String() string {
 func (*EndTransactionRequest) ProtoMessage() {}
 
 func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[74]
+	mi := &file_api_raftmq_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4834,7 +5024,7 @@ func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionRequest.ProtoReflect.Descriptor instead.
 func (*EndTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{74}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *EndTransactionRequest) GetId() string {
@@ -4873,7 +5063,7 @@ type EndTransactionResponse struct {
 
 func (x *EndTransactionResponse) Reset() {
 	*x = EndTransactionResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[75]
+	mi := &file_api_raftmq_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4885,7 +5075,7 @@ func (x *EndTransactionResponse) String() string {
 func (*EndTransactionResponse) ProtoMessage() {}
 
 func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[75]
+	mi := &file_api_raftmq_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4898,7 +5088,7 @@ func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionResponse.ProtoReflect.Descriptor instead.
 func (*EndTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{75}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{78}
 }
 
 type ListHalfMessagesRequest struct {
@@ -4924,7 +5114,7 @@ type ListHalfMessagesRequest struct {
 
 func (x *ListHalfMessagesRequest) Reset() {
 	*x = ListHalfMessagesRequest{}
-	mi := &file_api_raftmq_proto_msgTypes[76]
+	mi := &file_api_raftmq_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4936,7 +5126,7 @@ func (x *ListHalfMessagesRequest) String() string {
 func (*ListHalfMessagesRequest) ProtoMessage() {}
 
 func (x *ListHalfMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[76]
+	mi := &file_api_raftmq_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4949,7 +5139,7 @@ func (x *ListHalfMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHalfMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListHalfMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{76}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListHalfMessagesRequest) GetTopic() string {
@@ -5001,7 +5191,7 @@ type HalfMessage struct {
 
 func (x *HalfMessage) Reset() {
 	*x = HalfMessage{}
-	mi := &file_api_raftmq_proto_msgTypes[77]
+	mi := &file_api_raftmq_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5013,7 +5203,7 @@ func (x *HalfMessage) String() string {
 func (*HalfMessage) ProtoMessage() {}
 
 func (x *HalfMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[77]
+	mi := &file_api_raftmq_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5026,7 +5216,7 @@ func (x *HalfMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HalfMessage.ProtoReflect.Descriptor instead.
 func (*HalfMessage) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{77}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *HalfMessage) GetMessage() *Message {
@@ -5063,7 +5253,7 @@ type ListHalfMessagesResponse struct {
 
 func (x *ListHalfMessagesResponse) Reset() {
 	*x = ListHalfMessagesResponse{}
-	mi := &file_api_raftmq_proto_msgTypes[78]
+	mi := &file_api_raftmq_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5075,7 +5265,7 @@ func (x *ListHalfMessagesResponse) String() string {
 func (*ListHalfMessagesResponse) ProtoMessage() {}
 
 func (x *ListHalfMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_raftmq_proto_msgTypes[78]
+	mi := &file_api_raftmq_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5088,7 +5278,7 @@ func (x *ListHalfMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHalfMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListHalfMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_api_raftmq_proto_rawDescGZIP(), []int{78}
+	return file_api_raftmq_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListHalfMessagesResponse) GetMessages() []*HalfMessage {
@@ -5116,7 +5306,7 @@ var File_api_raftmq_proto protoreflect.FileDescriptor
 
 const file_api_raftmq_proto_rawDesc = "" +
 	"\n" +
-	"\x10api/raftmq.proto\x12\traftmq.v1\"\xdf\x02\n" +
+	"\x10api/raftmq.proto\x12\traftmq.v1\x1a\x19google/protobuf/any.proto\"\xdf\x02\n" +
 	"\x0eProduceMessage\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03tag\x18\x02 \x01(\tR\x03tag\x12I\n" +
@@ -5156,7 +5346,21 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\x05R\x05queue\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\tR\x02id\x12\"\n" +
-	"\rdeliver_at_ms\x18\x04 \x01(\x03R\vdeliverAtMs\"\xa4\x01\n" +
+	"\rdeliver_at_ms\x18\x04 \x01(\x03R\vdeliverAtMs\"q\n" +
+	"\vProduceCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x123\n" +
+	"\arequest\x18\x03 \x01(\v2\x19.raftmq.v1.ProduceRequestR\arequest\"\x83\x01\n" +
+	"\fProduceReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x126\n" +
+	"\bresponse\x18\x02 \x01(\v2\x1a.raftmq.v1.ProduceResponseR\bresponse\x12+\n" +
+	"\x05error\x18\x03 \x01(\v2\x15.raftmq.v1.CallStatusR\x05error\"j\n" +
+	"\n" +
+	"CallStatus\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
+	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetails\"\xa4\x01\n" +
 	"\x0fProduceResponse\x12\"\n" +
 	"\x04acks\x18\x01 \x03(\v2\x0e.raftmq.v1.AckR\x04acks\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12\x17\n" +
@@ -5515,9 +5719,10 @@ const file_api_raftmq_proto_rawDesc = "" +
 	"\x13TransactionDecision\x12$\n" +
 	" TRANSACTION_DECISION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bTRANSACTION_DECISION_COMMIT\x10\x01\x12!\n" +
-	"\x1dTRANSACTION_DECISION_ROLLBACK\x10\x022\xbb\x12\n" +
+	"\x1dTRANSACTION_DECISION_ROLLBACK\x10\x022\x81\x13\n" +
 	"\x06Broker\x12@\n" +
-	"\aProduce\x12\x19.raftmq.v1.ProduceRequest\x1a\x1a.raftmq.v1.ProduceResponse\x12U\n" +
+	"\aProduce\x12\x19.raftmq.v1.ProduceRequest\x1a\x1a.raftmq.v1.ProduceResponse\x12D\n" +
+	"\rProduceStream\x12\x16.raftmq.v1.ProduceCall\x1a\x17.raftmq.v1.ProduceReply(\x010\x01\x12U\n" +
 	"\x0eNumberProducer\x12 .raftmq.v1.NumberProducerRequest\x1a!.raftmq.v1.NumberProducerResponse\x127\n" +
 	"\x04Pull\x12\x16.raftmq.v1.PullRequest\x1a\x17.raftmq.v1.PullResponse\x12R\n" +
 	"\rCommitOffsets\x12\x1f.raftmq.v1.CommitOffsetsRequest\x1a .raftmq.v1.CommitOffsetsResponse\x12O\n" +
@@ -5569,7 +5774,7 @@ func file_api_raftmq_proto_rawDescGZIP() []byte {
 }
 
 var file_api_raftmq_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_api_raftmq_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
+var file_api_raftmq_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_api_raftmq_proto_goTypes = []any{
 	(PullStatus)(0),                  // 0: raftmq.v1.PullStatus
 	(SuggestionReason)(0),            // 1: raftmq.v1.SuggestionReason
@@ -5580,186 +5785,196 @@ var file_api_raftmq_proto_goTypes = []any{
 	(*ProduceRequest)(nil),           // 6: raftmq.v1.ProduceRequest
 	(*PackedAcks)(nil),               // 7: raftmq.v1.PackedAcks
 	(*Ack)(nil),                      // 8: raftmq.v1.Ack
-	(*ProduceResponse)(nil),          // 9: raftmq.v1.ProduceResponse
-	(*Message)(nil),                  // 10: raftmq.v1.Message
-	(*PullRequest)(nil),              // 11: raftmq.v1.PullRequest
-	(*Suggestion)(nil),               // 12: raftmq.v1.Suggestion
-	(*PullResponse)(nil),             // 13: raftmq.v1.PullResponse
-	(*QueueOffset)(nil),              // 14: raftmq.v1.QueueOffset
-	(*CommitOffsetsRequest)(nil),     // 15: raftmq.v1.CommitOffsetsRequest
-	(*CommitOffsetsResponse)(nil),    // 16: raftmq.v1.CommitOffsetsResponse
-	(*FetchOffsetsRequest)(nil),      // 17: raftmq.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),     // 18: raftmq.v1.FetchOffsetsResponse
-	(*CreateTopicRequest)(nil),       // 19: raftmq.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),      // 20: raftmq.v1.CreateTopicResponse
-	(*ListTopicsRequest)(nil),        // 21: raftmq.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),       // 22: raftmq.v1.ListTopicsResponse
-	(*DescribeTopicRequest)(nil),     // 23: raftmq.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),    // 24: raftmq.v1.DescribeTopicResponse
-	(*QueueInfo)(nil),                // 25: raftmq.v1.QueueInfo
-	(*TopicInfo)(nil),                // 26: raftmq.v1.TopicInfo
-	(*JoinGroupRequest)(nil),         // 27: raftmq.v1.JoinGroupRequest
-	(*Assignment)(nil),               // 28: raftmq.v1.Assignment
-	(*JoinGroupResponse)(nil),        // 29: raftmq.v1.JoinGroupResponse
-	(*LeaveGroupRequest)(nil),        // 30: raftmq.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),       // 31: raftmq.v1.LeaveGroupResponse
-	(*ListGroupsRequest)(nil),        // 32: raftmq.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),       // 33: raftmq.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),     // 34: raftmq.v1.DescribeGroupRequest
-	(*GroupMember)(nil),              // 35: raftmq.v1.GroupMember
-	(*GroupQueue)(nil),               // 36: raftmq.v1.GroupQueue
-	(*DescribeGroupResponse)(nil),    // 37: raftmq.v1.DescribeGroupResponse
-	(*GroupSettings)(nil),            // 38: raftmq.v1.GroupSettings
-	(*ResetGroupRequest)(nil),        // 39: raftmq.v1.ResetGroupRequest
-	(*SearchOffsetsRequest)(nil),     // 40: raftmq.v1.SearchOffsetsRequest
-	(*SearchOffsetsResponse)(nil),    // 41: raftmq.v1.SearchOffsetsResponse
-	(*ResetGroupResponse)(nil),       // 42: raftmq.v1.ResetGroupResponse
-	(*StatusRequest)(nil),            // 43: raftmq.v1.StatusRequest
-	(*NodeStatus)(nil),               // 44: raftmq.v1.NodeStatus
-	(*StatusResponse)(nil),           // 45: raftmq.v1.StatusResponse
-	(*TransferLeaderRequest)(nil),    // 46: raftmq.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil),   // 47: raftmq.v1.TransferLeaderResponse
-	(*AddMemberRequest)(nil),         // 48: raftmq.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),        // 49: raftmq.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),      // 50: raftmq.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),     // 51: raftmq.v1.RemoveMemberResponse
-	(*NodeStateRequest)(nil),         // 52: raftmq.v1.NodeStateRequest
-	(*NodeStateResponse)(nil),        // 53: raftmq.v1.NodeStateResponse
-	(*RegisterRequest)(nil),          // 54: raftmq.v1.RegisterRequest
-	(*RegisterResponse)(nil),         // 55: raftmq.v1.RegisterResponse
-	(*SendBackRequest)(nil),          // 56: raftmq.v1.SendBackRequest
-	(*SendBackResponse)(nil),         // 57: raftmq.v1.SendBackResponse
-	(*LookupMessageRequest)(nil),     // 58: raftmq.v1.LookupMessageRequest
-	(*LookupMessageResponse)(nil),    // 59: raftmq.v1.LookupMessageResponse
-	(*FindMessagesRequest)(nil),      // 60: raftmq.v1.FindMessagesRequest
-	(*FindMessagesResponse)(nil),     // 61: raftmq.v1.FindMessagesResponse
-	(*ResendDeadLetterRequest)(nil),  // 62: raftmq.v1.ResendDeadLetterRequest
-	(*ResendDeadLetterResponse)(nil), // 63: raftmq.v1.ResendDeadLetterResponse
-	(*UpdateTopicRequest)(nil),       // 64: raftmq.v1.UpdateTopicRequest
-	(*UpdateTopicResponse)(nil),      // 65: raftmq.v1.UpdateTopicResponse
-	(*DeleteTopicRequest)(nil),       // 66: raftmq.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),      // 67: raftmq.v1.DeleteTopicResponse
-	(*UpdateGroupRequest)(nil),       // 68: raftmq.v1.UpdateGroupRequest
-	(*UpdateGroupResponse)(nil),      // 69: raftmq.v1.UpdateGroupResponse
-	(*DeleteGroupRequest)(nil),       // 70: raftmq.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),      // 71: raftmq.v1.DeleteGroupResponse
-	(*QueueRef)(nil),                 // 72: raftmq.v1.QueueRef
-	(*LockQueuesRequest)(nil),        // 73: raftmq.v1.LockQueuesRequest
-	(*LockQueuesResponse)(nil),       // 74: raftmq.v1.LockQueuesResponse
-	(*UnlockQueuesRequest)(nil),      // 75: raftmq.v1.UnlockQueuesRequest
-	(*UnlockQueuesResponse)(nil),     // 76: raftmq.v1.UnlockQueuesResponse
-	(*EndTransactionRequest)(nil),    // 77: raftmq.v1.EndTransactionRequest
-	(*EndTransactionResponse)(nil),   // 78: raftmq.v1.EndTransactionResponse
-	(*ListHalfMessagesRequest)(nil),  // 79: raftmq.v1.ListHalfMessagesRequest
-	(*HalfMessage)(nil),              // 80: raftmq.v1.HalfMessage
-	(*ListHalfMessagesResponse)(nil), // 81: raftmq.v1.ListHalfMessagesResponse
-	nil,                              // 82: raftmq.v1.ProduceMessage.PropertiesEntry
-	nil,                              // 83: raftmq.v1.Message.PropertiesEntry
+	(*ProduceCall)(nil),              // 9: raftmq.v1.ProduceCall
+	(*ProduceReply)(nil),             // 10: raftmq.v1.ProduceReply
+	(*CallStatus)(nil),               // 11: raftmq.v1.CallStatus
+	(*ProduceResponse)(nil),          // 12: raftmq.v1.ProduceResponse
+	(*Message)(nil),                  // 13: raftmq.v1.Message
+	(*PullRequest)(nil),              // 14: raftmq.v1.PullRequest
+	(*Suggestion)(nil),               // 15: raftmq.v1.Suggestion
+	(*PullResponse)(nil),             // 16: raftmq.v1.PullResponse
+	(*QueueOffset)(nil),              // 17: raftmq.v1.QueueOffset
+	(*CommitOffsetsRequest)(nil),     // 18: raftmq.v1.CommitOffsetsRequest
+	(*CommitOffsetsResponse)(nil),    // 19: raftmq.v1.CommitOffsetsResponse
+	(*FetchOffsetsRequest)(nil),      // 20: raftmq.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),     // 21: raftmq.v1.FetchOffsetsResponse
+	(*CreateTopicRequest)(nil),       // 22: raftmq.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),      // 23: raftmq.v1.CreateTopicResponse
+	(*ListTopicsRequest)(nil),        // 24: raftmq.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),       // 25: raftmq.v1.ListTopicsResponse
+	(*DescribeTopicRequest)(nil),     // 26: raftmq.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),    // 27: raftmq.v1.DescribeTopicResponse
+	(*QueueInfo)(nil),                // 28: raftmq.v1.QueueInfo
+	(*TopicInfo)(nil),                // 29: raftmq.v1.TopicInfo
+	(*JoinGroupRequest)(nil),         // 30: raftmq.v1.JoinGroupRequest
+	(*Assignment)(nil),               // 31: raftmq.v1.Assignment
+	(*JoinGroupResponse)(nil),        // 32: raftmq.v1.JoinGroupResponse
+	(*LeaveGroupRequest)(nil),        // 33: raftmq.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),       // 34: raftmq.v1.LeaveGroupResponse
+	(*ListGroupsRequest)(nil),        // 35: raftmq.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),       // 36: raftmq.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),     // 37: raftmq.v1.DescribeGroupRequest
+	(*GroupMember)(nil),              // 38: raftmq.v1.GroupMember
+	(*GroupQueue)(nil),               // 39: raftmq.v1.GroupQueue
+	(*DescribeGroupResponse)(nil),    // 40: raftmq.v1.DescribeGroupResponse
+	(*GroupSettings)(nil),            // 41: raftmq.v1.GroupSettings
+	(*ResetGroupRequest)(nil),        // 42: raftmq.v1.ResetGroupRequest
+	(*SearchOffsetsRequest)(nil),     // 43: raftmq.v1.SearchOffsetsRequest
+	(*SearchOffsetsResponse)(nil),    // 44: raftmq.v1.SearchOffsetsResponse
+	(*ResetGroupResponse)(nil),       // 45: raftmq.v1.ResetGroupResponse
+	(*StatusRequest)(nil),            // 46: raftmq.v1.StatusRequest
+	(*NodeStatus)(nil),               // 47: raftmq.v1.NodeStatus
+	(*StatusResponse)(nil),           // 48: raftmq.v1.StatusResponse
+	(*TransferLeaderRequest)(nil),    // 49: raftmq.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),   // 50: raftmq.v1.TransferLeaderResponse
+	(*AddMemberRequest)(nil),         // 51: raftmq.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),        // 52: raftmq.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),      // 53: raftmq.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),     // 54: raftmq.v1.RemoveMemberResponse
+	(*NodeStateRequest)(nil),         // 55: raftmq.v1.NodeStateRequest
+	(*NodeStateResponse)(nil),        // 56: raftmq.v1.NodeStateResponse
+	(*RegisterRequest)(nil),          // 57: raftmq.v1.RegisterRequest
+	(*RegisterResponse)(nil),         // 58: raftmq.v1.RegisterResponse
+	(*SendBackRequest)(nil),          // 59: raftmq.v1.SendBackRequest
+	(*SendBackResponse)(nil),         // 60: raftmq.v1.SendBackResponse
+	(*LookupMessageRequest)(nil),     // 61: raftmq.v1.LookupMessageRequest
+	(*LookupMessageResponse)(nil),    // 62: raftmq.v1.LookupMessageResponse
+	(*FindMessagesRequest)(nil),      // 63: raftmq.v1.FindMessagesRequest
+	(*FindMessagesResponse)(nil),     // 64: raftmq.v1.FindMessagesResponse
+	(*ResendDeadLetterRequest)(nil),  // 65: raftmq.v1.ResendDeadLetterRequest
+	(*ResendDeadLetterResponse)(nil), // 66: raftmq.v1.ResendDeadLetterResponse
+	(*UpdateTopicRequest)(nil),       // 67: raftmq.v1.UpdateTopicRequest
+	(*UpdateTopicResponse)(nil),      // 68: raftmq.v1.UpdateTopicResponse
+	(*DeleteTopicRequest)(nil),       // 69: raftmq.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),      // 70: raftmq.v1.DeleteTopicResponse
+	(*UpdateGroupRequest)(nil),       // 71: raftmq.v1.UpdateGroupRequest
+	(*UpdateGroupResponse)(nil),      // 72: raftmq.v1.UpdateGroupResponse
+	(*DeleteGroupRequest)(nil),       // 73: raftmq.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),      // 74: raftmq.v1.DeleteGroupResponse
+	(*QueueRef)(nil),                 // 75: raftmq.v1.QueueRef
+	(*LockQueuesRequest)(nil),        // 76: raftmq.v1.LockQueuesRequest
+	(*LockQueuesResponse)(nil),       // 77: raftmq.v1.LockQueuesResponse
+	(*UnlockQueuesRequest)(nil),      // 78: raftmq.v1.UnlockQueuesRequest
+	(*UnlockQueuesResponse)(nil),     // 79: raftmq.v1.UnlockQueuesResponse
+	(*EndTransactionRequest)(nil),    // 80: raftmq.v1.EndTransactionRequest
+	(*EndTransactionResponse)(nil),   // 81: raftmq.v1.EndTransactionResponse
+	(*ListHalfMessagesRequest)(nil),  // 82: raftmq.v1.ListHalfMessagesRequest
+	(*HalfMessage)(nil),              // 83: raftmq.v1.HalfMessage
+	(*ListHalfMessagesResponse)(nil), // 84: raftmq.v1.ListHalfMessagesResponse
+	nil,                              // 85: raftmq.v1.ProduceMessage.PropertiesEntry
+	nil,                              // 86: raftmq.v1.Message.PropertiesEntry
+	(*anypb.Any)(nil),                // 87: google.protobuf.Any
 }
 var file_api_raftmq_proto_depIdxs = []int32{
-	82, // 0: raftmq.v1.ProduceMessage.properties:type_name -> raftmq.v1.ProduceMessage.PropertiesEntry
+	85, // 0: raftmq.v1.ProduceMessage.properties:type_name -> raftmq.v1.ProduceMessage.PropertiesEntry
 	3,  // 1: raftmq.v1.ProduceRequest.messages:type_name -> raftmq.v1.ProduceMessage
-	8,  // 2: raftmq.v1.ProduceResponse.acks:type_name -> raftmq.v1.Ack
-	7,  // 3: raftmq.v1.ProduceResponse.packed_acks:type_name -> raftmq.v1.PackedAcks
-	83, // 4: raftmq.v1.Message.properties:type_name -> raftmq.v1.Message.PropertiesEntry
-	1,  // 5: raftmq.v1.Suggestion.code:type_name -> raftmq.v1.SuggestionReason
-	0,  // 6: raftmq.v1.PullResponse.status:type_name -> raftmq.v1.PullStatus
-	10, // 7: raftmq.v1.PullResponse.messages:type_name -> raftmq.v1.Message
-	12, // 8: raftmq.v1.PullResponse.suggestion:type_name -> raftmq.v1.Suggestion
-	14, // 9: raftmq.v1.CommitOffsetsRequest.offsets:type_name -> raftmq.v1.QueueOffset
-	14, // 10: raftmq.v1.FetchOffsetsResponse.offsets:type_name -> raftmq.v1.QueueOffset
-	26, // 11: raftmq.v1.CreateTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
-	26, // 12: raftmq.v1.ListTopicsResponse.topics:type_name -> raftmq.v1.TopicInfo
-	26, // 13: raftmq.v1.DescribeTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
-	25, // 14: raftmq.v1.TopicInfo.queue_info:type_name -> raftmq.v1.QueueInfo
-	28, // 15: raftmq.v1.JoinGroupResponse.assignments:type_name -> raftmq.v1.Assignment
-	28, // 16: raftmq.v1.GroupMember.assignments:type_name -> raftmq.v1.Assignment
-	35, // 17: raftmq.v1.DescribeGroupResponse.members:type_name -> raftmq.v1.GroupMember
-	36, // 18: raftmq.v1.DescribeGroupResponse.queues:type_name -> raftmq.v1.GroupQueue
-	38, // 19: raftmq.v1.DescribeGroupResponse.settings:type_name -> raftmq.v1.GroupSettings
-	14, // 20: raftmq.v1.SearchOffsetsResponse.offsets:type_name -> raftmq.v1.QueueOffset
-	14, // 21: raftmq.v1.ResetGroupResponse.offsets:type_name -> raftmq.v1.QueueOffset
-	44, // 22: raftmq.v1.StatusResponse.nodes:type_name -> raftmq.v1.NodeStatus
-	10, // 23: raftmq.v1.LookupMessageResponse.message:type_name -> raftmq.v1.Message
-	10, // 24: raftmq.v1.FindMessagesResponse.messages:type_name -> raftmq.v1.Message
-	8,  // 25: raftmq.v1.ResendDeadLetterResponse.ack:type_name -> raftmq.v1.Ack
-	26, // 26: raftmq.v1.UpdateTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
-	38, // 27: raftmq.v1.UpdateGroupResponse.settings:type_name -> raftmq.v1.GroupSettings
-	72, // 28: raftmq.v1.LockQueuesRequest.queues:type_name -> raftmq.v1.QueueRef
-	72, // 29: raftmq.v1.LockQueuesResponse.locked:type_name -> raftmq.v1.QueueRef
-	72, // 30: raftmq.v1.UnlockQueuesRequest.queues:type_name -> raftmq.v1.QueueRef
-	2,  // 31: raftmq.v1.EndTransactionRequest.decision:type_name -> raftmq.v1.TransactionDecision
-	10, // 32: raftmq.v1.HalfMessage.message:type_name -> raftmq.v1.Message
-	80, // 33: raftmq.v1.ListHalfMessagesResponse.messages:type_name -> raftmq.v1.HalfMessage
-	6,  // 34: raftmq.v1.Broker.Produce:input_type -> raftmq.v1.ProduceRequest
-	4,  // 35: raftmq.v1.Broker.NumberProducer:input_type -> raftmq.v1.NumberProducerRequest
-	11, // 36: raftmq.v1.Broker.Pull:input_type -> raftmq.v1.PullRequest
-	15, // 37: raftmq.v1.Broker.CommitOffsets:input_type -> raftmq.v1.CommitOffsetsRequest
-	17, // 38: raftmq.v1.Broker.FetchOffsets:input_type -> raftmq.v1.FetchOffsetsRequest
-	19, // 39: raftmq.v1.Broker.CreateTopic:input_type -> raftmq.v1.CreateTopicRequest
-	21, // 40: raftmq.v1.Broker.ListTopics:input_type -> raftmq.v1.ListTopicsRequest
-	23, // 41: raftmq.v1.Broker.DescribeTopic:input_type -> raftmq.v1.DescribeTopicRequest
-	27, // 42: raftmq.v1.Broker.JoinGroup:input_type -> raftmq.v1.JoinGroupRequest
-	30, // 43: raftmq.v1.Broker.LeaveGroup:input_type -> raftmq.v1.LeaveGroupRequest
-	32, // 44: raftmq.v1.Broker.ListGroups:input_type -> raftmq.v1.ListGroupsRequest
-	34, // 45: raftmq.v1.Broker.DescribeGroup:input_type -> raftmq.v1.DescribeGroupRequest
-	39, // 46: raftmq.v1.Broker.ResetGroup:input_type -> raftmq.v1.ResetGroupRequest
-	40, // 47: raftmq.v1.Broker.SearchOffsets:input_type -> raftmq.v1.SearchOffsetsRequest
-	43, // 48: raftmq.v1.Broker.Status:input_type -> raftmq.v1.StatusRequest
-	46, // 49: raftmq.v1.Broker.TransferLeader:input_type -> raftmq.v1.TransferLeaderRequest
-	48, // 50: raftmq.v1.Broker.AddMember:input_type -> raftmq.v1.AddMemberRequest
-	50, // 51: raftmq.v1.Broker.RemoveMember:input_type -> raftmq.v1.RemoveMemberRequest
-	56, // 52: raftmq.v1.Broker.SendBack:input_type -> raftmq.v1.SendBackRequest
-	58, // 53: raftmq.v1.Broker.LookupMessage:input_type -> raftmq.v1.LookupMessageRequest
-	60, // 54: raftmq.v1.Broker.FindMessages:input_type -> raftmq.v1.FindMessagesRequest
-	62, // 55: raftmq.v1.Broker.ResendDeadLetter:input_type -> raftmq.v1.ResendDeadLetterRequest
-	64, // 56: raftmq.v1.Broker.UpdateTopic:input_type -> raftmq.v1.UpdateTopicRequest
-	66, // 57: raftmq.v1.Broker.DeleteTopic:input_type -> raftmq.v1.DeleteTopicRequest
-	68, // 58: raftmq.v1.Broker.UpdateGroup:input_type -> raftmq.v1.UpdateGroupRequest
-	70, // 59: raftmq.v1.Broker.DeleteGroup:input_type -> raftmq.v1.DeleteGroupRequest
-	73, // 60: raftmq.v1.Broker.LockQueues:input_type -> raftmq.v1.LockQueuesRequest
-	75, // 61: raftmq.v1.Broker.UnlockQueues:input_type -> raftmq.v1.UnlockQueuesRequest
-	77, // 62: raftmq.v1.Broker.EndTransaction:input_type -> raftmq.v1.EndTransactionRequest
-	79, // 63: raftmq.v1.Broker.ListHalfMessages:input_type -> raftmq.v1.ListHalfMessagesRequest
-	52, // 64: raftmq.v1.Peer.NodeState:input_type -> raftmq.v1.NodeStateRequest
-	54, // 65: raftmq.v1.Peer.Register:input_type -> raftmq.v1.RegisterRequest
-	9,  // 66: raftmq.v1.Broker.Produce:output_type -> raftmq.v1.ProduceResponse
-	5,  // 67: raftmq.v1.Broker.NumberProducer:output_type -> raftmq.v1.NumberProducerResponse
-	13, // 68: raftmq.v1.Broker.Pull:output_type -> raftmq.v1.PullResponse
-	16, // 69: raftmq.v1.Broker.CommitOffsets:output_type -> raftmq.v1.CommitOffsetsResponse
-	18, // 70: raftmq.v1.Broker.FetchOffsets:output_type -> raftmq.v1.FetchOffsetsResponse
-	20, // 71: raftmq.v1.Broker.CreateTopic:output_type -> raftmq.v1.CreateTopicResponse
-	22, // 72: raftmq.v1.Broker.ListTopics:output_type -> raftmq.v1.ListTopicsResponse
-	24, // 73: raftmq.v1.Broker.DescribeTopic:output_type -> raftmq.v1.DescribeTopicResponse
-	29, // 74: raftmq.v1.Broker.JoinGroup:output_type -> raftmq.v1.JoinGroupResponse
-	31, // 75: raftmq.v1.Broker.LeaveGroup:output_type -> raftmq.v1.LeaveGroupResponse
-	33, // 76: raftmq.v1.Broker.ListGroups:output_type -> raftmq.v1.ListGroupsResponse
-	37, // 77: raftmq.v1.Broker.DescribeGroup:output_type -> raftmq.v1.DescribeGroupResponse
-	42, // 78: raftmq.v1.Broker.ResetGroup:output_type -> raftmq.v1.ResetGroupResponse
-	41, // 79: raftmq.v1.Broker.SearchOffsets:output_type -> raftmq.v1.SearchOffsetsResponse
-	45, // 80: raftmq.v1.Broker.Status:output_type -> raftmq.v1.StatusResponse
-	47, // 81: raftmq.v1.Broker.TransferLeader:output_type -> raftmq.v1.TransferLeaderResponse
-	49, // 82: raftmq.v1.Broker.AddMember:output_type -> raftmq.v1.AddMemberResponse
-	51, // 83: raftmq.v1.Broker.RemoveMember:output_type -> raftmq.v1.RemoveMemberResponse
-	57, // 84: raftmq.v1.Broker.SendBack:output_type -> raftmq.v1.SendBackResponse
-	59, // 85: raftmq.v1.Broker.LookupMessage:output_type -> raftmq.v1.LookupMessageResponse
-	61, // 86: raftmq.v1.Broker.FindMessages:output_type -> raftmq.v1.FindMessagesResponse
-	63, // 87: raftmq.v1.Broker.ResendDeadLetter:output_type -> raftmq.v1.ResendDeadLetterResponse
-	65, // 88: raftmq.v1.Broker.UpdateTopic:output_type -> raftmq.v1.UpdateTopicResponse
-	67, // 89: raftmq.v1.Broker.DeleteTopic:output_type -> raftmq.v1.DeleteTopicResponse
-	69, // 90: raftmq.v1.Broker.UpdateGroup:output_type -> raftmq.v1.UpdateGroupResponse
-	71, // 91: raftmq.v1.Broker.DeleteGroup:output_type -> raftmq.v1.DeleteGroupResponse
-	74, // 92: raftmq.v1.Broker.LockQueues:output_type -> raftmq.v1.LockQueuesResponse
-	76, // 93: raftmq.v1.Broker.UnlockQueues:output_type -> raftmq.v1.UnlockQueuesResponse
-	78, // 94: raftmq.v1.Broker.EndTransaction:output_type -> raftmq.v1.EndTransactionResponse
-	81, // 95: raftmq.v1.Broker.ListHalfMessages:output_type -> raftmq.v1.ListHalfMessagesResponse
-	53, // 96: raftmq.v1.Peer.NodeState:output_type -> raftmq.v1.NodeStateResponse
-	55, // 97: raftmq.v1.Peer.Register:output_type -> raftmq.v1.RegisterResponse
-	66, // [66:98] is the sub-list for method output_type
-	34, // [34:66] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	6,  // 2: raftmq.v1.ProduceCall.request:type_name -> raftmq.v1.ProduceRequest
+	12, // 3: raftmq.v1.ProduceReply.response:type_name -> raftmq.v1.ProduceResponse
+	11, // 4: raftmq.v1.ProduceReply.error:type_name -> raftmq.v1.CallStatus
+	87, // 5: raftmq.v1.CallStatus.details:type_name -> google.protobuf.Any
+	8,  // 6: raftmq.v1.ProduceResponse.acks:type_name -> raftmq.v1.Ack
+	7,  // 7: raftmq.v1.ProduceResponse.packed_acks:type_name -> raftmq.v1.PackedAcks
+	86, // 8: raftmq.v1.Message.properties:type_name -> raftmq.v1.Message.PropertiesEntry
+	1,  // 9: raftmq.v1.Suggestion.code:type_name -> raftmq.v1.SuggestionReason
+	0,  // 10: raftmq.v1.PullResponse.status:type_name -> raftmq.v1.PullStatus
+	13, // 11: raftmq.v1.PullResponse.messages:type_name -> raftmq.v1.Message
+	15, // 12: raftmq.v1.PullResponse.suggestion:type_name -> raftmq.v1.Suggestion
+	17, // 13: raftmq.v1.CommitOffsetsRequest.offsets:type_name -> raftmq.v1.QueueOffset
+	17, // 14: raftmq.v1.FetchOffsetsResponse.offsets:type_name -> raftmq.v1.QueueOffset
+	29, // 15: raftmq.v1.CreateTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
+	29, // 16: raftmq.v1.ListTopicsResponse.topics:type_name -> raftmq.v1.TopicInfo
+	29, // 17: raftmq.v1.DescribeTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
+	28, // 18: raftmq.v1.TopicInfo.queue_info:type_name -> raftmq.v1.QueueInfo
+	31, // 19: raftmq.v1.JoinGroupResponse.assignments:type_name -> raftmq.v1.Assignment
+	31, // 20: raftmq.v1.GroupMember.assignments:type_name -> raftmq.v1.Assignment
+	38, // 21: raftmq.v1.DescribeGroupResponse.members:type_name -> raftmq.v1.GroupMember
+	39, // 22: raftmq.v1.DescribeGroupResponse.queues:type_name -> raftmq.v1.GroupQueue
+	41, // 23: raftmq.v1.DescribeGroupResponse.settings:type_name -> raftmq.v1.GroupSettings
+	17, // 24: raftmq.v1.SearchOffsetsResponse.offsets:type_name -> raftmq.v1.QueueOffset
+	17, // 25: raftmq.v1.ResetGroupResponse.offsets:type_name -> raftmq.v1.QueueOffset
+	47, // 26: raftmq.v1.StatusResponse.nodes:type_name -> raftmq.v1.NodeStatus
+	13, // 27: raftmq.v1.LookupMessageResponse.message:type_name -> raftmq.v1.Message
+	13, // 28: raftmq.v1.FindMessagesResponse.messages:type_name -> raftmq.v1.Message
+	8,  // 29: raftmq.v1.ResendDeadLetterResponse.ack:type_name -> raftmq.v1.Ack
+	29, // 30: raftmq.v1.UpdateTopicResponse.topic:type_name -> raftmq.v1.TopicInfo
+	41, // 31: raftmq.v1.UpdateGroupResponse.settings:type_name -> raftmq.v1.GroupSettings
+	75, // 32: raftmq.v1.LockQueuesRequest.queues:type_name -> raftmq.v1.QueueRef
+	75, // 33: raftmq.v1.LockQueuesResponse.locked:type_name -> raftmq.v1.QueueRef
+	75, // 34: raftmq.v1.UnlockQueuesRequest.queues:type_name -> raftmq.v1.QueueRef
+	2,  // 35: raftmq.v1.EndTransactionRequest.decision:type_name -> raftmq.v1.TransactionDecision
+	13, // 36: raftmq.v1.HalfMessage.message:type_name -> raftmq.v1.Message
+	83, // 37: raftmq.v1.ListHalfMessagesResponse.messages:type_name -> raftmq.v1.HalfMessage
+	6,  // 38: raftmq.v1.Broker.Produce:input_type -> raftmq.v1.ProduceRequest
+	9,  // 39: raftmq.v1.Broker.ProduceStream:input_type -> raftmq.v1.ProduceCall
+	4,  // 40: raftmq.v1.Broker.NumberProducer:input_type -> raftmq.v1.NumberProducerRequest
+	14, // 41: raftmq.v1.Broker.Pull:input_type -> raftmq.v1.PullRequest
+	18, // 42: raftmq.v1.Broker.CommitOffsets:input_type -> raftmq.v1.CommitOffsetsRequest
+	20, // 43: raftmq.v1.Broker.FetchOffsets:input_type -> raftmq.v1.FetchOffsetsRequest
+	22, // 44: raftmq.v1.Broker.CreateTopic:input_type -> raftmq.v1.CreateTopicRequest
+	24, // 45: raftmq.v1.Broker.ListTopics:input_type -> raftmq.v1.ListTopicsRequest
+	26, // 46: raftmq.v1.Broker.DescribeTopic:input_type -> raftmq.v1.DescribeTopicRequest
+	30, // 47: raftmq.v1.Broker.JoinGroup:input_type -> raftmq.v1.JoinGroupRequest
+	33, // 48: raftmq.v1.Broker.LeaveGroup:input_type -> raftmq.v1.LeaveGroupRequest
+	35, // 49: raftmq.v1.Broker.ListGroups:input_type -> raftmq.v1.ListGroupsRequest
+	37, // 50: raftmq.v1.Broker.DescribeGroup:input_type -> raftmq.v1.DescribeGroupRequest
+	42, // 51: raftmq.v1.Broker.ResetGroup:input_type -> raftmq.v1.ResetGroupRequest
+	43, // 52: raftmq.v1.Broker.SearchOffsets:input_type -> raftmq.v1.SearchOffsetsRequest
+	46, // 53: raftmq.v1.Broker.Status:input_type -> raftmq.v1.StatusRequest
+	49, // 54: raftmq.v1.Broker.TransferLeader:input_type -> raftmq.v1.TransferLeaderRequest
+	51, // 55: raftmq.v1.Broker.AddMember:input_type -> raftmq.v1.AddMemberRequest
+	53, // 56: raftmq.v1.Broker.RemoveMember:input_type -> raftmq.v1.RemoveMemberRequest
+	59, // 57: raftmq.v1.Broker.SendBack:input_type -> raftmq.v1.SendBackRequest
+	61, // 58: raftmq.v1.Broker.LookupMessage:input_type -> raftmq.v1.LookupMessageRequest
+	63, // 59: raftmq.v1.Broker.FindMessages:input_type -> raftmq.v1.FindMessagesRequest
+	65, // 60: raftmq.v1.Broker.ResendDeadLetter:input_type -> raftmq.v1.ResendDeadLetterRequest
+	67, // 61: raftmq.v1.Broker.UpdateTopic:input_type -> raftmq.v1.UpdateTopicRequest
+	69, // 62: raftmq.v1.Broker.DeleteTopic:input_type -> raftmq.v1.DeleteTopicRequest
+	71, // 63: raftmq.v1.Broker.UpdateGroup:input_type -> raftmq.v1.UpdateGroupRequest
+	73, // 64: raftmq.v1.Broker.DeleteGroup:input_type -> raftmq.v1.DeleteGroupRequest
+	76, // 65: raftmq.v1.Broker.LockQueues:input_type -> raftmq.v1.LockQueuesRequest
+	78, // 66: raftmq.v1.Broker.UnlockQueues:input_type -> raftmq.v1.UnlockQueuesRequest
+	80, // 67: raftmq.v1.Broker.EndTransaction:input_type -> raftmq.v1.EndTransactionRequest
+	82, // 68: raftmq.v1.Broker.ListHalfMessages:input_type -> raftmq.v1.ListHalfMessagesRequest
+	55, // 69: raftmq.v1.Peer.NodeState:input_type -> raftmq.v1.NodeStateRequest
+	57, // 70: raftmq.v1.Peer.Register:input_type -> raftmq.v1.RegisterRequest
+	12, // 71: raftmq.v1.Broker.Produce:output_type -> raftmq.v1.ProduceResponse
+	10, // 72: raftmq.v1.Broker.ProduceStream:output_type -> raftmq.v1.ProduceReply
+	5,  // 73: raftmq.v1.Broker.NumberProducer:output_type -> raftmq.v1.NumberProducerResponse
+	16, // 74: raftmq.v1.Broker.Pull:output_type -> raftmq.v1.PullResponse
+	19, // 75: raftmq.v1.Broker.CommitOffsets:output_type -> raftmq.v1.CommitOffsetsResponse
+	21, // 76: raftmq.v1.Broker.FetchOffsets:output_type -> raftmq.v1.FetchOffsetsResponse
+	23, // 77: raftmq.v1.Broker.CreateTopic:output_type -> raftmq.v1.CreateTopicResponse
+	25, // 78: raftmq.v1.Broker.ListTopics:output_type -> raftmq.v1.ListTopicsResponse
+	27, // 79: raftmq.v1.Broker.DescribeTopic:output_type -> raftmq.v1.DescribeTopicResponse
+	32, // 80: raftmq.v1.Broker.JoinGroup:output_type -> raftmq.v1.JoinGroupResponse
+	34, // 81: raftmq.v1.Broker.LeaveGroup:output_type -> raftmq.v1.LeaveGroupResponse
+	36, // 82: raftmq.v1.Broker.ListGroups:output_type -> raftmq.v1.ListGroupsResponse
+	40, // 83: raftmq.v1.Broker.DescribeGroup:output_type -> raftmq.v1.DescribeGroupResponse
+	45, // 84: raftmq.v1.Broker.ResetGroup:output_type -> raftmq.v1.ResetGroupResponse
+	44, // 85: raftmq.v1.Broker.SearchOffsets:output_type -> raftmq.v1.SearchOffsetsResponse
+	48, // 86: raftmq.v1.Broker.Status:output_type -> raftmq.v1.StatusResponse
+	50, // 87: raftmq.v1.Broker.TransferLeader:output_type -> raftmq.v1.TransferLeaderResponse
+	52, // 88: raftmq.v1.Broker.AddMember:output_type -> raftmq.v1.AddMemberResponse
+	54, // 89: raftmq.v1.Broker.RemoveMember:output_type -> raftmq.v1.RemoveMemberResponse
+	60, // 90: raftmq.v1.Broker.SendBack:output_type -> raftmq.v1.SendBackResponse
+	62, // 91: raftmq.v1.Broker.LookupMessage:output_type -> raftmq.v1.LookupMessageResponse
+	64, // 92: raftmq.v1.Broker.FindMessages:output_type -> raftmq.v1.FindMessagesResponse
+	66, // 93: raftmq.v1.Broker.ResendDeadLetter:output_type -> raftmq.v1.ResendDeadLetterResponse
+	68, // 94: raftmq.v1.Broker.UpdateTopic:output_type -> raftmq.v1.UpdateTopicResponse
+	70, // 95: raftmq.v1.Broker.DeleteTopic:output_type -> raftmq.v1.DeleteTopicResponse
+	72, // 96: raftmq.v1.Broker.UpdateGroup:output_type -> raftmq.v1.UpdateGroupResponse
+	74, // 97: raftmq.v1.Broker.DeleteGroup:output_type -> raftmq.v1.DeleteGroupResponse
+	77, // 98: raftmq.v1.Broker.LockQueues:output_type -> raftmq.v1.LockQueuesResponse
+	79, // 99: raftmq.v1.Broker.UnlockQueues:output_type -> raftmq.v1.UnlockQueuesResponse
+	81, // 100: raftmq.v1.Broker.EndTransaction:output_type -> raftmq.v1.EndTransactionResponse
+	84, // 101: raftmq.v1.Broker.ListHalfMessages:output_type -> raftmq.v1.ListHalfMessagesResponse
+	56, // 102: raftmq.v1.Peer.NodeState:output_type -> raftmq.v1.NodeStateResponse
+	58, // 103: raftmq.v1.Peer.Register:output_type -> raftmq.v1.RegisterResponse
+	71, // [71:104] is the sub-list for method output_type
+	38, // [38:71] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_api_raftmq_proto_init() }
@@ -5768,15 +5983,15 @@ func file_api_raftmq_proto_init() {
 		return
 	}
 	file_api_raftmq_proto_msgTypes[0].OneofWrappers = []any{}
-	file_api_raftmq_proto_msgTypes[61].OneofWrappers = []any{}
-	file_api_raftmq_proto_msgTypes[65].OneofWrappers = []any{}
+	file_api_raftmq_proto_msgTypes[64].OneofWrappers = []any{}
+	file_api_raftmq_proto_msgTypes[68].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_raftmq_proto_rawDesc), len(file_api_raftmq_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   81,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

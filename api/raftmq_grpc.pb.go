@@ -29,6 +29,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Broker_Produce_FullMethodName          = "/raftmq.v1.Broker/Produce"
+	Broker_ProduceStream_FullMethodName    = "/raftmq.v1.Broker/ProduceStream"
 	Broker_NumberProducer_FullMethodName   = "/raftmq.v1.Broker/NumberProducer"
 	Broker_Pull_FullMethodName             = "/raftmq.v1.Broker/Pull"
 	Broker_CommitOffsets_FullMethodName    = "/raftmq.v1.Broker/CommitOffsets"
@@ -67,6 +68,15 @@ type BrokerClient interface {
 	// Produce appends messages to one topic. Retries carry the same
 	// producer_id and sequence, and the group appends them once.
 	Produce(ctx context.Context, in *ProduceRequest, opts ...grpc.CallOption) (*ProduceResponse, error)
+	// ProduceStream carries Produce calls over one long-lived stream: each
+	// ProduceCall is answered by one ProduceReply with its id, in any order,
+	// with what Produce would have answered. A stream saves the per-call cost
+	// of a unary call (HTTP/2 headers and trailers, a new stream) on both
+	// sides. The SDK keeps one per connection and falls back to Produce when a
+	// node answers Unimplemented. The credential is checked when the stream
+	// opens and each call's permissions as it arrives; a call on a stream whose
+	// user was removed or given a new secret since is refused.
+	ProduceStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProduceCall, ProduceReply], error)
 	// NumberProducer hands out the group's next producer number: a producer
 	// that sends "#<number>" as its producer_id costs a few bytes of log per
 	// request where a longer id costs its length. FAILED_PRECONDITION while
@@ -143,6 +153,19 @@ func (c *brokerClient) Produce(ctx context.Context, in *ProduceRequest, opts ...
 	}
 	return out, nil
 }
+
+func (c *brokerClient) ProduceStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProduceCall, ProduceReply], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Broker_ServiceDesc.Streams[0], Broker_ProduceStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ProduceCall, ProduceReply]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Broker_ProduceStreamClient = grpc.BidiStreamingClient[ProduceCall, ProduceReply]
 
 func (c *brokerClient) NumberProducer(ctx context.Context, in *NumberProducerRequest, opts ...grpc.CallOption) (*NumberProducerResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -441,6 +464,15 @@ type BrokerServer interface {
 	// Produce appends messages to one topic. Retries carry the same
 	// producer_id and sequence, and the group appends them once.
 	Produce(context.Context, *ProduceRequest) (*ProduceResponse, error)
+	// ProduceStream carries Produce calls over one long-lived stream: each
+	// ProduceCall is answered by one ProduceReply with its id, in any order,
+	// with what Produce would have answered. A stream saves the per-call cost
+	// of a unary call (HTTP/2 headers and trailers, a new stream) on both
+	// sides. The SDK keeps one per connection and falls back to Produce when a
+	// node answers Unimplemented. The credential is checked when the stream
+	// opens and each call's permissions as it arrives; a call on a stream whose
+	// user was removed or given a new secret since is refused.
+	ProduceStream(grpc.BidiStreamingServer[ProduceCall, ProduceReply]) error
 	// NumberProducer hands out the group's next producer number: a producer
 	// that sends "#<number>" as its producer_id costs a few bytes of log per
 	// request where a longer id costs its length. FAILED_PRECONDITION while
@@ -510,6 +542,9 @@ type UnimplementedBrokerServer struct{}
 
 func (UnimplementedBrokerServer) Produce(context.Context, *ProduceRequest) (*ProduceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Produce not implemented")
+}
+func (UnimplementedBrokerServer) ProduceStream(grpc.BidiStreamingServer[ProduceCall, ProduceReply]) error {
+	return status.Error(codes.Unimplemented, "method ProduceStream not implemented")
 }
 func (UnimplementedBrokerServer) NumberProducer(context.Context, *NumberProducerRequest) (*NumberProducerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NumberProducer not implemented")
@@ -636,6 +671,13 @@ func _Broker_Produce_Handler(srv interface{}, ctx context.Context, dec func(inte
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Broker_ProduceStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(BrokerServer).ProduceStream(&grpc.GenericServerStream[ProduceCall, ProduceReply]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Broker_ProduceStreamServer = grpc.BidiStreamingServer[ProduceCall, ProduceReply]
 
 func _Broker_NumberProducer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(NumberProducerRequest)
@@ -1287,7 +1329,14 @@ var Broker_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Broker_ListHalfMessages_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ProduceStream",
+			Handler:       _Broker_ProduceStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "api/raftmq.proto",
 }
 

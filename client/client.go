@@ -117,6 +117,8 @@ type Client struct {
 	view   *leaderView // the latest answer to "who leads, other than X"
 
 	group atomic.Pointer[string] // the pinned group id (group.go)
+
+	streams produceStreams // producestream.go
 }
 
 // leaderView is one round of asking nodes who leads, shared by the stalled

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -392,8 +393,8 @@ func (p *Producer) send(r request) {
 		size += op.size
 	}
 	var resp *api.ProduceResponse
-	err := p.c.doSized(context.Background(), size, 0, func(ctx context.Context, cl api.BrokerClient) error {
-		r, err := cl.Produce(ctx, req)
+	err := p.c.doConn(context.Background(), size, 0, func(ctx context.Context, cc grpc.ClientConnInterface) error {
+		r, err := p.c.produce(ctx, cc, req)
 		if err == nil {
 			resp = r
 		}

@@ -134,12 +134,13 @@ func (a *Authorizer) Check(ext map[string]string, body []byte, needs []Need, wha
 		return nil
 	}
 	ak := ext[acl.FieldAccessKey]
-	return a.report(a.check(ak, ext[acl.FieldSignature] != "", needs, from, func(secret []byte) *Denied {
+	_, d := a.check(ak, ext[acl.FieldSignature] != "", needs, from, func(secret []byte) *Denied {
 		if !acl.VerifySignature(ext, body, secret) {
 			return badSignature(ak)
 		}
 		return nil
-	}), what, from, ak)
+	})
+	return a.report(d, what, from, ak)
 }
 
 // report counts and logs a refusal and says whether the mode refuses it.
@@ -162,34 +163,40 @@ func badSignature(ak string) *Denied {
 
 // check authenticates access key ak (signed: the request carries a
 // signature) with verify, which answers nil when the signature is the
-// secret's and a refusal otherwise, and then checks the user's grants. A
-// bad signature or an unknown user takes from the address's allowance; an
-// address without allowance left is refused before anything is verified.
-func (a *Authorizer) check(ak string, signed bool, needs []Need, from string, verify func(secret []byte) *Denied) *Denied {
+// secret's and a refusal otherwise, and then checks the user's grants; it
+// returns the user it verified. A bad signature or an unknown user takes
+// from the address's allowance; an address without allowance left is
+// refused before anything is verified.
+func (a *Authorizer) check(ak string, signed bool, needs []Need, from string, verify func(secret []byte) *Denied) (store.User, *Denied) {
 	if ak == "" || !signed {
-		return &Denied{ReasonNoCredentials, "request without credentials (AccessKey and Signature): this broker requires authentication"}
+		return store.User{}, &Denied{ReasonNoCredentials, "request without credentials (AccessKey and Signature): this broker requires authentication"}
 	}
 	host := acl.AddrHost(from)
 	now := a.now()
 	if wait, slowed := a.throttle.Slowed(host, now); slowed {
-		return throttled(host, wait)
+		return store.User{}, throttled(host, wait)
 	}
 	u, ok := a.users.User(ak)
 	if !ok && a.caughtUp != nil && !a.caughtUp() {
-		return &Denied{ReasonCatchingUp, fmt.Sprintf("access key %s: not known on this node yet, which is catching up with the group since it started: try again", ak)}
+		return store.User{}, &Denied{ReasonCatchingUp, fmt.Sprintf("access key %s: not known on this node yet, which is catching up with the group since it started: try again", ak)}
 	}
 	if !ok {
 		a.throttle.Take(host, now)
-		return &Denied{ReasonUnknownUser, badSignature(ak).Message}
+		return store.User{}, &Denied{ReasonUnknownUser, badSignature(ak).Message}
 	}
 	secret, err := a.secret(u)
 	if err != nil {
-		return &Denied{ReasonSecretUnreadable, fmt.Sprintf("access key %s: this node cannot read its secret (auth key files differ between nodes?)", ak)}
+		return store.User{}, &Denied{ReasonSecretUnreadable, fmt.Sprintf("access key %s: this node cannot read its secret (auth key files differ between nodes?)", ak)}
 	}
 	if d := verify(secret); d != nil {
 		a.throttle.Take(host, now)
-		return d
+		return store.User{}, d
 	}
+	return u, lacking(u, needs)
+}
+
+// lacking refuses user u unless it holds every need.
+func lacking(u store.User, needs []Need) *Denied {
 	var missing []string
 	for _, n := range needs {
 		if !Allowed(u.Grants, n) {
@@ -197,7 +204,7 @@ func (a *Authorizer) check(ak string, signed bool, needs []Need, from string, ve
 		}
 	}
 	if len(missing) > 0 {
-		return &Denied{ReasonNoPermission, fmt.Sprintf("user %s may not %s", ak, strings.Join(missing, ", nor "))}
+		return &Denied{ReasonNoPermission, fmt.Sprintf("user %s may not %s", u.Name, strings.Join(missing, ", nor "))}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -16,18 +17,60 @@ import (
 // calls (node-to-node methods) take only the node credential. The mode
 // applies as in Check; from is the caller's address.
 func (a *Authorizer) CheckCall(cred, method string, needs []Need, nodeOnly bool, from string) error {
+	_, err := a.checkCall(cred, method, needs, nodeOnly, from)
+	return err
+}
+
+// Caller is who opened a stream, as its credential was verified then.
+type Caller struct {
+	accessKey string
+	node      bool   // the group's node credential
+	sealed    []byte // the user's sealed secret when the stream opened
+}
+
+// OpenStream checks the credential of a stream as CheckCall checks a call,
+// without needs, and returns its caller, whose calls on the stream
+// CheckStreamed checks as they arrive (nil when the mode is disabled, or
+// permissive and the credential refused).
+func (a *Authorizer) OpenStream(cred, method string, from string) (*Caller, error) {
+	return a.checkCall(cred, method, nil, false, from)
+}
+
+// CheckStreamed checks a call of method that arrived on a stream c opened:
+// its user must still exist with the secret it had then, and hold every
+// need now. The mode applies as in CheckCall.
+func (a *Authorizer) CheckStreamed(c *Caller, method string, needs []Need, from string) error {
 	if a == nil || a.mode == acl.Disabled {
 		return nil
 	}
+	if c == nil { // a permissive node let the stream open without a valid credential
+		return a.report(&Denied{ReasonNoCredentials, method + " on a stream opened without valid credentials"}, method, from, "")
+	}
+	if c.node {
+		return nil
+	}
+	u, ok := a.users.User(c.accessKey)
+	if !ok || !bytes.Equal(u.Secret, c.sealed) {
+		return a.report(&Denied{ReasonUnknownUser, fmt.Sprintf("access key %s was removed or given a new secret after this stream opened: open a new stream", c.accessKey)},
+			method, from, c.accessKey)
+	}
+	return a.report(lacking(u, needs), method, from, c.accessKey)
+}
+
+// checkCall is CheckCall; it also returns the caller it verified.
+func (a *Authorizer) checkCall(cred, method string, needs []Need, nodeOnly bool, from string) (*Caller, error) {
+	if a == nil || a.mode == acl.Disabled {
+		return nil, nil
+	}
 	if cred == "" {
-		return a.report(&Denied{ReasonNoCredentials, fmt.Sprintf("%s without credentials (--access-key and --secret-key-file, or RAFTMQ_ACCESS_KEY and RAFTMQ_SECRET_KEY): this node requires authentication", method)},
+		return nil, a.report(&Denied{ReasonNoCredentials, fmt.Sprintf("%s without credentials (--access-key and --secret-key-file, or RAFTMQ_ACCESS_KEY and RAFTMQ_SECRET_KEY): this node requires authentication", method)},
 			method, from, "")
 	}
 	c, err := mq.ParseCallCredential(cred)
 	if err != nil {
 		host := acl.AddrHost(from)
 		a.throttle.Take(host, a.now())
-		return a.report(&Denied{ReasonBadSignature, fmt.Sprintf("%s: %v", method, err)}, method, from, "")
+		return nil, a.report(&Denied{ReasonBadSignature, fmt.Sprintf("%s: %v", method, err)}, method, from, "")
 	}
 	verify := func(secret []byte) *Denied {
 		if !c.Verify(secret, method) {
@@ -40,13 +83,23 @@ func (a *Authorizer) CheckCall(cred, method string, needs []Need, nodeOnly bool,
 		return nil
 	}
 	if c.AccessKey == mq.NodeAccessKey {
-		return a.report(a.checkNode(verify), method, from, c.AccessKey)
+		d := a.checkNode(verify)
+		return verified(d, &Caller{accessKey: c.AccessKey, node: true}), a.report(d, method, from, c.AccessKey)
 	}
 	if nodeOnly {
-		return a.report(&Denied{ReasonNotNode, fmt.Sprintf("%s is a node-to-node call: it needs this group's node credential (the nodes sign with their --auth-key-file) or a client certificate signed by the cluster CA", method)},
+		return nil, a.report(&Denied{ReasonNotNode, fmt.Sprintf("%s is a node-to-node call: it needs this group's node credential (the nodes sign with their --auth-key-file) or a client certificate signed by the cluster CA", method)},
 			method, from, c.AccessKey)
 	}
-	return a.report(a.check(c.AccessKey, true, needs, from, verify), method, from, c.AccessKey)
+	u, d := a.check(c.AccessKey, true, needs, from, verify)
+	return verified(d, &Caller{accessKey: c.AccessKey, sealed: u.Secret}), a.report(d, method, from, c.AccessKey)
+}
+
+// verified is c unless d refused it.
+func verified(d *Denied, c *Caller) *Caller {
+	if d != nil {
+		return nil
+	}
+	return c
 }
 
 // checkNode verifies a call signed with the node credential. The throttle

@@ -32,6 +32,23 @@ func (c *countingBroker) Produce(context.Context, *api.ProduceRequest) (*api.Pro
 	return &api.ProduceResponse{}, nil
 }
 
+// ProduceStream answers each call with what authorizeStreamed says of it.
+func (c *countingBroker) ProduceStream(st api.Broker_ProduceStreamServer) error {
+	for {
+		call, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		r := &api.ProduceReply{Id: call.Id, Response: &api.ProduceResponse{}}
+		if err := authorizeStreamed(st.Context(), api.Broker_Produce_FullMethodName, call.Request); err != nil {
+			r = &api.ProduceReply{Id: call.Id, Error: api.CallStatusOf(err)}
+		}
+		if err := st.Send(r); err != nil {
+			return err
+		}
+	}
+}
+
 func (c *countingBroker) Status(context.Context, *api.StatusRequest) (*api.StatusResponse, error) {
 	return &api.StatusResponse{}, nil
 }

@@ -91,6 +91,9 @@ func refTopics(qs []*api.QueueRef) []string {
 var methodTable = map[string]methodAuth{
 	api.Broker_Produce_FullMethodName: topicAction(auth.Publish, func(r any) string { return as[api.ProduceRequest](r).GetTopic() }),
 	api.Broker_Pull_FullMethodName:    topicAction(auth.Subscribe, func(r any) string { return as[api.PullRequest](r).GetTopic() }),
+	// A stream of Produce calls: opening it takes a valid credential, each
+	// call what Produce needs (authorizeStreamed).
+	api.Broker_ProduceStream_FullMethodName: anyUser,
 	api.Broker_CommitOffsets_FullMethodName: {needs: func(r any) []auth.Need {
 		req := as[api.CommitOffsetsRequest](r)
 		var ts []string
@@ -181,12 +184,87 @@ func AuthOptions(a *auth.Authorizer) []grpc.ServerOption {
 			return h(ctx, req)
 		}),
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			if err := authorizeCall(ss.Context(), a, info.FullMethod, nil); err != nil {
+			sa, err := authorizeStream(ss.Context(), a, info.FullMethod)
+			if err != nil {
 				return err
+			}
+			if sa != nil {
+				ss = &authedStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), streamAuthKey{}, sa)}
 			}
 			return h(srv, ss)
 		}),
 	}
+}
+
+// streamAuth checks the calls that arrive on a stream whose credential
+// was verified when it opened.
+type streamAuth struct {
+	a      *auth.Authorizer
+	caller *auth.Caller
+	from   string
+}
+
+type streamAuthKey struct{}
+
+// authedStream is a stream whose context carries its streamAuth.
+type authedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *authedStream) Context() context.Context { return s.ctx }
+
+// authorizeStream checks the credential a stream opens with, as
+// authorizeCall does a call's, and returns what checks the stream's calls
+// (nil when nothing needs checking).
+func authorizeStream(ctx context.Context, a *auth.Authorizer, method string) (*streamAuth, error) {
+	m, ok := methodTable[method]
+	if !ok {
+		m = adminOfAll
+	}
+	if m.node || m.needs != nil { // node-to-node, or more than a valid user: checked as a call
+		return nil, authorizeCall(ctx, a, method, nil)
+	}
+	if m.open {
+		return nil, nil
+	}
+	from := callerAddr(ctx)
+	caller, err := a.OpenStream(callCredential(ctx), method, from)
+	if err != nil {
+		return nil, authStatus(err)
+	}
+	return &streamAuth{a: a, caller: caller, from: from}, nil
+}
+
+// authorizeStreamed checks req, a call of method (the unary method it
+// stands for) that arrived on the stream of ctx; nil on a node that does
+// not authenticate.
+func authorizeStreamed(ctx context.Context, method string, req any) error {
+	sa, _ := ctx.Value(streamAuthKey{}).(*streamAuth)
+	if sa == nil {
+		return nil
+	}
+	var needs []auth.Need
+	if m := methodTable[method]; m.needs != nil {
+		needs = m.needs(req)
+	}
+	return authStatus(sa.a.CheckStreamed(sa.caller, method, needs, sa.from))
+}
+
+func callCredential(ctx context.Context) string {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(mq.CallCredentialKey); len(v) > 0 {
+			return v[0]
+		}
+	}
+	return ""
+}
+
+func callerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
 }
 
 // authorizeCall checks one call; its error is the gRPC status to answer.
@@ -202,17 +280,7 @@ func authorizeCall(ctx context.Context, a *auth.Authorizer, method string, req a
 	if m.needs != nil {
 		needs = m.needs(req)
 	}
-	var cred string
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get(mq.CallCredentialKey); len(v) > 0 {
-			cred = v[0]
-		}
-	}
-	from := ""
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		from = p.Addr.String()
-	}
-	return authStatus(a.CheckCall(cred, method, needs, m.node, from))
+	return authStatus(a.CheckCall(callCredential(ctx), method, needs, m.node, callerAddr(ctx)))
 }
 
 // authStatus answers a refusal: PermissionDenied for a known caller

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,9 +95,24 @@ func TestMethodNeeds(t *testing.T) {
 	}
 }
 
-type dirOf map[string]store.User
+// dirOf is a user table a test may change while a server reads it.
+type dirOf struct {
+	mu    sync.Mutex
+	users map[string]store.User
+}
 
-func (d dirOf) User(name string) (store.User, bool) { u, ok := d[name]; return u, ok }
+func (d *dirOf) User(name string) (store.User, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	u, ok := d.users[name]
+	return u, ok
+}
+
+func (d *dirOf) set(u store.User) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.users[u.Name] = u
+}
 
 type signer struct {
 	ak     string
@@ -119,7 +135,8 @@ func TestAuthInterceptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	sealed, _ := sealer.Seal("u1", []byte("s1"))
-	dir := dirOf{"u1": {Name: "u1", Secret: sealed, Grants: []store.Grant{{Resource: "topic:orders", Actions: uint32(auth.Publish)}}}}
+	u1user := store.User{Name: "u1", Secret: sealed, Grants: []store.Grant{{Resource: "topic:orders", Actions: uint32(auth.Publish)}}}
+	dir := &dirOf{users: map[string]store.User{"u1": u1user}}
 	a, err := auth.New(auth.Config{Mode: acl.Enforcing, Users: dir, Sealer: sealer})
 	if err != nil {
 		t.Fatal(err)
@@ -128,17 +145,20 @@ func TestAuthInterceptor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer(AuthOptions(a)...)
+	legacy := grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error { return status.Error(codes.Unimplemented, "legacy name") })
+	gs := grpc.NewServer(append(AuthOptions(a), legacy)...)
 	api.RegisterBrokerServer(gs, &countingBroker{})
 	api.RegisterPeerServer(gs, api.UnimplementedPeerServer{})
 	go gs.Serve(lis)
 	defer gs.Stop()
+	var lastConn *grpc.ClientConn
 	dial := func(opts ...grpc.DialOption) (api.BrokerClient, api.PeerClient) {
 		cc, err := grpc.NewClient(lis.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cc.Close() })
+		lastConn = cc
 		return api.NewBrokerClient(cc), api.NewPeerClient(cc)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -150,6 +170,7 @@ func TestAuthInterceptor(t *testing.T) {
 		}
 	}
 	u1, u1peer := dial(grpc.WithPerRPCCredentials(signer{"u1", []byte("s1")}))
+	u1peerConn := lastConn
 	_, err = u1.Produce(ctx, &api.ProduceRequest{Topic: "orders"})
 	want("u1 produce orders", err, codes.OK, "")
 	_, err = u1.Produce(ctx, &api.ProduceRequest{Topic: "payments"})
@@ -167,6 +188,60 @@ func TestAuthInterceptor(t *testing.T) {
 	wrong, _ := dial(grpc.WithPerRPCCredentials(signer{"u1", []byte("nope")}))
 	_, err = wrong.ListTopics(ctx, &api.ListTopicsRequest{})
 	want("wrong secret", err, codes.Unauthenticated, "access key u1: unknown, or the signature does not verify")
+
+	// A stream of produce calls: its credential is checked when it opens,
+	// each call's permission as it arrives.
+	stream := func(c api.BrokerClient, topics ...string) []error {
+		t.Helper()
+		st, err := c.ProduceStream(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errs []error
+		for i, topic := range topics {
+			if err := st.Send(&api.ProduceCall{Id: uint64(i), Request: &api.ProduceRequest{Topic: topic}}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := st.Recv()
+			if err != nil {
+				return append(errs, err)
+			}
+			errs = append(errs, r.Error.Err())
+		}
+		return errs
+	}
+	errs := stream(u1, "orders", "payments", "orders")
+	want("u1 streams to orders", errs[0], codes.OK, "")
+	want("u1 streams to payments", errs[1], codes.PermissionDenied, "user u1 may not publish to topic payments")
+	want("u1 streams to orders again", errs[2], codes.OK, "")
+	want("a stream without credentials", stream(anon, "orders")[0], codes.Unauthenticated, "without credentials")
+	want("a stream with a wrong secret", stream(wrong, "orders")[0], codes.Unauthenticated, "signature does not verify")
+	sealed2, _ := sealer.Seal("u1", []byte("s2"))
+	st, err := u1.ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, change := range []func(){func() {}, func() { dir.set(store.User{Name: "u1", Secret: sealed2, Grants: u1user.Grants}) }} {
+		change()
+		if err := st.Send(&api.ProduceCall{Id: uint64(i), Request: &api.ProduceRequest{Topic: "orders"}}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			want("u1 streams before its secret changes", r.Error.Err(), codes.OK, "")
+		} else {
+			want("u1 streams after its secret changed", r.Error.Err(), codes.Unauthenticated, "given a new secret after this stream opened")
+		}
+	}
+	// A node-to-node method reached as a stream takes the node credential.
+	cs, err := u1peerConn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, legacyNodeState)
+	if err == nil {
+		err = cs.RecvMsg(&api.NodeStateResponse{})
+	}
+	want("u1 streams a node-to-node method", err, codes.PermissionDenied, "node-to-node call")
 
 	node, nodePeer := dial(grpc.WithPerRPCCredentials(signer{mq.NodeAccessKey, sealer.NodeSecret()}))
 	_, err = node.RemoveMember(ctx, &api.RemoveMemberRequest{Id: "n2"})

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/internal/tlsconf"
 	"github.com/raftmq/raftmq/internal/tlsconf/tlstest"
+	"github.com/raftmq/raftmq/store"
 )
 
 // TestAPIAuthEnforcing: a group with --auth enforcing serves SDK calls
@@ -227,5 +229,75 @@ func TestUsersNeedACertificateUnlessAuthEnforcing(t *testing.T) {
 	_, err = cl.Users(ctxT(t, 20*time.Second), api.UsersCall{Op: api.UsersList})
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "needs a client certificate signed by the cluster CA") {
 		t.Fatalf("users without a certificate, auth permissive: %v", err)
+	}
+}
+
+// TestAPIAuthProduceStreamFollowsTheUser: a producer's stream, opened with
+// the user's credential, is checked call by call against the user as it
+// is now: a revoked grant refuses the next send on the same stream, a new
+// secret refuses it as Unauthenticated (and a client with the old secret
+// cannot open another), and a client with the new secret sends again.
+func TestAPIAuthProduceStreamFollowsTheUser(t *testing.T) {
+	key := bytes.Repeat([]byte("k"), 32)
+	c := newCluster(t, 3, func(i int, cfg *server.Config) {
+		cfg.Auth = server.AuthConfig{Mode: acl.Enforcing, Key: key, AdminUser: "root", AdminSecret: []byte("root-secret")}
+	})
+	fo := (c.Leader() + 1) % 3
+	ctx := ctxT(t, 60*time.Second)
+	as := func(ak, secret string) *client.Client {
+		cfg := client.DefaultConfig()
+		cfg.Servers = []string{c.Config(fo).Listen} // the follower checks each call, then forwards it
+		cfg.RetryTimeout = 10 * time.Second
+		cfg.Credentials = &client.Credentials{AccessKey: ak, SecretKey: []byte(secret)}
+		cl, err := client.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close() })
+		return cl
+	}
+	root := as("root", "root-secret")
+	waitFor(t, 10*time.Second, "the first admin", func() bool { _, ok := c.Node(fo).Store().User("root"); return ok })
+	admin := func(call api.UsersCall, applied func(u store.User, ok bool) bool) {
+		t.Helper()
+		if _, err := root.Users(ctx, call); err != nil {
+			t.Fatalf("admin %+v: %v", call, err)
+		}
+		waitFor(t, 10*time.Second, fmt.Sprintf("%s of u1 on the follower", call.Op), func() bool { return applied(c.Node(fo).Store().User("u1")) })
+	}
+	canPublish := func(u store.User) bool {
+		return auth.Allowed(u.Grants, auth.Need{Action: auth.Publish, Resource: auth.Topic("orders")})
+	}
+	admin(api.UsersCall{Op: api.UsersAdd, User: "u1", Secret: "first-secret"}, func(_ store.User, ok bool) bool { return ok })
+	admin(api.UsersCall{Op: api.UsersGrant, User: "u1", Resource: "topic:orders", Actions: "publish"}, func(u store.User, _ bool) bool { return canPublish(u) })
+	if _, err := root.CreateTopic(ctx, "orders", 2, false); err != nil {
+		t.Fatal(err)
+	}
+	p := as("u1", "first-secret").NewProducer()
+	send := func() error {
+		_, err := p.Send(ctx, "orders", client.Message{Body: []byte("m")})
+		return err
+	}
+	if err := send(); err != nil {
+		t.Fatalf("u1 sends with its grant: %v", err)
+	}
+	admin(api.UsersCall{Op: api.UsersRevoke, User: "u1", Resource: "topic:orders", Actions: "publish"}, func(u store.User, _ bool) bool { return !canPublish(u) })
+	if err := send(); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "user u1 may not publish to topic orders") {
+		t.Fatalf("send after the grant was revoked: %v, want PermissionDenied", err)
+	}
+	admin(api.UsersCall{Op: api.UsersGrant, User: "u1", Resource: "topic:orders", Actions: "publish"}, func(u store.User, _ bool) bool { return canPublish(u) })
+	if err := send(); err != nil {
+		t.Fatalf("send after the grant was given back: %v", err)
+	}
+	before, _ := c.Node(fo).Store().User("u1")
+	admin(api.UsersCall{Op: api.UsersPasswd, User: "u1", Secret: "second-secret"}, func(u store.User, _ bool) bool { return !bytes.Equal(u.Secret, before.Secret) })
+	if err := send(); status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "given a new secret after this stream opened") {
+		t.Fatalf("send on the stream after the secret changed: %v, want Unauthenticated", err)
+	}
+	if err := send(); status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "signature does not verify") {
+		t.Fatalf("send with the old secret: %v, want Unauthenticated", err)
+	}
+	if _, err := as("u1", "second-secret").NewProducer().Send(ctx, "orders", client.Message{Body: []byte("m")}); err != nil {
+		t.Fatalf("send with the new secret: %v", err)
 	}
 }
