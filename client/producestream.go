@@ -19,8 +19,8 @@ import (
 // to, shared by its producers: a call on an open stream costs one message
 // each way, where a unary Produce call also opens and closes an HTTP/2
 // stream with headers and trailers (about a third less CPU on both sides
-// and 40-60 µs less per synchronous request, docs/BENCHMARKS.md). A node
-// that does not serve ProduceStream gets unary calls.
+// and 40-80 µs less per synchronous request here, docs/BENCHMARKS.md). A
+// node that does not serve ProduceStream gets unary calls.
 
 // errNoStream: the node does not serve ProduceStream (an earlier release).
 // Nothing of the call was done there.
@@ -45,15 +45,14 @@ func (c *Client) produce(ctx context.Context, cc grpc.ClientConnInterface, req *
 	s, err := c.streams.get(ctx, cc)
 	if err == nil {
 		var resp *api.ProduceResponse
-		resp, err = s.call(ctx, req)
-		if !errors.Is(err, errNoStream) && !errors.Is(err, errUnaryOnce) {
-			return resp, err
+		if resp, err = s.call(ctx, req); err == nil {
+			return resp, nil
 		}
 	}
-	if !errors.Is(err, errNoStream) && !errors.Is(err, errUnaryOnce) {
-		return nil, err
+	if errors.Is(err, errNoStream) || errors.Is(err, errUnaryOnce) {
+		return api.NewBrokerClient(cc).Produce(ctx, req)
 	}
-	return api.NewBrokerClient(cc).Produce(ctx, req)
+	return nil, err
 }
 
 // get returns cc's open stream, opening one if it has none (bounded by
