@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -18,8 +19,7 @@ import (
 	"github.com/raftmq/raftmq/api"
 )
 
-// streamNode serves ProduceStream: serve runs each stream (nil: answer
-// every call at once with its id as node id).
+// streamNode serves ProduceStream: serve runs each stream.
 type streamNode struct {
 	api.UnimplementedBrokerServer
 	serve   func(api.Broker_ProduceStreamServer) error
@@ -39,6 +39,26 @@ func (n *streamNode) Produce(context.Context, *api.ProduceRequest) (*api.Produce
 
 func answered(c *api.ProduceCall) *api.ProduceReply {
 	return &api.ProduceReply{Id: c.Id, Response: &api.ProduceResponse{NodeId: c.Request.Topic}}
+}
+
+// answerAllBut answers every call at once but those to topic, which it
+// never answers; a stream that fails (a call over the size limit) ends with
+// its error.
+func answerAllBut(topic string) func(api.Broker_ProduceStreamServer) error {
+	return func(st api.Broker_ProduceStreamServer) error {
+		for {
+			c, err := st.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if c.Request.Topic != topic {
+				st.Send(answered(c))
+			}
+		}
+	}
 }
 
 func streamClient(t *testing.T, n api.BrokerServer) (*Client, grpc.ClientConnInterface) {
@@ -130,18 +150,7 @@ func reasonStatus(code codes.Code, reason string) error {
 // reply is outstanding returns the context's error; the stream serves the
 // next call.
 func TestProduceStreamCallGivesUpAlone(t *testing.T) {
-	n := &streamNode{}
-	n.serve = func(st api.Broker_ProduceStreamServer) error {
-		for {
-			c, err := st.Recv()
-			if err != nil {
-				return nil
-			}
-			if c.Request.Topic != "never" {
-				st.Send(answered(c))
-			}
-		}
-	}
+	n := &streamNode{serve: answerAllBut("never")}
 	c, cc := streamClient(t, n)
 	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -255,18 +264,7 @@ func (n *unaryNode) Produce(context.Context, *api.ProduceRequest) (*api.ProduceR
 // again as unary calls, so only the oversized one fails, as a unary call
 // would, and the next call opens a new stream.
 func TestProduceStreamOversizedCallFailsAlone(t *testing.T) {
-	n := &streamNode{}
-	n.serve = func(st api.Broker_ProduceStreamServer) error {
-		for {
-			c, err := st.Recv()
-			if err != nil {
-				return err
-			}
-			if c.Request.Topic != "hold" {
-				st.Send(answered(c))
-			}
-		}
-	}
+	n := &streamNode{serve: answerAllBut("hold")}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
