@@ -18,6 +18,10 @@ import (
 // sends faster than its calls commit waits on HTTP/2's flow control.
 const streamCallWorkers = 64
 
+// maxCallTimeout bounds a streamed call's timeout_ms, which a caller may
+// set to anything.
+const maxCallTimeout = 24 * time.Hour
+
 // ProduceStream serves the Produce calls that arrive on one stream. Each
 // runs as a Produce call would (admission, permissions, forwarding to the
 // leader) on one of up to streamCallWorkers goroutines that live as long as
@@ -70,7 +74,7 @@ func (s *Server) ProduceStream(st api.Broker_ProduceStreamServer) error {
 func (s *Server) streamedCall(ctx context.Context, c *api.ProduceCall) *api.ProduceReply {
 	if c.TimeoutMs > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(c.TimeoutMs)*time.Millisecond)
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(min(c.TimeoutMs, maxCallTimeout.Milliseconds()))*time.Millisecond)
 		defer cancel()
 	}
 	resp, err := s.streamedProduce(ctx, c.Request)
