@@ -32,11 +32,19 @@ var errNoStream = errors.New("node does not serve ProduceStream")
 // call with the same sequence, so that only the oversized one fails.
 var errUnaryOnce = errors.New("produce stream ended by an oversized call")
 
-// produceStreams are a Client's streams, by connection.
+// produceStreams are a Client's streams, one slot per connection: a
+// stream being opened to one node (bounded by its first call's context)
+// holds up only the calls to that node.
 type produceStreams struct {
 	mu    sync.Mutex
-	open  map[grpc.ClientConnInterface]*produceStream
-	unary map[grpc.ClientConnInterface]bool // answered Unimplemented
+	slots map[grpc.ClientConnInterface]*streamSlot
+}
+
+// streamSlot is one connection's stream.
+type streamSlot struct {
+	mu    sync.Mutex
+	open  *produceStream
+	unary bool // the node answered Unimplemented
 }
 
 // produce sends req on cc's stream, or as a unary call to a node without
@@ -59,11 +67,22 @@ func (c *Client) produce(ctx context.Context, cc grpc.ClientConnInterface, req *
 // ctx, the first call's context; the stream itself outlives it).
 func (ps *produceStreams) get(ctx context.Context, cc grpc.ClientConnInterface) (*produceStream, error) {
 	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if ps.unary[cc] {
+	slot := ps.slots[cc]
+	if slot == nil {
+		if ps.slots == nil {
+			ps.slots = map[grpc.ClientConnInterface]*streamSlot{}
+		}
+		slot = &streamSlot{}
+		ps.slots[cc] = slot
+	}
+	ps.mu.Unlock()
+
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if slot.unary {
 		return nil, errNoStream
 	}
-	old := ps.open[cc]
+	old := slot.open
 	if old != nil && !old.retired.Load() {
 		return old, nil
 	}
@@ -77,7 +96,7 @@ func (ps *produceStreams) get(ctx context.Context, cc grpc.ClientConnInterface) 
 	if err != nil {
 		cancel()
 		if status.Code(err) == codes.Unimplemented {
-			ps.noStreams(cc)
+			slot.noStreams()
 			return nil, errNoStream
 		}
 		return nil, err
@@ -86,24 +105,18 @@ func (ps *produceStreams) get(ctx context.Context, cc grpc.ClientConnInterface) 
 		old.drain()
 	}
 	s := &produceStream{st: st, cancel: cancel, pending: map[uint64]chan streamReply{}}
-	if ps.open == nil {
-		ps.open = map[grpc.ClientConnInterface]*produceStream{}
-	}
-	ps.open[cc] = s
+	slot.open = s
 	go s.read(func() {
-		ps.mu.Lock()
-		defer ps.mu.Unlock()
-		ps.noStreams(cc)
+		slot.mu.Lock()
+		defer slot.mu.Unlock()
+		slot.noStreams()
 	})
 	return s, nil
 }
 
-func (ps *produceStreams) noStreams(cc grpc.ClientConnInterface) {
-	if ps.unary == nil {
-		ps.unary = map[grpc.ClientConnInterface]bool{}
-	}
-	ps.unary[cc] = true
-	delete(ps.open, cc)
+func (slot *streamSlot) noStreams() {
+	slot.unary = true
+	slot.open = nil
 }
 
 // produceStream is one ProduceStream: calls wait in pending for the reply

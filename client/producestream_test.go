@@ -306,3 +306,32 @@ func TestProduceStreamOversizedCallFailsAlone(t *testing.T) {
 		t.Fatalf("%d streams, %d unary calls served; want 2 and 1 (gRPC refuses the oversized one before the handler)", st, u)
 	}
 }
+
+// TestProduceStreamOpeningHoldsUpOnlyItsNode: while a stream to a node
+// that never answers is being opened (up to the connection's 2 s connect
+// timeout, api.Dial), calls to another node go on at once.
+func TestProduceStreamOpeningHoldsUpOnlyItsNode(t *testing.T) {
+	c, cc := streamClient(t, &streamNode{serve: answerAllBut("never")})
+	stalled, err := c.clientConn(stalledNode(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opening := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := c.produce(ctx, stalled, &api.ProduceRequest{Topic: "t"})
+		opening <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the call to the stalled node is opening its stream
+	start := time.Now()
+	if r, err := c.produce(ctxFor(t, time.Minute), cc, &api.ProduceRequest{Topic: "other"}); err != nil || r.NodeId != "other" {
+		t.Fatalf("call to the answering node: %v, %v", r, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("call to the answering node took %s: it waited for the other node's stream", d)
+	}
+	if err := <-opening; err == nil {
+		t.Fatal("call to the stalled node succeeded")
+	}
+}
