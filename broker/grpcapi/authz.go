@@ -218,10 +218,7 @@ func (s *authedStream) Context() context.Context { return s.ctx }
 // authorizeCall does a call's, and returns what checks the stream's calls
 // (nil when nothing needs checking).
 func authorizeStream(ctx context.Context, a *auth.Authorizer, method string) (*streamAuth, error) {
-	m, ok := methodTable[method]
-	if !ok {
-		m = adminOfAll
-	}
+	m := authOf(method)
 	if m.node || m.needs != nil { // node-to-node, or more than a valid user: checked as a call
 		return nil, authorizeCall(ctx, a, method, nil)
 	}
@@ -267,12 +264,18 @@ func callerAddr(ctx context.Context) string {
 	return ""
 }
 
+// authOf is what method needs of its caller: its methodTable entry, or
+// admin on the cluster for a method without one.
+func authOf(method string) methodAuth {
+	if m, ok := methodTable[method]; ok {
+		return m
+	}
+	return adminOfAll
+}
+
 // authorizeCall checks one call; its error is the gRPC status to answer.
 func authorizeCall(ctx context.Context, a *auth.Authorizer, method string, req any) error {
-	m, ok := methodTable[method]
-	if !ok {
-		m = adminOfAll
-	}
+	m := authOf(method)
 	if m.open || (m.node && tlsconf.VerifiedPeer(ctx)) {
 		return nil
 	}
