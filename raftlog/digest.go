@@ -103,28 +103,21 @@ func (w *digestWriter) release() {
 	digestBufs.Put(&b)
 }
 
-func (w *digestWriter) write(p []byte) {
+func (w *digestWriter) write(p []byte)       { writePiece(w, p) }
+func (w *digestWriter) writeString(s string) { writePiece(w, s) }
+
+// writePiece feeds p to w's digest: gathered in the buffer, or straight
+// to the CRCs when longer than digestDirect.
+func writePiece[T ~string | ~[]byte](w *digestWriter, p T) {
 	if len(p) > digestDirect {
 		w.flush()
-		w.d.add(p)
+		w.d.add([]byte(p))
 		return
 	}
 	if len(w.buf)+len(p) > cap(w.buf) {
 		w.flush()
 	}
 	w.buf = append(w.buf, p...)
-}
-
-func (w *digestWriter) writeString(s string) {
-	if len(s) > digestDirect {
-		w.flush()
-		w.d.add([]byte(s))
-		return
-	}
-	if len(w.buf)+len(s) > cap(w.buf) {
-		w.flush()
-	}
-	w.buf = append(w.buf, s...)
 }
 
 func (w *digestWriter) uvarint(x uint64) {
