@@ -58,16 +58,11 @@ demo: build
 console-screenshot:
 	RAFTMQ_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test ./broker/server/ -run '^(TestConsoleInBrowser|TestConsoleClusterView)$$' -count=1 -v
 
-# Short runs of every fuzz target (longer: FUZZTIME=5m make fuzz).
+# Short runs of every fuzz target (scripts/fuzz finds them; longer: FUZZTIME=5m
+# make fuzz; some: FUZZ_MATCH=remoting make fuzz).
 FUZZTIME ?= 20s
 fuzz:
-	$(GO) test ./raftlog/ -run '^$$' -fuzz FuzzParseBatch -fuzztime $(FUZZTIME)
-	$(GO) test ./store/ -run '^$$' -fuzz FuzzCheckCommand -fuzztime $(FUZZTIME)
-	$(GO) test ./store/ -run '^$$' -fuzz FuzzRestore -fuzztime $(FUZZTIME)
-	$(GO) test ./store/queueindex/ -run '^$$' -fuzz FuzzOpenQueue -fuzztime $(FUZZTIME)
-	$(GO) test ./broker/grpcapi/ -run '^$$' -fuzz FuzzProduceRequest -fuzztime $(FUZZTIME)
-	$(GO) test ./broker/console/ -run '^$$' -fuzz FuzzDecodeCreateTopic -fuzztime $(FUZZTIME)
-	$(GO) test ./broker/console/ -run '^$$' -fuzz FuzzDecodeResetGroup -fuzztime $(FUZZTIME)
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz
 
 clean:
 	rm -rf bin

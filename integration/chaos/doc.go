@@ -65,8 +65,9 @@
 //
 //   - RunGroups (groups.go): several groups, each a Run of its own, and a
 //     name server process that is SIGKILLed and started again, while
-//     producers of the several-group client write a topic shared by every
-//     group; each group's Run checks its queues of that topic too.
+//     producers of the several-group client (plain, and one sending
+//     transactions) write a topic shared by every group; each group's Run
+//     checks its queues of that topic too.
 //
 // The runs are Go tests (chaos_test.go, groups_test.go): TestChaosShort, fixed schedules
 // that apply every fault kind of "all" (CI), TestChaosShortMemory, one fixed

@@ -33,6 +33,11 @@ import (
 // SharedTopic is the topic the several-group client writes.
 const SharedTopic = "chaos-shared"
 
+// SharedTxnGroup is the producer group of the several-group client's
+// transactions (with RunConfig.Transactions), one of its own so that only
+// its check-back is asked about them.
+const SharedTxnGroup = "chaos-shared-txn"
+
 // GroupsConfig configures RunGroups.
 type GroupsConfig struct {
 	RunConfig // Dir, Seed, Duration and the rest, for every group's run
@@ -131,6 +136,7 @@ func RunGroups(ctx context.Context, cfg GroupsConfig) *GroupsResult {
 	defer ns.stop()
 
 	recs := map[string]*history.Recorder{}
+	txns := &sharedTxns{recs: recs}
 	var ready sync.WaitGroup
 	quiet := make(chan struct{}) // closed when the shared producers have stopped
 	var (
@@ -173,6 +179,9 @@ func RunGroups(ctx context.Context, cfg GroupsConfig) *GroupsResult {
 		}
 		rc.Part = &GroupPart{Name: name, NameServer: ns.addr, Topic: SharedTopic, Rec: recs[name],
 			Ready: func() { once.Do(ready.Done) }, Quiesce: quiesce}
+		if cfg.Transactions {
+			rc.Part.TxnGroup, rc.Part.TxnCheck = SharedTxnGroup, txns.check
+		}
 		runs.Add(1)
 		go func() {
 			defer runs.Done()
@@ -251,10 +260,29 @@ func RunGroups(ctx context.Context, cfg GroupsConfig) *GroupsResult {
 				sharedConsumer(sctx, cons, recs)
 			}()
 		}
+		var tp *cluster.TransactionProducer
+		if cfg.Transactions {
+			// Transactions through the name server too: each half
+			// message goes to one group and is decided there.
+			tp, err = cl.NewTransactionProducer(sctx, client.TransactionConfig{Group: SharedTxnGroup, Check: txns.check,
+				Timeout: txnTimeout, CheckInterval: txnCheckInterval, Topics: []string{SharedTopic}})
+			if err != nil {
+				cfg.Logf("shared transaction producer: %v", err)
+			} else {
+				shared.Add(1)
+				go func() {
+					defer shared.Done()
+					txns.produce(sctx, tp, rand.New(rand.NewSource(cfg.Seed*11+5)))
+				}()
+			}
+		}
 		stopShared = func() {
 			cancel()
 			shared.Wait()
 			p.Close()
+			if tp != nil {
+				tp.Close()
+			}
 		}
 	}
 	smu.Unlock()
@@ -358,6 +386,100 @@ func sharedProducer(ctx context.Context, p *cluster.Producer, worker int, names 
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// sharedTxns is the several-group client's transactions: what it decided
+// for each (its check-back answers that), and where each went.
+type sharedTxns struct {
+	recs  map[string]*history.Recorder // each group's record of the shared topic
+	final sync.Map                     // body name -> history.TxnCommit or TxnRollback
+	group sync.Map                     // body name -> the group that stored its half message, once known
+}
+
+// produce sends one message per transaction through tp until ctx ends,
+// its decisions drawn as RunTxnProducer draws them, and records each with
+// the group that stored its half message, or with every group when its
+// send failed before any group was known.
+func (s *sharedTxns) produce(ctx context.Context, tp *cluster.TransactionProducer, rng *rand.Rand) {
+	const name = "sharedtx"
+	for seq := uint64(1); ctx.Err() == nil; seq++ {
+		bname := fmt.Sprintf("%s-%06d-0", name, seq)
+		m, sm, tx := drawTxn(rng, name, bname, 0, SharedTxnGroup)
+		s.final.Store(bname, tx.Final)
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		invoked := time.Now()
+		res, err := tp.SendInTransaction(sctx, SharedTopic, cluster.Message{Message: m}, func(_ context.Context, a cluster.Ack) client.TxnState {
+			s.group.Store(bname, a.Group)
+			if r := s.recs[a.Group]; r != nil {
+				return localAnswer(tx, r)
+			}
+			return client.TxnUnknown
+		})
+		cancel()
+		took := time.Since(invoked)
+		var groups []string
+		var se *cluster.SendError
+		switch {
+		case res.Ack.Ack != nil:
+			groups = []string{res.Ack.Group}
+		case errors.As(err, &se):
+			groups = []string{se.Group}
+		default:
+			for g := range s.recs {
+				groups = append(groups, g)
+			}
+		}
+		for _, g := range groups {
+			r := s.recs[g]
+			if r == nil {
+				continue
+			}
+			op := history.Op{Worker: name, Seq: seq, Messages: []history.SentMessage{sm}, Txn: tx}
+			op.Invoke = r.Now() - time.Since(invoked)
+			op.Complete = op.Invoke + took
+			if res.Ack.Ack != nil {
+				op.Outcome = history.OutcomeOK
+				op.Acks = []history.Ack{{Queue: res.Ack.Queue, Offset: res.Ack.Offset, ID: res.Ack.Id}}
+				if err != nil {
+					tx.EndError = err.Error()
+				}
+			} else {
+				op.Outcome = history.Classify(err)
+				if err != nil {
+					op.Error = err.Error()
+				}
+			}
+			r.AddOp(op)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// check is the check-back of SharedTxnGroup in every group: it answers
+// the decision drawn for the message and records the answer with the
+// group that stored it (every group while that is not known).
+func (s *sharedTxns) check(_ context.Context, m client.HalfMessage) client.TxnState {
+	name := history.BodyName(m.Body)
+	v, ok := s.final.Load(name)
+	if !ok {
+		return client.TxnUnknown // not the workload's
+	}
+	recs := s.recs
+	if g, ok := s.group.Load(name); ok {
+		recs = map[string]*history.Recorder{g.(string): s.recs[g.(string)]}
+	}
+	for _, r := range recs {
+		if r != nil {
+			r.AddTxnCheck(history.TxnCheck{Body: name, Answer: v.(string), At: r.Now()})
+		}
+	}
+	if v == history.TxnCommit {
+		return client.TxnCommit
+	}
+	return client.TxnRollback
 }
 
 // sharedConsumer polls cons until ctx ends and records every message it

@@ -46,8 +46,10 @@ func runGroups(t *testing.T, cfg GroupsConfig) *GroupsResult {
 // server that is SIGKILLed and started again on the same address during
 // the fault phase, each group a fixed schedule of its own, producers of
 // the several-group client writing a topic over both groups all along.
-// Every group's run checks its own topic and its queues of the shared one
-// from the logs on disk, a fresh consumer group and every node.
+// With -chaos.txn (the default) a transactional producer of that client
+// writes the shared topic too. Every group's run checks its own topic and
+// its queues of the shared one from the logs on disk, a fresh consumer
+// group and every node.
 func TestChaosGroupsShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the run over two groups takes about a minute")
@@ -81,6 +83,10 @@ func TestChaosGroupsShort(t *testing.T) {
 		}
 		if r.Shared != nil && r.Shared.Deliveries == 0 {
 			t.Errorf("the shared topic's live consumer read nothing from group %s", name)
+		}
+		if *flagTxn && r.Shared != nil && (r.Shared.TxnCommitted == 0 || r.Shared.TxnRolledBack == 0) {
+			t.Errorf("group %s: the several-group client's transactions: %d committed, %d rolled back; want some of each",
+				name, r.Shared.TxnCommitted, r.Shared.TxnRolledBack)
 		}
 		for _, e := range plans[i].Episodes {
 			for _, k := range e.Kinds {

@@ -77,6 +77,12 @@ type GroupPart struct {
 	// was told about the messages it sent to this group.
 	Topic string
 	Rec   *history.Recorder
+	// TxnGroup, when set, is the producer group of that client's
+	// transactions, and TxnCheck its check-back: once healed, the run
+	// decides that group's half messages of Topic still undecided on this
+	// group as the client decided them.
+	TxnGroup string
+	TxnCheck func(context.Context, client.HalfMessage) client.TxnState
 }
 
 // Result is what one run found.
@@ -461,6 +467,13 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 			nemesis.violation(history.VLiveness, "after healing: %v", err)
 		}
 	}
+	if p := cfg.Part; p != nil && p.TxnCheck != nil {
+		n, err := settleTransactions(ctx, w.Servers, p.Topic, p.TxnGroup, p.TxnCheck, 30*time.Second)
+		rec.Event("transactions", "the check-back decided %d transactions of the several-group client left undecided", n)
+		if err != nil {
+			nemesis.violation(history.VLiveness, "after healing, the several-group client's transactions: %v", err)
+		}
+	}
 	// Delayed messages still waiting are delivered before the logs are
 	// read: every node must hold what the final reads judge.
 	if waited := waitDelayed(ctx, rec); waited > 0 {
@@ -485,14 +498,14 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		}
 	}
 	var shared *history.History
-	var sharedIDs []string
+	var sharedIDs, sharedTxns []string
 	if p := cfg.Part; p != nil {
 		// Its live consumer (RunGroups) reads through the several-group
 		// client, which may or may not be served by followers.
 		shared = &history.History{Seed: cfg.Seed, Topic: p.Topic}
-		sharedIDs = p.Rec.AckedIDs()
+		sharedIDs, sharedTxns = p.Rec.AckedIDs(), p.Rec.TxnBodies()
 	}
-	diskViolations := readDisks(c, h, rec, committed, cfg.RetentionMB, sharedIDs)
+	diskViolations := readDisks(c, h, rec, committed, cfg.RetentionMB, sharedIDs, sharedTxns)
 
 	// Restart every node so that the final reads come from disk, not from
 	// caches filled while the faults ran. Without retention limits: the log
@@ -605,7 +618,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 // disk view (every acknowledged id looked up in the logs read offline) is
 // the one the run's own check used.
 func checkShared(ctx context.Context, c *Cluster, cfg RunConfig, sh, own *history.History) *history.Report {
-	sh.DiskRead, sh.Disk = own.DiskRead, own.Disk
+	sh.DiskRead, sh.Disk, sh.TxnDisk = own.DiskRead, own.Disk, own.TxnDisk
 	sh.Nodes, sh.NodeErrors = map[string]history.QueueLog{}, map[string]string{}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -723,9 +736,9 @@ func finish(cfg RunConfig, res *Result, h *history.History, plan Plan) {
 // the last retention cut) and returns what the logs themselves violate:
 // entries that do not decode, logs that differ, a node missing committed
 // entries, and with retention a cut the size rule does not allow.
-func readDisks(c *Cluster, h *history.History, rec *history.Recorder, committed uint64, retentionMB int, moreIDs []string) []history.Violation {
+func readDisks(c *Cluster, h *history.History, rec *history.Recorder, committed uint64, retentionMB int, moreIDs, moreTxns []string) []history.Violation {
 	scan := NewDiskScan(append(rec.AckedIDs(), moreIDs...))
-	scan.Watch(rec.TxnBodies())
+	scan.Watch(append(rec.TxnBodies(), moreTxns...))
 	var logs []*DiskLog
 	var out []history.Violation
 	for _, n := range c.Nodes {

@@ -787,24 +787,8 @@ func (w *Workload) RunTxnProducer(ctx context.Context, worker int, rng *rand.Ran
 	name := fmt.Sprintf("t%d", worker)
 	for seq := uint64(1); ctx.Err() == nil; seq++ {
 		bname := fmt.Sprintf("%s-%06d-0", name, seq)
-		b := body(bname, w.Pad+rng.Intn(64))
-		tx := &history.TxnOp{Local: []string{history.TxnCommit, history.TxnRollback, history.TxnUnknown}[rng.Intn(3)]}
-		tx.Final = tx.Local
-		if tx.Local == history.TxnUnknown {
-			tx.Final = []string{history.TxnCommit, history.TxnRollback}[rng.Intn(2)]
-		}
+		m, sm, tx := drawTxn(rng, name, bname, w.Pad, TxnGroup)
 		w.txnFinal.Store(bname, tx.Final)
-		m := client.Message{Body: b}
-		sm := history.SentMessage{Body: bname, Hash: history.BodyHash(b), Queue: -1}
-		if rng.Intn(2) == 0 {
-			m.Key = fmt.Sprintf("%s.k%d", name, rng.Intn(3))
-		}
-		props := map[string]string{mq.PropProducerGroup: TxnGroup} // what the broker stores: the SDK adds PGROUP
-		if rng.Intn(3) == 0 {
-			m.Properties = map[string]string{"trace": bname}
-			props["trace"] = bname
-		}
-		sm.Key, sm.Props = m.Key, history.PropsHash(props)
 		op := history.Op{Worker: name, Producer: tp.ID(), Seq: seq, Messages: []history.SentMessage{sm}, Txn: tx}
 		timeout := w.OpTimeout
 		if rng.Intn(5) == 0 {
@@ -813,15 +797,7 @@ func (w *Workload) RunTxnProducer(ctx context.Context, worker int, rng *rand.Ran
 		sctx, cancel := context.WithTimeout(context.Background(), timeout)
 		op.Invoke = rec.Now()
 		res, err := tp.SendInTransaction(sctx, w.Topic, m, func(context.Context, *api.Ack) client.TxnState {
-			tx.AckAt = rec.Now()
-			switch tx.Local {
-			case history.TxnCommit:
-				tx.CommitAt = rec.Now()
-				return client.TxnCommit
-			case history.TxnRollback:
-				return client.TxnRollback
-			}
-			return client.TxnUnknown
+			return localAnswer(tx, rec)
 		})
 		cancel()
 		op.Complete = rec.Now()
@@ -848,6 +824,48 @@ func (w *Workload) RunTxnProducer(ctx context.Context, worker int, rng *rand.Ran
 	return nil
 }
 
+// drawTxn draws the transaction of body bname from producer name: its
+// message (keys and properties as the other producers send them), its
+// record (with the producer group's property, which the SDK adds and the
+// broker stores), and the decisions: the local transaction answers commit,
+// rollback or unknown, one in three each, and for unknown the check-back's
+// answer is drawn too.
+func drawTxn(rng *rand.Rand, name, bname string, pad int, group string) (client.Message, history.SentMessage, *history.TxnOp) {
+	b := body(bname, pad+rng.Intn(64))
+	tx := &history.TxnOp{Local: []string{history.TxnCommit, history.TxnRollback, history.TxnUnknown}[rng.Intn(3)]}
+	tx.Final = tx.Local
+	if tx.Local == history.TxnUnknown {
+		tx.Final = []string{history.TxnCommit, history.TxnRollback}[rng.Intn(2)]
+	}
+	m := client.Message{Body: b}
+	sm := history.SentMessage{Body: bname, Hash: history.BodyHash(b), Queue: -1}
+	if rng.Intn(2) == 0 {
+		m.Key = fmt.Sprintf("%s.k%d", name, rng.Intn(3))
+	}
+	props := map[string]string{mq.PropProducerGroup: group}
+	if rng.Intn(3) == 0 {
+		m.Properties = map[string]string{"trace": bname}
+		props["trace"] = bname
+	}
+	sm.Key, sm.Props = m.Key, history.PropsHash(props)
+	return m, sm, tx
+}
+
+// localAnswer is tx's local transaction, run once its half message is
+// stored: it notes when (and when it committed) on rec's clock and
+// answers tx.Local.
+func localAnswer(tx *history.TxnOp, rec *history.Recorder) client.TxnState {
+	tx.AckAt = rec.Now()
+	switch tx.Local {
+	case history.TxnCommit:
+		tx.CommitAt = rec.Now()
+		return client.TxnCommit
+	case history.TxnRollback:
+		return client.TxnRollback
+	}
+	return client.TxnUnknown
+}
+
 // txnCheck is the transactional producers' check-back: it answers the
 // decision drawn for the message, and records the answer.
 func (w *Workload) txnCheck(rec *history.Recorder) func(context.Context, client.HalfMessage) client.TxnState {
@@ -871,13 +889,20 @@ func (w *Workload) txnCheck(rec *history.Recorder) func(context.Context, client.
 // was lost to a fault is decided as its client decided it, as a restarted
 // producer of the group would.
 func (w *Workload) SettleTransactions(ctx context.Context, rec *history.Recorder, timeout time.Duration) (int, error) {
-	cl, err := client.New(client.Config{Servers: w.Servers, RequestTimeout: 2 * time.Second, RetryTimeout: 10 * time.Second})
+	return settleTransactions(ctx, w.Servers, w.Topic, TxnGroup, w.txnCheck(rec), timeout)
+}
+
+// settleTransactions runs the check-back of producer group on the group at
+// servers for the half messages of topic until none is left undecided or
+// timeout passes, and returns how many it decided.
+func settleTransactions(ctx context.Context, servers []string, topic, group string, check func(context.Context, client.HalfMessage) client.TxnState, timeout time.Duration) (int, error) {
+	cl, err := client.New(client.Config{Servers: servers, RequestTimeout: 2 * time.Second, RetryTimeout: 10 * time.Second})
 	if err != nil {
 		return 0, err
 	}
 	defer cl.Close()
-	tp, err := cl.NewTransactionProducer(client.TransactionConfig{Group: TxnGroup, Check: w.txnCheck(rec), Timeout: time.Millisecond,
-		CheckInterval: time.Hour, Topics: []string{w.Topic}})
+	tp, err := cl.NewTransactionProducer(client.TransactionConfig{Group: group, Check: check, Timeout: time.Millisecond,
+		CheckInterval: time.Hour, Topics: []string{topic}})
 	if err != nil {
 		return 0, err
 	}
@@ -886,14 +911,14 @@ func (w *Workload) SettleTransactions(ctx context.Context, rec *history.Recorder
 	decided := 0
 	for {
 		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		hs, err := cl.ListHalfMessages(lctx, w.Topic, TxnGroup, 0, 1)
+		hs, err := cl.ListHalfMessages(lctx, topic, group, 0, 1)
 		cancel()
 		if err == nil && len(hs) == 0 {
 			return decided, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			if err == nil {
-				err = fmt.Errorf("half message %s (%q) still undecided", hs[0].ID, history.BodyName(hs[0].Body))
+				err = fmt.Errorf("half message %s (%q) of %s still undecided", hs[0].ID, history.BodyName(hs[0].Body), topic)
 			}
 			return decided, fmt.Errorf("transactions still undecided after %s: %w", timeout, err)
 		}
