@@ -437,18 +437,7 @@ func (s *sharedTxns) produce(ctx context.Context, tp *cluster.TransactionProduce
 			op := history.Op{Worker: name, Seq: seq, Messages: []history.SentMessage{sm}, Txn: tx}
 			op.Invoke = r.Now() - time.Since(invoked)
 			op.Complete = op.Invoke + took
-			if res.Ack.Ack != nil {
-				op.Outcome = history.OutcomeOK
-				op.Acks = []history.Ack{{Queue: res.Ack.Queue, Offset: res.Ack.Offset, ID: res.Ack.Id}}
-				if err != nil {
-					tx.EndError = err.Error()
-				}
-			} else {
-				op.Outcome = history.Classify(err)
-				if err != nil {
-					op.Error = err.Error()
-				}
-			}
+			txnOutcome(&op, res.Ack.Ack, err)
 			r.AddOp(op)
 		}
 		select {

@@ -801,18 +801,7 @@ func (w *Workload) RunTxnProducer(ctx context.Context, worker int, rng *rand.Ran
 		})
 		cancel()
 		op.Complete = rec.Now()
-		if res.Ack != nil {
-			op.Outcome = history.OutcomeOK
-			op.Acks = []history.Ack{{Queue: res.Ack.Queue, Offset: res.Ack.Offset, ID: res.Ack.Id}}
-			if err != nil {
-				tx.EndError = err.Error()
-			}
-		} else {
-			op.Outcome = history.Classify(err)
-			if err != nil {
-				op.Error = err.Error()
-			}
-		}
+		txnOutcome(&op, res.Ack, err)
 		rec.AddOp(op)
 		if w.Think > 0 {
 			select {
@@ -849,6 +838,24 @@ func drawTxn(rng *rand.Rand, name, bname string, pad int, group string) (client.
 	}
 	sm.Key, sm.Props = m.Key, history.PropsHash(props)
 	return m, sm, tx
+}
+
+// txnOutcome records on op how its transaction's send ended: ack is the
+// half message's (nil when none came), err the send's error, which after
+// an ack is about ending the transaction.
+func txnOutcome(op *history.Op, ack *api.Ack, err error) {
+	if ack != nil {
+		op.Outcome = history.OutcomeOK
+		op.Acks = []history.Ack{{Queue: ack.Queue, Offset: ack.Offset, ID: ack.Id}}
+		if err != nil {
+			op.Txn.EndError = err.Error()
+		}
+		return
+	}
+	op.Outcome = history.Classify(err)
+	if err != nil {
+		op.Error = err.Error()
+	}
 }
 
 // localAnswer is tx's local transaction, run once its half message is
