@@ -61,6 +61,15 @@ func TestNamesrvTLSEnforcing(t *testing.T) {
 	if _, errOut, err := c.cli("", "namesrv", "routes", "--namesrv", ns, "--access-key", "root", "--secret-key-file", adminFile, "--timeout", "3s"); err == nil {
 		t.Fatalf("a plaintext namesrv routes was answered by an enforcing TLS name server: %s", errOut)
 	}
+	// The cluster view over TLS, signed: every group through its name
+	// server; in plaintext nothing answers.
+	c.mustCLI("", append([]string{"cluster", "health", "--namesrv", ns, "--groups", "1", "--wait", "30s"}, root...)...)
+	if out := c.mustCLI("", append([]string{"cluster", "status", "--namesrv", ns, "--json"}, root...)...); !strings.Contains(out, `"healthy":true`) {
+		t.Fatalf("cluster status over TLS: %s", out)
+	}
+	if out, errOut, err := c.cli("", "cluster", "status", "--namesrv", ns, "--access-key", "root", "--secret-key-file", adminFile, "--timeout", "3s"); err == nil {
+		t.Fatalf("a plaintext cluster status was answered by an enforcing TLS name server: %s%s", out, errOut)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

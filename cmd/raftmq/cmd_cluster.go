@@ -75,12 +75,20 @@ func withCluster(c *cli.Context, f func(context.Context, *cluster.Cluster) error
 }
 
 func newCluster(c *cli.Context) (*cluster.Cluster, error) {
+	giveUp := time.Duration(0)
+	if !c.Bool("follow") {
+		giveUp = unreachableGiveUp
+	}
+	return newClusterWith(c, giveUp)
+}
+
+// newClusterWith is newCluster giving up on a group whose every node
+// refuses after giveUp (0: never; client.Config.GiveUpUnreachable).
+func newClusterWith(c *cli.Context, giveUp time.Duration) (*cluster.Cluster, error) {
 	cfg := cluster.DefaultConfig()
 	cfg.NameServers = []string{c.String("namesrv")}
 	cfg.Client.RetryTimeout = c.Duration("timeout")
-	if !c.Bool("follow") {
-		cfg.Client.GiveUpUnreachable = unreachableGiveUp
-	}
+	cfg.Client.GiveUpUnreachable = giveUp
 	errw := c.App.ErrWriter
 	cfg.Client.OnWaiting = func(msg string) { fmt.Fprintln(errw, "raftmq:", msg) }
 	// Every group's client speaks TLS and signs its calls as -s's does.
@@ -99,7 +107,7 @@ func clusterCommand() *cli.Command {
 		return append([]cli.Flag{
 			&cli.StringFlag{Name: "namesrv", Value: "127.0.0.1:9876", Usage: "name servers ADDR[;ADDR...]"},
 			&cli.DurationFlag{Name: "timeout", Value: 5 * time.Second, Usage: "give up on one group's answer after this long"},
-		}, extra...)
+		}, append(clientTLSFlags(), extra...)...)
 	}
 	return &cli.Command{
 		Name:  "cluster",
@@ -143,11 +151,7 @@ type clusterGroupJSON struct {
 }
 
 func clusterStatus(c *cli.Context) ([]clusterGroupJSON, bool, error) {
-	cfg := cluster.DefaultConfig()
-	cfg.NameServers = []string{c.String("namesrv")}
-	cfg.Client.RetryTimeout = c.Duration("timeout")
-	cfg.Client.GiveUpUnreachable = min(unreachableGiveUp, c.Duration("timeout"))
-	cl, err := cluster.New(cfg)
+	cl, err := newClusterWith(c, min(unreachableGiveUp, c.Duration("timeout")))
 	if err != nil {
 		return nil, false, err
 	}
