@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -91,11 +93,13 @@ func (c *Client) read(addr string, cc *clientConn) {
 	defer c.wg.Done()
 	br := bufio.NewReader(cc.nc)
 	var err error
+	answered := false
 	for {
 		var frame []byte
 		if frame, err = ReadFrame(br, MaxFrame); err != nil {
 			break
 		}
+		answered = true
 		var cmd *Command
 		if cmd, err = Decode(frame); err != nil {
 			break
@@ -119,6 +123,9 @@ func (c *Client) read(addr string, cc *clientConn) {
 	c.mu.Unlock()
 	cc.mu.Lock()
 	cc.err = fmt.Errorf("connection to %s: %w", addr, err)
+	if !answered && c.Dial == nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+		cc.err = fmt.Errorf("connection to %s closed before any answer (a server that requires TLS closes plaintext connections): %w", addr, err)
+	}
 	for op, ch := range cc.waiting {
 		close(ch)
 		delete(cc.waiting, op)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -109,6 +110,51 @@ func TestClientSeesClose(t *testing.T) {
 	defer cancel()
 	if _, err := cl.Invoke(ctx, addr, NewRequest(HeartBeat, nil, nil)); err == nil {
 		t.Fatal("no error from a closed connection")
+	}
+}
+
+// A server that closes a plaintext connection before answering anything
+// (what a TLS-only server does) is reported with that hint; one that
+// closes after answering is not.
+func TestClientHintsAtTLSWhenClosedUnanswered(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			nc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 16) // what a TLS server reads as a bad handshake
+			nc.Read(buf)
+			nc.Close()
+		}
+	}()
+	cl := NewClient()
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = cl.Invoke(ctx, l.Addr().String(), NewRequest(HeartBeat, nil, nil))
+	if err == nil || !strings.Contains(err.Error(), "requires TLS") {
+		t.Fatalf("closed before any answer: %v, want the TLS hint", err)
+	}
+
+	var answered atomic.Int32
+	_, addr := startServer(t, func(ctx context.Context, c *Conn, req *Command) *Command {
+		if answered.Add(1) > 1 {
+			c.nc.Close()
+			return nil
+		}
+		return Response(req, Success, "")
+	})
+	if _, err := cl.Invoke(ctx, addr, NewRequest(HeartBeat, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Invoke(ctx, addr, NewRequest(HeartBeat, nil, nil)); err == nil || strings.Contains(err.Error(), "TLS") {
+		t.Fatalf("closed after answering: %v, want an error without the TLS hint", err)
 	}
 }
 

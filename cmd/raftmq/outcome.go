@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"google.golang.org/grpc/status"
+
 	"github.com/raftmq/raftmq/client"
 )
 
@@ -27,6 +29,10 @@ type sendTally struct {
 	acked, failed, unknown int
 	failedAt, unknownAt    []lineRange
 	firstFail, firstUnk    error
+	// failBare: firstFail says only that the messages were not sent
+	// (client.ErrNotSent, e.g. a queued send whose time ran out); a failure
+	// that says why replaces it.
+	failBare bool
 }
 
 // add records the outcome of the n messages from input line first on.
@@ -38,8 +44,9 @@ func (t *sendTally) add(first, n int, err error) {
 	case client.Failed:
 		t.failed += n
 		t.failedAt = append(t.failedAt, r)
-		if t.firstFail == nil && (!errors.Is(err, client.ErrNotSent) || errors.Is(err, client.ErrNoConnection)) {
-			t.firstFail = clean(err)
+		bare := errors.Is(err, client.ErrNotSent) && !errors.Is(err, client.ErrNoConnection) && !hasStatus(err)
+		if t.firstFail == nil || (t.failBare && !bare) {
+			t.firstFail, t.failBare = clean(err), bare
 		}
 	default:
 		t.unknown += n
@@ -96,4 +103,11 @@ func ranges(rs []lineRange) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// hasStatus reports whether err carries a gRPC status from a node (a
+// refusal that says why), wrapped or not.
+func hasStatus(err error) bool {
+	var se interface{ GRPCStatus() *status.Status }
+	return errors.As(err, &se)
 }
