@@ -28,61 +28,9 @@ var composeClusterNodes = []string{"a1", "a2", "a3", "b1", "b2", "b3"}
 // the in-network client addresses, and one produce spreads over both
 // groups.
 func TestComposeCluster(t *testing.T) {
-	composeRequire(t)
-	root := composeRepoRoot(t)
-	cli, image := composeBuildImage(t, root)
-	cmd, _ := composeCommand()
-	project := "raftmq-it-cl-" + composeRandomHex(4)
-	ports := composeFreePorts(t, 3*len(composeClusterNodes)+2)
-	env := append(os.Environ(), "RAFTMQ_IMAGE="+image, "COMPOSE_PROJECT_NAME="+project)
-	for i, n := range composeClusterNodes {
-		up := strings.ToUpper(n)
-		env = append(env, fmt.Sprintf("RAFTMQ_%s_PORT=%d", up, ports[i]),
-			fmt.Sprintf("RAFTMQ_%s_HTTP_PORT=%d", up, ports[len(composeClusterNodes)+i]),
-			fmt.Sprintf("RAFTMQ_%s_REMOTING_PORT=%d", up, ports[2*len(composeClusterNodes)+i]))
-	}
-	ns1, ns2 := ports[3*len(composeClusterNodes)], ports[3*len(composeClusterNodes)+1]
-	env = append(env, fmt.Sprintf("RAFTMQ_NAMESRV1_PORT=%d", ns1), fmt.Sprintf("RAFTMQ_NAMESRV2_PORT=%d", ns2))
-	nsBoth := fmt.Sprintf("127.0.0.1:%d;127.0.0.1:%d", ns1, ns2)
-	g, err := composegroup.New(context.Background(), composegroup.Config{Command: cmd, File: filepath.Join(root, "docker-compose.cluster.yml"),
-		Project: project, Env: env, Dir: root, Services: composeClusterNodes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(timeout time.Duration, args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		return g.RunLong(ctx, args...)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			if out, err := run(2*time.Minute, "logs", "--no-color", "--tail=60"); err == nil {
-				t.Logf("compose logs:\n%s", out)
-			}
-		}
-		if out, err := run(3*time.Minute, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
-			t.Errorf("compose down: %v\n%s", err, out)
-		}
-	})
-	start := time.Now()
-	if out, err := run(5*time.Minute, "up", "-d"); err != nil {
-		t.Fatalf("compose up: %v\n%s", err, out)
-	}
-	t.Logf("compose up -d took %v", time.Since(start).Round(time.Millisecond))
-	cliRun := func(stdin string, args ...string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		var in []byte
-		if stdin != "" {
-			in = []byte(stdin)
-		}
-		out, errOut, err := composeExec(ctx, nil, "", in, cli, args...)
-		if err != nil {
-			t.Fatalf("raftmq %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, composeTail(out, 2000), composeTail(errOut, 2000))
-		}
-		return string(out)
-	}
+	cc := composeClusterUp(t)
+	g, env, root, cli, project, nsBoth, ns1, ns2 := cc.g, cc.env, cc.root, cc.cli, cc.project, cc.nsBoth, cc.ns1, cc.ns2
+	run, cliRun, start := cc.run, cc.cliRun, cc.start
 	cliRun("", "cluster", "health", "--namesrv", nsBoth, "--groups", "2", "--wait", "180s")
 	t.Logf("both groups healthy %v after compose up began", time.Since(start).Round(time.Millisecond))
 
@@ -262,4 +210,94 @@ func TestComposeCluster(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged messages read back through the second name server", len(acked))
+}
+
+// composeClusterRun is docker-compose.cluster.yml (with more files layered
+// over it) running under a project of its own with free published ports.
+type composeClusterRun struct {
+	t                  *testing.T
+	g                  *composegroup.Group
+	env                []string
+	root, cli, project string
+	nsBoth             string // both name servers' published addresses
+	ns1, ns2           int
+	start              time.Time // when compose up began
+}
+
+// composeClusterUp builds the image and brings the cluster up with more
+// compose files layered over docker-compose.cluster.yml; its removal
+// (volumes too) is registered with t.Cleanup, with the logs when t failed.
+func composeClusterUp(t *testing.T, more ...string) *composeClusterRun {
+	t.Helper()
+	composeRequire(t)
+	root := composeRepoRoot(t)
+	cli, image := composeBuildImage(t, root)
+	cmd, _ := composeCommand()
+	project := "raftmq-it-cl-" + composeRandomHex(4)
+	ports := composeFreePorts(t, 3*len(composeClusterNodes)+2)
+	env := append(os.Environ(), "RAFTMQ_IMAGE="+image, "COMPOSE_PROJECT_NAME="+project)
+	for i, n := range composeClusterNodes {
+		up := strings.ToUpper(n)
+		env = append(env, fmt.Sprintf("RAFTMQ_%s_PORT=%d", up, ports[i]),
+			fmt.Sprintf("RAFTMQ_%s_HTTP_PORT=%d", up, ports[len(composeClusterNodes)+i]),
+			fmt.Sprintf("RAFTMQ_%s_REMOTING_PORT=%d", up, ports[2*len(composeClusterNodes)+i]))
+	}
+	cc := &composeClusterRun{t: t, root: root, cli: cli, project: project, ns1: ports[3*len(composeClusterNodes)], ns2: ports[3*len(composeClusterNodes)+1]}
+	env = append(env, fmt.Sprintf("RAFTMQ_NAMESRV1_PORT=%d", cc.ns1), fmt.Sprintf("RAFTMQ_NAMESRV2_PORT=%d", cc.ns2))
+	cc.env, cc.nsBoth = env, fmt.Sprintf("127.0.0.1:%d;127.0.0.1:%d", cc.ns1, cc.ns2)
+	var files []string
+	for _, f := range more {
+		files = append(files, filepath.Join(root, f))
+	}
+	g, err := composegroup.New(context.Background(), composegroup.Config{Command: cmd, File: filepath.Join(root, "docker-compose.cluster.yml"),
+		Files: files, Project: project, Env: env, Dir: root, Services: composeClusterNodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.g = g
+	t.Cleanup(func() {
+		if t.Failed() {
+			if out, err := cc.run(2*time.Minute, "logs", "--no-color", "--tail=60"); err == nil {
+				t.Logf("compose logs:\n%s", out)
+			}
+		}
+		if out, err := cc.run(3*time.Minute, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
+			t.Errorf("compose down: %v\n%s", err, out)
+		}
+	})
+	cc.start = time.Now()
+	if out, err := cc.run(5*time.Minute, "up", "-d"); err != nil {
+		t.Fatalf("compose up: %v\n%s", err, out)
+	}
+	t.Logf("compose up -d took %v", time.Since(cc.start).Round(time.Millisecond))
+	return cc
+}
+
+// run runs a compose command of the project.
+func (cc *composeClusterRun) run(timeout time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return cc.g.RunLong(ctx, args...)
+}
+
+// cliRun runs the host CLI with stdin and fails the test when it fails.
+func (cc *composeClusterRun) cliRun(stdin string, args ...string) string {
+	cc.t.Helper()
+	out, errOut, err := cc.cliOut(stdin, args...)
+	if err != nil {
+		cc.t.Fatalf("raftmq %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, composeTail([]byte(out), 2000), composeTail([]byte(errOut), 2000))
+	}
+	return out
+}
+
+// cliOut runs the host CLI with stdin: stdout, stderr and its error.
+func (cc *composeClusterRun) cliOut(stdin string, args ...string) (string, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var in []byte
+	if stdin != "" {
+		in = []byte(stdin)
+	}
+	out, errOut, err := composeExec(ctx, nil, "", in, cc.cli, args...)
+	return string(out), string(errOut), err
 }
