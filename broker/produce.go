@@ -121,7 +121,13 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		b.m.produceErrors.WithLabelValues("invalid").Inc()
 		return ProduceResult{}, tooLargeRequest(p.Size, len(req.Messages), b.cfg.MaxRequestBytes)
 	}
-	if !b.pending.Take(p.Size, b.cfg.MaxPendingBytes) {
+	// While the budget is used up the request waits its turn (requests
+	// are admitted in arrival order as earlier ones commit), rather than
+	// be refused and retried at random: under a flood of producers refusals
+	// starved some requests for the whole of their clients' timeouts. As
+	// many bytes may wait as may be held; past that, and when ctx ends
+	// first, it is refused busy (nothing stored; the client retries).
+	if !b.pending.Wait(ctx, p.Size, b.cfg.MaxPendingBytes, b.cfg.MaxPendingBytes) {
 		return ProduceResult{}, b.busy()
 	}
 	defer b.pending.Give(p.Size)
@@ -167,8 +173,8 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 // AdmitProduce tells, before a produce request is read, whether this node
 // has room for one: it returns an ErrBusy error while the byte budget
 // (MaxPendingBytes) is used up. The transport calls it so that a flood of
-// producers is refused before its requests are received and decoded; Produce
-// checks the budget again with the request's real size.
+// unary produce calls is refused before its requests are received and
+// decoded; Produce then waits for the budget with the request's real size.
 func (b *Broker) AdmitProduce() error {
 	if b.pending.Held() >= b.cfg.MaxPendingBytes {
 		return b.busy()

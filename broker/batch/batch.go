@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -196,29 +197,100 @@ func (bt *Batcher) drain() {
 
 // Budget counts the bytes of produce requests a node holds. Take admits a
 // request while the total stays within max, and always when nothing is
-// held, so one request larger than max still goes through alone. The zero
-// value holds nothing.
+// held, so one request larger than max still goes through alone. Wait
+// admits as Take does, or queues the request behind those already waiting
+// and admits them in arrival order as bytes are given back. The zero value
+// holds nothing.
 type Budget struct {
-	mu   sync.Mutex
-	used int
+	mu      sync.Mutex
+	used    int
+	waiting int             // bytes of the requests queued in Wait
+	queue   []*budgetWaiter // in arrival order
 }
 
-// Take admits n bytes while the total stays within max.
+type budgetWaiter struct {
+	n, max  int
+	granted bool
+	ready   chan struct{} // closed once granted
+}
+
+// Take admits n bytes while the total stays within max. It does not wait,
+// and does not queue behind requests waiting in Wait.
 func (bb *Budget) Take(n, max int) bool {
 	bb.mu.Lock()
 	defer bb.mu.Unlock()
-	if bb.used > 0 && bb.used+n > max {
+	if !fits(bb.used, n, max) {
 		return false
 	}
 	bb.used += n
 	return true
 }
 
-// Give releases n bytes.
+func fits(used, n, max int) bool { return used == 0 || used+n <= max }
+
+// Wait admits n bytes as Take does when nobody is waiting; otherwise it
+// waits, behind the requests already waiting, until n fits within max or
+// ctx ends. It refuses at once, without waiting, when the bytes already
+// waiting plus n would pass maxWaiting (one request always may wait). It
+// reports whether n was admitted; the caller then gives n back.
+func (bb *Budget) Wait(ctx context.Context, n, max, maxWaiting int) bool {
+	bb.mu.Lock()
+	if len(bb.queue) == 0 && fits(bb.used, n, max) {
+		bb.used += n
+		bb.mu.Unlock()
+		return true
+	}
+	if bb.waiting > 0 && bb.waiting+n > maxWaiting {
+		bb.mu.Unlock()
+		return false
+	}
+	w := &budgetWaiter{n: n, max: max, ready: make(chan struct{})}
+	bb.queue = append(bb.queue, w)
+	bb.waiting += n
+	bb.mu.Unlock()
+	select {
+	case <-w.ready:
+		return true
+	case <-ctx.Done():
+	}
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	if w.granted { // as ctx ended
+		return true
+	}
+	for i, q := range bb.queue {
+		if q == w {
+			bb.queue = append(bb.queue[:i], bb.queue[i+1:]...)
+			break
+		}
+	}
+	bb.waiting -= n
+	bb.grantLocked() // the next in line may fit where this one did not
+	return false
+}
+
+// Give releases n bytes and admits the waiting requests that now fit, in
+// arrival order.
 func (bb *Budget) Give(n int) {
 	bb.mu.Lock()
 	bb.used -= n
+	bb.grantLocked()
 	bb.mu.Unlock()
+}
+
+func (bb *Budget) grantLocked() {
+	for len(bb.queue) > 0 {
+		w := bb.queue[0]
+		if !fits(bb.used, w.n, w.max) {
+			return
+		}
+		bb.used += w.n
+		bb.waiting -= w.n
+		w.granted = true
+		close(w.ready)
+		bb.queue[0] = nil
+		bb.queue = bb.queue[1:]
+	}
 }
 
 // Held is the bytes held.
@@ -226,4 +298,11 @@ func (bb *Budget) Held() int {
 	bb.mu.Lock()
 	defer bb.mu.Unlock()
 	return bb.used
+}
+
+// Waiting is the bytes of the requests waiting in Wait.
+func (bb *Budget) Waiting() int {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	return bb.waiting
 }

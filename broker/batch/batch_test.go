@@ -1,7 +1,10 @@
 package batch
 
 import (
+	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/raftmq/raftmq/raftlog"
 )
@@ -106,5 +109,89 @@ func TestByteBudget(t *testing.T) {
 	}
 	if bb.Take(1, 100) {
 		t.Fatal("admitted beside an oversized request")
+	}
+}
+
+// Wait queues what does not fit and admits it in arrival order as bytes
+// come back; a request that would wait beyond maxWaiting is refused at
+// once; one whose context ends leaves the line, and the next may go.
+func TestByteBudgetWait(t *testing.T) {
+	var bb Budget
+	ctx := context.Background()
+	if !bb.Wait(ctx, 80, 100, 100) {
+		t.Fatal("refused within the budget")
+	}
+	admitted := make(chan int, 2)
+	var wg sync.WaitGroup
+	for i, n := range []int{60, 10} { // queued in this order; 10 alone would fit
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if bb.Wait(ctx, n, 100, 100) {
+				admitted <- n
+			}
+		}()
+		waitFor(t, func() bool { return bb.Waiting() == []int{60, 70}[i] })
+	}
+	if bb.Wait(ctx, 40, 100, 100) {
+		t.Fatal("admitted while 70 bytes were waiting, with at most 100 waiting")
+	}
+	// Take does not queue: 20 fits beside 80.
+	if !bb.Take(20, 100) {
+		t.Fatal("Take refused 20 bytes beside 80")
+	}
+	bb.Give(20)
+	select {
+	case n := <-admitted:
+		t.Fatalf("%d bytes admitted ahead of their turn", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	bb.Give(80) // 60 and then 10 fit
+	wg.Wait()
+	if len(admitted) != 2 || bb.Held() != 70 || bb.Waiting() != 0 {
+		t.Fatalf("admitted %d, held %d, waiting %d; want both, 70 held", len(admitted), bb.Held(), bb.Waiting())
+	}
+	bb.Give(70)
+	bb.Take(80, 100)
+
+	// A waiter whose context ends leaves the line: the one behind it,
+	// which fits, is admitted.
+	cctx, cancel := context.WithCancel(ctx)
+	gone := make(chan bool)
+	go func() { gone <- bb.Wait(cctx, 90, 100, 200) }()
+	waitFor(t, func() bool { return bb.Waiting() == 90 })
+	next := make(chan bool)
+	go func() { next <- bb.Wait(ctx, 20, 100, 200) }()
+	waitFor(t, func() bool { return bb.Waiting() == 110 })
+	cancel()
+	if <-gone {
+		t.Fatal("a waiter whose context ended was admitted with 80 of 100 held")
+	}
+	if !<-next {
+		t.Fatal("the waiter behind a departed one was not admitted")
+	}
+	if bb.Held() != 100 || bb.Waiting() != 0 {
+		t.Fatalf("held %d, waiting %d; want 100, 0", bb.Held(), bb.Waiting())
+	}
+	bb.Give(100)
+	// An oversized request waits until nothing is held, then goes alone.
+	bb.Take(10, 100)
+	big := make(chan bool)
+	go func() { big <- bb.Wait(ctx, 500, 100, 100) }()
+	waitFor(t, func() bool { return bb.Waiting() == 500 })
+	bb.Give(10)
+	if !<-big || bb.Held() != 500 {
+		t.Fatalf("oversized request: held %d", bb.Held())
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

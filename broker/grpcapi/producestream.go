@@ -85,17 +85,16 @@ func (s *Server) streamedCall(ctx context.Context, c *api.ProduceCall) *api.Prod
 }
 
 // streamedProduce is Produce for a request that arrived on a stream: the
-// checks a Produce call passes before its request is read (its caller's
-// permissions, the node's admission of produce bytes) come first.
+// check a Produce call passes before its request is read (its caller's
+// permissions) comes first. The node's refusal of produce calls while its
+// byte budget is used up does not apply: the request is read already, and
+// it waits for the budget in Produce as an admitted call does.
 func (s *Server) streamedProduce(ctx context.Context, req *api.ProduceRequest) (*api.ProduceResponse, error) {
 	if req == nil {
 		return nil, status.Error(codes.InvalidArgument, "a produce call without its request")
 	}
 	if err := authorizeStreamed(ctx, api.Broker_Produce_FullMethodName, req); err != nil {
 		return nil, err
-	}
-	if err := s.b.AdmitProduce(); err != nil {
-		return nil, toStatus(err)
 	}
 	return s.Produce(ctx, req)
 }

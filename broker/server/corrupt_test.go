@@ -241,11 +241,23 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 // TestDamagedNodeVotesButNeverLeads: a node that stopped campaigning (a
 // damaged node) still votes, so when the leader of a 3-node group dies the
 // other healthy node is elected with its vote, and it never leads itself.
+// The leader dies once both followers hold its whole log: a damaged node
+// with entries the healthy one lacks refuses it its vote (raft's rule), and
+// then no node can be elected until the old leader is back.
 func TestDamagedNodeVotesButNeverLeads(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	l := c.Leader()
 	d := (l + 1) % 3
 	c.Node(d).Node().NeverCampaign()
+	last := c.Node(l).Node().Stats().LastIndex
+	waitFor(t, 30*time.Second, "both followers to hold the leader's log", func() bool {
+		for i := range c.Nodes() {
+			if c.Node(i).Node().Stats().LastIndex < last {
+				return false
+			}
+		}
+		return true
+	})
 	c.Kill(l)
 	nl := c.LeaderExcept(l)
 	if nl == d {

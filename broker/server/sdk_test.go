@@ -107,7 +107,8 @@ func TestSendAsync(t *testing.T) {
 }
 
 // TestBusyLeaderHoldsProducersBack: with a 1 MiB budget for pending produce
-// bytes, concurrent large requests beyond it are refused as busy, and SDK
+// bytes, concurrent large requests beyond it and beyond as many bytes
+// waiting for it are refused as busy, and SDK
 // producers, which retry busy answers with the same sequence, get every
 // message appended exactly once.
 func TestBusyLeaderHoldsProducersBack(t *testing.T) {
