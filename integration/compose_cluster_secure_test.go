@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,21 +20,8 @@ import (
 // over TLS, signed as admin.
 func TestComposeClusterSecure(t *testing.T) {
 	cc := composeClusterUp(t, "docker-compose.cluster-secure.yml")
-	id, err := cc.run(time.Minute, "ps", "-q", "secure-init")
-	if err != nil || strings.TrimSpace(id) == "" {
-		t.Fatalf("compose ps -q secure-init: %v %s", err, id)
-	}
-	dir := t.TempDir()
-	for _, f := range []string{"ca.pem", "admin.secret"} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		_, errOut, err := composeExec(ctx, nil, "", nil, "docker", "cp", strings.TrimSpace(id)+":/secure/"+f, filepath.Join(dir, f))
-		cancel()
-		if err != nil {
-			t.Fatalf("docker cp %s: %v %s", f, err, errOut)
-		}
-	}
-	ca := filepath.Join(dir, "ca.pem")
-	admin := []string{"--tls-ca", ca, "--access-key", "admin", "--secret-key-file", filepath.Join(dir, "admin.secret")}
+	ca, secret := composeSecrets(t, cc.run)
+	admin := []string{"--tls-ca", ca, "--access-key", "admin", "--secret-key-file", secret}
 	with := func(args ...string) []string { return append(args, admin...) }
 
 	cc.cliRun("", with("cluster", "health", "--namesrv", cc.nsBoth, "--groups", "2", "--wait", "180s")...)

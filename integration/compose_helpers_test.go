@@ -914,3 +914,25 @@ func (l *composeLedger) check(t *testing.T, prefix string, msgs []composeMessage
 		t.Errorf("consumed data does not match what was produced:\n  %s", strings.Join(errs, "\n  "))
 	}
 }
+
+// composeSecrets copies the CA certificate and the first admin's secret
+// that the project's secure-init service made out of its container (the
+// secrets volume) into a temporary directory; run runs a compose command
+// of the project.
+func composeSecrets(t *testing.T, run func(time.Duration, ...string) (string, error)) (ca, secret string) {
+	t.Helper()
+	dir := t.TempDir()
+	id, err := run(time.Minute, "ps", "-q", "secure-init")
+	if err != nil || strings.TrimSpace(id) == "" {
+		t.Fatalf("compose ps -q secure-init: %v %s", err, id)
+	}
+	for _, f := range []string{"ca.pem", "admin.secret"} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, errOut, err := composeExec(ctx, nil, "", nil, "docker", "cp", strings.TrimSpace(id)+":/secure/"+f, filepath.Join(dir, f))
+		cancel()
+		if err != nil {
+			t.Fatalf("docker cp %s: %v %s", f, err, errOut)
+		}
+	}
+	return filepath.Join(dir, "ca.pem"), filepath.Join(dir, "admin.secret")
+}

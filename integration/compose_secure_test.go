@@ -19,20 +19,7 @@ import (
 
 func TestComposeSecure(t *testing.T) {
 	c := composeUpFiles(t, "docker-compose.secure.yml")
-	dir := t.TempDir()
-	id, err := c.composeRun(time.Minute, "ps", "-q", "secure-init")
-	if err != nil || strings.TrimSpace(id) == "" {
-		t.Fatalf("compose ps -q secure-init: %v %s", err, id)
-	}
-	for _, f := range []string{"ca.pem", "admin.secret"} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		_, errOut, err := composeExec(ctx, nil, "", nil, "docker", "cp", strings.TrimSpace(id)+":/secure/"+f, filepath.Join(dir, f))
-		cancel()
-		if err != nil {
-			t.Fatalf("docker cp %s: %v %s", f, err, errOut)
-		}
-	}
-	ca, secret := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "admin.secret")
+	ca, secret := composeSecrets(t, c.composeRun)
 	tlsArgs := []string{"--tls-ca", ca}
 	admin := append([]string{"--access-key", "admin", "--secret-key-file", secret}, tlsArgs...)
 	run := func(timeout time.Duration, args ...string) (string, string, error) {
