@@ -122,11 +122,11 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 		return ProduceResult{}, tooLargeRequest(p.Size, len(req.Messages), b.cfg.MaxRequestBytes)
 	}
 	// While the budget is used up the request waits its turn (requests
-	// are admitted in arrival order as earlier ones commit), rather than
-	// be refused and retried at random: under a flood of producers refusals
-	// starved some requests for the whole of their clients' timeouts. As
-	// many bytes may wait as may be held; past that, and when ctx ends
-	// first, it is refused busy (nothing stored; the client retries).
+	// are admitted in arrival order as earlier ones commit) rather than be
+	// refused and retried at random, which under a flood of producers
+	// starves some requests for their clients' whole timeouts. As many
+	// bytes may wait as may be held; past that, and when ctx ends first,
+	// it is refused busy (nothing stored; the client retries).
 	if !b.pending.Wait(ctx, p.Size, b.cfg.MaxPendingBytes, b.cfg.MaxPendingBytes) {
 		return ProduceResult{}, b.busy()
 	}
