@@ -123,7 +123,7 @@ func (g *guard) node(req *remoting.Command) *denied {
 func (g *guard) client(req *remoting.Command, from string, sealed func(user string) [][]byte) *denied {
 	ak, sig := req.Ext[acl.FieldAccessKey], req.Ext[acl.FieldSignature]
 	if ak == "" || sig == "" {
-		return &denied{ReasonNoCredentials, "request without credentials (AccessKey and Signature): this name server requires authentication"}
+		return &denied{ReasonNoCredentials, "request without credentials (a RocketMQ client's AccessKey and Signature; raftmq's --access-key and --secret-key-file, or RAFTMQ_ACCESS_KEY and RAFTMQ_SECRET_KEY): this name server requires authentication"}
 	}
 	if ak == mq.NodeAccessKey {
 		return g.node(req)

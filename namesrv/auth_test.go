@@ -139,6 +139,9 @@ func TestRegistrationNeedsTheNodeCredential(t *testing.T) {
 		if resp.Code != remoting.NoPermission {
 			t.Fatalf("%s route: %d %s, want NO_PERMISSION", name, resp.Code, resp.Remark)
 		}
+		if name == "unsigned" && !strings.Contains(resp.Remark, "--access-key") {
+			t.Errorf("unsigned route: %q does not say how raftmq's CLI signs", resp.Remark)
+		}
 	}
 	// A wrong secret and an unknown user took two of the allowance
 	// (Burst 3), one more the rest: even u1's good signature from this
