@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"testing"
@@ -36,18 +37,7 @@ func TestAPIAuthEnforcing(t *testing.T) {
 	fo := (l + 1) % 3
 	ctx := ctxT(t, 60*time.Second)
 	as := func(ak, secret string, node int) *client.Client {
-		cfg := client.DefaultConfig()
-		cfg.Servers = []string{c.Config(node).Listen}
-		cfg.RetryTimeout = 10 * time.Second
-		if ak != "" {
-			cfg.Credentials = &client.Credentials{AccessKey: ak, SecretKey: []byte(secret)}
-		}
-		cl, err := client.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cl.Close() })
-		return cl
+		return signedClient(t, c.Config(node).Listen, nil, ak, secret)
 	}
 	root := as("root", "root-secret", fo)
 	waitFor(t, 10*time.Second, "the first admin", func() bool { _, ok := c.Node(fo).Store().User("root"); return ok })
@@ -135,15 +125,7 @@ func TestAPIAuthWithTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t, 60*time.Second)
-	as := func(ak, secret string) *client.Client {
-		cl, err := client.New(client.Config{Servers: []string{c.Config(fo).Listen}, TLS: trust, RetryTimeout: 10 * time.Second,
-			Credentials: &client.Credentials{AccessKey: ak, SecretKey: []byte(secret)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cl.Close() })
-		return cl
-	}
+	as := func(ak, secret string) *client.Client { return signedClient(t, c.Config(fo).Listen, trust, ak, secret) }
 	root := as("root", "root-secret")
 	waitFor(t, 10*time.Second, "the first admin", func() bool { _, ok := c.Node(fo).Store().User("root"); return ok })
 	if _, err := root.Users(ctx, api.UsersCall{Op: api.UsersAdd, User: "u1", Secret: "u1-secret"}); err != nil {
@@ -244,18 +226,8 @@ func TestAPIAuthProduceStreamFollowsTheUser(t *testing.T) {
 	})
 	fo := (c.Leader() + 1) % 3
 	ctx := ctxT(t, 60*time.Second)
-	as := func(ak, secret string) *client.Client {
-		cfg := client.DefaultConfig()
-		cfg.Servers = []string{c.Config(fo).Listen} // the follower checks each call, then forwards it
-		cfg.RetryTimeout = 10 * time.Second
-		cfg.Credentials = &client.Credentials{AccessKey: ak, SecretKey: []byte(secret)}
-		cl, err := client.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cl.Close() })
-		return cl
-	}
+	// Through the follower, which checks each call, then forwards it.
+	as := func(ak, secret string) *client.Client { return signedClient(t, c.Config(fo).Listen, nil, ak, secret) }
 	root := as("root", "root-secret")
 	waitFor(t, 10*time.Second, "the first admin", func() bool { _, ok := c.Node(fo).Store().User("root"); return ok })
 	admin := func(call api.UsersCall, applied func(u store.User, ok bool) bool) {
@@ -300,4 +272,21 @@ func TestAPIAuthProduceStreamFollowsTheUser(t *testing.T) {
 	if _, err := as("u1", "second-secret").NewProducer().Send(ctx, "orders", client.Message{Body: []byte("m")}); err != nil {
 		t.Fatalf("send with the new secret: %v", err)
 	}
+}
+
+// signedClient is a client of the node at addr that signs its calls as ak
+// (unsigned when ak is empty), over TLS when trust is set, retrying for
+// 10 s; it is closed when t ends.
+func signedClient(t *testing.T, addr string, trust *tls.Config, ak, secret string) *client.Client {
+	t.Helper()
+	cfg := client.Config{Servers: []string{addr}, TLS: trust, RetryTimeout: 10 * time.Second}
+	if ak != "" {
+		cfg.Credentials = &client.Credentials{AccessKey: ak, SecretKey: []byte(secret)}
+	}
+	cl, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
 }
