@@ -21,24 +21,25 @@ import (
 )
 
 var (
-	flagRuns      = flag.Int("chaos.runs", 0, "TestChaosCampaign: number of randomized runs (0 skips the campaign)")
-	flagDuration  = flag.Duration("chaos.duration", 15*time.Second, "fault phase of each campaign run")
-	flagSeed      = flag.Int64("chaos.seed", 0, "first seed of the campaign (run i uses seed+i); 0 picks one from the clock")
-	flagFaults    = flag.String("chaos.faults", "all", "comma-separated fault kinds; all: "+strings.Join(AllFaults, ",")+"; full: all and "+strings.Join(ExtraFaults, ","))
-	flagDir       = flag.String("chaos.dir", "", "directory for binaries, run directories and failed histories (default: a new temp dir)")
-	flagBin       = flag.String("chaos.bin", "", "use this raftmq binary instead of building one")
-	flagKeep      = flag.Bool("chaos.keep", false, "keep the directories of passed runs too")
-	flagBudget    = flag.Duration("chaos.budget", 0, "TestChaosCampaign: start no new run after this much time (0: no limit)")
-	flagKnown     = flag.String("chaos.known", "", "comma-separated violation kinds of known, reported bugs: counted, but they do not fail a run (e.g. ack-position)")
-	flagRetention = flag.Int("chaos.retention-mb", 0, "run the group with 1 MiB segments and --retention-mb N (0: no retention), bodies padded to about 1 KB")
-	flagRich      = flag.Bool("chaos.rich", true, "producers send tags, properties, binary bodies, fields at their limits and requests of many messages")
-	flagOverLimit = flag.Bool("chaos.over-limit", true, "send requests just over each produce limit (each must be refused, nothing stored) and some at the 16 MiB request limit (each must be stored)")
-	flagTxn       = flag.Bool("chaos.txn", true, "a producer sends transactions: commit, rollback, and unknown with a check-back answer it decided (each committed one must be in the topic once, no rolled back one anywhere)")
-	flagReuseSeq  = flag.Bool("chaos.reuse-seq", true, "send requests that reuse a producer id and sequence with other content (each must be refused)")
-	flagShortFull = flag.Bool("chaos.short-full", false, "TestChaosShort: add a fifth schedule (seed 105, retention) with the faults only \"full\" has: corrupt-snapshot, corrupt-stable (and corrupt-running)")
-	flagGroups    = flag.Int("chaos.groups", 0, "TestChaosCampaign: run this many groups and a name server per run (RunGroups: faults in every group, the name server killed, a topic shared through the several-group client); 0 or 1: one group")
-	flagDurable   = flag.String("chaos.durability", raftlog.QuorumFsync, "every server's --durability: quorum-fsync (nothing acknowledged may be lost) or quorum-memory (a majority crash may lose what was acknowledged within its bound; all adds "+strings.Join(MemoryFaults, ",")+")")
-	flagReport    = flag.String("chaos.report", "", "TestChaosCampaign: write a markdown summary and per-run JSON lines to this path (and path.jsonl)")
+	flagRuns        = flag.Int("chaos.runs", 0, "TestChaosCampaign: number of randomized runs (0 skips the campaign)")
+	flagDuration    = flag.Duration("chaos.duration", 15*time.Second, "fault phase of each campaign run")
+	flagSeed        = flag.Int64("chaos.seed", 0, "first seed of the campaign (run i uses seed+i); 0 picks one from the clock")
+	flagFaults      = flag.String("chaos.faults", "all", "comma-separated fault kinds; all: "+strings.Join(AllFaults, ",")+"; full: all and "+strings.Join(ExtraFaults, ","))
+	flagDir         = flag.String("chaos.dir", "", "directory for binaries, run directories and failed histories (default: a new temp dir)")
+	flagBin         = flag.String("chaos.bin", "", "use this raftmq binary instead of building one")
+	flagKeep        = flag.Bool("chaos.keep", false, "keep the directories of passed runs too")
+	flagBudget      = flag.Duration("chaos.budget", 0, "TestChaosCampaign: start no new run after this much time (0: no limit)")
+	flagKnown       = flag.String("chaos.known", "", "comma-separated violation kinds of known, reported bugs: counted, but they do not fail a run (e.g. ack-position)")
+	flagRetention   = flag.Int("chaos.retention-mb", 0, "run the group with 1 MiB segments and --retention-mb N (0: no retention), bodies padded to about 1 KB")
+	flagRich        = flag.Bool("chaos.rich", true, "producers send tags, properties, binary bodies, fields at their limits and requests of many messages")
+	flagOverLimit   = flag.Bool("chaos.over-limit", true, "send requests just over each produce limit (each must be refused, nothing stored) and some at the 16 MiB request limit (each must be stored)")
+	flagTxn         = flag.Bool("chaos.txn", true, "a producer sends transactions: commit, rollback, and unknown with a check-back answer it decided (each committed one must be in the topic once, no rolled back one anywhere)")
+	flagReuseSeq    = flag.Bool("chaos.reuse-seq", true, "send requests that reuse a producer id and sequence with other content (each must be refused)")
+	flagShortFull   = flag.Bool("chaos.short-full", false, "TestChaosShort: add a fifth schedule (seed 105, retention) with the faults only \"full\" has: corrupt-snapshot, corrupt-stable (and corrupt-running)")
+	flagGroups      = flag.Int("chaos.groups", 0, "TestChaosCampaign: run this many groups and a name server per run (RunGroups: faults in every group, the name server killed, a topic shared through the several-group client); 0 or 1: one group")
+	flagServerFlags = flag.String("chaos.server-flags", "", "flags added to every server's command line, separated by spaces (\"--raft-read-ahead\")")
+	flagDurable     = flag.String("chaos.durability", raftlog.QuorumFsync, "every server's --durability: quorum-fsync (nothing acknowledged may be lost) or quorum-memory (a majority crash may lose what was acknowledged within its bound; all adds "+strings.Join(MemoryFaults, ",")+")")
+	flagReport      = flag.String("chaos.report", "", "TestChaosCampaign: write a markdown summary and per-run JSON lines to this path (and path.jsonl)")
 )
 
 var (
@@ -346,7 +347,7 @@ func TestChaosCampaign(t *testing.T) {
 				gr := runGroups(t, GroupsConfig{Groups: *flagGroups, NameServerFaults: true, RunConfig: RunConfig{Bin: bin,
 					Dir: filepath.Join(dir, fmt.Sprintf("run-%d", s)), Seed: s, Duration: *flagDuration, Faults: faults, NoTmpfs: noTmpfs,
 					Keep: *flagKeep, RetentionMB: *flagRetention, Rich: *flagRich, Transactions: *flagTxn, Durability: *flagDurable,
-					Oddities: oddities(int(s % int64(OddityShapes())))}})
+					ServerFlags: strings.Fields(*flagServerFlags), Oddities: oddities(int(s % int64(OddityShapes())))}})
 				for _, r := range gr.Runs {
 					agg.add(r)
 				}
@@ -357,7 +358,8 @@ func TestChaosCampaign(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 			res = runOne(t, RunConfig{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("run-%d", s)), Seed: s,
 				Duration: *flagDuration, Faults: faults, NoTmpfs: noTmpfs, Keep: *flagKeep, RetentionMB: *flagRetention, Logf: t.Logf,
-				Rich: *flagRich, Transactions: *flagTxn, Durability: *flagDurable, Oddities: oddities(int(s % int64(OddityShapes())))})
+				Rich: *flagRich, Transactions: *flagTxn, Durability: *flagDurable, ServerFlags: strings.Fields(*flagServerFlags),
+				Oddities: oddities(int(s % int64(OddityShapes())))})
 		})
 		agg.add(res)
 		if jsonl != nil {

@@ -61,6 +61,8 @@ type RunConfig struct {
 	// The checker judges losses by it (history.History.Durability).
 	Durability   string
 	SyncInterval time.Duration
+	// ServerFlags are added to every node's command line.
+	ServerFlags []string
 }
 
 // GroupPart is what a run over several groups (RunGroups) adds to one
@@ -254,6 +256,7 @@ func Run(ctx context.Context, cfg RunConfig) *Result {
 		// the durability syncer fsyncs it.
 		extra = append(extra, "--sync-interval", cfg.SyncInterval.String())
 	}
+	extra = append(extra, cfg.ServerFlags...)
 	if cfg.RetentionMB > 0 {
 		// No grace period: followers that are killed or cut off fall behind
 		// cuts and rejoin through the leader's snapshot.
