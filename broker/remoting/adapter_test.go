@@ -116,6 +116,11 @@ func TestSendAndPullThroughTheProtocol(t *testing.T) {
 	if again.Code != rmq.Success || again.Ext["queueOffset"] != "0" {
 		t.Fatalf("retried send: %d %s %v", again.Code, again.Remark, again.Ext)
 	}
+	// A msgId is the answering node's address and the message's place in
+	// the log: the place must agree (the follower unpacked the leader's ack).
+	if a, b := first.Ext["msgId"], again.Ext["msgId"]; len(a) != 32 || len(b) != 32 || a[16:] != b[16:] {
+		t.Fatalf("the same message acknowledged as %s through the follower and %s by the leader", a, b)
+	}
 	// A batch (V2 header, one-letter fields), and a compressed body.
 	batch := rmq.EncodeBatch([]rmq.BatchMessage{{Body: []byte("b0"), Properties: map[string]string{"TAGS": "tagB"}}, {Body: []byte("b1"), Flag: 3}})
 	v2 := map[string]string{"a": "pg", "b": "orders", "e": "1", "f": "0", "g": "0", "h": "0", "i": "", "m": "true"}

@@ -278,8 +278,14 @@ func (a *Adapter) produce(ctx context.Context, preq broker.ProduceRequest) ([]ac
 		if err != nil {
 			return err
 		}
+		acks := r.Acks
+		if r.PackedAcks != nil {
+			if acks, err = r.PackedAcks.Unpack(len(preq.Messages)); err != nil {
+				return fmt.Errorf("leader's answer: %w", err)
+			}
+		}
 		out = out[:0]
-		for _, x := range r.Acks {
+		for _, x := range acks {
 			out = append(out, ack{x.Queue, x.Offset, x.Id})
 		}
 		return nil
@@ -291,7 +297,7 @@ func (a *Adapter) produce(ctx context.Context, preq broker.ProduceRequest) ([]ac
 }
 
 func produceProto(r broker.ProduceRequest) *api.ProduceRequest {
-	out := &api.ProduceRequest{Topic: r.Topic, ProducerId: r.ProducerID, Sequence: r.Seq, Messages: make([]*api.ProduceMessage, len(r.Messages))}
+	out := &api.ProduceRequest{Topic: r.Topic, ProducerId: r.ProducerID, Sequence: r.Seq, Messages: make([]*api.ProduceMessage, len(r.Messages)), PackedAcks: true}
 	for i, m := range r.Messages {
 		pm := &api.ProduceMessage{Key: m.Key, Tag: m.Tag, Properties: m.Properties, Body: m.Body, TimestampMs: m.Timestamp}
 		if m.HasQueue {
