@@ -6,6 +6,22 @@ import (
 	"github.com/raftmq/raftmq/mq"
 )
 
+// AcksFor is the n acks of the response to a request of n messages,
+// packed or not; it fails when the response does not hold n.
+func (r *ProduceResponse) AcksFor(n int) ([]*Ack, error) {
+	if r.PackedAcks != nil {
+		acks, err := r.PackedAcks.Unpack(n)
+		if err != nil {
+			return nil, fmt.Errorf("broker answered %w", err)
+		}
+		return acks, nil
+	}
+	if len(r.Acks) != n {
+		return nil, fmt.Errorf("broker answered %d acks for %d messages", len(r.Acks), n)
+	}
+	return r.Acks, nil
+}
+
 // Unpack expands the packed acks of a request of n messages into one Ack
 // each. It allocates three times, however many messages there are: the acks,
 // the slice of pointers, and one string the ids are slices of. It fails when

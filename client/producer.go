@@ -406,7 +406,7 @@ func (p *Producer) send(r request) {
 	}
 	var acks []*api.Ack
 	if err == nil {
-		acks, err = responseAcks(resp, n)
+		acks, err = resp.AcksFor(n)
 	}
 	off := 0
 	for _, op := range batch {
@@ -417,19 +417,4 @@ func (p *Producer) send(r request) {
 			off += len(op.msgs)
 		}
 	}
-}
-
-// responseAcks are the n acks of a produce response, packed or not.
-func responseAcks(r *api.ProduceResponse, n int) ([]*api.Ack, error) {
-	if r.PackedAcks != nil {
-		acks, err := r.PackedAcks.Unpack(n)
-		if err != nil {
-			return nil, fmt.Errorf("broker answered %w", err)
-		}
-		return acks, nil
-	}
-	if len(r.Acks) != n {
-		return nil, fmt.Errorf("broker answered %d acks for %d messages", len(r.Acks), n)
-	}
-	return r.Acks, nil
 }

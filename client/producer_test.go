@@ -59,15 +59,15 @@ func TestProducerIDs(t *testing.T) {
 // takes either form; a count that does not match the messages is an error.
 func TestResponseAcks(t *testing.T) {
 	plain := &api.ProduceResponse{Acks: []*api.Ack{{Queue: 1, Offset: 4, Id: "000000000000000900000000"}}}
-	if acks, err := responseAcks(plain, 1); err != nil || acks[0] != plain.Acks[0] {
+	if acks, err := plain.AcksFor(1); err != nil || acks[0] != plain.Acks[0] {
 		t.Errorf("plain acks: %v, %v", acks, err)
 	}
 	packed := &api.ProduceResponse{PackedAcks: &api.PackedAcks{EntryIndex: 9, Queues: []uint32{1}, OffsetDeltas: []int64{4}}}
-	if acks, err := responseAcks(packed, 1); err != nil || acks[0].Id != plain.Acks[0].Id || acks[0].Offset != 4 || acks[0].Queue != 1 {
+	if acks, err := packed.AcksFor(1); err != nil || acks[0].Id != plain.Acks[0].Id || acks[0].Offset != 4 || acks[0].Queue != 1 {
 		t.Errorf("packed acks: %v, %v", acks, err)
 	}
 	for _, r := range []*api.ProduceResponse{plain, packed, {}} {
-		if _, err := responseAcks(r, 2); err == nil {
+		if _, err := r.AcksFor(2); err == nil {
 			t.Errorf("%v for 2 messages: no error", r)
 		}
 	}

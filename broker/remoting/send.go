@@ -278,11 +278,9 @@ func (a *Adapter) produce(ctx context.Context, preq broker.ProduceRequest) ([]ac
 		if err != nil {
 			return err
 		}
-		acks := r.Acks
-		if r.PackedAcks != nil {
-			if acks, err = r.PackedAcks.Unpack(len(preq.Messages)); err != nil {
-				return fmt.Errorf("leader's answer: %w", err)
-			}
+		acks, err := r.AcksFor(len(preq.Messages))
+		if err != nil {
+			return err
 		}
 		out = out[:0]
 		for _, x := range acks {
