@@ -127,6 +127,28 @@ func TestSendAndPullThroughTheProtocol(t *testing.T) {
 	if r := f.invoke(f.addr(l), rmq.SendBatchMessage, v2, batch); r.Code != rmq.Success || r.Ext["queueOffset"] != "1" || strings.Count(r.Ext["msgId"], ",") != 1 {
 		t.Fatalf("batch: %d %s %v", r.Code, r.Remark, r.Ext)
 	}
+	// The same through the follower, to queue 0: the leader's packed acks
+	// are unpacked into one id per message, each naming its own place in
+	// the log, the places the leader serves the messages from.
+	fwd := rmq.EncodeBatch([]rmq.BatchMessage{{Body: []byte("f0")}, {Body: []byte("f1")}, {Body: []byte("f2")}})
+	fv2 := map[string]string{"a": "pg", "b": "orders", "e": "0", "f": "0", "g": "0", "h": "0", "i": "", "m": "true"}
+	fr := f.invoke(f.addr(fo), rmq.SendBatchMessage, fv2, fwd)
+	fids := strings.Split(fr.Ext["msgId"], ",")
+	if fr.Code != rmq.Success || fr.Ext["queueOffset"] != "0" || len(fids) != 3 {
+		t.Fatalf("batch through the follower: %d %s %v", fr.Code, fr.Remark, fr.Ext)
+	}
+	q0 := f.invoke(f.addr(l), rmq.PullMessage, map[string]string{"consumerGroup": "cg0", "topic": "orders", "queueId": "0", "queueOffset": "0",
+		"maxMsgNums": "32", "sysFlag": "0", "subscription": "*", "expressionType": "TAG"}, nil)
+	fms, err := rmq.DecodeMessageExts(q0.Body)
+	if q0.Code != rmq.Success || err != nil || len(fms) != 3 {
+		t.Fatalf("pull of the forwarded batch: %d %s, %d messages, %v", q0.Code, q0.Remark, len(fms), err)
+	}
+	for i, m := range fms {
+		place := rmq.OffsetMessageID(mustAddrPort(t, f.addr(l)), m.PhysicalOffset)[16:]
+		if string(m.Body) != fmt.Sprintf("f%d", i) || len(fids[i]) != 32 || fids[i][16:] != place {
+			t.Fatalf("forwarded batch message %d: body %q, acknowledged as %s, stored at %s", i, m.Body, fids[i], place)
+		}
+	}
 	z := sendExt("orders", 1, nil)
 	z["sysFlag"] = "1"
 	if r := f.invoke(f.addr(l), rmq.SendMessage, z, zlibBytes(t, strings.Repeat("z", 5000))); r.Code != rmq.Success || r.Ext["queueOffset"] != "3" {
