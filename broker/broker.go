@@ -374,7 +374,7 @@ func (b *Broker) onRoleChange(ev election.Event) {
 		b.handOverIfLeader() // a damaged node that was handed leadership anyway
 	}
 	b.scheduleOnRoleChange(ev)
-	if ev.Role == election.Leader && ev.Ready {
+	if ev.Role == election.Leader && ev.Ready && b.damage.Load() == nil {
 		b.groups.Reset(ev.Term)
 		b.goFunc(func() { b.registerSelf() })
 		b.goFunc(b.nameGroup)
@@ -427,6 +427,11 @@ func (b *Broker) register(ctx context.Context, n store.NodeInfo) error {
 func (b *Broker) leaderCheck() error {
 	if b.closed.Load() {
 		return ErrShutdown
+	}
+	if b.damage.Load() != nil && b.node.Role() == election.Leader {
+		// Elected only to hand leadership over (handOverIfLeader): the
+		// calls wait for the next leader.
+		return fmt.Errorf("%w: this node is damaged and hands leadership over", ErrUnavailable)
 	}
 	if b.node.Ready() {
 		return nil

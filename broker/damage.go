@@ -63,7 +63,22 @@ func (b *Broker) checkDamage() {
 	}
 	b.log.Error("node damaged: "+b.RepairSteps(), "index", d.Index, "source", d.Source)
 	b.node.NeverCampaign()
+	b.node.CampaignWhen(b.stuckWithoutLeader)
 	b.handOverIfLeader()
+}
+
+// leaderlessHandOver is how long a damaged node waits without a leader
+// before it campaigns: healthy elections take well under a second, so by
+// then the healthy voters have failed to win, most likely because this
+// node's log is ahead of theirs and it refused them its vote.
+const leaderlessHandOver = 2 * time.Second
+
+// stuckWithoutLeader reports whether the group has had no leader for
+// leaderlessHandOver: a damaged node then campaigns, and when elected it
+// hands leadership to a healthy voter (handOverIfLeader) once that voter
+// holds its log.
+func (b *Broker) stuckWithoutLeader() bool {
+	return b.leader.leaderless() >= leaderlessHandOver
 }
 
 func errString(err error) string {

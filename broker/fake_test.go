@@ -412,6 +412,8 @@ func (f *fakeReplica) OnChange(fn func(election.Event)) (remove func()) {
 
 func (f *fakeReplica) NeverCampaign() {}
 
+func (f *fakeReplica) CampaignWhen(func() bool) {}
+
 // Membership: a group of this node alone.
 
 func (f *fakeReplica) Servers() ([]election.Server, error) {

@@ -75,21 +75,32 @@ func (b *Broker) isLeader() error {
 type leaderWatch struct {
 	mu      sync.Mutex
 	id      string
+	since   time.Time // when id was set
 	changed chan struct{}
 }
 
 func newLeaderWatch(id string) *leaderWatch {
-	return &leaderWatch{id: id, changed: make(chan struct{})}
+	return &leaderWatch{id: id, since: time.Now(), changed: make(chan struct{})}
 }
 
 func (w *leaderWatch) set(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if id != w.id {
-		w.id = id
+		w.id, w.since = id, time.Now()
 		close(w.changed)
 		w.changed = make(chan struct{})
 	}
+}
+
+// leaderless is how long this node has known no leader (0: it knows one).
+func (w *leaderWatch) leaderless() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.id != "" {
+		return 0
+	}
+	return time.Since(w.since)
 }
 
 func (w *leaderWatch) get() (string, <-chan struct{}) {

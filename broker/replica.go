@@ -82,6 +82,7 @@ type Leadership interface {
 	// change; remove unregisters it.
 	OnChange(fn func(election.Event)) (remove func())
 	NeverCampaign()
+	CampaignWhen(ok func() bool)
 }
 
 // Membership reads and changes the group's configuration.

@@ -321,9 +321,12 @@ type gatedTransport struct {
 	raft.Transport
 	noCampaign *atomic.Bool
 	recovering *atomic.Bool
-	rpcs       chan raft.RPC // after an unclean start: fed by recoveringVotes; else nil
-	patience   *patience     // appends to a node that is down wait for it (patience.go)
-	quiet      *quiet        // appends that repeat what a follower has wait while idle (quiet.go)
+	// campaignAnyway, when set, lets a node that does not campaign
+	// (noCampaign) do so while it reports true (Node.CampaignWhen).
+	campaignAnyway atomic.Pointer[func() bool]
+	rpcs           chan raft.RPC // after an unclean start: fed by recoveringVotes; else nil
+	patience       *patience     // appends to a node that is down wait for it (patience.go)
+	quiet          *quiet        // appends that repeat what a follower has wait while idle (quiet.go)
 	// commitBound bounds the commit index of appends (Config.CommitBound); nil: none.
 	commitBound func() uint64
 }
@@ -376,7 +379,16 @@ func (t *gatedTransport) Close() error {
 	return nil
 }
 
-func (t *gatedTransport) campaigns() bool { return !t.noCampaign.Load() && !t.recovering.Load() }
+func (t *gatedTransport) campaigns() bool {
+	if t.recovering.Load() {
+		return false
+	}
+	if !t.noCampaign.Load() {
+		return true
+	}
+	anyway := t.campaignAnyway.Load()
+	return anyway != nil && (*anyway)()
+}
 
 func (t *gatedTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
 	if !t.campaigns() {
@@ -402,6 +414,16 @@ func (n *Node) NeverCampaign() {
 	if !n.noCampaign.Swap(true) {
 		n.log.Warn("this node will not campaign for leadership again until it restarts")
 	}
+}
+
+// CampaignWhen lets a node that NeverCampaign was called for campaign while
+// ok reports true. A damaged node whose log holds entries the healthy
+// voters lack refuses them its vote (raft's rule): once the leader is gone
+// no one else can be elected, and it must lead, only to hand leadership
+// over at once. Its entries are checked as they are read for replication,
+// so a damaged one is never sent.
+func (n *Node) CampaignWhen(ok func() bool) {
+	n.trans.campaignAnyway.Store(&ok)
 }
 
 func (n *Node) goFunc(f func()) {

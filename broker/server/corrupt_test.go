@@ -23,6 +23,7 @@ import (
 	"github.com/raftmq/raftmq/broker"
 	"github.com/raftmq/raftmq/broker/server"
 	"github.com/raftmq/raftmq/election"
+	"github.com/raftmq/raftmq/internal/servertest"
 	"github.com/raftmq/raftmq/raftlog"
 )
 
@@ -241,9 +242,8 @@ func TestCorruptLeaderSegmentIsNotReplicated(t *testing.T) {
 // TestDamagedNodeVotesButNeverLeads: a node that stopped campaigning (a
 // damaged node) still votes, so when the leader of a 3-node group dies the
 // other healthy node is elected with its vote, and it never leads itself.
-// The leader dies once both followers hold its whole log: a damaged node
-// with entries the healthy one lacks refuses it its vote (raft's rule), and
-// then no node can be elected until the old leader is back.
+// The leader dies once both followers hold its whole log (when the damaged
+// node holds more, it has to lead first: the test below).
 func TestDamagedNodeVotesButNeverLeads(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	l := c.Leader()
@@ -277,6 +277,86 @@ func TestDamagedNodeVotesButNeverLeads(t *testing.T) {
 	if term := c.Node(d).Node().Stats().Term; term > 10 {
 		t.Errorf("term rose to %d: failed campaigns must not raise it (pre-vote)", term)
 	}
+}
+
+// TestDamagedNodeWithTheLongerLogHandsOver: when the leader dies while a
+// damaged follower holds entries the healthy one lacks, the damaged node
+// refuses the healthy one its vote (raft's rule) and cannot be elected
+// itself; once the group has been leaderless for a while it campaigns
+// anyway, wins, and hands leadership to the healthy node as soon as that
+// node holds its log. Every acknowledged message is then served there.
+func TestDamagedNodeWithTheLongerLogHandsOver(t *testing.T) {
+	c := servertest.New(t, 3)
+	ctx := ctxT(t, 3*time.Minute)
+	l := c.Leader()
+	d, h := (l+1)%3, (l+2)%3
+	if _, err := c.Node(l).Broker().CreateTopic(ctx, "t", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	send := func(i int) {
+		t.Helper()
+		if _, err := produceTo(ctx, t, c, broker.ProduceRequest{Topic: "t", ProducerID: "p", Seq: uint64(i + 1),
+			Messages: []broker.ProduceMessage{{Body: []byte(fmt.Sprintf("m%d", i))}}}); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+	send(0)
+	waitFor(t, 30*time.Second, "every node to apply the first message", func() bool {
+		for i := range c.Nodes() {
+			if c.Node(i).Store().Applied() < c.Node(l).Store().Applied() {
+				return false
+			}
+		}
+		return true
+	})
+	// Follower d's state machine meets a damaged batch: it stops applying
+	// and campaigning, and keeps acknowledging appends.
+	bad := raftlog.EncodeBatch(&raftlog.Request{Topic: "t", Messages: []raftlog.Message{{Body: []byte("rotten")}}})
+	bad[len(bad)-1] ^= 0x01
+	fsm := c.Node(d).Store()
+	fsm.ApplyUnreplicated(fsm.Applied()+1, bad)
+	waitFor(t, 20*time.Second, "node d to be marked damaged", func() bool {
+		_, ok := c.Node(d).Broker().Damaged()
+		return ok
+	})
+	// h falls behind: the messages are committed on l and d only.
+	c.Partition(h)
+	const n = 20
+	for i := 1; i <= n; i++ {
+		send(i)
+	}
+	last := c.Node(l).Node().Stats().LastIndex
+	waitFor(t, 30*time.Second, "d to hold the leader's log", func() bool { return c.Node(d).Node().Stats().LastIndex >= last })
+	c.Kill(l)
+	c.Heal()
+	if got := c.Node(h).Node().Stats().LastIndex; got >= last {
+		t.Fatalf("h holds index %d, the dead leader's last was %d: the test needs h behind", got, last)
+	}
+
+	waitFor(t, time.Minute, "the healthy node to lead", func() bool { return c.Node(h).Node().Role() == election.Leader })
+	if r := c.Node(d).Node().Role(); r == election.Leader {
+		t.Fatalf("the damaged node is %s", r)
+	}
+	// Every acknowledged message is on the new leader, once, in order.
+	var got []string
+	waitFor(t, 30*time.Second, "the new leader to serve every message", func() bool {
+		r, err := c.Node(h).Broker().Pull(ctx, broker.PullRequest{Topic: "t", Queue: 0, MaxMessages: 100})
+		if err != nil {
+			return false
+		}
+		got = got[:0]
+		for _, m := range r.Messages {
+			got = append(got, string(m.Body))
+		}
+		return len(got) >= n+1
+	})
+	for i, b := range got {
+		if want := fmt.Sprintf("m%d", i); b != want || len(got) != n+1 {
+			t.Fatalf("the new leader serves %q, want m0..m%d", got, n)
+		}
+	}
+	// And it takes writes, acknowledged by the damaged node.
+	send(n + 1)
 }
 
 // TestDamagedStateMachineHandsOverLeadership: a leader whose FSM met a
