@@ -35,7 +35,7 @@ func (b *Broker) RepairSteps() string {
 	if !ok {
 		return ""
 	}
-	return fmt.Sprintf("this node met a damaged entry at log index %d (%s: %s). It serves no reads, will not lead and will not campaign; "+
+	return fmt.Sprintf("this node met a damaged entry at log index %d (%s: %s). It serves no reads and will not lead, except to hand leadership over when no other node can be elected; "+
 		"the other nodes hold the entry. To repair: restart it (a log damaged on disk makes it refuse to start, naming the entry), then "+
 		"run `raftmq member remove %s --force` against the group, stop it, move its data directory away, start it empty with --join "+
 		"and run `raftmq member add %s@<its raft address>`", d.Index, d.Source, d.Err, b.cfg.NodeID, b.cfg.NodeID)

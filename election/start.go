@@ -405,7 +405,8 @@ func (t gatedPreVote) RequestPreVote(id raft.ServerID, target raft.ServerAddress
 }
 
 // NeverCampaign stops this node from ever being elected (until it
-// restarts): its vote requests fail, so it stays a follower that votes for
+// restarts, or while CampaignWhen's function reports true): its vote
+// requests fail, so it stays a follower that votes for
 // others and acknowledges appends. raft pre-votes first, so its failed
 // campaigns do not raise the group's term. A leader calls it after handing
 // leadership away (a leader sends no vote requests: it only takes effect
