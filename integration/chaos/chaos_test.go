@@ -37,7 +37,7 @@ var (
 	flagReuseSeq    = flag.Bool("chaos.reuse-seq", true, "send requests that reuse a producer id and sequence with other content (each must be refused)")
 	flagShortFull   = flag.Bool("chaos.short-full", false, "TestChaosShort: add a fifth schedule (seed 105, retention) with the faults only \"full\" has: corrupt-snapshot, corrupt-stable (and corrupt-running)")
 	flagGroups      = flag.Int("chaos.groups", 0, "TestChaosCampaign: run this many groups and a name server per run (RunGroups: faults in every group, the name server killed, a topic shared through the several-group client); 0 or 1: one group")
-	flagServerFlags = flag.String("chaos.server-flags", "", "flags added to every server's command line, separated by spaces (\"--raft-read-ahead\")")
+	flagServerFlags = flag.String("chaos.server-flags", "", "flags added to every server's command line, separated by spaces (\"--max-batch-bytes=524288\")")
 	flagDurable     = flag.String("chaos.durability", raftlog.QuorumFsync, "every server's --durability: quorum-fsync (nothing acknowledged may be lost) or quorum-memory (a majority crash may lose what was acknowledged within its bound; all adds "+strings.Join(MemoryFaults, ",")+")")
 	flagReport      = flag.String("chaos.report", "", "TestChaosCampaign: write a markdown summary and per-run JSON lines to this path (and path.jsonl)")
 )
