@@ -81,6 +81,7 @@ func ServerOptions(b *broker.Broker) []grpc.ServerOption {
 		grpc.NumStreamWorkers(streamWorkers),
 		grpc.MaxRecvMsgSize(RecvLimit(b.Config().MaxRequestBytes)),
 		grpc.MaxSendMsgSize(MaxMessageSize),
+		grpc.StaticStreamWindowSize(api.StreamWindow), grpc.StaticConnWindowSize(api.ConnWindow),
 		grpc.InTapHandle(admit(b)),
 		grpc.UnknownServiceHandler(legacyHandler(NewPeerServer(b, nil))),
 	}

@@ -1,11 +1,16 @@
 package server_test
 
 import (
+	"bytes"
+	"context"
 	"math"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -117,4 +122,108 @@ func hasReason(err error, code codes.Code, reason string) bool {
 		}
 	}
 	return false
+}
+
+// TestSynchronousStreamCallsSendNoPings: one call at a time on a
+// ProduceStream, as a synchronous producer makes them, costs one HTTP/2
+// message each way and no PING frames: with gRPC's dynamic flow-control
+// windows each side pinged the other for every message it received, and
+// each ping woke the other process once more.
+func TestSynchronousStreamCallsSendNoPings(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	ctx := ctxT(t, 60*time.Second)
+	var tap frameTap
+	cc, err := api.Dial(c.Config(0).Listen, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		return &tappedConn{Conn: conn, tap: &tap}, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	st, err := api.NewBrokerClient(cc).ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	for i := range uint64(n) {
+		call := &api.ProduceCall{Id: i + 1, Request: &api.ProduceRequest{Topic: "sync", ProducerId: "pings", Sequence: i + 1,
+			Messages: []*api.ProduceMessage{{Body: bytes.Repeat([]byte{byte(i)}, 1024)}}}}
+		if err := st.Send(call); err != nil {
+			t.Fatal(err)
+		}
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Id != call.Id || r.Error.Err() != nil {
+			t.Fatalf("call %d answered as %d: %v", call.Id, r.Id, r.Error.Err())
+		}
+	}
+	sent, received := tap.frames(t)
+	// HTTP/2 frame types: DATA 0, PING 6.
+	if sent[0] < n || received[0] < n {
+		t.Fatalf("the tap saw %d DATA frames sent and %d received for %d calls", sent[0], received[0], n)
+	}
+	// Keepalive pings only a connection silent for api.KeepaliveTime.
+	if sent[6] > 2 || received[6] > 2 {
+		t.Errorf("%d calls cost %d PING frames sent and %d received, want none", n, sent[6], received[6])
+	}
+}
+
+// frameTap keeps the bytes a client connection wrote and read.
+type frameTap struct {
+	mu            sync.Mutex
+	written, read bytes.Buffer
+}
+
+type tappedConn struct {
+	net.Conn
+	tap *frameTap
+}
+
+func (c *tappedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.tap.mu.Lock()
+	c.tap.written.Write(p[:n])
+	c.tap.mu.Unlock()
+	return n, err
+}
+
+func (c *tappedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.tap.mu.Lock()
+	c.tap.read.Write(p[:n])
+	c.tap.mu.Unlock()
+	return n, err
+}
+
+// frames counts the HTTP/2 frames of each type the client sent and received.
+func (tap *frameTap) frames(t *testing.T) (sent, received map[byte]int) {
+	tap.mu.Lock()
+	defer tap.mu.Unlock()
+	const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+	w := tap.written.Bytes()
+	if !bytes.HasPrefix(w, []byte(preface)) {
+		t.Fatalf("the client's first bytes are not HTTP/2's preface: %q", w[:min(len(w), 24)])
+	}
+	return countFrames(w[len(preface):]), countFrames(tap.read.Bytes())
+}
+
+// countFrames counts the whole frames in b by type (a frame header is a
+// 24-bit length, a type, flags and a 32-bit stream id).
+func countFrames(b []byte) map[byte]int {
+	n := map[byte]int{}
+	for len(b) >= 9 {
+		size := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
+		if len(b) < 9+size {
+			break
+		}
+		n[b[3]]++
+		b = b[9+size:]
+	}
+	return n
 }
