@@ -130,12 +130,16 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	if !b.pending.Wait(ctx, p.Size, b.cfg.MaxPendingBytes, b.cfg.MaxPendingBytes) {
 		return ProduceResult{}, b.busy()
 	}
-	defer b.pending.Give(p.Size)
+	// Once queued, the request's bytes count until its outcome is
+	// delivered, even when this call stops waiting for it first.
+	p.HeldIn(&b.pending)
 	select {
 	case b.batch.In() <- p:
 	case <-ctx.Done():
+		b.pending.Give(p.Size)
 		return ProduceResult{}, fmt.Errorf("%w: produce queue full: %w", ErrTimeout, ctx.Err())
 	case <-b.stop:
+		b.pending.Give(p.Size)
 		return ProduceResult{}, ErrShutdown
 	}
 	var out batch.Outcome

@@ -62,18 +62,18 @@ func (b *Broker) scheduleOnRoleChange(ev election.Event) {
 }
 
 // submit hands one delivery to the batcher, the path every stored message
-// takes. It counts in the pending bytes but is never refused by them; wait
-// gives them back. wait returns ErrUnknownOutcome when stop closes or the
+// takes. It counts in the pending bytes, until its outcome is delivered,
+// but is never refused by them. wait returns ErrUnknownOutcome when stop closes or the
 // broker closes first: the delivery may still commit. A request queued
 // just as the broker closed is answered by no one (the batcher has
 // stopped), so wait must not count on an answer.
 func (b *Broker) submit(stop <-chan struct{}, req raftlog.Request) (int, func() (refused, err error), error) {
 	p := batch.NewPending(req)
 	b.pending.Take(p.Size, math.MaxInt)
+	p.HeldIn(&b.pending)
 	select {
 	case b.batch.In() <- p:
 		return p.Size, func() (error, error) {
-			defer b.pending.Give(p.Size)
 			select {
 			case out := <-p.Done():
 				return out.Res.Err, out.Err

@@ -35,9 +35,10 @@ type Hooks struct {
 
 // Pending is one request waiting for its entry to commit.
 type Pending struct {
-	Req  raftlog.Request
-	Size int // the bytes Req adds to its entry, at most (raftlog.Request.EncodedSize)
-	done chan Outcome
+	Req    raftlog.Request
+	Size   int // the bytes Req adds to its entry, at most (raftlog.Request.EncodedSize)
+	done   chan Outcome
+	budget *Budget // holds Size until the outcome is delivered; nil: none
 }
 
 // NewPending is req, queued as it encodes now.
@@ -47,6 +48,21 @@ func NewPending(req raftlog.Request) *Pending {
 
 // Done delivers the request's outcome once.
 func (p *Pending) Done() <-chan Outcome { return p.done }
+
+// HeldIn tells that p's Size bytes are held in bb: the batcher gives them
+// back when it delivers p's outcome. A caller that stops waiting for the
+// outcome leaves its request queued for raft, and its bytes must count
+// until the request is out: given back when the caller stopped, a flood
+// whose callers time out admitted new requests while the old ones still
+// queued, and the node's memory grew without bound.
+func (p *Pending) HeldIn(bb *Budget) { p.budget = bb }
+
+func (p *Pending) deliver(o Outcome) {
+	p.done <- o
+	if p.budget != nil {
+		p.budget.Give(p.Size)
+	}
+}
 
 // Outcome is a request's answer: the state machine's result, or the error
 // of its entry (brokererr.ErrShutdown when the batcher stopped first).
@@ -175,12 +191,12 @@ func (bt *Batcher) finish(ie inflightEntry) {
 	if err != nil {
 		err = bt.hooks.ReplicaErr(err)
 		for _, p := range ie.batch {
-			p.done <- Outcome{Err: err}
+			p.deliver(Outcome{Err: err})
 		}
 		return
 	}
 	for i, p := range ie.batch {
-		p.done <- Outcome{Res: results[i]}
+		p.deliver(Outcome{Res: results[i]})
 	}
 }
 
@@ -188,7 +204,7 @@ func (bt *Batcher) drain() {
 	for {
 		select {
 		case p := <-bt.in:
-			p.done <- Outcome{Err: brokererr.ErrShutdown}
+			p.deliver(Outcome{Err: brokererr.ErrShutdown})
 		default:
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftmq/raftmq/raftlog"
+	"github.com/raftmq/raftmq/store"
 )
 
 // MaxRequestLimit is the largest request and batch bound the broker's
@@ -193,5 +194,60 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached in 10 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// heldFuture is an entry raft has not committed until commit closes.
+type heldFuture struct {
+	commit <-chan struct{}
+	n      int
+}
+
+func (f heldFuture) Wait() ([]store.RequestResult, error) {
+	<-f.commit
+	return make([]store.RequestResult, f.n), nil
+}
+
+func (f heldFuture) Bytes() int { return 0 }
+
+type heldWriter struct{ commit <-chan struct{} }
+
+func (w heldWriter) Produce(reqs []*raftlog.Request, _ int, _ time.Duration) store.ProduceFuture {
+	return heldFuture{commit: w.commit, n: len(reqs)}
+}
+
+// TestQueuedRequestHoldsItsBytesUntilAnswered: the bytes of a request the
+// batcher has taken stay held while its entry is with raft, though nobody
+// waits for its outcome any more (its caller timed out), and come back
+// once the outcome is delivered.
+func TestQueuedRequestHoldsItsBytesUntilAnswered(t *testing.T) {
+	commit := make(chan struct{})
+	bt := New(heldWriter{commit: commit}, Config{MaxBatchBytes: 1 << 20, MaxInflight: 4, QueueLen: 16, WriteTimeout: time.Second}, Hooks{})
+	stop := make(chan struct{})
+	defer close(stop)
+	go bt.RunBatch(stop)
+	go bt.RunComplete(stop)
+
+	var bb Budget
+	p := pendingOf(t, 1, 1000, make([]byte, 1000))
+	if !bb.Take(p.Size, 4096) {
+		t.Fatal("refused within the budget")
+	}
+	p.HeldIn(&bb)
+	bt.In() <- p // and its caller stops waiting
+	time.Sleep(50 * time.Millisecond)
+	if got := bb.Held(); got != p.Size {
+		t.Fatalf("with the entry in raft %d bytes held, want the request's %d", got, p.Size)
+	}
+	close(commit)
+	deadline := time.Now().Add(10 * time.Second)
+	for bb.Held() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the outcome %d bytes still held", bb.Held())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if out := <-p.Done(); out.Err != nil {
+		t.Fatal(out.Err)
 	}
 }
