@@ -28,14 +28,13 @@ const (
 
 // StreamWindow and ConnWindow are the fixed HTTP/2 flow-control windows of
 // a stream and of a connection, on both sides (the nodes set them too).
-// With grpc-go's default dynamic windows, every DATA frame that arrives
-// while no measuring ping is out makes the receiver send a PING, which the
-// other side must wake up to answer: a synchronous call on a stream paid
-// three writes and two extra wake-ups each way instead of one write (about
-// 10 % of a synchronous produce here, docs/BENCHMARKS.md). Fixed windows
+// grpc-go's default dynamic windows make the receiver of a DATA frame send
+// a PING whenever none is out, which the other side must wake up to
+// answer: on a synchronous call, two more writes and wake-ups each way
+// (about 10 % of a synchronous produce, docs/BENCHMARKS.md). Fixed windows
 // send no such pings. 2 MiB per stream carries 40 MB/s at a 50 ms round
-// trip and far more on a LAN; 16 MiB is the most the dynamic windows grew
-// to, and bounds what one connection may have sent that nobody read yet.
+// trip and far more on a LAN; 16 MiB, the most grpc-go's dynamic windows
+// grow to, bounds what one connection may have sent that nobody read yet.
 const (
 	StreamWindow = 2 << 20
 	ConnWindow   = 16 << 20

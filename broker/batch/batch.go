@@ -50,11 +50,9 @@ func NewPending(req raftlog.Request) *Pending {
 func (p *Pending) Done() <-chan Outcome { return p.done }
 
 // HeldIn tells that p's Size bytes are held in bb: the batcher gives them
-// back when it delivers p's outcome. A caller that stops waiting for the
-// outcome leaves its request queued for raft, and its bytes must count
-// until the request is out: given back when the caller stopped, a flood
-// whose callers time out admitted new requests while the old ones still
-// queued, and the node's memory grew without bound.
+// back when it delivers p's outcome. A request whose caller stopped
+// waiting (timed out) is still queued for raft, so its bytes count until
+// then: the node admits no retry of it on top.
 func (p *Pending) HeldIn(bb *Budget) { p.budget = bb }
 
 func (p *Pending) deliver(o Outcome) {
