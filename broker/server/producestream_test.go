@@ -27,15 +27,7 @@ func TestProduceStreamServesCallsAsProduce(t *testing.T) {
 	l := c.Leader()
 	ctx := ctxT(t, 60*time.Second)
 	for _, node := range []int{l, (l + 1) % 3} {
-		cc, err := api.Dial(c.Config(node).Listen)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cc.Close() })
-		st, err := api.NewBrokerClient(cc).ProduceStream(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := openProduceStream(ctx, t, c.Config(node).Listen)
 		const n = 200
 		producer := "ps-" + c.Config(node).Raft.ID
 		calls := map[uint64]*api.ProduceCall{}
@@ -111,6 +103,22 @@ func TestProduceStreamServesCallsAsProduce(t *testing.T) {
 	}
 }
 
+// openProduceStream dials addr with opts and opens a ProduceStream there;
+// the connection closes when the test ends.
+func openProduceStream(ctx context.Context, t *testing.T, addr string, opts ...grpc.DialOption) api.Broker_ProduceStreamClient {
+	t.Helper()
+	cc, err := api.Dial(addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	st, err := api.NewBrokerClient(cc).ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 func hasReason(err error, code codes.Code, reason string) bool {
 	st := status.Convert(err)
 	if st.Code() != code {
@@ -133,21 +141,13 @@ func TestSynchronousStreamCallsSendNoPings(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	ctx := ctxT(t, 60*time.Second)
 	var tap frameTap
-	cc, err := api.Dial(c.Config(0).Listen, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+	st := openProduceStream(ctx, t, c.Config(0).Listen, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
 		}
 		return &tappedConn{Conn: conn, tap: &tap}, nil
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	st, err := api.NewBrokerClient(cc).ProduceStream(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 100
 	for i := range uint64(n) {
 		call := &api.ProduceCall{Id: i + 1, Request: &api.ProduceRequest{Topic: "sync", ProducerId: "pings", Sequence: i + 1,
