@@ -64,9 +64,9 @@ func (b *Broker) scheduleOnRoleChange(ev election.Event) {
 // submit hands one delivery to the batcher, the path every stored message
 // takes. It counts in the pending bytes until its outcome is delivered but
 // is never refused by them. wait returns ErrUnknownOutcome when stop
-// closes or the broker closes first: the delivery may still commit. A request queued
-// just as the broker closed is answered by no one (the batcher has
-// stopped), so wait must not count on an answer.
+// closes or the broker closes first: the delivery may still commit. A
+// request queued just as the broker closed is answered by no one (the
+// batcher has stopped), so wait must not count on an answer.
 func (b *Broker) submit(stop <-chan struct{}, req raftlog.Request) (int, func() (refused, err error), error) {
 	p := batch.NewPending(req)
 	b.pending.Take(p.Size, math.MaxInt)

@@ -240,13 +240,7 @@ func TestQueuedRequestHoldsItsBytesUntilAnswered(t *testing.T) {
 		t.Fatalf("with the entry in raft %d bytes held, want the request's %d", got, p.Size)
 	}
 	close(commit)
-	deadline := time.Now().Add(10 * time.Second)
-	for bb.Held() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after the outcome %d bytes still held", bb.Held())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, func() bool { return bb.Held() == 0 }) // given back with the outcome
 	if out := <-p.Done(); out.Err != nil {
 		t.Fatal(out.Err)
 	}
