@@ -47,7 +47,8 @@ type Config struct {
 	MaxInflight     int // entries handed to raft and not yet applied
 	// MaxPendingBytes bounds the produce requests this node holds (queued
 	// or in raft); requests beyond it are refused with ErrBusy and the SDK
-	// retries them, so a flood of producers waits on its side.
+	// retries them, so a flood of producers waits on its side. Under a
+	// flood the node holds less: what it answers in pendingTarget.
 	MaxPendingBytes int
 	WriteTimeout    time.Duration
 
@@ -101,6 +102,14 @@ type Config struct {
 
 	Logger hclog.Logger
 }
+
+// pendingTarget bounds the produce requests a leader holds by time: at most
+// what it answered in this long while requests queued (and as many may wait
+// for room), so that an admitted request is answered within about twice
+// this, well before the SDK's attempt timeout (2 s) or a RocketMQ client's
+// send timeout (3 s), and a flood is refused busy at the door instead of
+// timing out in the queue and being written twice.
+const pendingTarget = 500 * time.Millisecond
 
 // DefaultLoadThreshold makes a leader "loaded" (it sends readers to
 // followers). Chosen from measurements of three co-located nodes, idle and
@@ -276,6 +285,9 @@ func New(cfg Config, rep Replica, rlog Log, peers PeerClient) (*Broker, error) {
 		sched: rep.Schedule,
 	}
 	b.txn, _ = rep.Writer.(TxnStore)
+	b.pending.Max = cfg.MaxPendingBytes
+	b.pending.Target = pendingTarget
+	b.pending.Floor = min(cfg.MaxPendingBytes, cfg.MaxBatchBytes*cfg.MaxInflight)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	brokersInProcess.Add(1)
 	b.batch = batch.New(b.w, batch.Config{MaxBatchBytes: cfg.MaxBatchBytes, MaxInflight: cfg.MaxInflight, QueueLen: 4096, WriteTimeout: cfg.WriteTimeout},

@@ -66,6 +66,12 @@ func newMetrics(b *Broker) *metrics {
 		func() float64 { return float64(b.TxnPending()) })
 	gauge("raftmq_txn_oldest_pending_seconds", "Age of the oldest undecided transactional half message (0: none), as this node reads it.",
 		func() float64 { return b.txnOldestAge().Seconds() })
+	gauge("raftmq_produce_pending_bytes", "Bytes of produce requests this node holds (queued for raft or in it).",
+		func() float64 { return float64(b.pending.Held()) })
+	gauge("raftmq_produce_waiting_bytes", "Bytes of produce requests waiting for room in the budget.",
+		func() float64 { return float64(b.pending.Waiting()) })
+	gauge("raftmq_produce_budget_bytes", "Bytes of produce requests this node admits now: --max-pending-mb, or what it answers in 0.5 s while requests queue.",
+		func() float64 { return float64(b.pending.Limit()) })
 	gauge("raftmq_term", "Current Raft term.", func() float64 { return float64(b.node.Stats().Term) })
 	gauge("raftmq_is_leader", "1 when this node is the leader.", func() float64 {
 		if b.node.Ready() {

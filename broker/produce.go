@@ -124,10 +124,12 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	// While the budget is used up the request waits its turn (requests
 	// are admitted in arrival order as earlier ones commit) rather than be
 	// refused and retried at random, which under a flood of producers
-	// starves some requests for their clients' whole timeouts. As many
-	// bytes may wait as may be held; past that, and when ctx ends first,
-	// it is refused busy (nothing stored; the client retries).
-	if !b.pending.Wait(ctx, p.Size, b.cfg.MaxPendingBytes, b.cfg.MaxPendingBytes) {
+	// starves some requests for their clients' whole timeouts. It waits
+	// for at most admitWait, and only while at least admitWait would be
+	// left of ctx once admitted, so that it is answered before its client
+	// stops waiting; past that, and past MaxPendingBytes waiting, it is
+	// refused busy (nothing stored; the client retries).
+	if !b.admit(ctx, p.Size) {
 		return ProduceResult{}, b.busy()
 	}
 	// Once queued, the request's bytes count until its outcome is
@@ -174,13 +176,31 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	return res, nil
 }
 
+// admitWait bounds how long a produce request waits for room in the budget,
+// and is the time it must have left once admitted: with at most
+// pendingTarget's worth held ahead of it, it is then answered in time.
+const admitWait = 2 * pendingTarget
+
+// admit waits for n bytes of the budget (batch.Budget.Wait) for at most
+// admitWait, and not past ctx's deadline less admitWait.
+func (b *Broker) admit(ctx context.Context, n int) bool {
+	until := time.Now().Add(admitWait)
+	if d, ok := ctx.Deadline(); ok && d.Add(-admitWait).Before(until) {
+		until = d.Add(-admitWait)
+	}
+	ctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	return b.pending.Wait(ctx, n)
+}
+
 // AdmitProduce tells, before a produce request is read, whether this node
 // has room for one: it returns an ErrBusy error while the byte budget
-// (MaxPendingBytes) is used up. The transport calls it so that a flood of
-// unary produce calls is refused before its requests are received and
-// decoded; Produce then waits for the budget with the request's real size.
+// (MaxPendingBytes, or less under a flood) is used up. The transport calls
+// it so that a flood of unary produce calls is refused before its requests
+// are received and decoded; Produce then waits for the budget with the
+// request's real size.
 func (b *Broker) AdmitProduce() error {
-	if b.pending.Held() >= b.cfg.MaxPendingBytes {
+	if b.pending.Held() >= b.pending.Limit() {
 		return b.busy()
 	}
 	return nil
@@ -188,7 +208,8 @@ func (b *Broker) AdmitProduce() error {
 
 func (b *Broker) busy() error {
 	b.m.produceErrors.WithLabelValues("busy").Inc()
-	return fmt.Errorf("%w: %d bytes of produce requests are waiting for raft (--max-pending-mb); retry shortly", ErrBusy, b.pending.Held())
+	return fmt.Errorf("%w: %d bytes of produce requests are waiting for raft, %d admitted now (what it answers in %s, at most --max-pending-mb); retry shortly",
+		ErrBusy, b.pending.Held(), b.pending.Limit(), pendingTarget)
 }
 
 // ValidateProduce checks a produce request against the limits in cfg; it is

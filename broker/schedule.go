@@ -3,7 +3,6 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 
 	"github.com/raftmq/raftmq/broker/batch"
@@ -32,7 +31,7 @@ func (b *Broker) newScheduler() *delay.Scheduler {
 	}
 	s := delay.New(b.log, b.fsm, cursors, b.rlog, b.cfg.MaxPendingBytes/4, delay.Hooks{
 		Ready:      b.node.Ready,
-		Busy:       func() bool { return b.pending.Held() > b.cfg.MaxPendingBytes/2 },
+		Busy:       func() bool { return b.pending.Held() > b.pending.Limit()/2 },
 		Read:       b.readQueue,
 		Submit:     b.submit,
 		ReplicaErr: b.replicaErr,
@@ -69,7 +68,7 @@ func (b *Broker) scheduleOnRoleChange(ev election.Event) {
 // batcher has stopped), so wait must not count on an answer.
 func (b *Broker) submit(stop <-chan struct{}, req raftlog.Request) (int, func() (refused, err error), error) {
 	p := batch.NewPending(req)
-	b.pending.Take(p.Size, math.MaxInt)
+	b.pending.Hold(p.Size)
 	p.HeldIn(&b.pending)
 	select {
 	case b.batch.In() <- p:

@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -395,13 +396,17 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 	var last error
 	lastAddr := ""
 	start, told := time.Now(), false
-	sent := false // some attempt may have reached a node
+	sent := false    // some attempt may have stored something
+	refused := false // some attempt was refused busy, storing nothing
 	gaveUp := func() error {
 		why := "none of " + strings.Join(c.candidates(), ", ") + " answered in time"
 		if last != nil {
 			why = "last error, from " + lastAddr + ": " + explain(last)
 		}
-		if !sent {
+		switch {
+		case !sent && refused:
+			return fmt.Errorf("%w: %w (%s)", ErrNotSent, ctx.Err(), why)
+		case !sent:
 			return fmt.Errorf("%w: %w: %w (%s)", ErrNotSent, ErrNoConnection, ctx.Err(), why)
 		}
 		return fmt.Errorf("%w (%s)", ctx.Err(), why)
@@ -429,7 +434,10 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 			return nil
 		}
 		last, lastAddr = err, addr
-		if !neverSent(err) {
+		switch {
+		case busy(err):
+			refused = true
+		case !neverSent(err):
 			sent = true
 		}
 		c.lastFail.Store(&failure{err: err, addr: addr, at: time.Now()})
@@ -460,14 +468,31 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 			c.setLeader("")
 			c.refreshLeader(ctx)
 		}
+		pause := backoff
+		if busy(err) {
+			// Busy: the node holds what it can answer soon. Retries of a
+			// flood spread out (jitter) and slow down (to maxBusyBackoff)
+			// rather than resend their requests every 50 ms.
+			pause = backoff/2 + mrand.N(backoff/2+1)
+			backoff = min(backoff*2, maxBusyBackoff)
+		} else {
+			backoff = min(backoff*2, maxBackoff)
+		}
 		select {
-		case <-time.After(backoff):
+		case <-time.After(pause):
 		case <-ctx.Done():
 			return gaveUp()
 		}
-		backoff = min(backoff*2, 50*time.Millisecond)
 	}
 }
+
+// The pauses between the attempts of one call double from 10 ms up to
+// these: maxBusyBackoff after a node refused busy, maxBackoff otherwise
+// (no leader, a leader change: a new leader is there within a second).
+const (
+	maxBackoff     = 50 * time.Millisecond
+	maxBusyBackoff = time.Second
+)
 
 // errLeaderMoved marks an attempt abandoned because another node leads.
 var errLeaderMoved = status.Error(codes.Unavailable, "leader moved")

@@ -62,6 +62,11 @@ func Classify(err error) Outcome {
 	return Unknown
 }
 
+// busy reports whether a node refused the request busy (or over gRPC's
+// message size limit): it refuses before the request is queued for the
+// log, so nothing of it is stored.
+func busy(err error) bool { return status.Code(err) == codes.ResourceExhausted }
+
 // neverSent reports whether err says the request never left this process:
 // no connection to a raftmq node could be made (refused, a name that does
 // not resolve, a server that does not speak its API, a failed TLS

@@ -201,3 +201,40 @@ func TestSendToSilentAddressIsNotSent(t *testing.T) {
 		t.Error("a call that timed out waiting for a connection counts as sent")
 	}
 }
+
+// busyBroker refuses every produce request busy, as a leader whose budget
+// is full does.
+type busyBroker struct {
+	api.UnimplementedBrokerServer
+	produces atomic.Int32
+}
+
+func (b *busyBroker) Produce(context.Context, *api.ProduceRequest) (*api.ProduceResponse, error) {
+	b.produces.Add(1)
+	return nil, status.Error(codes.ResourceExhausted, "busy: 67108864 bytes of produce requests are waiting for raft")
+}
+
+func (b *busyBroker) Status(context.Context, *api.StatusRequest) (*api.StatusResponse, error) {
+	return &api.StatusResponse{}, nil
+}
+
+// TestSendRefusedBusyIsNotSent: a send the group refused busy on every
+// attempt stored nothing, so it fails with ErrNotSent (not outcome
+// unknown), and its retries slow down instead of coming every 50 ms.
+func TestSendRefusedBusyIsNotSent(t *testing.T) {
+	b := &busyBroker{}
+	c, err := New(Config{Servers: []string{serveBroker(t, b)}, RetryTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.NewProducer().Send(context.Background(), "t", Message{Body: []byte("x")})
+	if !errors.Is(err, ErrNotSent) || errors.Is(err, ErrNoConnection) || Classify(err) != Failed || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("send refused busy throughout: %v (%v); want a failed send, never stored, saying busy", err, Classify(err))
+	}
+	// Pauses doubling from 10 ms (jittered to half) to 1 s fit at most 10
+	// attempts in 2 s; at the 50 ms cap of other errors there would be 40.
+	if n := b.produces.Load(); n < 2 || n > 12 {
+		t.Fatalf("%d attempts in 2 s of busy refusals; want 2..12", n)
+	}
+}

@@ -209,56 +209,91 @@ func (bt *Batcher) drain() {
 	}
 }
 
-// Budget counts the bytes of produce requests a node holds. Take admits a
-// request while the total stays within max, and always when nothing is
-// held, so one request larger than max still goes through alone. Wait
-// admits as Take does, or queues the request behind those already waiting
-// and admits them in arrival order as bytes are given back. The zero value
-// holds nothing.
+// Budget counts the bytes of produce requests a node holds, queued or with
+// raft, and admits new ones within two bounds: Max bytes, and, when Target
+// is set, the bytes the node answers in Target at the rate it answered
+// them while requests queued (never below Floor). The time bound is what
+// keeps an admitted request's wait short of its client's timeout: a
+// request admitted behind more than its client waits for is answered too
+// late, its retry is admitted on top, and raft writes both. A request
+// larger than the bound goes through alone when nothing is held. Max must
+// be set; the zero Budget admits nothing beside a held request.
 type Budget struct {
+	Max    int           // bytes held at most; bytes waiting in Wait at most
+	Target time.Duration // 0: bound by Max alone
+	Floor  int           // the time bound never goes below this
+
 	mu      sync.Mutex
 	used    int
 	waiting int             // bytes of the requests queued in Wait
 	queue   []*budgetWaiter // in arrival order
+	rate    float64         // bytes answered per second while loaded; 0: not measured yet
+	since   time.Time       // start of the current measurement; zero: not loaded
+	counted int             // bytes answered since then
 }
 
+// rateWindow is the least time one measurement of the answer rate spans.
+const rateWindow = 100 * time.Millisecond
+
 type budgetWaiter struct {
-	n, max  int
+	n       int
 	granted bool
 	ready   chan struct{} // closed once granted
 }
 
-// Take admits n bytes while the total stays within max. It does not wait,
-// and does not queue behind requests waiting in Wait.
-func (bb *Budget) Take(n, max int) bool {
+// Take admits n bytes while the total stays within the bound. It does not
+// wait, and does not queue behind requests waiting in Wait.
+func (bb *Budget) Take(n int) bool {
 	bb.mu.Lock()
 	defer bb.mu.Unlock()
-	if !fits(bb.used, n, max) {
+	if !bb.fitsLocked(n) {
 		return false
 	}
 	bb.used += n
 	return true
 }
 
-func fits(used, n, max int) bool { return used == 0 || used+n <= max }
+// Hold counts n bytes in, whatever the bound; Give gives them back.
+func (bb *Budget) Hold(n int) {
+	bb.mu.Lock()
+	bb.used += n
+	bb.mu.Unlock()
+}
+
+// Limit is the bytes the budget admits now: Max, or less while the answer
+// rate says the node answers fewer in Target.
+func (bb *Budget) Limit() int {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	return bb.limitLocked()
+}
+
+func (bb *Budget) limitLocked() int {
+	if bb.Target <= 0 || bb.rate == 0 {
+		return bb.Max
+	}
+	return min(bb.Max, max(bb.Floor, int(bb.rate*bb.Target.Seconds())))
+}
+
+func (bb *Budget) fitsLocked(n int) bool { return bb.used == 0 || bb.used+n <= bb.limitLocked() }
 
 // Wait admits n bytes as Take does when nobody is waiting; otherwise it
-// waits, behind the requests already waiting, until n fits within max or
-// ctx ends. It refuses at once, without waiting, when the bytes already
-// waiting plus n would pass maxWaiting (one request always may wait). It
-// reports whether n was admitted; the caller then gives n back.
-func (bb *Budget) Wait(ctx context.Context, n, max, maxWaiting int) bool {
+// waits, behind the requests already waiting, until n fits or ctx ends. It
+// refuses at once, without waiting, when the bytes already waiting plus n
+// would pass Max (one request always may wait). It reports whether n
+// was admitted; the caller then gives n back.
+func (bb *Budget) Wait(ctx context.Context, n int) bool {
 	bb.mu.Lock()
-	if len(bb.queue) == 0 && fits(bb.used, n, max) {
+	if len(bb.queue) == 0 && bb.fitsLocked(n) {
 		bb.used += n
 		bb.mu.Unlock()
 		return true
 	}
-	if bb.waiting > 0 && bb.waiting+n > maxWaiting {
+	if bb.waiting > 0 && bb.waiting+n > bb.Max {
 		bb.mu.Unlock()
 		return false
 	}
-	w := &budgetWaiter{n: n, max: max, ready: make(chan struct{})}
+	w := &budgetWaiter{n: n, ready: make(chan struct{})}
 	bb.queue = append(bb.queue, w)
 	bb.waiting += n
 	bb.mu.Unlock()
@@ -283,19 +318,55 @@ func (bb *Budget) Wait(ctx context.Context, n, max, maxWaiting int) bool {
 	return false
 }
 
-// Give releases n bytes and admits the waiting requests that now fit, in
-// arrival order.
+// Give releases n bytes of a request the node has answered, and admits the
+// waiting requests that now fit, in arrival order.
 func (bb *Budget) Give(n int) {
+	bb.GiveAt(n, time.Now())
+}
+
+// GiveAt is Give at now, the time the request was answered.
+func (bb *Budget) GiveAt(n int, now time.Time) {
 	bb.mu.Lock()
+	bb.measureLocked(n, now)
 	bb.used -= n
 	bb.grantLocked()
 	bb.mu.Unlock()
 }
 
+// measureLocked adds n bytes answered at now to the answer rate. Only
+// while requests queue (some wait in Wait, or a quarter of the bound is
+// held) does the rate measure what the node can answer rather than what
+// it is sent; otherwise the measurement restarts.
+func (bb *Budget) measureLocked(n int, now time.Time) {
+	if bb.Target <= 0 {
+		return
+	}
+	if len(bb.queue) == 0 && bb.used < bb.limitLocked()/4 {
+		bb.since = time.Time{}
+		return
+	}
+	if bb.since.IsZero() {
+		bb.since, bb.counted = now, 0
+		return
+	}
+	bb.counted += n
+	d := now.Sub(bb.since)
+	if d < rateWindow {
+		return
+	}
+	r := float64(bb.counted) / d.Seconds()
+	if bb.rate == 0 {
+		bb.rate = r
+	} else {
+		bb.rate = (bb.rate + r) / 2
+	}
+	bb.since, bb.counted = now, 0
+}
+
 func (bb *Budget) grantLocked() {
 	for len(bb.queue) > 0 {
 		w := bb.queue[0]
-		if !fits(bb.used, w.n, w.max) {
+		if !bb.fitsLocked(w.n) {
 			return
 		}
 		bb.used += w.n

@@ -92,34 +92,34 @@ func TestBatcherNeverBuildsOversizedEntry(t *testing.T) {
 }
 
 func TestByteBudget(t *testing.T) {
-	var bb Budget
-	if !bb.Take(60, 100) || !bb.Take(40, 100) {
+	bb := Budget{Max: 100}
+	if !bb.Take(60) || !bb.Take(40) {
 		t.Fatal("refused within the budget")
 	}
-	if bb.Take(1, 100) {
+	if bb.Take(1) {
 		t.Fatal("admitted past the budget")
 	}
 	bb.Give(60)
-	if !bb.Take(50, 100) || bb.Held() != 90 {
+	if !bb.Take(50) || bb.Held() != 90 {
 		t.Fatalf("after a release: held %d, want 90", bb.Held())
 	}
 	bb.Give(90)
 	// A request larger than the whole budget goes through alone.
-	if !bb.Take(500, 100) {
+	if !bb.Take(500) {
 		t.Fatal("an oversized request was refused with nothing held")
 	}
-	if bb.Take(1, 100) {
+	if bb.Take(1) {
 		t.Fatal("admitted beside an oversized request")
 	}
 }
 
 // Wait queues what does not fit and admits it in arrival order as bytes
-// come back; a request that would wait beyond maxWaiting is refused at
+// come back; a request that would wait beyond the bound is refused at
 // once; one whose context ends leaves the line, and the next may go.
 func TestByteBudgetWait(t *testing.T) {
-	var bb Budget
+	bb := Budget{Max: 100}
 	ctx := context.Background()
-	if !bb.Wait(ctx, 80, 100, 100) {
+	if !bb.Wait(ctx, 80) {
 		t.Fatal("refused within the budget")
 	}
 	admitted := make(chan int, 2)
@@ -128,17 +128,17 @@ func TestByteBudgetWait(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if bb.Wait(ctx, n, 100, 100) {
+			if bb.Wait(ctx, n) {
 				admitted <- n
 			}
 		}()
 		waitFor(t, func() bool { return bb.Waiting() == []int{60, 70}[i] })
 	}
-	if bb.Wait(ctx, 40, 100, 100) {
+	if bb.Wait(ctx, 40) {
 		t.Fatal("admitted while 70 bytes were waiting, with at most 100 waiting")
 	}
 	// Take does not queue: 20 fits beside 80.
-	if !bb.Take(20, 100) {
+	if !bb.Take(20) {
 		t.Fatal("Take refused 20 bytes beside 80")
 	}
 	bb.Give(20)
@@ -153,17 +153,17 @@ func TestByteBudgetWait(t *testing.T) {
 		t.Fatalf("admitted %d, held %d, waiting %d; want both, 70 held", len(admitted), bb.Held(), bb.Waiting())
 	}
 	bb.Give(70)
-	bb.Take(80, 100)
+	bb.Take(80)
 
 	// A waiter whose context ends leaves the line: the one behind it,
 	// which fits, is admitted.
 	cctx, cancel := context.WithCancel(ctx)
 	gone := make(chan bool)
-	go func() { gone <- bb.Wait(cctx, 90, 100, 200) }()
+	go func() { gone <- bb.Wait(cctx, 90) }()
 	waitFor(t, func() bool { return bb.Waiting() == 90 })
 	next := make(chan bool)
-	go func() { next <- bb.Wait(ctx, 20, 100, 200) }()
-	waitFor(t, func() bool { return bb.Waiting() == 110 })
+	go func() { next <- bb.Wait(ctx, 10) }()
+	waitFor(t, func() bool { return bb.Waiting() == 100 })
 	cancel()
 	if <-gone {
 		t.Fatal("a waiter whose context ended was admitted with 80 of 100 held")
@@ -171,14 +171,14 @@ func TestByteBudgetWait(t *testing.T) {
 	if !<-next {
 		t.Fatal("the waiter behind a departed one was not admitted")
 	}
-	if bb.Held() != 100 || bb.Waiting() != 0 {
-		t.Fatalf("held %d, waiting %d; want 100, 0", bb.Held(), bb.Waiting())
+	if bb.Held() != 90 || bb.Waiting() != 0 {
+		t.Fatalf("held %d, waiting %d; want 90, 0", bb.Held(), bb.Waiting())
 	}
-	bb.Give(100)
+	bb.Give(90)
 	// An oversized request waits until nothing is held, then goes alone.
-	bb.Take(10, 100)
+	bb.Take(10)
 	big := make(chan bool)
-	go func() { big <- bb.Wait(ctx, 500, 100, 100) }()
+	go func() { big <- bb.Wait(ctx, 500) }()
 	waitFor(t, func() bool { return bb.Waiting() == 500 })
 	bb.Give(10)
 	if !<-big || bb.Held() != 500 {
@@ -228,9 +228,9 @@ func TestQueuedRequestHoldsItsBytesUntilAnswered(t *testing.T) {
 	go bt.RunBatch(stop)
 	go bt.RunComplete(stop)
 
-	var bb Budget
+	bb := Budget{Max: 4096}
 	p := pendingOf(t, 1, 1000, make([]byte, 1000))
-	if !bb.Take(p.Size, 4096) {
+	if !bb.Take(p.Size) {
 		t.Fatal("refused within the budget")
 	}
 	p.HeldIn(&bb)
@@ -243,5 +243,54 @@ func TestQueuedRequestHoldsItsBytesUntilAnswered(t *testing.T) {
 	waitFor(t, func() bool { return bb.Held() == 0 }) // given back with the outcome
 	if out := <-p.Done(); out.Err != nil {
 		t.Fatal(out.Err)
+	}
+}
+
+// TestBudgetBoundByTime: while requests queue, the budget admits what the
+// node answered in Target at the rate it answered them, between Floor and
+// Max; answers under a light load do not count, and a faster rate raises
+// the bound again.
+func TestBudgetBoundByTime(t *testing.T) {
+	bb := Budget{Max: 1000, Target: 500 * time.Millisecond, Floor: 100}
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+	// A light load (less than a quarter of the bound held) is answered
+	// slowly because little is sent: that measures nothing.
+	bb.Take(200)
+	for i := range 3 {
+		bb.GiveAt(10, at(1000*i))
+	}
+	if got := bb.Limit(); got != 1000 {
+		t.Fatalf("after answers under a light load: limit %d, want Max", got)
+	}
+	bb.GiveAt(170, at(2000))
+
+	if !bb.Take(900) {
+		t.Fatal("refused within Max")
+	}
+	bb.GiveAt(100, at(3000)) // loaded: the measurement starts
+	bb.GiveAt(100, at(3100))
+	if got := bb.Limit(); got != 500 { // 1000 B/s x 0.5 s
+		t.Fatalf("answering 1000 B/s while loaded: limit %d, want 500", got)
+	}
+	if bb.Take(1) { // 700 held
+		t.Fatal("admitted past the time bound")
+	}
+
+	// Answering faster: the rate halves its way toward 4000 B/s (2500),
+	// and the bound rises to Max.
+	bb.GiveAt(400, at(3200))
+	if got := bb.Limit(); got != 1000 {
+		t.Fatalf("answering 4000 B/s: limit %d, want Max", got)
+	}
+
+	// Answering far slower than Floor allows: the bound stops at Floor.
+	for i := range 10 {
+		bb.Hold(10)
+		bb.GiveAt(10, at(4200+1000*i))
+	}
+	if got := bb.Limit(); got != 100 {
+		t.Fatalf("answering 10 B/s: limit %d, want Floor 100", got)
 	}
 }
