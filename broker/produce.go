@@ -127,8 +127,8 @@ func (b *Broker) Produce(ctx context.Context, req ProduceRequest) (ProduceResult
 	// starves some requests for their clients' whole timeouts. It waits
 	// for at most admitWait, and only while at least admitWait would be
 	// left of ctx once admitted, so that it is answered before its client
-	// stops waiting; past that, and past MaxPendingBytes waiting, it is
-	// refused busy (nothing stored; the client retries).
+	// stops waiting; past that, and when as many bytes wait as may be
+	// held, it is refused busy (nothing stored; the client retries).
 	if !b.admit(ctx, p.Size) {
 		return ProduceResult{}, b.busy()
 	}
@@ -201,6 +201,17 @@ func (b *Broker) admit(ctx context.Context, n int) bool {
 // request's real size.
 func (b *Broker) AdmitProduce() error {
 	if b.pending.Held() >= b.pending.Limit() {
+		return b.busy()
+	}
+	return nil
+}
+
+// RefusesProduce returns the ErrBusy error Produce would answer at once
+// for a request of about n bytes: as many bytes wait for room as the
+// budget admits. A transport that holds a request's bytes undecoded asks
+// it first, so that a flood's refused requests cost no decoding.
+func (b *Broker) RefusesProduce(n int) error {
+	if b.pending.Refuses(n) {
 		return b.busy()
 	}
 	return nil

@@ -219,7 +219,7 @@ func (bt *Batcher) drain() {
 // larger than the bound goes through alone when nothing is held. Max must
 // be set; the zero Budget admits nothing beside a held request.
 type Budget struct {
-	Max    int           // bytes held at most; bytes waiting in Wait at most
+	Max    int           // bytes held at most, and bytes waiting in Wait at most
 	Target time.Duration // 0: bound by Max alone
 	Floor  int           // the time bound never goes below this
 
@@ -280,7 +280,8 @@ func (bb *Budget) fitsLocked(n int) bool { return bb.used == 0 || bb.used+n <= b
 // Wait admits n bytes as Take does when nobody is waiting; otherwise it
 // waits, behind the requests already waiting, until n fits or ctx ends. It
 // refuses at once, without waiting, when the bytes already waiting plus n
-// would pass Max (one request always may wait). It reports whether n
+// would pass the bound (one request always may wait): with as much held,
+// that is what the node answers in about 2 x Target. It reports whether n
 // was admitted; the caller then gives n back.
 func (bb *Budget) Wait(ctx context.Context, n int) bool {
 	bb.mu.Lock()
@@ -289,7 +290,7 @@ func (bb *Budget) Wait(ctx context.Context, n int) bool {
 		bb.mu.Unlock()
 		return true
 	}
-	if bb.waiting > 0 && bb.waiting+n > bb.Max {
+	if bb.refusesLocked(n) {
 		bb.mu.Unlock()
 		return false
 	}
@@ -317,6 +318,15 @@ func (bb *Budget) Wait(ctx context.Context, n int) bool {
 	bb.grantLocked() // the next in line may fit where this one did not
 	return false
 }
+
+// Refuses reports whether Wait would refuse n bytes at once.
+func (bb *Budget) Refuses(n int) bool {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	return bb.refusesLocked(n)
+}
+
+func (bb *Budget) refusesLocked(n int) bool { return bb.waiting > 0 && bb.waiting+n > bb.limitLocked() }
 
 // Give releases n bytes of a request the node has answered, and admits the
 // waiting requests that now fit, in arrival order.

@@ -134,6 +134,9 @@ func TestByteBudgetWait(t *testing.T) {
 		}()
 		waitFor(t, func() bool { return bb.Waiting() == []int{60, 70}[i] })
 	}
+	if !bb.Refuses(40) || bb.Refuses(30) {
+		t.Fatal("with 70 bytes waiting of at most 100: Refuses does not tell 40 bytes (refused) from 30")
+	}
 	if bb.Wait(ctx, 40) {
 		t.Fatal("admitted while 70 bytes were waiting, with at most 100 waiting")
 	}

@@ -7,8 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raftmq/raftmq/api"
 )
@@ -49,12 +52,18 @@ func (s *Server) ProduceStream(st api.Broker_ProduceStreamServer) error {
 		wg.Wait()
 	}()
 	for {
-		c, err := st.Recv()
+		c, refused, err := recvCall(st, s.b.RefusesProduce)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return err
+		}
+		if refused != nil {
+			sendMu.Lock()
+			_ = st.Send(refused)
+			sendMu.Unlock()
+			continue
 		}
 		select {
 		case calls <- c:
@@ -68,6 +77,49 @@ func (s *Server) ProduceStream(st api.Broker_ProduceStreamServer) error {
 		}
 		calls <- c
 	}
+}
+
+// recvCall reads the stream's next call. When the node would refuse it
+// at once (refuses, given its size, says why: busy), it is not decoded
+// beyond its id and refused is its answer.
+func recvCall(st grpc.ServerStream, refuses func(int) error) (c *api.ProduceCall, refused *api.ProduceReply, err error) {
+	var raw rawMessage
+	if err := st.RecvMsg(&raw); err != nil {
+		return nil, nil, err
+	}
+	defer raw.Free()
+	b := raw.Bytes()
+	if err := refuses(len(b)); err != nil {
+		if id, ok := callID(b); ok {
+			return nil, &api.ProduceReply{Id: id, Error: api.CallStatusOf(toStatus(err))}, nil
+		}
+	}
+	c = new(api.ProduceCall)
+	if err := proto.Unmarshal(b, c); err != nil {
+		return nil, nil, status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+	}
+	return c, nil, nil
+}
+
+// callID is the id of the encoded ProduceCall b (field 1), read without
+// decoding the rest; ok is false when b does not hold one.
+func callID(b []byte) (id uint64, ok bool) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.VarintType {
+			id, n = protowire.ConsumeVarint(b)
+			return id, n >= 0
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+	}
+	return 0, false
 }
 
 // streamedCall runs call c of a ProduceStream and answers it.

@@ -79,6 +79,7 @@ const streamWorkers = 32
 func ServerOptions(b *broker.Broker) []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.NumStreamWorkers(streamWorkers),
+		grpc.ForceServerCodecV2(newServerCodec()),
 		grpc.MaxRecvMsgSize(RecvLimit(b.Config().MaxRequestBytes)),
 		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.StaticStreamWindowSize(api.StreamWindow), grpc.StaticConnWindowSize(api.ConnWindow),
