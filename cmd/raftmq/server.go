@@ -69,7 +69,7 @@ func serverCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-request-bytes", Value: d.Broker.MaxRequestBytes, Usage: "largest produce request as the log encodes it (bodies, keys, tags, properties); one request is one Raft entry, at most " + strconv.Itoa(broker.MaxRequestLimit)},
 			&cli.IntFlag{Name: "max-batch-bytes", Value: d.Broker.MaxBatchBytes, Usage: "group commit closes a Raft entry at this size"},
 			&cli.IntFlag{Name: "max-inflight", Value: d.Broker.MaxInflight, Usage: "group-commit entries handed to raft and not yet applied"},
-			&cli.IntFlag{Name: "max-pending-mb", Value: d.Broker.MaxPendingBytes >> 20, Usage: "MiB of produce requests a node holds (queued or in raft); beyond it requests wait their turn, as many MiB again, and past that producers are told to retry shortly"},
+			&cli.IntFlag{Name: "max-pending-mb", Value: d.Broker.MaxPendingBytes >> 20, Usage: "MiB of produce requests a node holds (queued or in raft); under a flood it holds less, what it commits in 0.5 s; beyond it requests wait their turn (at most 1 s, as many bytes again), and past that producers are told to retry shortly"},
 			&cli.Uint64Flag{Name: "cold-read-bytes", Value: d.Broker.ColdReadBytes, DefaultText: "40% of RAM", Usage: "a consumer further behind than this is sent to a follower"},
 			&cli.Float64Flag{Name: "load-threshold", Value: d.Broker.LoadThreshold, Usage: "leader load (max of: share of its CPU budget used, produce queue fill, raft pipeline fill, read rate/200k msg/s) at or above which consumers go to followers"},
 			&cli.Float64Flag{Name: "cpu-budget", Usage: "cores the load signal counts as this node's (0: min of GOMAXPROCS, the cgroup quota, cores / nodes of the group on this host)"},
