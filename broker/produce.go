@@ -219,8 +219,8 @@ func (b *Broker) RefusesProduce(n int) error {
 
 func (b *Broker) busy() error {
 	b.m.produceErrors.WithLabelValues("busy").Inc()
-	return fmt.Errorf("%w: %d bytes of produce requests are waiting for raft, %d admitted now (what it answers in %s, at most --max-pending-mb); retry shortly",
-		ErrBusy, b.pending.Held(), b.pending.Limit(), pendingTarget)
+	return fmt.Errorf("%w: %d bytes of produce requests held and %d waiting for room, of %d this node admits now (what it answers in %s, at most --max-pending-mb); retry shortly",
+		ErrBusy, b.pending.Held(), b.pending.Waiting(), b.pending.Limit(), pendingTarget)
 }
 
 // ValidateProduce checks a produce request against the limits in cfg; it is

@@ -468,16 +468,14 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 			c.setLeader("")
 			c.refreshLeader(ctx)
 		}
-		pause := backoff
+		pause := min(backoff, maxBackoff)
 		if busy(err) {
 			// Busy: the node holds what it can answer soon. Retries of a
 			// flood spread out (jitter) and slow down (to maxBusyBackoff)
 			// rather than resend their requests every 50 ms.
 			pause = backoff/2 + mrand.N(backoff/2+1)
-			backoff = min(backoff*2, maxBusyBackoff)
-		} else {
-			backoff = min(backoff*2, maxBackoff)
 		}
+		backoff = min(backoff*2, maxBusyBackoff)
 		select {
 		case <-time.After(pause):
 		case <-ctx.Done():

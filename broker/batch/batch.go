@@ -280,9 +280,9 @@ func (bb *Budget) fitsLocked(n int) bool { return bb.used == 0 || bb.used+n <= b
 // Wait admits n bytes as Take does when nobody is waiting; otherwise it
 // waits, behind the requests already waiting, until n fits or ctx ends. It
 // refuses at once, without waiting, when the bytes already waiting plus n
-// would pass the bound (one request always may wait): with as much held,
-// that is what the node answers in about 2 x Target. It reports whether n
-// was admitted; the caller then gives n back.
+// would pass the bound (one request always may wait), so that what is held
+// and waiting is at most what the node answers in about 2 x Target. It
+// reports whether n was admitted; the caller then gives n back.
 func (bb *Budget) Wait(ctx context.Context, n int) bool {
 	bb.mu.Lock()
 	if len(bb.queue) == 0 && bb.fitsLocked(n) {
