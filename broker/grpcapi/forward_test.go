@@ -182,3 +182,62 @@ func TestForwardGivesUpAReplacedLeader(t *testing.T) {
 		t.Fatalf("answered after %v; produces: %d on the new leader, %d on the paused one; want the new leader's answer soon after the change, 1 and 2", took, next.produces.Load(), paused.produces.Load())
 	}
 }
+
+// busyLeader refuses every produce busy.
+type busyLeader struct{ api.UnimplementedBrokerServer }
+
+func (busyLeader) Produce(context.Context, *api.ProduceRequest) (*api.ProduceResponse, error) {
+	return nil, toStatus(broker.ErrBusy)
+}
+
+// TestForwardBusyAfterReplacedLeader: a busy refusal means nothing of the
+// call was done, except after the call was given up on a replaced leader,
+// which may have done it: then the answer is an unknown outcome (Aborted),
+// so that the client neither takes it for a failure nor gives up.
+func TestForwardBusyAfterReplacedLeader(t *testing.T) {
+	paused := &pausedBroker{}
+	ps := grpc.NewServer()
+	api.RegisterBrokerServer(ps, paused)
+	pausedAddr := serve(t, ps)
+	bs := grpc.NewServer()
+	api.RegisterBrokerServer(bs, busyLeader{})
+	busyAddr := serve(t, bs)
+	p := NewPeers(nil, nil)
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	remote := func(ctx context.Context, cc grpc.ClientConnInterface) (*api.ProduceResponse, error) {
+		return api.NewBrokerClient(cc).Produce(ctx, &api.ProduceRequest{Topic: "t"})
+	}
+
+	lc := &fakeLeaders{id: "n1"}
+	lc.set("n3")
+	direct := func() (*api.ProduceResponse, error) {
+		return nil, &broker.NotLeaderError{LeaderID: "n3", PeerAddr: busyAddr}
+	}
+	if _, err := forward(ctx, lc, p, direct, remote); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("forwarded straight to a busy leader: %v; want ResourceExhausted", err)
+	}
+
+	lc.set("n2")
+	var mu sync.Mutex
+	leaderErr := &broker.NotLeaderError{LeaderID: "n2", PeerAddr: pausedAddr}
+	local := func() (*api.ProduceResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return nil, leaderErr
+	}
+	go func() {
+		for paused.produces.Load() == 0 && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		mu.Lock()
+		leaderErr = &broker.NotLeaderError{LeaderID: "n3", PeerAddr: busyAddr}
+		mu.Unlock()
+		lc.set("n3")
+	}()
+	_, err := forward(ctx, lc, p, local, remote)
+	if status.Code(err) != codes.Aborted {
+		t.Fatalf("busy on the new leader after the paused one was given up: %v; want Aborted (outcome unknown)", err)
+	}
+}

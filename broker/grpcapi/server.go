@@ -226,6 +226,7 @@ func call[R any](ctx context.Context, s *Server, local func() (R, error), remote
 
 // forward is call for any service: remote gets the leader's connection.
 func forward[R any](ctx context.Context, lc LeaderChanges, peers *Peers, local func() (R, error), remote func(context.Context, grpc.ClientConnInterface) (R, error)) (R, error) {
+	var replaced error // the call as given up on a replaced leader, which may have done it
 	for i := 0; ; i++ {
 		r, err := local()
 		if err == nil {
@@ -233,11 +234,11 @@ func forward[R any](ctx context.Context, lc LeaderChanges, peers *Peers, local f
 		}
 		var nl *broker.NotLeaderError
 		if peers == nil || !errors.As(err, &nl) || nl.PeerAddr == "" || nl.LeaderID == lc.ID() || forwarded(ctx) {
-			return r, toStatus(err)
+			return r, afterReplaced(replaced, toStatus(err))
 		}
 		cc, cerr := peers.Conn(nl.PeerAddr)
 		if cerr != nil {
-			return r, toStatus(err)
+			return r, afterReplaced(replaced, toStatus(err))
 		}
 		err = CallLeader(ctx, lc, nl.LeaderID, func(ctx context.Context) error {
 			var rerr error
@@ -246,11 +247,24 @@ func forward[R any](ctx context.Context, lc LeaderChanges, peers *Peers, local f
 		})
 		switch {
 		case !leaderReplaced(err):
-			return r, err // the leader's own answer, a status already
+			return r, afterReplaced(replaced, err) // the leader's own answer, a status already
 		case i >= replacedRetries:
 			return r, toStatus(err)
 		}
+		replaced = err
 	}
+}
+
+// afterReplaced is err, the answer to a call that an earlier leader gave
+// up (replaced, nil if none). A busy refusal says that nothing of the call
+// was done, which no longer holds when the replaced leader may have done
+// it: the answer is then an unknown outcome, which a client retries
+// without taking it for a failure.
+func afterReplaced(replaced, err error) error {
+	if replaced == nil || status.Code(err) != codes.ResourceExhausted {
+		return err
+	}
+	return toStatus(fmt.Errorf("%w: %v, after %v", broker.ErrUnknownOutcome, status.Convert(err).Message(), replaced))
 }
 
 func produceRequest(req *api.ProduceRequest) broker.ProduceRequest {
