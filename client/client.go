@@ -255,7 +255,7 @@ func Retryable(err error) bool {
 	case codes.ResourceExhausted:
 		// A busy broker (retry), unless gRPC refused a message over its
 		// size limit, which no retry fixes.
-		return !strings.Contains(status.Convert(err).Message(), "larger than max")
+		return !overSizeLimit(err)
 	}
 	return false
 }

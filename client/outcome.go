@@ -62,10 +62,14 @@ func Classify(err error) Outcome {
 	return Unknown
 }
 
-// busy reports whether a node refused the request busy (or over gRPC's
-// message size limit): it refuses before the request is queued for the
-// log, so nothing of it is stored.
-func busy(err error) bool { return status.Code(err) == codes.ResourceExhausted }
+// busy reports whether a node refused the request busy: it refuses before
+// the request is queued for the log, so nothing of it is stored.
+func busy(err error) bool { return status.Code(err) == codes.ResourceExhausted && !overSizeLimit(err) }
+
+// overSizeLimit reports whether gRPC refused a message over its size limit.
+func overSizeLimit(err error) bool {
+	return status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "larger than max")
+}
 
 // neverSent reports whether err says the request never left this process:
 // no connection to a raftmq node could be made (refused, a name that does

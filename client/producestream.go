@@ -57,8 +57,17 @@ func (c *Client) produce(ctx context.Context, cc grpc.ClientConnInterface, req *
 			return resp, nil
 		}
 	}
-	if errors.Is(err, errNoStream) || errors.Is(err, errUnaryOnce) {
+	switch {
+	case errors.Is(err, errNoStream):
 		return api.NewBrokerClient(cc).Produce(ctx, req)
+	case errors.Is(err, errUnaryOnce):
+		resp, uerr := api.NewBrokerClient(cc).Produce(ctx, req)
+		if busy(uerr) {
+			// The node may have taken the call on the stream before the
+			// stream ended: a refusal now does not mean nothing was stored.
+			uerr = status.Errorf(codes.Aborted, "outcome unknown: the produce stream ended (%v), and the call sent again was refused: %v", err, status.Convert(uerr).Message())
+		}
+		return resp, uerr
 	}
 	return nil, err
 }

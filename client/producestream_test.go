@@ -22,9 +22,10 @@ import (
 // streamNode serves ProduceStream: serve runs each stream.
 type streamNode struct {
 	api.UnimplementedBrokerServer
-	serve   func(api.Broker_ProduceStreamServer) error
-	streams atomic.Int64
-	unary   atomic.Int64
+	serve     func(api.Broker_ProduceStreamServer) error
+	unaryBusy bool // unary calls are refused busy
+	streams   atomic.Int64
+	unary     atomic.Int64
 }
 
 func (n *streamNode) ProduceStream(st api.Broker_ProduceStreamServer) error {
@@ -34,6 +35,9 @@ func (n *streamNode) ProduceStream(st api.Broker_ProduceStreamServer) error {
 
 func (n *streamNode) Produce(context.Context, *api.ProduceRequest) (*api.ProduceResponse, error) {
 	n.unary.Add(1)
+	if n.unaryBusy {
+		return nil, status.Error(codes.ResourceExhausted, "busy")
+	}
 	return &api.ProduceResponse{NodeId: "unary"}, nil
 }
 
@@ -265,6 +269,55 @@ func (n *unaryNode) Produce(context.Context, *api.ProduceRequest) (*api.ProduceR
 // would, and the next call opens a new stream.
 func TestProduceStreamOversizedCallFailsAlone(t *testing.T) {
 	n := &streamNode{serve: answerAllBut("hold")}
+	c, cc := oversizedStreamClient(t, n)
+	ctx := ctxFor(t, time.Minute)
+	held := make(chan error, 1)
+	go func() {
+		r, err := c.produce(ctx, cc, &api.ProduceRequest{Topic: "hold"})
+		if err == nil && r.NodeId != "unary" {
+			err = fmt.Errorf("answered by %q, want the unary retry", r.NodeId)
+		}
+		held <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := c.produce(ctx, cc, oversized); status.Code(err) != codes.ResourceExhausted || Retryable(err) {
+		t.Fatalf("oversized call: %v, want ResourceExhausted that is not retried", err)
+	}
+	if err := <-held; err != nil {
+		t.Fatalf("the call that waited beside it: %v", err)
+	}
+	if r, err := c.produce(ctx, cc, &api.ProduceRequest{Topic: "next"}); err != nil || r.NodeId != "next" {
+		t.Fatalf("next call: %v, %v, want it on a new stream", r, err)
+	}
+	if st, u := n.streams.Load(), n.unary.Load(); st != 2 || u != 1 {
+		t.Fatalf("%d streams, %d unary calls served; want 2 and 1 (gRPC refuses the oversized one before the handler)", st, u)
+	}
+}
+
+// TestProduceStreamEndedThenBusyIsUnknown: a call that waited on a stream
+// an oversized call ended may have been taken by the node already, so when
+// it is sent again and refused busy, its outcome is unknown (retried with
+// the same sequence), not a refusal that stored nothing.
+func TestProduceStreamEndedThenBusyIsUnknown(t *testing.T) {
+	n := &streamNode{serve: answerAllBut("hold"), unaryBusy: true}
+	c, cc := oversizedStreamClient(t, n)
+	ctx := ctxFor(t, time.Minute)
+	held := make(chan error, 1)
+	go func() {
+		_, err := c.produce(ctx, cc, &api.ProduceRequest{Topic: "hold"})
+		held <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	c.produce(ctx, cc, oversized)
+	if err := <-held; status.Code(err) != codes.Aborted || busy(err) || !Retryable(err) || Classify(err) != Unknown {
+		t.Fatalf("the call that waited beside the oversized one, refused busy when sent again: %v; want Aborted, outcome unknown", err)
+	}
+}
+
+var oversized = &api.ProduceRequest{Topic: "big", Messages: []*api.ProduceMessage{{Body: make([]byte, 8<<10)}}}
+
+// oversizedStreamClient is a client of n served with a 4 KiB message limit.
+func oversizedStreamClient(t *testing.T, n api.BrokerServer) (*Client, grpc.ClientConnInterface) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -282,29 +335,7 @@ func TestProduceStreamOversizedCallFailsAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxFor(t, time.Minute)
-	held := make(chan error, 1)
-	go func() {
-		r, err := c.produce(ctx, cc, &api.ProduceRequest{Topic: "hold"})
-		if err == nil && r.NodeId != "unary" {
-			err = fmt.Errorf("answered by %q, want the unary retry", r.NodeId)
-		}
-		held <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
-	big := &api.ProduceRequest{Topic: "big", Messages: []*api.ProduceMessage{{Body: make([]byte, 8<<10)}}}
-	if _, err := c.produce(ctx, cc, big); status.Code(err) != codes.ResourceExhausted || Retryable(err) {
-		t.Fatalf("oversized call: %v, want ResourceExhausted that is not retried", err)
-	}
-	if err := <-held; err != nil {
-		t.Fatalf("the call that waited beside it: %v", err)
-	}
-	if r, err := c.produce(ctx, cc, &api.ProduceRequest{Topic: "next"}); err != nil || r.NodeId != "next" {
-		t.Fatalf("next call: %v, %v, want it on a new stream", r, err)
-	}
-	if st, u := n.streams.Load(), n.unary.Load(); st != 2 || u != 1 {
-		t.Fatalf("%d streams, %d unary calls served; want 2 and 1 (gRPC refuses the oversized one before the handler)", st, u)
-	}
+	return c, cc
 }
 
 // TestProduceStreamOpeningHoldsUpOnlyItsNode: while a stream to a node

@@ -3,10 +3,6 @@ package client
 import (
 	"errors"
 	"fmt"
-	"strings"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // DefaultRequestLimit is the broker's default bound of one produce request
@@ -56,7 +52,7 @@ func stringSize(n int) int {
 // explainSizeRefusal wraps gRPC's refusal of a message over its size limit,
 // which a broker whose --max-request-bytes is below RequestLimit answers.
 func explainSizeRefusal(err error, limit int) error {
-	if err == nil || status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "larger than max") {
+	if !overSizeLimit(err) {
 		return err
 	}
 	return fmt.Errorf("send: %w: the broker reads smaller requests than ProducerConfig.RequestLimit (%d) allows; set it to the broker's --max-request-bytes: %w",
