@@ -146,16 +146,9 @@ func TestForwardGivesUpAReplacedLeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	var mu sync.Mutex
-	leaderErr := &broker.NotLeaderError{LeaderID: "n2", PeerAddr: pausedAddr}
-	local := func() (*api.ProduceResponse, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return nil, leaderErr
-	}
-	remote := func(ctx context.Context, cc grpc.ClientConnInterface) (*api.ProduceResponse, error) {
-		return api.NewBrokerClient(cc).Produce(ctx, &api.ProduceRequest{Topic: "t"})
-	}
+	named := &namedLeader{}
+	named.moveTo("n2", pausedAddr)
+	local, remote := named.local, produceRemote
 
 	// No other leader known: the forward waits on the paused one until
 	// the caller's deadline.
@@ -170,9 +163,7 @@ func TestForwardGivesUpAReplacedLeader(t *testing.T) {
 	start := time.Now()
 	go func() {
 		time.Sleep(200 * time.Millisecond)
-		mu.Lock()
-		leaderErr = &broker.NotLeaderError{LeaderID: "n3", PeerAddr: nextAddr}
-		mu.Unlock()
+		named.moveTo("n3", nextAddr)
 		lc.set("n3")
 	}()
 	if _, err := forward(ctx, lc, p, local, remote); err != nil {
@@ -206,38 +197,49 @@ func TestForwardBusyAfterReplacedLeader(t *testing.T) {
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	remote := func(ctx context.Context, cc grpc.ClientConnInterface) (*api.ProduceResponse, error) {
-		return api.NewBrokerClient(cc).Produce(ctx, &api.ProduceRequest{Topic: "t"})
-	}
-
 	lc := &fakeLeaders{id: "n1"}
 	lc.set("n3")
-	direct := func() (*api.ProduceResponse, error) {
-		return nil, &broker.NotLeaderError{LeaderID: "n3", PeerAddr: busyAddr}
-	}
-	if _, err := forward(ctx, lc, p, direct, remote); status.Code(err) != codes.ResourceExhausted {
+	named := &namedLeader{}
+	named.moveTo("n3", busyAddr)
+	if _, err := forward(ctx, lc, p, named.local, produceRemote); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("forwarded straight to a busy leader: %v; want ResourceExhausted", err)
 	}
 
 	lc.set("n2")
-	var mu sync.Mutex
-	leaderErr := &broker.NotLeaderError{LeaderID: "n2", PeerAddr: pausedAddr}
-	local := func() (*api.ProduceResponse, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return nil, leaderErr
-	}
+	named.moveTo("n2", pausedAddr)
 	go func() {
 		for paused.produces.Load() == 0 && ctx.Err() == nil {
 			time.Sleep(time.Millisecond)
 		}
-		mu.Lock()
-		leaderErr = &broker.NotLeaderError{LeaderID: "n3", PeerAddr: busyAddr}
-		mu.Unlock()
+		named.moveTo("n3", busyAddr)
 		lc.set("n3")
 	}()
-	_, err := forward(ctx, lc, p, local, remote)
+	_, err := forward(ctx, lc, p, named.local, produceRemote)
 	if status.Code(err) != codes.Aborted {
 		t.Fatalf("busy on the new leader after the paused one was given up: %v; want Aborted (outcome unknown)", err)
 	}
+}
+
+// namedLeader is this node's broker as forward sees it: another node
+// leads, the one moveTo named last.
+type namedLeader struct {
+	mu  sync.Mutex
+	err *broker.NotLeaderError
+}
+
+func (n *namedLeader) moveTo(id, addr string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.err = &broker.NotLeaderError{LeaderID: id, PeerAddr: addr}
+}
+
+func (n *namedLeader) local() (*api.ProduceResponse, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return nil, n.err
+}
+
+// produceRemote forwards a produce call to topic t.
+func produceRemote(ctx context.Context, cc grpc.ClientConnInterface) (*api.ProduceResponse, error) {
+	return api.NewBrokerClient(cc).Produce(ctx, &api.ProduceRequest{Topic: "t"})
 }
