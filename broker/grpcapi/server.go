@@ -255,8 +255,9 @@ func forward[R any](ctx context.Context, lc LeaderChanges, peers *Peers, local f
 	}
 }
 
-// afterReplaced is err, the answer to a call that an earlier leader gave
-// up (replaced, nil if none). A busy refusal says that nothing of the call
+// afterReplaced is err, the answer to a call that this node first sent to
+// a leader that was replaced meanwhile (replaced: why it gave that attempt
+// up; nil if there was none). A busy refusal says that nothing of the call
 // was done, which no longer holds when the replaced leader may have done
 // it: the answer is then an unknown outcome, which a client retries
 // without taking it for a failure.
