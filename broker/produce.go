@@ -200,7 +200,7 @@ func (b *Broker) admit(ctx context.Context, n int) bool {
 // are received and decoded; Produce then waits for the budget with the
 // request's real size.
 func (b *Broker) AdmitProduce() error {
-	if b.pending.Held() >= b.pending.Limit() {
+	if b.pending.Full() {
 		return b.busy()
 	}
 	return nil

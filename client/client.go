@@ -434,8 +434,9 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 			return nil
 		}
 		last, lastAddr = err, addr
+		isBusy := busy(err)
 		switch {
-		case busy(err):
+		case isBusy:
 			refused = true
 		case !neverSent(err):
 			sent = true
@@ -469,7 +470,7 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 			c.refreshLeader(ctx)
 		}
 		pause := min(backoff, maxBackoff)
-		if busy(err) {
+		if isBusy {
 			// Busy: the node holds what it can answer soon. Retries of a
 			// flood spread out (jitter) and slow down (to maxBusyBackoff)
 			// rather than resend their requests every 50 ms.

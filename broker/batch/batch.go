@@ -260,6 +260,13 @@ func (bb *Budget) Hold(n int) {
 	bb.mu.Unlock()
 }
 
+// Full reports whether the bytes held have reached the bound.
+func (bb *Budget) Full() bool {
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	return bb.used >= bb.limitLocked()
+}
+
 // Limit is the bytes the budget admits now: Max, or less while the answer
 // rate says the node answers fewer in Target.
 func (bb *Budget) Limit() int {

@@ -99,7 +99,13 @@ func TestByteBudget(t *testing.T) {
 	if bb.Take(1) {
 		t.Fatal("admitted past the budget")
 	}
+	if !bb.Full() {
+		t.Fatal("100 of 100 bytes held: not full")
+	}
 	bb.Give(60)
+	if bb.Full() {
+		t.Fatal("40 of 100 bytes held: full")
+	}
 	if !bb.Take(50) || bb.Held() != 90 {
 		t.Fatalf("after a release: held %d, want 90", bb.Held())
 	}
@@ -277,8 +283,8 @@ func TestBudgetBoundByTime(t *testing.T) {
 	if got := bb.Limit(); got != 500 { // 1000 B/s x 0.5 s
 		t.Fatalf("answering 1000 B/s while loaded: limit %d, want 500", got)
 	}
-	if bb.Take(1) { // 700 held
-		t.Fatal("admitted past the time bound")
+	if bb.Take(1) || !bb.Full() { // 700 held
+		t.Fatal("admitted past the time bound, or not full at it")
 	}
 
 	// Answering faster: the rate halves its way toward 4000 B/s (2500),
