@@ -47,9 +47,8 @@ const joinerTimeout = 3 * time.Second
 
 // CheckJoiner checks that the node id at addr may be added to this group:
 // it holds no log, or this group's (see above). It returns an error
-// wrapping ErrOwnLog when the node holds a log of its own, ErrNoAnswer
-// when it does not answer raft calls, and ErrRefused while it recovers
-// from an unclean start (it answers no votes then). Call it on the leader.
+// wrapping ErrOwnLog when the node holds a log of its own and ErrNoAnswer
+// when it does not answer raft calls. Call it on the leader.
 func (n *Node) CheckJoiner(ctx context.Context, id, addr string) error {
 	// The transport itself: neither held while idle (quiet.go) nor waiting
 	// for a node that is down (patience.go).
@@ -92,8 +91,6 @@ func (n *Node) CheckJoiner(ctx context.Context, id, addr string) error {
 		return fmt.Errorf("%w from %s at %s: %w", ErrNoAnswer, id, addr, err)
 	case vote.Granted:
 		return nil
-	case vote.Term == 0: // recoveringVotes' refusal (recover.go): no term given
-		return fmt.Errorf("%w: %s at %s is catching up after an unclean start and answers no votes yet; try again in a few seconds", ErrRefused, id, addr)
 	}
 	return own
 }

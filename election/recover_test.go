@@ -2,6 +2,7 @@ package election
 
 import (
 	"fmt"
+	"io"
 	"math/rand"
 	"net"
 	"strings"
@@ -196,4 +197,49 @@ type testLog struct{ t *testing.T }
 func (w testLog) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestRecoveringNodeRefusesVotes: a node that started uncleanly answers a
+// vote request it would otherwise grant with a refusal, through raft's own
+// vote handling (its write of the vote fails), and grants it once it has
+// recovered.
+func TestRecoveringNodeRefusesVotes(t *testing.T) {
+	config := groupConfigs(t, 3, time.Hour)
+	cfg := config(0)
+	n, err := Start(cfg, newTestFSM(), RaftStores{Log: raft.NewInmemStore(), Stable: raft.NewInmemStore(), Snapshots: raft.NewInmemSnapshotStore(), Unclean: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Kill() })
+	if !n.Recovering() {
+		t.Fatal("a node of three that started uncleanly is not recovering")
+	}
+	trans, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, 5*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { trans.Close() })
+	candidate := cfg.Peers[1]
+	ask := func(term uint64) bool {
+		t.Helper()
+		req := &raft.RequestVoteRequest{
+			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(candidate.ID), Addr: []byte(candidate.Addr)},
+			Term:      term, LastLogIndex: 100, LastLogTerm: term - 1,
+		}
+		var resp raft.RequestVoteResponse
+		if err := trans.RequestVote(raft.ServerID(cfg.ID), raft.ServerAddress(cfg.BindAddr), req, &resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp.Granted
+	}
+	if ask(10) {
+		t.Fatal("the recovering node granted a vote")
+	}
+	if n.raft.CurrentTerm() != 10 {
+		t.Fatalf("term %d after a refused vote request of term 10: want the group's term followed", n.raft.CurrentTerm())
+	}
+	n.recovering.Store(false)
+	if !ask(11) {
+		t.Fatal("the recovered node refused a vote it should grant")
+	}
 }

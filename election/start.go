@@ -141,11 +141,7 @@ func Start(cfg Config, fsm StateMachine, st RaftStores) (_ *Node, err error) {
 	gt.commitBound = cfg.CommitBound
 	n.trans = gt
 	n.recovering.Store(st.Unclean)
-	if st.Unclean { // only then can a vote request need refusing
-		gt.rpcs = make(chan raft.RPC)
-		n.goFunc(func() { recoveringVotes(trans.Consumer(), gt.rpcs, &n.recovering, n.stop) })
-	}
-	r, err := raft.NewRaft(rc, fsm, st.Log, st.Stable, st.Snapshots, gt.raftTransport())
+	r, err := raft.NewRaft(rc, fsm, st.Log, recoveringStable{StableStore: st.Stable, recovering: &n.recovering}, st.Snapshots, gt.raftTransport())
 	if err != nil {
 		close(n.stop)
 		n.wg.Wait()
@@ -309,8 +305,8 @@ func voters(r *raft.Raft) int {
 // refuse to vote for anyone, and a 3-node group with one damaged node
 // could not elect a new leader.
 //
-// It also refuses other nodes' vote requests while the node recovers from an
-// unclean start (recover.go), and then fails its own vote requests too.
+// It also fails the node's own vote requests while it recovers from an
+// unclean start (recover.go).
 //
 // It refuses pipelined appends on every transport (see newTCPTransport) and
 // passes Close through (raft.WithClose: raft closes the transport when it
@@ -324,9 +320,8 @@ type gatedTransport struct {
 	// campaignAnyway, when set, lets a node that does not campaign
 	// (noCampaign) do so while it reports true (Node.CampaignWhen).
 	campaignAnyway atomic.Pointer[func() bool]
-	rpcs           chan raft.RPC // after an unclean start: fed by recoveringVotes; else nil
-	patience       *patience     // appends to a node that is down wait for it (patience.go)
-	quiet          *quiet        // appends that repeat what a follower has wait while idle (quiet.go)
+	patience       *patience // appends to a node that is down wait for it (patience.go)
+	quiet          *quiet    // appends that repeat what a follower has wait while idle (quiet.go)
 	// commitBound bounds the commit index of appends (Config.CommitBound); nil: none.
 	commitBound func() uint64
 }
@@ -354,16 +349,6 @@ func (t *gatedTransport) raftTransport() raft.Transport {
 		return gatedPreVote{gatedTransport: t, pre: pre}
 	}
 	return t
-}
-
-// Consumer is what raft reads incoming calls from: the transport's, and
-// after an unclean start the transport's less the vote requests refused
-// while recovering. A clean start adds no hop to every incoming call.
-func (t *gatedTransport) Consumer() <-chan raft.RPC {
-	if t.rpcs == nil {
-		return t.Transport.Consumer()
-	}
-	return t.rpcs
 }
 
 // AppendEntriesPipeline makes raft send appends one at a time.
