@@ -215,8 +215,9 @@ type jsonHeaderIn struct {
 }
 
 // jsonHeaderFast is what well-behaved clients send: string ext values and
-// a string language. Decoding into it first spares the per-value work of
-// jsonHeaderIn.
+// a string language. scanJSONHeader decodes most headers into it, and
+// encoding/json the rest it can; decoding into it before jsonHeaderIn
+// spares the per-value work of jsonHeaderIn.
 type jsonHeaderFast struct {
 	Code      int32             `json:"code"`
 	Language  string            `json:"language"`
@@ -228,8 +229,12 @@ type jsonHeaderFast struct {
 }
 
 func decodeJSONHeader(b []byte) (*Command, error) {
-	var f jsonHeaderFast
-	if err := json.Unmarshal(b, &f); err == nil {
+	f, ok := scanJSONHeader(b)
+	if !ok {
+		f = jsonHeaderFast{}
+		ok = json.Unmarshal(b, &f) == nil
+	}
+	if ok {
 		if f.ExtFields == nil {
 			f.ExtFields = map[string]string{}
 		}

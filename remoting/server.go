@@ -71,11 +71,16 @@ type Conn struct {
 	ID     uint64
 	Remote string
 	nc     net.Conn
-	wmu    sync.Mutex
-	mu     sync.Mutex
-	closed bool
-	reason string // the first reason set; why the connection closed
-	onEnd  []func()
+	// wmu guards the write queue: frames waiting while another Send
+	// writes, which that Send writes next, all in one system call.
+	wmu     sync.Mutex
+	wqueue  [][]byte
+	writing bool
+	werr    error // the first write error; every later Send returns it
+	mu      sync.Mutex
+	closed  bool
+	reason  string // the first reason set; why the connection closed
+	onEnd   []func()
 	// waiting holds the requests this server sent on the connection
 	// (Invoke) by opaque, until the client answers.
 	waiting map[int32]chan *Command
@@ -130,7 +135,11 @@ func (c *Conn) close() {
 	}
 }
 
-// Send writes one command on the connection.
+// Send writes one command on the connection. When another Send is
+// writing, the command joins the queue that one writes next (the answers
+// of one group commit leave in one system call) and Send returns at once;
+// if that write fails the connection is closed and every later Send
+// returns the error.
 func (c *Conn) Send(cmd *Command) error {
 	b, err := cmd.Encode()
 	if err != nil {
@@ -138,8 +147,29 @@ func (c *Conn) Send(cmd *Command) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-	_, err = c.nc.Write(b)
+	if c.werr != nil {
+		return c.werr
+	}
+	c.wqueue = append(c.wqueue, b)
+	if c.writing {
+		return nil
+	}
+	c.writing = true
+	defer func() { c.writing = false }()
+	for len(c.wqueue) > 0 && err == nil {
+		bufs := net.Buffers(c.wqueue)
+		c.wqueue = nil
+		c.wmu.Unlock()
+		c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		_, err = bufs.WriteTo(c.nc)
+		c.wmu.Lock()
+	}
+	if err != nil {
+		c.werr = err
+		c.wqueue = nil
+		c.setReason(CloseWriteError)
+		c.nc.Close()
+	}
 	return err
 }
 
