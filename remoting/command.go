@@ -64,8 +64,13 @@ func Response(req *Command, code int32, remark string) *Command {
 
 // ExtInt parses an ext field as an integer; a missing field is def.
 func (c *Command) ExtInt(name string, def int64) (int64, error) {
-	v, ok := c.Ext[name]
-	if !ok || v == "" {
+	return ParseExtInt(name, c.Ext[name], def)
+}
+
+// ParseExtInt parses the value v of ext field name as an integer; an
+// empty one is def.
+func ParseExtInt(name, v string, def int64) (int64, error) {
+	if v == "" {
 		return def, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)

@@ -64,7 +64,13 @@ type Server struct {
 	wg     sync.WaitGroup
 	closed bool
 	nextID atomic.Uint64
+	// jobs hands a request to an idle worker (run).
+	jobs chan func()
 }
+
+// workerIdle is how long a worker waits for another request before it
+// ends.
+const workerIdle = 10 * time.Second
 
 // Conn is one client connection.
 type Conn struct {
@@ -238,7 +244,7 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.MaxInflight = 256
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, conns: map[*Conn]struct{}{}}
+	return &Server{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, conns: map[*Conn]struct{}{}, jobs: make(chan func())}
 }
 
 // Serve accepts connections on l until Close; it returns nil after Close.
@@ -341,7 +347,7 @@ func (s *Server) serveConn(c *Conn) {
 			return
 		}
 		reqs.Add(1)
-		go func() {
+		s.run(func() {
 			defer reqs.Done()
 			defer func() { <-sem }()
 			resp := s.cfg.Handler(ctx, c, req)
@@ -355,8 +361,36 @@ func (s *Server) serveConn(c *Conn) {
 				c.setReason(CloseWriteError)
 				c.nc.Close()
 			}
-		}()
+		})
 	}
+}
+
+// run runs job on an idle worker, or on a new one when none is idle. A
+// worker keeps the stack its requests grew, which a goroutine per request
+// would grow again for each.
+func (s *Server) run(job func()) {
+	select {
+	case s.jobs <- job:
+		return
+	default:
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		idle := time.NewTimer(workerIdle)
+		defer idle.Stop()
+		for {
+			job()
+			idle.Reset(workerIdle)
+			select {
+			case job = <-s.jobs:
+			case <-idle.C:
+				return
+			case <-s.ctx.Done():
+				return
+			}
+		}
+	}()
 }
 
 // readCloseReason is why a connection whose read failed with err closes.

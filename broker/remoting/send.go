@@ -35,6 +35,15 @@ var v2Names = map[string]string{"a": "producerGroup", "b": "topic", "c": "defaul
 	"f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes", "k": "unitMode",
 	"l": "maxReconsumeTimes", "m": "batch", "n": "bname"}
 
+// v2Letters maps the V1 names to SendMessageRequestHeaderV2's letters.
+var v2Letters = func() map[string]string {
+	m := make(map[string]string, len(v2Names))
+	for letter, name := range v2Names {
+		m[name] = letter
+	}
+	return m
+}()
+
 type sendHeader struct {
 	topic     string
 	queue     int64
@@ -48,42 +57,48 @@ type sendHeader struct {
 }
 
 func parseSendHeader(req *rmq.Command) (sendHeader, error) {
-	ext := req.Ext
+	field := func(name string) string { return req.Ext[name] }
 	if req.Code == rmq.SendMessageV2 || req.Code == rmq.SendBatchMessage {
-		if _, v1 := ext["topic"]; !v1 {
-			ext = make(map[string]string, len(req.Ext))
-			for k, v := range req.Ext {
-				if n, ok := v2Names[k]; ok {
-					k = n
+		if _, v1 := req.Ext["topic"]; !v1 {
+			field = func(name string) string {
+				if v, ok := req.Ext[v2Letters[name]]; ok {
+					return v
 				}
-				ext[k] = v
+				return req.Ext[name]
 			}
 		}
 	}
-	c := &rmq.Command{Ext: ext}
 	var h sendHeader
 	var err error
-	h.topic = ext["topic"]
+	h.topic = field("topic")
 	if h.topic == "" {
 		return h, fmt.Errorf("%w: send without a topic", broker.ErrInvalidArgument)
 	}
-	for _, f := range []struct {
-		name string
-		dst  *int64
-		def  int64
-	}{{"queueId", &h.queue, -1}, {"sysFlag", &h.sysFlag, 0}, {"bornTimestamp", &h.bornTS, 0}, {"flag", &h.flag, 0}, {"reconsumeTimes", &h.reconsume, 0}, {"maxReconsumeTimes", &h.maxTimes, 0}} {
-		if *f.dst, err = c.ExtInt(f.name, f.def); err != nil {
-			return h, fmt.Errorf("%w: %w", broker.ErrInvalidArgument, err)
+	num := func(name string, def int64) int64 {
+		if err != nil {
+			return 0
 		}
+		var n int64
+		n, err = rmq.ParseExtInt(name, field(name), def)
+		return n
+	}
+	h.queue = num("queueId", -1)
+	h.sysFlag = num("sysFlag", 0)
+	h.bornTS = num("bornTimestamp", 0)
+	h.flag = num("flag", 0)
+	h.reconsume = num("reconsumeTimes", 0)
+	h.maxTimes = num("maxReconsumeTimes", 0)
+	if err != nil {
+		return h, fmt.Errorf("%w: %w", broker.ErrInvalidArgument, err)
 	}
 	if h.queue < -1 || h.queue > 1<<20 {
 		return h, fmt.Errorf("%w: queueId %d", broker.ErrInvalidArgument, h.queue)
 	}
-	h.props = rmq.DecodeProperties(ext["properties"])
+	h.props = rmq.DecodeProperties(field("properties"))
 	if h.props == nil {
 		h.props = map[string]string{}
 	}
-	h.batch = req.Code == rmq.SendBatchMessage || ext["batch"] == "true"
+	h.batch = req.Code == rmq.SendBatchMessage || field("batch") == "true"
 	if int32(h.sysFlag)&rmq.SysTransactionMask == rmq.SysTransactionPrepared && !h.batch {
 		// The prepared type in sysFlag marks a half message as TRAN_MSG
 		// does; the broker reads the property.
