@@ -1,7 +1,10 @@
 package api
 
 import (
+	"strings"
+
 	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -36,4 +39,12 @@ func (s *CallStatus) Err() error {
 		return nil
 	}
 	return status.ErrorProto(&spb.Status{Code: s.Code, Message: s.Message, Details: s.Details})
+}
+
+// OverSizeLimit reports whether gRPC refused a message over its size limit
+// ("received message larger than max" from the node, "trying to send
+// message larger than max" on the caller's side): it does so before any
+// handler reads the message, so nothing of it was done.
+func OverSizeLimit(err error) bool {
+	return status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "larger than max")
 }

@@ -119,7 +119,7 @@ type Client struct {
 
 	group atomic.Pointer[string] // the pinned group id (group.go)
 
-	streams produceStreams // producestream.go
+	streams api.ProduceStreams
 }
 
 // leaderView is one round of asking nodes who leads, shared by the stalled
@@ -255,7 +255,7 @@ func Retryable(err error) bool {
 	case codes.ResourceExhausted:
 		// A busy broker (retry), unless gRPC refused a message over its
 		// size limit, which no retry fixes.
-		return !overSizeLimit(err)
+		return !api.OverSizeLimit(err)
 	}
 	return false
 }

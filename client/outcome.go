@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/raftmq/raftmq/api"
 )
 
 // ErrNotSent: the messages were never handed to the group, so none of them
@@ -64,11 +66,8 @@ func Classify(err error) Outcome {
 
 // busy reports whether a node refused the request busy: it refuses before
 // the request is queued for the log, so nothing of it is stored.
-func busy(err error) bool { return status.Code(err) == codes.ResourceExhausted && !overSizeLimit(err) }
-
-// overSizeLimit reports whether gRPC refused a message over its size limit.
-func overSizeLimit(err error) bool {
-	return status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "larger than max")
+func busy(err error) bool {
+	return status.Code(err) == codes.ResourceExhausted && !api.OverSizeLimit(err)
 }
 
 // neverSent reports whether err says the request never left this process:

@@ -394,7 +394,7 @@ func (p *Producer) send(r request) {
 	}
 	var resp *api.ProduceResponse
 	err := p.c.doConn(context.Background(), size, 0, func(ctx context.Context, cc grpc.ClientConnInterface) error {
-		r, err := p.c.produce(ctx, cc, req)
+		r, err := p.c.streams.Produce(ctx, cc, req)
 		if err == nil {
 			resp = r
 		}

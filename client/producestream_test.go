@@ -119,21 +119,21 @@ func TestProduceStreamRepliesByID(t *testing.T) {
 	ctx := ctxFor(t, time.Minute)
 	first := make(chan *api.ProduceResponse, 1)
 	go func() {
-		r, err := c.produce(ctx, cc, &api.ProduceRequest{Topic: "hold"})
+		r, err := c.streams.Produce(ctx, cc, &api.ProduceRequest{Topic: "hold"})
 		if err != nil {
 			t.Errorf("held call: %v", err)
 		}
 		first <- r
 	}()
 	time.Sleep(50 * time.Millisecond) // let the held call go first
-	r, err := c.produce(ctx, cc, &api.ProduceRequest{Topic: "t2"})
+	r, err := c.streams.Produce(ctx, cc, &api.ProduceRequest{Topic: "t2"})
 	if err != nil || r.NodeId != "t2" {
 		t.Fatalf("second call: %v, %v; want its own reply", r, err)
 	}
 	if r := <-first; r == nil || r.NodeId != "hold" {
 		t.Fatalf("first call got %v, want its own reply", r)
 	}
-	_, err = c.produce(ctx, cc, &api.ProduceRequest{Topic: "reused"})
+	_, err = c.streams.Produce(ctx, cc, &api.ProduceRequest{Topic: "reused"})
 	if !sequenceReused(err) {
 		t.Fatalf("refused call: %v, want InvalidArgument with reason %s", err, api.ReasonSequenceReused)
 	}
@@ -158,10 +158,10 @@ func TestProduceStreamCallGivesUpAlone(t *testing.T) {
 	c, cc := streamClient(t, n)
 	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if _, err := c.produce(short, cc, &api.ProduceRequest{Topic: "never"}); status.Code(err) != codes.DeadlineExceeded {
+	if _, err := c.streams.Produce(short, cc, &api.ProduceRequest{Topic: "never"}); status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("unanswered call: %v, want DeadlineExceeded", err)
 	}
-	if r, err := c.produce(ctxFor(t, time.Minute), cc, &api.ProduceRequest{Topic: "next"}); err != nil || r.NodeId != "next" {
+	if r, err := c.streams.Produce(ctxFor(t, time.Minute), cc, &api.ProduceRequest{Topic: "next"}); err != nil || r.NodeId != "next" {
 		t.Fatalf("next call: %v, %v", r, err)
 	}
 	if s := n.streams.Load(); s != 1 {
@@ -189,11 +189,11 @@ func TestProduceStreamEndFailsWaitingCalls(t *testing.T) {
 	c, cc := streamClient(t, n)
 	ctx := ctxFor(t, time.Minute)
 	start := time.Now()
-	_, err := c.produce(ctx, cc, &api.ProduceRequest{Topic: "end"})
+	_, err := c.streams.Produce(ctx, cc, &api.ProduceRequest{Topic: "end"})
 	if status.Code(err) != codes.Unavailable || !Retryable(err) || time.Since(start) > 10*time.Second {
 		t.Fatalf("call on an ended stream: %v after %s, want Unavailable at once", err, time.Since(start))
 	}
-	if r, err := c.produce(ctx, cc, &api.ProduceRequest{Topic: "again"}); err != nil || r.NodeId != "again" {
+	if r, err := c.streams.Produce(ctx, cc, &api.ProduceRequest{Topic: "again"}); err != nil || r.NodeId != "again" {
 		t.Fatalf("call after the end: %v, %v", r, err)
 	}
 	if s := n.streams.Load(); s != 2 {
@@ -223,7 +223,7 @@ func TestProduceStreamUnauthenticatedOpensAnother(t *testing.T) {
 	c, cc := streamClient(t, n)
 	ctx := ctxFor(t, time.Minute)
 	for i := range 3 {
-		_, err := c.produce(ctx, cc, &api.ProduceRequest{Topic: "t" + strconv.Itoa(i)})
+		_, err := c.streams.Produce(ctx, cc, &api.ProduceRequest{Topic: "t" + strconv.Itoa(i)})
 		if i == 0 && status.Code(err) != codes.Unauthenticated || i > 0 && err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
@@ -241,21 +241,29 @@ func TestProduceWithoutStreams(t *testing.T) {
 	c, cc := streamClient(t, n)
 	ctx := ctxFor(t, time.Minute)
 	for i := range 3 {
-		if r, err := c.produce(ctx, cc, &api.ProduceRequest{Topic: "t"}); err != nil || r.NodeId != "unary" {
+		if r, err := c.streams.Produce(ctx, cc, &api.ProduceRequest{Topic: "t"}); err != nil || r.NodeId != "unary" {
 			t.Fatalf("call %d: %v, %v", i, r, err)
 		}
 	}
 	if u := n.unary.Load(); u != 3 {
 		t.Fatalf("%d unary calls, want 3", u)
 	}
-	if _, err := c.streams.get(ctx, cc); !errors.Is(err, errNoStream) {
-		t.Fatalf("the node is not remembered as serving no streams: %v", err)
+	if s := n.streamTries.Load(); s != 1 {
+		t.Fatalf("%d streams asked for, want 1: the node is not remembered as serving no streams", s)
 	}
 }
 
+// unaryNode serves unary Produce calls only, as a node of an earlier
+// release.
 type unaryNode struct {
 	api.UnimplementedBrokerServer
-	unary atomic.Int64
+	unary       atomic.Int64
+	streamTries atomic.Int64
+}
+
+func (n *unaryNode) ProduceStream(api.Broker_ProduceStreamServer) error {
+	n.streamTries.Add(1)
+	return status.Error(codes.Unimplemented, "unknown method ProduceStream")
 }
 
 func (n *unaryNode) Produce(context.Context, *api.ProduceRequest) (*api.ProduceResponse, error) {
@@ -273,20 +281,20 @@ func TestProduceStreamOversizedCallFailsAlone(t *testing.T) {
 	ctx := ctxFor(t, time.Minute)
 	held := make(chan error, 1)
 	go func() {
-		r, err := c.produce(ctx, cc, &api.ProduceRequest{Topic: "hold"})
+		r, err := c.streams.Produce(ctx, cc, &api.ProduceRequest{Topic: "hold"})
 		if err == nil && r.NodeId != "unary" {
 			err = fmt.Errorf("answered by %q, want the unary retry", r.NodeId)
 		}
 		held <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
-	if _, err := c.produce(ctx, cc, oversized); status.Code(err) != codes.ResourceExhausted || Retryable(err) {
+	if _, err := c.streams.Produce(ctx, cc, oversized); status.Code(err) != codes.ResourceExhausted || Retryable(err) {
 		t.Fatalf("oversized call: %v, want ResourceExhausted that is not retried", err)
 	}
 	if err := <-held; err != nil {
 		t.Fatalf("the call that waited beside it: %v", err)
 	}
-	if r, err := c.produce(ctx, cc, &api.ProduceRequest{Topic: "next"}); err != nil || r.NodeId != "next" {
+	if r, err := c.streams.Produce(ctx, cc, &api.ProduceRequest{Topic: "next"}); err != nil || r.NodeId != "next" {
 		t.Fatalf("next call: %v, %v, want it on a new stream", r, err)
 	}
 	if st, u := n.streams.Load(), n.unary.Load(); st != 2 || u != 1 {
@@ -304,11 +312,11 @@ func TestProduceStreamEndedThenBusyIsUnknown(t *testing.T) {
 	ctx := ctxFor(t, time.Minute)
 	held := make(chan error, 1)
 	go func() {
-		_, err := c.produce(ctx, cc, &api.ProduceRequest{Topic: "hold"})
+		_, err := c.streams.Produce(ctx, cc, &api.ProduceRequest{Topic: "hold"})
 		held <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
-	c.produce(ctx, cc, oversized)
+	c.streams.Produce(ctx, cc, oversized)
 	if err := <-held; status.Code(err) != codes.Aborted || busy(err) || !Retryable(err) || Classify(err) != Unknown {
 		t.Fatalf("the call that waited beside the oversized one, refused busy when sent again: %v; want Aborted, outcome unknown", err)
 	}
@@ -351,12 +359,12 @@ func TestProduceStreamOpeningHoldsUpOnlyItsNode(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, err := c.produce(ctx, stalled, &api.ProduceRequest{Topic: "t"})
+		_, err := c.streams.Produce(ctx, stalled, &api.ProduceRequest{Topic: "t"})
 		opening <- err
 	}()
 	time.Sleep(100 * time.Millisecond) // the call to the stalled node is opening its stream
 	start := time.Now()
-	if r, err := c.produce(ctxFor(t, time.Minute), cc, &api.ProduceRequest{Topic: "other"}); err != nil || r.NodeId != "other" {
+	if r, err := c.streams.Produce(ctxFor(t, time.Minute), cc, &api.ProduceRequest{Topic: "other"}); err != nil || r.NodeId != "other" {
 		t.Fatalf("call to the answering node: %v, %v", r, err)
 	}
 	if d := time.Since(start); d > time.Second {

@@ -3,6 +3,8 @@ package client
 import (
 	"errors"
 	"fmt"
+
+	"github.com/raftmq/raftmq/api"
 )
 
 // DefaultRequestLimit is the broker's default bound of one produce request
@@ -52,7 +54,7 @@ func stringSize(n int) int {
 // explainSizeRefusal wraps gRPC's refusal of a message over its size limit,
 // which a broker whose --max-request-bytes is below RequestLimit answers.
 func explainSizeRefusal(err error, limit int) error {
-	if !overSizeLimit(err) {
+	if !api.OverSizeLimit(err) {
 		return err
 	}
 	return fmt.Errorf("send: %w: the broker reads smaller requests than ProducerConfig.RequestLimit (%d) allows; set it to the broker's --max-request-bytes: %w",

@@ -48,7 +48,7 @@ func serve(t *testing.T, srv *grpc.Server) string {
 func TestPeerCallsReachANodeOfTheLegacyRelease(t *testing.T) {
 	fake := &fakePeer{registered: make(chan *api.RegisterRequest, 1)}
 	addr := serve(t, grpc.NewServer(grpc.UnknownServiceHandler(legacyHandler(fake))))
-	p := NewPeers(nil, nil)
+	p := NewPeers("n0", nil, nil)
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -82,7 +82,7 @@ func TestPeerCallsUseThePeerService(t *testing.T) {
 	srv := grpc.NewServer()
 	api.RegisterPeerServer(srv, fake)
 	addr := serve(t, srv)
-	p := NewPeers(nil, nil)
+	p := NewPeers("n0", nil, nil)
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -30,6 +30,9 @@ type Peers struct {
 	tls    *tlsconf.Node     // nil or disabled: plaintext
 	closed bool
 	node   atomic.Pointer[[]byte] // the node secret every call is signed with (nil: unsigned)
+	// streams carry the produce calls this node forwards, one stream per
+	// leader it forwards to.
+	streams api.ProduceStreams
 }
 
 // SetNodeSecret makes every call to the other nodes carry the group's node
@@ -61,13 +64,21 @@ func (nodeCredentials) RequireTransportSecurity() bool { return false }
 
 var _ broker.PeerClient = (*Peers)(nil)
 
-// NewPeers returns an empty pool. dial, for fault injection only, maps a
-// peer's API address to the address to dial instead (a proxy); nil: none.
-// tls, when on, dials the peers over TLS with this node's certificate
-// (internal/tlsconf: plaintext only to a peer that does not speak TLS, and
-// only in permissive mode); nil: plaintext.
-func NewPeers(dial map[string]string, tls *tlsconf.Node) *Peers {
-	return &Peers{conns: map[string]*grpc.ClientConn{}, dial: dial, tls: tls}
+// NewPeers returns an empty pool of node self. dial, for fault injection
+// only, maps a peer's API address to the address to dial instead (a
+// proxy); nil: none. tls, when on, dials the peers over TLS with this
+// node's certificate (internal/tlsconf: plaintext only to a peer that does
+// not speak TLS, and only in permissive mode); nil: plaintext.
+func NewPeers(self string, dial map[string]string, tls *tlsconf.Node) *Peers {
+	p := &Peers{conns: map[string]*grpc.ClientConn{}, dial: dial, tls: tls}
+	p.streams.StreamContext = func(ctx context.Context) context.Context { return ForwardedContext(ctx, self) }
+	return p
+}
+
+// Produce forwards a produce call to the node on cc (a connection of this
+// pool) as a call on this node's produce stream to it, marked forwarded.
+func (p *Peers) Produce(ctx context.Context, cc grpc.ClientConnInterface, req *api.ProduceRequest) (*api.ProduceResponse, error) {
+	return p.streams.Produce(ctx, cc, req)
 }
 
 // Conn returns the connection to the node at addr, dialing lazily.

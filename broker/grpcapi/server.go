@@ -215,13 +215,18 @@ func forwarded(ctx context.Context) bool {
 // call waits on it, the call is given up there and runs again (local, then
 // the new leader). Every broker error leaves through toStatus.
 func call[R any](ctx context.Context, s *Server, local func() (R, error), remote func(context.Context, api.BrokerClient) (R, error)) (R, error) {
+	return callConn(ctx, s, local, func(ctx context.Context, cc grpc.ClientConnInterface) (R, error) {
+		return remote(ctx, api.NewBrokerClient(cc))
+	})
+}
+
+// callConn is call with remote given the leader's connection.
+func callConn[R any](ctx context.Context, s *Server, local func() (R, error), remote func(context.Context, grpc.ClientConnInterface) (R, error)) (R, error) {
 	edge := func() (R, error) {
 		r, err := local()
 		return r, s.externalErr(ctx, err)
 	}
-	return forward(ctx, s.b, s.peers, edge, func(ctx context.Context, cc grpc.ClientConnInterface) (R, error) {
-		return remote(ctx, api.NewBrokerClient(cc))
-	})
+	return forward(ctx, s.b, s.peers, edge, remote)
 }
 
 // forward is call for any service: remote gets the leader's connection.
@@ -288,7 +293,7 @@ func produceRequest(req *api.ProduceRequest) broker.ProduceRequest {
 // Produce appends messages.
 func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.ProduceResponse, error) {
 	breq := produceRequest(req)
-	return call(ctx, s, func() (*api.ProduceResponse, error) {
+	return callConn(ctx, s, func() (*api.ProduceResponse, error) {
 		res, err := s.b.ClientProduce(ctx, breq)
 		if err != nil {
 			return nil, err
@@ -309,8 +314,8 @@ func (s *Server) Produce(ctx context.Context, req *api.ProduceRequest) (*api.Pro
 			out.Acks[i] = &acks[i]
 		}
 		return out, nil
-	}, func(ctx context.Context, c api.BrokerClient) (*api.ProduceResponse, error) {
-		return c.Produce(ctx, req)
+	}, func(ctx context.Context, cc grpc.ClientConnInterface) (*api.ProduceResponse, error) {
+		return s.peers.Produce(ctx, cc, req)
 	})
 }
 

@@ -289,7 +289,7 @@ func (a *Adapter) produce(ctx context.Context, preq broker.ProduceRequest) ([]ac
 		if err != nil {
 			return fmt.Errorf("%w: %w", broker.ErrUnavailable, err)
 		}
-		r, err := api.NewBrokerClient(cc).Produce(ctx, produceProto(preq))
+		r, err := a.peers.Produce(ctx, cc, produceProto(preq))
 		if err != nil {
 			return err
 		}

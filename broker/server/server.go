@@ -349,7 +349,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	cleanup = append(cleanup, func() { s.node.Kill() })
 	s.stores.OverlapWhen(s.node.Leads)
 	s.store = store.New(fsm, s.node)
-	s.peers = grpcapi.NewPeers(cfg.PeerDial, s.tls)
+	s.peers = grpcapi.NewPeers(cfg.Raft.ID, cfg.PeerDial, s.tls)
 	cleanup = append(cleanup, func() { s.peers.Close() })
 	s.broker, err = broker.New(bc, broker.ReplicaOf(s.store, s.node), s.stores, s.peers)
 	if err != nil {

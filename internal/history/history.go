@@ -12,9 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/raftmq/raftmq/api"
 	"github.com/raftmq/raftmq/client"
 	"github.com/raftmq/raftmq/mq"
 	"github.com/raftmq/raftmq/raftlog"
@@ -50,7 +48,7 @@ func Classify(err error) Outcome {
 	case client.Failed:
 		return OutcomeFail
 	}
-	if status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "message larger than max") {
+	if api.OverSizeLimit(err) {
 		return OutcomeFail
 	}
 	return OutcomeUnknown

@@ -1,4 +1,4 @@
-package client
+package api
 
 import (
 	"context"
@@ -11,16 +11,24 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/raftmq/raftmq/api"
 )
 
-// A Client sends produce requests over one ProduceStream per node it talks
-// to, shared by its producers: a call on an open stream costs one message
-// each way, where a unary Produce call also opens and closes an HTTP/2
-// stream with headers and trailers (about a third less CPU on both sides
-// and 40-80 µs less per synchronous request here, docs/BENCHMARKS.md). A
-// node that does not serve ProduceStream gets unary calls.
+// ProduceStreams sends produce requests over one ProduceStream per
+// connection, shared by every caller: a call on an open stream costs one
+// message each way, where a unary Produce call also opens and closes an
+// HTTP/2 stream with headers and trailers (about a third less CPU on both
+// sides and 40-80 µs less per synchronous request on a 2-core VM,
+// docs/BENCHMARKS.md). A node that does not serve ProduceStream gets unary
+// calls. The SDK's Client sends its producers' requests through it, and a
+// node the requests it forwards to the leader. The zero value is ready.
+type ProduceStreams struct {
+	// StreamContext, when set, prepares the context each stream opens
+	// with (a node marks the streams of the calls it forwards).
+	StreamContext func(context.Context) context.Context
+
+	mu    sync.Mutex
+	slots map[grpc.ClientConnInterface]*streamSlot
+}
 
 // errNoStream: the node does not serve ProduceStream (an earlier release).
 // Nothing of the call was done there.
@@ -32,37 +40,31 @@ var errNoStream = errors.New("node does not serve ProduceStream")
 // call with the same sequence, so that only the oversized one fails.
 var errUnaryOnce = errors.New("produce stream ended by an oversized call")
 
-// produceStreams are a Client's streams, one slot per connection: a
-// stream being opened to one node (bounded by its first call's context)
-// holds up only the calls to that node.
-type produceStreams struct {
-	mu    sync.Mutex
-	slots map[grpc.ClientConnInterface]*streamSlot
-}
-
-// streamSlot is one connection's stream.
+// streamSlot is one connection's stream: a stream being opened to one node
+// (bounded by its first call's context) holds up only the calls to that
+// node.
 type streamSlot struct {
 	mu    sync.Mutex
 	open  *produceStream
 	unary bool // the node answered Unimplemented
 }
 
-// produce sends req on cc's stream, or as a unary call to a node without
+// Produce sends req on cc's stream, or as a unary call to a node without
 // streams, and returns what a unary Produce call would.
-func (c *Client) produce(ctx context.Context, cc grpc.ClientConnInterface, req *api.ProduceRequest) (*api.ProduceResponse, error) {
-	s, err := c.streams.get(ctx, cc)
+func (ps *ProduceStreams) Produce(ctx context.Context, cc grpc.ClientConnInterface, req *ProduceRequest) (*ProduceResponse, error) {
+	s, err := ps.get(ctx, cc)
 	if err == nil {
-		var resp *api.ProduceResponse
+		var resp *ProduceResponse
 		if resp, err = s.call(ctx, req); err == nil {
 			return resp, nil
 		}
 	}
 	switch {
 	case errors.Is(err, errNoStream):
-		return api.NewBrokerClient(cc).Produce(ctx, req)
+		return NewBrokerClient(cc).Produce(ctx, req)
 	case errors.Is(err, errUnaryOnce):
-		resp, uerr := api.NewBrokerClient(cc).Produce(ctx, req)
-		if busy(uerr) {
+		resp, uerr := NewBrokerClient(cc).Produce(ctx, req)
+		if status.Code(uerr) == codes.ResourceExhausted && !OverSizeLimit(uerr) { // refused busy
 			// The node may have taken the call on the stream before the
 			// stream ended: a refusal now does not mean nothing was stored.
 			uerr = status.Errorf(codes.Aborted, "outcome unknown: the produce stream ended (%v), and the call sent again was refused: %v", err, status.Convert(uerr).Message())
@@ -74,7 +76,7 @@ func (c *Client) produce(ctx context.Context, cc grpc.ClientConnInterface, req *
 
 // get returns cc's open stream, opening one if it has none (bounded by
 // ctx, the first call's context; the stream itself outlives it).
-func (ps *produceStreams) get(ctx context.Context, cc grpc.ClientConnInterface) (*produceStream, error) {
+func (ps *ProduceStreams) get(ctx context.Context, cc grpc.ClientConnInterface) (*produceStream, error) {
 	ps.mu.Lock()
 	slot := ps.slots[cc]
 	if slot == nil {
@@ -96,8 +98,11 @@ func (ps *produceStreams) get(ctx context.Context, cc grpc.ClientConnInterface) 
 		return old, nil
 	}
 	sctx, cancel := context.WithCancel(context.Background())
+	if ps.StreamContext != nil {
+		sctx = ps.StreamContext(sctx)
+	}
 	stop := context.AfterFunc(ctx, cancel)
-	st, err := api.NewBrokerClient(cc).ProduceStream(sctx)
+	st, err := NewBrokerClient(cc).ProduceStream(sctx)
 	if !stop() { // ctx ended while the stream opened
 		cancel()
 		return nil, status.FromContextError(ctx.Err()).Err()
@@ -131,7 +136,7 @@ func (slot *streamSlot) noStreams() {
 // produceStream is one ProduceStream: calls wait in pending for the reply
 // with their id, which read hands them.
 type produceStream struct {
-	st     api.Broker_ProduceStreamClient
+	st     Broker_ProduceStreamClient
 	cancel context.CancelFunc
 	sendMu sync.Mutex
 	// retired: new calls open another stream (this one ended, or its
@@ -145,14 +150,14 @@ type produceStream struct {
 }
 
 type streamReply struct {
-	resp *api.ProduceResponse
+	resp *ProduceResponse
 	err  error
 }
 
 // call sends req and waits for its reply or the end of ctx. When ctx ends
 // while the stream does not take the call (a node that stopped reading),
 // the whole stream is cancelled: it is of no use to any call.
-func (s *produceStream) call(ctx context.Context, req *api.ProduceRequest) (*api.ProduceResponse, error) {
+func (s *produceStream) call(ctx context.Context, req *ProduceRequest) (*ProduceResponse, error) {
 	ch := make(chan streamReply, 1)
 	s.mu.Lock()
 	if s.err != nil {
@@ -165,7 +170,7 @@ func (s *produceStream) call(ctx context.Context, req *api.ProduceRequest) (*api
 	s.pending[id] = ch
 	s.mu.Unlock()
 
-	msg := &api.ProduceCall{Id: id, Request: req}
+	msg := &ProduceCall{Id: id, Request: req}
 	if d, ok := ctx.Deadline(); ok {
 		msg.TimeoutMs = max(time.Until(d).Milliseconds(), 1)
 	}
