@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
@@ -23,7 +24,8 @@ import (
 
 // TestRocketMQBench measures 1 KiB sends through the unmodified RocketMQ
 // Go client next to raftmq's own SDK (`raftmq bench produce`) on the same
-// 3-process group, synchronous and asynchronous (docs/BENCHMARKS.md). It
+// 3-process group, synchronous and asynchronous, then how fast the Go
+// client's push consumer reads them back (docs/BENCHMARKS.md). It
 // runs only with RAFTMQ_RMQ_BENCH=1: it reports figures and asserts only
 // that every send was acknowledged. RAFTMQ_RMQ_BENCH_WRITE_VIA=false
 // starts the nodes with --remoting-write-via-followers=false (producers
@@ -90,6 +92,7 @@ func TestRocketMQBench(t *testing.T) {
 		lat = append(lat, time.Since(t0))
 	}
 	el := time.Since(start)
+	n0 := len(lat)
 	t.Logf("write via followers: %v", via)
 	t.Logf("RocketMQ client, sync, 1 KiB: %d msgs in %v: %.0f msg/s, p50 %.2f ms, p99 %.2f ms", len(lat), el.Round(time.Millisecond),
 		float64(len(lat))/el.Seconds(), ms(pct(lat, 0.5)), ms(pct(lat, 0.99)))
@@ -144,6 +147,40 @@ func TestRocketMQBench(t *testing.T) {
 	}
 	t.Logf("RocketMQ client, async (%d in flight), 1 KiB: %d msgs in %v: %.0f msg/s, p50 %.2f ms, p99 %.2f ms", window, len(lat), el.Round(time.Millisecond),
 		float64(len(lat))/el.Seconds(), ms(pct(lat, 0.5)), ms(pct(lat, 0.99)))
+
+	// Consume: a push consumer reads the topic from its start (everything
+	// both cases sent and the first send).
+	want := int64(len(lat)) + int64(n0) + 1
+	var got atomic.Int64
+	var first, last atomic.Int64
+	pc, err := consumer.NewPushConsumer(consumer.WithNameServer([]string{ns.Addr()}), consumer.WithGroupName("bench-read"),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithPullBatchSize(32), consumer.WithConsumeMessageBatchMaxSize(32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = pc.Subscribe("rmqbench", consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		now := time.Now().UnixNano()
+		first.CompareAndSwap(0, now)
+		last.Store(now)
+		got.Add(int64(len(msgs)))
+		return consumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for stop := time.Now().Add(2 * time.Minute); got.Load() < want && time.Now().Before(stop); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	pc.Shutdown()
+	if got.Load() < want {
+		t.Errorf("the push consumer read %d of %d messages in 2 minutes", got.Load(), want)
+	} else {
+		span := time.Duration(last.Load() - first.Load())
+		t.Logf("RocketMQ client, push consumer, 1 KiB: %d msgs in %v: %.0f msg/s", got.Load(), span.Round(time.Millisecond), float64(got.Load())/span.Seconds())
+	}
 
 	// raftmq's SDK on the same group.
 	if os.Getenv("RAFTMQ_RMQ_BENCH_SDK") == "0" {
