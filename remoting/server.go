@@ -81,6 +81,8 @@ type Conn struct {
 	// writes, which that Send writes next, all in one system call.
 	wmu     sync.Mutex
 	wqueue  [][]byte
+	queued  int       // bytes in wqueue
+	drained sync.Cond // on wmu: a write ended
 	writing bool
 	werr    error // the first write error; every later Send returns it
 	mu      sync.Mutex
@@ -141,11 +143,17 @@ func (c *Conn) close() {
 	}
 }
 
+// maxQueued bounds the bytes that wait on a connection for the Send that
+// is writing; past it Send waits for the write, so a client that does not
+// read its answers holds up its own requests (each connection handles at
+// most MaxInflight at once) instead of filling memory.
+const maxQueued = 1 << 20
+
 // Send writes one command on the connection. When another Send is
 // writing, the command joins the queue that one writes next (the answers
-// of one group commit leave in one system call) and Send returns at once;
-// if that write fails the connection is closed and every later Send
-// returns the error.
+// of one group commit leave in one system call) and Send returns at once,
+// unless maxQueued bytes wait already; if that write fails the connection
+// is closed and every later Send returns the error.
 func (c *Conn) Send(cmd *Command) error {
 	b, err := cmd.Encode()
 	if err != nil {
@@ -153,26 +161,34 @@ func (c *Conn) Send(cmd *Command) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.drained.L == nil {
+		c.drained.L = &c.wmu
+	}
+	for c.writing && c.queued >= maxQueued && c.werr == nil {
+		c.drained.Wait()
+	}
 	if c.werr != nil {
 		return c.werr
 	}
 	c.wqueue = append(c.wqueue, b)
+	c.queued += len(b)
 	if c.writing {
 		return nil
 	}
 	c.writing = true
-	defer func() { c.writing = false }()
 	for len(c.wqueue) > 0 && err == nil {
 		bufs := net.Buffers(c.wqueue)
-		c.wqueue = nil
+		c.wqueue, c.queued = nil, 0
 		c.wmu.Unlock()
 		c.nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 		_, err = bufs.WriteTo(c.nc)
 		c.wmu.Lock()
+		c.drained.Broadcast()
 	}
+	c.writing = false
 	if err != nil {
 		c.werr = err
-		c.wqueue = nil
+		c.wqueue, c.queued = nil, 0
 		c.setReason(CloseWriteError)
 		c.nc.Close()
 	}

@@ -3,6 +3,7 @@ package remoting
 import (
 	"context"
 	"encoding/binary"
+	"io"
 	"net"
 	"sort"
 	"strconv"
@@ -357,5 +358,50 @@ func TestConnInvokeReachesTheClient(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("invoke still waits after its connection closed")
+	}
+}
+
+// TestSendQueueIsBounded: answers queue while another is being written,
+// but only up to maxQueued bytes; past that Send waits for the write, so a
+// client that never reads its answers cannot make the server hold more.
+func TestSendQueueIsBounded(t *testing.T) {
+	server, client := net.Pipe() // a write returns once the other end has read it all
+	defer server.Close()
+	defer client.Close()
+	c := &Conn{nc: server}
+	big := &Command{Codec: JSON, Body: make([]byte, maxQueued/4)}
+	first := make(chan error, 1)
+	go func() { first <- c.Send(big) }() // writes, and blocks until the client reads
+	for {
+		c.wmu.Lock()
+		writing := c.writing
+		c.wmu.Unlock()
+		if writing {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := range 4 { // queued behind the write: up to maxQueued
+		if err := c.Send(big); err != nil {
+			t.Fatalf("queued send %d: %v", i, err)
+		}
+	}
+	over := make(chan error, 1)
+	go func() { over <- c.Send(big) }()
+	select {
+	case err := <-over:
+		t.Fatalf("a send past maxQueued returned (%v) while the client read nothing", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	go io.Copy(io.Discard, client)
+	for _, ch := range []chan error{first, over} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("sends still wait after the client read")
+		}
 	}
 }
