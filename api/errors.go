@@ -48,3 +48,10 @@ func (s *CallStatus) Err() error {
 func OverSizeLimit(err error) bool {
 	return status.Code(err) == codes.ResourceExhausted && strings.Contains(status.Convert(err).Message(), "larger than max")
 }
+
+// Busy reports whether a node refused a call busy (ResourceExhausted, but
+// not gRPC's size refusal): a node refuses before the request is queued
+// for the log, so nothing of it is stored.
+func Busy(err error) bool {
+	return status.Code(err) == codes.ResourceExhausted && !OverSizeLimit(err)
+}

@@ -64,7 +64,7 @@ func (ps *ProduceStreams) Produce(ctx context.Context, cc grpc.ClientConnInterfa
 		return NewBrokerClient(cc).Produce(ctx, req)
 	case errors.Is(err, errUnaryOnce):
 		resp, uerr := NewBrokerClient(cc).Produce(ctx, req)
-		if status.Code(uerr) == codes.ResourceExhausted && !OverSizeLimit(uerr) { // refused busy
+		if Busy(uerr) {
 			// The node may have taken the call on the stream before the
 			// stream ended: a refusal now does not mean nothing was stored.
 			uerr = status.Errorf(codes.Aborted, "outcome unknown: the produce stream ended (%v), and the call sent again was refused: %v", err, status.Convert(uerr).Message())

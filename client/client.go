@@ -434,7 +434,7 @@ func (c *Client) doConn(ctx context.Context, size int, wait time.Duration, call 
 			return nil
 		}
 		last, lastAddr = err, addr
-		isBusy := busy(err)
+		isBusy := api.Busy(err)
 		switch {
 		case isBusy:
 			refused = true

@@ -6,8 +6,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/raftmq/raftmq/api"
 )
 
 // ErrNotSent: the messages were never handed to the group, so none of them
@@ -62,12 +60,6 @@ func Classify(err error) Outcome {
 		return Failed
 	}
 	return Unknown
-}
-
-// busy reports whether a node refused the request busy: it refuses before
-// the request is queued for the log, so nothing of it is stored.
-func busy(err error) bool {
-	return status.Code(err) == codes.ResourceExhausted && !api.OverSizeLimit(err)
 }
 
 // neverSent reports whether err says the request never left this process:

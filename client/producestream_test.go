@@ -317,7 +317,7 @@ func TestProduceStreamEndedThenBusyIsUnknown(t *testing.T) {
 	}()
 	time.Sleep(50 * time.Millisecond)
 	c.streams.Produce(ctx, cc, oversized)
-	if err := <-held; status.Code(err) != codes.Aborted || busy(err) || !Retryable(err) || Classify(err) != Unknown {
+	if err := <-held; status.Code(err) != codes.Aborted || api.Busy(err) || !Retryable(err) || Classify(err) != Unknown {
 		t.Fatalf("the call that waited beside the oversized one, refused busy when sent again: %v; want Aborted, outcome unknown", err)
 	}
 }
