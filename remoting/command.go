@@ -296,8 +296,8 @@ func encodeJSONHeader(c *Command) ([]byte, error) {
 	if lang == "" {
 		lang = "GO"
 	}
-	return json.Marshal(jsonHeader{Code: c.Code, Language: lang, Version: c.Version, Opaque: c.Opaque, Flag: c.Flag,
-		Remark: c.Remark, ExtFields: ext, SerializeTypeCurrentRPC: "JSON"})
+	return appendJSONHeader(make([]byte, 0, 256), &jsonHeader{Code: c.Code, Language: lang, Version: c.Version, Opaque: c.Opaque, Flag: c.Flag,
+		Remark: c.Remark, ExtFields: ext, SerializeTypeCurrentRPC: "JSON"}), nil
 }
 
 var languages = map[byte]string{0: "JAVA", 1: "CPP", 2: "DOTNET", 3: "PYTHON", 4: "DELPHI", 5: "ERLANG", 6: "RUBY", 7: "OTHER", 8: "HTTP", 9: "GO", 10: "PHP", 11: "OMS", 12: "RUST"}

@@ -1,6 +1,8 @@
 package remoting
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -237,4 +239,88 @@ func (s *jsonScanner) strMap() (map[string]string, bool) {
 			return nil, false
 		}
 	}
+}
+
+// appendJSONHeader appends h as encoding/json marshals it, byte for byte
+// (FuzzAppendJSONHeader holds it to that), without reflection: every
+// answer's header is written through it.
+func appendJSONHeader(b []byte, h *jsonHeader) []byte {
+	b = strconv.AppendInt(append(b, `{"code":`...), int64(h.Code), 10)
+	b = appendJSONString(append(b, `,"language":`...), h.Language)
+	b = strconv.AppendInt(append(b, `,"version":`...), int64(h.Version), 10)
+	b = strconv.AppendInt(append(b, `,"opaque":`...), int64(h.Opaque), 10)
+	b = strconv.AppendInt(append(b, `,"flag":`...), int64(h.Flag), 10)
+	if h.Remark != "" {
+		b = appendJSONString(append(b, `,"remark":`...), h.Remark)
+	}
+	b = append(b, `,"extFields":`...)
+	if h.ExtFields == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '{')
+		for i, k := range slices.Sorted(maps.Keys(h.ExtFields)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+			b = appendJSONString(append(b, ':'), h.ExtFields[k])
+		}
+		b = append(b, '}')
+	}
+	b = appendJSONString(append(b, `,"serializeTypeCurrentRPC":`...), h.SerializeTypeCurrentRPC)
+	return append(b, '}')
+}
+
+// appendJSONString appends s quoted as encoding/json quotes it: HTML
+// characters, U+2028 and U+2029 escaped, invalid UTF-8 as U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }

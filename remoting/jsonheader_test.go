@@ -64,3 +64,23 @@ func FuzzScanJSONHeader(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAppendJSONHeader holds appendJSONHeader to encoding/json, byte for
+// byte.
+func FuzzAppendJSONHeader(f *testing.F) {
+	f.Add(int32(0), "GO", "", "msgId", "C0A8\x01<&>\u2028\xff\"\\\b\f\n\r\t\x00\x1f", "queueId", "3")
+	f.Add(int32(-5), "JAVA", "a remark", "", "", "k", "v")
+	f.Fuzz(func(t *testing.T, code int32, lang, remark, k1, v1, k2, v2 string) {
+		for _, ext := range []map[string]string{nil, {}, {k1: v1, k2: v2}} {
+			h := jsonHeader{Code: code, Language: lang, Version: code / 3, Opaque: ^code, Flag: code & 3, Remark: remark,
+				ExtFields: ext, SerializeTypeCurrentRPC: v1}
+			want, err := json.Marshal(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := appendJSONHeader(nil, &h); string(got) != string(want) {
+				t.Fatalf("appendJSONHeader:\n%s\nencoding/json:\n%s", got, want)
+			}
+		}
+	})
+}
