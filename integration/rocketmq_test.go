@@ -12,7 +12,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,11 +43,15 @@ type rmqReceived struct {
 	tags   map[string]string    // body -> tag
 	queue  map[string]int       // body -> queue id
 	at     map[string]time.Time // body -> first delivery
-	order  map[string][]int     // sharding key -> sequence numbers in delivery order
+	// order: sharding key -> queue offset -> the message's sequence
+	// number. The push consumers consume concurrently (messages of one
+	// pull may reach the callback in any order), so the order a key's
+	// messages were stored in is checked, which is the order pulls serve.
+	order map[string]map[int64]int
 }
 
 func newRMQReceived() *rmqReceived {
-	return &rmqReceived{bodies: map[string]int{}, by: map[string]string{}, tags: map[string]string{}, queue: map[string]int{}, at: map[string]time.Time{}, order: map[string][]int{}}
+	return &rmqReceived{bodies: map[string]int{}, by: map[string]string{}, tags: map[string]string{}, queue: map[string]int{}, at: map[string]time.Time{}, order: map[string]map[int64]int{}}
 }
 
 func (r *rmqReceived) add(instance string, m *primitive.MessageExt) {
@@ -58,7 +64,10 @@ func (r *rmqReceived) add(instance string, m *primitive.MessageExt) {
 		if k := m.GetShardingKey(); k != "" {
 			if i := strings.LastIndexByte(b, '-'); i > 0 {
 				n, _ := strconv.Atoi(b[i+1:])
-				r.order[k] = append(r.order[k], n)
+				if r.order[k] == nil {
+					r.order[k] = map[int64]int{}
+				}
+				r.order[k][m.QueueOffset] = n
 			}
 		}
 	}
@@ -392,12 +401,13 @@ func TestRocketMQClient(t *testing.T) {
 		}
 		queueOf[key] = q
 	}
-	for k, seq := range ordered.order {
-		for i := 1; i < len(seq); i++ {
-			if seq[i] < seq[i-1] {
-				t.Errorf("key %s delivered out of order: %v", k, seq)
-				break
-			}
+	for k, byOffset := range ordered.order {
+		var seq []int
+		for _, off := range slices.Sorted(maps.Keys(byOffset)) {
+			seq = append(seq, byOffset[off])
+		}
+		if !slices.IsSorted(seq) {
+			t.Errorf("key %s stored out of send order: sequence numbers by queue offset %v", k, seq)
 		}
 	}
 	ordered.mu.Unlock()
